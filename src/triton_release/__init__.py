@@ -1,0 +1,3 @@
+"""triton-release: release NVIDIA Triton Inference Server Python-backend models."""
+
+__version__ = "0.1.0"

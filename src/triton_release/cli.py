@@ -1,0 +1,115 @@
+"""Commands -> release steps. The only place that prints an error and exits."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from triton_release import __version__, settings as settings_mod
+from triton_release.actions import Console
+from triton_release.errors import Refused, TritonReleaseError, UsageError
+from triton_release.validate import validate
+
+
+@dataclass(frozen=True)
+class Command:
+    help: str
+    add_arguments: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[argparse.Namespace, settings_mod.Settings, Console], dict]
+
+
+def model_repository(settings: settings_mod.Settings) -> Path:
+    root = Path(settings.model_repository)
+    if not root.is_dir():
+        raise UsageError(f"""
+            {root}: no such model repository. Give the folder holding your models with
+            --model-repository DIR, or model_repository: in {settings_mod.CONFIG_FILE}.""")
+    return root
+
+
+# -- validate ---------------------------------------------------------------------------------
+
+def run_validate(args: argparse.Namespace, settings: settings_mod.Settings, console: Console) -> dict:
+    result = validate(model_repository(settings))
+    for warning in result.warnings:
+        console.problem(warning, "warning")
+    report = result.to_json()
+    if not result.ok:
+        for problem in result.problems:
+            console.problem(problem)
+        count = len(result.problems)
+        raise Refused(f"""
+            {result.root}: {count} problem{'s' if count > 1 else ''} found in {len(result.models)} models
+            (listed above as file:line:col). Fix them and run `triton-release validate` again.""",
+                      report=report)
+    console.line(f"{result.root}: {len(result.models)} models, {result.golden_cases} golden cases, no problems")
+    return report
+
+
+COMMANDS: dict[str, Command] = {
+    "validate": Command("static checks of the model repository; needs no Docker", lambda p: None, run_validate),
+}
+
+
+# -- main -------------------------------------------------------------------------------------
+
+def parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--config", metavar="FILE", help=f"settings file (default: {settings_mod.CONFIG_FILE} where present)")
+    common.add_argument("--model-repository", metavar="DIR", help="the model repository (default: model_repository)")
+    common.add_argument("--report", metavar="FILE", help="write the JSON report there")
+    common.add_argument("--json", action="store_true", help="the JSON report on stdout; human lines on stderr")
+    common.add_argument("--debug", action="store_true", help="show a traceback on failure")
+    top = argparse.ArgumentParser(prog="triton-release", description="Release NVIDIA Triton Python-backend models.")
+    top.add_argument("--version", action="version", version=f"triton-release {__version__}")
+    sub = top.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name, command in COMMANDS.items():
+        command.add_arguments(sub.add_parser(name, help=command.help, parents=[common], description=command.help))
+    return top
+
+
+def cli_settings(args: argparse.Namespace) -> dict:
+    return {key: getattr(args, key, None) for key in settings_mod.BY_KEY}
+
+
+def write_report(args: argparse.Namespace, report: dict) -> None:
+    text = json.dumps(report, indent=2, sort_keys=False)
+    if args.report:
+        Path(args.report).write_text(text + "\n", encoding="utf-8")
+    if args.json:
+        print(text, flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    console = Console(json_mode=args.json)
+    report: dict = {"command": args.command, "ok": False}
+    try:
+        settings = settings_mod.resolve(cli_settings(args), args.config)
+        report.update(COMMANDS[args.command].run(args, settings, console))
+        report["ok"] = True
+        code = 0
+    except TritonReleaseError as exc:
+        report.update(exc.report)
+        report["ok"] = False
+        report["error"] = {"exit_code": exc.exit_code, "message": exc.message}
+        for line in exc.details:
+            console.line(line)
+        console.failure(exc.message)
+        if args.debug:
+            traceback.print_exc()
+        code = exc.exit_code
+    except KeyboardInterrupt:
+        console.failure("interrupted")
+        return 130
+    write_report(args, report)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,172 @@
+"""The release image: deterministic per-model layers, the build context, the build.
+
+Each model version folder, and each model's other files (config.pbtxt, requirements.txt),
+becomes one `ADD <layer>.tar /` whose tar has sorted entries, its parent folders included,
+and every mtime, uid, gid and mode fixed. The same files give the same layer digest in every
+build, on any machine, whichever other model changed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import tarfile
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+import docker
+
+from triton_release.errors import InfrastructureError, Refused
+from triton_release.repository import GOLDEN_DIR, Model, Repository
+
+MODELS_DIR = PurePosixPath("models")
+EPOCH = 0  # every entry's mtime
+SKIP_NAMES = {"__pycache__", ".git", ".DS_Store", GOLDEN_DIR}
+SERVER_COMMAND = ["tritonserver", "--model-repository=/models"]
+
+
+@dataclass(frozen=True)
+class Layer:
+    name: str                 # file name in the build context, e.g. add_sub.v1.tar
+    model: str
+    version: int | None       # None: the model's other files
+    files: tuple[Path, ...] = field(repr=False)
+    digest: str = ""          # sha256 of the tar we made (stable across builds)
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "model": self.model, "version": self.version, "tar_sha256": self.digest}
+
+
+def _info(name: str, is_dir: bool, size: int = 0, executable: bool = False) -> tarfile.TarInfo:
+    info = tarfile.TarInfo(name)
+    info.type = tarfile.DIRTYPE if is_dir else tarfile.REGTYPE
+    info.mode = 0o755 if is_dir or executable else 0o644
+    info.size = size
+    info.mtime = EPOCH
+    info.uid = info.gid = 0
+    info.uname = info.gname = "root"
+    return info
+
+
+def _walk(folder: Path) -> list[Path]:
+    """Files and folders under `folder` in a stable order, minus caches and golden cases."""
+    found = []
+    for dirpath, dirnames, filenames in os.walk(folder):
+        dirnames[:] = sorted(d for d in dirnames if d not in SKIP_NAMES)
+        base = Path(dirpath)
+        found.extend(base / d for d in dirnames)
+        found.extend(base / f for f in sorted(filenames) if f not in SKIP_NAMES and not f.endswith(".pyc"))
+    return sorted(found)
+
+
+def write_layer_tar(out, model: Model, paths: list[Path]) -> str:
+    """Write one deterministic tar; returns its sha256."""
+    digest = hashlib.sha256()
+
+    class Hashing:
+        def write(self, data: bytes) -> int:
+            digest.update(data)
+            return out.write(data)
+
+    with tarfile.open(fileobj=Hashing(), mode="w|", format=tarfile.GNU_FORMAT) as tar:
+        tar.addfile(_info(str(MODELS_DIR), True))
+        tar.addfile(_info(str(MODELS_DIR / model.name), True))
+        for path in paths:
+            arcname = str(MODELS_DIR / model.name / path.relative_to(model.path).as_posix())
+            if path.is_dir():
+                tar.addfile(_info(arcname, True))
+            else:
+                stat = path.stat()
+                with open(path, "rb") as handle:
+                    tar.addfile(_info(arcname, False, stat.st_size, bool(stat.st_mode & 0o111)), handle)
+    return digest.hexdigest()
+
+
+def plan_layers(model: Model) -> list[tuple[str, int | None, list[Path]]]:
+    """(layer file name, version, paths) for the model's other files, then each version."""
+    versions = {str(v) for v in model.versions}
+    others = [p for p in sorted(model.path.iterdir())
+              if p.name not in SKIP_NAMES and p.name not in versions and not p.name.startswith(".")]
+    other_paths: list[Path] = []
+    for path in others:
+        other_paths.append(path)
+        if path.is_dir():
+            other_paths.extend(_walk(path))
+    plan = [(f"{model.name}.files.tar", None, other_paths)]
+    for version in model.versions:
+        folder = model.path / str(version)
+        plan.append((f"{model.name}.v{version}.tar", version, [folder, *_walk(folder)]))
+    return plan
+
+
+def dockerfile(base_image: str, layers: list[Layer]) -> str:
+    lines = [f"FROM {base_image}"]
+    lines += [f"ADD {layer.name} /" for layer in layers]
+    lines.append("CMD " + "[" + ", ".join(f'"{arg}"' for arg in SERVER_COMMAND) + "]")
+    return "\n".join(lines) + "\n"
+
+
+def write_context(out, repo: Repository, base_image: str, models: list[str] | None = None) -> list[Layer]:
+    """The build context as one tar stream: the Dockerfile and one tar per layer."""
+    layers: list[Layer] = []
+    with tarfile.open(fileobj=out, mode="w") as context, tempfile.TemporaryDirectory() as tmp:
+        for model in repo:
+            if models is not None and model.name not in models:
+                continue
+            for name, version, paths in plan_layers(model):
+                path = Path(tmp) / name
+                with open(path, "wb") as handle:
+                    digest = write_layer_tar(handle, model, paths)
+                context.add(path, arcname=name)
+                layers.append(Layer(name, model.name, version, tuple(paths), digest))
+        text = dockerfile(base_image, layers).encode()
+        info = tarfile.TarInfo("Dockerfile")
+        info.size = len(text)
+        context.addfile(info, io.BytesIO(text))
+    return layers
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    tag: str
+    image_id: str
+    base_image: str
+    layers: tuple[Layer, ...]
+
+    def to_json(self) -> dict:
+        return {"tag": self.tag, "image_id": self.image_id, "base_image": self.base_image,
+                "layers": [layer.to_json() for layer in self.layers]}
+
+
+def docker_client(timeout: int = 600) -> docker.DockerClient:
+    try:
+        client = docker.from_env(timeout=timeout)
+        client.ping()
+        return client
+    except docker.errors.DockerException as exc:
+        raise InfrastructureError(f"""
+            No Docker daemon answers ({exc.__class__.__name__}). Start one (locally: `make stack`),
+            or point DOCKER_HOST at it; in a container action, /var/run/docker.sock must be mounted.""") from None
+
+
+def build_image(repo: Repository, base_image: str, tag: str, labels: dict[str, str] | None = None,
+                models: list[str] | None = None, client: docker.DockerClient | None = None) -> BuildResult:
+    client = client or docker_client()
+    with tempfile.TemporaryFile() as context:
+        layers = write_context(context, repo, base_image, models)
+        context.seek(0)
+        try:
+            image, _ = client.images.build(fileobj=context, custom_context=True, tag=tag, labels=labels or {},
+                                           rm=True, forcerm=True, pull=False)
+        except docker.errors.BuildError as exc:
+            log = "".join(chunk.get("stream", "") + chunk.get("error", "") for chunk in exc.build_log)
+            if "pull access denied" in log or "not found" in log.lower() and base_image in log:
+                raise Refused(f"""
+                    The base image {base_image} is neither present nor pullable. Pull it first,
+                    or give another with --base-image.""", details=log.splitlines()[-5:]) from None
+            raise Refused(f"The image build failed: {exc.msg}", details=log.splitlines()[-10:]) from None
+        except docker.errors.APIError as exc:
+            raise InfrastructureError(f"The Docker daemon failed during the build: {exc.explanation or exc}") from None
+    return BuildResult(tag, image.id, base_image, tuple(layers))

@@ -1,0 +1,115 @@
+"""One resolver for every setting: defaults < triton-release.yaml < action inputs < CLI flags."""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+import yaml
+
+from triton_release.errors import UsageError
+
+CONFIG_FILE = "triton-release.yaml"
+
+
+@dataclass(frozen=True)
+class Setting:
+    key: str
+    default: Any
+    help: str
+    convert: Callable[[Any], Any] = str
+
+
+def _optional_int(value: Any) -> int | None:
+    return None if value in (None, "", "null") else int(value)
+
+
+def _python_version(value: Any) -> str | None:
+    if value in (None, ""):
+        return None
+    text = str(value)
+    parts = text.split(".")
+    if len(parts) != 2 or not all(p.isdigit() for p in parts):
+        raise ValueError(f"{text!r} is not a Python version such as 3.11")
+    return text
+
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting("model_repository", "model_repository", "the folder holding the models"),
+    Setting("base_image", "nvcr.io/nvidia/tritonserver:24.10-py3", "the Triton image the release is built FROM"),
+    Setting("python", None, "the Python the models run on (default: the base image's python3)", _python_version),
+    Setting("image", None, "the registry repository releases are pushed to, e.g. ghcr.io/org/models"),
+    Setting("channel", "latest", "the moving tag consumers follow"),
+    Setting("keep", None, "keep only the newest N releases (default: keep all)", _optional_int),
+    Setting("load_timeout", 300, "seconds each tested model may take to become ready", int),
+    Setting("stub", "auto", "where the Python backend stub comes from: auto|stock|wheel|source|path:FILE"),
+)
+BY_KEY = {s.key: s for s in SETTINGS}
+
+
+@dataclass(frozen=True)
+class Settings:
+    values: Mapping[str, Any]
+    sources: Mapping[str, str]  # key -> where its value came from
+
+    def __getattr__(self, key: str) -> Any:
+        try:
+            return self.values[key]
+        except KeyError:
+            raise AttributeError(key) from None
+
+    def to_json(self) -> dict:
+        return dict(self.values)
+
+
+def read_config_file(path: Path) -> dict[str, Any]:
+    """triton-release.yaml, refusing unknown keys with a 'did you mean' hint and the line."""
+    try:
+        text = path.read_text(encoding="utf-8")
+        node = yaml.compose(text)
+        data = yaml.safe_load(text)
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read the settings file ({exc.strerror}).") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
+        raise UsageError(f"{where}: not valid YAML ({getattr(exc, 'problem', exc)}). Fix the syntax.") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise UsageError(f"{path}:1: the settings file must be a mapping of keys such as base_image: ...")
+    lines = {k.value: k.start_mark.line + 1 for k, _ in node.value} if isinstance(node, yaml.MappingNode) else {}
+    for key in data:
+        if key not in BY_KEY:
+            close = difflib.get_close_matches(str(key), BY_KEY, n=1)
+            hint = f" Did you mean {close[0]!r}?" if close else ""
+            raise UsageError(f"{path}:{lines.get(key, 1)}: unknown setting {key!r}.{hint} "
+                             f"Known settings: {', '.join(BY_KEY)}.")
+    return data
+
+
+def resolve(cli: Mapping[str, Any], config_file: str | None = None,
+            action_inputs: Mapping[str, Any] | None = None, cwd: Path | None = None) -> Settings:
+    """Merge the layers. `cli` holds only flags the user gave (None means not given)."""
+    cwd = cwd or Path.cwd()
+    layers: list[tuple[str, Mapping[str, Any]]] = [("default", {s.key: s.default for s in SETTINGS})]
+    path = Path(config_file) if config_file else cwd / CONFIG_FILE
+    if config_file or path.is_file():
+        layers.append((str(path), read_config_file(path)))
+    layers.append(("action input", action_inputs or {}))
+    layers.append(("command line", {k: v for k, v in cli.items() if v is not None}))
+    values: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+    for source, layer in layers:
+        for key, value in layer.items():
+            if key not in BY_KEY:
+                continue
+            setting = BY_KEY[key]
+            try:
+                values[key] = setting.convert(value) if value is not None else None
+            except (TypeError, ValueError) as exc:
+                raise UsageError(f"{source}: {key}={value!r} is not valid ({exc}). {setting.help}.") from None
+            sources[key] = source
+    return Settings(values, sources)

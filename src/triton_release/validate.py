@@ -1,0 +1,176 @@
+"""Static checks of a model repository: what Triton would refuse, found before any build.
+
+Every rule sees one model and the repository around it and yields problems; all problems are
+reported, not just the first.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterator
+
+from triton_release import golden
+from triton_release.repository import GOLDEN_DIR, MODEL_NAME, Model, Problem, Repository, display_path, line_of
+
+LOOKS_LIKE_VERSION = re.compile(r"^(v|version)?-?[0-9]+$", re.I)
+
+
+@dataclass(frozen=True)
+class ValidationResult:
+    root: str
+    models: tuple[str, ...]
+    golden_cases: int
+    problems: tuple[Problem, ...]
+    warnings: tuple[Problem, ...]
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def to_json(self) -> dict:
+        return {"model_repository": self.root, "ok": self.ok, "models": list(self.models),
+                "golden_cases": self.golden_cases,
+                "problems": [p.to_json() for p in self.problems],
+                "warnings": [w.to_json() for w in self.warnings]}
+
+
+Rule = Callable[[Model, Repository], Iterator[Problem]]
+
+
+def check_name(model: Model, repo: Repository) -> Iterator[Problem]:
+    if not MODEL_NAME.match(model.name):
+        yield Problem(model.path, f"model name {model.name!r} is not allowed: use letters, digits, '_', '-' "
+                      "and '.', starting with a letter or digit")
+
+
+def check_config(model: Model, repo: Repository) -> Iterator[Problem]:
+    yield from model.problems
+    config = model.config
+    if config is None:
+        return
+    text = model.config_text
+    if config.name and config.name != model.name:
+        yield Problem(model.config_path, f"name {config.name!r} differs from the model's folder "
+                      f"{model.name!r}: Triton refuses to load it; make them equal", line_of(text, "name"))
+    if not config.backend and not config.platform:
+        yield Problem(model.config_path, "neither backend nor platform is set: add backend: \"python\" "
+                      "(or platform: \"ensemble\")")
+    if config.max_batch_size < 0:
+        yield Problem(model.config_path, "max_batch_size must be 0 (no batching) or positive",
+                      line_of(text, "max_batch_size"))
+    for kind in ("input", "output"):
+        names = Counter(t.name for t in getattr(config, kind))
+        for name, count in names.items():
+            if count > 1:
+                yield Problem(model.config_path, f"{kind} {name!r} is declared {count} times",
+                              line_of(text, f'"{name}"'))
+        for tensor in getattr(config, kind):
+            if not tensor.dims and not tensor.HasField("reshape") and config.max_batch_size == 0:
+                yield Problem(model.config_path, f"{kind} {tensor.name!r} has no dims: give at least one "
+                              "dimension (or max_batch_size > 0 for a batch dimension)",
+                              line_of(text, f'"{tensor.name}"'))
+            bad = [d for d in tensor.dims if d == 0 or d < -1]
+            if bad:
+                yield Problem(model.config_path, f"{kind} {tensor.name!r} has dims {list(tensor.dims)}: each "
+                              "dimension is positive, or -1 for a variable one", line_of(text, f'"{tensor.name}"'))
+
+
+def check_versions(model: Model, repo: Repository) -> Iterator[Problem]:
+    for name in model.other_dirs:
+        if LOOKS_LIKE_VERSION.match(name):
+            number = int(re.sub(r"[^0-9]", "", name))
+            fix = f"rename it to {number}" if number >= 1 else "version numbers start at 1"
+            yield Problem(model.path / name, f"Triton ignores the folder {name!r}: version folders are "
+                          f"numbered 1, 2, 3 ... without leading zeros; {fix}")
+    for child in sorted(model.path.iterdir()):
+        if child.is_file() and LOOKS_LIKE_VERSION.match(child.name):
+            yield Problem(child, f"{child.name!r} is a file where a version folder is expected")
+    if not model.versions:
+        yield Problem(model.path, "no version folder: put the model's files in "
+                      f"{display_path(model.path / '1')}/")
+    for version in model.versions:
+        folder = model.path / str(version)
+        if not model.is_ensemble and not any(folder.iterdir()):
+            yield Problem(folder, "version folder is empty")
+
+
+def check_python_files(model: Model, repo: Repository) -> Iterator[Problem]:
+    if not model.is_python:
+        return
+    filename = (model.config.default_model_filename if model.config else "") or "model.py"
+    for version in model.versions:
+        folder = model.path / str(version)
+        if any(folder.iterdir()) and not (folder / filename).is_file():
+            what = "a python model" if model.config else "a model without config.pbtxt (auto-complete)"
+            yield Problem(folder, f"no {filename}: {what} needs {display_path(folder / filename)}")
+
+
+def check_ensemble(model: Model, repo: Repository) -> Iterator[Problem]:
+    if not model.is_ensemble:
+        return
+    text = model.config_text
+    steps = model.config.ensemble_scheduling.step
+    if not steps:
+        yield Problem(model.config_path, "an ensemble needs ensemble_scheduling with at least one step")
+    produced = set()
+    for step in steps:
+        line = line_of(text, f'"{step.model_name}"')
+        if step.model_name not in repo:
+            yield Problem(model.config_path, f"step model {step.model_name!r} is not in the model repository "
+                          f"(models: {', '.join(sorted(repo.models))})", line)
+            continue
+        target = repo[step.model_name]
+        produced.update(step.output_map.values())
+        if target.config is None:
+            continue
+        for kind, mapping in (("input", step.input_map), ("output", step.output_map)):
+            declared = target.tensors(kind)
+            for key in mapping:
+                if key not in declared:
+                    yield Problem(model.config_path, f"step {step.model_name!r} maps {kind} {key!r}, which "
+                                  f"{step.model_name} does not declare (its {kind}s: "
+                                  f"{', '.join(sorted(declared)) or 'none'})", line_of(text, f'"{key}"') or line)
+    for name in model.tensors("output"):
+        if steps and name not in produced:
+            yield Problem(model.config_path, f"ensemble output {name!r} is produced by no step's output_map",
+                          line_of(text, f'"{name}"'))
+
+
+def check_links(model: Model, repo: Repository) -> Iterator[Problem]:
+    root = repo.root.resolve()
+    for path in sorted(model.path.rglob("*")):
+        if path.is_symlink():
+            target = path.resolve()
+            if root not in target.parents and target != root:
+                yield Problem(path, f"symbolic link points outside the model repository ({target}); "
+                              "copy the file in instead")
+
+
+def check_golden(model: Model, repo: Repository) -> Iterator[Problem]:
+    for path in model.golden_cases:
+        case, problems = golden.load_case(path, model.name)
+        yield from problems
+        if case is not None:
+            yield from golden.check_against_config(case, model)
+
+
+RULES: tuple[Rule, ...] = (check_name, check_config, check_versions, check_python_files, check_ensemble,
+                           check_links, check_golden)
+
+
+def validate(root: Path) -> ValidationResult:
+    repo = Repository.load(root)
+    problems: list[Problem] = []
+    warnings: list[Problem] = []
+    cases = 0
+    for model in repo:
+        for rule in RULES:
+            problems.extend(rule(model, repo))
+        cases += len(model.golden_cases)
+        if not model.golden_cases:
+            warnings.append(Problem(model.path / GOLDEN_DIR, "no golden cases: a release can load this model but proves nothing about "
+                                    "its answers; add golden/<case>.json"))
+    return ValidationResult(display_path(Path(root)), tuple(repo.models), cases, tuple(problems), tuple(warnings))

@@ -1,0 +1,328 @@
+"""The local stack every integration test runs on: a Docker daemon, a registry, stand-in images.
+
+    python stack/stack.py up      # idempotent; a second run finds everything up in seconds
+    python stack/stack.py down    # stops the daemon and registry this script started
+
+Nothing here can be pulled from a public registry, so the Triton base images are built
+locally: a Debian root file system from mmdebstrap, plus Triton 2.51 (the 24.10 release)
+taken from PyPI's nvidia-pytriton wheel, laid out as in NVIDIA's images. Each image is
+rebuilt only when its recipe changes (a hash of the recipe is kept as a label).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tarfile
+import time
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import docker
+import requests
+
+ROOT = Path(__file__).resolve().parent.parent
+STATE = ROOT / ".stack"
+HERE = Path(__file__).resolve().parent
+DOCKER_SOCKET = Path("/var/run/docker.sock")
+REGISTRY_ADDR = "127.0.0.1:5000"
+APT_PACKAGES = {"dockerd": "docker.io", "docker-registry": "docker-registry", "mmdebstrap": "mmdebstrap"}
+PYTRITON = "nvidia-pytriton==0.7.0"  # carries Triton 2.51.0, the 24.10 release
+HASH_LABEL = "triton-release.stand-in-recipe"
+DEBIAN_PACKAGES = "python3,python3-numpy,python3-pip,python3-venv,libpython3.{minor},ca-certificates,git"
+
+
+class StackError(Exception):
+    pass
+
+
+def log(msg: str) -> None:
+    print(f"stack: {msg}", file=sys.stderr, flush=True)
+
+
+def run(cmd: list[str], **kw) -> subprocess.CompletedProcess:
+    return subprocess.run(cmd, check=True, **kw)
+
+
+def wait_for(what: str, probe, seconds: float, log_file: Path | None = None) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if probe():
+            return
+        time.sleep(0.2)
+    tail = ""
+    if log_file and log_file.exists():
+        tail = "\n".join(log_file.read_text(errors="replace").splitlines()[-15:])
+    raise StackError(f"{what} did not come up within {seconds:.0f} s.\n{tail}")
+
+
+# -- system packages --------------------------------------------------------------------------
+
+def ensure_packages() -> None:
+    missing = [pkg for cmd, pkg in APT_PACKAGES.items() if shutil.which(cmd) is None]
+    if not missing:
+        return
+    if os.geteuid() != 0:
+        raise StackError(f"missing {', '.join(missing)}; install them with: sudo apt-get install -y {' '.join(missing)}")
+    log(f"installing {' '.join(missing)} with apt-get")
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    run(["apt-get", "update", "-qq"], env=env)
+    run(["apt-get", "install", "-y", "-qq", *missing, "iptables"], env=env, stdout=subprocess.DEVNULL)
+
+
+# -- the Docker daemon ------------------------------------------------------------------------
+
+def docker_answers() -> bool:
+    try:
+        docker.from_env(timeout=5).ping()
+        return True
+    except Exception:
+        return False
+
+
+def ensure_docker() -> None:
+    if docker_answers():
+        return
+    if os.environ.get("DOCKER_HOST"):
+        raise StackError(f"DOCKER_HOST={os.environ['DOCKER_HOST']} does not answer; start that daemon or unset DOCKER_HOST.")
+    if os.geteuid() != 0:
+        raise StackError("no Docker daemon answers on /var/run/docker.sock and starting one needs root: run `sudo make stack`.")
+    state = STATE / "docker"
+    state.mkdir(parents=True, exist_ok=True)
+    pidfile = STATE / "dockerd.pid"
+    logfile = STATE / "dockerd.log"
+    if DOCKER_SOCKET.exists():
+        DOCKER_SOCKET.unlink()
+    log(f"starting dockerd (state in {state})")
+    with open(logfile, "ab") as out:
+        subprocess.Popen(
+            ["dockerd", "--data-root", str(state / "data"), "-H", f"unix://{DOCKER_SOCKET}",
+             "--pidfile", str(pidfile)],
+            stdout=out, stderr=out, stdin=subprocess.DEVNULL, start_new_session=True,
+        )
+    wait_for("dockerd", docker_answers, 60, logfile)
+
+
+# -- the registry -----------------------------------------------------------------------------
+
+def registry_answers() -> bool:
+    try:
+        return requests.get(f"http://{REGISTRY_ADDR}/v2/", timeout=2).status_code == 200
+    except requests.RequestException:
+        return False
+
+
+def ensure_registry() -> None:
+    if registry_answers():
+        return
+    storage = STATE / "registry"
+    storage.mkdir(parents=True, exist_ok=True)
+    config = STATE / "registry.yml"
+    config.write_text(
+        "version: 0.1\n"
+        "log:\n  level: warn\n"
+        f"storage:\n  filesystem:\n    rootdirectory: {storage}\n  delete:\n    enabled: true\n"
+        f"http:\n  addr: {REGISTRY_ADDR}\n"
+    )
+    logfile = STATE / "registry.log"
+    log(f"starting docker-registry on {REGISTRY_ADDR} (storage in {storage})")
+    with open(logfile, "ab") as out:
+        proc = subprocess.Popen(
+            ["docker-registry", "serve", str(config)],
+            stdout=out, stderr=out, stdin=subprocess.DEVNULL, start_new_session=True,
+        )
+    (STATE / "registry.pid").write_text(str(proc.pid))
+    wait_for("docker-registry", registry_answers, 30, logfile)
+
+
+# -- stand-in images --------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Suite:
+    name: str       # Debian suite
+    python: str     # its python3 (X.Y)
+
+
+BOOKWORM = Suite("bookworm", "3.11")
+TRIXIE = Suite("trixie", "3.13")
+
+
+@dataclass(frozen=True)
+class StandIn:
+    tag: str
+    suite: Suite
+    dockerfile: str
+    args: dict
+
+
+TRITON_STANDINS = [
+    StandIn("local/tritonserver:24.10-py3", BOOKWORM, "tritonserver.Dockerfile", {"STUB_PYTHON": "3.11"}),
+    StandIn("local/tritonserver:24.10-py3-stub38", BOOKWORM, "tritonserver.Dockerfile", {"STUB_PYTHON": "3.8"}),
+    StandIn("local/tritonserver:24.10-py3-trixie", TRIXIE, "tritonserver.Dockerfile", {"STUB_PYTHON": "3.11"}),
+]
+PYTHON_STANDIN = StandIn("python:3.11-slim", BOOKWORM, "python-slim.Dockerfile", {})
+
+
+def rootfs_image(client, suite: Suite) -> str:
+    """A Debian root file system imported as an image, made once per suite."""
+    tag = f"local/debian-rootfs:{suite.name}"
+    packages = DEBIAN_PACKAGES.format(minor=suite.python.split(".")[1])
+    recipe = hashlib.sha256(f"{suite.name}|{packages}".encode()).hexdigest()[:16]
+    try:
+        if client.images.get(tag).labels.get(HASH_LABEL) == recipe:
+            return tag
+    except docker.errors.ImageNotFound:
+        pass
+    tarball = STATE / "rootfs" / f"{suite.name}-{recipe}.tar"
+    if not tarball.exists():
+        tarball.parent.mkdir(parents=True, exist_ok=True)
+        partial = tarball.with_suffix(".partial")
+        log(f"mmdebstrap {suite.name} (about 30 s)")
+        run(["mmdebstrap", "--quiet", "--format=tar", "--variant=apt", f"--include={packages}", suite.name, str(partial)])
+        partial.rename(tarball)
+    log(f"importing {tarball.name} as {tag}")
+    run(["docker", "import", "--change", f"LABEL {HASH_LABEL}={recipe}",
+         "--change", 'CMD ["/bin/bash"]', str(tarball), tag], stdout=subprocess.DEVNULL)
+    return tag
+
+
+def triton_files() -> Path:
+    """Triton 2.51 unpacked from the nvidia-pytriton wheel, in NVIDIA's /opt/tritonserver layout."""
+    out = STATE / "triton-2.51.0"
+    if (out / ".complete").exists():
+        return out
+    wheels = STATE / "wheels"
+    wheels.mkdir(parents=True, exist_ok=True)
+    found = list(wheels.glob("nvidia_pytriton-0.7.0-*.whl"))
+    if not found:
+        log(f"downloading {PYTRITON} (55 MB)")
+        run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:",
+             "--platform", "manylinux_2_35_x86_64", "--python-version", "3.11", PYTRITON, "-d", str(wheels)])
+        found = list(wheels.glob("nvidia_pytriton-0.7.0-*.whl"))
+    if out.exists():
+        shutil.rmtree(out)
+    layout = {
+        "pytriton/tritonserver/bin/": "opt/tritonserver/bin/",
+        "pytriton/tritonserver/backends/": "opt/tritonserver/backends/",
+        "pytriton/tritonserver/caches/": "opt/tritonserver/caches/",
+        "nvidia_pytriton.libs/": "opt/tritonserver/lib/",
+        "pytriton/tritonserver/python_backend_stubs/": "stubs/",
+    }
+    with zipfile.ZipFile(found[0]) as wheel:
+        for info in wheel.infolist():
+            for prefix, dest in layout.items():
+                if info.filename.startswith(prefix) and not info.is_dir():
+                    target = out / dest / info.filename[len(prefix):]
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    target.write_bytes(wheel.read(info))
+                    target.chmod(0o755)
+    (out / ".complete").write_text("")
+    return out
+
+
+def build_context(dockerfile: str, files: Path | None) -> io.BytesIO:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        tar.add(HERE / dockerfile, arcname="Dockerfile")
+        if files is not None:
+            tar.add(files / "opt", arcname="opt")
+            tar.add(files / "stubs", arcname="stubs")
+        ca = Path("/etc/ssl/certs/ca-certificates.crt")
+        tar.add(ca if ca.exists() else HERE / "empty.crt", arcname="host-ca-certificates.crt")
+    buf.seek(0)
+    return buf
+
+
+def ensure_image(client, standin: StandIn) -> None:
+    base = rootfs_image(client, standin.suite)
+    base_id = client.images.get(base).id
+    recipe_text = (HERE / standin.dockerfile).read_text() + repr(sorted(standin.args.items())) + base_id + PYTRITON
+    recipe = hashlib.sha256(recipe_text.encode()).hexdigest()[:16]
+    try:
+        if client.images.get(standin.tag).labels.get(HASH_LABEL) == recipe:
+            return
+    except docker.errors.ImageNotFound:
+        pass
+    log(f"building {standin.tag}")
+    files = triton_files() if standin.dockerfile.startswith("tritonserver") else None
+    client.images.build(
+        fileobj=build_context(standin.dockerfile, files), custom_context=True, tag=standin.tag,
+        buildargs={"BASE": base, **standin.args}, labels={HASH_LABEL: recipe}, rm=True, forcerm=True,
+    )
+
+
+def python_image_pullable(client) -> bool:
+    """The real python:3.11-slim where it can be had; the stand-in only where it cannot."""
+    try:
+        image = client.images.get(PYTHON_STANDIN.tag)
+        return HASH_LABEL not in image.labels  # the real image, pulled earlier
+    except docker.errors.ImageNotFound:
+        pass
+    try:
+        client.images.pull(PYTHON_STANDIN.tag)
+        return True
+    except docker.errors.APIError:
+        return False
+
+
+def ensure_images() -> None:
+    client = docker.from_env(timeout=600)
+    for standin in TRITON_STANDINS:
+        ensure_image(client, standin)
+    if not python_image_pullable(client):
+        ensure_image(client, PYTHON_STANDIN)
+
+
+# -- commands ---------------------------------------------------------------------------------
+
+def up() -> None:
+    start = time.monotonic()
+    STATE.mkdir(exist_ok=True)
+    ensure_packages()
+    ensure_docker()
+    ensure_registry()
+    ensure_images()
+    log(f"up in {time.monotonic() - start:.1f} s: docker on {DOCKER_SOCKET}, registry on {REGISTRY_ADDR}")
+
+
+def stop_pidfile(name: str, pidfile: Path) -> None:
+    if not pidfile.exists():
+        return
+    try:
+        pid = int(pidfile.read_text().strip())
+        os.kill(pid, signal.SIGTERM)
+        for _ in range(100):
+            os.kill(pid, 0)
+            time.sleep(0.1)
+    except (ValueError, ProcessLookupError):
+        pass
+    pidfile.unlink(missing_ok=True)
+    log(f"stopped {name}")
+
+
+def down() -> None:
+    stop_pidfile("docker-registry", STATE / "registry.pid")
+    stop_pidfile("dockerd", STATE / "dockerd.pid")
+
+
+def main(argv: list[str]) -> int:
+    command = argv[1] if len(argv) > 1 else "up"
+    try:
+        {"up": up, "down": down}[command]()
+    except KeyError:
+        print("usage: stack.py up|down", file=sys.stderr)
+        return 2
+    except (StackError, subprocess.CalledProcessError, docker.errors.DockerException) as exc:
+        log(f"failed: {exc}")
+        return 3
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,278 @@
+"""Every validate rule, with a good and a bad case."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from conftest import PYTHON_MODEL, golden_case, python_config, python_model_files
+from triton_release.cli import main
+from triton_release.validate import validate
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "model_repository"
+
+
+def messages(root: Path) -> list[str]:
+    return [str(p) for p in validate(root).problems]
+
+
+def only_problem(root: Path) -> str:
+    found = messages(root)
+    assert len(found) == 1, found
+    return found[0]
+
+
+def test_example_repository_is_valid():
+    result = validate(EXAMPLE)
+    assert result.ok, [str(p) for p in result.problems]
+    assert len(result.models) >= 4 and result.golden_cases >= 5
+
+
+def test_good_python_model(make_repo):
+    result = validate(make_repo(python_model_files("m")))
+    assert result.ok and result.models == ("m",) and result.golden_cases == 1 and not result.warnings
+
+
+def test_unknown_enum_on_line_5_names_file_line_and_value(make_repo, capsys):
+    config = 'name: "m"\nbackend: "python"\nmax_batch_size: 0\ninput [ { name: "INPUT0"\n data_type: TYPE_FP33 dims: [ 4 ] } ]\n'
+    root = make_repo({**python_model_files("m"), "m/config.pbtxt": config})
+    problem = validate(root).problems[0]
+    assert (problem.line, problem.path.name) == (5, "config.pbtxt") and "TYPE_FP33" in problem.message
+    assert main(["validate", "--model-repository", str(root)]) == 1
+    out = capsys.readouterr()
+    assert "config.pbtxt:5:" in out.out and "TYPE_FP33" in out.out
+    assert "Fix them" in out.err
+
+
+def test_unknown_field_is_located(make_repo):
+    root = make_repo({**python_model_files("m"), "m/config.pbtxt": python_config("m") + "max_batch: 4\n"})
+    problem = validate(root).problems[0]
+    assert problem.line == 6 and "max_batch" in problem.message
+
+
+def test_config_name_must_match_folder(make_repo):
+    root = make_repo({**python_model_files("m"), "m/config.pbtxt": python_config("other")})
+    assert "differs from the model's folder 'm'" in only_problem(root)
+
+
+def test_backend_or_platform_required(make_repo):
+    config = python_config("m").replace('backend: "python"\n', "")
+    assert "neither backend nor platform" in only_problem(make_repo({**python_model_files("m"), "m/config.pbtxt": config}))
+
+
+def test_duplicate_input_name(make_repo):
+    config = python_config("m").replace(
+        'input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]',
+        'input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] }, { name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]')
+    assert "input 'INPUT0' is declared 2 times" in only_problem(make_repo({**python_model_files("m"), "m/config.pbtxt": config}))
+
+
+def test_dims_must_be_positive_or_variable(make_repo):
+    root = make_repo({**python_model_files("m"), "m/config.pbtxt": python_config("m", dims="[ 0 ]"),
+                      "m/golden/basic.json": golden_case(shape=(1, 0), data=(), out=())})
+    assert all("each dimension is positive" in m for m in messages(root))
+
+
+def test_no_dims_without_batching(make_repo):
+    root = make_repo({**python_model_files("m"), "m/config.pbtxt": python_config("m", max_batch_size=0, dims="[ ]"),
+                      "m/golden/basic.json": golden_case(shape=(), data=(1,), out=(2,))})
+    assert any("has no dims" in m for m in messages(root))
+
+
+@pytest.mark.parametrize("folder, fix", [("01", "rename it to 1"), ("v2", "rename it to 2"),
+                                          ("0", "version numbers start at 1")])
+def test_odd_version_folders(make_repo, folder, fix):
+    root = make_repo({**python_model_files("m"), f"m/{folder}/model.py": PYTHON_MODEL})
+    problem = only_problem(root)
+    assert f"Triton ignores the folder '{folder}'" in problem and fix in problem
+
+
+def test_file_where_version_folder_expected(make_repo):
+    root = make_repo({**python_model_files("m"), "m/2": "not a folder"})
+    assert "is a file where a version folder is expected" in only_problem(root)
+
+
+def test_no_version_folder(make_repo):
+    root = make_repo({"m/config.pbtxt": python_config("m"), "m/golden/basic.json": golden_case()})
+    assert "no version folder" in only_problem(root)
+
+
+def test_empty_version_folder(make_repo):
+    root = make_repo({**python_model_files("m"), "m/2": None})
+    assert "version folder is empty" in only_problem(root)
+
+
+def test_python_model_needs_model_py(make_repo):
+    root = make_repo({**python_model_files("m"), "m/2/weights.bin": b"\x00\x01"})
+    problem = only_problem(root)
+    assert "no model.py" in problem and os.path.join("m", "2") in problem
+
+
+def test_default_model_filename_is_respected(make_repo):
+    config = python_config("m") + 'default_model_filename: "serve.py"\n'
+    root = make_repo({"m/config.pbtxt": config, "m/1/serve.py": PYTHON_MODEL, "m/golden/basic.json": golden_case()})
+    assert validate(root).ok
+
+
+def test_python_model_without_config_is_accepted(make_repo):
+    root = make_repo({"auto/1/model.py": PYTHON_MODEL, "auto/golden/basic.json": golden_case()})
+    assert validate(root).ok
+
+
+def test_model_without_config_needs_model_py(make_repo):
+    root = make_repo({"auto/1/weights.bin": b"\x00"})
+    assert "a model without config.pbtxt (auto-complete) needs" in only_problem(root)
+
+
+def ensemble(steps: str, outputs: str = 'output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]') -> str:
+    return (f'name: "ens"\nplatform: "ensemble"\nmax_batch_size: 8\n'
+            f'input [ {{ name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] }} ]\n{outputs}\n'
+            f'ensemble_scheduling {{ step [ {steps} ] }}\n')
+
+
+GOOD_STEP = ('{ model_name: "m" model_version: -1 input_map { key: "INPUT0" value: "INPUT0" } '
+             'output_map { key: "OUTPUT0" value: "OUTPUT0" } }')
+
+
+def test_good_ensemble(make_repo):
+    root = make_repo({**python_model_files("m"), "ens/config.pbtxt": ensemble(GOOD_STEP), "ens/1": None,
+                      "ens/golden/basic.json": golden_case()})
+    assert validate(root).ok
+
+
+def test_ensemble_step_naming_a_missing_model(make_repo):
+    root = make_repo({**python_model_files("m"), "ens/config.pbtxt": ensemble(GOOD_STEP.replace('"m"', '"gone"')),
+                      "ens/1": None, "ens/golden/basic.json": golden_case()})
+    found = messages(root)
+    assert any("step model 'gone' is not in the model repository" in m and ":6:" in m for m in found), found
+
+
+def test_ensemble_step_with_a_wrong_tensor_name(make_repo):
+    root = make_repo({**python_model_files("m"), "ens/config.pbtxt": ensemble(GOOD_STEP.replace('key: "INPUT0"', 'key: "IN"')),
+                      "ens/1": None, "ens/golden/basic.json": golden_case()})
+    assert "maps input 'IN', which m does not declare (its inputs: INPUT0)" in only_problem(root)
+
+
+def test_ensemble_output_produced_by_no_step(make_repo):
+    steps = GOOD_STEP.replace('value: "OUTPUT0"', 'value: "elsewhere"')
+    root = make_repo({**python_model_files("m"), "ens/config.pbtxt": ensemble(steps), "ens/1": None,
+                      "ens/golden/basic.json": golden_case()})
+    assert "ensemble output 'OUTPUT0' is produced by no step" in only_problem(root)
+
+
+def test_symlink_outside_the_repository(make_repo, tmp_path):
+    outside = tmp_path / "secret.bin"
+    outside.write_bytes(b"x")
+    root = make_repo(python_model_files("m"))
+    (root / "m" / "1" / "weights.bin").symlink_to(outside)
+    assert "symbolic link points outside the model repository" in only_problem(root)
+
+
+@pytest.mark.parametrize("name", ["bad name", "a;rm", "-dash"])
+def test_model_names_are_restricted(make_repo, name):
+    root = make_repo(python_model_files(name) | {f"{name}/config.pbtxt": python_config(name)})
+    assert any("is not allowed" in m for m in messages(root))
+
+
+# -- golden files --------------------------------------------------------------------------
+
+def test_malformed_golden_json_gives_line_and_column(make_repo):
+    root = make_repo({**python_model_files("m"), "m/golden/basic.json": '{\n  "inputs": [\n    {"name": 1,}\n'})
+    problem = validate(root).problems[0]
+    assert problem.line == 3 and problem.col and "not valid JSON" in problem.message
+
+
+def test_golden_unknown_input(make_repo):
+    case = golden_case().replace('"INPUT0"', '"INPUT9"')
+    problem = only_problem(make_repo({**python_model_files("m"), "m/golden/basic.json": case}))
+    assert "input 'INPUT9' is not declared in m/config.pbtxt (its inputs: INPUT0)" in problem
+    assert "basic.json:4:" in problem
+
+
+def test_golden_wrong_datatype(make_repo):
+    case = golden_case(dtype="FP64")
+    found = messages(make_repo({**python_model_files("m"), "m/golden/basic.json": case}))
+    assert any("is FP64 here but FP32 in config.pbtxt" in m for m in found)
+
+
+def test_golden_shape_that_does_not_fit(make_repo):
+    case = golden_case(shape=(1, 3), data=(1, 2, 3), out=(2, 3, 4))
+    found = messages(make_repo({**python_model_files("m"), "m/golden/basic.json": case}))
+    assert any("has shape [1, 3], which does not fit [batch 1..8] + dims [4]" in m for m in found)
+
+
+def test_golden_batch_larger_than_max_batch_size(make_repo):
+    case = golden_case(shape=(9, 4), data=range(36), out=range(36))
+    assert any("does not fit" in m for m in messages(make_repo({**python_model_files("m"), "m/golden/basic.json": case})))
+
+
+def test_golden_data_count_must_match_shape(make_repo):
+    case = golden_case(data=(1, 2, 3))
+    assert "shape [1, 4] holds 4 elements but \"data\" has 3" in only_problem(
+        make_repo({**python_model_files("m"), "m/golden/basic.json": case}))
+
+
+def test_golden_nested_data_is_accepted(make_repo):
+    case = json.loads(golden_case())
+    case["inputs"][0]["data"] = [[1, 2, 3, 4]]
+    assert validate(make_repo({**python_model_files("m"), "m/golden/basic.json": json.dumps(case)})).ok
+
+
+def test_golden_bytes_given_as_numbers(make_repo):
+    config = python_config("m", max_batch_size=0, dims="[ -1 ]", dtype="TYPE_STRING")
+    case = golden_case(shape=(2,), data=(1, 2), out=("a", "b"), dtype="BYTES")
+    problem = only_problem(make_repo({**python_model_files("m"), "m/config.pbtxt": config, "m/golden/basic.json": case}))
+    assert "data of a BYTES tensor must be strings" in problem
+
+
+def test_golden_unknown_key(make_repo):
+    case = golden_case(tolerance=0.1)
+    assert "unknown key 'tolerance'" in only_problem(make_repo({**python_model_files("m"), "m/golden/basic.json": case}))
+
+
+def test_golden_unknown_datatype(make_repo):
+    case = golden_case(dtype="FLOAT")
+    assert "'FLOAT' is not a KServe v2 type" in messages(make_repo({**python_model_files("m"), "m/golden/basic.json": case}))[0]
+
+
+def test_golden_decoupled_responses_are_checked(make_repo):
+    case = json.loads(golden_case())
+    case["outputs"] = [[case["outputs"][0]], [dict(case["outputs"][0], name="NOPE")]]
+    assert "output 'NOPE' is not declared" in only_problem(
+        make_repo({**python_model_files("m"), "m/golden/basic.json": json.dumps(case)}))
+
+
+def test_no_golden_cases_is_a_warning_not_a_problem(make_repo):
+    files = python_model_files("m")
+    del files["m/golden/basic.json"]
+    result = validate(make_repo(files))
+    assert result.ok and "no golden cases" in str(result.warnings[0])
+
+
+def test_every_problem_is_reported(make_repo):
+    root = make_repo({**python_model_files("a"), **python_model_files("b"),
+                      "a/config.pbtxt": python_config("a", dtype="TYPE_FP33"),
+                      "b/01/model.py": PYTHON_MODEL,
+                      "b/golden/bad.json": "{"})
+    found = messages(root)
+    assert len(found) == 3, found
+
+
+# -- the command ---------------------------------------------------------------------------
+
+def test_validate_json_report(make_repo, capsys, tmp_path):
+    root = make_repo({**python_model_files("m"), "m/01/model.py": PYTHON_MODEL})
+    report_file = tmp_path / "report.json"
+    assert main(["validate", "--model-repository", str(root), "--json", "--report", str(report_file)]) == 1
+    report = json.loads(capsys.readouterr().out)
+    assert report == json.loads(report_file.read_text())
+    assert report["command"] == "validate" and report["ok"] is False and report["error"]["exit_code"] == 1
+    assert report["problems"][0]["path"].endswith(os.path.join("m", "01"))
+
+
+def test_missing_repository_is_a_usage_error(tmp_path, capsys):
+    assert main(["validate", "--model-repository", str(tmp_path / "nope")]) == 2
+    assert "no such model repository" in capsys.readouterr().err
