@@ -1,66 +1,10 @@
-"""Shared fixtures: small model repositories written from a few lines of data."""
+"""Shared fixtures."""
 
 from __future__ import annotations
 
-import json
-import textwrap
-from pathlib import Path
-
 import pytest
 
-PYTHON_MODEL = '''\
-import numpy as np
-import triton_python_backend_utils as pb_utils
-
-
-class TritonPythonModel:
-    def execute(self, requests):
-        responses = []
-        for request in requests:
-            x = pb_utils.get_input_tensor_by_name(request, "INPUT0").as_numpy()
-            out = pb_utils.Tensor("OUTPUT0", (x + 1).astype(np.float32))
-            responses.append(pb_utils.InferenceResponse([out]))
-        return responses
-'''
-
-
-def python_config(name: str, max_batch_size: int = 8, dims: str = "[ 4 ]", dtype: str = "TYPE_FP32") -> str:
-    return textwrap.dedent(f'''\
-        name: "{name}"
-        backend: "python"
-        max_batch_size: {max_batch_size}
-        input [ {{ name: "INPUT0" data_type: {dtype} dims: {dims} }} ]
-        output [ {{ name: "OUTPUT0" data_type: {dtype} dims: {dims} }} ]
-        ''')
-
-
-def golden_case(shape=(1, 4), data=(1, 2, 3, 4), out=(2, 3, 4, 5), dtype="FP32", **extra) -> str:
-    case = {"inputs": [{"name": "INPUT0", "datatype": dtype, "shape": list(shape), "data": list(data)}],
-            "outputs": [{"name": "OUTPUT0", "datatype": dtype, "shape": list(shape), "data": list(out)}], **extra}
-    return json.dumps(case, indent=2)
-
-
-def write_tree(root: Path, files: dict[str, str | bytes | None]) -> Path:
-    """Write {relative path: content}; None makes an empty folder."""
-    for rel, content in files.items():
-        path = root / rel
-        if content is None:
-            path.mkdir(parents=True, exist_ok=True)
-            continue
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if isinstance(content, bytes):
-            path.write_bytes(content)
-        else:
-            path.write_text(content)
-    return root
-
-
-def python_model_files(name: str, **config) -> dict[str, str]:
-    return {
-        f"{name}/config.pbtxt": python_config(name, **config),
-        f"{name}/1/model.py": PYTHON_MODEL,
-        f"{name}/golden/basic.json": golden_case(),
-    }
+from helpers import write_tree
 
 
 @pytest.fixture

@@ -5,7 +5,6 @@ from __future__ import annotations
 import subprocess
 import sys
 import uuid
-from pathlib import Path
 
 import docker
 import pytest
@@ -14,9 +13,8 @@ from triton_release.image import build_image
 from triton_release.repository import Repository
 from triton_release.server import CONTAINER_LABEL
 
-ROOT = Path(__file__).resolve().parents[2]
-BASE_IMAGE = "local/tritonserver:24.10-py3"
-REGISTRY = "127.0.0.1:5000"
+from helpers import BASE_IMAGE, ROOT
+
 
 
 @pytest.fixture(scope="session")
@@ -63,12 +61,3 @@ def image_tags(docker_client):
             docker_client.images.remove(tag, force=True)
         except docker.errors.ImageNotFound:
             pass
-
-PYTHON_MODEL_RAISING = '''\
-class TritonPythonModel:
-    def initialize(self, args):
-        raise RuntimeError("weights file is missing: put weights.npy in the version folder")
-
-    def execute(self, requests):
-        return []
-'''

@@ -10,7 +10,7 @@ from triton_release.image import build_image
 from triton_release.repository import Repository
 from triton_release.server import TritonServer
 
-from conftest import BASE_IMAGE, PYTHON_MODEL_RAISING, ROOT
+from helpers import BASE_IMAGE, PYTHON_MODEL_RAISING, ROOT
 
 EXAMPLE = Repository.load(ROOT / "model_repository")
 

@@ -11,7 +11,7 @@ import requests
 
 from triton_release.registry import RegistryRepository
 
-from conftest import REGISTRY
+from helpers import REGISTRY
 
 STANDINS = {
     "local/tritonserver:24.10-py3": ("3.11", "3.11"),
@@ -66,7 +66,7 @@ def test_push_to_the_stack_registry_and_read_the_tags_back(docker_client, unique
 
 def test_second_stack_up_is_fast_and_finds_everything(stack):
     import subprocess, sys
-    from conftest import ROOT
+    from helpers import ROOT
     start = time.monotonic()
     result = subprocess.run([sys.executable, str(ROOT / "stack" / "stack.py"), "up"], capture_output=True, text=True)
     elapsed = time.monotonic() - start

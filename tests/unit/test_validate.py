@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import PYTHON_MODEL, golden_case, python_config, python_model_files
+from helpers import PYTHON_MODEL, golden_case, python_config, python_model_files
 from triton_release.cli import main
 from triton_release.validate import validate
 
