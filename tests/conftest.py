@@ -13,3 +13,9 @@ def make_repo(tmp_path):
     def make(files: dict[str, str | bytes | None]) -> Path:
         return write_tree(tmp_path / "model_repository", files)
     return make
+
+
+@pytest.fixture
+def git_repo(tmp_path):
+    from helpers import GitRepo
+    return GitRepo(tmp_path / "work")

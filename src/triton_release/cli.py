@@ -13,7 +13,9 @@ from typing import Callable
 from triton_release import __version__, settings as settings_mod
 from triton_release.actions import Console
 from triton_release.errors import Refused, TritonReleaseError, UsageError
+from triton_release.changes import ChangeSet, Changes
 from triton_release.validate import validate
+from triton_release.versioning import apply_bumps, plan_bumps, release_kind
 
 
 @dataclass(frozen=True)
@@ -51,8 +53,48 @@ def run_validate(args: argparse.Namespace, settings: settings_mod.Settings, cons
     return report
 
 
+# -- changed, bump -----------------------------------------------------------------------------
+
+def add_refs(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--base", metavar="REF", help="the commit released last (all zeros or absent: a first release)")
+    p.add_argument("--head", metavar="REF", default="HEAD", help="the commit to release (default HEAD)")
+
+
+def detect(args: argparse.Namespace, settings: settings_mod.Settings) -> tuple[Changes, ChangeSet]:
+    changes = Changes(model_repository(settings))
+    return changes, changes.between(args.base, args.head)
+
+
+def run_changed(args: argparse.Namespace, settings: settings_mod.Settings, console: Console) -> dict:
+    _, found = detect(args, settings)
+    bumps = plan_bumps(found)
+    kind = release_kind(found, bumps)
+    for name, change in sorted(found.models.items()):
+        console.line(f"{name}: {change.status}; {'; '.join(change.reasons)}")
+    for name in found.ensembles:
+        console.line(f"{name}: ensemble using a changed model; tested, not bumped")
+    if not found.models:
+        console.line("no model changed")
+    console.line(f"release: {kind.kind or 'none'} ({'; '.join(kind.reasons)})")
+    return {"changes": found.to_json(), "bumps": [b.to_json() for b in bumps], "release": kind.to_json()}
+
+
+def run_bump(args: argparse.Namespace, settings: settings_mod.Settings, console: Console) -> dict:
+    _, found = detect(args, settings)
+    bumps = plan_bumps(found)
+    apply_bumps(found, bumps, model_repository(settings))
+    for bump in bumps:
+        console.line(f"{found.prefix}/{bump.model}/{bump.to_version}: new version folder with the head contents; "
+                     f"version {bump.from_version} restored to its released contents")
+    if not bumps:
+        console.line("no version folder to bump")
+    return {"changes": found.to_json(), "bumps": [b.to_json() for b in bumps]}
+
+
 COMMANDS: dict[str, Command] = {
     "validate": Command("static checks of the model repository; needs no Docker", lambda p: None, run_validate),
+    "changed": Command("the models changed between two commits", add_refs, run_changed),
+    "bump": Command("create the next version folders in the working tree", add_refs, run_bump),
 }
 
 

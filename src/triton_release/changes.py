@@ -1,0 +1,233 @@
+"""Which models changed between two commits, how, and which ensembles use them."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+from google.protobuf import text_format
+from tritonclient.grpc import model_config_pb2
+
+from triton_release.errors import Refused, UsageError
+from triton_release.git import Git
+from triton_release.repository import CONFIG_FILE, GOLDEN_DIR, MODEL_NAME, VERSION_DIR
+
+SETTINGS_FILES = {CONFIG_FILE, "requirements.txt"}
+
+
+@dataclass(frozen=True)
+class ModelChange:
+    name: str
+    status: str                                # added | removed | modified
+    files: tuple[str, ...] = ()                # paths relative to the model repository
+    edited_versions: tuple[int, ...] = ()      # existing version folders whose files changed
+    added_versions: tuple[int, ...] = ()       # version folders new at head
+    base_versions: tuple[int, ...] = ()
+    head_versions: tuple[int, ...] = ()
+    reasons: tuple[str, ...] = ()
+
+    @property
+    def golden_only(self) -> bool:
+        return self.status == "modified" and all(PurePosixPath(f).parts[1] == GOLDEN_DIR for f in self.files)
+
+    @property
+    def highest_base(self) -> int | None:
+        return max(self.base_versions) if self.base_versions else None
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "status": self.status, "reasons": list(self.reasons),
+                "golden_only": self.golden_only, "edited_versions": list(self.edited_versions),
+                "added_versions": list(self.added_versions), "files": list(self.files)}
+
+
+@dataclass(frozen=True)
+class ChangeSet:
+    base: str | None              # None: a first release, every model counts as changed
+    head: str
+    prefix: str = "model_repository"  # the model repository, relative to the git repository
+    models: dict[str, ModelChange] = field(default_factory=dict)
+    ensembles: tuple[str, ...] = ()  # loaded and tested because a step changed; not bumped
+    configs: dict = field(default_factory=dict, repr=False, compare=False)  # (side, model) -> ModelConfig
+
+    @property
+    def changed(self) -> list[str]:
+        return sorted(n for n, c in self.models.items() if c.status != "removed")
+
+    @property
+    def added(self) -> list[str]:
+        return sorted(n for n, c in self.models.items() if c.status == "added")
+
+    @property
+    def removed(self) -> list[str]:
+        return sorted(n for n, c in self.models.items() if c.status == "removed")
+
+    @property
+    def to_test(self) -> list[str]:
+        return sorted(set(self.changed) | set(self.ensembles))
+
+    def to_json(self) -> dict:
+        return {"base": self.base, "head": self.head, "changed": self.changed, "added": self.added,
+                "removed": self.removed, "ensembles": list(self.ensembles), "to_test": self.to_test,
+                "models": {n: c.to_json() for n, c in sorted(self.models.items())}}
+
+
+def _versions(files: list[str]) -> dict[str, set[int]]:
+    """model -> its numbered version folders, from paths relative to the model repository."""
+    found: dict[str, set[int]] = {}
+    for path in files:
+        parts = PurePosixPath(path).parts
+        found.setdefault(parts[0], set())
+        if len(parts) > 2 and VERSION_DIR.match(parts[1]):
+            found[parts[0]].add(int(parts[1]))
+    return found
+
+
+def _check_name(name: str, where: str) -> None:
+    if not MODEL_NAME.match(name):
+        raise Refused(f"""
+            {where}: model name {name!r} is not allowed (letters, digits, '_', '-', '.'; starting with a
+            letter or digit). Rename the folder.""")
+
+
+def parse_config_blob(blob: bytes | None) -> model_config_pb2.ModelConfig | None:
+    if blob is None:
+        return None
+    try:
+        return text_format.Parse(blob.decode("utf-8", errors="replace"), model_config_pb2.ModelConfig())
+    except text_format.ParseError:
+        return None  # validate reports it with its line
+
+
+class Changes:
+    """Compare the model repository between two commits of the git repository around it."""
+
+    def __init__(self, model_repository: Path) -> None:
+        self.root = Path(model_repository).resolve()
+        self.git = Git(self.root if self.root.is_dir() else self.root.parent)
+        top = self.git.toplevel().resolve()
+        if top != self.root and top not in self.root.parents:
+            raise UsageError(f"{model_repository} is not inside the git repository at {top}.")
+        self.prefix = PurePosixPath(os.path.relpath(self.root, top)).as_posix()
+        self.git = Git(top)
+
+    def rel(self, path: str) -> str:
+        """A path from git (relative to the top) -> relative to the model repository."""
+        return PurePosixPath(path).relative_to(self.prefix).as_posix() if self.prefix != "." else path
+
+    def files(self, ref: str) -> list[str]:
+        return [self.rel(p) for p in self.git.ls_files(ref, self.prefix + "/" if self.prefix != "." else ".")]
+
+    def resolve(self, base: str | None, head: str) -> tuple[str | None, str]:
+        head_id = self.git.commit(head, "head")
+        if head_id is None:
+            raise UsageError("head cannot be the all-zero commit: give a commit, branch or tag.")
+        base_id = self.git.commit(base, "base") if base else None
+        if base_id and not self.git.is_ancestor(base_id, head_id):
+            raise UsageError(f"""
+                base {base!r} is not an ancestor of head {head!r}: compare a commit with one of its own
+                earlier commits (after a force-push, give the last released commit as --base).""")
+        return base_id, head_id
+
+    def between(self, base: str | None, head: str = "HEAD") -> ChangeSet:
+        base_id, head_id = self.resolve(base, head)
+        head_files = self.files(head_id)
+        head_versions = _versions(head_files)
+        if base_id is None:
+            models = {name: ModelChange(name, "added", (), (), tuple(sorted(v)), (), tuple(sorted(v)),
+                                        ("first release: no base commit",))
+                      for name, v in head_versions.items()}
+            for name in models:
+                _check_name(name, f"{self.prefix}/{name}")
+            return self._with_ensembles(ChangeSet(None, head_id, self.prefix, models), head_id, None, head_versions)
+        base_versions = _versions(self.files(base_id))
+        touched: dict[str, list[str]] = {}
+        for _, path in self.git.diff_names(base_id, head_id, self.prefix):
+            rel = self.rel(path)
+            if len(PurePosixPath(rel).parts) < 2:
+                continue  # a file at the top of the model repository belongs to no model
+            touched.setdefault(PurePosixPath(rel).parts[0], []).append(rel)
+        models = {}
+        for name, files in sorted(touched.items()):
+            _check_name(name, f"{self.prefix}/{name}")
+            models[name] = self._classify(name, sorted(files), base_versions.get(name), head_versions.get(name))
+        return self._with_ensembles(ChangeSet(base_id, head_id, self.prefix, models), head_id, base_id,
+                                    head_versions)
+
+    def _classify(self, name: str, files: list[str], base: set[int] | None, head: set[int] | None) -> ModelChange:
+        if base is None:
+            return ModelChange(name, "added", tuple(files), (), tuple(sorted(head or ())), (), tuple(sorted(head or ())),
+                               ("model added",))
+        if head is None:
+            return ModelChange(name, "removed", tuple(files), (), (), tuple(sorted(base)), (), ("model removed",))
+        edited, added, reasons = set(), set(), []
+        for path in files:
+            parts = PurePosixPath(path).parts
+            if len(parts) > 2 and VERSION_DIR.match(parts[1]):
+                (edited if int(parts[1]) in base else added).add(int(parts[1]))
+        added |= head - base
+        edited -= added
+        kinds = {self._kind(PurePosixPath(f).parts) for f in files}
+        if edited:
+            reasons.append("files changed in version " + ", ".join(map(str, sorted(edited))))
+        if added:
+            reasons.append("new version folder " + ", ".join(map(str, sorted(added))))
+        if kinds == {"golden"}:
+            reasons.append("golden cases only: re-tested, nothing bumped")
+        elif kinds <= {"config", "golden"} and not edited and not added:
+            names = sorted({PurePosixPath(f).parts[1] for f in files if PurePosixPath(f).parts[1] in SETTINGS_FILES})
+            reasons.append(" and ".join(names) + " only: no version folder bumped")
+        elif "other" in kinds:
+            reasons.append("other model files changed")
+        return ModelChange(name, "modified", tuple(files), tuple(sorted(edited)), tuple(sorted(added)),
+                           tuple(sorted(base)), tuple(sorted(head)), tuple(reasons))
+
+    @staticmethod
+    def _kind(parts: tuple[str, ...]) -> str:
+        if len(parts) > 2 and VERSION_DIR.match(parts[1]):
+            return "version"
+        if parts[1] == GOLDEN_DIR:
+            return "golden"
+        if len(parts) == 2 and parts[1] in SETTINGS_FILES:
+            return "config"
+        return "other"
+
+    def configs(self, ref: str, names: list[str]) -> dict[str, model_config_pb2.ModelConfig | None]:
+        paths = {n: f"{self.prefix}/{n}/{CONFIG_FILE}" if self.prefix != "." else f"{n}/{CONFIG_FILE}" for n in names}
+        blobs = self.git.blobs(ref, list(paths.values()))
+        return {n: parse_config_blob(blobs[p]) for n, p in paths.items()}
+
+    def _with_ensembles(self, changes: ChangeSet, head: str, base: str | None,
+                        head_versions: dict[str, set[int]]) -> ChangeSet:
+        head_configs = self.configs(head, sorted(head_versions))
+        base_names = sorted(set(changes.models) - set(changes.added)) if base else []
+        configs = {("head", n): c for n, c in head_configs.items()}
+        configs.update({("base", n): c for n, c in self.configs(base, base_names).items()} if base else {})
+        steps = {n: {s.model_name for s in c.ensemble_scheduling.step}
+                 for n, c in head_configs.items() if c is not None and c.platform == "ensemble"}
+        changed = set(changes.changed)
+        found: set[str] = set()
+        frontier = set(changed)
+        while frontier:
+            new = {e for e, uses in steps.items() if uses & frontier} - found - changed
+            found |= new
+            frontier = new
+        return ChangeSet(changes.base, changes.head, changes.prefix, changes.models, tuple(sorted(found)), configs)
+
+
+def refuse_released_edits(changes: ChangeSet) -> None:
+    """Released versions are immutable: only the highest may change (and then it is bumped)."""
+    for change in changes.models.values():
+        if change.status != "modified" or not change.edited_versions:
+            continue
+        highest = change.highest_base
+        frozen = [v for v in change.edited_versions if v != highest or change.added_versions]
+        if not frozen:
+            continue
+        version = frozen[0]
+        path = next(f for f in change.files if PurePosixPath(f).parts[1] == str(version))
+        hint = (f"you already add version {', '.join(map(str, change.added_versions))}: put the change there"
+                if change.added_versions else f"put the change in version {highest} (it becomes {highest + 1})")
+        raise Refused(f"""
+            {changes.prefix}/{path}: version {version} of {change.name} is a released version and cannot change; {hint},
+            and restore the file with `git checkout {changes.base[:12]} -- {changes.prefix}/{path}`.""")

@@ -1,0 +1,95 @@
+"""Git as a subprocess with argument lists: refs, trees, blobs, archives. No shell."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from triton_release.errors import InfrastructureError, UsageError
+
+ZERO_SHA = re.compile(r"^0{40}$|^0{64}$")
+SAFE_REF = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_./@{}~^+-]*$")
+
+
+@dataclass(frozen=True)
+class Git:
+    cwd: Path
+
+    def run(self, *args: str, input: bytes | None = None, check: bool = True) -> subprocess.CompletedProcess:
+        try:
+            result = subprocess.run(["git", *args], cwd=self.cwd, input=input, capture_output=True)
+        except FileNotFoundError:
+            raise InfrastructureError("git is not installed: install it (apt-get install git).") from None
+        if check and result.returncode != 0:
+            raise UsageError(f"git {args[0]} failed in {self.cwd}: {result.stderr.decode(errors='replace').strip()}")
+        return result
+
+    def text(self, *args: str) -> str:
+        return self.run(*args).stdout.decode("utf-8", errors="replace").strip()
+
+    def toplevel(self) -> Path:
+        result = self.run("rev-parse", "--show-toplevel", check=False)
+        if result.returncode != 0:
+            raise UsageError(f"{self.cwd} is not inside a git repository: change detection needs one "
+                             "(in a workflow, check out with actions/checkout and fetch-depth: 0).")
+        return Path(result.stdout.decode().strip())
+
+    def is_shallow(self) -> bool:
+        return self.text("rev-parse", "--is-shallow-repository") == "true"
+
+    def commit(self, ref: str, what: str = "ref") -> str | None:
+        """The commit id of `ref`; None for GitHub's all-zero 'no previous commit'."""
+        if ZERO_SHA.match(ref):
+            return None
+        if not SAFE_REF.match(ref) or ".." in ref:
+            raise UsageError(f"{what} {ref!r} is not a git reference: give a commit id, branch, tag or HEAD~1.")
+        result = self.run("rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}", check=False)
+        if result.returncode == 0:
+            return result.stdout.decode().strip()
+        if self.is_shallow():
+            raise UsageError(f"""
+                {what} {ref!r} is not in this shallow clone. Fetch the history: `git fetch --unshallow`,
+                or in a workflow check out with `actions/checkout` and `fetch-depth: 0`.""")
+        raise UsageError(f"{what} {ref!r} is not a commit in {self.cwd}: check the name (git log --oneline).")
+
+    def is_ancestor(self, base: str, head: str) -> bool:
+        return self.run("merge-base", "--is-ancestor", base, head, check=False).returncode == 0
+
+    def diff_names(self, base: str, head: str, path: str) -> list[tuple[str, str]]:
+        """(status letter, path) of every file that differs under `path`; renames as delete + add."""
+        out = self.run("diff", "--name-status", "-z", "--no-renames", base, head, "--", path).stdout
+        fields = out.decode("utf-8", errors="surrogateescape").split("\0")
+        return [(fields[i][0], fields[i + 1]) for i in range(0, len(fields) - 1, 2)]
+
+    def ls_files(self, ref: str, path: str) -> list[str]:
+        out = self.run("ls-tree", "-r", "-z", "--name-only", ref, "--", path).stdout
+        return [p for p in out.decode("utf-8", errors="surrogateescape").split("\0") if p]
+
+    def blobs(self, ref: str, paths: list[str]) -> dict[str, bytes | None]:
+        """Many files at one commit through one `git cat-file --batch`."""
+        if not paths:
+            return {}
+        request = "".join(f"{ref}:{p}\n" for p in paths).encode()
+        out = self.run("cat-file", "--batch", input=request).stdout
+        found: dict[str, bytes | None] = {}
+        pos = 0
+        for path in paths:
+            end = out.index(b"\n", pos)
+            header = out[pos:end].split()
+            pos = end + 1
+            if header[-1] == b"missing":
+                found[path] = None
+                continue
+            size = int(header[2])
+            found[path] = out[pos:pos + size]
+            pos += size + 1
+        return found
+
+    def archive(self, ref: str, path: str) -> bytes:
+        """A tar of `path` at `ref`."""
+        return self.run("archive", "--format=tar", ref, "--", path).stdout
+
+    def tags(self, pattern: str) -> list[str]:
+        return self.text("tag", "--list", pattern).splitlines()
