@@ -1,7 +1,8 @@
 """`python -m bench`: prints a Markdown table of what it measured.
 
-So far: `validate` at 10, 100 and 1000 generated models (the full release benchmarks arrive
-with the pipeline).
+So far: `validate` and `changed` at 10, 100 and 1000 generated models, and `changed` between
+the first and last commit of a 200-model, 500-commit history (the full release benchmarks
+arrive with the pipeline).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.generate import generate_repository
+from bench.generate import generate_history, generate_repository
 
 
 def time_command(cmd: list[str], repeat: int) -> list[float]:
@@ -30,20 +31,34 @@ def time_command(cmd: list[str], repeat: int) -> list[float]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench")
     parser.add_argument("--sizes", default="10,100,1000", help="model counts for the scaling figures")
+    parser.add_argument("--history", default="200,500", help="MODELS,COMMITS of the history `changed` runs over")
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--json", metavar="FILE", help="also write the figures there")
     args = parser.parse_args(argv)
-    results = {"validate_s": {}}
-    print("| models | validate median (s) | spread (s) |")
+    results: dict = {"validate_s": {}, "changed_s": {}}
+    tr = [sys.executable, "-m", "triton_release"]
+    print("| models | validate median (s) | changed median (s) |")
     print("| ---: | ---: | ---: |")
     with tempfile.TemporaryDirectory() as tmp:
         for n in [int(s) for s in args.sizes.split(",")]:
-            root = generate_repository(Path(tmp) / f"repo{n}", n)
-            times = time_command([sys.executable, "-m", "triton_release", "validate", "--model-repository",
-                                  str(root)], args.repeat)
-            median = statistics.median(times)
-            results["validate_s"][str(n)] = round(median, 4)
-            print(f"| {n} | {median:.3f} | {max(times) - min(times):.3f} |", flush=True)
+            root = Path(tmp) / f"repo{n}"
+            first, _ = generate_history(root, n, 50)
+            models = str(root / "model_repository")
+            validate = statistics.median(time_command([*tr, "validate", "--model-repository", models], args.repeat))
+            changed = statistics.median(time_command([*tr, "changed", "--model-repository", models,
+                                                      "--base", first], args.repeat))
+            results["validate_s"][str(n)] = round(validate, 4)
+            results["changed_s"][str(n)] = round(changed, 4)
+            print(f"| {n} | {validate:.3f} | {changed:.3f} |", flush=True)
+        root = Path(tmp) / "history"
+        n_models, n_commits = (int(v) for v in args.history.split(","))
+        first, _ = generate_history(root, n_models, n_commits)
+        times = time_command([*tr, "changed", "--model-repository", str(root / "model_repository"),
+                              "--base", first], args.repeat)
+        results["changed_history_s"] = {"models": n_models, "commits": n_commits,
+                                        "median": round(statistics.median(times), 4)}
+        print(f"\n`changed` over {n_models} models and {n_commits} commits: median {statistics.median(times):.3f} s, "
+              f"spread {max(times) - min(times):.3f} s")
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2) + "\n")
     return 0

@@ -134,6 +134,9 @@ ORDER = {None: 0, "patch": 1, "minor": 2, "major": 3}
 def release_kind(changes: ChangeSet, bumps: list[FolderBump], signatures: dict | None = None) -> ReleaseKind:
     """The semver part to bump, with a reason for each step up. `signatures` may give
     (side, model) -> signature for models without config.pbtxt, as the server saw them."""
+    if changes.base is None:
+        return ReleaseKind("minor", ("first release: every model counts as added (1.0.0 when no release "
+                                     "exists yet)",))
     reasons: list[tuple[str, str]] = []
     bumped = {b.model for b in bumps}
     for name, change in sorted(changes.models.items()):

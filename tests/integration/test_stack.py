@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import io
+import subprocess
+import sys
 import tarfile
 import time
 
 import pytest
 import requests
+import semver
 
 from triton_release.registry import RegistryRepository
+from triton_release.versioning import next_version, previous_release
 
-from helpers import REGISTRY
+from helpers import REGISTRY, ROOT
 
 STANDINS = {
     "local/tritonserver:24.10-py3": ("3.11", "3.11"),
@@ -65,8 +69,6 @@ def test_push_to_the_stack_registry_and_read_the_tags_back(docker_client, unique
 
 
 def test_second_stack_up_is_fast_and_finds_everything(stack):
-    import subprocess, sys
-    from helpers import ROOT
     start = time.monotonic()
     result = subprocess.run([sys.executable, str(ROOT / "stack" / "stack.py"), "up"], capture_output=True, text=True)
     elapsed = time.monotonic() - start
@@ -74,3 +76,16 @@ def test_second_stack_up_is_fast_and_finds_everything(stack):
     assert "building" not in result.stderr and "starting" not in result.stderr, result.stderr
     assert requests.get(f"http://{REGISTRY}/v2/", timeout=2).status_code == 200
     print(f"second `stack.py up` took {elapsed:.2f} s")
+
+
+def test_previous_release_is_read_from_the_registry(docker_client, unique, image_tags):
+    repo = RegistryRepository.parse(f"{REGISTRY}/triton-release-test/versions-{unique}")
+    assert previous_release(repo.tags()) == (None, "none")
+    for tag in ("1.2.0", "1.10.0", "1.9.3", "latest", "sha-0123456789ab"):
+        image_tags.append(f"{repo}:{tag}")
+        tiny_image(docker_client, f"{repo}:{tag}", tag.encode())
+        for line in docker_client.images.push(str(repo), tag=tag, stream=True, decode=True):
+            assert "error" not in line, line
+    previous = previous_release(repo.tags())
+    assert previous == (semver.Version(1, 10, 0), "registry")
+    assert next_version(previous[0], "minor") == semver.Version(1, 11, 0)
