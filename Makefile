@@ -21,8 +21,14 @@ stack: install
 stack-down:
 	@if [ -x $(PY) ]; then $(PY) stack/stack.py down; fi
 
+DEMO_IMAGE := triton-release-demo/models:candidate
+DEMO_BASE := local/tritonserver:24.10-py3
+
 demo: stack
 	$(TR) validate --model-repository model_repository
+	$(TR) changed --model-repository model_repository
+	$(TR) build --model-repository model_repository --base-image $(DEMO_BASE) --tag $(DEMO_IMAGE)
+	$(TR) test --model-repository model_repository --image $(DEMO_IMAGE)
 
 test: stack
 	$(PY) -m pytest

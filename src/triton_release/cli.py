@@ -14,6 +14,8 @@ from triton_release import __version__, settings as settings_mod
 from triton_release.actions import Console
 from triton_release.errors import Refused, TritonReleaseError, UsageError
 from triton_release.changes import ChangeSet, Changes
+from triton_release.release import build_step, golden_step
+from triton_release.repository import Repository
 from triton_release.validate import validate
 from triton_release.versioning import apply_bumps, plan_bumps, release_kind
 
@@ -91,10 +93,53 @@ def run_bump(args: argparse.Namespace, settings: settings_mod.Settings, console:
     return {"changes": found.to_json(), "bumps": [b.to_json() for b in bumps]}
 
 
+# -- build, test ---------------------------------------------------------------------------------
+
+def add_build(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--tag", metavar="IMAGE", required=True, help="the image to build, e.g. models:candidate")
+    p.add_argument("--base-image", metavar="IMAGE", help="the Triton image to build FROM")
+
+
+def run_build(args: argparse.Namespace, settings: settings_mod.Settings, console: Console) -> dict:
+    repo = Repository.load(model_repository(settings))
+    result = build_step(repo, settings.base_image, args.tag)
+    console.line(f"{args.tag}: built FROM {settings.base_image}, {len(result.layers)} model layers "
+                 f"({result.image_id[:19]})")
+    return {"build": result.to_json()}
+
+
+def add_test(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--image", metavar="IMAGE", required=True, help="the built image to serve")
+    p.add_argument("--models", metavar="A,B", help="the models to test (default: all)")
+    p.add_argument("--load-timeout", type=int, metavar="SECONDS", help="per-model readiness limit (default 300)")
+
+
+def run_test(args: argparse.Namespace, settings: settings_mod.Settings, console: Console) -> dict:
+    repo = Repository.load(model_repository(settings))
+    names = [n for n in (args.models or "").split(",") if n] or sorted(repo.models)
+    result = golden_step(repo, args.image, names, settings.load_timeout)
+    for case in result.cases:
+        console.line(f"{'PASS' if case.passed else 'FAIL'} {case.case} ({case.latency_ms:.1f} ms)"
+                     + (f": {case.message}" if case.message else ""))
+    for name in result.untested:
+        console.line(f"warning: {name} has no golden cases; it loaded, nothing more is proven")
+    report = {"test": result.to_json()}
+    failed = [c for c in result.cases if not c.passed]
+    if failed:
+        raise Refused(f"""
+            {len(failed)} of {len(result.cases)} golden cases failed in {args.image} (first:
+            {failed[0].path}: {failed[0].message}). Fix the model or, if the new answer is right, the
+            golden file.""", report=report)
+    console.line(f"{len(result.cases)} golden cases passed in {args.image}")
+    return report
+
+
 COMMANDS: dict[str, Command] = {
     "validate": Command("static checks of the model repository; needs no Docker", lambda p: None, run_validate),
     "changed": Command("the models changed between two commits", add_refs, run_changed),
     "bump": Command("create the next version folders in the working tree", add_refs, run_bump),
+    "build": Command("build the release image", add_build, run_build),
+    "test": Command("serve the image and run the golden cases", add_test, run_test),
 }
 
 

@@ -1,45 +1,13 @@
-"""The real local stack: Docker daemon, registry, stand-in images. Never mocked, never skipped."""
+"""Integration fixtures on the real stack (the stack fixture itself is in tests/conftest.py)."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import uuid
-
-import docker
 import pytest
 
 from triton_release.image import build_image
 from triton_release.repository import Repository
-from triton_release.server import CONTAINER_LABEL
 
 from helpers import BASE_IMAGE, ROOT
-
-
-
-@pytest.fixture(scope="session")
-def stack():
-    """Bring the stack up (idempotent, about a second when it is already up) or fail saying how."""
-    result = subprocess.run([sys.executable, str(ROOT / "stack" / "stack.py"), "up"], capture_output=True, text=True)
-    if result.returncode != 0:
-        pytest.fail(f"the local stack could not start; run `make stack` and read its output:\n{result.stderr}",
-                    pytrace=False)
-    client = docker.from_env(timeout=600)
-    yield client
-    leftovers = client.containers.list(all=True, filters={"label": CONTAINER_LABEL})
-    for container in leftovers:
-        container.remove(force=True)
-    assert not leftovers, f"tests left server containers behind: {[c.name for c in leftovers]}"
-
-
-@pytest.fixture(scope="session")
-def docker_client(stack):
-    return stack
-
-
-@pytest.fixture(scope="session")
-def unique():
-    return uuid.uuid4().hex[:8]
 
 
 @pytest.fixture(scope="session")
@@ -49,15 +17,3 @@ def example_image(docker_client, unique):
     result = build_image(Repository.load(ROOT / "model_repository"), BASE_IMAGE, tag, client=docker_client)
     yield result
     docker_client.images.remove(tag, force=True)
-
-
-@pytest.fixture
-def image_tags(docker_client):
-    """Tags a test makes; removed afterwards."""
-    made: list[str] = []
-    yield made
-    for tag in made:
-        try:
-            docker_client.images.remove(tag, force=True)
-        except docker.errors.ImageNotFound:
-            pass

@@ -68,3 +68,20 @@ def test_a_model_raising_in_initialize_is_refused_with_its_message(docker_client
     assert "Model broken failed to load" in str(err.value)
     assert any("weights file is missing" in line for line in err.value.details), err.value.details
     assert {c.id for c in docker_client.containers.list(all=True)} == before
+
+
+def test_cli_test_command_fails_on_a_golden_mismatch_naming_the_file(example_image, tmp_path, capsys):
+    import json
+    import shutil
+    from triton_release.cli import main
+    repo = tmp_path / "model_repository"
+    shutil.copytree(ROOT / "model_repository", repo)
+    case_path = repo / "preprocess" / "golden" / "positive.json"
+    case = json.loads(case_path.read_text())
+    case["outputs"][0]["data"][1] += 1.0
+    case_path.write_text(json.dumps(case))
+    code = main(["test", "--image", example_image.tag, "--model-repository", str(repo), "--models", "preprocess"])
+    out = capsys.readouterr()
+    assert code == 1
+    assert "FAIL preprocess/positive" in out.out and "PASS preprocess/mixed" in out.out
+    assert str(case_path) in out.err and "worst at [0, 1]" in out.err
