@@ -6,20 +6,9 @@ import json
 import textwrap
 from pathlib import Path
 
-PYTHON_MODEL = '''\
-import numpy as np
-import triton_python_backend_utils as pb_utils
+from bench.generate import MODEL_PY
 
-
-class TritonPythonModel:
-    def execute(self, requests):
-        responses = []
-        for request in requests:
-            x = pb_utils.get_input_tensor_by_name(request, "INPUT0").as_numpy()
-            out = pb_utils.Tensor("OUTPUT0", (x + 1).astype(np.float32))
-            responses.append(pb_utils.InferenceResponse([out]))
-        return responses
-'''
+PYTHON_MODEL = MODEL_PY.format(offset=1)  # adds 1 to INPUT0 (FP32) into OUTPUT0
 
 
 def python_config(name: str, max_batch_size: int = 8, dims: str = "[ 4 ]", dtype: str = "TYPE_FP32") -> str:
