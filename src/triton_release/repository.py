@@ -156,13 +156,3 @@ class Repository:
 
     def __getitem__(self, name: str) -> Model:
         return self.models[name]
-
-    def dependents(self, names: set[str]) -> set[str]:
-        """Ensembles whose steps use any of `names`, followed through nested ensembles."""
-        found: set[str] = set()
-        frontier = set(names)
-        while frontier:
-            new = {m.name for m in self if m.is_ensemble and frontier & set(m.ensemble_steps)} - found - names
-            found |= new
-            frontier = new
-        return found
