@@ -16,7 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.generate import generate_history, generate_repository
+from bench.generate import generate_history
 
 
 def time_command(cmd: list[str], repeat: int) -> list[float]:

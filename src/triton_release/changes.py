@@ -24,7 +24,6 @@ class ModelChange:
     edited_versions: tuple[int, ...] = ()      # existing version folders whose files changed
     added_versions: tuple[int, ...] = ()       # version folders new at head
     base_versions: tuple[int, ...] = ()
-    head_versions: tuple[int, ...] = ()
     reasons: tuple[str, ...] = ()
 
     @property
@@ -134,8 +133,8 @@ class Changes:
         head_files = self.files(head_id)
         head_versions = _versions(head_files)
         if base_id is None:
-            models = {name: ModelChange(name, "added", (), (), tuple(sorted(v)), (), tuple(sorted(v)),
-                                        ("first release: no base commit",))
+            models = {name: ModelChange(name, "added", added_versions=tuple(sorted(v)),
+                                        reasons=("first release: no base commit",))
                       for name, v in head_versions.items()}
             for name in models:
                 _check_name(name, f"{self.prefix}/{name}")
@@ -156,10 +155,11 @@ class Changes:
 
     def _classify(self, name: str, files: list[str], base: set[int] | None, head: set[int] | None) -> ModelChange:
         if base is None:
-            return ModelChange(name, "added", tuple(files), (), tuple(sorted(head or ())), (), tuple(sorted(head or ())),
-                               ("model added",))
+            return ModelChange(name, "added", tuple(files), added_versions=tuple(sorted(head or ())),
+                               reasons=("model added",))
         if head is None:
-            return ModelChange(name, "removed", tuple(files), (), (), tuple(sorted(base)), (), ("model removed",))
+            return ModelChange(name, "removed", tuple(files), base_versions=tuple(sorted(base)),
+                               reasons=("model removed",))
         edited, added, reasons = set(), set(), []
         for path in files:
             parts = PurePosixPath(path).parts
@@ -180,7 +180,7 @@ class Changes:
         elif "other" in kinds:
             reasons.append("other model files changed")
         return ModelChange(name, "modified", tuple(files), tuple(sorted(edited)), tuple(sorted(added)),
-                           tuple(sorted(base)), tuple(sorted(head)), tuple(reasons))
+                           tuple(sorted(base)), tuple(reasons))
 
     @staticmethod
     def _kind(parts: tuple[str, ...]) -> str:

@@ -62,13 +62,12 @@ def add_refs(p: argparse.ArgumentParser) -> None:
     p.add_argument("--head", metavar="REF", default="HEAD", help="the commit to release (default HEAD)")
 
 
-def detect(args: argparse.Namespace, settings: settings_mod.Settings) -> tuple[Changes, ChangeSet]:
-    changes = Changes(model_repository(settings))
-    return changes, changes.between(args.base, args.head)
+def detect(args: argparse.Namespace, settings: settings_mod.Settings) -> ChangeSet:
+    return Changes(model_repository(settings)).between(args.base, args.head)
 
 
 def run_changed(args: argparse.Namespace, settings: settings_mod.Settings, console: Console) -> dict:
-    _, found = detect(args, settings)
+    found = detect(args, settings)
     bumps = plan_bumps(found)
     kind = release_kind(found, bumps)
     for name, change in sorted(found.models.items()):
@@ -82,7 +81,7 @@ def run_changed(args: argparse.Namespace, settings: settings_mod.Settings, conso
 
 
 def run_bump(args: argparse.Namespace, settings: settings_mod.Settings, console: Console) -> dict:
-    _, found = detect(args, settings)
+    found = detect(args, settings)
     bumps = plan_bumps(found)
     apply_bumps(found, bumps, model_repository(settings))
     for bump in bumps:

@@ -162,7 +162,7 @@ def build_image(repo: Repository, base_image: str, tag: str, labels: dict[str, s
                                            rm=True, forcerm=True, pull=False)
         except docker.errors.BuildError as exc:
             log = "".join(chunk.get("stream", "") + chunk.get("error", "") for chunk in exc.build_log)
-            if "pull access denied" in log or "not found" in log.lower() and base_image in log:
+            if "pull access denied" in log or ("not found" in log.lower() and base_image in log):
                 raise Refused(f"""
                     The base image {base_image} is neither present nor pullable. Pull it first,
                     or give another with --base-image.""", details=log.splitlines()[-5:]) from None

@@ -7,7 +7,6 @@ import os
 import re
 import shutil
 import tarfile
-import tempfile
 import uuid
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath

@@ -7,6 +7,7 @@ import pytest
 from triton_release import golden
 from triton_release.errors import Refused
 from triton_release.image import build_image
+from triton_release.release import models_to_load
 from triton_release.repository import Repository
 from triton_release.server import TritonServer
 
@@ -15,18 +16,13 @@ from helpers import BASE_IMAGE, PYTHON_MODEL_RAISING, ROOT
 EXAMPLE = Repository.load(ROOT / "model_repository")
 
 
-def models_to_load(name: str) -> dict[str, int]:
-    names = {name} | set(EXAMPLE[name].ensemble_steps)
-    return {n: EXAMPLE[n].newest_version for n in names}
-
-
 @pytest.mark.parametrize("model", sorted(EXAMPLE.models))
 def test_example_model_serves_and_passes_its_golden_cases(docker_client, example_image, model):
     cases = EXAMPLE[model].golden_cases
     assert cases, f"{model} has no golden cases"
-    with TritonServer(example_image.tag, models_to_load(model), load_timeout=120, client=docker_client) as server:
+    with TritonServer(example_image.tag, models_to_load(EXAMPLE, [model]), load_timeout=120, client=docker_client) as server:
         loaded = {s.name for s in server.index() if s.state == "READY"}
-        assert loaded == set(models_to_load(model))  # only what was asked for
+        assert loaded == set(models_to_load(EXAMPLE, [model]))  # only what was asked for
         for path in cases:
             case, problems = golden.load_case(path, model)
             assert not problems
