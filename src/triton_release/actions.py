@@ -41,6 +41,11 @@ class Console:
                     props += f",col={problem.col}"
             print(f"::{level} {props}::{_escape(problem.message)}", file=self.out, flush=True)
 
+    def warning(self, message: str) -> None:
+        self.line(f"warning: {message}")
+        if in_actions():
+            print(f"::warning::{_escape(message)}", file=self.out, flush=True)
+
     def failure(self, message: str) -> None:
         print(message, file=self.err, flush=True)
         if in_actions():

@@ -97,13 +97,16 @@ def run_bump(args: argparse.Namespace, settings: settings_mod.Settings, console:
 def add_build(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tag", metavar="IMAGE", required=True, help="the image to build, e.g. models:candidate")
     p.add_argument("--base-image", metavar="IMAGE", help="the Triton image to build FROM")
+    p.add_argument("--python", metavar="X.Y", help="the Python the models run on (default: the base's python3)")
+    p.add_argument("--stub", metavar="PROVIDER", help="auto (default), stock, wheel, source or path:FILE")
 
 
 def run_build(args: argparse.Namespace, settings: settings_mod.Settings, console: Console) -> dict:
     repo = Repository.load(model_repository(settings))
-    result = build_step(repo, settings.base_image, args.tag)
-    console.line(f"{args.tag}: built FROM {settings.base_image}, {len(result.layers)} model layers "
-                 f"({result.image_id[:19]})")
+    result = build_step(repo, settings.base_image, args.tag, python=settings.python, stub_mode=settings.stub)
+    for warning in result.warnings:
+        console.warning(warning)
+    console.line(result.summary())
     return {"build": result.to_json()}
 
 

@@ -295,6 +295,16 @@ class CaseResult:
                 "outputs": [o.to_json() for o in self.outputs], "message": self.message}
 
 
+NUMPY2_MESSAGE = "output tensor shape does not match size of output"
+NUMPY2_HINT = ("numpy 2 is known to break Triton 2.51's Python backend (`output tensor shape does not match "
+               "size of output`); pin numpy<2 in the model's requirements.txt or use a base image with numpy 1.x")
+
+
+def with_hint(message: str, always: bool = False) -> str:
+    """Add what is known to cause a server error that names no cause."""
+    return f"{message}. Hint: {NUMPY2_HINT}" if always or NUMPY2_MESSAGE in message else message
+
+
 def run_case(case: GoldenCase, http_url: str, grpc_url: str) -> CaseResult:
     """Send the case's inputs and compare every listed output."""
     if case.protocol == "grpc":
@@ -316,11 +326,16 @@ def run_case(case: GoldenCase, http_url: str, grpc_url: str) -> CaseResult:
                               outputs=outputs or None, parameters=case.parameters or None)
     except Exception as exc:  # the server's own message is what the user needs
         latency = (time.perf_counter() - start) * 1000
-        return CaseResult(label, str(case.path), False, latency, (), f"inference failed: {exc}")
+        return CaseResult(label, str(case.path), False, latency, (), with_hint(f"inference failed: {exc}"))
     latency = (time.perf_counter() - start) * 1000
     compared = []
     for expected in case.outputs:
-        actual = result.as_numpy(expected.name)
+        try:
+            actual = result.as_numpy(expected.name)
+        except ValueError as exc:  # the response's data does not fill its shape
+            message = f"{expected.name}: the server's answer does not fit its own shape ({exc})"
+            return CaseResult(label, str(case.path), False, latency, tuple(compared),
+                              with_hint(message, always=True))
         out = result.get_output(expected.name)
         actual_type = None
         if out is not None:

@@ -18,6 +18,7 @@ from pathlib import Path, PurePosixPath
 
 import docker
 
+from triton_release.baseimage import STUB_PATH
 from triton_release.errors import InfrastructureError, Refused
 from triton_release.repository import GOLDEN_DIR, Model, Repository
 
@@ -61,8 +62,9 @@ def _walk(folder: Path) -> list[Path]:
     return sorted(found)
 
 
-def write_layer_tar(out, model: Model, paths: list[Path]) -> str:
-    """Write one deterministic tar; returns its sha256."""
+def write_layer_tar(out, entries: dict[str, Path]) -> str:
+    """Write one deterministic tar of `entries` (archive name -> file or folder), every parent
+    folder included; returns its sha256."""
     digest = hashlib.sha256()
 
     class Hashing:
@@ -70,12 +72,15 @@ def write_layer_tar(out, model: Model, paths: list[Path]) -> str:
             digest.update(data)
             return out.write(data)
 
+    names = dict(entries)
+    for arcname in entries:
+        for parent in PurePosixPath(arcname).parents:
+            if str(parent) not in (".", "/"):
+                names.setdefault(str(parent), None)
     with tarfile.open(fileobj=Hashing(), mode="w|", format=tarfile.GNU_FORMAT) as tar:
-        tar.addfile(_info(str(MODELS_DIR), True))
-        tar.addfile(_info(str(MODELS_DIR / model.name), True))
-        for path in paths:
-            arcname = str(MODELS_DIR / model.name / path.relative_to(model.path).as_posix())
-            if path.is_dir():
+        for arcname in sorted(names):
+            path = names[arcname]
+            if path is None or path.is_dir():
                 tar.addfile(_info(arcname, True))
             else:
                 stat = path.stat()
@@ -84,12 +89,16 @@ def write_layer_tar(out, model: Model, paths: list[Path]) -> str:
     return digest.hexdigest()
 
 
+def model_entries(model: Model, paths: list[Path]) -> dict[str, Path]:
+    return {str(MODELS_DIR / model.name / p.relative_to(model.path).as_posix()): p for p in paths}
+
+
 def plan_layers(model: Model) -> list[tuple[str, int | None, list[Path]]]:
     """(layer file name, version, paths) for the model's other files, then each version."""
     versions = {str(v) for v in model.versions}
     others = [p for p in sorted(model.path.iterdir())
               if p.name not in SKIP_NAMES and p.name not in versions and not p.name.startswith(".")]
-    other_paths: list[Path] = []
+    other_paths: list[Path] = [model.path]
     for path in others:
         other_paths.append(path)
         if path.is_dir():
@@ -101,27 +110,56 @@ def plan_layers(model: Model) -> list[tuple[str, int | None, list[Path]]]:
     return plan
 
 
-def dockerfile(base_image: str, layers: list[Layer]) -> str:
-    lines = [f"FROM {base_image}"]
+@dataclass(frozen=True)
+class Runtime:
+    """What the image gets besides the models: a replacement stub, the models' requirements."""
+    stub_file: Path | None = None
+    builder_stage: str = ""           # a Dockerfile stage named stub-builder that compiles the stub
+    site_packages: str = ""           # where the requirements tree goes
+    requirements_tree: Path | None = None
+
+    def layers(self) -> list[tuple[str, dict[str, Path]]]:
+        found = []
+        if self.stub_file is not None:
+            found.append(("stub.tar", {STUB_PATH.lstrip("/"): self.stub_file}))
+        if self.requirements_tree is not None:
+            site = self.site_packages.strip("/")
+            found.append(("requirements.tar", {f"{site}/{p.relative_to(self.requirements_tree).as_posix()}": p
+                                               for p in _walk(self.requirements_tree) if p.name != ".complete"}))
+        return found
+
+
+def dockerfile(base_image: str, layers: list[Layer], runtime: Runtime = Runtime()) -> str:
+    lines = [runtime.builder_stage.rstrip("\n")] if runtime.builder_stage else []
+    lines.append(f"FROM {base_image}")
+    if runtime.builder_stage:
+        lines.append(f"COPY --from=stub-builder /build/triton_python_backend_stub {STUB_PATH}")
     lines += [f"ADD {layer.name} /" for layer in layers]
     lines.append("CMD " + "[" + ", ".join(f'"{arg}"' for arg in SERVER_COMMAND) + "]")
     return "\n".join(lines) + "\n"
 
 
-def write_context(out, repo: Repository, base_image: str, models: list[str] | None = None) -> list[Layer]:
+def write_context(out, repo: Repository, base_image: str, models: list[str] | None = None,
+                  runtime: Runtime = Runtime()) -> list[Layer]:
     """The build context as one tar stream: the Dockerfile and one tar per layer."""
     layers: list[Layer] = []
     with tarfile.open(fileobj=out, mode="w") as context, tempfile.TemporaryDirectory() as tmp:
+        def add(name: str, model: str, version: int | None, entries: dict[str, Path]) -> None:
+            path = Path(tmp) / name
+            with open(path, "wb") as handle:
+                digest = write_layer_tar(handle, entries)
+            context.add(path, arcname=name)
+            path.unlink()
+            layers.append(Layer(name, model, version, tuple(entries.values()), digest))
+
+        for name, entries in runtime.layers():
+            add(name, "", None, entries)
         for model in repo:
             if models is not None and model.name not in models:
                 continue
             for name, version, paths in plan_layers(model):
-                path = Path(tmp) / name
-                with open(path, "wb") as handle:
-                    digest = write_layer_tar(handle, model, paths)
-                context.add(path, arcname=name)
-                layers.append(Layer(name, model.name, version, tuple(paths), digest))
-        text = dockerfile(base_image, layers).encode()
+                add(name, model.name, version, model_entries(model, paths))
+        text = dockerfile(base_image, layers, runtime).encode()
         info = tarfile.TarInfo("Dockerfile")
         info.size = len(text)
         context.addfile(info, io.BytesIO(text))
@@ -152,10 +190,11 @@ def docker_client(timeout: int = 600) -> docker.DockerClient:
 
 
 def build_image(repo: Repository, base_image: str, tag: str, labels: dict[str, str] | None = None,
-                models: list[str] | None = None, client: docker.DockerClient | None = None) -> BuildResult:
+                models: list[str] | None = None, client: docker.DockerClient | None = None,
+                runtime: Runtime = Runtime()) -> BuildResult:
     client = client or docker_client()
     with tempfile.TemporaryFile() as context:
-        layers = write_context(context, repo, base_image, models)
+        layers = write_context(context, repo, base_image, models, runtime)
         context.seek(0)
         try:
             image, _ = client.images.build(fileobj=context, custom_context=True, tag=tag, labels=labels or {},
@@ -166,6 +205,10 @@ def build_image(repo: Repository, base_image: str, tag: str, labels: dict[str, s
                 raise Refused(f"""
                     The base image {base_image} is neither present nor pullable. Pull it first,
                     or give another with --base-image.""", details=log.splitlines()[-5:]) from None
+            if runtime.builder_stage and "Could not resolve host" in log:
+                raise InfrastructureError("""
+                    The stub builder stage could not reach github.com to fetch python_backend. Build where
+                    GitHub is reachable, or give a stub with --stub path:FILE.""", details=log.splitlines()[-5:]) from None
             raise Refused(f"The image build failed: {exc.msg}", details=log.splitlines()[-10:]) from None
         except docker.errors.APIError as exc:
             raise InfrastructureError(f"The Docker daemon failed during the build: {exc.explanation or exc}") from None

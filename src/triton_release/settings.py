@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -113,3 +114,11 @@ def resolve(cli: Mapping[str, Any], config_file: str | None = None,
                 raise UsageError(f"{source}: {key}={value!r} is not valid ({exc}). {setting.help}.") from None
             sources[key] = source
     return Settings(values, sources)
+
+
+def cache_dir() -> Path:
+    """Where inspections, stubs and resolved requirements are kept between runs."""
+    explicit = os.environ.get("TRITON_RELEASE_CACHE")
+    if explicit:
+        return Path(explicit)
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "triton-release"

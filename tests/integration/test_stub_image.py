@@ -1,0 +1,158 @@
+"""The stub-matched image on the real daemon and the stand-in bases: kept, replaced, refused, verified."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import docker
+import pytest
+
+from triton_release import baseimage, golden, stub
+from triton_release.cli import main
+from triton_release.errors import Refused
+from triton_release.release import build_step
+from triton_release.repository import Repository
+from triton_release.server import CONTAINER_LABEL, TritonServer
+
+from helpers import BASE_IMAGE, PYTHON_MODEL, python_model_files
+
+STUB38 = "local/tritonserver:24.10-py3-stub38"
+TRIXIE = "local/tritonserver:24.10-py3-trixie"
+
+
+@pytest.fixture
+def one_model(make_repo):
+    return Repository.load(make_repo(python_model_files("m")))
+
+
+def build(repo, base, tag, image_tags, **kw):
+    image_tags.append(tag)
+    return build_step(repo, base, tag, **kw)
+
+
+def serve_and_test(docker_client, repo, tag) -> list[golden.CaseResult]:
+    with TritonServer(tag, {"m": 1}, load_timeout=60, client=docker_client) as server:
+        cases = [golden.load_case(path, "m")[0] for path in repo["m"].golden_cases]
+        return [golden.run_case(case, server.http_url, server.grpc_url) for case in cases]
+
+
+def cli(*args: str, report=None) -> tuple[int, dict]:
+    code = main([*args, "--report", str(report)])
+    return code, json.loads(report.read_text())
+
+
+def test_matching_base_keeps_the_stock_stub(docker_client, one_model, unique, image_tags):
+    built = build(one_model, BASE_IMAGE, f"trt-stub/keep:{unique}", image_tags)
+    assert built.stub.kept and built.stub.provider == "stock"
+    assert (built.stub.target_python, built.stub.triton_version) == ("3.11", "2.51.0")
+    labels = docker_client.images.get(built.build.tag).labels
+    assert labels["triton-release.python"] == "3.11"
+    assert json.loads(labels["triton-release.models"]) == {"m": [1]}
+    assert docker_client.images.get(built.build.tag).attrs["Config"]["Cmd"] == ["tritonserver", "--model-repository=/models"]
+    assert all(r.passed for r in serve_and_test(docker_client, one_model, built.build.tag))
+
+
+def test_stub38_base_gets_the_311_stub_and_the_model_loads(docker_client, one_model, unique, image_tags):
+    built = build(one_model, STUB38, f"trt-stub/stub38:{unique}", image_tags)
+    assert not built.stub.kept
+    assert (built.stub.provider, built.stub.stock_python, built.stub.target_python) == ("wheel", "3.8", "3.11")
+    assert "replaced the stock stub (Python 3.8)" in built.stub.summary()
+    links = baseimage.check_stub(docker_client, built.build.tag)
+    assert links.loads and links.resolved_to.endswith("libpython3.11.so.1.0")
+    assert all(r.passed for r in serve_and_test(docker_client, one_model, built.build.tag))
+
+
+def test_stock_stub_on_a_mismatch_fails_fast_naming_both_pythons(docker_client, make_repo, unique, tmp_path, capsys):
+    root = make_repo(python_model_files("m"))
+    tag = f"trt-stub/stock:{unique}"
+    code, report = cli("build", "--model-repository", str(root), "--base-image", STUB38, "--tag", tag,
+                       "--stub", "stock", report=tmp_path / "r.json")
+    assert code == 1
+    message = report["error"]["message"]
+    assert "libpython3.8.so.1.0 (Python 3.8)" in message and "Python 3.11" in message
+    with pytest.raises(docker.errors.ImageNotFound):
+        docker_client.images.get(tag)
+    assert not docker_client.containers.list(all=True, filters={"label": CONTAINER_LABEL})
+
+
+def test_trixie_gets_a_313_stub_on_the_images_own_libpython(docker_client, one_model, unique, image_tags):
+    built = build(one_model, TRIXIE, f"trt-stub/trixie:{unique}", image_tags)
+    assert (built.stub.provider, built.stub.target_python) == ("wheel", "3.13")
+    links = baseimage.check_stub(docker_client, built.build.tag)
+    # the wheel's own 3.13 stub links libpython3-<hash>.13.so.1.0, which does not see Debian's packages
+    assert links.libpython == "libpython3.13.so.1.0" and links.loads
+    assert any("numpy 2" in w for w in built.warnings)
+    results = serve_and_test(docker_client, one_model, built.build.tag)  # loads: the server waited for it
+    # Debian 13's numpy 2 breaks Triton 2.51's output tensors; the failure says so
+    assert not results[0].passed and "numpy<2" in results[0].message
+
+
+def test_a_python_the_base_lacks_is_refused_before_building(docker_client, make_repo, unique, tmp_path):
+    root = make_repo(python_model_files("m"))
+    tag = f"trt-stub/py312:{unique}"
+    code, report = cli("build", "--model-repository", str(root), "--base-image", BASE_IMAGE, "--tag", tag,
+                       "--python", "3.12", report=tmp_path / "r.json")
+    assert code == 1
+    message = report["error"]["message"]
+    assert "no Python 3.12 (it has: 3.11)" in message and "--python 3.11" in message
+    with pytest.raises(docker.errors.ImageNotFound):
+        docker_client.images.get(tag)
+
+
+def test_requirements_are_installed_for_the_target_python(docker_client, make_repo, unique, image_tags):
+    files = python_model_files("m")
+    files["m/requirements.txt"] = "six==1.16.0  # pure Python\n"
+    files["m/1/model.py"] = ("import six\n\nassert six.__version__ == '1.16.0', six.__version__\n\n"
+                             + PYTHON_MODEL)
+    repo = Repository.load(make_repo(files))
+    built = build(repo, BASE_IMAGE, f"trt-stub/reqs:{unique}", image_tags)
+    assert built.requirements.packages == {"six": "1.16.0"}
+    assert built.requirements.site_packages == "/usr/local/lib/python3.11/dist-packages"
+    assert all(r.passed for r in serve_and_test(docker_client, repo, built.build.tag))
+
+
+def test_conflicting_requirements_are_refused_naming_both_models(docker_client, make_repo, unique, image_tags):
+    files = {**python_model_files("a"), **python_model_files("b")}
+    files["a/requirements.txt"] = "six>=1.16\n"
+    files["b/requirements.txt"] = "# old\nsix<1.16\n"
+    repo = Repository.load(make_repo(files))
+    with pytest.raises(Refused) as refused:
+        build(repo, BASE_IMAGE, f"trt-stub/conflict:{unique}", image_tags)
+    message = str(refused.value)
+    assert "a needs six>=1.16" in message and "b needs six<1.16" in message
+    assert "b/requirements.txt:2" in message
+
+
+def test_a_user_stub_is_used_and_a_wrong_one_refused(docker_client, one_model, unique, image_tags):
+    stub311, _ = stub.wheel_stub("2.51.0", "3.11")
+    built = build(one_model, STUB38, f"trt-stub/path:{unique}", image_tags, stub_mode=f"path:{stub311}")
+    assert (built.stub.provider, built.stub.origin) == ("path", str(stub311))
+    stub38, _ = stub.wheel_stub("2.51.0", "3.8")
+    with pytest.raises(Refused, match="links libpython3.8.so.1.0, but the models run on Python 3.11"):
+        build(one_model, BASE_IMAGE, f"trt-stub/path38:{unique}", image_tags, stub_mode=f"path:{stub38}")
+
+
+def test_a_stub_with_a_missing_library_fails_the_check_after_the_build(docker_client, one_model, unique, tmp_path):
+    broken = tmp_path / "triton_python_backend_stub"
+    broken.write_bytes(stub.wheel_stub("2.51.0", "3.11")[0].read_bytes())
+    stub.patchelf("--add-needed", "libmissing-for-test.so.1", str(broken))
+    tag = f"trt-stub/broken:{unique}"
+    with pytest.raises(Refused, match="cannot find libmissing-for-test.so.1") as refused:
+        build_step(one_model, BASE_IMAGE, tag, stub_mode=f"path:{broken}")
+    assert "The image was removed" in str(refused.value)
+    with pytest.raises(docker.errors.ImageNotFound):
+        docker_client.images.get(tag)
+
+
+def test_source_provider_without_network_fails_clearly(docker_client, make_repo, unique, tmp_path, monkeypatch):
+    root = make_repo(python_model_files("m"))
+    for name in ("https_proxy", "HTTPS_PROXY"):  # nothing listens there: GitHub is unreachable
+        monkeypatch.setenv(name, "http://127.0.0.1:9")
+    code, report = cli("build", "--model-repository", str(root), "--base-image", STUB38,
+                       "--tag", f"trt-stub/source:{unique}", "--stub", "source", report=tmp_path / "r.json")
+    assert code == 3
+    message = report["error"]["message"]
+    assert "python_backend r24.10 needs network access to https://github.com" in message
+    assert "--stub path:FILE" in message
+    assert os.environ["https_proxy"] == "http://127.0.0.1:9"

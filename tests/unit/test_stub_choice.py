@@ -1,0 +1,135 @@
+"""The stub decision and the base-image probe's parsing, on recorded probe output (no Docker)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from triton_release import requirements, stub
+from triton_release.baseimage import parse_ldd, parse_probe
+from triton_release.errors import Refused, UsageError
+
+LDD_311 = """\
+\tlinux-vdso.so.1 (0x00007ffc)
+\tlibpython3.11.so.1.0 => /lib/x86_64-linux-gnu/libpython3.11.so.1.0 (0x00007f1)
+\tlibc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x00007f2)
+"""
+LDD_38_MISSING = "\tlibpython3.8.so.1.0 => not found\n\tlibc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x1)\n"
+LDD_WHEEL_313 = "\tlibpython3-419a3a08.13.so.1.0 => /opt/tritonserver/lib/libpython3-419a3a08.13.so.1.0 (0x1)\n"
+
+
+def probe_output(python3="3.11", libpython="/usr/lib/x86_64-linux-gnu/libpython3.11.so.1.0", numpy="1.24.2",
+                 ldd=LDD_311, triton="2.51.0", ngc="24.10") -> str:
+    import json
+    python = {"version": python3, "executable": f"/usr/bin/python{python3}",
+              "soname": f"libpython{python3}.so.1.0", "libpython": libpython,
+              "site_packages": f"/usr/local/lib/python{python3}/dist-packages", "numpy": numpy}
+    return "\n".join([json.dumps({"env": {"triton": triton, "ngc": ngc}}), json.dumps({"python3": python3}),
+                      json.dumps({"glibc": "2.36"}), json.dumps({"python": python}), '{"ldd": "begin"}', ldd])
+
+
+def base(**kw):
+    return parse_probe("tritonserver:test", "sha256:abc", probe_output(**kw))
+
+
+def test_probe_output_is_parsed():
+    found = base()
+    assert (found.triton_version, found.ngc_release, found.python3, found.glibc) == ("2.51.0", "24.10", "3.11", "2.36")
+    assert found.pythons["3.11"].site_packages == "/usr/local/lib/python3.11/dist-packages"
+    assert found.stub.python == "3.11" and found.stub.loads
+
+
+def test_ngc_release_is_derived_from_the_triton_version_when_the_image_does_not_say():
+    assert base(ngc="", triton="2.52.0").ngc_release == "24.11"
+
+
+@pytest.mark.parametrize("ldd, python, loads, missing", [
+    (LDD_311, "3.11", True, ()),
+    (LDD_38_MISSING, "3.8", False, ("libpython3.8.so.1.0",)),
+    (LDD_WHEEL_313, "3.13", True, ()),
+])
+def test_ldd_is_parsed(ldd, python, loads, missing):
+    links = parse_ldd(ldd)
+    assert (links.python, links.loads, links.missing) == (python, loads, missing)
+
+
+def test_a_matching_stub_is_kept():
+    choice = stub.choose(base(), None, "auto")
+    assert choice.kept and choice.provider == "stock" and choice.stub_file is None
+    assert choice.summary() == "stub: kept the stock stub (Python 3.11, Triton 2.51.0)"
+
+
+def test_stock_refuses_a_mismatch_naming_both_pythons():
+    with pytest.raises(Refused, match=r"links libpython3.8.so.1.0 \(Python 3.8\), but the models run on Python 3.11"):
+        stub.choose(base(ldd=LDD_38_MISSING), None, "stock")
+
+
+def test_a_python_the_image_lacks_is_refused_with_what_to_do():
+    with pytest.raises(Refused, match=r"no Python 3.12 \(it has: 3.11\).*--python 3.11.*EXECUTION_ENV_PATH"):
+        stub.choose(base(), "3.12", "auto")
+
+
+def test_a_missing_libpython_is_refused_naming_the_package():
+    with pytest.raises(Refused, match="apt-get install libpython3.11"):
+        stub.choose(base(libpython=""), None, "auto")
+
+
+def test_a_base_without_the_python_backend_is_refused():
+    with pytest.raises(Refused, match="no Python backend stub"):
+        stub.choose(base(ldd="no stub at /opt/tritonserver/backends/python/triton_python_backend_stub"), None, "auto")
+
+
+def test_an_unknown_stub_mode_is_a_usage_error():
+    with pytest.raises(UsageError, match="auto, stock, wheel, source or path:FILE"):
+        stub.choose(base(), None, "conda")
+
+
+def test_an_unknown_triton_version_falls_to_source_and_explains_both(monkeypatch):
+    def unreachable(ngc_release, url=stub.PYTHON_BACKEND_URL):
+        raise stub.NoProvider("building python_backend r25.10 needs network access to github, and it is unreachable")
+    monkeypatch.setattr(stub, "check_source_reachable", unreachable)
+    with pytest.raises(Exception) as failed:
+        stub.choose(base(ldd=LDD_38_MISSING, triton="2.62.0", ngc="25.10"), None, "auto")
+    message = str(failed.value)
+    assert "no nvidia-pytriton wheel is known to carry Triton 2.62.0" in message
+    assert "unreachable" in message and "--stub path:FILE" in message
+    assert failed.value.exit_code == 3
+
+
+def test_the_source_stage_builds_the_matching_branch_for_the_target_python():
+    stage = stub.builder_stage("nvcr.io/nvidia/tritonserver:24.10-py3", "24.10", "3.12")
+    assert stage.startswith("FROM nvcr.io/nvidia/tritonserver:24.10-py3 AS stub-builder")
+    assert "--branch r24.10 https://github.com/triton-inference-server/python_backend" in stage
+    for repo in ("BACKEND", "COMMON", "CORE"):
+        assert f"-DTRITON_{repo}_REPO_TAG=r24.10" in stage
+    assert "python3.12-dev" in stage and "make -C /build" in stage and "triton-python-backend-stub" in stage
+
+
+def test_numpy_2_on_triton_251_warns():
+    assert stub.choose(base(numpy="2.2.4"), None, "auto").warnings
+    assert not stub.choose(base(numpy="1.24.2"), None, "auto").warnings
+    assert not stub.choose(base(numpy="2.2.4", triton="2.62.0", ngc="25.10"), None, "auto").warnings
+
+
+def pin(model: str, text: str, line: int = 1) -> requirements.Pin:
+    from packaging.requirements import Requirement
+    return requirements.Pin(model, Path(f"model_repository/{model}/requirements.txt"), line, Requirement(text))
+
+
+def test_exact_pins_apart_are_refused_naming_both_models_and_lines():
+    with pytest.raises(Refused) as refused:
+        requirements.check_pins([pin("a", "six==1.16.0"), pin("b", "six==1.15.0", 3)])
+    message = str(refused.value)
+    assert "a needs six==1.16.0" in message and "b needs six==1.15.0" in message
+    assert "model_repository/b/requirements.txt:3" in message
+
+
+def test_compatible_pins_pass():
+    requirements.check_pins([pin("a", "six==1.16.0"), pin("b", "six>=1.10"), pin("c", "Six==1.16.0")])
+
+
+def test_platforms_follow_the_images_glibc():
+    tags = requirements.platforms("2.36")
+    assert tags[0] == "manylinux_2_36_x86_64" and "manylinux2014_x86_64" in tags
+
