@@ -1,8 +1,8 @@
 """`python -m bench`: prints a Markdown table of what it measured.
 
-So far: `validate` and `changed` at 10, 100 and 1000 generated models, and `changed` between
-the first and last commit of a 200-model, 500-commit history (the full release benchmarks
-arrive with the pipeline).
+So far: `validate` and `changed` at 10, 100 and 1000 generated models, `changed` between the
+first and last commit of a 200-model, 500-commit history, and the image rebuild after a
+one-model change in a 20-model repository against a one-COPY build (needs `make stack`).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench import rebuild
 from bench.generate import generate_history
 
 
@@ -32,6 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench")
     parser.add_argument("--sizes", default="10,100,1000", help="model counts for the scaling figures")
     parser.add_argument("--history", default="200,500", help="MODELS,COMMITS of the history `changed` runs over")
+    parser.add_argument("--rebuild", default="20,4194304", help="MODELS,WEIGHT_BYTES of the rebuild comparison")
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--json", metavar="FILE", help="also write the figures there")
     args = parser.parse_args(argv)
@@ -59,6 +61,9 @@ def main(argv: list[str] | None = None) -> int:
                                         "median": round(statistics.median(times), 4)}
         print(f"\n`changed` over {n_models} models and {n_commits} commits: median {statistics.median(times):.3f} s, "
               f"spread {max(times) - min(times):.3f} s")
+    n_models, weights = (int(v) for v in args.rebuild.split(","))
+    results["rebuild"] = rebuild.measure(n_models, weights, max(1, min(args.repeat, 3)))
+    print(rebuild.table(results["rebuild"]), flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2) + "\n")
     return 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import traceback
 from dataclasses import dataclass
@@ -14,6 +15,7 @@ from triton_release import __version__, settings as settings_mod
 from triton_release.actions import Console
 from triton_release.errors import Refused, TritonReleaseError, UsageError
 from triton_release.changes import ChangeSet, Changes
+from triton_release.git import Git
 from triton_release.release import build_step, golden_step
 from triton_release.repository import Repository
 from triton_release.validate import validate
@@ -101,9 +103,19 @@ def add_build(p: argparse.ArgumentParser) -> None:
     p.add_argument("--stub", metavar="PROVIDER", help="auto (default), stock, wheel, source or path:FILE")
 
 
+def provenance(root: Path) -> dict[str, str]:
+    """The commit and the source repository, for the image's OCI labels, where they are known."""
+    result = Git(root).run("rev-parse", "HEAD", check=False)
+    revision = result.stdout.decode().strip() if result.returncode == 0 else ""
+    server, name = os.environ.get("GITHUB_SERVER_URL", ""), os.environ.get("GITHUB_REPOSITORY", "")
+    return {"revision": revision, "source": f"{server}/{name}" if server and name else ""}
+
+
 def run_build(args: argparse.Namespace, settings: settings_mod.Settings, console: Console) -> dict:
-    repo = Repository.load(model_repository(settings))
-    result = build_step(repo, settings.base_image, args.tag, python=settings.python, stub_mode=settings.stub)
+    root = model_repository(settings)
+    repo = Repository.load(root)
+    result = build_step(repo, settings.base_image, args.tag, python=settings.python, stub_mode=settings.stub,
+                        **provenance(root))
     for warning in result.warnings:
         console.warning(warning)
     console.line(result.summary())

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import json
 import os
 import tarfile
 import tempfile
@@ -129,6 +130,20 @@ class Runtime:
         return found
 
 
+ORDER_LABEL = "triton-release.layers"
+
+
+def order_layers(layers: list[Layer], previous: list[list[str]]) -> list[Layer]:
+    """Unchanged layers first, in the previous build's order, then the changed and new ones.
+
+    The builder's cache holds for every step up to the first changed one, so a one-model change
+    re-runs one ADD instead of every ADD after it. Layer digests do not depend on the order.
+    """
+    current = {(layer.name, layer.digest): layer for layer in layers}
+    kept = [current.pop((name, digest)) for name, digest in previous if (name, digest) in current]
+    return kept + sorted(current.values(), key=lambda layer: layer.name)
+
+
 def dockerfile(base_image: str, layers: list[Layer], runtime: Runtime = Runtime()) -> str:
     lines = [runtime.builder_stage.rstrip("\n")] if runtime.builder_stage else []
     lines.append(f"FROM {base_image}")
@@ -140,7 +155,7 @@ def dockerfile(base_image: str, layers: list[Layer], runtime: Runtime = Runtime(
 
 
 def write_context(out, repo: Repository, base_image: str, models: list[str] | None = None,
-                  runtime: Runtime = Runtime()) -> list[Layer]:
+                  runtime: Runtime = Runtime(), previous: list[list[str]] = ()) -> list[Layer]:
     """The build context as one tar stream: the Dockerfile and one tar per layer."""
     layers: list[Layer] = []
     with tarfile.open(fileobj=out, mode="w") as context, tempfile.TemporaryDirectory() as tmp:
@@ -159,6 +174,7 @@ def write_context(out, repo: Repository, base_image: str, models: list[str] | No
                 continue
             for name, version, paths in plan_layers(model):
                 add(name, model.name, version, model_entries(model, paths))
+        layers = order_layers(layers, list(previous))
         text = dockerfile(base_image, layers, runtime).encode()
         info = tarfile.TarInfo("Dockerfile")
         info.size = len(text)
@@ -189,15 +205,24 @@ def docker_client(timeout: int = 600) -> docker.DockerClient:
             or point DOCKER_HOST at it; in a container action, /var/run/docker.sock must be mounted.""") from None
 
 
+def previous_order(client: docker.DockerClient, tag: str) -> list[list[str]]:
+    """The layer order of the image last built under `tag` on this daemon, if any."""
+    try:
+        return json.loads(client.images.get(tag).labels.get(ORDER_LABEL) or "[]")
+    except (docker.errors.ImageNotFound, ValueError):
+        return []
+
+
 def build_image(repo: Repository, base_image: str, tag: str, labels: dict[str, str] | None = None,
                 models: list[str] | None = None, client: docker.DockerClient | None = None,
                 runtime: Runtime = Runtime()) -> BuildResult:
     client = client or docker_client()
     with tempfile.TemporaryFile() as context:
-        layers = write_context(context, repo, base_image, models, runtime)
+        layers = write_context(context, repo, base_image, models, runtime, previous_order(client, tag))
         context.seek(0)
+        labels = {**(labels or {}), ORDER_LABEL: json.dumps([[layer.name, layer.digest] for layer in layers])}
         try:
-            image, _ = client.images.build(fileobj=context, custom_context=True, tag=tag, labels=labels or {},
+            image, _ = client.images.build(fileobj=context, custom_context=True, tag=tag, labels=labels,
                                            rm=True, forcerm=True, pull=False)
         except docker.errors.BuildError as exc:
             log = "".join(chunk.get("stream", "") + chunk.get("error", "") for chunk in exc.build_log)

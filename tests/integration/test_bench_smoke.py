@@ -9,11 +9,13 @@ import sys
 from helpers import ROOT
 
 
-def test_bench_smoke(tmp_path):
+def test_bench_smoke(docker_client, tmp_path):
     out = tmp_path / "results.json"
-    result = subprocess.run([sys.executable, "-m", "bench", "--sizes", "3", "--history", "4,6", "--repeat", "1",
+    result = subprocess.run([sys.executable, "-m", "bench", "--sizes", "3", "--history", "4,6", "--repeat", "1", "--rebuild", "3,1024",
                              "--json", str(out)], cwd=ROOT, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     figures = json.loads(out.read_text())
     assert set(figures["validate_s"]) == {"3"} and figures["changed_history_s"]["commits"] == 6
     assert "| 3 |" in result.stdout
+    assert figures["rebuild"]["ours"]["new_layers"] == 1  # the new version folder, nothing else
+    assert figures["rebuild"]["naive"]["reused_layers"] == 0
