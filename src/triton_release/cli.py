@@ -16,7 +16,7 @@ from triton_release.actions import Console
 from triton_release.errors import Refused, TritonReleaseError, UsageError
 from triton_release.changes import ChangeSet, Changes
 from triton_release.git import Git
-from triton_release.release import build_step, golden_step
+from triton_release.release import build_step, golden_step, record_step
 from triton_release.repository import Repository
 from triton_release.validate import validate
 from triton_release.versioning import apply_bumps, plan_bumps, release_kind
@@ -126,12 +126,14 @@ def add_test(p: argparse.ArgumentParser) -> None:
     p.add_argument("--image", metavar="IMAGE", required=True, help="the built image to serve")
     p.add_argument("--models", metavar="A,B", help="the models to test (default: all)")
     p.add_argument("--load-timeout", type=int, metavar="SECONDS", help="per-model readiness limit (default 300)")
+    p.add_argument("-k", dest="keyword", metavar="EXPR", help="only the golden cases matching this pytest -k expression")
+    p.add_argument("--junitxml", metavar="FILE", help="also write the golden results as JUnit XML")
 
 
 def run_test(args: argparse.Namespace, settings: settings_mod.Settings, console: Console) -> dict:
     repo = Repository.load(model_repository(settings))
     names = [n for n in (args.models or "").split(",") if n] or sorted(repo.models)
-    result = golden_step(repo, args.image, names, settings.load_timeout)
+    result = golden_step(repo, args.image, names, settings.load_timeout, junitxml=args.junitxml, keyword=args.keyword)
     for case in result.cases:
         console.line(f"{'PASS' if case.passed else 'FAIL'} {case.case} ({case.latency_ms:.1f} ms)"
                      + (f": {case.message}" if case.message else ""))
@@ -148,12 +150,31 @@ def run_test(args: argparse.Namespace, settings: settings_mod.Settings, console:
     return report
 
 
+def add_record(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--image", metavar="IMAGE", required=True, help="the built image to serve")
+    p.add_argument("--models", metavar="A,B", required=True, help="the models whose cases to fill in")
+    p.add_argument("--overwrite", action="store_true", help="also replace outputs that are already there")
+    p.add_argument("--load-timeout", type=int, metavar="SECONDS", help="per-model readiness limit (default 300)")
+
+
+def run_record(args: argparse.Namespace, settings: settings_mod.Settings, console: Console) -> dict:
+    repo = Repository.load(model_repository(settings))
+    names = [n for n in args.models.split(",") if n]
+    written = record_step(repo, args.image, names, settings.load_timeout, overwrite=args.overwrite)
+    for path in written:
+        console.line(f"{path}: outputs recorded from {args.image}; review them before you commit")
+    if not written:
+        console.line("every case already has outputs (use --overwrite to record them again)")
+    return {"record": {"image": args.image, "written": written}}
+
+
 COMMANDS: dict[str, Command] = {
     "validate": Command("static checks of the model repository; needs no Docker", lambda p: None, run_validate),
     "changed": Command("the models changed between two commits", add_refs, run_changed),
     "bump": Command("create the next version folders in the working tree", add_refs, run_bump),
     "build": Command("build the release image", add_build, run_build),
     "test": Command("serve the image and run the golden cases", add_test, run_test),
+    "record": Command("fill in the expected outputs of golden cases that have none", add_record, run_record),
 }
 
 

@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import json
+import tempfile
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+import pytest
 
 from triton_release import baseimage, golden, requirements, stub
 from triton_release.baseimage import BaseImage
@@ -125,11 +130,84 @@ def load_cases(repo: Repository, names: list[str]) -> list[golden.GoldenCase]:
     return cases
 
 
-def golden_step(repo: Repository, image: str, names: list[str], load_timeout: float = 300) -> GoldenRun:
+class _Results:
+    """Collects each golden item's CaseResult as pytest runs it."""
+
+    def __init__(self) -> None:
+        self.cases: list[golden.CaseResult] = []
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_makereport(self, item, call):
+        outcome = yield
+        report = outcome.get_result()
+        if call.when == "call":
+            result = getattr(item, "result", None)
+            if result is None:  # the item failed before it got an answer
+                result = golden.CaseResult(item.name, str(item.path), False, 0.0, (), str(call.excinfo.value)
+                                           if call.excinfo else report.longreprtext)
+            self.cases.append(result)
+
+
+def run_golden_tests(repo: Repository, names: list[str], http_url: str, grpc_url: str, *,
+                     junitxml: str | None = None, keyword: str | None = None) -> list[golden.CaseResult]:
+    """pytest in-process with the plugin: one item per golden case, `<model>/<case>`."""
+    results = _Results()
+    with tempfile.TemporaryDirectory() as tmp:
+        ini = Path(tmp) / "pytest.ini"
+        ini.write_text("[pytest]\n")
+        args = [str(repo.root.resolve()), "--triton-url", http_url, "--triton-grpc-url", grpc_url,
+                "--model-repository", str(repo.root.resolve()), "--triton-models", ",".join(names),
+                "-c", str(ini), "--rootdir", str(repo.root.resolve()), "--noconftest",
+                "-p", "triton_release.pytest_plugin", "-p", "no:cacheprovider", "-p", "no:terminal"]
+        if junitxml:
+            args += ["--junitxml", str(Path(junitxml).resolve())]
+        if keyword:
+            args += ["-k", keyword]
+        code = pytest.main(args, plugins=[results])
+    if code not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED, pytest.ExitCode.NO_TESTS_COLLECTED):
+        raise Refused(f"pytest could not run the golden cases of {repo.root} (exit {int(code)}); "
+                      f"check -k and the golden files (`triton-release validate`).")
+    return results.cases
+
+
+def golden_step(repo: Repository, image: str, names: list[str], load_timeout: float = 300, *,
+                junitxml: str | None = None, keyword: str | None = None) -> GoldenRun:
     load = models_to_load(repo, names)
-    cases = load_cases(repo, names)
+    load_cases(repo, names)  # every case file well-formed before any server starts
     every = set(load) == set(repo.models)
     with TritonServer(image, load, all_models=every, load_timeout=load_timeout, client=docker_client()) as server:
-        results = tuple(golden.run_case(case, server.http_url, server.grpc_url) for case in cases)
+        results = run_golden_tests(repo, names, server.http_url, server.grpc_url, junitxml=junitxml, keyword=keyword)
     untested = tuple(n for n in names if not repo[n].golden_cases)
-    return GoldenRun(image, tuple(load), results, untested)
+    return GoldenRun(image, tuple(load), tuple(results), untested)
+
+
+def tensor_json(name: str, array: np.ndarray, datatype: str) -> dict:
+    data = array.reshape(-1).tolist()
+    if datatype == "BYTES":
+        data = [v.decode("utf-8", errors="replace") if isinstance(v, bytes) else str(v) for v in data]
+    return {"name": name, "datatype": datatype, "shape": list(array.shape), "data": data}
+
+
+def record_step(repo: Repository, image: str, names: list[str], load_timeout: float = 300,
+                overwrite: bool = False) -> list[str]:
+    """Fill in the outputs of golden cases that have none with what the server answers."""
+    todo = [c for c in load_cases(repo, names) if overwrite or not c.expected]
+    if not todo:
+        return []
+    written = []
+    load = models_to_load(repo, sorted({c.model for c in todo}))
+    with TritonServer(image, load, load_timeout=load_timeout, client=docker_client()) as server:
+        for case in todo:
+            try:
+                answers, _ = golden.send(case, server.http_url, server.grpc_url, decoupled=repo[case.model].decoupled)
+            except golden.InferenceFailed as exc:
+                raise Refused(f"{case.path}: the server refused the case's inputs ({exc}); fix the inputs.") from None
+            responses = [[tensor_json(n, a, d) for n, (a, d, _) in sorted(answer.outputs.items()) if a is not None]
+                         for answer in answers]
+            raw = json.loads(case.path.read_text(encoding="utf-8"))
+            raw["outputs"] = responses if repo[case.model].decoupled else responses[0]
+            partial = case.path.with_name(case.path.name + ".partial")
+            partial.write_text(json.dumps(raw, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+            partial.replace(case.path)
+            written.append(str(case.path))
+    return written

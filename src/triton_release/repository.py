@@ -84,6 +84,10 @@ class Model:
         return self.config is None or self.config.backend == "python"
 
     @property
+    def decoupled(self) -> bool:
+        return self.config is not None and self.config.model_transaction_policy.decoupled
+
+    @property
     def newest_version(self) -> int | None:
         return self.versions[-1] if self.versions else None
 

@@ -5,9 +5,12 @@ The container is always removed on exit, whatever happened inside the `with` blo
 
 from __future__ import annotations
 
+import re
+import socket
 import time
 import uuid
 from dataclasses import dataclass
+from pathlib import Path
 
 import docker
 import requests
@@ -16,6 +19,43 @@ from triton_release.errors import InfrastructureError, Refused
 
 HTTP_PORT, GRPC_PORT = "8000/tcp", "8001/tcp"
 CONTAINER_LABEL = "triton-release.server"
+# Lines after which no model of this server will ever load: fail now, not at --load-timeout.
+FATAL_LOG_LINES = ("error while loading shared libraries",)
+_CONTAINER_ID = re.compile(r"/containers/([0-9a-f]{64})/")
+
+
+def own_container(client: docker.DockerClient):
+    """The container this process runs in (an action container, act), or None on a host.
+
+    A server started in that container's network namespace is reachable on 127.0.0.1 from here,
+    whichever network the daemon put this container on.
+    """
+    if not Path("/.dockerenv").exists():
+        return None
+    candidates = [socket.gethostname()]
+    try:
+        candidates += _CONTAINER_ID.findall(Path("/proc/self/mountinfo").read_text())
+    except OSError:
+        pass
+    for candidate in candidates:
+        try:
+            return client.containers.get(candidate)
+        except docker.errors.NotFound:
+            continue
+        except docker.errors.APIError:
+            return None
+    return None
+
+
+def free_ports(count: int) -> list[int]:
+    sockets = [socket.socket() for _ in range(count)]
+    try:
+        for sock in sockets:
+            sock.bind(("127.0.0.1", 0))
+        return [sock.getsockname()[1] for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
 
 
 @dataclass(frozen=True)
@@ -40,26 +80,36 @@ class TritonServer:
         self.http_url = self.grpc_url = ""
         self.name = f"triton-release-{uuid.uuid4().hex[:12]}"
 
-    def command(self) -> list[str]:
+    def command(self, ports: list[int] | None = None) -> list[str]:
         load = ["--load-model=*"] if self.all_models else [f"--load-model={m}" for m in self.models]
         stub_timeout = max(30, int(self.load_timeout))
+        listen = []
+        if ports:  # sharing a network namespace: ports free in it, on loopback only
+            listen = [f"--http-port={ports[0]}", f"--grpc-port={ports[1]}", f"--metrics-port={ports[2]}",
+                      "--http-address=127.0.0.1", "--grpc-address=127.0.0.1"]
         return ["tritonserver", "--model-repository=/models", "--model-control-mode=explicit", *load,
                 f"--backend-config=python,stub-timeout-seconds={stub_timeout}",
-                "--exit-on-error=false", "--log-verbose=0"]
+                "--exit-on-error=false", "--log-verbose=0", *listen]
 
     # -- life ---------------------------------------------------------------------------------
 
     def __enter__(self) -> "TritonServer":
         try:
-            self.container = self.client.containers.run(
-                self.image, command=self.command(), name=self.name, detach=True,
-                labels={CONTAINER_LABEL: "1"}, shm_size="256m",
-                ports={HTTP_PORT: ("127.0.0.1", None), GRPC_PORT: ("127.0.0.1", None)},
-            )
-            self.container.reload()
-            ports = self.container.attrs["NetworkSettings"]["Ports"]
-            self.http_url = f"127.0.0.1:{ports[HTTP_PORT][0]['HostPort']}"
-            self.grpc_url = f"127.0.0.1:{ports[GRPC_PORT][0]['HostPort']}"
+            here = own_container(self.client)
+            common = dict(name=self.name, detach=True, labels={CONTAINER_LABEL: "1"}, shm_size="256m")
+            if here is not None:
+                ports = free_ports(3)
+                self.container = self.client.containers.run(
+                    self.image, command=self.command(ports), network_mode=f"container:{here.id}", **common)
+                self.http_url, self.grpc_url = f"127.0.0.1:{ports[0]}", f"127.0.0.1:{ports[1]}"
+            else:
+                self.container = self.client.containers.run(
+                    self.image, command=self.command(),
+                    ports={HTTP_PORT: ("127.0.0.1", None), GRPC_PORT: ("127.0.0.1", None)}, **common)
+                self.container.reload()
+                published = self.container.attrs["NetworkSettings"]["Ports"]
+                self.http_url = f"127.0.0.1:{published[HTTP_PORT][0]['HostPort']}"
+                self.grpc_url = f"127.0.0.1:{published[GRPC_PORT][0]['HostPort']}"
             self.wait_ready()
         except BaseException:
             self.remove()
@@ -112,11 +162,15 @@ class TritonServer:
     def wait_ready(self) -> None:
         deadline = time.monotonic() + self.load_timeout
         pending = dict(self.models)
+        rounds = 0
         while True:
             self.container.reload()
             if self.container.status in ("exited", "dead"):
                 raise Refused(f"tritonserver exited during start-up (image {self.image}).",
                               details=self.logs().splitlines()[-30:])
+            rounds += 1
+            if rounds % 4 == 0:
+                self.check_fatal_lines()
             for name, version in list(pending.items()):
                 if self.model_ready(name, version):
                     del pending[name]
@@ -130,6 +184,15 @@ class TritonServer:
                 raise self.load_failure([states.get(n, ModelState(n, "", "LOADING", "still loading"))
                                          for n in pending], timed_out=True)
             time.sleep(0.25)
+
+    def check_fatal_lines(self) -> None:
+        fatal = [line for line in self.logs().splitlines() if any(f in line for f in FATAL_LOG_LINES)]
+        if fatal:
+            raise Refused(f"""
+                The Python backend stub cannot start in {self.image}: a shared library it links is
+                missing (above), so no Python model can load. Rebuild the image with
+                `triton-release build` (it matches the stub to the image's Python), or give another
+                --base-image.""", details=fatal[-5:])
 
     def load_failure(self, states: list[ModelState], timed_out: bool = False) -> Refused:
         logs = self.logs().splitlines()

@@ -17,3 +17,11 @@ def example_image(docker_client, unique):
     result = build_image(Repository.load(ROOT / "model_repository"), BASE_IMAGE, tag, client=docker_client)
     yield result
     docker_client.images.remove(tag, force=True)
+
+
+@pytest.fixture(scope="session")
+def tool_image(docker_client):
+    """The action's image (the repository's Dockerfile), as a GitHub runner or act builds it."""
+    tag = "triton-release-test/tool:latest"  # kept: the next run reuses its dependency layer
+    docker_client.images.build(path=str(ROOT), tag=tag, rm=True, forcerm=True, pull=False)
+    return tag

@@ -1,0 +1,173 @@
+"""Golden tests on a real tritonserver: tolerances, decoupled streams, load failures, the pytest
+plugin on its own, the tool inside a container, and `record`."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import time
+
+import pytest
+
+from triton_release import golden
+from triton_release.cli import main
+from triton_release.errors import Refused
+from triton_release.image import build_image
+from triton_release.repository import Repository
+from triton_release.server import CONTAINER_LABEL, TritonServer
+
+from helpers import (BASE_IMAGE, DECOUPLED_CONFIG, DECOUPLED_MODEL, PYTHON_MODEL, SLEEPY_MODEL, golden_case,
+                     python_config, write_tree)
+
+
+def counter_case(count: int, responses: int) -> str:
+    return json.dumps({"inputs": [{"name": "COUNT", "datatype": "INT32", "shape": [1], "data": [count]}],
+                       "outputs": [[{"name": "OUT", "datatype": "INT32", "shape": [1], "data": [i]}]
+                                   for i in range(responses)]})
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory):
+    root = tmp_path_factory.mktemp("golden") / "model_repository"
+    write_tree(root, {
+        "addone/config.pbtxt": python_config("addone"),
+        "addone/1/model.py": PYTHON_MODEL,
+        "addone/golden/basic.json": golden_case(),
+        "addone/golden/batch3.json": golden_case(shape=(3, 4), data=range(12), out=range(1, 13)),
+        "counter/config.pbtxt": DECOUPLED_CONFIG,
+        "counter/1/model.py": DECOUPLED_MODEL,
+        "counter/golden/three.json": counter_case(3, 3),
+        "sleepy/config.pbtxt": python_config("sleepy"),
+        "sleepy/1/model.py": SLEEPY_MODEL,
+    })
+    return Repository.load(root)
+
+
+@pytest.fixture(scope="module")
+def image(docker_client, repo, unique):
+    tag = f"triton-release-test/golden:{unique}"
+    build_image(repo, BASE_IMAGE, tag, client=docker_client)
+    yield tag
+    docker_client.images.remove(tag, force=True)
+
+
+@pytest.fixture(scope="module")
+def server(docker_client, image):
+    with TritonServer(image, {"addone": 1, "counter": 1}, load_timeout=60, client=docker_client) as running:
+        yield running
+
+
+def case_file(tmp_path, text: str, model: str) -> golden.GoldenCase:
+    path = tmp_path / f"{model}-case.json"
+    path.write_text(text)
+    case, problems = golden.load_case(path, model)
+    assert not problems, problems
+    return case
+
+
+@pytest.mark.parametrize("atol, passes", [(2e-5, True), (5e-6, False)])
+def test_tolerance_just_inside_passes_and_just_outside_fails(server, tmp_path, atol, passes):
+    case = case_file(tmp_path, golden_case(out=(2, 3, 4, 5.00001), atol=atol, rtol=0), "addone")
+    result = golden.run_case(case, server.http_url, server.grpc_url)
+    assert result.passed is passes, result.message
+    assert result.outputs[0].max_abs_diff == pytest.approx(1e-5, rel=0.05)
+    if not passes:
+        assert "worst at [0, 3]" in result.message and f"atol={atol:g}" in result.message
+
+
+def test_grpc_protocol_case_passes(server, tmp_path):
+    case = case_file(tmp_path, golden_case(protocol="grpc"), "addone")
+    assert golden.run_case(case, server.http_url, server.grpc_url).passed
+
+
+def test_decoupled_model_three_responses_compared_in_order(server, repo):
+    case, _ = golden.load_case(repo["counter"].golden_cases[0], "counter")
+    result = golden.run_case(case, server.http_url, server.grpc_url, decoupled=True)
+    assert result.passed, result.message
+    assert [o.name for o in result.outputs] == ["OUT", "OUT", "OUT"]
+
+
+def test_decoupled_case_expecting_two_responses_fails_with_both_counts(server, tmp_path):
+    case = case_file(tmp_path, counter_case(3, 2), "counter")
+    result = golden.run_case(case, server.http_url, server.grpc_url, decoupled=True)
+    assert not result.passed and result.message == "expected 2 responses, got 3"
+
+
+def test_decoupled_response_with_a_wrong_value_names_the_response(server, tmp_path):
+    raw = json.loads(counter_case(3, 3))
+    raw["outputs"][1][0]["data"] = [7]
+    case = case_file(tmp_path, json.dumps(raw), "counter")
+    result = golden.run_case(case, server.http_url, server.grpc_url, decoupled=True)
+    assert not result.passed and result.message.startswith("response 2: output 'OUT'")
+
+
+def test_the_plugin_runs_on_its_own_against_a_running_server(server, repo, tmp_path):
+    junit = tmp_path / "golden.xml"
+    done = subprocess.run([sys.executable, "-m", "pytest", "--triton-url", server.http_url,
+                           "--triton-grpc-url", server.grpc_url, "--model-repository", str(repo.root),
+                           "--triton-models", "addone,counter", "--junitxml", str(junit), "-v",
+                           "-p", "no:cacheprovider"], cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    for name in ("addone/basic", "addone/batch3", "counter/three"):
+        assert f"::{name} PASSED" in done.stdout
+    xml = junit.read_text()
+    assert 'tests="3"' in xml and 'name="latency_ms"' in xml
+    only = subprocess.run([sys.executable, "-m", "pytest", "--triton-url", server.http_url,
+                           "--triton-grpc-url", server.grpc_url, "--model-repository", str(repo.root),
+                           "-k", "batch3", "-q", "-p", "no:cacheprovider"], cwd=tmp_path, capture_output=True, text=True)
+    assert only.returncode == 0 and "1 passed" in only.stdout, only.stdout
+
+
+def test_a_model_hanging_in_initialize_fails_at_the_load_timeout(docker_client, image):
+    start = time.monotonic()
+    sleepy = TritonServer(image, {"sleepy": 1}, load_timeout=5, client=docker_client)
+    with pytest.raises(Refused) as refused:
+        with sleepy:
+            pass
+    assert "Model sleepy did not become ready within --load-timeout 5 s" in str(refused.value)
+    assert time.monotonic() - start < 60  # not the 600 s the model sleeps
+    assert not docker_client.containers.list(all=True, filters={"name": sleepy.name})
+
+
+def test_a_stub_without_its_libpython_fails_fast_with_the_servers_line(docker_client, repo, unique, image_tags):
+    tag = f"triton-release-test/stub38-plain:{unique}"
+    image_tags.append(tag)
+    build_image(repo, "local/tritonserver:24.10-py3-stub38", tag, models=["addone"], client=docker_client)
+    mismatched = TritonServer(tag, {"addone": 1}, load_timeout=300, client=docker_client)
+    with pytest.raises(Refused) as refused:
+        with mismatched:
+            pass
+    assert "stub cannot start" in str(refused.value)
+    assert any("libpython3.8.so.1.0: cannot open shared object file" in line for line in refused.value.details)
+    assert not docker_client.containers.list(all=True, filters={"name": mismatched.name})
+
+
+def test_the_tool_inside_a_container_reaches_the_server(docker_client, tool_image, image, repo, tmp_path):
+    work = tmp_path / "work"
+    shutil.copytree(repo.root, work / "model_repository")
+    servers = {c.id for c in docker_client.containers.list(all=True, filters={"label": CONTAINER_LABEL})}
+    output = docker_client.containers.run(
+        tool_image, ["test", "--image", image, "--models", "addone,counter"], remove=True, working_dir="/work",
+        volumes={"/var/run/docker.sock": {"bind": "/var/run/docker.sock", "mode": "rw"},
+                 str(work): {"bind": "/work", "mode": "rw"}}, stdout=True, stderr=True)
+    text = output.decode()
+    assert "PASS counter/three" in text and "3 golden cases passed" in text, text
+    assert {c.id for c in docker_client.containers.list(all=True, filters={"label": CONTAINER_LABEL})} == servers
+
+
+def test_record_fills_outputs_that_then_pass(image, repo, tmp_path, capsys):
+    root = tmp_path / "model_repository"
+    shutil.copytree(repo.root, root)
+    case = root / "addone" / "golden" / "new.json"
+    case.write_text(json.dumps({"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [2, 4],
+                                            "data": [0, 1, 2, 3, 4, 5, 6, 7]}]}))
+    kept = (root / "addone" / "golden" / "basic.json").read_text()
+    assert main(["record", "--image", image, "--model-repository", str(root), "--models", "addone,counter"]) == 0
+    recorded = json.loads(case.read_text())
+    assert recorded["outputs"] == [{"name": "OUTPUT0", "datatype": "FP32", "shape": [2, 4],
+                                    "data": [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0]}]
+    assert (root / "addone" / "golden" / "basic.json").read_text() == kept  # never overwritten
+    assert main(["test", "--image", image, "--model-repository", str(root), "--models", "addone"]) == 0
+    assert "3 golden cases passed" in capsys.readouterr().out
