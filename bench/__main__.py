@@ -2,7 +2,8 @@
 
 So far: `validate` and `changed` at 10, 100 and 1000 generated models, `changed` between the
 first and last commit of a 200-model, 500-commit history, and the image rebuild after a
-one-model change in a 20-model repository against a one-COPY build (needs `make stack`).
+one-model change in a 20-model repository against a one-COPY build, server readiness for the
+changed model against every model, and golden throughput over HTTP and gRPC (needs `make stack`).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench import rebuild
+from bench import rebuild, serve
 from bench.generate import generate_history
 
 
@@ -34,6 +35,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes", default="10,100,1000", help="model counts for the scaling figures")
     parser.add_argument("--history", default="200,500", help="MODELS,COMMITS of the history `changed` runs over")
     parser.add_argument("--rebuild", default="20,4194304", help="MODELS,WEIGHT_BYTES of the rebuild comparison")
+    parser.add_argument("--serve", default="20,1024", help="MODELS,WEIGHT_BYTES of the readiness and throughput figures")
+    parser.add_argument("--cases", type=int, default=200, help="golden cases sent per throughput figure")
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--json", metavar="FILE", help="also write the figures there")
     args = parser.parse_args(argv)
@@ -64,6 +67,9 @@ def main(argv: list[str] | None = None) -> int:
     n_models, weights = (int(v) for v in args.rebuild.split(","))
     results["rebuild"] = rebuild.measure(n_models, weights, max(1, min(args.repeat, 3)))
     print(rebuild.table(results["rebuild"]), flush=True)
+    n_models, weights = (int(v) for v in args.serve.split(","))
+    results["serve"] = serve.measure(n_models, weights, max(1, min(args.repeat, 3)), cases=args.cases)
+    print(serve.table(results["serve"]), flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2) + "\n")
     return 0
