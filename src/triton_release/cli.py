@@ -16,7 +16,11 @@ from triton_release.actions import Console
 from triton_release.errors import Refused, TritonReleaseError, UsageError
 from triton_release.changes import ChangeSet, Changes
 from triton_release.git import Git
-from triton_release.release import build_step, golden_step, record_step
+from triton_release.image import docker_client
+from triton_release.pipeline import ReleaseRequest, run_release
+from triton_release.publish import push, rollback, rollback_model
+from triton_release.registry import RegistryRepository, find_credentials
+from triton_release.release import build_step, golden_step, record_step, verify_release
 from triton_release.repository import Repository
 from triton_release.validate import validate
 from triton_release.versioning import apply_bumps, plan_bumps, release_kind
@@ -168,6 +172,102 @@ def run_record(args: argparse.Namespace, settings: settings_mod.Settings, consol
     return {"record": {"image": args.image, "written": written}}
 
 
+# -- push, release, rollback ------------------------------------------------------------------
+
+def registry_repository(ref: str | None, flag: str) -> RegistryRepository:
+    if not ref:
+        raise UsageError(f"{flag} REPO is required (or image: in {settings_mod.CONFIG_FILE}), e.g. ghcr.io/org/models.")
+    host = RegistryRepository.parse(ref).host
+    credentials = find_credentials(host, os.environ.get("INPUT_USERNAME"), os.environ.get("INPUT_PASSWORD"))
+    return RegistryRepository.parse(ref, credentials)
+
+
+def add_push(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--image", metavar="IMAGE", required=True, help="the tested local image")
+    p.add_argument("--to", metavar="REPO", help="the registry repository, e.g. ghcr.io/org/models")
+    p.add_argument("--version", metavar="X.Y.Z", required=True, help="the immutable release tag")
+    p.add_argument("--commit", metavar="SHA", help="the released commit (adds the sha-<12 hex> tag)")
+    p.add_argument("--channel", metavar="TAG", help="the moving tag consumers follow (default latest)")
+    p.add_argument("--keep", type=int, metavar="N", help="keep only the newest N releases")
+
+
+def run_push(args: argparse.Namespace, settings: settings_mod.Settings, console: Console) -> dict:
+    repo = registry_repository(args.to or settings.image, "--to")
+    pushed = push(docker_client(), args.image, repo, args.version, args.commit, settings.channel, settings.keep)
+    console.line(f"pushed {repo}:{args.version} ({pushed.digest}); tags {', '.join(pushed.tags)}; "
+                 f"{pushed.layers_uploaded} layers uploaded, {pushed.layers_mounted + pushed.layers_present} already in the registry")
+    for version in pushed.deleted:
+        console.line(f"deleted {repo}:{version} (--keep {settings.keep})")
+    return {"push": pushed.to_json(), "version": args.version, "image": f"{repo}:{args.version}",
+            "digest": pushed.digest}
+
+
+def add_release(p: argparse.ArgumentParser) -> None:
+    add_refs(p)
+    p.add_argument("--to", metavar="REPO", help="the registry repository, e.g. ghcr.io/org/models")
+    p.add_argument("--no-push", action="store_true", help="stop after the tests (pull requests, forks)")
+    p.add_argument("--commit", action="store_true", help="commit the new version folders as `release X.Y.Z` "
+                                                         "and tag vX.Y.Z")
+    p.add_argument("--base-image", metavar="IMAGE", help="the Triton image to build FROM")
+    p.add_argument("--python", metavar="X.Y", help="the Python the models run on (default: the base's python3)")
+    p.add_argument("--stub", metavar="PROVIDER", help="auto (default), stock, wheel, source or path:FILE")
+    p.add_argument("--load-timeout", type=int, metavar="SECONDS", help="per-model readiness limit (default 300)")
+    p.add_argument("--channel", metavar="TAG", help="the moving tag consumers follow (default latest)")
+    p.add_argument("--keep", type=int, metavar="N", help="keep only the newest N releases")
+
+
+def run_release_command(args: argparse.Namespace, settings: settings_mod.Settings, console: Console) -> dict:
+    request = ReleaseRequest(
+        model_repository=model_repository(settings), repo=registry_repository(args.to or settings.image, "--to"),
+        base=args.base, head=args.head, base_image=settings.base_image, python=settings.python,
+        stub=settings.stub, load_timeout=settings.load_timeout, channel=settings.channel, keep=settings.keep,
+        push=not args.no_push, commit=args.commit)
+    report: dict = {}
+    try:
+        return run_release(request, console, report)
+    except TritonReleaseError as exc:
+        exc.report = {**report, **exc.report}
+        raise
+
+
+def add_rollback(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--repo", metavar="REPO", help="the registry repository, e.g. ghcr.io/org/models")
+    p.add_argument("--to-version", metavar="X.Y.Z", help="the release the channel should point at")
+    p.add_argument("--channel", metavar="TAG", help="the tag to move (default latest)")
+    p.add_argument("--verify", action="store_true", help="run that release's golden cases against its image first")
+    p.add_argument("--server", metavar="URL", help="model-level rollback: a running tritonserver (explicit mode)")
+    p.add_argument("--model", metavar="NAME", help="model-level rollback: the model")
+    p.add_argument("--to-model-version", type=int, metavar="N", help="model-level rollback: the version to serve")
+    p.add_argument("--load-timeout", type=int, metavar="SECONDS", help="with --verify: per-model readiness limit")
+
+
+def run_rollback(args: argparse.Namespace, settings: settings_mod.Settings, console: Console) -> dict:
+    if args.server or args.model or args.to_model_version:
+        if not (args.server and args.model and args.to_model_version):
+            raise UsageError("model-level rollback needs --server URL, --model NAME and --to-model-version N.")
+        done = rollback_model(args.server, args.model, args.to_model_version)
+        console.line(f"{args.server}: {args.model} now serves version {args.to_model_version} only")
+        return {"rollback": done}
+    if not args.to_version:
+        raise UsageError("rollback needs --to-version X.Y.Z (or --server, --model and --to-model-version).")
+    repo = registry_repository(args.repo or settings.image, "--repo")
+    verify = None
+    if args.verify:
+        def verify(image: str) -> dict:
+            run = verify_release(image, model_repository(settings), settings.load_timeout, repo.credentials)
+            for case in run.cases:
+                console.line(f"{'PASS' if case.passed else 'FAIL'} {case.case}")
+            if not run.passed:
+                raise Refused(f"{image} fails its own golden cases; the channel was not moved.",
+                              report={"test": run.to_json()})
+            return run.to_json()
+    done = rollback(repo, args.to_version, settings.channel, verify)
+    console.line(f"{repo}:{done.channel} -> {done.version} ({done.digest}); it pointed at "
+                 f"{done.previous_digest or 'nothing'} before (roll forward with that digest)")
+    return {"rollback": done.to_json(), "version": done.version, "image": f"{repo}:{done.version}",
+            "digest": done.digest}
+
+
 COMMANDS: dict[str, Command] = {
     "validate": Command("static checks of the model repository; needs no Docker", lambda p: None, run_validate),
     "changed": Command("the models changed between two commits", add_refs, run_changed),
@@ -175,6 +275,9 @@ COMMANDS: dict[str, Command] = {
     "build": Command("build the release image", add_build, run_build),
     "test": Command("serve the image and run the golden cases", add_test, run_test),
     "record": Command("fill in the expected outputs of golden cases that have none", add_record, run_record),
+    "push": Command("push the image under X.Y.Z, then move the other tags", add_push, run_push),
+    "release": Command("validate, changed, bump, build, test and push in one run", add_release, run_release_command),
+    "rollback": Command("point a channel back at an earlier release", add_rollback, run_rollback),
 }
 
 

@@ -8,17 +8,21 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
+import docker
 import numpy as np
 import pytest
 
 from triton_release import baseimage, golden, requirements, stub
 from triton_release.baseimage import BaseImage
-from triton_release.errors import Refused, UsageError
+from triton_release.errors import InfrastructureError, Refused, UsageError
+from triton_release.git import Git
 from triton_release.image import BuildResult, Runtime, build_image, docker_client
+from triton_release.registry import Credentials
 from triton_release.repository import Repository
 from triton_release.requirements import Resolved
 from triton_release.server import TritonServer
 from triton_release.stub import StubChoice
+from triton_release.versioning import extract_tree
 
 
 @dataclass(frozen=True)
@@ -211,3 +215,32 @@ def record_step(repo: Repository, image: str, names: list[str], load_timeout: fl
             partial.replace(case.path)
             written.append(str(case.path))
     return written
+
+
+def checkout_at(model_repository: Path, revision: str, dest: Path) -> Path | None:
+    """The model repository as it was at `revision`, unpacked under `dest`; None when git lacks it."""
+    git = Git(Git(model_repository).toplevel())
+    if not revision or git.run("cat-file", "-e", f"{revision}^{{commit}}", check=False).returncode != 0:
+        return None
+    prefix = model_repository.resolve().relative_to(git.cwd.resolve()).as_posix()
+    target = dest / "model_repository"
+    extract_tree(git.archive(revision, prefix), prefix, target)
+    return target
+
+
+def verify_release(image: str, model_repository: Path, load_timeout: float = 300,
+                   credentials: Credentials | None = None) -> GoldenRun:
+    """Pull a released image and run the golden cases of the commit it was built from."""
+    client = docker_client()
+    name, _, tag = image.rpartition(":")
+    auth = {"username": credentials.username, "password": credentials.password} if credentials else None
+    try:
+        client.images.pull(name, tag=tag, auth_config=auth)
+    except docker.errors.APIError as exc:
+        raise InfrastructureError(f"Could not pull {image} to verify it: {exc.explanation or exc}") from None
+    labels = client.images.get(image).labels or {}
+    models = sorted(json.loads(labels.get("triton-release.models", "{}")))
+    with tempfile.TemporaryDirectory() as tmp:
+        root = checkout_at(model_repository, labels.get("org.opencontainers.image.revision", ""), Path(tmp))
+        repo = Repository.load(root or model_repository)
+        return golden_step(repo, image, [m for m in models if m in repo], load_timeout)

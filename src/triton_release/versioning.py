@@ -41,7 +41,7 @@ def plan_bumps(changes: ChangeSet) -> list[FolderBump]:
     return sorted(bumps, key=lambda b: b.model)
 
 
-def _extract(archive: bytes, strip: str, dest: Path) -> None:
+def extract_tree(archive: bytes, strip: str, dest: Path) -> None:
     """Unpack the files under `strip` from a `git archive` tar into `dest` (nothing outside it)."""
     dest.mkdir(parents=True)
     with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
@@ -84,8 +84,8 @@ def apply_bumps(changes: ChangeSet, bumps: list[FolderBump], model_repository: P
             stage = root / bump.model / f".triton-release-{uuid.uuid4().hex[:8]}"
             staging.append(stage)
             path = f"{changes.prefix}/{bump.model}/{bump.from_version}"
-            _extract(git.archive(changes.head, path), path, stage / "new")
-            _extract(git.archive(changes.base, path), path, stage / "old")
+            extract_tree(git.archive(changes.head, path), path, stage / "new")
+            extract_tree(git.archive(changes.base, path), path, stage / "old")
     except BaseException:
         for stage in staging:
             shutil.rmtree(stage, ignore_errors=True)
@@ -104,6 +104,23 @@ def apply_bumps(changes: ChangeSet, bumps: list[FolderBump], model_repository: P
         raise
     finally:
         for stage in staging:
+            shutil.rmtree(stage, ignore_errors=True)
+
+
+def undo_bumps(changes: ChangeSet, bumps: list[FolderBump], model_repository: Path) -> None:
+    """Put the working tree back as it was before `apply_bumps`: N+1 gone, N with the head contents."""
+    root = Path(model_repository)
+    git = Git(Git(root).toplevel())
+    for bump in bumps:
+        path = f"{changes.prefix}/{bump.model}/{bump.from_version}"
+        stage = root / bump.model / f".triton-release-{uuid.uuid4().hex[:8]}"
+        try:
+            extract_tree(git.archive(changes.head, path), path, stage / "head")
+            current = root / bump.model / str(bump.from_version)
+            os.rename(current, stage / "released")
+            os.rename(stage / "head", current)
+            shutil.rmtree(root / bump.model / str(bump.to_version), ignore_errors=True)
+        finally:
             shutil.rmtree(stage, ignore_errors=True)
 
 

@@ -1,0 +1,157 @@
+"""Push, tags, retention and rollback against the real registry (and one with basic auth)."""
+
+from __future__ import annotations
+
+import json
+import secrets
+import socket
+import subprocess
+import time
+
+import bcrypt
+import pytest
+import requests
+
+from triton_release.cli import main
+from triton_release.errors import Refused
+from triton_release.image import build_image
+from triton_release.publish import push, retain, rollback, rollback_model
+from triton_release.registry import Credentials, RegistryRepository
+from triton_release.repository import Repository
+from triton_release.server import TritonServer
+
+from helpers import BASE_IMAGE, REGISTRY, python_model_files, write_tree
+
+
+@pytest.fixture(scope="module")
+def images(docker_client, tmp_path_factory, unique):
+    """Three builds of a two-model repository: the second adds version 2 of model a, the third 3."""
+    root = tmp_path_factory.mktemp("publish") / "model_repository"
+    write_tree(root, {**python_model_files("a"), **python_model_files("b")})
+    first = f"triton-release-test/publish:{unique}-1"
+    build_image(Repository.load(root), BASE_IMAGE, first, client=docker_client)
+    model_py = (root / "a" / "1" / "model.py").read_text().replace("x + 1", "x + 2")
+    write_tree(root, {"a/2/model.py": model_py})
+    second = f"triton-release-test/publish:{unique}-2"
+    build_image(Repository.load(root), BASE_IMAGE, second, client=docker_client)
+    write_tree(root, {"a/3/model.py": model_py.replace("x + 2", "x + 3")})
+    third = f"triton-release-test/publish:{unique}-3"
+    build_image(Repository.load(root), BASE_IMAGE, third, client=docker_client)
+    yield first, second, third
+    for tag in (first, second, third):
+        docker_client.images.remove(tag, force=True)
+
+
+@pytest.fixture
+def repo(unique, request):
+    return RegistryRepository.parse(f"{REGISTRY}/triton-release-test/{request.node.name[5:40].replace('_', '-')}-{unique}")
+
+
+def test_push_writes_every_tag_to_one_manifest_and_uploads_only_the_new_layer(docker_client, images, repo):
+    first = push(docker_client, images[0], repo, "1.0.0", "a" * 40)
+    assert first.tags == ("1.0.0", "1.0", "1", f"sha-{'a' * 12}", "latest")
+    assert {repo.digest(t) for t in first.tags} == {first.digest}
+    assert first.channel_before is None
+    second = push(docker_client, images[1], repo, "1.1.0", "b" * 40)
+    # a's version 2 is the only layer new to this repository (sent, or linked when an earlier run sent it)
+    assert second.layers_uploaded + second.layers_mounted == 1
+    assert second.layers_present == first.layers_uploaded + first.layers_mounted + first.layers_present
+    assert repo.digest("latest") == repo.digest("1") == second.digest != first.digest
+    assert repo.digest("1.0.0") == first.digest and second.channel_before == first.digest
+
+
+def test_an_existing_version_is_never_overwritten(docker_client, images, repo, tmp_path):
+    pushed = push(docker_client, images[0], repo, "2.0.0")
+    code = main(["push", "--image", images[1], "--to", str(repo), "--version", "2.0.0",
+                 "--report", str(tmp_path / "r.json")])
+    assert code == 1
+    assert "already exists" in json.loads((tmp_path / "r.json").read_text())["error"]["message"]
+    assert repo.digest("2.0.0") == repo.digest("latest") == pushed.digest
+
+
+def test_rollback_moves_the_channel_by_retag_and_reports_the_digest_before(docker_client, images, repo, tmp_path):
+    old = push(docker_client, images[0], repo, "1.0.0")
+    new = push(docker_client, images[1], repo, "1.1.0")
+    code = main(["rollback", "--repo", str(repo), "--to-version", "1.0.0", "--report", str(tmp_path / "r.json")])
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert code == 0
+    assert repo.digest("latest") == old.digest
+    assert report["rollback"]["previous_digest"] == new.digest and report["digest"] == old.digest
+
+
+def test_rollback_to_an_unknown_version_lists_the_nearest(docker_client, images, repo):
+    push(docker_client, images[0], repo, "1.0.0")
+    with pytest.raises(Refused, match=r"1.4.0 does not exist.*Nearest releases: 1.0.0"):
+        rollback(repo, "1.4.0")
+
+
+def test_keep_deletes_the_oldest_but_never_a_channels_target(docker_client, images, repo):
+    for patch, image in enumerate(images):
+        push(docker_client, image, repo, f"1.0.{patch}")
+    rollback(repo, "1.0.0", channel="stable")
+    # 1.0.2 is the newest; 1.0.0 is the stable channel's target; 1.0.1 is what nobody points at
+    assert retain(repo, 1, "latest") == ["1.0.1"]
+    assert repo.digest("1.0.1") is None
+    assert repo.digest("1.0.0") == repo.digest("stable") and repo.digest("1.0.2") == repo.digest("latest")
+    assert repo.tags() == ["1", "1.0", "1.0.0", "1.0.2", "latest", "stable"]
+
+
+def test_model_level_rollback_serves_an_earlier_version(docker_client, images):
+    with TritonServer(images[1], {"a": 2}, load_timeout=60, client=docker_client) as server:
+        done = rollback_model(server.http_url, "a", 1)
+        assert done["version"] == 1
+        ready = requests.get(f"http://{server.http_url}/v2/models/a/versions/1/ready", timeout=5)
+        newest = requests.get(f"http://{server.http_url}/v2/models/a/versions/2/ready", timeout=5)
+        assert ready.status_code == 200 and newest.status_code != 200
+
+
+# -- a registry that wants a password -----------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def auth_registry(stack, tmp_path_factory):
+    """docker-registry with htpasswd (basic) auth on a free loopback port."""
+    state = tmp_path_factory.mktemp("auth-registry")
+    password = "pw-" + secrets.token_hex(12)
+    (state / "htpasswd").write_text(f"ci-bot:{bcrypt.hashpw(password.encode(), bcrypt.gensalt(5)).decode()}\n")
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    (state / "config.yml").write_text(
+        "version: 0.1\nlog:\n  level: warn\n"
+        f"storage:\n  filesystem:\n    rootdirectory: {state / 'data'}\n  delete:\n    enabled: true\n"
+        f"http:\n  addr: 127.0.0.1:{port}\n"
+        f"auth:\n  htpasswd:\n    realm: test\n    path: {state / 'htpasswd'}\n")
+    process = subprocess.Popen(["docker-registry", "serve", str(state / "config.yml")],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    for _ in range(100):
+        try:
+            if requests.get(f"http://127.0.0.1:{port}/v2/", timeout=1).status_code == 401:
+                break
+        except requests.RequestException:
+            time.sleep(0.1)
+    yield f"127.0.0.1:{port}", password
+    process.terminate()
+    process.wait(10)
+
+
+def test_basic_auth_push_with_env_credentials_never_shows_the_password(docker_client, images, auth_registry,
+                                                                        tmp_path, monkeypatch, capfd):
+    host, password = auth_registry
+    target = f"{host}/team/models"
+    monkeypatch.setenv("TRITON_RELEASE_USERNAME", "ci-bot")
+    monkeypatch.setenv("TRITON_RELEASE_PASSWORD", password)
+    report = tmp_path / "r.json"
+    assert main(["push", "--image", images[0], "--to", target, "--version", "1.0.0", "--report", str(report)]) == 0
+    anonymous = RegistryRepository.parse(target)
+    with pytest.raises(Refused, match="anonymously"):
+        anonymous.tags()
+    authed = RegistryRepository.parse(target, Credentials("ci-bot", password))
+    assert authed.tags() == ["1", "1.0", "1.0.0", "latest"]
+    assert password not in repr(authed.credentials)
+    monkeypatch.setenv("TRITON_RELEASE_PASSWORD", "wrong-" + password)
+    code = main(["rollback", "--repo", target, "--to-version", "1.0.0", "--report", str(report)])
+    assert code == 1
+    out = capfd.readouterr()
+    assert "ci-bot" in out.err and "TRITON_RELEASE_USERNAME" in out.err
+    everything = out.out + out.err + report.read_text()
+    assert password not in everything

@@ -1,0 +1,89 @@
+"""`release` end to end in a git repository: real build, real tritonserver, real registry."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from triton_release.cli import main
+from triton_release.registry import RegistryRepository
+
+from helpers import BASE_IMAGE, REGISTRY, python_model_files
+
+
+@pytest.fixture
+def released(git_repo, unique, tmp_path, monkeypatch, docker_client):
+    """A repository with two models, released once as 1.0.0."""
+    git_repo.write({**python_model_files("a"), **python_model_files("b")})
+    git_repo.commit("two models")
+    monkeypatch.chdir(git_repo.root)
+    target = f"{REGISTRY}/triton-release-test/release-{unique}-{tmp_path.name[-12:].lower().strip('_')}"
+
+    def release(*extra: str) -> tuple[int, dict]:
+        report = tmp_path / "report.json"
+        code = main(["release", "--to", target, "--base-image", BASE_IMAGE, "--report", str(report), *extra])
+        return code, json.loads(report.read_text())
+
+    code, report = release()
+    assert code == 0, report
+    yield git_repo, RegistryRepository.parse(target), release
+    docker_client.images.remove(f"{target}:candidate", force=True)
+
+
+def test_first_release_is_1_0_0_with_every_step_timed(released):
+    git_repo, repo, _ = released
+    assert repo.tags() == ["1", "1.0", "1.0.0", "latest", f"sha-{git_repo.git('rev-parse', 'HEAD')[:12]}"]
+    config = repo.image_config("1.0.0")["config"]
+    assert config["Labels"]["org.opencontainers.image.revision"] == git_repo.git("rev-parse", "HEAD")
+    assert config["Labels"]["org.opencontainers.image.version"] == "1.0.0"
+    assert json.loads(config["Labels"]["triton-release.models"]) == {"a": [1], "b": [1]}
+
+
+def test_a_one_model_change_is_bumped_committed_and_pushed_as_one_new_layer(released):
+    git_repo, repo, release = released
+    model_py = git_repo.models / "a" / "1" / "model.py"
+    model_py.write_text(model_py.read_text().replace("x + 1", "x + 1.0"))
+    git_repo.commit("a: same answer, new code")
+    code, report = release("--commit")
+    assert code == 0, report.get("error")
+    assert report["version"] == "1.1.0" and report["changed_models"] == ["a"]
+    assert list(report["steps"]) == ["validate", "changed", "bump", "build", "test", "push", "commit"]
+    assert all(step["seconds"] >= 0 for step in report["steps"].values())
+    push = report["steps"]["push"]
+    assert push["layers_uploaded"] + push["layers_mounted"] == 1  # a's version 2
+    assert git_repo.git("log", "-1", "--format=%s") == "release 1.1.0"
+    assert git_repo.git("tag", "--list", "v*") == "v1.1.0"
+    assert git_repo.git("status", "--porcelain") == ""
+    assert (git_repo.models / "a" / "2" / "model.py").exists()
+    assert report["steps"]["test"]["cases"][0]["case"] == "a/basic"
+    # the next run finds nothing new
+    code, report = release()
+    assert code == 0 and report["released"] is False and "build" not in report["steps"]
+
+
+def test_a_golden_failure_pushes_nothing_and_leaves_the_tree_as_it_was(released):
+    git_repo, repo, release = released
+    tags = repo.tags()
+    model_py = git_repo.models / "b" / "1" / "model.py"
+    model_py.write_text(model_py.read_text().replace("x + 1", "x + 2"))
+    git_repo.commit("b: a wrong answer")
+    code, report = release()
+    assert code == 1
+    assert "golden cases failed" in report["error"]["message"] and "b/golden/basic.json" in report["error"]["message"]
+    assert report["steps"]["test"]["ok"] is False and "push" not in report["steps"]
+    assert report["steps"]["bump"]["undone"] is True
+    assert repo.tags() == tags
+    assert git_repo.git("status", "--porcelain") == ""
+
+
+def test_no_push_builds_and_tests_only(released):
+    git_repo, repo, release = released
+    tags = repo.tags()
+    git_repo.write({"a/config.pbtxt": (git_repo.models / "a" / "config.pbtxt").read_text()
+                    + 'parameters { key: "note" value { string_value: "x" } }\n'})
+    git_repo.commit("a: a config tweak")
+    code, report = release("--no-push")
+    assert code == 0 and report["released"] is False and report["version"] == "1.0.1"
+    assert report["steps"]["test"]["passed"] is True
+    assert repo.tags() == tags
