@@ -21,14 +21,18 @@ stack: install
 stack-down:
 	@if [ -x $(PY) ]; then $(PY) stack/stack.py down; fi
 
-DEMO_IMAGE := triton-release-demo/models:candidate
+DEMO_DIR ?= .stack/demo
+DEMO_REPO := 127.0.0.1:5000/triton-release-demo/models
 DEMO_BASE := local/tritonserver:24.10-py3
 
+# A full release of the example model_repository/ into the local registry, from a scratch git
+# repository in $(DEMO_DIR) (made once), so the demo never writes into this checkout.
 demo: stack
-	$(TR) validate --model-repository model_repository
-	$(TR) changed --model-repository model_repository
-	$(TR) build --model-repository model_repository --base-image $(DEMO_BASE) --tag $(DEMO_IMAGE)
-	$(TR) test --model-repository model_repository --image $(DEMO_IMAGE)
+	@if [ ! -d $(DEMO_DIR)/.git ]; then \
+	  mkdir -p $(DEMO_DIR) && cp -r model_repository $(DEMO_DIR)/ && \
+	  git -C $(DEMO_DIR) init -q -b main && git -C $(DEMO_DIR) add -A && \
+	  git -C $(DEMO_DIR) -c user.name=demo -c user.email=demo@example.com commit -q -m "the example models"; fi
+	cd $(DEMO_DIR) && $(abspath $(TR)) release --to $(DEMO_REPO) --base-image $(DEMO_BASE) --commit
 
 test: stack
 	$(PY) -m pytest

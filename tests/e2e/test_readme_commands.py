@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
+
+from triton_release.registry import RegistryRepository
 
 from helpers import ROOT
 
 
-def test_make_demo(stack):
-    result = subprocess.run(["make", "demo"], cwd=ROOT, capture_output=True, text=True)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    assert "5 models, 10 golden cases, no problems" in result.stdout
-    assert "10 golden cases passed in triton-release-demo/models:candidate" in result.stdout
+def test_make_demo_releases_the_example_into_the_local_registry(stack, tmp_path):
+    demo = tmp_path / "demo"  # a new scratch repository: a full release every time
+    result = subprocess.run(["make", "demo", f"DEMO_DIR={demo}"], cwd=ROOT, capture_output=True, text=True)
+    out = result.stdout + result.stderr
+    assert result.returncode == 0, out[-3000:]
+    for step in ("validate", "changed", "bump", "build", "test", "push", "commit"):
+        assert f"{step}: done in" in out
+    assert out.count("PASS ") == 10
+    version = re.search(r"pushed 127.0.0.1:5000/triton-release-demo/models:(\d+\.\d+\.\d+)", out).group(1)
+    tags = RegistryRepository.parse("127.0.0.1:5000/triton-release-demo/models").tags()
+    assert version in tags and "latest" in tags
+    assert subprocess.run(["git", "tag"], cwd=demo, capture_output=True, text=True).stdout.strip() == f"v{version}"
