@@ -167,6 +167,8 @@ TRITON_STANDINS = [
     StandIn("local/tritonserver:24.10-py3-trixie", TRIXIE, "tritonserver.Dockerfile", {"STUB_PYTHON": "3.11"}),
 ]
 PYTHON_STANDIN = StandIn("python:3.11-slim", BOOKWORM, "python-slim.Dockerfile", {})
+# act's job container (-P ubuntu-latest=...): Debian 12 with git, Python and the host's CAs.
+ACT_RUNNER = StandIn("local/act-runner:bookworm", BOOKWORM, "python-slim.Dockerfile", {})
 
 
 def rootfs_image(client, suite: Suite) -> str:
@@ -273,7 +275,7 @@ def python_image_pullable(client) -> bool:
 
 def ensure_images() -> None:
     client = docker.from_env(timeout=600)
-    for standin in TRITON_STANDINS:
+    for standin in [*TRITON_STANDINS, ACT_RUNNER]:
         ensure_image(client, standin)
     if not python_image_pullable(client):
         ensure_image(client, PYTHON_STANDIN)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from triton_release import __version__, settings as settings_mod
+from triton_release import __version__, github, settings as settings_mod
 from triton_release.actions import Console
 from triton_release.errors import Refused, TritonReleaseError, UsageError
 from triton_release.changes import ChangeSet, Changes
@@ -21,7 +21,7 @@ from triton_release.pipeline import ReleaseRequest, run_release
 from triton_release.publish import push, rollback, rollback_model
 from triton_release.registry import RegistryRepository, find_credentials
 from triton_release.release import build_step, golden_step, record_step, verify_release
-from triton_release.repository import Repository
+from triton_release.repository import Problem, Repository
 from triton_release.validate import validate
 from triton_release.versioning import apply_bumps, plan_bumps, release_kind
 
@@ -145,6 +145,8 @@ def run_test(args: argparse.Namespace, settings: settings_mod.Settings, console:
         console.line(f"warning: {name} has no golden cases; it loaded, nothing more is proven")
     report = {"test": result.to_json()}
     failed = [c for c in result.cases if not c.passed]
+    for case in failed:
+        console.problem(Problem(Path(case.path), case.message))
     if failed:
         raise Refused(f"""
             {len(failed)} of {len(result.cases)} golden cases failed in {args.image} (first:
@@ -218,7 +220,9 @@ def add_release(p: argparse.ArgumentParser) -> None:
 
 def run_release_command(args: argparse.Namespace, settings: settings_mod.Settings, console: Console) -> dict:
     request = ReleaseRequest(
-        model_repository=model_repository(settings), repo=registry_repository(args.to or settings.image, "--to"),
+        model_repository=model_repository(settings),
+        repo=registry_repository(args.to or settings.image, "--to") if (args.to or settings.image or not args.no_push)
+        else None,
         base=args.base, head=args.head, base_image=settings.base_image, python=settings.python,
         stub=settings.stub, load_timeout=settings.load_timeout, channel=settings.channel, keep=settings.keep,
         push=not args.no_push, commit=args.commit)
@@ -311,6 +315,9 @@ def write_report(args: argparse.Namespace, report: dict) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["action"]:  # the GitHub Action's entry: inputs from INPUT_* variables
+        return github.run(main)
     args = parser().parse_args(argv)
     console = Console(json_mode=args.json)
     report: dict = {"command": args.command, "ok": False}

@@ -7,6 +7,7 @@ unless the release succeeded.
 
 from __future__ import annotations
 
+import re
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -21,7 +22,7 @@ from triton_release.image import docker_client
 from triton_release.publish import push, release_versions
 from triton_release.registry import RegistryRepository
 from triton_release.release import build_step, golden_step
-from triton_release.repository import Repository
+from triton_release.repository import Problem, Repository
 from triton_release.validate import validate
 from triton_release.versioning import apply_bumps, next_version, plan_bumps, previous_release, release_kind, undo_bumps
 
@@ -31,7 +32,7 @@ CANDIDATE_TAG = "candidate"  # the local build tag; the previous candidate's lay
 @dataclass(frozen=True)
 class ReleaseRequest:
     model_repository: Path
-    repo: RegistryRepository
+    repo: RegistryRepository | None  # None: --no-push without a registry (pull requests)
     base: str | None
     head: str
     base_image: str
@@ -69,10 +70,10 @@ class Steps:
         self.console.line(f"{name}: done in {result['seconds']:.1f} s")
 
 
-def default_base(repo: RegistryRepository, git: Git) -> tuple[str | None, str]:
+def default_base(repo: RegistryRepository | None, git: Git) -> tuple[str | None, str]:
     """The commit of the last release: its vX.Y.Z git tag (the commit holding its bump), else its
     image's revision label, else the newest vX.Y.Z git tag."""
-    versions = release_versions(repo.tags())
+    versions = release_versions(repo.tags()) if repo is not None else []
     if versions:
         tag = f"v{versions[-1]}"
         if git.run("rev-parse", "--verify", "--quiet", f"{tag}^{{commit}}", check=False).returncode == 0:
@@ -107,7 +108,7 @@ def run_release(request: ReleaseRequest, console: Console, report: dict) -> dict
         found: ChangeSet = Changes(root).between(base, request.head)
         bumps = plan_bumps(found)
         kind = release_kind(found, bumps)
-        previous, source = previous_release(request.repo.tags(), git)
+        previous, source = previous_release(request.repo.tags() if request.repo else [], git)
         version = next_version(previous, kind.kind)
         tested = sorted([n for n, c in found.models.items() if c.status != "removed"] + list(found.ensembles))
         out.update({"base": found.base, "base_from": why, "head": found.head, "changes": found.to_json(),
@@ -133,7 +134,8 @@ def run_release(request: ReleaseRequest, console: Console, report: dict) -> dict
                 console.line(f"{found.prefix}/{bump.model}/{bump.to_version}: new version folder")
 
         with steps.step("build") as out:
-            candidate = f"{request.repo}:{CANDIDATE_TAG}"
+            local = re.sub(r"[^a-z0-9._-]+", "-", git.cwd.name.lower()).strip("-._") or "models"
+            candidate = f"{request.repo or 'triton-release/' + local}:{CANDIDATE_TAG}"
             built = build_step(Repository.load(root), request.base_image, candidate, python=request.python,
                                stub_mode=request.stub, revision=found.head or "", version=str(version or ""))
             for warning in built.warnings:
@@ -148,6 +150,8 @@ def run_release(request: ReleaseRequest, console: Console, report: dict) -> dict
                 console.line(f"{'PASS' if case.passed else 'FAIL'} {case.case} ({case.latency_ms:.1f} ms)"
                              + (f": {case.message}" if case.message else ""))
             failed = [c for c in run.cases if not c.passed]
+            for case in failed:
+                console.problem(Problem(Path(case.path), f"{case.case}: {case.message}"))
             if failed:
                 raise Refused(f"""
                     {len(failed)} of {len(run.cases)} golden cases failed (first: {failed[0].path}:

