@@ -32,10 +32,13 @@ def event() -> tuple[str, dict]:
 
 def event_base(name: str, payload: dict) -> str | None:
     """A push's `before` (all zeros on a new branch: no base, a first release), a pull request's
-    base sha; None: the last release (read from the registry and git tags)."""
+    base sha; None (also for a push event without `before`, as act makes one): the last
+    release, read from the registry and git tags."""
     if name == "push":
         before = payload.get("before") or ""
-        return "0" * 40 if not before or ZERO_SHA.match(before) else before
+        if not before:
+            return None
+        return "0" * 40 if ZERO_SHA.match(before) else before
     if name in ("pull_request", "pull_request_target"):
         return (payload.get("pull_request") or {}).get("base", {}).get("sha")
     return None

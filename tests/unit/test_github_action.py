@@ -90,3 +90,8 @@ def test_summary_names_models_versions_stub_cases_and_tags():
     for expected in ("**Changed models:** `a`", "1.0.0 -> **1.1.0** (minor)", "version 1 -> 2",
                      "nvidia-pytriton 0.7.0 (wheel)", "| `a/basic` | pass | 1.5 | 0 |", "`1.1.0`, `latest`"):
         assert expected in text
+
+
+def test_a_push_event_without_before_releases_from_the_last_release(actions_env):
+    actions_env("push", {})
+    assert "--base" not in github.command("r.json")
