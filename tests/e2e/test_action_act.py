@@ -103,3 +103,11 @@ def test_a_pull_request_with_a_broken_golden_case_fails_naming_the_file(workspac
     assert run.returncode != 0
     assert "::error file=model_repository/b/golden/basic.json" in run.stdout, run.stdout[-4000:]
     assert RegistryRepository.parse(workspace.image).tags() == []  # nothing pushed, ever
+
+
+def test_the_projects_own_ci_unit_job_runs_under_act(stack):
+    run = subprocess.run([str(ACT), "push", "-W", ".github/workflows/ci.yml", "-j", "unit",
+                          "-P", f"ubuntu-latest={RUNNER}", "--pull=false"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=900)
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
+    assert "Job succeeded" in run.stdout
