@@ -8,15 +8,23 @@ import sys
 
 from helpers import ROOT
 
+KEYS = {"machine", "date", "n_models", "weights_bytes", "release_s", "uploaded_bytes", "ready_s",
+        "golden_cases_per_s", "rollback_s", "scaling"}
+
 
 def test_bench_smoke(docker_client, tmp_path):
-    out = tmp_path / "results.json"
-    result = subprocess.run([sys.executable, "-m", "bench", "--sizes", "3", "--history", "4,6", "--repeat", "1", "--rebuild", "3,1024", "--serve", "2,16", "--cases", "4",
-                             "--json", str(out)], cwd=ROOT, capture_output=True, text=True)
-    assert result.returncode == 0, result.stderr
+    out, plot = tmp_path / "results.json", tmp_path / "results.png"
+    result = subprocess.run([sys.executable, "-m", "bench", "--models", "2", "--weights", "4096", "--release-sizes", "2",
+                             "--sizes", "3", "--history", "4,6", "--repeat", "1", "--cases", "4",
+                             "--json", str(out), "--plot", str(plot)], cwd=ROOT, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
     figures = json.loads(out.read_text())
-    assert set(figures["validate_s"]) == {"3"} and figures["changed_history_s"]["commits"] == 6
-    assert "| 3 |" in result.stdout
-    assert figures["rebuild"]["ours"]["new_layers"] == 1  # the new version folder, nothing else
-    assert figures["rebuild"]["naive"]["reused_layers"] == 0
-    assert set(figures["serve"]["golden_cases_per_s"]) == {"http", "http_concurrent", "grpc", "grpc_concurrent"}
+    assert KEYS <= set(figures)
+    assert set(figures["scaling"]) >= {"validate_s", "changed_s", "release_s"}
+    assert figures["scaling"]["validate_s"].keys() == {"3"} and figures["changed_history_s"]["commits"] == 6
+    # bytes come from the registry's manifests: ours is the changed version's layer, naive the whole repository
+    assert 4096 <= figures["uploaded_bytes"]["triton_release"] < figures["uploaded_bytes"]["naive"]
+    assert figures["rebuild"]["ours"]["new_layers"] == 1
+    assert set(figures["golden_cases_per_s"]) == {"http", "http_concurrent", "grpc", "grpc_concurrent"}
+    assert "| release of a one-model change (s) |" in result.stdout
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
