@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import secrets
 import subprocess
 import sys
 import uuid
@@ -10,7 +11,7 @@ from pathlib import Path
 import docker
 import pytest
 
-from helpers import ROOT, write_tree
+from helpers import ROOT, LocalRegistry, write_tree
 from triton_release.server import CONTAINER_LABEL
 
 
@@ -65,3 +66,12 @@ def image_tags(docker_client):
             docker_client.images.remove(tag, force=True)
         except docker.errors.ImageNotFound:
             pass
+
+
+@pytest.fixture(scope="session")
+def auth_registry(stack, tmp_path_factory):
+    """docker-registry with htpasswd (basic) auth on a free loopback port: (address, password)."""
+    password = "pw-" + secrets.token_hex(12)
+    registry = LocalRegistry(tmp_path_factory.mktemp("auth-registry"), ("ci-bot", password))
+    yield registry.address, password
+    registry.stop()

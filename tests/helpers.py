@@ -132,3 +132,50 @@ class TritonPythonModel:
     def execute(self, requests):
         return []
 '''
+
+
+class LocalRegistry:
+    """A private docker-registry process on a free loopback port (optionally with basic auth),
+    for the tests that stop a registry or need a password."""
+
+    def __init__(self, state: Path, user: tuple[str, str] | None = None) -> None:
+        import socket
+
+        import bcrypt
+        self.state = state
+        state.mkdir(parents=True, exist_ok=True)
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            self.address = f"127.0.0.1:{sock.getsockname()[1]}"
+        auth = ""
+        if user:
+            digest = bcrypt.hashpw(user[1].encode(), bcrypt.gensalt(5)).decode()
+            (state / "htpasswd").write_text(f"{user[0]}:{digest}\n")
+            auth = f"auth:\n  htpasswd:\n    realm: test\n    path: {state / 'htpasswd'}\n"
+        (state / "config.yml").write_text(
+            "version: 0.1\nlog:\n  level: warn\n"
+            f"storage:\n  filesystem:\n    rootdirectory: {state / 'data'}\n  delete:\n    enabled: true\n"
+            f"http:\n  addr: {self.address}\n{auth}")
+        self.process = None
+        self.start()
+
+    def start(self) -> None:
+        import subprocess
+        import time
+
+        import requests
+        self.process = subprocess.Popen(["docker-registry", "serve", str(self.state / "config.yml")],
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        for _ in range(100):
+            try:
+                requests.get(f"http://{self.address}/v2/", timeout=1)
+                return
+            except requests.RequestException:
+                time.sleep(0.1)
+        raise RuntimeError(f"docker-registry did not start on {self.address}")
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.kill()
+            self.process.wait(10)
+            self.process = None

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import re
 import subprocess
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO, Iterator
 
 from triton_release.errors import InfrastructureError, UsageError
 
@@ -87,9 +89,27 @@ class Git:
             pos += size + 1
         return found
 
-    def archive(self, ref: str, path: str) -> bytes:
-        """A tar of `path` at `ref`."""
-        return self.run("archive", "--format=tar", ref, "--", path).stdout
+    @contextmanager
+    def archive_stream(self, ref: str, path: str) -> Iterator[IO[bytes]]:
+        """A tar of `path` at `ref`, read as `git archive` writes it."""
+        try:
+            process = subprocess.Popen(["git", "archive", "--format=tar", ref, "--", path], cwd=self.cwd,
+                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        except FileNotFoundError:
+            raise InfrastructureError("git is not installed: install it (apt-get install git).") from None
+        try:
+            yield process.stdout
+            process.stdout.read()  # drain, so git can finish
+        except BaseException:
+            process.kill()
+            process.wait()
+            raise
+        finally:
+            process.stdout.close()
+        error = process.stderr.read().decode(errors="replace").strip()
+        process.stderr.close()
+        if process.wait() != 0:
+            raise UsageError(f"git archive failed in {self.cwd}: {error}")
 
     def tags(self, pattern: str) -> list[str]:
         return self.text("tag", "--list", pattern).splitlines()

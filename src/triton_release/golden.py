@@ -16,6 +16,8 @@ DATATYPES = {"BOOL", "UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16", "IN
              "FP16", "BF16", "FP32", "FP64", "BYTES"}
 FLOATS = {"FP16": 1e-3, "BF16": 1e-2, "FP32": 1e-5, "FP64": 1e-9}
 CASE_KEYS = {"inputs", "outputs", "atol", "rtol", "version", "protocol", "parameters", "description"}
+SPECIAL_FLOATS = {"NaN": math.nan, "nan": math.nan, "Infinity": math.inf, "inf": math.inf,
+                  "-Infinity": -math.inf, "-inf": -math.inf}
 TENSOR_KEYS = {"name", "datatype", "shape", "data", "parameters"}
 
 
@@ -105,6 +107,8 @@ class _CaseReader:
         if len(data) != count:
             self.problem(f"{where} {name!r}: shape {shape} holds {count} elements but \"data\" has {len(data)}", name)
             return None
+        if datatype in FLOATS:  # JSON has no NaN or infinity: "NaN", "Infinity", "-Infinity" stand for them
+            data = [SPECIAL_FLOATS.get(v, v) if isinstance(v, str) else v for v in data]
         if not self._data_fits(datatype, data):
             self.problem(f"{where} {name!r}: data of a {datatype} tensor must be "
                          f"{_kind_of(datatype)}", name)
@@ -134,7 +138,7 @@ def _kind_of(datatype: str) -> str:
         return "strings"
     if datatype == "BOOL":
         return "true or false"
-    return "numbers" if datatype in FLOATS else "integers"
+    return "numbers (or \"NaN\", \"Infinity\", \"-Infinity\")" if datatype in FLOATS else "integers"
 
 
 def load_case(path: Path, model: str) -> tuple[GoldenCase | None, list[Problem]]:
@@ -262,7 +266,9 @@ def compare(expected: Tensor, actual: np.ndarray | None, actual_datatype: str | 
         abs_diff = np.where(both_nan, 0.0, np.abs(g - w))
         abs_diff = np.where(np.isinf(w) & (g == w), 0.0, abs_diff)
         rel_diff = np.where(abs_diff == 0, 0.0, abs_diff / np.abs(w))
-    bad = ~(abs_diff <= atol + rtol * np.abs(w))
+    same_inf = np.isinf(w) & (g == w)
+    with np.errstate(invalid="ignore"):
+        bad = ~((abs_diff <= atol + rtol * np.nan_to_num(np.abs(w), posinf=0.0)) | both_nan | same_inf)
     max_abs = float(np.nanmax(abs_diff)) if abs_diff.size else 0.0
     max_rel = float(np.nanmax(rel_diff)) if rel_diff.size else 0.0
     if not bad.any():
@@ -271,7 +277,7 @@ def compare(expected: Tensor, actual: np.ndarray | None, actual_datatype: str | 
     return OutputResult(
         name, False, max_abs, max_rel,
         f"output {name!r}: {int(bad.sum())} of {bad.size} element(s) outside atol={atol:g} rtol={rtol:g}; "
-        f"worst at {_index(worst, expected.shape)}: expected {w[worst]!r}, got {g[worst]!r} "
+        f"worst at {_index(worst, expected.shape)}: expected {float(w[worst])!r}, got {float(g[worst])!r} "
         f"(abs diff {abs_diff[worst]:.3g}, rel diff {rel_diff[worst]:.3g})")
 
 

@@ -8,6 +8,7 @@ build, on any machine, whichever other model changed.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import io
 import json
@@ -218,7 +219,14 @@ def build_image(repo: Repository, base_image: str, tag: str, labels: dict[str, s
                 runtime: Runtime = Runtime()) -> BuildResult:
     client = client or docker_client()
     with tempfile.TemporaryFile() as context:
-        layers = write_context(context, repo, base_image, models, runtime, previous_order(client, tag))
+        try:
+            layers = write_context(context, repo, base_image, models, runtime, previous_order(client, tag))
+        except OSError as exc:
+            if exc.errno != errno.ENOSPC:
+                raise
+            raise InfrastructureError(f"""
+                No space left in {tempfile.gettempdir()} while writing the build context ({exc.strerror}).
+                Free some space there, or point TMPDIR at a disk with room for the models.""") from None
         context.seek(0)
         labels = {**(labels or {}), ORDER_LABEL: json.dumps([[layer.name, layer.digest] for layer in layers])}
         try:

@@ -7,6 +7,8 @@ unless the release succeeded.
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import re
 import time
 from contextlib import contextmanager
@@ -23,6 +25,7 @@ from triton_release.publish import push, release_versions
 from triton_release.registry import RegistryRepository
 from triton_release.release import build_step, golden_step
 from triton_release.repository import Problem, Repository
+from triton_release.settings import cache_dir
 from triton_release.validate import validate
 from triton_release.versioning import apply_bumps, next_version, plan_bumps, previous_release, release_kind, undo_bumps
 
@@ -89,7 +92,33 @@ def default_base(repo: RegistryRepository | None, git: Git) -> tuple[str | None,
     return None, "no earlier release: a first release of every model"
 
 
+@contextmanager
+def exclusive(repo: RegistryRepository | None, console: Console) -> Iterator[None]:
+    """One release of a registry repository at a time on this machine: a second one waits, then
+    computes its version after the first one's push."""
+    if repo is None:
+        yield
+        return
+    locks = cache_dir() / "locks"
+    locks.mkdir(parents=True, exist_ok=True)
+    with open(locks / f"{hashlib.sha256(str(repo).encode()).hexdigest()[:16]}.lock", "w") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            console.line(f"another release of {repo} is running on this machine; waiting for it")
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 def run_release(request: ReleaseRequest, console: Console, report: dict) -> dict:
+    with exclusive(request.repo if request.push else None, console):
+        return _run_release(request, console, report)
+
+
+def _run_release(request: ReleaseRequest, console: Console, report: dict) -> dict:
     steps = Steps(console, report)
     root = request.model_repository
     git = Git(Git(root).toplevel())
@@ -100,8 +129,9 @@ def run_release(request: ReleaseRequest, console: Console, report: dict) -> dict
         if not checked.ok:
             for problem in checked.problems:
                 console.problem(problem)
-            raise Refused(f"{root}: {len(checked.problems)} problem(s), listed above. Fix them and run again.",
-                          report={"validate": checked.to_json()})
+            more = len(checked.problems) - 1
+            raise Refused(f"{checked.problems[0]}" + (f" (and {more} more problem{'s' if more > 1 else ''}, listed "
+                          "above)" if more else "") + ". Fix it and run again.", report={"validate": checked.to_json()})
 
     with steps.step("changed") as out:
         base, why = (request.base, "--base") if request.base else default_base(request.repo, git)
@@ -149,6 +179,8 @@ def run_release(request: ReleaseRequest, console: Console, report: dict) -> dict
             for case in run.cases:
                 console.line(f"{'PASS' if case.passed else 'FAIL'} {case.case} ({case.latency_ms:.1f} ms)"
                              + (f": {case.message}" if case.message else ""))
+            for name in run.untested:
+                console.warning(f"{name} has no golden cases; it loaded, nothing more is proven")
             failed = [c for c in run.cases if not c.passed]
             for case in failed:
                 console.problem(Problem(Path(case.path), f"{case.case}: {case.message}"))

@@ -224,7 +224,7 @@ def checkout_at(model_repository: Path, revision: str, dest: Path) -> Path | Non
         return None
     prefix = model_repository.resolve().relative_to(git.cwd.resolve()).as_posix()
     target = dest / "model_repository"
-    extract_tree(git.archive(revision, prefix), prefix, target)
+    extract_tree(git, revision, prefix, target)
     return target
 
 

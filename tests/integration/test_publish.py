@@ -3,12 +3,7 @@
 from __future__ import annotations
 
 import json
-import secrets
-import socket
-import subprocess
-import time
 
-import bcrypt
 import pytest
 import requests
 
@@ -106,33 +101,6 @@ def test_model_level_rollback_serves_an_earlier_version(docker_client, images):
 
 
 # -- a registry that wants a password -----------------------------------------------------------
-
-@pytest.fixture(scope="module")
-def auth_registry(stack, tmp_path_factory):
-    """docker-registry with htpasswd (basic) auth on a free loopback port."""
-    state = tmp_path_factory.mktemp("auth-registry")
-    password = "pw-" + secrets.token_hex(12)
-    (state / "htpasswd").write_text(f"ci-bot:{bcrypt.hashpw(password.encode(), bcrypt.gensalt(5)).decode()}\n")
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    (state / "config.yml").write_text(
-        "version: 0.1\nlog:\n  level: warn\n"
-        f"storage:\n  filesystem:\n    rootdirectory: {state / 'data'}\n  delete:\n    enabled: true\n"
-        f"http:\n  addr: 127.0.0.1:{port}\n"
-        f"auth:\n  htpasswd:\n    realm: test\n    path: {state / 'htpasswd'}\n")
-    process = subprocess.Popen(["docker-registry", "serve", str(state / "config.yml")],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    for _ in range(100):
-        try:
-            if requests.get(f"http://127.0.0.1:{port}/v2/", timeout=1).status_code == 401:
-                break
-        except requests.RequestException:
-            time.sleep(0.1)
-    yield f"127.0.0.1:{port}", password
-    process.terminate()
-    process.wait(10)
-
 
 def test_basic_auth_push_with_env_credentials_never_shows_the_password(docker_client, images, auth_registry,
                                                                         tmp_path, monkeypatch, capfd):

@@ -209,7 +209,7 @@ def test_bump_is_all_or_nothing(released, monkeypatch):
     released.commit()
     found = detect(released)
     bumps = plan_bumps(found)
-    real_archive = Git.archive
+    real_archive = Git.archive_stream
     calls = []
 
     def failing_archive(self, ref, path):
@@ -218,7 +218,7 @@ def test_bump_is_all_or_nothing(released, monkeypatch):
             raise OSError(28, "No space left on device")
         return real_archive(self, ref, path)
 
-    monkeypatch.setattr(Git, "archive", failing_archive)
+    monkeypatch.setattr(Git, "archive_stream", failing_archive)
     before = {p.as_posix(): p.read_bytes() for p in released.models.rglob("*") if p.is_file()}
     with pytest.raises(OSError):
         apply_bumps(found, bumps, released.models)

@@ -111,6 +111,14 @@ def test_python_model_needs_model_py(make_repo):
     assert "no model.py" in problem and os.path.join("m", "2") in problem
 
 
+def test_model_py_with_a_syntax_error_names_the_line(make_repo):
+    files = python_model_files("m")
+    files["m/1/model.py"] = PYTHON_MODEL.replace("def execute(self, requests):", "def execute(self, requests)")
+    problem = only_problem(make_repo(files))
+    assert problem.endswith("model_repository/m/1/model.py:6:32: Python syntax error: expected ':'; fix it "
+                            "(tritonserver would fail to load the model)")
+
+
 def test_default_model_filename_is_respected(make_repo):
     config = python_config("m") + 'default_model_filename: "serve.py"\n'
     root = make_repo({"m/config.pbtxt": config, "m/1/serve.py": PYTHON_MODEL, "m/golden/basic.json": golden_case()})

@@ -1,0 +1,169 @@
+"""Infrastructure that is missing, refusing or failing mid-way: exit 3 (or 1 for a refusal on the
+merits, such as wrong credentials), one message saying what to do, nothing half-done."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from triton_release.registry import RegistryRepository
+
+from helpers import BASE_IMAGE, LocalRegistry
+
+from conftest import assert_refused_cleanly
+
+
+def change_a(ws) -> None:
+    model_py = ws.models / "a" / "1" / "model.py"
+    model_py.write_text(model_py.read_text() + "\n# a change\n")
+    ws.commit("a: a change")
+
+
+class Answering(BaseHTTPRequestHandler):
+    status = 500
+
+    def log_message(self, *args):
+        pass
+
+    def _answer(self):
+        self.send_response(Answering.status)
+        if Answering.status == 401:
+            self.send_header("WWW-Authenticate", 'Basic realm="test"')
+        if Answering.status == 429:
+            self.send_header("Retry-After", "0")
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    do_GET = do_HEAD = do_PUT = do_POST = do_DELETE = _answer
+
+
+@pytest.fixture
+def answering_registry():
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Answering)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield server
+    server.shutdown()
+
+
+def test_no_docker_daemon(ws):
+    change_a(ws)
+    before = ws.state()
+    outcome = ws.release(env={"DOCKER_HOST": "unix:///tmp/no-docker-here.sock"})
+    assert_refused_cleanly(ws, before, outcome, 3, "No Docker daemon answers", "make stack")
+
+
+def test_registry_down_before_anything_is_built(ws):
+    change_a(ws)
+    before = ws.state()
+    outcome = ws.run("release", "--to", "127.0.0.1:9/team/models", "--base-image", BASE_IMAGE)
+    assert_refused_cleanly(ws, before, outcome, 3, "The registry 127.0.0.1:9 is unreachable")
+    assert "build" not in outcome.report["steps"]
+
+
+@pytest.mark.parametrize("status, code, fragment", [
+    (401, 1, "refused to list the tags of"), (403, 1, "HTTP 403"),
+    (429, 3, "is overloaded"), (500, 3, "failed when asked to list the tags"),
+])
+def test_registry_answering_an_error(ws, answering_registry, status, code, fragment):
+    Answering.status = status
+    change_a(ws)
+    before = ws.state()
+    host = f"127.0.0.1:{answering_registry.server_address[1]}"
+    start = time.monotonic()
+    outcome = ws.run("release", "--to", f"{host}/team/models", "--base-image", BASE_IMAGE)
+    assert_refused_cleanly(ws, before, outcome, code, fragment, f"HTTP {status}")
+    assert time.monotonic() - start < 60  # retries are bounded
+
+
+def test_wrong_credentials_are_refused_without_showing_them(ws, auth_registry):
+    host, password = auth_registry
+    change_a(ws)
+    before = ws.state()
+    wrong = "not-" + password
+    outcome = ws.run("release", "--to", f"{host}/team/models", "--base-image", BASE_IMAGE,
+                     env={"TRITON_RELEASE_USERNAME": "ci-bot", "TRITON_RELEASE_PASSWORD": wrong})
+    assert_refused_cleanly(ws, before, outcome, 1, "as ci-bot (TRITON_RELEASE_USERNAME/_PASSWORD)")
+    assert wrong not in outcome.out and wrong not in json.dumps(outcome.report)
+
+
+def test_a_base_image_that_does_not_exist(ws):
+    change_a(ws)
+    before = ws.state()
+    outcome = ws.run("release", "--to", ws.image, "--base-image", "local/no-such-tritonserver:1.0")
+    assert_refused_cleanly(ws, before, outcome, 1, "local/no-such-tritonserver:1.0 is neither on this Docker host",
+                           "--base-image")
+
+
+def test_disk_full_while_writing_the_build_context(ws, tmp_path):
+    small = tmp_path / "small"
+    small.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16k", "tmpfs", str(small)], check=True)
+    try:
+        ws.write({"a/1/weights.bin": os.urandom(64 * 1024)})
+        ws.commit("a: weights larger than the temporary disk")
+        before = ws.state()
+        outcome = ws.release(env={"TMPDIR": str(small)})
+        assert_refused_cleanly(ws, before, outcome, 3, f"No space left in {small}", "TMPDIR")
+    finally:
+        subprocess.run(["umount", str(small)], check=True)
+
+
+def test_registry_stopped_mid_push_then_a_rerun_completes(ws, tmp_path):
+    """The first push to an empty registry sends the whole base image: stop the registry while it
+    uploads. No tag may point at a partial image; the rerun pushes it whole."""
+    registry = LocalRegistry(tmp_path / "registry")
+    target = f"{registry.address}/team/models"
+    try:
+        report = tmp_path / "report.json"
+        process = subprocess.Popen([sys.executable, "-m", "triton_release", "release", "--to", target,
+                                    "--base-image", BASE_IMAGE, "--report", str(report)],
+                                   cwd=ws.root, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        uploads = Path(tmp_path / "registry" / "data" / "docker" / "registry" / "v2" / "repositories" / "team" /
+                       "models" / "_uploads")
+        deadline = time.monotonic() + 120
+        while not (uploads.exists() and any(uploads.iterdir())) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        registry.stop()
+        out, _ = process.communicate(timeout=300)
+        assert process.returncode == 3, out[-3000:]
+        assert "Run the push again" in json.loads(report.read_text())["error"]["message"]
+        registry.start()
+        repo = RegistryRepository.parse(target)
+        assert repo.tags() == []  # no tag on a partial image
+        assert ws.git_repo.git("status", "--porcelain") == ""
+        again = ws.run("release", "--to", target, "--base-image", BASE_IMAGE)
+        assert again.code == 0, again.out[-3000:]
+        assert repo.digest("1.0.0") == repo.digest("latest") == again.report["digest"]
+    finally:
+        registry.stop()
+
+
+def test_two_releases_at_once_never_share_a_version(ws, tmp_path):
+    change_a(ws)
+    clones = []
+    for name in ("one", "two"):
+        clone = tmp_path / name
+        subprocess.run(["git", "clone", "-q", str(ws.root), str(clone)], check=True)
+        clones.append(clone)
+    processes = [subprocess.Popen([sys.executable, "-m", "triton_release", "release", "--to", ws.image,
+                                   "--base-image", BASE_IMAGE, "--report", str(clone.parent / f"{clone.name}.json")],
+                                  cwd=clone, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                 for clone in clones]
+    outputs = [p.communicate(timeout=600)[0] for p in processes]
+    reports = [json.loads((clone.parent / f"{clone.name}.json").read_text()) for clone in clones]
+    assert [p.returncode for p in processes] == [0, 0], outputs
+    released = [r for r in reports if r.get("released")]
+    assert len(released) >= 1
+    versions = [r["version"] for r in released]
+    assert len(set(versions)) == len(versions)  # one wins; the other waits and finds nothing new, or takes the next
+    for r in released:
+        assert ws.registry.digest(r["version"]) == r["digest"]  # nobody overwrote it
+    assert any("waiting for it" in out for out in outputs) or len(released) == 2

@@ -1,0 +1,61 @@
+"""Models that misbehave on a real tritonserver: the release stops at its test step with exit 1,
+the model's own words in the output, nothing pushed, the bump undone, no container left."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from helpers import DECOUPLED_CONFIG, DECOUPLED_MODEL, PYTHON_MODEL, PYTHON_MODEL_RAISING, SLEEPY_MODEL
+
+from conftest import assert_refused_cleanly
+
+RAISING_IN_EXECUTE = PYTHON_MODEL.replace("        responses = []\n",
+                                          "        raise RuntimeError('boom in execute: bad input scaling')\n")
+WRONG_DTYPE = PYTHON_MODEL.replace(".astype(np.float32)", ".astype(np.float64)")
+CRASHING = PYTHON_MODEL.replace("        responses = []\n", "        import os\n        os._exit(3)\n")
+CHATTY = PYTHON_MODEL.replace("    def execute(self, requests):",
+                              "    def initialize(self, args):\n        for i in range(50000):\n"
+                              "            print('x' * 100, flush=True)\n\n    def execute(self, requests):")
+
+CASES = {
+    "raising in initialize": ({"a/1/model.py": PYTHON_MODEL_RAISING}, ["Model a failed to load"],
+                              "weights file is missing"),
+    "raising in execute": ({"a/1/model.py": RAISING_IN_EXECUTE}, ["golden cases failed", "boom in execute"], None),
+    "returning a wrong data type": ({"a/1/model.py": WRONG_DTYPE}, ["golden cases failed", "a/golden/basic.json"], None),
+    "crashing the stub process": ({"a/1/model.py": CRASHING}, ["golden cases failed", "a/golden/basic.json"], None),
+    "hanging in initialize past the load timeout": ({"a/1/model.py": SLEEPY_MODEL},
+                                                    ["did not become ready within --load-timeout 5 s"], None),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_a_misbehaving_model_stops_the_release(ws, case):
+    files, fragments, in_output = CASES[case]
+    ws.write(files)
+    ws.commit(case)
+    before = ws.state()
+    outcome = ws.release("--load-timeout", "5")
+    assert_refused_cleanly(ws, before, outcome, 1, *fragments)
+    assert outcome.report["steps"]["bump"]["undone"] is True
+    if in_output:
+        assert in_output in outcome.out
+
+
+def test_a_decoupled_model_sending_the_wrong_number_of_responses(ws):
+    expected_two = {"inputs": [{"name": "COUNT", "datatype": "INT32", "shape": [1], "data": [3]}],
+                    "outputs": [[{"name": "OUT", "datatype": "INT32", "shape": [1], "data": [i]}] for i in range(2)]}
+    ws.write({"counter/config.pbtxt": DECOUPLED_CONFIG, "counter/1/model.py": DECOUPLED_MODEL,
+              "counter/golden/two.json": json.dumps(expected_two)})
+    ws.commit("a decoupled model")
+    before = ws.state()
+    assert_refused_cleanly(ws, before, ws.release(), 1, "expected 2 responses, got 3", "counter/golden/two.json")
+
+
+def test_megabytes_of_model_log_do_not_flood_the_output(ws):
+    ws.write({"a/1/model.py": CHATTY})
+    ws.commit("a prints 5 MB at start-up")
+    outcome = ws.release("--no-push")
+    assert outcome.code == 0, outcome.out[-3000:]
+    assert len(outcome.out) < 50_000
