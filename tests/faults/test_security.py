@@ -48,7 +48,7 @@ def test_the_password_is_in_no_output_report_summary_argument_or_container(ws, a
     watcher.start()
     env = {"GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": str(summary), "GITHUB_OUTPUT": str(outputs),
            "GITHUB_WORKSPACE": str(ws.root), "GITHUB_EVENT_NAME": "workflow_dispatch",
-           "INPUT_IMAGE": f"{host}/team/models", "INPUT_BASE-IMAGE": BASE_IMAGE,
+           "INPUT_IMAGE": f"{host}/security/models", "INPUT_BASE-IMAGE": BASE_IMAGE,
            "INPUT_USERNAME": "ci-bot", "INPUT_PASSWORD": password, "INPUT_REPORT": "report.json"}
     done = subprocess.run([sys.executable, "-m", "triton_release", "action"], cwd=ws.root, capture_output=True,
                           text=True, env={**__import__("os").environ, **env})

@@ -105,7 +105,7 @@ def test_model_level_rollback_serves_an_earlier_version(docker_client, images):
 def test_basic_auth_push_with_env_credentials_never_shows_the_password(docker_client, images, auth_registry,
                                                                         tmp_path, monkeypatch, capfd):
     host, password = auth_registry
-    target = f"{host}/team/models"
+    target = f"{host}/publish/models"
     monkeypatch.setenv("TRITON_RELEASE_USERNAME", "ci-bot")
     monkeypatch.setenv("TRITON_RELEASE_PASSWORD", password)
     report = tmp_path / "r.json"
