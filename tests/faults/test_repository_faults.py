@@ -57,6 +57,8 @@ CASES = {
                                           ["model_repository/e/config.pbtxt", "INPUTX"]),
     "model name with a space": ({**{k.replace("b/", "b c/"): v for k, v in python_model_files("b").items()},
                                  "b c/config.pbtxt": python_config("b c")}, ["model_repository/b c"]),
+    "config name climbing out with ..": ({"c/config.pbtxt": python_config("../c"), "c/1/model.py": PYTHON_MODEL},
+                                         ["model_repository/c/config.pbtxt", "../c"]),
     "model name with shell metacharacters": ({**{k.replace("b/", "b;rm -rf/"): v for k, v in python_model_files("b").items()},
                                               "b;rm -rf/config.pbtxt": python_config("b;rm -rf")},
                                              ["model_repository/b;rm -rf"]),
