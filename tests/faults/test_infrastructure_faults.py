@@ -166,4 +166,3 @@ def test_two_releases_at_once_never_share_a_version(ws, tmp_path):
     assert len(set(versions)) == len(versions)  # one wins; the other waits and finds nothing new, or takes the next
     for r in released:
         assert ws.registry.digest(r["version"]) == r["digest"]  # nobody overwrote it
-    assert any("waiting for it" in out for out in outputs) or len(released) == 2
