@@ -76,6 +76,8 @@ def _versions(files: list[str]) -> dict[str, set[int]]:
     found: dict[str, set[int]] = {}
     for path in files:
         parts = PurePosixPath(path).parts
+        if len(parts) < 2:
+            continue  # a file at the top of the model repository (README.md, .gitkeep) is no model
         found.setdefault(parts[0], set())
         if len(parts) > 2 and VERSION_DIR.match(parts[1]):
             found[parts[0]].add(int(parts[1]))

@@ -12,9 +12,11 @@ import uuid
 from pathlib import Path
 from typing import Callable
 
-from triton_release.git import ZERO_SHA
+from triton_release.actions import Console
+from triton_release.errors import UsageError
 
 TRUE = {"true", "1", "yes", "on"}
+MODES = ("release", "test", "rollback")
 
 
 def input_value(name: str) -> str:
@@ -31,14 +33,9 @@ def event() -> tuple[str, dict]:
 
 
 def event_base(name: str, payload: dict) -> str | None:
-    """A push's `before` (all zeros on a new branch: no base, a first release), a pull request's
-    base sha; None (also for a push event without `before`, as act makes one): the last
-    release, read from the registry and git tags."""
-    if name == "push":
-        before = payload.get("before") or ""
-        if not before:
-            return None
-        return "0" * 40 if ZERO_SHA.match(before) else before
+    """A pull request's base sha; None otherwise: the last release (its vX.Y.Z git tag, else its
+    image's revision), so a change whose release failed is released by the next push, which a
+    push's `before` would miss. No release yet: a first release of every model."""
     if name in ("pull_request", "pull_request_target"):
         return (payload.get("pull_request") or {}).get("base", {}).get("sha")
     return None
@@ -51,7 +48,11 @@ def default_push(name: str) -> bool:
 def command(report: str) -> list[str]:
     """The CLI arguments the inputs stand for."""
     mode = input_value("mode") or "release"
-    common = ["--model-repository", input_value("model-repository") or "model_repository", "--report", report]
+    if mode not in MODES:
+        raise UsageError(f"the action's input mode is {mode!r}; give one of {', '.join(MODES)}.")
+    common = ["--report", report]
+    if input_value("model-repository"):
+        common += ["--model-repository", input_value("model-repository")]
     if mode == "rollback":
         argv = ["rollback", "--to-version", input_value("rollback-to"), *common]
         if input_value("image"):
@@ -146,7 +147,12 @@ def run(main: Callable[[list[str]], int]) -> int:
     workspace = Path(os.environ.get("GITHUB_WORKSPACE") or ".")
     report_path = input_value("report") or "triton-release-report.json"
     report_file = workspace / report_path
-    code = main(command(str(report_file)))
+    try:
+        argv = command(str(report_file))
+    except UsageError as exc:
+        Console().failure(exc.message)
+        return exc.exit_code
+    code = main(argv)
     try:
         report = json.loads(report_file.read_text(encoding="utf-8"))
     except (OSError, ValueError):

@@ -259,6 +259,15 @@ def compare(expected: Tensor, actual: np.ndarray | None, actual_datatype: str | 
         return OutputResult(name, False, message=f"output {name!r}: {len(bad)} element(s) differ; first at "
                             f"{_index(i, expected.shape)}: expected {want.reshape(-1)[i].decode(errors='replace')!r}, "
                             f"got {got[i].decode(errors='replace')!r}")
+    if expected.datatype not in FLOATS:  # integers and BOOL: exactly, in their own type
+        got = np.asarray(actual).reshape(-1)
+        bad_at = np.flatnonzero(got != want.reshape(-1))
+        if not bad_at.size:
+            return OutputResult(name, True, 0.0, 0.0)
+        i = int(bad_at[0])
+        return OutputResult(name, False, message=f"output {name!r}: {bad_at.size} of {got.size} element(s) differ; "
+                            f"first at {_index(i, expected.shape)}: expected {want.reshape(-1)[i].item()!r}, "
+                            f"got {got[i].item()!r}")
     w = want.astype(np.float64).reshape(-1)
     g = np.asarray(actual).astype(np.float64).reshape(-1)
     both_nan = np.isnan(w) & np.isnan(g)

@@ -21,7 +21,7 @@ from triton_release.changes import ChangeSet, Changes
 from triton_release.errors import Refused, TritonReleaseError
 from triton_release.git import Git
 from triton_release.image import docker_client
-from triton_release.publish import push, release_versions
+from triton_release.publish import finish_interrupted, push, release_versions
 from triton_release.registry import RegistryRepository
 from triton_release.release import build_step, golden_step
 from triton_release.repository import Problem, Repository
@@ -152,6 +152,11 @@ def _run_release(request: ReleaseRequest, console: Console, report: dict) -> dic
     if not tested:
         console.line("no model changed: nothing built, nothing pushed")
         report["released"] = False
+        if request.push and request.repo is not None:
+            finished = finish_interrupted(request.repo, request.channel)
+            if finished:
+                console.line(f"finished the interrupted release {previous}: tags {', '.join(finished)}")
+                report["finished_tags"] = finished
         return report
 
     applied = False
@@ -174,7 +179,7 @@ def _run_release(request: ReleaseRequest, console: Console, report: dict) -> dic
             out.update(built.to_json())
 
         with steps.step("test") as out:
-            run = golden_step(Repository.load(root), candidate, tested, request.load_timeout)
+            run = golden_step(Repository.load(root), built.build.image_id, tested, request.load_timeout)
             out.update(run.to_json())
             for case in run.cases:
                 console.line(f"{'PASS' if case.passed else 'FAIL'} {case.case} ({case.latency_ms:.1f} ms)"
@@ -198,7 +203,7 @@ def _run_release(request: ReleaseRequest, console: Console, report: dict) -> dic
             report["released"] = False
         else:
             with steps.step("push") as out:
-                pushed = push(docker_client(), candidate, request.repo, str(version), found.head,
+                pushed = push(docker_client(), built.build.image_id, request.repo, str(version), found.head,
                               request.channel, request.keep)
                 out.update(pushed.to_json())
                 report.update({"image": f"{request.repo}:{version}", "digest": pushed.digest, "released": True})

@@ -67,26 +67,50 @@ def _auth(credentials: Credentials | None) -> dict | None:
 def push(client: docker.DockerClient, image: str, repo: RegistryRepository, version: str,
          commit: str | None = None, channel: str = "latest", keep: int | None = None) -> PushResult:
     release = parse_version(version)
-    if repo.digest(version) is not None:
-        raise Refused(f"""
-            {repo}:{version} already exists, and released versions are immutable: nothing was pushed.
-            Release the next version (the previous release is read from the registry's tags).""")
     try:
         local = client.images.get(image)
     except docker.errors.ImageNotFound:
         raise UsageError(f"{image}: no such image on this Docker host; build it with `triton-release build`.") from None
-    local.tag(str(repo), version)
-    uploaded, mounted, present = _daemon_push(client, repo, version)
+    existing = repo.digest(version)
+    ours = {d.split("@", 1)[1] for d in local.attrs.get("RepoDigests") or [] if d.startswith(f"{repo}@")}
+    if existing is not None and existing not in ours:
+        raise Refused(f"""
+            {repo}:{version} already exists, and released versions are immutable: nothing was pushed.
+            Release the next version (the previous release is read from the registry's tags).""")
+    if existing is None:
+        local.tag(str(repo), version)
+        uploaded, mounted, present = _daemon_push(client, repo, version)
+    else:  # this very image went up before and the run stopped: finish its tags
+        uploaded, mounted, present = 0, 0, len(repo.manifest(version).layers)
     digest = repo.digest(version) or ""
-    manifest = repo.manifest(version)
     channel_before = repo.digest(channel)
-    tags = [version]
-    for tag in moving_tags(release, commit, channel):
-        repo.put_manifest(tag, manifest)
-        tags.append(tag)
+    tags = [version, *move_tags(repo, release, commit, channel)]
     deleted = retain(repo, keep, channel) if keep is not None else []
     return PushResult(str(repo), version, digest, tuple(tags), uploaded, mounted, present, channel_before,
                       tuple(deleted))
+
+
+def move_tags(repo: RegistryRepository, version: semver.Version, commit: str | None, channel: str) -> list[str]:
+    """Point X.Y, X, sha-<12> and, last, the channel at release `version`'s manifest."""
+    manifest = repo.manifest(str(version))
+    tags = moving_tags(version, commit, channel)
+    for tag in tags:
+        repo.put_manifest(tag, manifest)
+    return tags
+
+
+def finish_interrupted(repo: RegistryRepository, channel: str) -> list[str]:
+    """The newest release's moving tags, when a run stopped after pushing X.Y.Z but before moving
+    them (its X.Y points elsewhere). A rollback moves only the channel, so it is never undone here."""
+    versions = release_versions(repo.tags())
+    if not versions:
+        return []
+    newest = versions[-1]
+    digest = repo.digest(str(newest))
+    if repo.digest(f"{newest.major}.{newest.minor}") == digest:
+        return []
+    labels = repo.image_config(str(newest)).get("config", {}).get("Labels") or {}
+    return move_tags(repo, newest, labels.get("org.opencontainers.image.revision") or None, channel)
 
 
 def _daemon_push(client: docker.DockerClient, repo: RegistryRepository, tag: str) -> tuple[int, int, int]:

@@ -156,13 +156,15 @@ class RegistryRepository:
                 return False
             self._token = ""  # "" means: send Basic
             return True
-        if scheme != "bearer" or self._token:
+        if scheme != "bearer":
             return False
         params = dict(_CHALLENGE.findall(header))
         realm = params.pop("realm", "")
         if not realm:
             return False
-        params.setdefault("scope", f"repository:{self.name}:pull,push")
+        # the scope this request needs (a token for pull cannot push); with credentials ask for both
+        params["scope"] = (f"repository:{self.name}:pull,push" if self.credentials
+                           else params.get("scope", f"repository:{self.name}:pull"))
         auth = (self.credentials.username, self.credentials.password) if self.credentials else None
         try:
             answer = self.session.get(realm, params=params, auth=auth, timeout=30)

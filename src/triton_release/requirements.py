@@ -13,6 +13,7 @@ import re
 import shutil
 import subprocess
 import sys
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -120,10 +121,7 @@ def resolve(repo: Repository, install: PythonInstall, glibc: str, models: list[s
 
 
 def _install(files: dict[str, Path], pins: list[Pin], install: PythonInstall, glibc: str, tree: Path) -> None:
-    if tree.exists():
-        shutil.rmtree(tree)
-    partial = tree.with_name(tree.name + ".partial")
-    shutil.rmtree(partial, ignore_errors=True)
+    partial = tree.with_name(f"{tree.name}.partial-{uuid.uuid4().hex[:8]}")  # builds may run at once
     command = [sys.executable, "-m", "pip", "install", "--disable-pip-version-check",
                "--target", str(partial), "--no-compile", "--only-binary=:all:", "--implementation", "cp",
                "--python-version", install.version]
@@ -138,7 +136,14 @@ def _install(files: dict[str, Path], pins: list[Pin], install: PythonInstall, gl
     for scripts in ("bin",):
         shutil.rmtree(partial / scripts, ignore_errors=True)
     (partial / ".complete").write_text("")
-    partial.rename(tree)
+    try:
+        partial.rename(tree)
+    except OSError:  # another build finished the same tree first, or a stale one is in the way
+        if not (tree / ".complete").exists():
+            shutil.rmtree(tree, ignore_errors=True)
+            partial.rename(tree)
+            return
+        shutil.rmtree(partial, ignore_errors=True)
 
 
 def _pip_failure(stderr: str, pins: list[Pin], install: PythonInstall) -> Exception:

@@ -15,7 +15,7 @@ from pathlib import Path
 import docker
 import requests
 
-from triton_release.errors import InfrastructureError, Refused
+from triton_release.errors import InfrastructureError, Refused, UsageError
 
 HTTP_PORT, GRPC_PORT = "8000/tcp", "8001/tcp"
 CONTAINER_LABEL = "triton-release.server"
@@ -111,6 +111,14 @@ class TritonServer:
                 self.http_url = f"127.0.0.1:{published[HTTP_PORT][0]['HostPort']}"
                 self.grpc_url = f"127.0.0.1:{published[GRPC_PORT][0]['HostPort']}"
             self.wait_ready()
+        except docker.errors.ImageNotFound:
+            self.remove()
+            raise UsageError(f"{self.image}: no such image on this Docker host; build it with "
+                             "`triton-release build` or pull it.") from None
+        except docker.errors.APIError as exc:
+            self.remove()
+            raise InfrastructureError(f"The Docker daemon failed to start tritonserver from {self.image}: "
+                                      f"{exc.explanation or exc}") from None
         except BaseException:
             self.remove()
             raise

@@ -44,12 +44,13 @@ def extract_tree(git: Git, ref: str, strip: str, dest: Path) -> None:
     """Unpack the files under `strip` at `ref` into `dest` (nothing outside it), streamed from
     `git archive`: a large weights file never sits in memory."""
     dest.mkdir(parents=True)
+    strip = PurePosixPath(strip).as_posix()  # "./a/1" -> "a/1"; "." is the whole tree
     with git.archive_stream(ref, strip) as stream, tarfile.open(fileobj=stream, mode="r|") as tar:
         for member in tar:
             rel = PurePosixPath(member.name)
-            if not str(rel).startswith(strip + "/"):
+            if strip != "." and not str(rel).startswith(strip + "/"):
                 continue
-            target = dest / rel.relative_to(strip)
+            target = dest / (rel if strip == "." else rel.relative_to(strip))
             if ".." in rel.parts:
                 raise Refused(f"{member.name}: a path that leaves its version folder; rename it.")
             if member.isdir():

@@ -302,3 +302,25 @@ def test_previous_release_order(released):
     assert next_version(semver.Version(1, 2, 3), "minor") == semver.Version(1, 3, 0)
     assert next_version(semver.Version(1, 2, 3), "patch") == semver.Version(1, 2, 4)
     assert next_version(semver.Version(1, 2, 3), None) is None
+
+
+def test_files_at_the_top_of_the_model_repository_are_no_models(git_repo):
+    git_repo.write({**python_model_files("a"), "README.md": "# our models\n", ".gitkeep": ""})
+    git_repo.commit("models and a readme")
+    found = Changes(git_repo.models).between(None, "HEAD")
+    assert sorted(found.models) == ["a"]
+
+
+def test_bump_works_when_the_model_repository_is_the_top_of_the_git_repository(tmp_path):
+    from helpers import write_tree
+    root = write_tree(tmp_path / "models", python_model_files("a"))
+    for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["-c", "user.name=t", "-c", "user.email=t@e", "commit", "-qm", "a"]):
+        subprocess.run(["git", *args], cwd=root, check=True)
+    base = Git(root).text("rev-parse", "HEAD")
+    (root / "a" / "1" / "model.py").write_text(PYTHON_MODEL.replace("x + 1", "x + 2"))
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@e", "commit", "-qam", "a v2"], cwd=root, check=True)
+    found = Changes(root).between(base, "HEAD")
+    bumps = plan_bumps(found)
+    apply_bumps(found, bumps, root)
+    assert "x + 2" in (root / "a" / "2" / "model.py").read_text()
+    assert "x + 1" in (root / "a" / "1" / "model.py").read_text()

@@ -25,19 +25,27 @@ def actions_env(tmp_path, monkeypatch):
     return setup
 
 
-def test_a_push_releases_from_its_before_commit(actions_env):
+def test_a_push_releases_everything_since_the_last_release_not_since_before(actions_env):
+    """A push's `before` would miss a change whose release failed on the previous push."""
     actions_env("push", {"before": "a" * 40}, image="ghcr.io/org/models", base_image="tritonserver:x")
     argv = github.command("r.json")
-    assert argv[:1] == ["release"] and argv[argv.index("--base") + 1] == "a" * 40
+    assert argv[:1] == ["release"] and "--base" not in argv
     assert argv[argv.index("--to") + 1] == "ghcr.io/org/models"
     assert argv[argv.index("--base-image") + 1] == "tritonserver:x"
     assert "--no-push" not in argv
 
 
-def test_a_new_branch_push_is_a_first_release(actions_env):
-    actions_env("push", {"before": "0" * 40})
+def test_settings_left_to_triton_release_yaml_are_not_passed(actions_env):
+    actions_env("push", {}, image="ghcr.io/org/models")
     argv = github.command("r.json")
-    assert argv[argv.index("--base") + 1] == "0" * 40
+    for flag in ("--model-repository", "--base-image", "--stub", "--channel", "--load-timeout"):
+        assert flag not in argv
+
+
+def test_an_unknown_mode_is_a_usage_error(actions_env):
+    actions_env("push", {}, mode="tests")
+    with pytest.raises(github.UsageError, match="release, test, rollback"):
+        github.command("r.json")
 
 
 def test_a_pull_request_tests_against_its_base_and_never_pushes(actions_env):

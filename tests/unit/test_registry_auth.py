@@ -66,7 +66,7 @@ def test_bearer_challenge_is_answered_with_a_token_from_the_realm(registry):
     repo = RegistryRepository.parse(f"{registry}/team/models", Credentials(USER, PASSWORD))
     assert repo.tags() == ["1.0.0", "latest"]
     assert "service=test-registry" in TokenRegistry.token_requests[0]
-    assert "scope=repository%3Ateam%2Fmodels%3Apull" in TokenRegistry.token_requests[0]
+    assert "scope=repository%3Ateam%2Fmodels%3Apull%2Cpush" in TokenRegistry.token_requests[0]  # a token that can push
 
 
 def test_wrong_credentials_are_refused_naming_the_user_not_the_password(registry):
