@@ -23,11 +23,11 @@ import docker
 
 from bench.generate import MODEL_PY, generate_repository, git
 from bench.rebuild import BASE_IMAGE, naive_build
-from triton_release import golden
-from triton_release.publish import rollback
-from triton_release.registry import RegistryRepository
-from triton_release.repository import Repository
-from triton_release.server import TritonServer
+from triton_release.models import golden
+from triton_release.registry.publish import rollback
+from triton_release.registry.client import RegistryRepository
+from triton_release.models.repository import Repository
+from triton_release.image.server import TritonServer
 
 REGISTRY = "127.0.0.1:5000"
 

@@ -18,8 +18,8 @@ from pathlib import Path
 import docker
 
 from bench.generate import generate_repository
-from triton_release.release import build_step
-from triton_release.repository import Repository
+from triton_release.steps import build_step
+from triton_release.models.repository import Repository
 
 BASE_IMAGE = "local/tritonserver:24.10-py3"
 NAIVE_DOCKERFILE = f"FROM {BASE_IMAGE}\nCOPY model_repository /models\n"

@@ -12,10 +12,10 @@ from pathlib import Path
 import docker
 
 from bench.generate import generate_repository
-from triton_release import golden
-from triton_release.image import build_image
-from triton_release.repository import Repository
-from triton_release.server import TritonServer
+from triton_release.models import golden
+from triton_release.image.build import build_image
+from triton_release.models.repository import Repository
+from triton_release.image.server import TritonServer
 
 BASE_IMAGE = "local/tritonserver:24.10-py3"
 TAG = "triton-release-bench/serve:latest"

@@ -12,7 +12,7 @@ import docker
 import pytest
 
 from helpers import ROOT, LocalRegistry, write_tree
-from triton_release.server import CONTAINER_LABEL
+from triton_release.image.server import CONTAINER_LABEL
 
 
 @pytest.fixture

@@ -1,5 +1,5 @@
 import sys
 
-from triton_release.cli import main
+from triton_release.cli.main import main
 
 sys.exit(main())

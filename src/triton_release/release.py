@@ -1,246 +1,234 @@
-"""The pipeline: one function per step, each returning a plain result object."""
+"""`release`: validate, changed, bump, build, test, push, each step timed in its own log group.
+
+A failure stops the run with that step's exit code and leaves the registry and the working
+tree as they were: nothing is pushed before every golden case passed, and the bump is undone
+unless the release succeeded.
+"""
 
 from __future__ import annotations
 
-import json
-import tempfile
-from dataclasses import dataclass, replace
-from datetime import datetime, timezone
+import fcntl
+import hashlib
+import re
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
-import docker
-import numpy as np
-import pytest
+from triton_release.console import Console
+from triton_release.history.changes import ChangeSet, Changes
+from triton_release.errors import Refused, TritonReleaseError
+from triton_release.history.git import Git
+from triton_release.image.build import docker_client
+from triton_release.registry.publish import finish_interrupted, push, release_versions
+from triton_release.registry.client import RegistryRepository
+from triton_release.steps import build_step, golden_step
+from triton_release.models.repository import Problem, Repository
+from triton_release.settings import cache_dir
+from triton_release.models.validate import validate
+from triton_release.history.versioning import apply_bumps, next_version, plan_bumps, previous_release, release_kind, undo_bumps
 
-from triton_release import baseimage, golden, requirements, stub
-from triton_release.baseimage import BaseImage
-from triton_release.errors import InfrastructureError, Refused, UsageError
-from triton_release.git import Git
-from triton_release.image import BuildResult, Runtime, build_image, docker_client
-from triton_release.registry import Credentials
-from triton_release.repository import Repository
-from triton_release.requirements import Resolved
-from triton_release.server import TritonServer
-from triton_release.stub import StubChoice
-from triton_release.versioning import extract_tree
-
-
-@dataclass(frozen=True)
-class ReleaseImage:
-    """The built image and the decisions behind it."""
-    build: BuildResult
-    base: BaseImage
-    stub: StubChoice
-    requirements: Resolved | None
-    warnings: tuple[str, ...]
-
-    def summary(self) -> str:
-        extra = f", {len(self.requirements.packages)} packages from requirements.txt" if self.requirements else ""
-        return (f"{self.build.tag}: built FROM {self.base.image}, {len(self.build.layers)} layers{extra}; "
-                f"{self.stub.summary()}")
-
-    def to_json(self) -> dict:
-        return {**self.build.to_json(), "stub": self.stub.to_json(), "base": self.base.to_json(),
-                "requirements": self.requirements.to_json() if self.requirements else None,
-                "warnings": list(self.warnings)}
-
-
-def build_step(repo: Repository, base_image: str, tag: str, *, python: str | None = None, stub_mode: str = "auto",
-               revision: str = "", source: str = "", version: str = "") -> ReleaseImage:
-    """Inspect the base, choose the stub, resolve requirements, build, and prove the stub loads."""
-    client = docker_client()
-    base = baseimage.inspect(client, base_image)
-    choice = stub.choose(base, python, stub_mode)
-    install = base.pythons[choice.target_python]
-    resolved = requirements.resolve(repo, install, base.glibc)
-    warnings = list(choice.warnings)
-    numpy = (resolved.packages.get("numpy", "") if resolved else "")
-    if numpy and not choice.warnings:
-        warnings += stub.numpy_warnings(base, replace(install, numpy=numpy))
-    models = {m.name: list(m.versions) for m in repo}
-    labels = {
-        "org.opencontainers.image.created": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "org.opencontainers.image.revision": revision,
-        "org.opencontainers.image.source": source,
-        "org.opencontainers.image.version": version,
-        "triton-release.models": json.dumps(models, sort_keys=True),
-        "triton-release.python": choice.target_python,
-        "triton-release.stub": f"{choice.provider}: {choice.origin}",
-    }
-    runtime = Runtime(choice.stub_file, choice.builder_stage, install.site_packages,
-                      resolved.tree if resolved else None)
-    built = build_image(repo, base_image, tag, {k: v for k, v in labels.items() if v}, client=client,
-                        runtime=runtime)
-    verify_stub(client, tag, install)
-    return ReleaseImage(built, base, choice, resolved, tuple(warnings))
-
-
-def verify_stub(client, tag: str, install) -> None:
-    """ldd of the stub inside the built image: every library found, libpython the target's."""
-    links = baseimage.check_stub(client, tag)
-    resolved = links.resolved_to.rsplit("/", 1)[-1]
-    if links.loads and resolved == install.soname:
-        return
-    try:
-        client.images.remove(tag, force=True)
-    except Exception:
-        pass
-    problem = (f"cannot find {', '.join(links.missing)}" if links.missing
-               else f"links {links.resolved_to or links.libpython or 'no libpython'}, not {install.soname}")
-    raise Refused(f"""
-        The stub in the built image {tag} {problem}; tritonserver would hang loading any Python model.
-        The image was removed. Choose another --stub or base image.""", details=links.ldd.splitlines())
+CANDIDATE_TAG = "candidate"  # the local build tag; the previous candidate's layer order keeps the cache warm
 
 
 @dataclass(frozen=True)
-class GoldenRun:
-    image: str
-    loaded: tuple[str, ...]
-    cases: tuple[golden.CaseResult, ...]
-    untested: tuple[str, ...]  # models without golden cases
-
-    @property
-    def passed(self) -> bool:
-        return all(c.passed for c in self.cases)
-
-    def to_json(self) -> dict:
-        return {"image": self.image, "loaded": list(self.loaded), "passed": self.passed,
-                "cases": [c.to_json() for c in self.cases], "models_without_golden_cases": list(self.untested)}
-
-
-def models_to_load(repo: Repository, names: list[str]) -> dict[str, int | None]:
-    """The models to test plus every model their ensembles step through, newest versions."""
-    wanted: set[str] = set()
-    frontier = list(names)
-    while frontier:
-        name = frontier.pop()
-        if name in wanted:
-            continue
-        if name not in repo:
-            raise UsageError(f"model {name!r} is not in {repo.root} (models: {', '.join(sorted(repo.models))}).")
-        wanted.add(name)
-        frontier.extend(repo[name].ensemble_steps)
-    return {n: repo[n].newest_version for n in sorted(wanted)}
+class ReleaseRequest:
+    model_repository: Path
+    repo: RegistryRepository | None  # None: --no-push without a registry (pull requests)
+    base: str | None
+    head: str
+    base_image: str
+    python: str | None
+    stub: str
+    load_timeout: float
+    channel: str
+    keep: int | None
+    push: bool
+    commit: bool
 
 
-def load_cases(repo: Repository, names: list[str]) -> list[golden.GoldenCase]:
-    cases = []
-    for name in names:
-        for path in repo[name].golden_cases:
-            case, problems = golden.load_case(path, name)
-            if problems:
-                raise Refused(f"{problems[0]}. Fix the golden file (run `triton-release validate` to see all).")
-            cases.append(case)
-    return cases
+class Steps:
+    """Runs the steps; records each one's result and time in the report."""
 
+    def __init__(self, console: Console, report: dict) -> None:
+        self.console = console
+        self.report = report
+        report.setdefault("steps", {})
 
-class _Results:
-    """Collects each golden item's CaseResult as pytest runs it."""
-
-    def __init__(self) -> None:
-        self.cases: list[golden.CaseResult] = []
-
-    @pytest.hookimpl(hookwrapper=True)
-    def pytest_runtest_makereport(self, item, call):
-        outcome = yield
-        report = outcome.get_result()
-        if call.when == "call":
-            result = getattr(item, "result", None)
-            if result is None:  # the item failed before it got an answer
-                result = golden.CaseResult(item.name, str(item.path), False, 0.0, (), str(call.excinfo.value)
-                                           if call.excinfo else report.longreprtext)
-            self.cases.append(result)
-
-
-def run_golden_tests(repo: Repository, names: list[str], http_url: str, grpc_url: str, *,
-                     junitxml: str | None = None, keyword: str | None = None) -> list[golden.CaseResult]:
-    """pytest in-process with the plugin: one item per golden case, `<model>/<case>`."""
-    results = _Results()
-    with tempfile.TemporaryDirectory() as tmp:
-        ini = Path(tmp) / "pytest.ini"
-        ini.write_text("[pytest]\n")
-        args = [str(repo.root.resolve()), "--triton-url", http_url, "--triton-grpc-url", grpc_url,
-                "--model-repository", str(repo.root.resolve()), "--triton-models", ",".join(names),
-                "-c", str(ini), "--rootdir", str(repo.root.resolve()), "--noconftest",
-                "-p", "triton_release.pytest_plugin", "-p", "no:cacheprovider", "-p", "no:terminal"]
-        if junitxml:
-            args += ["--junitxml", str(Path(junitxml).resolve())]
-        if keyword:
-            args += ["-k", keyword]
-        code = pytest.main(args, plugins=[results])
-    if code not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED, pytest.ExitCode.NO_TESTS_COLLECTED):
-        raise Refused(f"pytest could not run the golden cases of {repo.root} (exit {int(code)}); "
-                      f"check -k and the golden files (`triton-release validate`).")
-    return results.cases
-
-
-def golden_step(repo: Repository, image: str, names: list[str], load_timeout: float = 300, *,
-                junitxml: str | None = None, keyword: str | None = None) -> GoldenRun:
-    load = models_to_load(repo, names)
-    load_cases(repo, names)  # every case file well-formed before any server starts
-    every = set(load) == set(repo.models)
-    with TritonServer(image, load, all_models=every, load_timeout=load_timeout, client=docker_client()) as server:
-        results = run_golden_tests(repo, names, server.http_url, server.grpc_url, junitxml=junitxml, keyword=keyword)
-    untested = tuple(n for n in names if not repo[n].golden_cases)
-    return GoldenRun(image, tuple(load), tuple(results), untested)
-
-
-def tensor_json(name: str, array: np.ndarray, datatype: str) -> dict:
-    data = array.reshape(-1).tolist()
-    if datatype == "BYTES":
-        data = [v.decode("utf-8", errors="replace") if isinstance(v, bytes) else str(v) for v in data]
-    return {"name": name, "datatype": datatype, "shape": list(array.shape), "data": data}
-
-
-def record_step(repo: Repository, image: str, names: list[str], load_timeout: float = 300,
-                overwrite: bool = False) -> list[str]:
-    """Fill in the outputs of golden cases that have none with what the server answers."""
-    todo = [c for c in load_cases(repo, names) if overwrite or not c.expected]
-    if not todo:
-        return []
-    written = []
-    load = models_to_load(repo, sorted({c.model for c in todo}))
-    with TritonServer(image, load, load_timeout=load_timeout, client=docker_client()) as server:
-        for case in todo:
+    @contextmanager
+    def step(self, name: str) -> Iterator[dict]:
+        result: dict = {}
+        start = time.perf_counter()
+        with self.console.group(name):
             try:
-                answers, _ = golden.send(case, server.http_url, server.grpc_url, decoupled=repo[case.model].decoupled)
-            except golden.InferenceFailed as exc:
-                raise Refused(f"{case.path}: the server refused the case's inputs ({exc}); fix the inputs.") from None
-            responses = [[tensor_json(n, a, d) for n, (a, d, _) in sorted(answer.outputs.items()) if a is not None]
-                         for answer in answers]
-            raw = json.loads(case.path.read_text(encoding="utf-8"))
-            raw["outputs"] = responses if repo[case.model].decoupled else responses[0]
-            partial = case.path.with_name(case.path.name + ".partial")
-            partial.write_text(json.dumps(raw, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-            partial.replace(case.path)
-            written.append(str(case.path))
-    return written
+                yield result
+            except TritonReleaseError as exc:
+                result.update({"ok": False, "exit_code": exc.exit_code})
+                raise
+            finally:
+                result["seconds"] = round(time.perf_counter() - start, 3)
+                result.setdefault("ok", True)
+                self.report["steps"][name] = result
+        self.console.line(f"{name}: done in {result['seconds']:.1f} s")
 
 
-def checkout_at(model_repository: Path, revision: str, dest: Path) -> Path | None:
-    """The model repository as it was at `revision`, unpacked under `dest`; None when git lacks it."""
-    git = Git(Git(model_repository).toplevel())
-    if not revision or git.run("cat-file", "-e", f"{revision}^{{commit}}", check=False).returncode != 0:
-        return None
-    prefix = model_repository.resolve().relative_to(git.cwd.resolve()).as_posix()
-    target = dest / "model_repository"
-    extract_tree(git, revision, prefix, target)
-    return target
+def default_base(repo: RegistryRepository | None, git: Git) -> tuple[str | None, str]:
+    """The commit of the last release: its vX.Y.Z git tag (the commit holding its bump), else its
+    image's revision label, else the newest vX.Y.Z git tag."""
+    versions = release_versions(repo.tags()) if repo is not None else []
+    if versions:
+        tag = f"v{versions[-1]}"
+        if git.run("rev-parse", "--verify", "--quiet", f"{tag}^{{commit}}", check=False).returncode == 0:
+            return tag, f"git tag {tag} of the latest release {repo}:{versions[-1]}"
+        labels = repo.image_config(str(versions[-1])).get("config", {}).get("Labels") or {}
+        revision = labels.get("org.opencontainers.image.revision", "")
+        if revision and git.run("cat-file", "-e", f"{revision}^{{commit}}", check=False).returncode == 0:
+            return revision, f"the revision of {repo}:{versions[-1]}"
+    tags = [t for t in git.tags("v*") if t[1:].count(".") == 2 and t[1:].replace(".", "").isdigit()]
+    if tags:
+        newest = max(tags, key=lambda t: tuple(int(p) for p in t[1:].split(".")))
+        return newest, f"git tag {newest}"
+    return None, "no earlier release: a first release of every model"
 
 
-def verify_release(image: str, model_repository: Path, load_timeout: float = 300,
-                   credentials: Credentials | None = None) -> GoldenRun:
-    """Pull a released image and run the golden cases of the commit it was built from."""
-    client = docker_client()
-    name, _, tag = image.rpartition(":")
-    auth = {"username": credentials.username, "password": credentials.password} if credentials else None
+@contextmanager
+def exclusive(repo: RegistryRepository | None, console: Console) -> Iterator[None]:
+    """One release of a registry repository at a time on this machine: a second one waits, then
+    computes its version after the first one's push."""
+    if repo is None:
+        yield
+        return
+    locks = cache_dir() / "locks"
+    locks.mkdir(parents=True, exist_ok=True)
+    with open(locks / f"{hashlib.sha256(str(repo).encode()).hexdigest()[:16]}.lock", "w") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            console.line(f"another release of {repo} is running on this machine; waiting for it")
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def run_release(request: ReleaseRequest, console: Console, report: dict) -> dict:
+    with exclusive(request.repo if request.push else None, console):
+        return _run_release(request, console, report)
+
+
+def _run_release(request: ReleaseRequest, console: Console, report: dict) -> dict:
+    steps = Steps(console, report)
+    root = request.model_repository
+    git = Git(Git(root).toplevel())
+
+    with steps.step("validate") as out:
+        checked = validate(root)
+        out.update({"models": len(checked.models), "golden_cases": checked.golden_cases})
+        if not checked.ok:
+            for problem in checked.problems:
+                console.problem(problem)
+            more = len(checked.problems) - 1
+            raise Refused(f"{checked.problems[0]}" + (f" (and {more} more problem{'s' if more > 1 else ''}, listed "
+                          "above)" if more else "") + ". Fix it and run again.", report={"validate": checked.to_json()})
+
+    with steps.step("changed") as out:
+        base, why = (request.base, "--base") if request.base else default_base(request.repo, git)
+        found: ChangeSet = Changes(root).between(base, request.head)
+        bumps = plan_bumps(found)
+        kind = release_kind(found, bumps)
+        previous, source = previous_release(request.repo.tags() if request.repo else [], git)
+        version = next_version(previous, kind.kind)
+        tested = sorted([n for n, c in found.models.items() if c.status != "removed"] + list(found.ensembles))
+        out.update({"base": found.base, "base_from": why, "head": found.head, "changes": found.to_json(),
+                    "release": kind.to_json(), "previous_version": str(previous) if previous else None,
+                    "previous_from": source, "version": str(version) if version else None})
+        report["changed_models"] = sorted(found.models)
+        report["version"] = str(version) if version else None
+        for name, change in sorted(found.models.items()):
+            console.line(f"{name}: {change.status}; {'; '.join(change.reasons)}")
+        console.line(f"release: {kind.kind or 'nothing'} -> {version or '(none)'} (previous: {previous or 'none'})")
+    if not tested:
+        console.line("no model changed: nothing built, nothing pushed")
+        report["released"] = False
+        if request.push and request.repo is not None:
+            finished = finish_interrupted(request.repo, request.channel)
+            if finished:
+                console.line(f"finished the interrupted release {previous}: tags {', '.join(finished)}")
+                report["finished_tags"] = finished
+        return report
+
+    applied = False
     try:
-        client.images.pull(name, tag=tag, auth_config=auth)
-    except docker.errors.APIError as exc:
-        raise InfrastructureError(f"Could not pull {image} to verify it: {exc.explanation or exc}") from None
-    labels = client.images.get(image).labels or {}
-    models = sorted(json.loads(labels.get("triton-release.models", "{}")))
-    with tempfile.TemporaryDirectory() as tmp:
-        root = checkout_at(model_repository, labels.get("org.opencontainers.image.revision", ""), Path(tmp))
-        repo = Repository.load(root or model_repository)
-        return golden_step(repo, image, [m for m in models if m in repo], load_timeout)
+        with steps.step("bump") as out:
+            apply_bumps(found, bumps, root)
+            applied = bool(bumps)
+            out["bumps"] = [b.to_json() for b in bumps]
+            for bump in bumps:
+                console.line(f"{found.prefix}/{bump.model}/{bump.to_version}: new version folder")
+
+        with steps.step("build") as out:
+            local = re.sub(r"[^a-z0-9._-]+", "-", git.cwd.name.lower()).strip("-._") or "models"
+            candidate = f"{request.repo or 'triton-release/' + local}:{CANDIDATE_TAG}"
+            built = build_step(Repository.load(root), request.base_image, candidate, python=request.python,
+                               stub_mode=request.stub, revision=found.head or "", version=str(version or ""))
+            for warning in built.warnings:
+                console.warning(warning)
+            console.line(built.summary())
+            out.update(built.to_json())
+
+        with steps.step("test") as out:
+            run = golden_step(Repository.load(root), built.build.image_id, tested, request.load_timeout)
+            out.update(run.to_json())
+            for case in run.cases:
+                console.line(f"{'PASS' if case.passed else 'FAIL'} {case.case} ({case.latency_ms:.1f} ms)"
+                             + (f": {case.message}" if case.message else ""))
+            for name in run.untested:
+                console.warning(f"{name} has no golden cases; it loaded, nothing more is proven")
+            failed = [c for c in run.cases if not c.passed]
+            for case in failed:
+                console.problem(Problem(Path(case.path), f"{case.case}: {case.message}"))
+            if failed:
+                raise Refused(f"""
+                    {len(failed)} of {len(run.cases)} golden cases failed (first: {failed[0].path}:
+                    {failed[0].message}). Nothing was pushed. Fix the model or, if the new answer is right,
+                    the golden file.""")
+
+        if version is None:
+            console.line("only golden cases changed: tested, nothing to release")
+            report["released"] = False
+        elif not request.push:
+            console.line(f"--no-push: {version} built and tested, not pushed")
+            report["released"] = False
+        else:
+            with steps.step("push") as out:
+                pushed = push(docker_client(), built.build.image_id, request.repo, str(version), found.head,
+                              request.channel, request.keep)
+                out.update(pushed.to_json())
+                report.update({"image": f"{request.repo}:{version}", "digest": pushed.digest, "released": True})
+                console.line(f"pushed {request.repo}:{version} ({pushed.digest}); tags {', '.join(pushed.tags)}; "
+                             f"{pushed.layers_uploaded} layers uploaded, {pushed.layers_mounted + pushed.layers_present} already in the registry")
+            if request.commit:
+                with steps.step("commit") as out:
+                    out.update(commit_release(git, root, str(version)))
+    except BaseException:
+        if applied:
+            undo_bumps(found, bumps, root)
+            report.setdefault("steps", {}).setdefault("bump", {})["undone"] = True
+        raise
+    return report
+
+
+def commit_release(git: Git, root: Path, version: str) -> dict:
+    """Commit the new version folders as `release X.Y.Z` and tag vX.Y.Z in the workspace."""
+    git.run("add", "--", str(root.resolve()))
+    staged = git.run("diff", "--cached", "--quiet", check=False).returncode != 0
+    if staged:
+        identity = []
+        if git.run("config", "user.name", check=False).returncode != 0:
+            identity = ["-c", "user.name=github-actions[bot]",
+                        "-c", "user.email=41898282+github-actions[bot]@users.noreply.github.com"]
+        git.run(*identity, "commit", "-q", "-m", f"release {version}")
+    git.run("tag", f"v{version}")
+    return {"committed": staged, "tag": f"v{version}", "commit": git.text("rev-parse", "HEAD")}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import subprocess
 
-from triton_release.registry import RegistryRepository
+from triton_release.registry.client import RegistryRepository
 
 from helpers import ROOT
 

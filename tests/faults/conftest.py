@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from triton_release.registry import RegistryRepository
-from triton_release.server import CONTAINER_LABEL
+from triton_release.registry.client import RegistryRepository
+from triton_release.image.server import CONTAINER_LABEL
 
 from helpers import BASE_IMAGE, REGISTRY, GitRepo, python_model_files
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from triton_release.registry import RegistryRepository
+from triton_release.registry.client import RegistryRepository
 
 from helpers import BASE_IMAGE, LocalRegistry
 

@@ -23,7 +23,7 @@ ensemble_scheduling { step [ { model_name: "%s" model_version: -1
   input_map { key: "%s" value: "IN" } output_map { key: "OUTPUT0" value: "OUT" } } ] }
 '''
 
-MEASURE = ("import re, sys; from triton_release.cli import main; code = main(sys.argv[1:]); "
+MEASURE = ("import re, sys; from triton_release.cli.main import main; code = main(sys.argv[1:]); "
            "status = open('/proc/self/status').read(); "
            "print('PEAK_KIB', re.search(r'VmHWM:\\s+(\\d+)', status).group(1), file=sys.stderr); sys.exit(code)")
 

@@ -10,7 +10,7 @@ import sys
 import threading
 from pathlib import Path
 
-from triton_release.server import CONTAINER_LABEL, TritonServer
+from triton_release.image.server import CONTAINER_LABEL, TritonServer
 
 from helpers import BASE_IMAGE, ROOT
 
@@ -67,8 +67,8 @@ def test_the_password_is_in_no_output_report_summary_argument_or_container(ws, a
 
 
 def test_server_ports_are_published_on_loopback_only(docker_client, image_tags, make_repo, unique):
-    from triton_release.image import build_image
-    from triton_release.repository import Repository
+    from triton_release.image.build import build_image
+    from triton_release.models.repository import Repository
 
     from helpers import python_model_files
     tag = f"triton-release-test/loopback:{unique}"

@@ -11,12 +11,12 @@ import time
 
 import pytest
 
-from triton_release import golden
-from triton_release.cli import main
+from triton_release.models import golden
+from triton_release.cli.main import main
 from triton_release.errors import Refused
-from triton_release.image import build_image
-from triton_release.repository import Repository
-from triton_release.server import CONTAINER_LABEL, TritonServer
+from triton_release.image.build import build_image
+from triton_release.models.repository import Repository
+from triton_release.image.server import CONTAINER_LABEL, TritonServer
 
 from helpers import (BASE_IMAGE, DECOUPLED_CONFIG, DECOUPLED_MODEL, PYTHON_MODEL, SLEEPY_MODEL, golden_case,
                      python_config, write_tree)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import shutil
 
-from triton_release.image import build_image
-from triton_release.repository import Repository
+from triton_release.image.build import build_image
+from triton_release.models.repository import Repository
 
 from helpers import BASE_IMAGE, ROOT
 

@@ -7,13 +7,13 @@ import json
 import pytest
 import requests
 
-from triton_release.cli import main
+from triton_release.cli.main import main
 from triton_release.errors import Refused
-from triton_release.image import build_image
-from triton_release.publish import push, retain, rollback, rollback_model
-from triton_release.registry import Credentials, RegistryRepository
-from triton_release.repository import Repository
-from triton_release.server import TritonServer
+from triton_release.image.build import build_image
+from triton_release.registry.publish import push, retain, rollback, rollback_model
+from triton_release.registry.client import Credentials, RegistryRepository
+from triton_release.models.repository import Repository
+from triton_release.image.server import TritonServer
 
 from helpers import BASE_IMAGE, REGISTRY, python_model_files, write_tree
 
@@ -126,7 +126,7 @@ def test_basic_auth_push_with_env_credentials_never_shows_the_password(docker_cl
 
 
 def test_a_push_stopped_after_its_version_tag_is_finished_not_refused(docker_client, images, repo):
-    from triton_release.publish import _daemon_push, finish_interrupted
+    from triton_release.registry.publish import _daemon_push, finish_interrupted
     first = push(docker_client, images[0], repo, "1.0.0")
     docker_client.images.get(images[1]).tag(str(repo), "1.1.0")
     _daemon_push(docker_client, repo, "1.1.0")  # 1.1.0 went up; the run stopped before moving any tag

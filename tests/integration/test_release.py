@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from triton_release.cli import main
-from triton_release.registry import RegistryRepository
+from triton_release.cli.main import main
+from triton_release.registry.client import RegistryRepository
 
 from helpers import BASE_IMAGE, REGISTRY, python_model_files
 

@@ -12,8 +12,8 @@ import pytest
 import requests
 import semver
 
-from triton_release.registry import RegistryRepository
-from triton_release.versioning import next_version, previous_release
+from triton_release.registry.client import RegistryRepository
+from triton_release.history.versioning import next_version, previous_release
 
 from helpers import REGISTRY, ROOT
 

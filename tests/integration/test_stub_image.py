@@ -8,12 +8,14 @@ import os
 import docker
 import pytest
 
-from triton_release import baseimage, golden, stub
-from triton_release.cli import main
+from triton_release.image import base as baseimage
+from triton_release.models import golden
+from triton_release.image import stub
+from triton_release.cli.main import main
 from triton_release.errors import Refused
-from triton_release.release import build_step
-from triton_release.repository import Repository
-from triton_release.server import CONTAINER_LABEL, TritonServer
+from triton_release.steps import build_step
+from triton_release.models.repository import Repository
+from triton_release.image.server import CONTAINER_LABEL, TritonServer
 
 from helpers import BASE_IMAGE, PYTHON_MODEL, python_model_files
 

@@ -9,11 +9,11 @@ import pytest
 import semver
 
 from helpers import PYTHON_MODEL, golden_case, python_config, python_model_files
-from triton_release.changes import Changes
-from triton_release.cli import main
+from triton_release.history.changes import Changes
+from triton_release.cli.main import main
 from triton_release.errors import Refused, UsageError
-from triton_release.git import Git
-from triton_release.versioning import (apply_bumps, next_version, plan_bumps, previous_release, release_kind)
+from triton_release.history.git import Git
+from triton_release.history.versioning import (apply_bumps, next_version, plan_bumps, previous_release, release_kind)
 
 ENSEMBLE = ('name: "ens"\nplatform: "ensemble"\nmax_batch_size: 8\n'
             'input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]\n'

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from triton_release import github
+from triton_release.action import main as github
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from triton_release.golden import Tensor, compare
+from triton_release.models.golden import Tensor, compare
 
 
 def test_integers_compare_exactly_even_beyond_float_precision():

@@ -11,7 +11,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from triton_release.errors import InfrastructureError, Refused
-from triton_release.registry import Credentials, RegistryRepository, docker_config_credentials, find_credentials
+from triton_release.registry.client import Credentials, RegistryRepository, docker_config_credentials, find_credentials
 
 USER, PASSWORD, TOKEN = "bot", "s3cret-pw", "tok-123"
 

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from triton_release.cli import main
+from triton_release.cli.main import main
 from triton_release.errors import UsageError
 from triton_release.settings import resolve
 

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from triton_release import requirements, stub
-from triton_release.baseimage import parse_ldd, parse_probe
+from triton_release.image import requirements
+from triton_release.image import stub
+from triton_release.image.base import parse_ldd, parse_probe
 from triton_release.errors import Refused, UsageError
 
 LDD_311 = """\

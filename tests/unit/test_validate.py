@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from helpers import PYTHON_MODEL, golden_case, python_config, python_model_files
-from triton_release.cli import main
-from triton_release.validate import validate
+from triton_release.cli.main import main
+from triton_release.models.validate import validate
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "model_repository"
 

@@ -12,10 +12,10 @@ from pathlib import Path, PurePosixPath
 
 import semver
 
-from triton_release.changes import ChangeSet, refuse_released_edits
+from triton_release.history.changes import ChangeSet, refuse_released_edits
 from triton_release.errors import Refused
-from triton_release.git import Git
-from triton_release.repository import datatype_name
+from triton_release.history.git import Git
+from triton_release.models.repository import datatype_name
 
 # -- version folders --------------------------------------------------------------------------
 

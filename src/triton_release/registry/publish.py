@@ -16,7 +16,7 @@ import requests
 import semver
 
 from triton_release.errors import InfrastructureError, Refused, UsageError
-from triton_release.registry import Credentials, Manifest, RegistryRepository
+from triton_release.registry.client import Credentials, Manifest, RegistryRepository
 
 RELEASE_TAG = re.compile(r"^(\d+)\.(\d+)\.(\d+)$")
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from triton_release.repository import Model, Problem, datatype_name, line_of
+from triton_release.models.repository import Model, Problem, datatype_name, line_of
 
 DATATYPES = {"BOOL", "UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16", "INT32", "INT64",
              "FP16", "BF16", "FP32", "FP64", "BYTES"}

@@ -18,8 +18,8 @@ import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from triton_release.baseimage import STUB_PATH, BaseImage, PythonInstall
-from triton_release.golden import NUMPY2_HINT
+from triton_release.image.base import STUB_PATH, BaseImage, PythonInstall
+from triton_release.models.golden import NUMPY2_HINT
 from triton_release.errors import InfrastructureError, Refused, UsageError
 from triton_release.settings import cache_dir
 

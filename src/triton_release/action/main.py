@@ -12,7 +12,7 @@ import uuid
 from pathlib import Path
 from typing import Callable
 
-from triton_release.actions import Console
+from triton_release.console import Console
 from triton_release.errors import UsageError
 
 TRUE = {"true", "1", "yes", "on"}

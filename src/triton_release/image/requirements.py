@@ -20,9 +20,9 @@ from pathlib import Path
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
-from triton_release.baseimage import PythonInstall
+from triton_release.image.base import PythonInstall
 from triton_release.errors import InfrastructureError, Refused
-from triton_release.repository import Repository, display_path
+from triton_release.models.repository import Repository, display_path
 from triton_release.settings import cache_dir
 
 REQUIREMENTS_FILE = "requirements.txt"

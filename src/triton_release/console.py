@@ -10,7 +10,7 @@ import sys
 from contextlib import contextmanager
 from typing import Iterator, TextIO
 
-from triton_release.repository import Problem, display_path
+from triton_release.models.repository import Problem, display_path
 
 
 def in_actions() -> bool:

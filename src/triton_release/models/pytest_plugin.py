@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from triton_release import golden
-from triton_release.repository import GOLDEN_DIR, Repository
+from triton_release.models import golden
+from triton_release.models.repository import GOLDEN_DIR, Repository
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

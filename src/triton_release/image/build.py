@@ -20,9 +20,9 @@ from pathlib import Path, PurePosixPath
 
 import docker
 
-from triton_release.baseimage import STUB_PATH
+from triton_release.image.base import STUB_PATH
 from triton_release.errors import InfrastructureError, Refused
-from triton_release.repository import GOLDEN_DIR, Model, Repository
+from triton_release.models.repository import GOLDEN_DIR, Model, Repository
 
 MODELS_DIR = PurePosixPath("models")
 EPOCH = 0  # every entry's mtime

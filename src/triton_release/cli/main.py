@@ -11,19 +11,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from triton_release import __version__, github, settings as settings_mod
-from triton_release.actions import Console
+from triton_release import __version__
+from triton_release.action import main as github
+from triton_release import settings as settings_mod
+from triton_release.console import Console
 from triton_release.errors import Refused, TritonReleaseError, UsageError
-from triton_release.changes import ChangeSet, Changes
-from triton_release.git import Git
-from triton_release.image import docker_client
-from triton_release.pipeline import ReleaseRequest, run_release
-from triton_release.publish import push, rollback, rollback_model
-from triton_release.registry import RegistryRepository, find_credentials
-from triton_release.release import build_step, golden_step, record_step, verify_release
-from triton_release.repository import Problem, Repository
-from triton_release.validate import validate
-from triton_release.versioning import apply_bumps, plan_bumps, release_kind
+from triton_release.history.changes import ChangeSet, Changes
+from triton_release.history.git import Git
+from triton_release.image.build import docker_client
+from triton_release.release import ReleaseRequest, run_release
+from triton_release.registry.publish import push, rollback, rollback_model
+from triton_release.registry.client import RegistryRepository, find_credentials
+from triton_release.steps import build_step, golden_step, record_step, verify_release
+from triton_release.models.repository import Problem, Repository
+from triton_release.models.validate import validate
+from triton_release.history.versioning import apply_bumps, plan_bumps, release_kind
 
 
 @dataclass(frozen=True)

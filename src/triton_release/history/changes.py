@@ -10,8 +10,8 @@ from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2
 
 from triton_release.errors import Refused, UsageError
-from triton_release.git import Git
-from triton_release.repository import CONFIG_FILE, GOLDEN_DIR, MODEL_NAME, VERSION_DIR
+from triton_release.history.git import Git
+from triton_release.models.repository import CONFIG_FILE, GOLDEN_DIR, MODEL_NAME, VERSION_DIR
 
 SETTINGS_FILES = {CONFIG_FILE, "requirements.txt"}
 

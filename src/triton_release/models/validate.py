@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
 
-from triton_release import golden
-from triton_release.repository import GOLDEN_DIR, MODEL_NAME, Model, Problem, Repository, display_path, line_of
+from triton_release.models import golden
+from triton_release.models.repository import GOLDEN_DIR, MODEL_NAME, Model, Problem, Repository, display_path, line_of
 
 LOOKS_LIKE_VERSION = re.compile(r"^(v|version)?-?[0-9]+$", re.I)
 
