@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 TR := $(VENV)/bin/triton-release
 
-.PHONY: install stack stack-down demo test bench clean
+.PHONY: install lock stack stack-down demo test bench clean
 
 install: $(VENV)/.installed
 
@@ -14,6 +14,12 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[test]'
 	touch $@
+
+# requirements.lock, the action image's pinned and hashed dependencies, from pyproject.toml's
+# [project].dependencies (stack/lock.py). uv is installed into the venv for this alone.
+lock: install
+	$(PY) -m pip install --quiet 'uv>=0.5'
+	$(PY) stack/lock.py
 
 stack: install
 	$(PY) stack/stack.py up

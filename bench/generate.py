@@ -6,20 +6,9 @@ import json
 import os
 from pathlib import Path
 
-MODEL_PY = '''\
-import numpy as np
-import triton_python_backend_utils as pb_utils
-
-
-class TritonPythonModel:
-    def execute(self, requests):
-        responses = []
-        for request in requests:
-            x = pb_utils.get_input_tensor_by_name(request, "INPUT0").as_numpy()
-            out = pb_utils.Tensor("OUTPUT0", (x + {offset}).astype(np.float32))
-            responses.append(pb_utils.InferenceResponse([out]))
-        return responses
-'''
+# The add-one model, {offset} to fill in. One copy, shared with the tests and read as text, so
+# that neither bench nor tests imports the other.
+MODEL_PY = (Path(__file__).resolve().parents[1] / "tests" / "support" / "add_one_model.py.tmpl").read_text()
 
 CONFIG = '''\
 name: "{name}"

@@ -23,7 +23,7 @@ import docker
 
 from bench.generate import MODEL_PY, generate_repository, git
 from bench.rebuild import BASE_IMAGE, naive_build
-from triton_release.models import golden
+from triton_release.models import golden, inference
 from triton_release.registry.publish import rollback
 from triton_release.registry.client import RegistryRepository
 from triton_release.models.repository import Repository
@@ -46,7 +46,7 @@ def naive_release(client: docker.DockerClient, root: Path, repo: str, tag: str, 
     with TritonServer(image, {m: None for m in models.models}, all_models=True, client=client) as server:
         for path in models[changed].golden_cases:
             case, _ = golden.load_case(path, changed)
-            assert golden.run_case(case, server.http_url, server.grpc_url).passed
+            assert inference.run_case(case, server.http_url, server.grpc_url).passed
     docker_push(client, repo, tag)
     return time.perf_counter() - start
 

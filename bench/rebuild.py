@@ -18,8 +18,7 @@ from pathlib import Path
 import docker
 
 from bench.generate import generate_repository
-from triton_release.steps import build_step
-from triton_release.models.repository import Repository
+from triton_release import steps
 
 BASE_IMAGE = "local/tritonserver:24.10-py3"
 NAIVE_DOCKERFILE = f"FROM {BASE_IMAGE}\nCOPY model_repository /models\n"
@@ -48,7 +47,7 @@ def measure(n_models: int, weights_bytes: int, repeat: int) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         root = generate_repository(Path(tmp) / "model_repository", n_models, weights_bytes)
         model = root / "model_0000"
-        build_step(Repository.load(root), BASE_IMAGE, tags["ours"])
+        steps.build(root, BASE_IMAGE, tags["ours"])
         naive_build(client, root, tags["naive"])
         times: dict[str, list[float]] = {"ours": [], "naive": []}
         reused: dict[str, list[int]] = {"ours": [], "naive": []}
@@ -61,7 +60,7 @@ def measure(n_models: int, weights_bytes: int, repeat: int) -> dict:
                 before = set(diff_ids(client, tags[name]))
                 start = time.perf_counter()
                 if name == "ours":
-                    built = build_step(Repository.load(root), BASE_IMAGE, tags[name])
+                    built = steps.build(root, BASE_IMAGE, tags[name])
                     ours = diff_ids(client, tags[name])[-len(built.build.layers):]
                 else:
                     naive_build(client, root, tags[name])

@@ -12,7 +12,7 @@ from pathlib import Path
 import docker
 
 from bench.generate import generate_repository
-from triton_release.models import golden
+from triton_release.models import golden, inference
 from triton_release.image.build import build_image
 from triton_release.models.repository import Repository
 from triton_release.image.server import TritonServer
@@ -29,7 +29,7 @@ def ready_time(client, models: dict, all_models: bool) -> float:
 
 def throughput(case: golden.GoldenCase, server: TritonServer, cases: int, workers: int) -> float:
     def one(_):
-        result = golden.run_case(case, server.http_url, server.grpc_url)
+        result = inference.run_case(case, server.http_url, server.grpc_url)
         assert result.passed, result.message
     start = time.perf_counter()
     if workers == 1:

@@ -27,13 +27,15 @@ from pathlib import Path
 import docker
 import requests
 
+from triton_release.image.stub import pytriton_wheel
+
 ROOT = Path(__file__).resolve().parent.parent
 STATE = ROOT / ".stack"
 HERE = Path(__file__).resolve().parent
 DOCKER_SOCKET = Path("/var/run/docker.sock")
 REGISTRY_ADDR = "127.0.0.1:5000"
 APT_PACKAGES = {"dockerd": "docker.io", "docker-registry": "docker-registry", "mmdebstrap": "mmdebstrap"}
-PYTRITON = "nvidia-pytriton==0.7.0"  # carries Triton 2.51.0, the 24.10 release
+PYTRITON = "0.7.0"  # nvidia-pytriton carrying Triton 2.51.0, the 24.10 release
 HASH_LABEL = "triton-release.stand-in-recipe"
 DEBIAN_PACKAGES = "python3,python3-numpy,python3-pip,python3-venv,libpython3.{minor},ca-certificates,git"
 
@@ -199,14 +201,8 @@ def triton_files() -> Path:
     out = STATE / "triton-2.51.0"
     if (out / ".complete").exists():
         return out
-    wheels = STATE / "wheels"
-    wheels.mkdir(parents=True, exist_ok=True)
-    found = list(wheels.glob("nvidia_pytriton-0.7.0-*.whl"))
-    if not found:
-        log(f"downloading {PYTRITON} (55 MB)")
-        run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:",
-             "--platform", "manylinux_2_35_x86_64", "--python-version", "3.11", PYTRITON, "-d", str(wheels)])
-        found = list(wheels.glob("nvidia_pytriton-0.7.0-*.whl"))
+    log(f"nvidia-pytriton {PYTRITON} (55 MB, downloaded once)")
+    wheel = pytriton_wheel(PYTRITON, STATE / "wheels")
     if out.exists():
         shutil.rmtree(out)
     layout = {
@@ -216,13 +212,13 @@ def triton_files() -> Path:
         "nvidia_pytriton.libs/": "opt/tritonserver/lib/",
         "pytriton/tritonserver/python_backend_stubs/": "stubs/",
     }
-    with zipfile.ZipFile(found[0]) as wheel:
-        for info in wheel.infolist():
+    with zipfile.ZipFile(wheel) as archive:
+        for info in archive.infolist():
             for prefix, dest in layout.items():
                 if info.filename.startswith(prefix) and not info.is_dir():
                     target = out / dest / info.filename[len(prefix):]
                     target.parent.mkdir(parents=True, exist_ok=True)
-                    target.write_bytes(wheel.read(info))
+                    target.write_bytes(archive.read(info))
                     target.chmod(0o755)
     (out / ".complete").write_text("")
     return out
@@ -244,7 +240,7 @@ def build_context(dockerfile: str, files: Path | None) -> io.BytesIO:
 def ensure_image(client, standin: StandIn) -> None:
     base = rootfs_image(client, standin.suite)
     base_id = client.images.get(base).id
-    recipe_text = (HERE / standin.dockerfile).read_text() + repr(sorted(standin.args.items())) + base_id + PYTRITON
+    recipe_text = (HERE / standin.dockerfile).read_text() + repr(sorted(standin.args.items())) + base_id + f"nvidia-pytriton=={PYTRITON}"
     recipe = hashlib.sha256(recipe_text.encode()).hexdigest()[:16]
     try:
         if client.images.get(standin.tag).labels.get(HASH_LABEL) == recipe:

@@ -11,8 +11,12 @@ from pathlib import Path
 import docker
 import pytest
 
-from helpers import ROOT, LocalRegistry, write_tree
 from triton_release.image.server import CONTAINER_LABEL
+
+from support.git import GitRepo
+from support.models import write_tree
+from support.registries import LocalRegistry
+from support.stack import ROOT
 
 
 @pytest.fixture
@@ -25,7 +29,6 @@ def make_repo(tmp_path):
 
 @pytest.fixture
 def git_repo(tmp_path):
-    from helpers import GitRepo
     return GitRepo(tmp_path / "work")
 
 
@@ -75,3 +78,19 @@ def auth_registry(stack, tmp_path_factory):
     registry = LocalRegistry(tmp_path_factory.mktemp("auth-registry"), ("ci-bot", password))
     yield registry.address, password
     registry.stop()
+
+
+# -- markers: each module of tests/integration, tests/faults and tests/e2e says `pytestmark = ...`.
+
+STACK_MARKERS = ("integration", "e2e")
+
+
+def pytest_collection_modifyitems(config, items):
+    """A test that uses the stack without an `integration` or `e2e` mark would need Docker in
+    `-m "not integration and not e2e"`, the fast suite: refuse to run rather than let it in."""
+    unmarked = [item.nodeid for item in items if "stack" in item.fixturenames
+                and not any(item.get_closest_marker(name) for name in STACK_MARKERS)]
+    if unmarked:
+        raise pytest.UsageError("these tests use the local stack but are marked neither integration nor e2e "
+                                "(add `pytestmark = pytest.mark.integration` to their module):\n  "
+                                + "\n  ".join(unmarked))

@@ -1,62 +1,221 @@
 """Presentation: plain lines on a terminal, workflow commands inside GitHub Actions.
 
-Step code reports what happened; this module decides how it looks.
+Steps return typed results; this module alone turns them into lines. One method per kind of
+result (`validation`, `changes`, `golden_run`, `pushed` ...), used by the single commands and
+by `release` alike, so the two can never drift. Warnings logged by domain code (the
+`triton_release` logger) arrive here too. Secrets given to `mask` never leave it.
 """
 
 from __future__ import annotations
 
-import os
+import logging
 import sys
+import time
 from contextlib import contextmanager
-from typing import Iterator, TextIO
+from pathlib import Path
+from typing import TYPE_CHECKING, Iterator, TextIO
 
-from triton_release.models.repository import Problem, display_path
+from triton_release.problems import Problem, display_path
+
+if TYPE_CHECKING:  # the results this console renders; never imported at run time
+    from triton_release.errors import TritonReleaseError
 
 
-def in_actions() -> bool:
-    return os.environ.get("GITHUB_ACTIONS") == "true"
-
-
-def _escape(text: str) -> str:
+def escape_data(text: str) -> str:
+    """A workflow command's message, as GitHub specifies: %, CR and LF escaped."""
     return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def escape_property(text: str) -> str:
+    """A workflow command's property value (file=...): also ':' and ','."""
+    return escape_data(text).replace(":", "%3A").replace(",", "%2C")
 
 
 class Console:
     """Human lines go to stdout, or to stderr when stdout carries the JSON report."""
 
-    def __init__(self, json_mode: bool = False, out: TextIO | None = None, err: TextIO | None = None) -> None:
+    def __init__(self, *, json_mode: bool = False, ci: bool = False, out: TextIO | None = None,
+                 err: TextIO | None = None) -> None:
         self.err = err or sys.stderr
         self.out = self.err if json_mode else (out or sys.stdout)
+        self.ci = ci
+        self._secrets: list[str] = []
+
+    # -- the basics ---------------------------------------------------------------------------
+
+    def mask(self, secret: str) -> None:
+        """Never print `secret` (nor any of its lines); in Actions, have the runner mask it too."""
+        for part in {secret, *secret.splitlines()}:
+            if part.strip():
+                self._secrets.append(part)
+                if self.ci:
+                    print(f"::add-mask::{escape_data(part)}", file=self.out, flush=True)
+        self._secrets.sort(key=len, reverse=True)
+
+    def _masked(self, text: str) -> str:
+        for secret in self._secrets:
+            text = text.replace(secret, "***")
+        return text
+
+    def _print(self, text: str, stream: TextIO | None = None) -> None:
+        print(self._masked(text), file=stream or self.out, flush=True)
+
+    def _text(self, text: str, stream: TextIO | None = None) -> None:
+        """Lines that may hold user text (file names, model messages): in Actions, none of them may
+        start a workflow command, however the text was made."""
+        if self.ci:
+            text = "\n".join(" " + line if line.lstrip().startswith("::") else line
+                             for line in text.replace("\r", "\n").split("\n"))
+        self._print(text, stream)
 
     def line(self, text: str = "") -> None:
-        print(text, file=self.out, flush=True)
+        self._text(text)
 
-    def problem(self, problem: Problem, level: str = "error") -> None:
-        self.line(f"{level}: {problem}" if level != "error" else str(problem))
-        if in_actions():
-            props = f"file={display_path(problem.path)}"
-            if problem.line:
-                props += f",line={problem.line}"
-                if problem.col:
-                    props += f",col={problem.col}"
-            print(f"::{level} {props}::{_escape(problem.message)}", file=self.out, flush=True)
+    def warning(self, message: str, problem: Problem | None = None) -> None:
+        self._text(f"warning: {problem or message}")
+        if self.ci:
+            self._print(f"::warning{self._where(problem)}::{escape_data(self._masked(problem.message if problem else message))}")
 
-    def warning(self, message: str) -> None:
-        self.line(f"warning: {message}")
-        if in_actions():
-            print(f"::warning::{_escape(message)}", file=self.out, flush=True)
+    def problem(self, problem: Problem) -> None:
+        self._text(str(problem))
+        if self.ci:
+            self._print(f"::error{self._where(problem)}::{escape_data(self._masked(problem.message))}")
 
-    def failure(self, message: str) -> None:
-        print(message, file=self.err, flush=True)
-        if in_actions():
-            print(f"::error::{_escape(message)}", file=self.err, flush=True)
+    @staticmethod
+    def _where(problem: Problem | None) -> str:
+        if problem is None:
+            return ""
+        props = f"file={escape_property(display_path(problem.path))}"
+        if problem.line:
+            props += f",line={problem.line}"
+            if problem.col:
+                props += f",col={problem.col}"
+        return " " + props
+
+    def failure(self, error: "TritonReleaseError | str", details: list[str] = ()) -> None:
+        message = error if isinstance(error, str) else error.message
+        for line in details or getattr(error, "details", ()):
+            self._text(line)
+        self._text(message, self.err)
+        if self.ci:
+            self._print(f"::error::{escape_data(self._masked(message))}", self.err)
 
     @contextmanager
-    def group(self, title: str) -> Iterator[None]:
-        if in_actions():
-            print(f"::group::{title}", file=self.out, flush=True)
+    def group(self, title: str, timed: bool = False) -> Iterator[None]:
+        """A folded log group in Actions; with `timed`, a closing line with the step's time."""
+        if self.ci:
+            self._print(f"::group::{title}")
+        start = time.perf_counter()
+        ok = False
+        try:
+            yield
+            ok = True
+        finally:
+            if self.ci:
+                self._print("::endgroup::")
+        if timed and ok:
+            self._print(f"{title}: done in {time.perf_counter() - start:.1f} s")
+
+    @contextmanager
+    def logging_to_console(self) -> Iterator[None]:
+        """Warnings that domain code logs become console warnings for the duration."""
+        logger = logging.getLogger("triton_release")
+        handler = _ConsoleHandler(self)
+        logger.addHandler(handler)
+        logger.propagate = False
         try:
             yield
         finally:
-            if in_actions():
-                print("::endgroup::", file=self.out, flush=True)
+            logger.removeHandler(handler)
+            logger.propagate = True
+
+    # -- results ------------------------------------------------------------------------------
+
+    def settings(self, settings) -> None:
+        for warning in settings.warnings:
+            self.warning(warning)
+
+    def validation(self, result) -> None:
+        for warning in result.warnings:
+            self.warning(warning.message, warning)
+        for problem in result.problems:
+            self.problem(problem)
+        if result.ok:
+            self.line(f"{result.root}: {len(result.models)} models, {result.golden_cases} golden cases, no problems")
+
+    def changes(self, result) -> None:
+        found = result.found
+        for name, change in sorted(found.models.items()):
+            self.line(f"{name}: {change.status}; {'; '.join(change.reasons)}")
+        for name in found.ensembles:
+            self.line(f"{name}: ensemble using a changed model; tested, not bumped")
+        if not found.models:
+            self.line("no model changed")
+        plan = result.plan
+        if plan is None:
+            self.line(f"release: {result.kind.kind or 'none'} ({'; '.join(result.kind.reasons)})")
+        else:
+            self.line(f"release: {result.kind.kind or 'nothing'} -> {plan.version or '(none)'} "
+                      f"(previous: {plan.previous or 'none'}; base: {result.base_from})")
+
+    def bumped(self, result) -> None:
+        for bump in result.bumps:
+            self.line(f"{result.prefix}/{bump.model}/{bump.to_version}: new version folder with the head contents; "
+                      f"version {bump.from_version} restored to its released contents")
+        if not result.bumps:
+            self.line("no version folder to bump")
+
+    def built(self, result) -> None:
+        for warning in result.warnings:
+            self.warning(warning)
+        self.line(result.summary())
+
+    def golden_run(self, run) -> None:
+        for case in run.cases:
+            self.line(f"{'PASS' if case.passed else 'FAIL'} {case.case} ({case.latency_ms:.1f} ms)"
+                      + (f": {case.message}" if case.message else ""))
+        for name in run.untested:
+            self.warning(f"{name} has no golden cases; it loaded, nothing more is proven")
+        for case in run.failed:
+            self.problem(Problem(Path(case.path), f"{case.case}: {case.message}"))
+        if run.passed:
+            self.line(f"{len(run.cases)} golden cases passed in {run.image}")
+
+    def recorded(self, result) -> None:
+        for path in result.written:
+            self.line(f"{path}: outputs recorded from {result.image}; review them before you commit")
+        if not result.written:
+            self.line("every case already has outputs (use --overwrite to record them again)")
+
+    def pushed(self, result) -> None:
+        self.line(f"pushed {result.repository}:{result.version} ({result.digest}); tags {', '.join(result.tags)}; "
+                  f"{result.layers_uploaded} layers uploaded, "
+                  f"{result.layers_mounted + result.layers_present} already in the registry")
+
+    def finished(self, result) -> None:
+        if result.tags:
+            self.line(f"finished the interrupted release {result.version}: tags {', '.join(result.tags)}")
+
+    def retained(self, result) -> None:
+        for version in result.deleted:
+            self.line(f"deleted {result.repository}:{version} (--keep {result.keep})")
+
+    def committed(self, result) -> None:
+        self.line(f"{'committed the new version folders and ' if result.committed else ''}tagged {result.tag} "
+                  f"({result.commit[:12]})")
+
+    def rolled_back(self, result) -> None:
+        self.line(f"{result.repository}:{result.channel} -> {result.version} ({result.digest}); it pointed at "
+                  f"{result.previous_digest or 'nothing'} before (roll forward with that digest)")
+
+    def model_rolled_back(self, result) -> None:
+        self.line(f"{result.server}: {result.model} now serves version {result.version} only")
+
+
+class _ConsoleHandler(logging.Handler):
+    def __init__(self, console: Console) -> None:
+        super().__init__(logging.WARNING)
+        self.console = console
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.console.warning(record.getMessage())

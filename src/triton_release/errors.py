@@ -1,11 +1,13 @@
-"""One error class per exit code. Only `cli.main` turns them into messages and exit codes.
+"""One error class per exit code. Only `session.run` turns them into messages and exit codes.
 
-0 success; 1 the release was refused on its merits; 2 usage or settings; 3 infrastructure.
+0 success; 1 the release was refused on its merits; 2 usage or settings; 3 infrastructure;
+130 and 143 interrupted (SIGINT, SIGTERM).
 """
 
 from __future__ import annotations
 
 import textwrap
+from typing import Any
 
 
 class TritonReleaseError(Exception):
@@ -13,11 +15,11 @@ class TritonReleaseError(Exception):
 
     exit_code = 1
 
-    def __init__(self, message: str, *, details: list[str] | None = None, report: dict | None = None) -> None:
+    def __init__(self, message: str, *, details: list[str] | None = None, result: Any = None) -> None:
         paragraphs = textwrap.dedent(message).strip().split("\n\n")
         super().__init__("\n\n".join(" ".join(p.split()) for p in paragraphs))
         self.details = list(details or [])  # one line each, printed before the message
-        self.report = report or {}          # what the failed step found, for the JSON report
+        self.result = result                # what the failed step found: rendered and reported
 
     @property
     def message(self) -> str:
@@ -37,6 +39,17 @@ class UsageError(TritonReleaseError):
 
 
 class InfrastructureError(TritonReleaseError):
-    """Docker, the registry or the network is unreachable or broken."""
+    """Docker, the registry, git or the network is unreachable or broken."""
 
     exit_code = 3
+
+
+class Interrupted(BaseException):
+    """SIGINT or SIGTERM: every `finally` runs (containers are removed), then the report is written.
+
+    A BaseException, like KeyboardInterrupt, so that no `except Exception` swallows it."""
+
+    def __init__(self, signal_name: str, exit_code: int) -> None:
+        super().__init__(signal_name)
+        self.signal_name = signal_name
+        self.exit_code = exit_code

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import difflib
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -15,21 +14,41 @@ from triton_release.errors import UsageError
 CONFIG_FILE = "triton-release.yaml"
 
 
-@dataclass(frozen=True)
-class Setting:
-    key: str
-    default: Any
-    help: str
-    convert: Callable[[Any], Any] = str
+def _int(value: Any) -> int:
+    if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+        raise ValueError(f"{value!r} is not a whole number")
+    return int(value)
 
 
 def _optional_int(value: Any) -> int | None:
-    return None if value in (None, "", "null") else int(value)
+    return None if value in (None, "", "null") else _int(value)
+
+
+def _keep(value: Any) -> int | None:
+    keep = _optional_int(value)
+    if keep is not None and keep < 1:
+        raise ValueError("keep at least 1 release; leave it unset to keep every release")
+    return keep
+
+
+def _seconds(value: Any) -> int:
+    seconds = _int(value)
+    if seconds < 1:
+        raise ValueError("give at least 1 second")
+    return seconds
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, (dict, list, bool)):
+        raise ValueError(f"{value!r} is not a text value")
+    return str(value)
 
 
 def _python_version(value: Any) -> str | None:
     if value in (None, ""):
         return None
+    if isinstance(value, float):
+        raise ValueError(f"{value!r} was read as a number; quote it, e.g. python: \"3.10\"")
     text = str(value)
     parts = text.split(".")
     if len(parts) != 2 or not all(p.isdigit() for p in parts):
@@ -37,23 +56,34 @@ def _python_version(value: Any) -> str | None:
     return text
 
 
+@dataclass(frozen=True)
+class Setting:
+    key: str
+    default: Any
+    help: str
+    convert: Callable[[Any], Any] = _text
+
+
 SETTINGS: tuple[Setting, ...] = (
     Setting("model_repository", "model_repository", "the folder holding the models"),
     Setting("base_image", "nvcr.io/nvidia/tritonserver:24.10-py3", "the Triton image the release is built FROM"),
     Setting("python", None, "the Python the models run on (default: the base image's python3)", _python_version),
-    Setting("image", None, "the registry repository releases are pushed to, e.g. ghcr.io/org/models"),
+    Setting("repository", None, "the registry repository releases are pushed to, e.g. ghcr.io/org/models"),
     Setting("channel", "latest", "the moving tag consumers follow"),
-    Setting("keep", None, "keep only the newest N releases (default: keep all)", _optional_int),
-    Setting("load_timeout", 300, "seconds each tested model may take to become ready", int),
+    Setting("keep", None, "keep only the newest N releases (default: keep all)", _keep),
+    Setting("load_timeout", 300, "seconds each tested model may take to become ready", _seconds),
     Setting("stub", "auto", "where the Python backend stub comes from: auto|stock|wheel|source|path:FILE"),
 )
 BY_KEY = {s.key: s for s in SETTINGS}
+# Old names that still work, with a warning: workflows and settings files already use them.
+DEPRECATED = {"image": "repository"}
 
 
 @dataclass(frozen=True)
 class Settings:
     values: Mapping[str, Any]
     sources: Mapping[str, str]  # key -> where its value came from
+    warnings: tuple[str, ...] = ()
 
     def __getattr__(self, key: str) -> Any:
         try:
@@ -83,7 +113,7 @@ def read_config_file(path: Path) -> dict[str, Any]:
         raise UsageError(f"{path}:1: the settings file must be a mapping of keys such as base_image: ...")
     lines = {k.value: k.start_mark.line + 1 for k, _ in node.value} if isinstance(node, yaml.MappingNode) else {}
     for key in data:
-        if key not in BY_KEY:
+        if key not in BY_KEY and key not in DEPRECATED:
             close = difflib.get_close_matches(str(key), BY_KEY, n=1)
             hint = f" Did you mean {close[0]!r}?" if close else ""
             raise UsageError(f"{path}:{lines.get(key, 1)}: unknown setting {key!r}.{hint} "
@@ -103,8 +133,15 @@ def resolve(cli: Mapping[str, Any], config_file: str | None = None,
     layers.append(("command line", {k: v for k, v in cli.items() if v is not None}))
     values: dict[str, Any] = {}
     sources: dict[str, str] = {}
+    warnings: list[str] = []
     for source, layer in layers:
         for key, value in layer.items():
+            if key in DEPRECATED and value is not None:
+                new = DEPRECATED[key]
+                warnings.append(f"{source}: {key!r} is deprecated; call it {new!r}")
+                if new in layer and layer[new] is not None:
+                    continue  # the new name wins within one layer
+                key = new
             if key not in BY_KEY:
                 continue
             setting = BY_KEY[key]
@@ -113,12 +150,5 @@ def resolve(cli: Mapping[str, Any], config_file: str | None = None,
             except (TypeError, ValueError) as exc:
                 raise UsageError(f"{source}: {key}={value!r} is not valid ({exc}). {setting.help}.") from None
             sources[key] = source
-    return Settings(values, sources)
+    return Settings(values, sources, tuple(warnings))
 
-
-def cache_dir() -> Path:
-    """Where inspections, stubs and resolved requirements are kept between runs."""
-    explicit = os.environ.get("TRITON_RELEASE_CACHE")
-    if explicit:
-        return Path(explicit)
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "triton-release"

@@ -1,4 +1,10 @@
-"""The pipeline: one function per step, each returning a plain result object."""
+"""The steps: one function each, returning a typed result. The single commands call them one by
+one; `release` composes them. A step that refuses on its merits raises with its result attached,
+so the console can still show what it found.
+
+Modules that bring Docker, gRPC or pytest are imported inside the steps that need them, so that
+`--version`, `validate` and `changed` start without them.
+"""
 
 from __future__ import annotations
 
@@ -7,35 +13,128 @@ import tempfile
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import TYPE_CHECKING, Callable
 
-import docker
-import numpy as np
-import pytest
-
-from triton_release.image import base as baseimage
-from triton_release.models import golden
-from triton_release.image import requirements
-from triton_release.image import stub
-from triton_release.image.base import BaseImage
-from triton_release.errors import InfrastructureError, Refused, UsageError
+from triton_release.cache import write_atomic
+from triton_release.errors import InfrastructureError, Refused
+from triton_release.history import releases
+from triton_release.history.bump import FolderBump, apply_bumps, extract_tree, plan_bumps, undo_bumps
+from triton_release.history.changes import ChangeSet, Changes
 from triton_release.history.git import Git
-from triton_release.image.build import BuildResult, Runtime, build_image, docker_client
-from triton_release.registry.client import Credentials
 from triton_release.models.repository import Repository
-from triton_release.image.requirements import Resolved
-from triton_release.image.server import TritonServer
-from triton_release.image.stub import StubChoice
-from triton_release.history.versioning import extract_tree
+from triton_release.models.validate import ValidationResult, validate as validate_repository
 
+if TYPE_CHECKING:
+    from triton_release.image.build import BuildResult
+    from triton_release.image.base import BaseImage
+    from triton_release.image.requirements import Resolved
+    from triton_release.image.stub import StubChoice
+    from triton_release.models.suite import GoldenRun
+    from triton_release.registry.client import Credentials, RegistryRepository
+    from triton_release.registry.publish import Finished, ModelRollback, PushResult, Retention, Rollback
+
+
+# -- validate, changed, bump ------------------------------------------------------------------
+
+def validate(root: Path) -> ValidationResult:
+    result = validate_repository(root)
+    if not result.ok:
+        first, more = result.problems[0], len(result.problems) - 1
+        also = f" (and {more} more problem{'s' if more > 1 else ''}, listed above)" if more else ""
+        raise Refused(f"{first}{also}. Fix it and run `triton-release validate` again.", result=result)
+    return result
+
+
+@dataclass(frozen=True)
+class VersionPlan:
+    previous: str | None
+    previous_from: str          # registry | git tag | none
+    version: str | None         # None: nothing to release
+
+
+@dataclass(frozen=True)
+class ChangesResult:
+    found: ChangeSet
+    bumps: tuple[FolderBump, ...]
+    kind: releases.ReleaseKind
+    base_from: str
+    plan: VersionPlan | None = None  # release only: the version the change makes
+
+    @property
+    def to_test(self) -> list[str]:
+        return self.found.to_test
+
+    def to_json(self) -> dict:
+        data = {"base": self.found.base, "base_from": self.base_from, "head": self.found.head,
+                "changes": self.found.to_json(), "bumps": [b.to_json() for b in self.bumps],
+                "release": self.kind.to_json()}
+        if self.plan is not None:
+            data.update({"previous_version": self.plan.previous, "previous_from": self.plan.previous_from,
+                         "version": self.plan.version})
+        return data
+
+    def facts(self) -> dict:
+        facts: dict = {"changed_models": sorted(self.found.models)}
+        if self.plan is not None:
+            facts["version"] = self.plan.version
+        return facts
+
+
+def changes(root: Path, base: str | None, head: str = "HEAD", *, registry: "RegistryRepository | None" = None,
+            plan: bool = False) -> ChangesResult:
+    """The change between `base` and `head`; without `base` and with `plan`, since the last release.
+    With `plan`, also the version it makes (the previous release read from the registry)."""
+    git = Git(Git(root).toplevel())
+    base_from = "--base"
+    if base is None and plan:
+        base, base_from = releases.last_release_commit(registry, git)
+    elif base is None:
+        base_from = "no --base: a first release of every model"
+    found = Changes(root).between(base, head)
+    bumps = plan_bumps(found)
+    kind = releases.release_kind(found, {b.model for b in bumps})
+    version_plan = None
+    if plan:
+        previous, source = releases.previous_release(registry.tags() if registry is not None else [], git)
+        version = releases.next_version(previous, kind.kind)
+        version_plan = VersionPlan(str(previous) if previous else None, source, str(version) if version else None)
+    return ChangesResult(found, tuple(bumps), kind, base_from, version_plan)
+
+
+@dataclass(frozen=True)
+class BumpResult:
+    prefix: str
+    bumps: tuple[FolderBump, ...]
+    undone: bool = False
+
+    def to_json(self) -> dict:
+        return {"bumps": [b.to_json() for b in self.bumps], "undone": self.undone}
+
+
+def bump(root: Path, planned: ChangesResult) -> BumpResult:
+    apply_bumps(planned.found, list(planned.bumps), root)
+    return BumpResult(planned.found.prefix, planned.bumps)
+
+
+def undo_bump(root: Path, planned: ChangesResult) -> BumpResult:
+    undo_bumps(planned.found, list(planned.bumps), root)
+    return BumpResult(planned.found.prefix, planned.bumps, undone=True)
+
+
+# -- build ------------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
 class ReleaseImage:
     """The built image and the decisions behind it."""
-    build: BuildResult
-    base: BaseImage
-    stub: StubChoice
-    requirements: Resolved | None
+    build: "BuildResult"
+    base: "BaseImage"
+    stub: "StubChoice"
+    requirements: "Resolved | None"
     warnings: tuple[str, ...]
+
+    @property
+    def image_id(self) -> str:
+        return self.build.image_id
 
     def summary(self) -> str:
         extra = f", {len(self.requirements.packages)} packages from requirements.txt" if self.requirements else ""
@@ -48,25 +147,30 @@ class ReleaseImage:
                 "warnings": list(self.warnings)}
 
 
-def build_step(repo: Repository, base_image: str, tag: str, *, python: str | None = None, stub_mode: str = "auto",
-               revision: str = "", source: str = "", version: str = "") -> ReleaseImage:
+def build(root: Path | Repository, base_image: str, tag: str, *, python: str | None = None, stub_mode: str = "auto",
+          revision: str = "", source: str = "", version: str = "") -> ReleaseImage:
     """Inspect the base, choose the stub, resolve requirements, build, and prove the stub loads."""
+    from triton_release.image import base as baseimage, requirements, stub
+    from triton_release.image.build import build_image
+    from triton_release.image.engine import docker_client
+    from triton_release.image.layers import Runtime
+
+    repo = root if isinstance(root, Repository) else Repository.load(root)
     client = docker_client()
     base = baseimage.inspect(client, base_image)
     choice = stub.choose(base, python, stub_mode)
     install = base.pythons[choice.target_python]
     resolved = requirements.resolve(repo, install, base.glibc)
     warnings = list(choice.warnings)
-    numpy = (resolved.packages.get("numpy", "") if resolved else "")
+    numpy = resolved.packages.get("numpy", "") if resolved else ""
     if numpy and not choice.warnings:
         warnings += stub.numpy_warnings(base, replace(install, numpy=numpy))
-    models = {m.name: list(m.versions) for m in repo}
     labels = {
         "org.opencontainers.image.created": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "org.opencontainers.image.revision": revision,
+        releases.REVISION_LABEL: revision,
         "org.opencontainers.image.source": source,
         "org.opencontainers.image.version": version,
-        "triton-release.models": json.dumps(models, sort_keys=True),
+        "triton-release.models": json.dumps({m.name: list(m.versions) for m in repo}, sort_keys=True),
         "triton-release.python": choice.target_python,
         "triton-release.stub": f"{choice.provider}: {choice.origin}",
     }
@@ -74,19 +178,21 @@ def build_step(repo: Repository, base_image: str, tag: str, *, python: str | Non
                       resolved.tree if resolved else None)
     built = build_image(repo, base_image, tag, {k: v for k, v in labels.items() if v}, client=client,
                         runtime=runtime)
-    verify_stub(client, tag, install)
+    _verify_stub(client, tag, install)
     return ReleaseImage(built, base, choice, resolved, tuple(warnings))
 
 
-def verify_stub(client, tag: str, install) -> None:
+def _verify_stub(client, tag: str, install) -> None:
     """ldd of the stub inside the built image: every library found, libpython the target's."""
+    from triton_release.image import base as baseimage
+
     links = baseimage.check_stub(client, tag)
     resolved = links.resolved_to.rsplit("/", 1)[-1]
     if links.loads and resolved == install.soname:
         return
     try:
         client.images.remove(tag, force=True)
-    except Exception:
+    except Exception:  # the refusal below is what matters; a leftover tag is harmless
         pass
     problem = (f"cannot find {', '.join(links.missing)}" if links.missing
                else f"links {links.resolved_to or links.libpython or 'no libpython'}, not {install.soname}")
@@ -95,135 +201,145 @@ def verify_stub(client, tag: str, install) -> None:
         The image was removed. Choose another --stub or base image.""", details=links.ldd.splitlines())
 
 
-@dataclass(frozen=True)
-class GoldenRun:
-    image: str
-    loaded: tuple[str, ...]
-    cases: tuple[golden.CaseResult, ...]
-    untested: tuple[str, ...]  # models without golden cases
+# -- test, record -----------------------------------------------------------------------------
 
-    @property
-    def passed(self) -> bool:
-        return all(c.passed for c in self.cases)
+def test(root: Path | Repository, image: str, names: list[str], load_timeout: float = 300, *,
+         junitxml: str | None = None, keyword: str | None = None) -> "GoldenRun":
+    """Serve `image` with the models (and what they need) loaded; run their golden cases."""
+    from triton_release.image.engine import docker_client
+    from triton_release.image.server import TritonServer
+    from triton_release.models.suite import GoldenRun, load_cases, models_to_load, run_suite
 
-    def to_json(self) -> dict:
-        return {"image": self.image, "loaded": list(self.loaded), "passed": self.passed,
-                "cases": [c.to_json() for c in self.cases], "models_without_golden_cases": list(self.untested)}
-
-
-def models_to_load(repo: Repository, names: list[str]) -> dict[str, int | None]:
-    """The models to test plus every model their ensembles step through, newest versions."""
-    wanted: set[str] = set()
-    frontier = list(names)
-    while frontier:
-        name = frontier.pop()
-        if name in wanted:
-            continue
-        if name not in repo:
-            raise UsageError(f"model {name!r} is not in {repo.root} (models: {', '.join(sorted(repo.models))}).")
-        wanted.add(name)
-        frontier.extend(repo[name].ensemble_steps)
-    return {n: repo[n].newest_version for n in sorted(wanted)}
-
-
-def load_cases(repo: Repository, names: list[str]) -> list[golden.GoldenCase]:
-    cases = []
-    for name in names:
-        for path in repo[name].golden_cases:
-            case, problems = golden.load_case(path, name)
-            if problems:
-                raise Refused(f"{problems[0]}. Fix the golden file (run `triton-release validate` to see all).")
-            cases.append(case)
-    return cases
-
-
-class _Results:
-    """Collects each golden item's CaseResult as pytest runs it."""
-
-    def __init__(self) -> None:
-        self.cases: list[golden.CaseResult] = []
-
-    @pytest.hookimpl(hookwrapper=True)
-    def pytest_runtest_makereport(self, item, call):
-        outcome = yield
-        report = outcome.get_result()
-        if call.when == "call":
-            result = getattr(item, "result", None)
-            if result is None:  # the item failed before it got an answer
-                result = golden.CaseResult(item.name, str(item.path), False, 0.0, (), str(call.excinfo.value)
-                                           if call.excinfo else report.longreprtext)
-            self.cases.append(result)
-
-
-def run_golden_tests(repo: Repository, names: list[str], http_url: str, grpc_url: str, *,
-                     junitxml: str | None = None, keyword: str | None = None) -> list[golden.CaseResult]:
-    """pytest in-process with the plugin: one item per golden case, `<model>/<case>`."""
-    results = _Results()
-    with tempfile.TemporaryDirectory() as tmp:
-        ini = Path(tmp) / "pytest.ini"
-        ini.write_text("[pytest]\n")
-        args = [str(repo.root.resolve()), "--triton-url", http_url, "--triton-grpc-url", grpc_url,
-                "--model-repository", str(repo.root.resolve()), "--triton-models", ",".join(names),
-                "-c", str(ini), "--rootdir", str(repo.root.resolve()), "--noconftest",
-                "-p", "triton_release.models.pytest_plugin", "-p", "no:cacheprovider", "-p", "no:terminal"]
-        if junitxml:
-            args += ["--junitxml", str(Path(junitxml).resolve())]
-        if keyword:
-            args += ["-k", keyword]
-        code = pytest.main(args, plugins=[results])
-    if code not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED, pytest.ExitCode.NO_TESTS_COLLECTED):
-        raise Refused(f"pytest could not run the golden cases of {repo.root} (exit {int(code)}); "
-                      f"check -k and the golden files (`triton-release validate`).")
-    return results.cases
-
-
-def golden_step(repo: Repository, image: str, names: list[str], load_timeout: float = 300, *,
-                junitxml: str | None = None, keyword: str | None = None) -> GoldenRun:
+    repo = root if isinstance(root, Repository) else Repository.load(root)
     load = models_to_load(repo, names)
     load_cases(repo, names)  # every case file well-formed before any server starts
     every = set(load) == set(repo.models)
     with TritonServer(image, load, all_models=every, load_timeout=load_timeout, client=docker_client()) as server:
-        results = run_golden_tests(repo, names, server.http_url, server.grpc_url, junitxml=junitxml, keyword=keyword)
-    untested = tuple(n for n in names if not repo[n].golden_cases)
-    return GoldenRun(image, tuple(load), tuple(results), untested)
+        cases = run_suite(repo, names, server.http_url, server.grpc_url, junitxml=junitxml, keyword=keyword)
+    run = GoldenRun(image, tuple(load), tuple(cases), tuple(n for n in names if not repo[n].golden_cases))
+    if not run.passed:
+        failed = run.failed
+        raise Refused(f"""
+            {len(failed)} of {len(run.cases)} golden cases failed in {image} (first: {failed[0].path}:
+            {failed[0].message}). Nothing was pushed. Fix the model or, if the new answer is right, the
+            golden file.""", result=run)
+    return run
 
 
-def tensor_json(name: str, array: np.ndarray, datatype: str) -> dict:
+@dataclass(frozen=True)
+class Recorded:
+    image: str
+    written: tuple[str, ...]
+
+    def to_json(self) -> dict:
+        return {"image": self.image, "written": list(self.written)}
+
+
+def _tensor_json(name: str, array, datatype: str) -> dict:
     data = array.reshape(-1).tolist()
     if datatype == "BYTES":
         data = [v.decode("utf-8", errors="replace") if isinstance(v, bytes) else str(v) for v in data]
     return {"name": name, "datatype": datatype, "shape": list(array.shape), "data": data}
 
 
-def record_step(repo: Repository, image: str, names: list[str], load_timeout: float = 300,
-                overwrite: bool = False) -> list[str]:
+def record(root: Path, image: str, names: list[str], load_timeout: float = 300, overwrite: bool = False) -> Recorded:
     """Fill in the outputs of golden cases that have none with what the server answers."""
+    from triton_release.image.engine import docker_client
+    from triton_release.image.server import TritonServer
+    from triton_release.models.inference import InferenceFailed, send
+    from triton_release.models.suite import load_cases, models_to_load
+
+    repo = Repository.load(root)
     todo = [c for c in load_cases(repo, names) if overwrite or not c.expected]
     if not todo:
-        return []
+        return Recorded(image, ())
     written = []
     load = models_to_load(repo, sorted({c.model for c in todo}))
     with TritonServer(image, load, load_timeout=load_timeout, client=docker_client()) as server:
         for case in todo:
+            decoupled = repo[case.model].decoupled
             try:
-                answers, _ = golden.send(case, server.http_url, server.grpc_url, decoupled=repo[case.model].decoupled)
-            except golden.InferenceFailed as exc:
+                answers, _ = send(case, server.http_url, server.grpc_url, decoupled=decoupled)
+            except InferenceFailed as exc:
                 raise Refused(f"{case.path}: the server refused the case's inputs ({exc}); fix the inputs.") from None
-            responses = [[tensor_json(n, a, d) for n, (a, d, _) in sorted(answer.outputs.items()) if a is not None]
+            responses = [[_tensor_json(n, a, d) for n, (a, d, _) in sorted(answer.outputs.items()) if a is not None]
                          for answer in answers]
             raw = json.loads(case.path.read_text(encoding="utf-8"))
-            raw["outputs"] = responses if repo[case.model].decoupled else responses[0]
-            partial = case.path.with_name(case.path.name + ".partial")
-            partial.write_text(json.dumps(raw, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-            partial.replace(case.path)
+            raw["outputs"] = responses if decoupled else responses[0]
+            write_atomic(case.path, json.dumps(raw, indent=2, ensure_ascii=False) + "\n")
             written.append(str(case.path))
-    return written
+    return Recorded(image, tuple(written))
+
+
+# -- push, retain, commit ---------------------------------------------------------------------
+
+def push(image: str, registry: "RegistryRepository", version: str, commit: str | None = None,
+         channel: str = "latest") -> "PushResult":
+    from triton_release.image.engine import docker_client
+    from triton_release.registry import publish
+
+    return publish.push(docker_client(), image, registry, version, commit, channel)
+
+
+def retain(registry: "RegistryRepository", keep: int, channel: str) -> "Retention":
+    from triton_release.registry import publish
+
+    return publish.retain(registry, keep, channel)
+
+
+def finish_interrupted(registry: "RegistryRepository", channel: str) -> "Finished":
+    from triton_release.registry import publish
+
+    return publish.finish_interrupted(registry, channel)
+
+
+@dataclass(frozen=True)
+class Committed:
+    committed: bool
+    tag: str
+    commit: str
+
+    def to_json(self) -> dict:
+        return {"committed": self.committed, "tag": self.tag, "commit": self.commit}
+
+
+def commit(root: Path, version: str) -> Committed:
+    """Commit the new version folders as `release X.Y.Z` and tag vX.Y.Z in the workspace."""
+    git = Git(Git(root).toplevel())
+    git.run("add", "--", str(root.resolve()))
+    staged = git.run("diff", "--cached", "--quiet", check=False).returncode != 0
+    if staged:
+        identity = []
+        if git.run("config", "user.name", check=False).returncode != 0:
+            identity = ["-c", "user.name=github-actions[bot]",
+                        "-c", "user.email=41898282+github-actions[bot]@users.noreply.github.com"]
+        git.run(*identity, "commit", "-q", "-m", f"release {version}")
+    tag = releases.git_tag(version)
+    if not git.has_commit(tag):  # a rerun finishing an interrupted release finds it there
+        git.run("tag", tag)
+    return Committed(staged, tag, git.text("rev-parse", "HEAD"))
+
+
+# -- rollback ---------------------------------------------------------------------------------
+
+def rollback(registry: "RegistryRepository", version: str, channel: str = "latest",
+             verify: Callable[[str], "GoldenRun"] | None = None) -> "Rollback":
+    from triton_release.registry import publish
+
+    check = (lambda image: verify(image).to_json()) if verify is not None else None
+    return publish.rollback(registry, version, channel, check)
+
+
+def rollback_model(server: str, model: str, version: int) -> "ModelRollback":
+    from triton_release.registry import publish
+
+    return publish.rollback_model(server, model, version)
 
 
 def checkout_at(model_repository: Path, revision: str, dest: Path) -> Path | None:
     """The model repository as it was at `revision`, unpacked under `dest`; None when git lacks it."""
     git = Git(Git(model_repository).toplevel())
-    if not revision or git.run("cat-file", "-e", f"{revision}^{{commit}}", check=False).returncode != 0:
+    if not revision or not git.has_commit(revision):
         return None
     prefix = model_repository.resolve().relative_to(git.cwd.resolve()).as_posix()
     target = dest / "model_repository"
@@ -232,18 +348,25 @@ def checkout_at(model_repository: Path, revision: str, dest: Path) -> Path | Non
 
 
 def verify_release(image: str, model_repository: Path, load_timeout: float = 300,
-                   credentials: Credentials | None = None) -> GoldenRun:
+                   credentials: "Credentials | None" = None) -> "GoldenRun":
     """Pull a released image and run the golden cases of the commit it was built from."""
+    import docker
+
+    from triton_release.image.engine import docker_client
+
     client = docker_client()
     name, _, tag = image.rpartition(":")
-    auth = {"username": credentials.username, "password": credentials.password} if credentials else None
     try:
-        client.images.pull(name, tag=tag, auth_config=auth)
+        client.images.pull(name, tag=tag, auth_config=credentials.docker_auth() if credentials else None)
     except docker.errors.APIError as exc:
         raise InfrastructureError(f"Could not pull {image} to verify it: {exc.explanation or exc}") from None
     labels = client.images.get(image).labels or {}
     models = sorted(json.loads(labels.get("triton-release.models", "{}")))
     with tempfile.TemporaryDirectory() as tmp:
-        root = checkout_at(model_repository, labels.get("org.opencontainers.image.revision", ""), Path(tmp))
+        root = checkout_at(model_repository, labels.get(releases.REVISION_LABEL, ""), Path(tmp))
         repo = Repository.load(root or model_repository)
-        return golden_step(repo, image, [m for m in models if m in repo], load_timeout)
+        try:
+            return test(repo, image, [m for m in models if m in repo], load_timeout)
+        except Refused as exc:
+            raise Refused(f"{image} fails its own golden cases; the channel was not moved. {exc.message}",
+                          result=exc.result) from None

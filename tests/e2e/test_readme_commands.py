@@ -5,9 +5,13 @@ from __future__ import annotations
 import re
 import subprocess
 
+import pytest
+
 from triton_release.registry.client import RegistryRepository
 
-from helpers import ROOT
+from support.stack import ROOT
+
+pytestmark = pytest.mark.e2e
 
 
 def test_make_demo_releases_the_example_into_the_local_registry(stack, tmp_path):

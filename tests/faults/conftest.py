@@ -1,83 +1,12 @@
-"""Fault suite fixtures: one released workspace per module, reset after every case, and the
-invariants every failure must keep: the exit code, one clear message, and nothing half-done."""
+"""Fault suite fixtures: one released workspace per module (support/workspace.py), reset after
+every case."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-from dataclasses import dataclass
-from pathlib import Path
-
 import pytest
 
-from triton_release.registry.client import RegistryRepository
-from triton_release.image.server import CONTAINER_LABEL
-
-from helpers import BASE_IMAGE, REGISTRY, GitRepo, python_model_files
-
-PROBE_LABEL = "triton-release.probe"
-
-
-@dataclass(frozen=True)
-class Outcome:
-    code: int
-    report: dict
-    out: str        # stdout and stderr together
-
-    @property
-    def message(self) -> str:
-        return (self.report.get("error") or {}).get("message", "")
-
-
-@dataclass(frozen=True)
-class State:
-    tags: dict
-    status: str
-    files: frozenset
-
-
-class Workspace:
-    def __init__(self, root: Path, image: str, docker_client) -> None:
-        self.git_repo = GitRepo(root)
-        self.root, self.models = root, root / "model_repository"
-        self.image = image
-        self.registry = RegistryRepository.parse(image)
-        self.docker = docker_client
-        self.git_repo.write({**python_model_files("a"), **python_model_files("b")})
-        self.released = self.git_repo.commit("two models")
-        outcome = self.release()
-        assert outcome.code == 0, outcome.out[-3000:]
-        self.git_repo.git("tag", "released")
-
-    def write(self, files: dict) -> None:
-        self.git_repo.write(files)
-
-    def commit(self, message: str = "a bad change") -> str:
-        return self.git_repo.commit(message)
-
-    def run(self, *args: str, env: dict | None = None, timeout: int = 600) -> Outcome:
-        report = self.root.parent / "report.json"
-        report.unlink(missing_ok=True)
-        done = subprocess.run([sys.executable, "-m", "triton_release", *args, "--report", str(report)],
-                              cwd=self.root, capture_output=True, text=True, timeout=timeout,
-                              env={**os.environ, **(env or {})})
-        data = json.loads(report.read_text()) if report.exists() else {}
-        return Outcome(done.returncode, data, done.stdout + done.stderr)
-
-    def release(self, *extra: str, env: dict | None = None) -> Outcome:
-        return self.run("release", "--to", self.image, "--base-image", BASE_IMAGE, "--load-timeout", "30", *extra,
-                        env=env)
-
-    def state(self) -> State:
-        tags = {t: self.registry.digest(t) for t in self.registry.tags()}
-        files = frozenset(str(p.relative_to(self.root)) for p in self.models.rglob("*"))
-        return State(tags, self.git_repo.git("status", "--porcelain"), files)
-
-    def reset(self) -> None:
-        self.git_repo.git("reset", "-q", "--hard", "released")
-        self.git_repo.git("clean", "-qfdx", "model_repository")
+from support.stack import REGISTRY
+from support.workspace import Workspace
 
 
 @pytest.fixture(scope="module")
@@ -92,18 +21,3 @@ def ws(module_workspace):
     module_workspace.reset()
     yield module_workspace
     module_workspace.reset()
-
-
-def assert_refused_cleanly(ws: Workspace, before: State, outcome: Outcome, code: int, *fragments: str) -> None:
-    """The exit code, the message's fragments, and nothing half-done: no tag pushed or moved, the
-    working tree as it was, no container left."""
-    assert outcome.code == code, outcome.out[-3000:]
-    for fragment in fragments:
-        assert fragment in outcome.message, (fragment, outcome.message)
-    assert "Traceback" not in outcome.out, outcome.out[-3000:]
-    after = ws.state()
-    assert after.tags == before.tags
-    assert after.status == before.status
-    assert after.files == before.files
-    for label in (CONTAINER_LABEL, PROBE_LABEL):
-        assert not ws.docker.containers.list(all=True, filters={"label": label})

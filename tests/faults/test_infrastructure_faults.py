@@ -7,50 +7,19 @@ import json
 import os
 import subprocess
 import sys
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
 from triton_release.registry.client import RegistryRepository
 
-from helpers import BASE_IMAGE, LocalRegistry
-
-from conftest import assert_refused_cleanly
-
-
-def change_a(ws) -> None:
-    model_py = ws.models / "a" / "1" / "model.py"
-    model_py.write_text(model_py.read_text() + "\n# a change\n")
-    ws.commit("a: a change")
+from support.registries import FakeRegistry, LocalRegistry
+from support.stack import BASE_IMAGE
+from support.workspace import assert_refused_cleanly, change_a
 
 
-class Answering(BaseHTTPRequestHandler):
-    status = 500
-
-    def log_message(self, *args):
-        pass
-
-    def _answer(self):
-        self.send_response(Answering.status)
-        if Answering.status == 401:
-            self.send_header("WWW-Authenticate", 'Basic realm="test"')
-        if Answering.status == 429:
-            self.send_header("Retry-After", "0")
-        self.send_header("Content-Length", "0")
-        self.end_headers()
-
-    do_GET = do_HEAD = do_PUT = do_POST = do_DELETE = _answer
-
-
-@pytest.fixture
-def answering_registry():
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Answering)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield server
-    server.shutdown()
+pytestmark = pytest.mark.integration
 
 
 def test_no_docker_daemon(ws):
@@ -72,13 +41,12 @@ def test_registry_down_before_anything_is_built(ws):
     (401, 1, "refused to list the tags of"), (403, 1, "HTTP 403"),
     (429, 3, "is overloaded"), (500, 3, "failed when asked to list the tags"),
 ])
-def test_registry_answering_an_error(ws, answering_registry, status, code, fragment):
-    Answering.status = status
+def test_registry_answering_an_error(ws, status, code, fragment):
     change_a(ws)
     before = ws.state()
-    host = f"127.0.0.1:{answering_registry.server_address[1]}"
     start = time.monotonic()
-    outcome = ws.run("release", "--to", f"{host}/team/models", "--base-image", BASE_IMAGE)
+    with FakeRegistry(status=status) as registry:
+        outcome = ws.run("release", "--to", f"{registry.address}/team/models", "--base-image", BASE_IMAGE)
     assert_refused_cleanly(ws, before, outcome, code, fragment, f"HTTP {status}")
     assert time.monotonic() - start < 60  # retries are bounded
 

@@ -7,9 +7,10 @@ import json
 
 import pytest
 
-from helpers import DECOUPLED_CONFIG, DECOUPLED_MODEL, PYTHON_MODEL, PYTHON_MODEL_RAISING, SLEEPY_MODEL
+from support.models import DECOUPLED_CONFIG, DECOUPLED_MODEL, PYTHON_MODEL, PYTHON_MODEL_RAISING, SLEEPY_MODEL
+from support.workspace import assert_refused_cleanly
 
-from conftest import assert_refused_cleanly
+pytestmark = pytest.mark.integration
 
 RAISING_IN_EXECUTE = PYTHON_MODEL.replace("        responses = []\n",
                                           "        raise RuntimeError('boom in execute: bad input scaling')\n")
@@ -38,7 +39,7 @@ def test_a_misbehaving_model_stops_the_release(ws, case):
     before = ws.state()
     outcome = ws.release("--load-timeout", "5")
     assert_refused_cleanly(ws, before, outcome, 1, *fragments)
-    assert outcome.report["steps"]["bump"]["undone"] is True
+    assert outcome.report["steps"]["undo-bump"]["undone"] is True
     if in_output:
         assert in_output in outcome.out
 

@@ -1,24 +1,22 @@
 """Secrets and exposure: the registry password appears nowhere a person or process can read it,
-servers listen on loopback only, and nothing runs through a shell."""
+and servers listen on loopback only. (Nothing runs through a shell: tests/unit/test_no_shell.py.)"""
 
 from __future__ import annotations
 
 import json
-import re
 import subprocess
 import sys
 import threading
-from pathlib import Path
+
+import pytest
 
 from triton_release.image.server import CONTAINER_LABEL, TritonServer
 
-from helpers import BASE_IMAGE, ROOT
+from support.models import python_model_files
+from support.stack import BASE_IMAGE
+from support.workspace import change_a
 
-
-def change_a(ws) -> None:
-    model_py = ws.models / "a" / "1" / "model.py"
-    model_py.write_text(model_py.read_text() + "\n# a change\n")
-    ws.commit("a: a change")
+pytestmark = pytest.mark.integration
 
 
 class Watcher(threading.Thread):
@@ -50,7 +48,7 @@ def test_the_password_is_in_no_output_report_summary_argument_or_container(ws, a
            "GITHUB_WORKSPACE": str(ws.root), "GITHUB_EVENT_NAME": "workflow_dispatch",
            "INPUT_IMAGE": f"{host}/security/models", "INPUT_BASE-IMAGE": BASE_IMAGE,
            "INPUT_USERNAME": "ci-bot", "INPUT_PASSWORD": password, "INPUT_REPORT": "report.json"}
-    done = subprocess.run([sys.executable, "-m", "triton_release", "action"], cwd=ws.root, capture_output=True,
+    done = subprocess.run([sys.executable, "-m", "triton_release.action"], cwd=ws.root, capture_output=True,
                           text=True, env={**__import__("os").environ, **env})
     watcher.done.set()
     watcher.join()
@@ -70,20 +68,9 @@ def test_server_ports_are_published_on_loopback_only(docker_client, image_tags, 
     from triton_release.image.build import build_image
     from triton_release.models.repository import Repository
 
-    from helpers import python_model_files
     tag = f"triton-release-test/loopback:{unique}"
     image_tags.append(tag)
     build_image(Repository.load(make_repo(python_model_files("m"))), BASE_IMAGE, tag, client=docker_client)
     with TritonServer(tag, {"m": 1}, load_timeout=60, client=docker_client) as server:
         bindings = server.container.attrs["HostConfig"]["PortBindings"]
     assert bindings and all(b["HostIp"] == "127.0.0.1" for ports in bindings.values() for b in ports)
-
-
-def test_nothing_runs_through_a_shell():
-    offenders = []
-    for path in sorted((ROOT / "src").rglob("*.py")) + sorted((ROOT / "stack").rglob("*.py")):
-        text = path.read_text()
-        for pattern in (r"shell\s*=\s*True", r"os\.system\(", r"os\.popen\("):
-            offenders += [f"{path.relative_to(ROOT)}: {pattern}" for _ in re.finditer(pattern, text)]
-    assert not offenders
-    assert Path(ROOT / "src" / "triton_release" / "github.py").exists()

@@ -7,7 +7,7 @@ import pytest
 from triton_release.image.build import build_image
 from triton_release.models.repository import Repository
 
-from helpers import BASE_IMAGE, ROOT
+from support.stack import BASE_IMAGE, ROOT
 
 
 @pytest.fixture(scope="session")

@@ -6,7 +6,11 @@ import json
 import subprocess
 import sys
 
-from helpers import ROOT
+import pytest
+
+from support.stack import ROOT
+
+pytestmark = pytest.mark.integration
 
 KEYS = {"machine", "date", "n_models", "weights_bytes", "release_s", "uploaded_bytes", "ready_s",
         "golden_cases_per_s", "rollback_s", "scaling"}

@@ -11,15 +11,18 @@ import time
 
 import pytest
 
-from triton_release.models import golden
+from triton_release.models import golden, inference
 from triton_release.cli.main import main
 from triton_release.errors import Refused
 from triton_release.image.build import build_image
 from triton_release.models.repository import Repository
 from triton_release.image.server import CONTAINER_LABEL, TritonServer
 
-from helpers import (BASE_IMAGE, DECOUPLED_CONFIG, DECOUPLED_MODEL, PYTHON_MODEL, SLEEPY_MODEL, golden_case,
-                     python_config, write_tree)
+from support.models import (DECOUPLED_CONFIG, DECOUPLED_MODEL, PYTHON_MODEL, SLEEPY_MODEL, golden_case,
+                            python_config, write_tree)
+from support.stack import BASE_IMAGE
+
+pytestmark = pytest.mark.integration
 
 
 def counter_case(count: int, responses: int) -> str:
@@ -70,7 +73,7 @@ def case_file(tmp_path, text: str, model: str) -> golden.GoldenCase:
 @pytest.mark.parametrize("atol, passes", [(2e-5, True), (5e-6, False)])
 def test_tolerance_just_inside_passes_and_just_outside_fails(server, tmp_path, atol, passes):
     case = case_file(tmp_path, golden_case(out=(2, 3, 4, 5.00001), atol=atol, rtol=0), "addone")
-    result = golden.run_case(case, server.http_url, server.grpc_url)
+    result = inference.run_case(case, server.http_url, server.grpc_url)
     assert result.passed is passes, result.message
     assert result.outputs[0].max_abs_diff == pytest.approx(1e-5, rel=0.05)
     if not passes:
@@ -79,19 +82,19 @@ def test_tolerance_just_inside_passes_and_just_outside_fails(server, tmp_path, a
 
 def test_grpc_protocol_case_passes(server, tmp_path):
     case = case_file(tmp_path, golden_case(protocol="grpc"), "addone")
-    assert golden.run_case(case, server.http_url, server.grpc_url).passed
+    assert inference.run_case(case, server.http_url, server.grpc_url).passed
 
 
 def test_decoupled_model_three_responses_compared_in_order(server, repo):
     case, _ = golden.load_case(repo["counter"].golden_cases[0], "counter")
-    result = golden.run_case(case, server.http_url, server.grpc_url, decoupled=True)
+    result = inference.run_case(case, server.http_url, server.grpc_url, decoupled=True)
     assert result.passed, result.message
     assert [o.name for o in result.outputs] == ["OUT", "OUT", "OUT"]
 
 
 def test_decoupled_case_expecting_two_responses_fails_with_both_counts(server, tmp_path):
     case = case_file(tmp_path, counter_case(3, 2), "counter")
-    result = golden.run_case(case, server.http_url, server.grpc_url, decoupled=True)
+    result = inference.run_case(case, server.http_url, server.grpc_url, decoupled=True)
     assert not result.passed and result.message == "expected 2 responses, got 3"
 
 
@@ -99,7 +102,7 @@ def test_decoupled_response_with_a_wrong_value_names_the_response(server, tmp_pa
     raw = json.loads(counter_case(3, 3))
     raw["outputs"][1][0]["data"] = [7]
     case = case_file(tmp_path, json.dumps(raw), "counter")
-    result = golden.run_case(case, server.http_url, server.grpc_url, decoupled=True)
+    result = inference.run_case(case, server.http_url, server.grpc_url, decoupled=True)
     assert not result.passed and result.message.startswith("response 2: output 'OUT'")
 
 

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import shutil
 
+import pytest
+
 from triton_release.image.build import build_image
 from triton_release.models.repository import Repository
 
-from helpers import BASE_IMAGE, ROOT
+from support.stack import BASE_IMAGE, ROOT
+
+pytestmark = pytest.mark.integration
 
 
 def model_layers(docker_client, build) -> dict[str, str]:

@@ -15,7 +15,10 @@ from triton_release.registry.client import Credentials, RegistryRepository
 from triton_release.models.repository import Repository
 from triton_release.image.server import TritonServer
 
-from helpers import BASE_IMAGE, REGISTRY, python_model_files, write_tree
+from support.models import python_model_files, write_tree
+from support.stack import BASE_IMAGE, REGISTRY
+
+pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")
@@ -71,7 +74,7 @@ def test_rollback_moves_the_channel_by_retag_and_reports_the_digest_before(docke
     report = json.loads((tmp_path / "r.json").read_text())
     assert code == 0
     assert repo.digest("latest") == old.digest
-    assert report["rollback"]["previous_digest"] == new.digest and report["digest"] == old.digest
+    assert report["steps"]["rollback"]["previous_digest"] == new.digest and report["digest"] == old.digest
 
 
 def test_rollback_to_an_unknown_version_lists_the_nearest(docker_client, images, repo):
@@ -85,7 +88,7 @@ def test_keep_deletes_the_oldest_but_never_a_channels_target(docker_client, imag
         push(docker_client, image, repo, f"1.0.{patch}")
     rollback(repo, "1.0.0", channel="stable")
     # 1.0.2 is the newest; 1.0.0 is the stable channel's target; 1.0.1 is what nobody points at
-    assert retain(repo, 1, "latest") == ["1.0.1"]
+    assert retain(repo, 1, "latest").deleted == ("1.0.1",)
     assert repo.digest("1.0.1") is None
     assert repo.digest("1.0.0") == repo.digest("stable") and repo.digest("1.0.2") == repo.digest("latest")
     assert repo.tags() == ["1", "1.0", "1.0.0", "1.0.2", "latest", "stable"]
@@ -94,7 +97,7 @@ def test_keep_deletes_the_oldest_but_never_a_channels_target(docker_client, imag
 def test_model_level_rollback_serves_an_earlier_version(docker_client, images):
     with TritonServer(images[1], {"a": 2}, load_timeout=60, client=docker_client) as server:
         done = rollback_model(server.http_url, "a", 1)
-        assert done["version"] == 1
+        assert done.version == 1
         ready = requests.get(f"http://{server.http_url}/v2/models/a/versions/1/ready", timeout=5)
         newest = requests.get(f"http://{server.http_url}/v2/models/a/versions/2/ready", timeout=5)
         assert ready.status_code == 200 and newest.status_code != 200
@@ -131,9 +134,9 @@ def test_a_push_stopped_after_its_version_tag_is_finished_not_refused(docker_cli
     docker_client.images.get(images[1]).tag(str(repo), "1.1.0")
     _daemon_push(docker_client, repo, "1.1.0")  # 1.1.0 went up; the run stopped before moving any tag
     assert repo.digest("latest") == first.digest
-    assert finish_interrupted(repo, "latest") == ["1.1", "1", "latest"]  # what `release` does on a rerun
+    assert finish_interrupted(repo, "latest").tags == ("1.1", "1", "latest")  # what `release` does on a rerun
     assert repo.digest("latest") == repo.digest("1.1") == repo.digest("1.1.0")
     rollback(repo, "1.0.0")
-    assert finish_interrupted(repo, "latest") == []  # a rollback is never undone by it
+    assert finish_interrupted(repo, "latest").tags == ()  # a rollback is never undone by it
     again = push(docker_client, images[1], repo, "1.1.0")  # `push` rerun: the same image, so it resumes
     assert again.layers_uploaded == 0 and again.digest == repo.digest("1.1.0")

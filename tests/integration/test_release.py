@@ -9,7 +9,10 @@ import pytest
 from triton_release.cli.main import main
 from triton_release.registry.client import RegistryRepository
 
-from helpers import BASE_IMAGE, REGISTRY, python_model_files
+from support.models import python_model_files
+from support.stack import BASE_IMAGE, REGISTRY
+
+pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
@@ -72,7 +75,7 @@ def test_a_golden_failure_pushes_nothing_and_leaves_the_tree_as_it_was(released)
     assert code == 1
     assert "golden cases failed" in report["error"]["message"] and "b/golden/basic.json" in report["error"]["message"]
     assert report["steps"]["test"]["ok"] is False and "push" not in report["steps"]
-    assert report["steps"]["bump"]["undone"] is True
+    assert report["steps"]["undo-bump"]["undone"] is True
     assert repo.tags() == tags
     assert git_repo.git("status", "--porcelain") == ""
 

@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import pytest
 
-from triton_release.models import golden
+from triton_release.models import golden, inference
 from triton_release.errors import Refused
 from triton_release.image.build import build_image
-from triton_release.steps import models_to_load
+from triton_release.models.suite import models_to_load
 from triton_release.models.repository import Repository
 from triton_release.image.server import TritonServer
 
-from helpers import BASE_IMAGE, PYTHON_MODEL_RAISING, ROOT
+from support.models import PYTHON_MODEL_RAISING
+from support.stack import BASE_IMAGE, ROOT
+
+pytestmark = pytest.mark.integration
 
 EXAMPLE = Repository.load(ROOT / "model_repository")
 
@@ -26,7 +29,7 @@ def test_example_model_serves_and_passes_its_golden_cases(docker_client, example
         for path in cases:
             case, problems = golden.load_case(path, model)
             assert not problems
-            result = golden.run_case(case, server.http_url, server.grpc_url)
+            result = inference.run_case(case, server.http_url, server.grpc_url)
             assert result.passed, result.message
             assert all(o.max_abs_diff is None or o.max_abs_diff <= 1e-5 for o in result.outputs)
 
@@ -41,7 +44,7 @@ def test_a_wrong_expected_value_fails_naming_the_element(docker_client, example_
     case = golden.GoldenCase(path, "preprocess", case.inputs,
                              (golden.Tensor("NORMALIZED", "FP32", case.outputs[0].shape, tuple(data)),))
     with TritonServer(example_image.tag, {"preprocess": 1}, client=docker_client) as server:
-        result = golden.run_case(case, server.http_url, server.grpc_url)
+        result = inference.run_case(case, server.http_url, server.grpc_url)
     assert not result.passed
     assert "worst at [0, 2]" in result.message and "abs diff 0.5" in result.message
 

@@ -13,9 +13,11 @@ import requests
 import semver
 
 from triton_release.registry.client import RegistryRepository
-from triton_release.history.versioning import next_version, previous_release
+from triton_release.history.releases import next_version, previous_release
 
-from helpers import REGISTRY, ROOT
+from support.stack import REGISTRY, ROOT
+
+pytestmark = pytest.mark.integration
 
 STANDINS = {
     "local/tritonserver:24.10-py3": ("3.11", "3.11"),

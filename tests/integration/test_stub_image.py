@@ -9,15 +9,18 @@ import docker
 import pytest
 
 from triton_release.image import base as baseimage
-from triton_release.models import golden
+from triton_release.models import golden, inference
 from triton_release.image import stub
 from triton_release.cli.main import main
 from triton_release.errors import Refused
-from triton_release.steps import build_step
+from triton_release import steps
 from triton_release.models.repository import Repository
 from triton_release.image.server import CONTAINER_LABEL, TritonServer
 
-from helpers import BASE_IMAGE, PYTHON_MODEL, python_model_files
+from support.models import PYTHON_MODEL, python_model_files
+from support.stack import BASE_IMAGE
+
+pytestmark = pytest.mark.integration
 
 STUB38 = "local/tritonserver:24.10-py3-stub38"
 TRIXIE = "local/tritonserver:24.10-py3-trixie"
@@ -30,13 +33,13 @@ def one_model(make_repo):
 
 def build(repo, base, tag, image_tags, **kw):
     image_tags.append(tag)
-    return build_step(repo, base, tag, **kw)
+    return steps.build(repo, base, tag, **kw)
 
 
-def serve_and_test(docker_client, repo, tag) -> list[golden.CaseResult]:
+def serve_and_test(docker_client, repo, tag) -> list[inference.CaseResult]:
     with TritonServer(tag, {"m": 1}, load_timeout=60, client=docker_client) as server:
         cases = [golden.load_case(path, "m")[0] for path in repo["m"].golden_cases]
-        return [golden.run_case(case, server.http_url, server.grpc_url) for case in cases]
+        return [inference.run_case(case, server.http_url, server.grpc_url) for case in cases]
 
 
 def cli(*args: str, report=None) -> tuple[int, dict]:
@@ -134,7 +137,7 @@ def test_a_stub_with_a_missing_library_fails_the_check_after_the_build(docker_cl
     stub.patchelf("--add-needed", "libmissing-for-test.so.1", str(broken))
     tag = f"trt-stub/broken:{unique}"
     with pytest.raises(Refused, match="cannot find libmissing-for-test.so.1") as refused:
-        build_step(one_model, BASE_IMAGE, tag, stub_mode=f"path:{broken}")
+        steps.build(one_model, BASE_IMAGE, tag, stub_mode=f"path:{broken}")
     assert "The image was removed" in str(refused.value)
     with pytest.raises(docker.errors.ImageNotFound):
         docker_client.images.get(tag)

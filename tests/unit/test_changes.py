@@ -8,12 +8,18 @@ import subprocess
 import pytest
 import semver
 
-from helpers import PYTHON_MODEL, golden_case, python_config, python_model_files
+from support.models import PYTHON_MODEL, golden_case, python_config, python_model_files, write_tree
 from triton_release.history.changes import Changes
 from triton_release.cli.main import main
 from triton_release.errors import Refused, UsageError
 from triton_release.history.git import Git
-from triton_release.history.versioning import (apply_bumps, next_version, plan_bumps, previous_release, release_kind)
+from triton_release.history.bump import apply_bumps, plan_bumps
+from triton_release.history.releases import next_version, previous_release
+from triton_release.history.releases import release_kind as _release_kind
+
+
+def release_kind(found, bumps, signatures=None):
+    return _release_kind(found, {b.model for b in bumps}, signatures)
 
 ENSEMBLE = ('name: "ens"\nplatform: "ensemble"\nmax_batch_size: 8\n'
             'input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]\n'
@@ -200,8 +206,10 @@ def test_changed_json(released, monkeypatch, capsys):
     monkeypatch.chdir(released.root)
     assert main(["changed", "--base", released.base, "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
-    assert report["changes"]["changed"] == ["a"] and report["changes"]["ensembles"] == ["ens"]
-    assert report["bumps"] == [{"model": "a", "from": 1, "to": 2}] and report["release"]["kind"] == "minor"
+    changed = report["steps"]["changed"]
+    assert report["changed_models"] == ["a"]
+    assert changed["changes"]["changed"] == ["a"] and changed["changes"]["ensembles"] == ["ens"]
+    assert changed["bumps"] == [{"model": "a", "from": 1, "to": 2}] and changed["release"]["kind"] == "minor"
 
 
 def test_bump_is_all_or_nothing(released, monkeypatch):
@@ -312,7 +320,6 @@ def test_files_at_the_top_of_the_model_repository_are_no_models(git_repo):
 
 
 def test_bump_works_when_the_model_repository_is_the_top_of_the_git_repository(tmp_path):
-    from helpers import write_tree
     root = write_tree(tmp_path / "models", python_model_files("a"))
     for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["-c", "user.name=t", "-c", "user.email=t@e", "commit", "-qm", "a"]):
         subprocess.run(["git", *args], cwd=root, check=True)

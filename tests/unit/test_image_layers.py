@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 import os
 
-from triton_release.image.build import Layer, order_layers, write_layer_tar
+from triton_release.image.layers import Layer, order_layers, write_layer_tar
 
 
 def layer(name: str, digest: str) -> Layer:

@@ -88,7 +88,8 @@ def test_an_unknown_stub_mode_is_a_usage_error():
 
 def test_an_unknown_triton_version_falls_to_source_and_explains_both(monkeypatch):
     def unreachable(ngc_release, url=stub.PYTHON_BACKEND_URL):
-        raise stub.NoProvider("building python_backend r25.10 needs network access to github, and it is unreachable")
+        raise stub.NoProvider("building python_backend r25.10 needs network access to github, and it is unreachable",
+                             unreachable=True)
     monkeypatch.setattr(stub, "check_source_reachable", unreachable)
     with pytest.raises(Exception) as failed:
         stub.choose(base(ldd=LDD_38_MISSING, triton="2.62.0", ngc="25.10"), None, "auto")

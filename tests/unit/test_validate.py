@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import PYTHON_MODEL, golden_case, python_config, python_model_files
+from support.models import PYTHON_MODEL, golden_case, python_config, python_model_files
 from triton_release.cli.main import main
 from triton_release.models.validate import validate
 
@@ -44,7 +44,7 @@ def test_unknown_enum_on_line_5_names_file_line_and_value(make_repo, capsys):
     assert main(["validate", "--model-repository", str(root)]) == 1
     out = capsys.readouterr()
     assert "config.pbtxt:5:" in out.out and "TYPE_FP33" in out.out
-    assert "Fix them" in out.err
+    assert "config.pbtxt:5:" in out.err and "Fix it" in out.err
 
 
 def test_unknown_field_is_located(make_repo):
@@ -278,7 +278,7 @@ def test_validate_json_report(make_repo, capsys, tmp_path):
     report = json.loads(capsys.readouterr().out)
     assert report == json.loads(report_file.read_text())
     assert report["command"] == "validate" and report["ok"] is False and report["error"]["exit_code"] == 1
-    assert report["problems"][0]["path"].endswith(os.path.join("m", "01"))
+    assert report["steps"]["validate"]["problems"][0]["path"].endswith(os.path.join("m", "01"))
 
 
 def test_missing_repository_is_a_usage_error(tmp_path, capsys):

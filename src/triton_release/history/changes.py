@@ -6,12 +6,10 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from google.protobuf import text_format
-from tritonclient.grpc import model_config_pb2
-
 from triton_release.errors import Refused, UsageError
 from triton_release.history.git import Git
-from triton_release.models.repository import CONFIG_FILE, GOLDEN_DIR, MODEL_NAME, VERSION_DIR
+from triton_release.models.graph import ensemble_needs, users
+from triton_release.models.repository import CONFIG_FILE, GOLDEN_DIR, VERSION_DIR, model_name_problem, parse_config_text
 
 SETTINGS_FILES = {CONFIG_FILE, "requirements.txt"}
 
@@ -85,19 +83,13 @@ def _versions(files: list[str]) -> dict[str, set[int]]:
 
 
 def _check_name(name: str, where: str) -> None:
-    if not MODEL_NAME.match(name):
-        raise Refused(f"""
-            {where}: model name {name!r} is not allowed (letters, digits, '_', '-', '.'; starting with a
-            letter or digit). Rename the folder.""")
+    problem = model_name_problem(name)
+    if problem:
+        raise Refused(f"{where}: {problem}.")
 
 
-def parse_config_blob(blob: bytes | None) -> model_config_pb2.ModelConfig | None:
-    if blob is None:
-        return None
-    try:
-        return text_format.Parse(blob.decode("utf-8", errors="replace"), model_config_pb2.ModelConfig())
-    except text_format.ParseError:
-        return None  # validate reports it with its line
+def parse_config_blob(blob: bytes | None):
+    return None if blob is None else parse_config_text(blob.decode("utf-8", errors="replace"))
 
 
 class Changes:
@@ -194,7 +186,7 @@ class Changes:
             return "config"
         return "other"
 
-    def configs(self, ref: str, names: list[str]) -> dict[str, model_config_pb2.ModelConfig | None]:
+    def configs(self, ref: str, names: list[str]) -> dict:
         paths = {n: f"{self.prefix}/{n}/{CONFIG_FILE}" if self.prefix != "." else f"{n}/{CONFIG_FILE}" for n in names}
         blobs = self.git.blobs(ref, list(paths.values()))
         return {n: parse_config_blob(blobs[p]) for n, p in paths.items()}
@@ -205,15 +197,7 @@ class Changes:
         base_names = sorted(set(changes.models) - set(changes.added)) if base else []
         configs = {("head", n): c for n, c in head_configs.items()}
         configs.update({("base", n): c for n, c in self.configs(base, base_names).items()} if base else {})
-        steps = {n: {s.model_name for s in c.ensemble_scheduling.step}
-                 for n, c in head_configs.items() if c is not None and c.platform == "ensemble"}
-        changed = set(changes.changed)
-        found: set[str] = set()
-        frontier = set(changed)
-        while frontier:
-            new = {e for e, uses in steps.items() if uses & frontier} - found - changed
-            found |= new
-            frontier = new
+        found = users(changes.changed, ensemble_needs(head_configs))
         return ChangeSet(changes.base, changes.head, changes.prefix, changes.models, tuple(sorted(found)), configs)
 
 

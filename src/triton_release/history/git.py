@@ -11,6 +11,11 @@ from typing import IO, Iterator
 
 from triton_release.errors import InfrastructureError, UsageError
 
+class GitFailed(InfrastructureError):
+    """A git command that should have worked did not: the repository or git is broken. Refs the
+    user gave that do not resolve are a UsageError instead."""
+
+
 ZERO_SHA = re.compile(r"^0{40}$|^0{64}$")
 SAFE_REF = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_./@{}~^+-]*$")
 
@@ -25,7 +30,7 @@ class Git:
         except FileNotFoundError:
             raise InfrastructureError("git is not installed: install it (apt-get install git).") from None
         if check and result.returncode != 0:
-            raise UsageError(f"git {args[0]} failed in {self.cwd}: {result.stderr.decode(errors='replace').strip()}")
+            raise GitFailed(f"git {args[0]} failed in {self.cwd}: {result.stderr.decode(errors='replace').strip()}")
         return result
 
     def text(self, *args: str) -> str:
@@ -55,6 +60,9 @@ class Git:
                 {what} {ref!r} is not in this shallow clone. Fetch the history: `git fetch --unshallow`,
                 or in a workflow check out with `actions/checkout` and `fetch-depth: 0`.""")
         raise UsageError(f"{what} {ref!r} is not a commit in {self.cwd}: check the name (git log --oneline).")
+
+    def has_commit(self, ref: str) -> bool:
+        return self.run("rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}", check=False).returncode == 0
 
     def is_ancestor(self, base: str, head: str) -> bool:
         return self.run("merge-base", "--is-ancestor", base, head, check=False).returncode == 0
@@ -109,7 +117,7 @@ class Git:
         error = process.stderr.read().decode(errors="replace").strip()
         process.stderr.close()
         if process.wait() != 0:
-            raise UsageError(f"git archive failed in {self.cwd}: {error}")
+            raise GitFailed(f"git archive failed in {self.cwd}: {error}")
 
     def tags(self, pattern: str) -> list[str]:
         return self.text("tag", "--list", pattern).splitlines()

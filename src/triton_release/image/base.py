@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field
 import docker
 
 from triton_release.errors import InfrastructureError, Refused
-from triton_release.settings import cache_dir
+from triton_release.cache import cache_dir, write_atomic
 
 STUB_PATH = "/opt/tritonserver/backends/python/triton_python_backend_stub"
 CACHE_FORMAT = 1
@@ -194,10 +194,7 @@ def inspect(client: docker.DockerClient, image: str) -> BaseImage:
             pass
     output = run_probe(client, image, _SCRIPT, {"PROBE": _PYTHON_PROBE, "STUB": STUB_PATH})
     found = parse_probe(image, ident, output)
-    cached.parent.mkdir(parents=True, exist_ok=True)
-    partial = cached.with_suffix(".partial")
-    partial.write_text(json.dumps(found.to_json()))
-    partial.replace(cached)
+    write_atomic(cached, json.dumps(found.to_json()))
     return found
 
 

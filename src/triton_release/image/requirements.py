@@ -13,7 +13,6 @@ import re
 import shutil
 import subprocess
 import sys
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,8 +21,9 @@ from packaging.utils import canonicalize_name
 
 from triton_release.image.base import PythonInstall
 from triton_release.errors import InfrastructureError, Refused
-from triton_release.models.repository import Repository, display_path
-from triton_release.settings import cache_dir
+from triton_release.models.repository import Repository
+from triton_release.problems import display_path
+from triton_release.cache import atomic_folder, cache_dir
 
 REQUIREMENTS_FILE = "requirements.txt"
 
@@ -121,29 +121,18 @@ def resolve(repo: Repository, install: PythonInstall, glibc: str, models: list[s
 
 
 def _install(files: dict[str, Path], pins: list[Pin], install: PythonInstall, glibc: str, tree: Path) -> None:
-    partial = tree.with_name(f"{tree.name}.partial-{uuid.uuid4().hex[:8]}")  # builds may run at once
-    command = [sys.executable, "-m", "pip", "install", "--disable-pip-version-check",
-               "--target", str(partial), "--no-compile", "--only-binary=:all:", "--implementation", "cp",
-               "--python-version", install.version]
-    for tag in platforms(glibc):
-        command += ["--platform", tag]
-    for path in files.values():
-        command += ["-r", str(path)]
-    done = subprocess.run(command, capture_output=True, text=True)
-    if done.returncode != 0:
-        shutil.rmtree(partial, ignore_errors=True)
-        raise _pip_failure(done.stdout + "\n" + done.stderr, pins, install)
-    for scripts in ("bin",):
-        shutil.rmtree(partial / scripts, ignore_errors=True)
-    (partial / ".complete").write_text("")
-    try:
-        partial.rename(tree)
-    except OSError:  # another build finished the same tree first, or a stale one is in the way
-        if not (tree / ".complete").exists():
-            shutil.rmtree(tree, ignore_errors=True)
-            partial.rename(tree)
-            return
-        shutil.rmtree(partial, ignore_errors=True)
+    with atomic_folder(tree) as partial:  # builds may run at once: each installs into its own folder
+        command = [sys.executable, "-m", "pip", "install", "--disable-pip-version-check",
+                   "--target", str(partial), "--no-compile", "--only-binary=:all:", "--implementation", "cp",
+                   "--python-version", install.version]
+        for tag in platforms(glibc):
+            command += ["--platform", tag]
+        for path in files.values():
+            command += ["-r", str(path)]
+        done = subprocess.run(command, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise _pip_failure(done.stdout + "\n" + done.stderr, pins, install)
+        shutil.rmtree(partial / "bin", ignore_errors=True)
 
 
 def _pip_failure(stderr: str, pins: list[Pin], install: PythonInstall) -> Exception:

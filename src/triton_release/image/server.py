@@ -5,6 +5,7 @@ The container is always removed on exit, whatever happened inside the `with` blo
 
 from __future__ import annotations
 
+import logging
 import re
 import socket
 import time
@@ -22,6 +23,7 @@ CONTAINER_LABEL = "triton-release.server"
 # Lines after which no model of this server will ever load: fail now, not at --load-timeout.
 FATAL_LOG_LINES = ("error while loading shared libraries",)
 _CONTAINER_ID = re.compile(r"/containers/([0-9a-f]{64})/")
+log = logging.getLogger("triton_release")
 
 
 def own_container(client: docker.DockerClient):
@@ -134,8 +136,9 @@ class TritonServer:
             self.container.remove(force=True)
         except docker.errors.NotFound:
             pass
-        except docker.errors.APIError as exc:
-            raise InfrastructureError(f"Could not remove the server container {self.name}: {exc}") from None
+        except (docker.errors.APIError, requests.RequestException) as exc:  # never masks the error being reported
+            log.warning(f"could not remove the server container {self.name} ({exc.__class__.__name__}); "
+                        f"remove it with `docker rm -f {self.name}`")
         finally:
             self.container = None
 

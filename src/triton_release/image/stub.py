@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from triton_release.image.base import STUB_PATH, BaseImage, PythonInstall
-from triton_release.models.golden import NUMPY2_HINT
+from triton_release.models.inference import NUMPY2_HINT
 from triton_release.errors import InfrastructureError, Refused, UsageError
-from triton_release.settings import cache_dir
+from triton_release.cache import atomic_path, cache_dir, write_atomic
 
 # Triton version -> the nvidia-pytriton wheel that carries it (and its stubs for 3.8 to 3.13).
 PYTRITON_WHEELS = {"2.46.0": "0.5.8", "2.48.0": "0.5.10", "2.50.0": "0.5.12", "2.51.0": "0.7.0"}
@@ -33,7 +33,12 @@ _NEEDED_LIBPYTHON = re.compile(r"^libpython(\d)(?:-[0-9a-f]+)?\.(\d+)\S*\.so[.\d
 
 
 class NoProvider(Exception):
-    """A provider cannot supply a stub here; `auto` goes on to the next one."""
+    """A provider cannot supply a stub here; `auto` goes on to the next one. `unreachable`: it
+    could, but the network it needs did not answer (an infrastructure failure, not a refusal)."""
+
+    def __init__(self, message: str, unreachable: bool = False) -> None:
+        super().__init__(message)
+        self.unreachable = unreachable
 
 
 @dataclass(frozen=True)
@@ -125,15 +130,32 @@ def linked_to(stub: Path, install: PythonInstall) -> Path:
     digest = hashlib.sha256(stub.read_bytes()).hexdigest()[:16]
     patched = cache_dir() / "stubs" / "linked" / f"{digest}.{install.soname}"
     if not patched.exists():
-        patched.parent.mkdir(parents=True, exist_ok=True)
-        partial = patched.with_name(patched.name + ".partial")
-        shutil.copy2(stub, partial)
-        patchelf("--replace-needed", needed, install.soname, str(partial))
-        partial.replace(patched)
+        with atomic_path(patched) as partial:
+            shutil.copy2(stub, partial)
+            patchelf("--replace-needed", needed, install.soname, str(partial))
     return patched
 
 
 # -- providers --------------------------------------------------------------------------------
+
+def pytriton_wheel(version: str, folder: Path, python: str = "") -> Path:
+    """The nvidia-pytriton wheel of `version` in `folder`, downloaded on the host with pip once."""
+    pattern = f"nvidia_pytriton-{version}-*.whl"
+    wheel = next(iter(folder.glob(pattern)), None)
+    if wheel is not None:
+        return wheel
+    done = subprocess.run(
+        [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:",
+         "--platform", PYTRITON_PLATFORM, "--python-version", "3.11", f"nvidia-pytriton=={version}",
+         "-d", str(folder)], capture_output=True, text=True)
+    wheel = next(iter(folder.glob(pattern)), None)
+    if done.returncode != 0 or wheel is None:
+        raise InfrastructureError(f"""
+            Could not download nvidia-pytriton {version} from PyPI{' for its Python ' + python + ' stub' if python else ''}.
+            Check the network and pip's index settings, or give a stub with --stub path:FILE.""",
+                                  details=done.stderr.strip().splitlines()[-5:])
+    return wheel
+
 
 def wheel_stub(triton_version: str, python: str) -> tuple[Path, str]:
     """The NVIDIA-built stub for `python` from the nvidia-pytriton wheel carrying `triton_version`."""
@@ -146,19 +168,7 @@ def wheel_stub(triton_version: str, python: str) -> tuple[Path, str]:
     origin = f"nvidia-pytriton {version}"
     if target.exists():
         return target, origin
-    wheels = cache_dir() / "wheels"
-    wheel = next(iter(wheels.glob(f"nvidia_pytriton-{version}-*.whl")), None)
-    if wheel is None:
-        done = subprocess.run(
-            [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:",
-             "--platform", PYTRITON_PLATFORM, "--python-version", "3.11", f"nvidia-pytriton=={version}",
-             "-d", str(wheels)], capture_output=True, text=True)
-        wheel = next(iter(wheels.glob(f"nvidia_pytriton-{version}-*.whl")), None)
-        if done.returncode != 0 or wheel is None:
-            raise InfrastructureError(f"""
-                Could not download nvidia-pytriton {version} from PyPI for its Python {python} stub.
-                Check the network and pip's index settings, or give a stub with --stub path:FILE.""",
-                                      details=done.stderr.strip().splitlines()[-5:])
+    wheel = pytriton_wheel(version, cache_dir() / "wheels", python)
     member = f"pytriton/tritonserver/python_backend_stubs/{python}/triton_python_backend_stub"
     with zipfile.ZipFile(wheel) as archive:
         try:
@@ -167,11 +177,7 @@ def wheel_stub(triton_version: str, python: str) -> tuple[Path, str]:
             carried = sorted({n.split("/")[3] for n in archive.namelist()
                               if n.startswith("pytriton/tritonserver/python_backend_stubs/") and n.count("/") > 4})
             raise NoProvider(f"{origin} carries stubs for Python {', '.join(carried)}, not {python}") from None
-    target.parent.mkdir(parents=True, exist_ok=True)
-    partial = target.with_suffix(".partial")
-    partial.write_bytes(data)
-    partial.chmod(0o755)
-    partial.replace(target)
+    write_atomic(target, data, mode=0o755)
     return target, origin
 
 
@@ -202,11 +208,11 @@ def check_source_reachable(ngc_release: str, url: str = PYTHON_BACKEND_URL) -> N
                               timeout=30, env={**os.environ, "GIT_TERMINAL_PROMPT": "0"})
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise NoProvider(f"building python_backend {branch} needs {url} at build time, and it did not answer "
-                         f"({exc.__class__.__name__})") from None
+                         f"({exc.__class__.__name__})", unreachable=True) from None
     if done.returncode != 0:
         why = (done.stderr.strip().splitlines() or ["git failed"])[-1]
         raise NoProvider(f"building python_backend {branch} needs network access to {url} at build time, "
-                         f"and it is unreachable from here ({why})")
+                         f"and it is unreachable from here ({why})", unreachable=True)
     if branch not in done.stdout:
         raise NoProvider(f"{url} has no branch {branch}")
 
@@ -253,6 +259,7 @@ def choose(base: BaseImage, python: str | None, mode: str) -> StubChoice:
     if mode.startswith("path:"):
         return _from_path(Path(mode[5:]), install, common)
     tried: list[str] = []
+    unreachable = False
     for provider in (("wheel", "source") if mode == "auto" else (mode,)):
         try:
             if provider == "wheel":
@@ -265,7 +272,8 @@ def choose(base: BaseImage, python: str | None, mode: str) -> StubChoice:
                               tried=tuple(tried), **common)
         except NoProvider as exc:
             tried.append(f"{provider}: {exc}")
-    error = InfrastructureError if any(t.startswith("source:") and "unreachable" in t for t in tried) else Refused
+            unreachable = unreachable or exc.unreachable
+    error = InfrastructureError if unreachable else Refused
     raise error(f"""
         No stub for Python {target} and Triton {base.triton_version or '(unknown)'} ({base.image}):
         {'; '.join(tried)}. Build one from python_backend r{base.ngc_release or '<YY.MM>'} where GitHub

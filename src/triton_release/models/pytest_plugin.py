@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from triton_release.models import golden
+from triton_release.models import golden, inference
 from triton_release.models.repository import GOLDEN_DIR, Repository
 
 
@@ -69,7 +69,7 @@ class GoldenItem(pytest.Item):
     def __init__(self, *, model: str, **kw) -> None:
         super().__init__(**kw)
         self.model = model
-        self.result: golden.CaseResult | None = None
+        self.result: inference.CaseResult | None = None
 
     def runtest(self) -> None:
         config = self.config
@@ -79,7 +79,7 @@ class GoldenItem(pytest.Item):
         http = config.getoption("triton_url")
         grpc = config.getoption("triton_grpc_url") or f"{http.rsplit(':', 1)[0]}:8001"
         repo = _repository(config)
-        self.result = golden.run_case(case, http, grpc, decoupled=repo[self.model].decoupled)
+        self.result = inference.run_case(case, http, grpc, decoupled=repo[self.model].decoupled)
         self.user_properties.append(("latency_ms", round(self.result.latency_ms, 3)))
         for output in self.result.outputs:
             if output.max_abs_diff is not None:

@@ -3,13 +3,15 @@ Triton's own schema (tritonclient's model_config_pb2)."""
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from google.protobuf import text_format
-from tritonclient.grpc import model_config_pb2
+from triton_release.models.config_schema import model_config_pb2
+
+from triton_release.models.graph import ensemble_needs
+from triton_release.problems import Problem
 
 CONFIG_FILE = "config.pbtxt"
 GOLDEN_DIR = "golden"
@@ -17,42 +19,12 @@ MODEL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 VERSION_DIR = re.compile(r"^[1-9][0-9]*$")
 
 
-def display_path(path: Path) -> str:
-    """A path as the user would type it: relative to the working directory when under it."""
-    try:
-        return os.path.relpath(path) if Path(path).is_absolute() and Path.cwd() in Path(path).parents else str(path)
-    except ValueError:
-        return str(path)
-
-
-@dataclass(frozen=True)
-class Problem:
-    """One thing wrong in the repository, located as `path:line:col`."""
-
-    path: Path
-    message: str
-    line: int | None = None
-    col: int | None = None
-
-    def location(self) -> str:
-        loc = display_path(self.path)
-        if self.line:
-            loc += f":{self.line}"
-            if self.col:
-                loc += f":{self.col}"
-        return loc
-
-    def __str__(self) -> str:
-        return f"{self.location()}: {self.message}"
-
-    def to_json(self) -> dict:
-        return {"path": display_path(self.path), "line": self.line, "col": self.col, "message": self.message}
-
-
-def line_of(text: str, needle: str) -> int | None:
-    """The 1-based line where `needle` first appears in `text`, for locating a parsed value."""
-    index = text.find(needle)
-    return None if index < 0 else text.count("\n", 0, index) + 1
+def model_name_problem(name: str) -> str | None:
+    """Why `name` cannot be a model's name, or None. Names reach paths, git and docker."""
+    if not MODEL_NAME.match(name):
+        return (f"model name {name!r} is not allowed: use letters, digits, '_', '-' and '.', starting with "
+                "a letter or digit; rename the folder")
+    return None
 
 
 def datatype_name(data_type: int) -> str:
@@ -95,17 +67,18 @@ class Model:
     def golden_cases(self) -> list[Path]:
         return sorted((self.path / GOLDEN_DIR).glob("*.json"))
 
-    @property
-    def ensemble_steps(self) -> list[str]:
-        if not self.is_ensemble:
-            return []
-        return [step.model_name for step in self.config.ensemble_scheduling.step]
 
     def tensors(self, kind: str) -> dict:
         """Declared inputs or outputs by name (kind: 'input' or 'output'); {} without a config."""
         if self.config is None:
             return {}
         return {t.name: t for t in getattr(self.config, kind)}
+
+
+def parse_config_text(text: str) -> model_config_pb2.ModelConfig | None:
+    """A config.pbtxt's model config, or None when it does not parse (validate reports why)."""
+    config, problems = parse_config(Path(CONFIG_FILE), text)
+    return None if problems else config
 
 
 def parse_config(path: Path, text: str) -> tuple[model_config_pb2.ModelConfig | None, list[Problem]]:
@@ -160,3 +133,7 @@ class Repository:
 
     def __getitem__(self, name: str) -> Model:
         return self.models[name]
+
+    def needs(self) -> dict[str, set[str]]:
+        """model -> the models it needs loaded (an ensemble's steps)."""
+        return ensemble_needs({m.name: m.config for m in self})

@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from triton_release.models import golden
-from triton_release.models.repository import GOLDEN_DIR, MODEL_NAME, Model, Problem, Repository, display_path, line_of
+from triton_release.models.repository import GOLDEN_DIR, Model, Repository, model_name_problem
+from triton_release.problems import Problem, display_path, line_of
 
 LOOKS_LIKE_VERSION = re.compile(r"^(v|version)?-?[0-9]+$", re.I)
 
@@ -41,9 +42,9 @@ Rule = Callable[[Model, Repository], Iterator[Problem]]
 
 
 def check_name(model: Model, repo: Repository) -> Iterator[Problem]:
-    if not MODEL_NAME.match(model.name):
-        yield Problem(model.path, f"model name {model.name!r} is not allowed: use letters, digits, '_', '-' "
-                      "and '.', starting with a letter or digit")
+    problem = model_name_problem(model.name)
+    if problem:
+        yield Problem(model.path, problem)
 
 
 def check_config(model: Model, repo: Repository) -> Iterator[Problem]:

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Mapping
 
 import requests
 
@@ -42,10 +42,14 @@ class Credentials:
     def __repr__(self) -> str:
         return f"Credentials(username={self.username!r}, password=***, source={self.source!r})"
 
+    def docker_auth(self) -> dict:
+        """The auth config the Docker API takes (sent in a header, never as an argument)."""
+        return {"username": self.username, "password": self.password}
 
-def docker_config_credentials(host: str) -> Credentials | None:
+
+def docker_config_credentials(host: str, env: Mapping[str, str]) -> Credentials | None:
     """`auths` of the Docker config file ($DOCKER_CONFIG/config.json or ~/.docker/config.json)."""
-    folder = Path(os.environ.get("DOCKER_CONFIG") or Path.home() / ".docker")
+    folder = Path(env.get("DOCKER_CONFIG") or Path(env.get("HOME") or Path.home()) / ".docker")
     path = folder / "config.json"
     try:
         auths = json.loads(path.read_text()).get("auths", {})
@@ -62,14 +66,22 @@ def docker_config_credentials(host: str) -> Credentials | None:
     return None
 
 
-def find_credentials(host: str, username: str | None = None, password: str | None = None) -> Credentials | None:
+def find_credentials(host: str, env: Mapping[str, str], username: str | None = None,
+                     password: str | None = None) -> Credentials | None:
     """Given ones (action inputs), else TRITON_RELEASE_USERNAME/_PASSWORD, else the Docker config."""
     if username and password:
         return Credentials(username, password, "inputs")
-    user, secret = os.environ.get("TRITON_RELEASE_USERNAME"), os.environ.get("TRITON_RELEASE_PASSWORD")
+    user, secret = env.get("TRITON_RELEASE_USERNAME"), env.get("TRITON_RELEASE_PASSWORD")
     if user and secret:
         return Credentials(user, secret, "TRITON_RELEASE_USERNAME/_PASSWORD")
-    return docker_config_credentials(host)
+    return docker_config_credentials(host, env)
+
+
+def open_repository(ref: str, env: Mapping[str, str], username: str | None = None,
+                    password: str | None = None) -> "RegistryRepository":
+    """The registry repository `ref` with the credentials found for its host."""
+    host = RegistryRepository.parse(ref).host
+    return RegistryRepository.parse(ref, find_credentials(host, env, username, password))
 
 
 @dataclass(frozen=True)

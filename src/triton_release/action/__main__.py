@@ -1,0 +1,5 @@
+import sys
+
+from triton_release.action.main import main
+
+sys.exit(main())

@@ -1,0 +1,97 @@
+"""The action's inputs, typed and checked, and the event they arrive with.
+
+GitHub passes inputs as INPUT_<NAME> variables (name upper-cased, hyphens kept) and the event
+as a JSON file at $GITHUB_EVENT_PATH. Both are read from the environment handed in.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping
+
+from triton_release.errors import UsageError
+
+MODES = ("release", "test", "rollback")
+TRUE, FALSE = {"true", "1", "yes", "on"}, {"false", "0", "no", "off", ""}
+# Old input names that still work, with a warning: workflows already use them.
+DEPRECATED = {"image": "repository"}
+
+
+def _flag(name: str, text: str) -> bool | None:
+    value = text.strip().lower()
+    if value in TRUE:
+        return True
+    if value in FALSE:
+        return False if value else None
+    raise UsageError(f"the action's input {name} is {text!r}; give true or false.")
+
+
+@dataclass(frozen=True)
+class Event:
+    name: str
+    payload: dict
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> "Event":
+        try:
+            payload = json.loads(Path(env["GITHUB_EVENT_PATH"]).read_text())
+        except (KeyError, OSError, ValueError):
+            payload = {}
+        return cls(env.get("GITHUB_EVENT_NAME", ""), payload if isinstance(payload, dict) else {})
+
+    @property
+    def is_pull_request(self) -> bool:
+        return self.name in ("pull_request", "pull_request_target")
+
+    @property
+    def base(self) -> str | None:
+        """A pull request's base sha; None otherwise: the last release (its vX.Y.Z git tag, else its
+        image's revision), so a change whose release failed is released by the next push, which a
+        push's `before` would miss. No release yet: a first release of every model."""
+        if self.is_pull_request:
+            return (self.payload.get("pull_request") or {}).get("base", {}).get("sha")
+        return None
+
+
+@dataclass(frozen=True)
+class ActionInputs:
+    mode: str
+    settings: dict            # inputs that are settings (empty ones left to triton-release.yaml)
+    username: str
+    password: str
+    push: bool | None         # None: by event
+    commit: bool
+    base_ref: str
+    rollback_to: str
+    verify: bool
+    report: str
+    warnings: tuple[str, ...] = ()
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> "ActionInputs":
+        def value(name: str) -> str:
+            return env.get(f"INPUT_{name.upper()}", "").strip()
+
+        mode = value("mode") or "release"
+        if mode not in MODES:
+            raise UsageError(f"the action's input mode is {mode!r}; give one of {', '.join(MODES)}.")
+        warnings = []
+        repository = value("repository")
+        if value("image"):
+            warnings.append("the action's input image is deprecated; call it repository")
+            repository = repository or value("image")
+        settings = {"model_repository": value("model-repository"), "repository": repository,
+                    "base_image": value("base-image"), "python": value("python"), "stub": value("stub"),
+                    "channel": value("channel"), "keep": value("keep"), "load_timeout": value("load-timeout")}
+        return cls(mode, {k: v for k, v in settings.items() if v}, value("username"), value("password"),
+                   _flag("push", value("push")), bool(_flag("commit", value("commit"))), value("base-ref"),
+                   value("rollback-to"), bool(_flag("verify", value("verify"))),
+                   value("report") or "triton-release-report.json", tuple(warnings))
+
+    def pushes(self, event: Event) -> bool:
+        """mode test never pushes; else the push input, else: not on pull requests."""
+        if self.mode == "test":
+            return False
+        return self.push if self.push is not None else not event.is_pull_request

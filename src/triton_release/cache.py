@@ -1,0 +1,100 @@
+"""The cache folder (inspections, stubs, resolved requirements, locks) and atomic writes.
+
+Every file or folder the tool keeps is written under a temporary name beside its target and
+renamed into place, so a reader never sees half of one, and concurrent writers do not collide.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import shutil
+import uuid
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator, Mapping
+
+_root: Path | None = None
+
+
+def configure(env: Mapping[str, str]) -> Path:
+    """Choose the cache folder from the environment, once, at start-up."""
+    global _root
+    explicit = env.get("TRITON_RELEASE_CACHE")
+    if explicit:
+        _root = Path(explicit)
+    else:
+        _root = Path(env.get("XDG_CACHE_HOME") or Path(env.get("HOME") or Path.home()) / ".cache") / "triton-release"
+    return _root
+
+
+def cache_dir() -> Path:
+    """Where inspections, stubs and resolved requirements are kept between runs."""
+    return _root if _root is not None else configure(os.environ)
+
+
+def _partial(target: Path) -> Path:
+    return target.with_name(f"{target.name}.partial-{uuid.uuid4().hex[:8]}")
+
+
+@contextmanager
+def atomic_path(target: Path) -> Iterator[Path]:
+    """A temporary path beside `target` to write a file into; renamed over `target` on success,
+    removed on failure."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = _partial(target)
+    try:
+        yield partial
+        os.replace(partial, target)
+    finally:
+        partial.unlink(missing_ok=True)
+
+
+def write_atomic(target: Path, data: bytes | str, mode: int | None = None) -> None:
+    with atomic_path(target) as partial:
+        if isinstance(data, str):
+            partial.write_text(data, encoding="utf-8")
+        else:
+            partial.write_bytes(data)
+        if mode is not None:
+            partial.chmod(mode)
+
+
+@contextmanager
+def atomic_folder(target: Path, complete: str = ".complete") -> Iterator[Path]:
+    """A temporary folder beside `target`, moved into place with a `complete` marker on success.
+    When another writer finished the same folder first, theirs is kept and ours removed."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = _partial(target)
+    try:
+        partial.mkdir()
+        yield partial
+        (partial / complete).write_text("")
+        try:
+            partial.rename(target)
+        except OSError:
+            if not (target / complete).exists():  # a stale, unfinished one is in the way
+                shutil.rmtree(target, ignore_errors=True)
+                partial.rename(target)
+    finally:
+        shutil.rmtree(partial, ignore_errors=True)
+
+
+@contextmanager
+def exclusive(name: str, on_wait=None) -> Iterator[None]:
+    """One holder of the lock `name` at a time on this machine; `on_wait()` is called before
+    waiting for another holder."""
+    locks = cache_dir() / "locks"
+    locks.mkdir(parents=True, exist_ok=True)
+    with open(locks / f"{hashlib.sha256(name.encode()).hexdigest()[:16]}.lock", "w") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if on_wait is not None:
+                on_wait()
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)

@@ -1,0 +1,73 @@
+"""What every command shares: the context it runs in, flags that set settings, the model
+repository and the registry repository it works on."""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Mapping
+
+from triton_release.console import Console
+from triton_release.errors import UsageError
+from triton_release.settings import BY_KEY, CONFIG_FILE, Settings
+
+if TYPE_CHECKING:
+    from triton_release.registry.client import RegistryRepository
+
+SETTING_DEST = "setting."  # argparse dests of flags that set a setting: "setting.<key>"
+
+
+@dataclass(frozen=True)
+class Context:
+    args: argparse.Namespace
+    settings: Settings
+    console: Console
+    env: Mapping[str, str]
+
+    @property
+    def model_repository(self) -> Path:
+        root = Path(self.settings.model_repository)
+        if not root.is_dir():
+            raise UsageError(f"""
+                {root}: no such model repository. Give the folder holding your models with
+                --model-repository DIR, or model_repository: in {CONFIG_FILE}.""")
+        return root
+
+    def registry(self, flag: str, required: bool = True) -> "RegistryRepository | None":
+        """The registry repository (--to/--repo, else the `repository` setting) with its credentials."""
+        from triton_release.registry.client import open_repository
+
+        ref = self.settings.repository
+        if not ref:
+            if not required:
+                return None
+            raise UsageError(f"{flag} REPO is required (or repository: in {CONFIG_FILE}), e.g. ghcr.io/org/models.")
+        return open_repository(ref, self.env)
+
+
+def setting(parser: argparse.ArgumentParser, flag: str, key: str, **kwargs) -> None:
+    """A flag that sets the setting `key` (and wins over triton-release.yaml)."""
+    kwargs.setdefault("help", BY_KEY[key].help)
+    parser.add_argument(flag, dest=SETTING_DEST + key, **kwargs)
+
+
+def given_settings(args: argparse.Namespace) -> dict:
+    """The settings the command line gave: only flags declared with `setting`."""
+    return {dest[len(SETTING_DEST):]: value for dest, value in vars(args).items()
+            if dest.startswith(SETTING_DEST) and value is not None}
+
+
+def add_refs(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--base", metavar="REF", help="the commit released last (all zeros or absent: a first release)")
+    parser.add_argument("--head", metavar="REF", default="HEAD", help="the commit to release (default HEAD)")
+
+
+def add_image_settings(parser: argparse.ArgumentParser) -> None:
+    setting(parser, "--base-image", "base_image", metavar="IMAGE")
+    setting(parser, "--python", "python", metavar="X.Y")
+    setting(parser, "--stub", "stub", metavar="PROVIDER")
+
+
+def models_list(text: str | None) -> list[str]:
+    return [name for name in (text or "").split(",") if name]

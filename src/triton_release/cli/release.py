@@ -1,0 +1,28 @@
+"""`release`: validate, changed, bump, build, test and push in one run."""
+
+from triton_release import release
+from triton_release.cli.common import Context, add_image_settings, add_refs, setting
+
+HELP = "validate, changed, bump, build, test and push in one run"
+
+
+def add_arguments(parser) -> None:
+    add_refs(parser)
+    setting(parser, "--to", "repository", metavar="REPO")
+    parser.add_argument("--no-push", action="store_true", help="stop after the tests (pull requests, forks)")
+    parser.add_argument("--commit", action="store_true",
+                        help="commit the new version folders as `release X.Y.Z` and tag vX.Y.Z")
+    add_image_settings(parser)
+    setting(parser, "--load-timeout", "load_timeout", metavar="SECONDS")
+    setting(parser, "--channel", "channel", metavar="TAG")
+    setting(parser, "--keep", "keep", metavar="N")
+
+
+def run(ctx: Context, session) -> None:
+    args, settings = ctx.args, ctx.settings
+    request = release.ReleaseRequest(
+        model_repository=ctx.model_repository, registry=ctx.registry("--to", required=not args.no_push),
+        base=args.base, head=args.head, base_image=settings.base_image, python=settings.python,
+        stub=settings.stub, load_timeout=settings.load_timeout, channel=settings.channel, keep=settings.keep,
+        push=not args.no_push, commit=args.commit, source=release.provenance_source(ctx.env))
+    release.run_release(request, session)

@@ -1,0 +1,36 @@
+"""`rollback`: point a channel back at an earlier release, or a running server at an earlier
+version of one model."""
+
+from triton_release import release, steps
+from triton_release.cli.common import Context, setting
+from triton_release.errors import UsageError
+
+HELP = "point a channel back at an earlier release"
+
+
+def add_arguments(parser) -> None:
+    setting(parser, "--repo", "repository", metavar="REPO")
+    parser.add_argument("--to-version", metavar="X.Y.Z", help="the release the channel should point at")
+    setting(parser, "--channel", "channel", metavar="TAG")
+    parser.add_argument("--verify", action="store_true", help="run that release's golden cases against its image first")
+    parser.add_argument("--server", metavar="URL", help="model-level rollback: a running tritonserver (explicit mode)")
+    parser.add_argument("--model", metavar="NAME", help="model-level rollback: the model")
+    parser.add_argument("--to-model-version", type=int, metavar="N", help="model-level rollback: the version to serve")
+    setting(parser, "--load-timeout", "load_timeout", metavar="SECONDS")
+
+
+def run(ctx: Context, session) -> None:
+    args, settings = ctx.args, ctx.settings
+    if args.server or args.model or args.to_model_version is not None:
+        if not (args.server and args.model and args.to_model_version is not None):
+            raise UsageError("model-level rollback needs --server URL, --model NAME and --to-model-version N.")
+        if args.to_model_version < 1:
+            raise UsageError(f"--to-model-version {args.to_model_version}: Triton's versions start at 1.")
+        session.step("rollback", ctx.console.model_rolled_back, steps.rollback_model, args.server, args.model,
+                     args.to_model_version)
+        return
+    if not args.to_version:
+        raise UsageError("rollback needs --to-version X.Y.Z (or --server, --model and --to-model-version).")
+    release.run_rollback(release.RollbackRequest(
+        ctx.registry("--repo"), args.to_version, settings.channel, args.verify,
+        ctx.model_repository if args.verify else None, settings.load_timeout), session)

@@ -1,0 +1,185 @@
+"""Releases: the X.Y.Z tag grammar, "the last release", and the next version from a change.
+
+Every tag rule lives here: the registry's immutable `X.Y.Z`, the moving `X.Y` and `X`, the
+provenance `sha-<12 hex>`, and the git tag `vX.Y.Z` a committed release gets.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Protocol
+
+import semver
+
+from triton_release.errors import UsageError
+from triton_release.history.changes import ChangeSet
+from triton_release.history.git import Git
+from triton_release.models.repository import datatype_name
+
+RELEASE_TAG = re.compile(r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)$")  # semver: no leading zeros
+GIT_TAG = re.compile(r"^v(\d+)\.(\d+)\.(\d+)$")
+REVISION_LABEL = "org.opencontainers.image.revision"
+
+
+def parse_version(text: str, flag: str = "--version") -> semver.Version:
+    match = RELEASE_TAG.match(text or "")
+    if not match:
+        raise UsageError(f"{flag} {text!r}: give a release version X.Y.Z, such as 1.4.0.")
+    return semver.Version(*map(int, match.groups()))
+
+
+def is_release_tag(tag: str) -> bool:
+    return bool(RELEASE_TAG.match(tag))
+
+
+def is_provenance_tag(tag: str) -> bool:
+    return tag.startswith("sha-")
+
+
+def versions_in(tags: list[str], pattern: re.Pattern = RELEASE_TAG) -> list[semver.Version]:
+    """The release versions among `tags`, ascending."""
+    return sorted(semver.Version(*map(int, m.groups())) for t in tags if (m := pattern.match(t)))
+
+
+def git_tag(version: semver.Version | str) -> str:
+    return f"v{version}"
+
+
+def moving_tags(version: semver.Version, commit: str | None, channel: str) -> list[str]:
+    """In the order they are written: X.Y, X, sha-<12 hex>, then the channel."""
+    tags = [f"{version.major}.{version.minor}", f"{version.major}"]
+    if commit:
+        tags.append(f"sha-{commit[:12]}")
+    return tags + [channel]
+
+
+DOCKER_TAG = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
+
+
+def check_channel(channel: str) -> str:
+    """A channel is a moving tag of its own: never one that names a release (X.Y.Z), a moving
+    version tag (X.Y, X) or a provenance tag (sha-...), which it would overwrite."""
+    if not DOCKER_TAG.match(channel or ""):
+        raise UsageError(f"channel {channel!r} is not a valid tag: letters, digits, '_', '.', '-' (up to 128), "
+                         "e.g. latest or stable.")
+    if re.match(r"^\d+(\.\d+){0,2}$", channel) or is_provenance_tag(channel):
+        raise UsageError(f"channel {channel!r} looks like a release, version or provenance tag, which it would "
+                         "overwrite; name it like latest, stable or prod.")
+    return channel
+
+
+class Releases(Protocol):
+    """What "the last release" needs of a registry repository."""
+
+    def tags(self) -> list[str]: ...
+
+    def image_config(self, reference: str) -> dict: ...
+
+
+def previous_release(registry_tags: list[str], git: Git | None = None) -> tuple[semver.Version | None, str]:
+    """The highest X.Y.Z tag of the registry repository, else the highest vX.Y.Z git tag."""
+    found = versions_in(registry_tags)
+    if found:
+        return found[-1], "registry"
+    if git is not None:
+        found = versions_in(git.tags("v*"), GIT_TAG)
+        if found:
+            return found[-1], "git tag"
+    return None, "none"
+
+
+def last_release_commit(registry: Releases | None, git: Git) -> tuple[str | None, str]:
+    """The commit of the last release, the base of the next one: its vX.Y.Z git tag (the commit
+    holding its bump), else its image's revision label, else the newest vX.Y.Z git tag."""
+    versions = versions_in(registry.tags()) if registry is not None else []
+    if versions:
+        tag = git_tag(versions[-1])
+        if git.has_commit(tag):
+            return tag, f"git tag {tag} of the latest release {registry}:{versions[-1]}"
+        labels = registry.image_config(str(versions[-1])).get("config", {}).get("Labels") or {}
+        revision = labels.get(REVISION_LABEL, "")
+        if revision and git.has_commit(revision):
+            return revision, f"the revision of {registry}:{versions[-1]}"
+    tags = versions_in(git.tags("v*"), GIT_TAG)
+    if tags:
+        return git_tag(tags[-1]), f"git tag {git_tag(tags[-1])}"
+    return None, "no earlier release: a first release of every model"
+
+
+def next_version(previous: semver.Version | None, kind: str | None) -> semver.Version | None:
+    if kind is None:
+        return None
+    if previous is None:
+        return semver.Version(1, 0, 0)
+    return {"major": previous.bump_major, "minor": previous.bump_minor, "patch": previous.bump_patch}[kind]()
+
+
+# -- the kind of release a change makes ------------------------------------------------------
+
+def signature(config) -> dict | None:
+    """What clients depend on: tensors (data type, dims) and whether there is a batch dimension."""
+    if config is None:
+        return None
+    tensors = {f"{kind} {t.name}": (datatype_name(t.data_type), tuple(t.dims))
+               for kind in ("input", "output") for t in getattr(config, kind)}
+    return {"tensors": tensors, "batched": config.max_batch_size > 0}
+
+
+@dataclass(frozen=True)
+class ReleaseKind:
+    kind: str | None        # major | minor | patch | None (nothing changed in the image)
+    reasons: tuple[str, ...]
+
+    def to_json(self) -> dict:
+        return {"kind": self.kind, "reasons": list(self.reasons)}
+
+
+ORDER = {None: 0, "patch": 1, "minor": 2, "major": 3}
+
+
+def release_kind(changes: ChangeSet, bumped: set[str], signatures: dict | None = None) -> ReleaseKind:
+    """The semver part to bump, with a reason for each step up. `signatures` may give
+    (side, model) -> signature for models without config.pbtxt, as the server saw them."""
+    if changes.base is None:
+        return ReleaseKind("minor", ("first release: every model counts as added (1.0.0 when no release "
+                                     "exists yet)",))
+    reasons: list[tuple[str, str]] = []
+    for name, change in sorted(changes.models.items()):
+        if change.status == "removed":
+            reasons.append(("major", f"{name}: model removed"))
+            continue
+        if change.status == "added":
+            reasons.append(("minor", f"{name}: model added"))
+            continue
+        if change.golden_only:
+            continue
+        found = [("minor", f"{name}: new version folder")] if name in bumped or change.added_versions else []
+        found += _signature_change(name, changes, signatures or {})
+        reasons.extend(found or [("patch", f"{name}: {', '.join(change.reasons) or 'files changed'}")])
+    if not reasons:
+        return ReleaseKind(None, ("nothing changed in the image",))
+    kind = max((k for k, _ in reasons), key=ORDER.__getitem__)
+    return ReleaseKind(kind, tuple(r for _, r in reasons))
+
+
+def _signature_change(name: str, changes: ChangeSet, signatures: dict) -> list[tuple[str, str]]:
+    def sig(side: str):
+        given = signatures.get((side, name))
+        return given if given is not None else signature(changes.configs.get((side, name)))
+
+    old, new = sig("base"), sig("head")
+    if old is None or new is None:
+        return [("minor", f"{name}: signature unknown (no config.pbtxt); counted as minor")]
+    found = []
+    if old["batched"] != new["batched"]:
+        found.append(("major", f"{name}: max_batch_size changed between 0 and non-zero"))
+    for tensor, spec in old["tensors"].items():
+        if tensor not in new["tensors"]:
+            found.append(("major", f"{name}: {tensor} removed or renamed"))
+        elif new["tensors"][tensor] != spec:
+            (dtype, dims), (ndtype, ndims) = spec, new["tensors"][tensor]
+            found.append(("major", f"{name}: {tensor} changed from {dtype} {list(dims)} to {ndtype} {list(ndims)}"))
+    for tensor in sorted(set(new["tensors"]) - set(old["tensors"])):
+        found.append(("minor", f"{name}: {tensor} added"))
+    return found

@@ -1,0 +1,194 @@
+"""One run of a command: its steps recorded as they finish, its errors turned into exit codes,
+its report written whatever happened.
+
+The report is the run's own state: each step's typed result, its time and whether it passed,
+plus the facts results offer (`version`, `image`, `digest`, `changed_models`, `released`).
+The CLI and the action both run their commands through `run`, so both exit, interrupt and
+report the same way.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import tempfile
+import time
+import traceback
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable, Iterator, TypeVar
+
+from triton_release.cache import cache_dir, write_atomic
+from triton_release.console import Console
+from triton_release.errors import Interrupted, TritonReleaseError
+
+T = TypeVar("T")
+
+
+@dataclass
+class StepRecord:
+    result: Any       # a typed result with to_json(), or None when the step failed without one
+    seconds: float
+    ok: bool
+    exit_code: int = 0
+
+    def to_json(self) -> dict:
+        data = self.result.to_json() if self.result is not None else {}
+        data = {**data, "seconds": round(self.seconds, 3), "ok": self.ok}
+        if not self.ok:
+            data["exit_code"] = self.exit_code
+        return data
+
+
+@dataclass
+class Report:
+    command: str
+    steps: dict[str, StepRecord] = field(default_factory=dict)
+    facts: dict[str, Any] = field(default_factory=dict)
+    error: TritonReleaseError | None = None
+    interrupted: Interrupted | None = None
+    log_file: str | None = None
+
+    def record(self, name: str, record: StepRecord) -> None:
+        self.steps[name] = record
+        if record.result is not None and hasattr(record.result, "facts"):
+            self.facts.update(record.result.facts())
+
+    def result(self, name: str) -> Any:
+        record = self.steps.get(name)
+        return record.result if record else None
+
+    @property
+    def exit_code(self) -> int:
+        if self.interrupted is not None:
+            return self.interrupted.exit_code
+        return self.error.exit_code if self.error is not None else 0
+
+    def error_json(self) -> dict | None:
+        if self.interrupted is not None:
+            return {"exit_code": self.interrupted.exit_code, "message": f"interrupted by {self.interrupted.signal_name}"}
+        if self.error is not None:
+            return {"exit_code": self.error.exit_code, "message": self.error.message}
+        return None
+
+    def to_json(self) -> dict:
+        data: dict = {"command": self.command, "ok": self.exit_code == 0, **self.facts,
+                      "steps": {name: record.to_json() for name, record in self.steps.items()}}
+        if self.error_json() is not None:
+            data["error"] = self.error_json()
+        if self.log_file:
+            data["log_file"] = self.log_file
+        return data
+
+
+class Session:
+    """Runs steps: each in its log group, timed, its result recorded and rendered."""
+
+    def __init__(self, command: str, console: Console, *, timed: bool = False) -> None:
+        self.report = Report(command)
+        self.console = console
+        self.timed = timed  # a "done in" line per step (multi-step commands)
+
+    def step(self, name: str, show: Callable[[Any], None] | None, run: Callable[..., T], *args, **kwargs) -> T:
+        start = time.perf_counter()
+        with self.console.group(name, timed=self.timed):
+            try:
+                result = run(*args, **kwargs)
+            except TritonReleaseError as exc:
+                self.report.record(name, StepRecord(exc.result, time.perf_counter() - start, False, exc.exit_code))
+                if exc.result is not None and show is not None:
+                    show(exc.result)
+                raise
+            except BaseException:
+                self.report.record(name, StepRecord(None, time.perf_counter() - start, False, 3))
+                raise
+            self.report.record(name, StepRecord(result, time.perf_counter() - start, True))
+            if show is not None and result is not None:
+                show(result)
+        return result
+
+
+@contextmanager
+def signals_as_interrupts() -> Iterator[None]:
+    """SIGINT and SIGTERM (GitHub cancels with SIGINT, then SIGTERM) raise `Interrupted`, so every
+    `finally` runs: server containers are removed, staging folders too, the report is written."""
+    def handler(number, frame):
+        name = signal.Signals(number).name
+        raise Interrupted(name, 128 + number)
+
+    try:
+        previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    except ValueError:  # not the main thread: leave the process's handlers alone
+        yield
+        return
+    try:
+        yield
+    finally:
+        for number, old in previous.items():
+            signal.signal(number, old)
+
+
+def _log_traceback(exc: BaseException) -> str:
+    """The traceback of an unexpected error, in a file the message names."""
+    text = "".join(traceback.format_exception(exc))
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
+    for folder in (cache_dir() / "logs", Path(tempfile.gettempdir())):
+        path = folder / f"triton-release-{stamp}-{os.getpid()}.log"
+        try:
+            write_atomic(path, text)
+            return str(path)
+        except OSError:
+            continue
+    return ""
+
+
+def run(session: Session, body: Callable[[Session], None], *, report_path: str | None = None,
+        json_out: bool = False, debug: bool = False) -> int:
+    """Run `body`, then write the report; returns the exit code. The only place errors become
+    exit codes: by their type, never by their text."""
+    console, report = session.console, session.report
+    with console.logging_to_console():
+        try:
+            with signals_as_interrupts():
+                body(session)
+        except TritonReleaseError as exc:
+            report.error = exc
+            console.failure(exc)
+            if debug:
+                traceback.print_exc()
+        except Interrupted as exc:
+            report.interrupted = exc
+            console.failure(f"interrupted by {exc.signal_name}: stopped and cleaned up; nothing more was done.")
+        except KeyboardInterrupt:
+            report.interrupted = Interrupted("SIGINT", 130)
+            console.failure("interrupted by SIGINT: stopped and cleaned up; nothing more was done.")
+        except Exception as exc:  # a bug: exit 3 with the traceback in a file
+            report.log_file = _log_traceback(exc)
+            report.error = _Unexpected(f"""
+                Unexpected error: {exc.__class__.__name__}: {exc}. This is a bug in triton-release; the
+                traceback is in {report.log_file or '(no writable folder for it)'}. Please report it with that
+                file.""")
+            console.failure(report.error)
+            if debug:
+                traceback.print_exc()
+        write_report(report, report_path, json_out, console)
+    return report.exit_code
+
+
+class _Unexpected(TritonReleaseError):
+    exit_code = 3
+
+
+def write_report(report: Report, path: str | None, json_out: bool, console: Console) -> None:
+    text = json.dumps(report.to_json(), indent=2)
+    if path:
+        try:
+            write_atomic(Path(path), text + "\n")
+        except OSError as exc:  # what was done stays done: a warning, not a failure
+            console.warning(f"could not write the report to {path} ({exc.strerror}); it follows on stdout")
+            json_out = True
+    if json_out:
+        print(text, flush=True)

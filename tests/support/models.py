@@ -1,0 +1,101 @@
+"""Model repositories written from a few lines of data: configs, models, golden cases.
+
+The add-one model is a plain-text template, add_one_model.py.tmpl beside this module, read (never
+imported) by bench/generate.py too: one copy, and neither tests nor bench imports the other."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+ADD_ONE_TEMPLATE = Path(__file__).with_name("add_one_model.py.tmpl")
+PYTHON_MODEL = ADD_ONE_TEMPLATE.read_text().format(offset=1)  # adds 1 to INPUT0 (FP32) into OUTPUT0
+
+
+def python_config(name: str, max_batch_size: int = 8, dims: str = "[ 4 ]", dtype: str = "TYPE_FP32") -> str:
+    return textwrap.dedent(f'''\
+        name: "{name}"
+        backend: "python"
+        max_batch_size: {max_batch_size}
+        input [ {{ name: "INPUT0" data_type: {dtype} dims: {dims} }} ]
+        output [ {{ name: "OUTPUT0" data_type: {dtype} dims: {dims} }} ]
+        ''')
+
+
+def golden_case(shape=(1, 4), data=(1, 2, 3, 4), out=(2, 3, 4, 5), dtype="FP32", **extra) -> str:
+    case = {"inputs": [{"name": "INPUT0", "datatype": dtype, "shape": list(shape), "data": list(data)}],
+            "outputs": [{"name": "OUTPUT0", "datatype": dtype, "shape": list(shape), "data": list(out)}], **extra}
+    return json.dumps(case, indent=2)
+
+
+def write_tree(root: Path, files: dict[str, str | bytes | None]) -> Path:
+    """Write {relative path: content}; None makes an empty folder."""
+    for rel, content in files.items():
+        path = root / rel
+        if content is None:
+            path.mkdir(parents=True, exist_ok=True)
+            continue
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(content)
+    return root
+
+
+def python_model_files(name: str, **config) -> dict[str, str]:
+    return {
+        f"{name}/config.pbtxt": python_config(name, **config),
+        f"{name}/1/model.py": PYTHON_MODEL,
+        f"{name}/golden/basic.json": golden_case(),
+    }
+
+
+PYTHON_MODEL_RAISING = '''\
+class TritonPythonModel:
+    def initialize(self, args):
+        raise RuntimeError("weights file is missing: put weights.npy in the version folder")
+
+    def execute(self, requests):
+        return []
+'''
+
+DECOUPLED_MODEL = '''\
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    """Sends COUNT responses, 0, 1, ... COUNT-1, then the final flag."""
+
+    def execute(self, requests):
+        for request in requests:
+            count = int(pb_utils.get_input_tensor_by_name(request, "COUNT").as_numpy()[0])
+            sender = request.get_response_sender()
+            for i in range(count):
+                sender.send(pb_utils.InferenceResponse([pb_utils.Tensor("OUT", np.array([i], dtype=np.int32))]))
+            sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+        return None
+'''
+
+DECOUPLED_CONFIG = '''\
+name: "counter"
+backend: "python"
+max_batch_size: 0
+model_transaction_policy { decoupled: true }
+input [ { name: "COUNT" data_type: TYPE_INT32 dims: [ 1 ] } ]
+output [ { name: "OUT" data_type: TYPE_INT32 dims: [ 1 ] } ]
+'''
+
+SLEEPY_MODEL = '''\
+import time
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        time.sleep(600)
+
+    def execute(self, requests):
+        return []
+'''

@@ -1,0 +1,134 @@
+"""Registries for tests. `LocalRegistry` is a real docker-registry process (integration tests
+that stop a registry or need a password). `FakeRegistry` is a loopback HTTP server in the test's
+own process that answers only what a test sets it up to answer: one status for every request, or
+a bearer-token registry's challenge, token and tag list."""
+
+from __future__ import annotations
+
+import base64
+import json
+import socket
+import subprocess
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import requests
+
+
+class LocalRegistry:
+    """A private docker-registry process on a free loopback port (optionally with basic auth),
+    for the tests that stop a registry or need a password."""
+
+    def __init__(self, state: Path, user: tuple[str, str] | None = None) -> None:
+        import bcrypt
+        self.state = state
+        state.mkdir(parents=True, exist_ok=True)
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            self.address = f"127.0.0.1:{sock.getsockname()[1]}"
+        auth = ""
+        if user:
+            digest = bcrypt.hashpw(user[1].encode(), bcrypt.gensalt(5)).decode()
+            (state / "htpasswd").write_text(f"{user[0]}:{digest}\n")
+            auth = f"auth:\n  htpasswd:\n    realm: test\n    path: {state / 'htpasswd'}\n"
+        (state / "config.yml").write_text(
+            "version: 0.1\nlog:\n  level: warn\n"
+            f"storage:\n  filesystem:\n    rootdirectory: {state / 'data'}\n  delete:\n    enabled: true\n"
+            f"http:\n  addr: {self.address}\n{auth}")
+        self.process = None
+        self.start()
+
+    def start(self) -> None:
+        self.process = subprocess.Popen(["docker-registry", "serve", str(self.state / "config.yml")],
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        for _ in range(100):
+            try:
+                requests.get(f"http://{self.address}/v2/", timeout=1)
+                return
+            except requests.RequestException:
+                time.sleep(0.1)
+        raise RuntimeError(f"docker-registry did not start on {self.address}")
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.kill()
+            self.process.wait(10)
+            self.process = None
+
+
+class FakeRegistry:
+    """A loopback HTTP server answering like a registry, as far as it is set up to.
+
+    With `status`, every request of any method gets that status and an empty body (a 401 with a
+    Basic challenge, a 429 with Retry-After: 0). Without, it is a bearer-token registry: GET /token
+    hands out `token` for Basic `user`:`password` and records its query in `token_requests`; any
+    other GET answers 429 (Retry-After: 0) while `busy` counts down, then wants the bearer token (a
+    401 challenge naming /token, service and scope otherwise) and answers `repository`'s tag list.
+    Use it as a context manager; `address` is host:port."""
+
+    def __init__(self, *, status: int | None = None, user: str = "bot", password: str = "s3cret-pw",
+                 token: str = "tok-123", repository: str = "team/models",
+                 tags: tuple[str, ...] = ("1.0.0", "latest")) -> None:
+        self.status = status
+        self.user, self.password, self.token = user, password, token
+        self.repository, self.tags = repository, list(tags)
+        self.busy = 0
+        self.token_requests: list[str] = []
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+        self.server.fake = self
+        self.address = f"127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    def __enter__(self) -> FakeRegistry:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: ThreadingHTTPServer
+
+    def log_message(self, *args):
+        pass
+
+    def _send(self, status: int, body: dict | None = None, headers: dict | None = None) -> None:
+        data = b"" if body is None else json.dumps(body).encode()
+        self.send_response(status)
+        for key, value in (headers or {}).items():
+            self.send_header(key, value)
+        if body is not None:
+            self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _answer(self) -> None:
+        fake: FakeRegistry = self.server.fake
+        if fake.status is not None:
+            headers = {401: {"WWW-Authenticate": 'Basic realm="test"'}, 429: {"Retry-After": "0"}}
+            return self._send(fake.status, headers=headers.get(fake.status))
+        if self.command != "GET":
+            return self._send(405)
+        if self.path.startswith("/token"):
+            fake.token_requests.append(self.path)
+            expected = "Basic " + base64.b64encode(f"{fake.user}:{fake.password}".encode()).decode()
+            if self.headers.get("Authorization") != expected:
+                return self._send(401, {"errors": [{"code": "UNAUTHORIZED"}]})
+            return self._send(200, {"token": fake.token})
+        if fake.busy:
+            fake.busy -= 1
+            return self._send(429, {}, {"Retry-After": "0"})
+        if self.headers.get("Authorization") != f"Bearer {fake.token}":
+            challenge = (f'Bearer realm="http://{fake.address}/token",service="test-registry",'
+                         f'scope="repository:{fake.repository}:pull"')
+            return self._send(401, {"errors": [{"code": "UNAUTHORIZED"}]}, {"WWW-Authenticate": challenge})
+        return self._send(200, {"name": fake.repository, "tags": fake.tags})
+
+    do_GET = do_HEAD = do_PUT = do_POST = do_PATCH = do_DELETE = _answer

@@ -1,0 +1,56 @@
+"""The command line: flags map onto settings by declaration only; one word per concept."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from triton_release.cli import main
+
+
+def run(tmp_path, monkeypatch, *argv, config: str | None = None) -> tuple[int, dict]:
+    monkeypatch.chdir(tmp_path)
+    if config is not None:
+        (tmp_path / "triton-release.yaml").write_text(config)
+    report = tmp_path / "report.json"
+    code = main([*argv, "--report", str(report)], env={"HOME": str(tmp_path)})
+    return code, json.loads(report.read_text()) if report.exists() else {}
+
+
+def test_push_image_is_never_taken_for_the_registry_repository(tmp_path, monkeypatch):
+    """With `image:` (now `repository:`) in the settings file, --image stays the local image."""
+    code, report = run(tmp_path, monkeypatch, "push", "--image", "models:candidate", "--version", "01.0.0",
+                       config="image: 127.0.0.1:9/team/models\n")
+    assert code == 2
+    assert "--version '01.0.0'" in report["error"]["message"]  # refused for the version, not the image
+
+
+def test_the_old_image_setting_still_works_with_a_warning(tmp_path, monkeypatch, capsys):
+    code, report = run(tmp_path, monkeypatch, "rollback", "--to-version", "1.0.0",
+                       config="image: 127.0.0.1:9/team/models\n")
+    assert code == 3  # it reached for the registry at 127.0.0.1:9: the setting was used
+    assert "'image' is deprecated; call it 'repository'" in capsys.readouterr().out
+
+
+def test_usage_errors_exit_2_with_a_report(tmp_path, monkeypatch):
+    code, report = run(tmp_path, monkeypatch, "release", "--to", "127.0.0.1:9/x/y", "--keep", "0")
+    assert code == 2 and "keep" in report["error"]["message"]
+    code, report = run(tmp_path, monkeypatch, "release", "--load-timeout", "-1")
+    assert code == 2
+
+
+def test_version_and_validate_import_no_docker_grpc_or_pytest(tmp_path):
+    import subprocess
+    probe = ("import sys; from triton_release.cli import main; main(['validate', '--model-repository', sys.argv[1]]); "
+             "print(sorted(m for m in ('docker', 'grpc', 'pytest', 'tritonclient.grpc') if m in sys.modules))")
+    (tmp_path / "models").mkdir()
+    done = subprocess.run([sys.executable, "-c", probe, str(tmp_path / "models")], capture_output=True, text=True)
+    assert done.stdout.strip().splitlines()[-1] == "[]", done.stdout + done.stderr
+
+
+def test_a_channel_may_not_name_a_release_a_moving_or_a_provenance_tag(tmp_path, monkeypatch):
+    for channel in ("1.0.0", "1.1", "1", "sha-0123456789ab", "Bad Tag!"):
+        code, report = run(tmp_path, monkeypatch, "rollback", "--repo", "127.0.0.1:9/x/y", "--to-version", "1.0.0",
+                           "--channel", channel)
+        assert code == 2, (channel, report)
+        assert repr(channel) in report["error"]["message"]
