@@ -188,9 +188,18 @@ class Console:
             self.line("every case already has outputs (use --overwrite to record them again)")
 
     def pushed(self, result) -> None:
-        self.line(f"pushed {result.repository}:{result.version} ({result.digest}); tags {', '.join(result.tags)}; "
-                  f"{result.layers_uploaded} layers uploaded, "
-                  f"{result.layers_mounted + result.layers_present} already in the registry")
+        self.line(f"pushed {result.repository}:{result.version} ({result.digest}); {result.layers_uploaded} layers "
+                  f"uploaded, {result.layers_mounted + result.layers_present} already in the registry")
+
+    def tagged(self, result) -> None:
+        self.line(f"tags {', '.join(result.tags)} -> {result.version} (the channel pointed at "
+                  f"{result.channel_before or 'nothing'} before)")
+
+    def not_released(self, why: str) -> None:
+        self.line(why)
+
+    def waiting(self, holder: str) -> None:
+        self.line(f"{holder} is running on this machine; waiting for it")
 
     def finished(self, result) -> None:
         if result.tags:

@@ -44,10 +44,10 @@ class InfrastructureError(TritonReleaseError):
     exit_code = 3
 
 
-class Interrupted(BaseException):
+class Interrupted(KeyboardInterrupt):
     """SIGINT or SIGTERM: every `finally` runs (containers are removed), then the report is written.
 
-    A BaseException, like KeyboardInterrupt, so that no `except Exception` swallows it."""
+    A KeyboardInterrupt, so that no `except Exception` swallows it and pytest stops its run."""
 
     def __init__(self, signal_name: str, exit_code: int) -> None:
         super().__init__(signal_name)

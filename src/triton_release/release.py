@@ -1,11 +1,12 @@
-"""The release: validate, changed, bump, build, test, then push, commit and retain.
+"""The release: validate, changed, bump, build, test, then push, tags, commit and retain; and the
+rollback of a channel.
 
 Two halves with a different answer to failure:
-- Until every golden case passed, a failure undoes the bump: the working tree is left as it
-  was and nothing is pushed.
-- From the push on, what is published stays published. These steps are idempotent and a rerun
-  finishes them (the X.Y.Z already pushed is resumed, its tags moved, the commit made); they are
-  never rolled back.
+- Until X.Y.Z is in the registry, a failure undoes the bump: the working tree is left as it was,
+  and nothing is published.
+- Once X.Y.Z is in the registry the release is published, and nothing is rolled back. The
+  steps after it are idempotent: a rerun resumes the push of the same image, and a rerun that
+  finds nothing new points the newest release's moving tags at it and applies `--keep`.
 """
 
 from __future__ import annotations
@@ -13,13 +14,15 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Mapping
+from typing import TYPE_CHECKING, Mapping
 
 from triton_release import steps
 from triton_release.cache import exclusive
+from triton_release.errors import UsageError
 from triton_release.history import releases
 from triton_release.history.git import Git
 from triton_release.session import Session
+from triton_release.settings import CONFIG_FILE, Settings
 
 if TYPE_CHECKING:
     from triton_release.registry.client import RegistryRepository
@@ -30,7 +33,7 @@ CANDIDATE_TAG = "candidate"  # the local build tag; the previous candidate's lay
 @dataclass(frozen=True)
 class ReleaseRequest:
     model_repository: Path
-    registry: "RegistryRepository | None"  # None: --no-push without a registry (pull requests)
+    repository: "RegistryRepository | None"  # None: --no-push without a registry (pull requests)
     base: str | None
     head: str
     base_image: str
@@ -44,6 +47,20 @@ class ReleaseRequest:
     source: str = ""  # the source repository's URL, for the image's label
 
 
+def open_repository(settings: Settings, env: Mapping[str, str], *, required: bool, how: str,
+                    username: str | None = None, password: str | None = None) -> "RegistryRepository | None":
+    """The registry repository of the `repository` setting with its credentials; `how` tells the
+    user where to give it when it is required and missing."""
+    if not settings.repository:
+        if required:
+            raise UsageError(f"A registry repository is required: give {how} (or repository: in {CONFIG_FILE}), "
+                             "e.g. ghcr.io/org/models.")
+        return None
+    from triton_release.registry.client import open_repository as open_with_credentials
+
+    return open_with_credentials(settings.repository, env, username, password)
+
+
 def provenance_source(env: Mapping[str, str]) -> str:
     """The source repository's URL inside GitHub Actions, for the OCI source label."""
     server, name = env.get("GITHUB_SERVER_URL", ""), env.get("GITHUB_REPOSITORY", "")
@@ -52,38 +69,38 @@ def provenance_source(env: Mapping[str, str]) -> str:
 
 def local_candidate(request: ReleaseRequest, git: Git) -> str:
     local = re.sub(r"[^a-z0-9._-]+", "-", git.cwd.name.lower()).strip("-._") or "models"
-    return f"{request.registry or 'triton-release/' + local}:{CANDIDATE_TAG}"
+    return f"{request.repository or 'triton-release/' + local}:{CANDIDATE_TAG}"
 
 
 def run_release(request: ReleaseRequest, session: Session) -> None:
     releases.check_channel(request.channel)  # every argument checked before the first side effect
-    lock = f"release {request.registry}" if request.push and request.registry is not None else None
-    if lock is None:
+    if not (request.push and request.repository is not None):
         _release(request, session)
         return
-    on_wait = lambda: session.console.line(f"another release of {request.registry} is running on this machine; "  # noqa: E731
-                                           "waiting for it")
-    with exclusive(lock, on_wait):
+    with exclusive(f"release {request.repository}", lambda: session.console.waiting(f"another release of "
+                                                                                      f"{request.repository}")):
         _release(request, session)
 
 
 def _release(request: ReleaseRequest, session: Session) -> None:
     console, report = session.console, session.report
-    root = request.model_repository
+    root, repository = request.model_repository, request.repository
 
     session.step("validate", console.validation, steps.validate, root)
     planned = session.step("changed", console.changes, steps.changes, root, request.base, request.head,
-                           registry=request.registry, plan=True)
+                           registry=repository, plan=True)
     version = planned.plan.version
-    if not planned.to_test:
-        console.line("no model changed: nothing built, nothing pushed")
+    if version is None and not planned.to_test:
         report.facts["released"] = False
-        if request.push and request.registry is not None:
-            session.step("finish", console.finished, steps.finish_interrupted, request.registry, request.channel)
+        console.not_released("no model changed: nothing built, nothing pushed")
+        if request.push and repository is not None:
+            session.step("finish", console.finished, steps.finish_interrupted, repository, request.channel)
+            if request.keep is not None:
+                session.step("retain", console.retained, steps.retain, repository, request.keep, request.channel)
         return
 
-    # -- undone on failure --------------------------------------------------------------------
-    bumped = False
+    # -- undone on failure, until X.Y.Z is in the registry ------------------------------------
+    bumped = pushing = False
     try:
         session.step("bump", console.bumped, steps.bump, root, planned)
         bumped = bool(planned.bumps)
@@ -91,28 +108,35 @@ def _release(request: ReleaseRequest, session: Session) -> None:
         built = session.step("build", console.built, steps.build, root, request.base_image,
                              local_candidate(request, git), python=request.python, stub_mode=request.stub,
                              revision=planned.found.head or "", source=request.source, version=version or "")
-        session.step("test", console.golden_run, steps.test, root, built.image_id, planned.to_test,
-                     request.load_timeout)
-    except BaseException:
-        if bumped:
+        if planned.to_test:  # a change that only removes models has nothing to test
+            session.step("test", console.golden_run, steps.test, root, built.image_id, planned.to_test,
+                         request.load_timeout)
+        if version is None or not request.push:
+            report.facts["released"] = False
+            console.not_released("only golden cases changed: tested, nothing to release" if version is None
+                                 else f"--no-push: {version} built and tested, not pushed")
+            return
+        pushing = True
+        session.step("push", console.pushed, steps.push, built.image_id, repository, version)
+    except BaseException as exc:
+        if bumped and not (pushing and _maybe_published(exc, repository, version)):
             _undo_bump(session, root, planned)
         raise
 
-    # -- finished forward by a rerun ----------------------------------------------------------
-    if version is None:
-        console.line("only golden cases changed: tested, nothing to release")
-        report.facts["released"] = False
-        return
-    if not request.push:
-        console.line(f"--no-push: {version} built and tested, not pushed")
-        report.facts["released"] = False
-        return
-    session.step("push", console.pushed, steps.push, built.image_id, request.registry, version,
-                 planned.found.head, request.channel)
+    # -- published: finished forward by a rerun, never rolled back -----------------------------
+    session.step("tags", console.tagged, steps.tag, repository, version, planned.found.head, request.channel)
     if request.commit:
         session.step("commit", console.committed, steps.commit, root, version)
     if request.keep is not None:
-        session.step("retain", console.retained, steps.retain, request.registry, request.keep, request.channel)
+        session.step("retain", console.retained, steps.retain, repository, request.keep, request.channel)
+
+
+def _maybe_published(error: BaseException, repository: "RegistryRepository", version: str) -> bool:
+    """Whether a failed push may have put X.Y.Z up: then the release is finished forward by a rerun,
+    and the bump that it shipped stays. Unknown (the registry does not answer) counts as maybe."""
+    if getattr(error, "already_released", False):  # X.Y.Z is someone else's: ours never went up
+        return False
+    return steps.published(repository, version) is not False
 
 
 def _undo_bump(session: Session, root: Path, planned: steps.ChangesResult) -> None:
@@ -126,7 +150,7 @@ def _undo_bump(session: Session, root: Path, planned: steps.ChangesResult) -> No
 
 @dataclass(frozen=True)
 class RollbackRequest:
-    registry: "RegistryRepository"
+    repository: "RegistryRepository"
     version: str
     channel: str
     verify: bool = False
@@ -137,11 +161,10 @@ class RollbackRequest:
 def run_rollback(request: RollbackRequest, session: Session) -> None:
     """Point the channel at release X.Y.Z; with `verify`, only after its own golden cases pass."""
     releases.check_channel(request.channel)
-    releases.parse_version(request.version, "--to-version")
-    def verify(image: str):
-        return session.step("verify", session.console.golden_run, steps.verify_release, image,
-                            request.model_repository, request.load_timeout, request.registry.credentials)
-
-    check: Callable | None = verify if request.verify else None
-    session.step("rollback", session.console.rolled_back, steps.rollback, request.registry, request.version,
-                 request.channel, check)
+    releases.parse_version(request.version, "the version to roll back to")
+    verified = None
+    if request.verify:
+        verified = session.step("verify", session.console.golden_run, steps.verify_release, request.repository,
+                                request.version, request.model_repository, request.load_timeout)
+    session.step("rollback", session.console.rolled_back, steps.rollback, request.repository, request.version,
+                 request.channel, verified)

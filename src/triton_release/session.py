@@ -11,19 +11,18 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import tempfile
 import time
 import traceback
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Iterator, TypeVar
+from typing import Any, Callable, TypeVar
 
 from triton_release.cache import cache_dir, write_atomic
 from triton_release.console import Console
 from triton_release.errors import Interrupted, TritonReleaseError
+from triton_release.signals import closing, signals_as_interrupts
 
 T = TypeVar("T")
 
@@ -98,9 +97,17 @@ class Session:
             try:
                 result = run(*args, **kwargs)
             except TritonReleaseError as exc:
-                self.report.record(name, StepRecord(exc.result, time.perf_counter() - start, False, exc.exit_code))
-                if exc.result is not None and show is not None:
-                    show(exc.result)
+                found = None if getattr(exc, "recorded_by", None) else exc.result  # a nested step's result is its own
+                self.report.record(name, StepRecord(found, time.perf_counter() - start, False, exc.exit_code))
+                exc.recorded_by = getattr(exc, "recorded_by", None) or name
+                if found is not None and show is not None:
+                    show(found)
+                raise
+            except Interrupted as exc:
+                self.report.record(name, StepRecord(None, time.perf_counter() - start, False, exc.exit_code))
+                raise
+            except KeyboardInterrupt:
+                self.report.record(name, StepRecord(None, time.perf_counter() - start, False, 130))
                 raise
             except BaseException:
                 self.report.record(name, StepRecord(None, time.perf_counter() - start, False, 3))
@@ -109,26 +116,6 @@ class Session:
             if show is not None and result is not None:
                 show(result)
         return result
-
-
-@contextmanager
-def signals_as_interrupts() -> Iterator[None]:
-    """SIGINT and SIGTERM (GitHub cancels with SIGINT, then SIGTERM) raise `Interrupted`, so every
-    `finally` runs: server containers are removed, staging folders too, the report is written."""
-    def handler(number, frame):
-        name = signal.Signals(number).name
-        raise Interrupted(name, 128 + number)
-
-    try:
-        previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
-    except ValueError:  # not the main thread: leave the process's handlers alone
-        yield
-        return
-    try:
-        yield
-    finally:
-        for number, old in previous.items():
-            signal.signal(number, old)
 
 
 def _log_traceback(exc: BaseException) -> str:
@@ -146,36 +133,45 @@ def _log_traceback(exc: BaseException) -> str:
 
 
 def run(session: Session, body: Callable[[Session], None], *, report_path: str | None = None,
-        json_out: bool = False, debug: bool = False) -> int:
-    """Run `body`, then write the report; returns the exit code. The only place errors become
-    exit codes: by their type, never by their text."""
+        json_out: bool = False, debug: bool = False, after: Callable[[Report], None] | None = None) -> int:
+    """Run `body`, then write the report (and run `after`, e.g. the action's outputs); returns the
+    exit code. The only place errors become exit codes: by their type, never by their text."""
+    with session.console.logging_to_console(), signals_as_interrupts():
+        _run(session, body, debug)
+        late = closing()
+        if late is not None and session.report.interrupted is None:
+            session.report.interrupted = late  # it came after the work: say so, finish writing
+        write_report(session.report, report_path, json_out, session.console)
+        if after is not None:
+            after(session.report)
+    return session.report.exit_code
+
+
+def _run(session: Session, body: Callable[[Session], None], debug: bool) -> None:
     console, report = session.console, session.report
-    with console.logging_to_console():
-        try:
-            with signals_as_interrupts():
-                body(session)
-        except TritonReleaseError as exc:
-            report.error = exc
-            console.failure(exc)
-            if debug:
-                traceback.print_exc()
-        except Interrupted as exc:
-            report.interrupted = exc
-            console.failure(f"interrupted by {exc.signal_name}: stopped and cleaned up; nothing more was done.")
-        except KeyboardInterrupt:
-            report.interrupted = Interrupted("SIGINT", 130)
-            console.failure("interrupted by SIGINT: stopped and cleaned up; nothing more was done.")
-        except Exception as exc:  # a bug: exit 3 with the traceback in a file
-            report.log_file = _log_traceback(exc)
-            report.error = _Unexpected(f"""
-                Unexpected error: {exc.__class__.__name__}: {exc}. This is a bug in triton-release; the
-                traceback is in {report.log_file or '(no writable folder for it)'}. Please report it with that
-                file.""")
-            console.failure(report.error)
-            if debug:
-                traceback.print_exc()
-        write_report(report, report_path, json_out, console)
-    return report.exit_code
+    try:
+        body(session)
+    except TritonReleaseError as exc:
+        report.error = exc
+        console.failure(exc)
+        if debug:
+            traceback.print_exc()
+    except Interrupted as exc:
+        report.interrupted = exc
+        console.failure(f"interrupted by {exc.signal_name}: stopped and cleaned up; nothing more was done.")
+    except KeyboardInterrupt:
+        report.interrupted = Interrupted("SIGINT", 130)
+        console.failure("interrupted by SIGINT: stopped and cleaned up; nothing more was done.")
+    except Exception as exc:  # a bug: exit 3 with the traceback in a file
+        report.log_file = _log_traceback(exc)
+        report.error = _Unexpected(f"""
+            Unexpected error: {exc.__class__.__name__}: {exc}. This is a bug in triton-release; the
+            traceback is in {report.log_file or '(no writable folder for it)'}. Please report it with that
+            file.""")
+        console.failure(report.error)
+        if debug or console.ci:  # in Actions the log file goes with the runner: show it here too
+            with console.group("traceback"):
+                console.line("".join(traceback.format_exception(exc)).rstrip())
 
 
 class _Unexpected(TritonReleaseError):

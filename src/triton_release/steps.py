@@ -9,14 +9,15 @@ Modules that bring Docker, gRPC or pytest are imported inside the steps that nee
 from __future__ import annotations
 
 import json
+import logging
 import tempfile
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 from triton_release.cache import write_atomic
-from triton_release.errors import InfrastructureError, Refused
+from triton_release.errors import InfrastructureError, Refused, UsageError
 from triton_release.history import releases
 from triton_release.history.bump import FolderBump, apply_bumps, extract_tree, plan_bumps, undo_bumps
 from triton_release.history.changes import ChangeSet, Changes
@@ -24,14 +25,16 @@ from triton_release.history.git import Git
 from triton_release.models.repository import Repository
 from triton_release.models.validate import ValidationResult, validate as validate_repository
 
+log = logging.getLogger("triton_release")
+
 if TYPE_CHECKING:
     from triton_release.image.build import BuildResult
     from triton_release.image.base import BaseImage
     from triton_release.image.requirements import Resolved
     from triton_release.image.stub import StubChoice
     from triton_release.models.suite import GoldenRun
-    from triton_release.registry.client import Credentials, RegistryRepository
-    from triton_release.registry.publish import Finished, ModelRollback, PushResult, Retention, Rollback
+    from triton_release.registry.client import RegistryRepository
+    from triton_release.registry.publish import Finished, ModelRollback, PushResult, Retention, Rollback, Tagged
 
 
 # -- validate, changed, bump ------------------------------------------------------------------
@@ -148,14 +151,18 @@ class ReleaseImage:
 
 
 def build(root: Path | Repository, base_image: str, tag: str, *, python: str | None = None, stub_mode: str = "auto",
-          revision: str = "", source: str = "", version: str = "") -> ReleaseImage:
-    """Inspect the base, choose the stub, resolve requirements, build, and prove the stub loads."""
+          revision: str | None = None, source: str = "", version: str = "") -> ReleaseImage:
+    """Inspect the base, choose the stub, resolve requirements, build, and prove the stub loads.
+    `revision`: the commit built (default: the git HEAD around the model repository, if any)."""
     from triton_release.image import base as baseimage, requirements, stub
     from triton_release.image.build import build_image
     from triton_release.image.engine import docker_client
     from triton_release.image.layers import Runtime
 
     repo = root if isinstance(root, Repository) else Repository.load(root)
+    if revision is None:
+        found = Git(repo.root).run("rev-parse", "HEAD", check=False)
+        revision = found.stdout.decode().strip() if found.returncode == 0 else ""
     client = docker_client()
     base = baseimage.inspect(client, base_image)
     choice = stub.choose(base, python, stub_mode)
@@ -221,8 +228,7 @@ def test(root: Path | Repository, image: str, names: list[str], load_timeout: fl
         failed = run.failed
         raise Refused(f"""
             {len(failed)} of {len(run.cases)} golden cases failed in {image} (first: {failed[0].path}:
-            {failed[0].message}). Nothing was pushed. Fix the model or, if the new answer is right, the
-            golden file.""", result=run)
+            {failed[0].message}). Fix the model or, if the new answer is right, the golden file.""", result=run)
     return run
 
 
@@ -273,12 +279,23 @@ def record(root: Path, image: str, names: list[str], load_timeout: float = 300, 
 
 # -- push, retain, commit ---------------------------------------------------------------------
 
-def push(image: str, registry: "RegistryRepository", version: str, commit: str | None = None,
-         channel: str = "latest") -> "PushResult":
+def push(image: str, repository: "RegistryRepository", version: str) -> "PushResult":
     from triton_release.image.engine import docker_client
     from triton_release.registry import publish
 
-    return publish.push(docker_client(), image, registry, version, commit, channel)
+    return publish.push(docker_client(), image, repository, version)
+
+
+def published(repository: "RegistryRepository", version: str) -> bool | None:
+    from triton_release.registry import publish
+
+    return publish.published(repository, version)
+
+
+def tag(repository: "RegistryRepository", version: str, revision: str | None, channel: str) -> "Tagged":
+    from triton_release.registry import publish
+
+    return publish.tag_release(repository, version, revision, channel)
 
 
 def retain(registry: "RegistryRepository", keep: int, channel: str) -> "Retention":
@@ -315,19 +332,20 @@ def commit(root: Path, version: str) -> Committed:
                         "-c", "user.email=41898282+github-actions[bot]@users.noreply.github.com"]
         git.run(*identity, "commit", "-q", "-m", f"release {version}")
     tag = releases.git_tag(version)
-    if not git.has_commit(tag):  # a rerun finishing an interrupted release finds it there
+    if not git.has_commit(tag):
         git.run("tag", tag)
+    elif git.text("rev-parse", f"{tag}^{{commit}}") != git.text("rev-parse", "HEAD"):
+        log.warning(f"git tag {tag} already exists on another commit; it was left as it is")
     return Committed(staged, tag, git.text("rev-parse", "HEAD"))
 
 
 # -- rollback ---------------------------------------------------------------------------------
 
-def rollback(registry: "RegistryRepository", version: str, channel: str = "latest",
-             verify: Callable[[str], "GoldenRun"] | None = None) -> "Rollback":
+def rollback(repository: "RegistryRepository", version: str, channel: str = "latest",
+             verified: "GoldenRun | None" = None) -> "Rollback":
     from triton_release.registry import publish
 
-    check = (lambda image: verify(image).to_json()) if verify is not None else None
-    return publish.rollback(registry, version, channel, check)
+    return publish.rollback(repository, version, channel, verified.to_json() if verified is not None else None)
 
 
 def rollback_model(server: str, model: str, version: int) -> "ModelRollback":
@@ -337,8 +355,12 @@ def rollback_model(server: str, model: str, version: int) -> "ModelRollback":
 
 
 def checkout_at(model_repository: Path, revision: str, dest: Path) -> Path | None:
-    """The model repository as it was at `revision`, unpacked under `dest`; None when git lacks it."""
-    git = Git(Git(model_repository).toplevel())
+    """The model repository as it was at `revision`, unpacked under `dest`; None when git lacks it
+    (or there is no git repository around it)."""
+    try:
+        git = Git(Git(model_repository).toplevel())
+    except UsageError:
+        return None
     if not revision or not git.has_commit(revision):
         return None
     prefix = model_repository.resolve().relative_to(git.cwd.resolve()).as_posix()
@@ -347,17 +369,20 @@ def checkout_at(model_repository: Path, revision: str, dest: Path) -> Path | Non
     return target
 
 
-def verify_release(image: str, model_repository: Path, load_timeout: float = 300,
-                   credentials: "Credentials | None" = None) -> "GoldenRun":
-    """Pull a released image and run the golden cases of the commit it was built from."""
+def verify_release(repository: "RegistryRepository", version: str, model_repository: Path,
+                   load_timeout: float = 300) -> "GoldenRun":
+    """Pull release X.Y.Z and run the golden cases of the commit it was built from."""
     import docker
 
     from triton_release.image.engine import docker_client
+    from triton_release.registry.publish import release_manifest
 
+    release_manifest(repository, version)  # an unknown version is refused before any pull
+    image = f"{repository}:{version}"
     client = docker_client()
-    name, _, tag = image.rpartition(":")
+    credentials = repository.credentials
     try:
-        client.images.pull(name, tag=tag, auth_config=credentials.docker_auth() if credentials else None)
+        client.images.pull(str(repository), tag=version, auth_config=credentials.docker_auth() if credentials else None)
     except docker.errors.APIError as exc:
         raise InfrastructureError(f"Could not pull {image} to verify it: {exc.explanation or exc}") from None
     labels = client.images.get(image).labels or {}

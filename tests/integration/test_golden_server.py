@@ -174,3 +174,64 @@ def test_record_fills_outputs_that_then_pass(image, repo, tmp_path, capsys):
     assert (root / "addone" / "golden" / "basic.json").read_text() == kept  # never overwritten
     assert main(["test", "--image", image, "--model-repository", str(root), "--models", "addone"]) == 0
     assert "3 golden cases passed" in capsys.readouterr().out
+
+
+STUCK_MODEL = '''\
+import time
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        time.sleep(600)
+        return []
+'''
+
+
+def test_a_cancel_during_a_hung_case_removes_the_server_and_writes_the_report(docker_client, tmp_path, unique,
+                                                                               image_tags):
+    """GitHub cancels with SIGINT, then SIGTERM: the first stops the run, the second must not
+    break its cleanup; exit 130, the report written, no container left."""
+    import os
+    import signal
+
+    import requests
+
+    root = write_tree(tmp_path / "model_repository", {
+        "stuck/config.pbtxt": python_config("stuck"), "stuck/1/model.py": STUCK_MODEL,
+        "stuck/golden/basic.json": golden_case()})
+    tag = f"triton-release-test/stuck:{unique}"
+    image_tags.append(tag)
+    build_image(Repository.load(root), BASE_IMAGE, tag, client=docker_client)
+    before = {c.id for c in docker_client.containers.list(all=True, filters={"label": CONTAINER_LABEL})}
+    report = tmp_path / "report.json"
+    run = subprocess.Popen([sys.executable, "-m", "triton_release", "test", "--image", tag, "--model-repository",
+                            str(root), "--report", str(report)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           text=True)
+    deadline = time.monotonic() + 120
+    ready = False
+    while not ready and time.monotonic() < deadline and run.poll() is None:
+        for container in docker_client.containers.list(filters={"label": CONTAINER_LABEL}):
+            if container.id in before:
+                continue
+            ports = container.attrs["NetworkSettings"]["Ports"].get("8000/tcp") or []
+            try:
+                ready = bool(ports) and requests.get(f"http://127.0.0.1:{ports[0]['HostPort']}/v2/models/stuck/ready",
+                                                     timeout=1).status_code == 200
+            except requests.RequestException:
+                pass
+        time.sleep(0.2)
+    assert ready, "the server never became ready"
+    time.sleep(1)  # the case is being sent: the model sleeps in execute
+    started = time.monotonic()
+    run.send_signal(signal.SIGINT)
+    time.sleep(1)
+    if run.poll() is None:
+        run.send_signal(signal.SIGTERM)
+    out, _ = run.communicate(timeout=60)
+    assert run.returncode == 130, out[-3000:]
+    assert time.monotonic() - started < 30
+    assert "Traceback" not in out, out[-3000:]
+    assert json.loads(report.read_text())["error"]["exit_code"] == 130
+    left = {c.id for c in docker_client.containers.list(all=True, filters={"label": CONTAINER_LABEL})} - before
+    assert not left
+    assert os.path.exists(report)

@@ -10,12 +10,12 @@ import requests
 from triton_release.cli.main import main
 from triton_release.errors import Refused
 from triton_release.image.build import build_image
-from triton_release.registry.publish import push, retain, rollback, rollback_model
+from triton_release.registry.publish import push, retain, rollback, rollback_model, tag_release
 from triton_release.registry.client import Credentials, RegistryRepository
 from triton_release.models.repository import Repository
 from triton_release.image.server import TritonServer
 
-from support.models import python_model_files, write_tree
+from support.models import golden_case, python_model_files, write_tree
 from support.stack import BASE_IMAGE, REGISTRY
 
 pytestmark = pytest.mark.integration
@@ -45,21 +45,26 @@ def repo(unique, request):
     return RegistryRepository.parse(f"{REGISTRY}/triton-release-test/{request.node.name[5:40].replace('_', '-')}-{unique}")
 
 
+def release(docker_client, image, repo, version, revision=None, channel="latest"):
+    """What `push` and `release` do: X.Y.Z, then the moving tags."""
+    return push(docker_client, image, repo, version), tag_release(repo, version, revision, channel)
+
+
 def test_push_writes_every_tag_to_one_manifest_and_uploads_only_the_new_layer(docker_client, images, repo):
-    first = push(docker_client, images[0], repo, "1.0.0", "a" * 40)
-    assert first.tags == ("1.0.0", "1.0", "1", f"sha-{'a' * 12}", "latest")
-    assert {repo.digest(t) for t in first.tags} == {first.digest}
-    assert first.channel_before is None
-    second = push(docker_client, images[1], repo, "1.1.0", "b" * 40)
+    first, tagged = release(docker_client, images[0], repo, "1.0.0", "a" * 40)
+    assert tagged.tags == ("1.0", "1", f"sha-{'a' * 12}", "latest")
+    assert {repo.digest(t) for t in ("1.0.0", *tagged.tags)} == {first.digest}
+    assert tagged.channel_before is None
+    second, tagged_second = release(docker_client, images[1], repo, "1.1.0", "b" * 40)
     # a's version 2 is the only layer new to this repository (sent, or linked when an earlier run sent it)
     assert second.layers_uploaded + second.layers_mounted == 1
     assert second.layers_present == first.layers_uploaded + first.layers_mounted + first.layers_present
     assert repo.digest("latest") == repo.digest("1") == second.digest != first.digest
-    assert repo.digest("1.0.0") == first.digest and second.channel_before == first.digest
+    assert repo.digest("1.0.0") == first.digest and tagged_second.channel_before == first.digest
 
 
 def test_an_existing_version_is_never_overwritten(docker_client, images, repo, tmp_path):
-    pushed = push(docker_client, images[0], repo, "2.0.0")
+    pushed, _ = release(docker_client, images[0], repo, "2.0.0")
     code = main(["push", "--image", images[1], "--to", str(repo), "--version", "2.0.0",
                  "--report", str(tmp_path / "r.json")])
     assert code == 1
@@ -68,8 +73,8 @@ def test_an_existing_version_is_never_overwritten(docker_client, images, repo, t
 
 
 def test_rollback_moves_the_channel_by_retag_and_reports_the_digest_before(docker_client, images, repo, tmp_path):
-    old = push(docker_client, images[0], repo, "1.0.0")
-    new = push(docker_client, images[1], repo, "1.1.0")
+    old, _ = release(docker_client, images[0], repo, "1.0.0")
+    new, _ = release(docker_client, images[1], repo, "1.1.0")
     code = main(["rollback", "--repo", str(repo), "--to-version", "1.0.0", "--report", str(tmp_path / "r.json")])
     report = json.loads((tmp_path / "r.json").read_text())
     assert code == 0
@@ -77,15 +82,38 @@ def test_rollback_moves_the_channel_by_retag_and_reports_the_digest_before(docke
     assert report["steps"]["rollback"]["previous_digest"] == new.digest and report["digest"] == old.digest
 
 
+def test_rollback_verify_runs_the_release_golden_cases_before_moving_the_channel(docker_client, repo, tmp_path,
+                                                                               unique, image_tags):
+    root = write_tree(tmp_path / "model_repository", python_model_files("a"))
+    tag = f"triton-release-test/publish:{unique}-verify"
+    image_tags.append(tag)
+    build_image(Repository.load(root), BASE_IMAGE, tag, {"triton-release.models": json.dumps({"a": [1]})},
+                client=docker_client)
+    pushed, _ = release(docker_client, tag, repo, "1.0.0")
+    report = tmp_path / "r.json"
+    args = ["rollback", "--repo", str(repo), "--to-version", "1.0.0", "--verify", "--model-repository", str(root),
+            "--report", str(report)]
+    assert main([*args, "--channel", "stable"]) == 0
+    done = json.loads(report.read_text())
+    assert done["steps"]["verify"]["passed"] is True and done["steps"]["rollback"]["verified"] is True
+    assert repo.digest("stable") == pushed.digest
+    write_tree(root, {"a/golden/basic.json": golden_case(out=(9, 9, 9, 9))})  # not what 1.0.0 answers
+    assert main([*args, "--channel", "canary"]) == 1
+    failed = json.loads(report.read_text())
+    assert "fails its own golden cases; the channel was not moved" in failed["error"]["message"]
+    assert failed["steps"]["verify"]["passed"] is False and "rollback" not in failed["steps"]
+    assert repo.digest("canary") is None
+
+
 def test_rollback_to_an_unknown_version_lists_the_nearest(docker_client, images, repo):
-    push(docker_client, images[0], repo, "1.0.0")
+    release(docker_client, images[0], repo, "1.0.0")
     with pytest.raises(Refused, match=r"1.4.0 does not exist.*Nearest releases: 1.0.0"):
         rollback(repo, "1.4.0")
 
 
 def test_keep_deletes_the_oldest_but_never_a_channels_target(docker_client, images, repo):
     for patch, image in enumerate(images):
-        push(docker_client, image, repo, f"1.0.{patch}")
+        release(docker_client, image, repo, f"1.0.{patch}")
     rollback(repo, "1.0.0", channel="stable")
     # 1.0.2 is the newest; 1.0.0 is the stable channel's target; 1.0.1 is what nobody points at
     assert retain(repo, 1, "latest").deleted == ("1.0.1",)
@@ -130,7 +158,7 @@ def test_basic_auth_push_with_env_credentials_never_shows_the_password(docker_cl
 
 def test_a_push_stopped_after_its_version_tag_is_finished_not_refused(docker_client, images, repo):
     from triton_release.registry.publish import _daemon_push, finish_interrupted
-    first = push(docker_client, images[0], repo, "1.0.0")
+    first, _ = release(docker_client, images[0], repo, "1.0.0")
     docker_client.images.get(images[1]).tag(str(repo), "1.1.0")
     _daemon_push(docker_client, repo, "1.1.0")  # 1.1.0 went up; the run stopped before moving any tag
     assert repo.digest("latest") == first.digest

@@ -13,6 +13,7 @@ from triton_release.action.main import main
 from triton_release.action.outputs import ActionOutputs, summary
 from triton_release.errors import UsageError
 from triton_release.session import Report, StepRecord
+from triton_release.settings import resolve
 
 
 def env_for(tmp_path, event_name: str, payload: dict, **inputs: str) -> dict:
@@ -38,8 +39,9 @@ def test_settings_left_empty_are_left_to_triton_release_yaml(tmp_path):
 
 def test_the_old_image_input_still_works_with_a_warning(tmp_path):
     inputs = ActionInputs.from_env(env_for(tmp_path, "push", {}, image="ghcr.io/org/models"))
-    assert inputs.settings["repository"] == "ghcr.io/org/models"
-    assert "deprecated" in inputs.warnings[0]
+    settings = resolve({}, action_inputs=inputs.settings, cwd=tmp_path)
+    assert settings.repository == "ghcr.io/org/models"
+    assert settings.warnings == ("action input: 'image' is deprecated; call it 'repository'",)
 
 
 @pytest.mark.parametrize("inputs, match", [({"mode": "tests"}, "release, test, rollback"),
@@ -83,8 +85,9 @@ def test_outputs_are_checked_and_written_with_delimiters(tmp_path):
     ActionOutputs.from_report(report, "report.json").write(str(out))
     text = out.read_text()
     assert "version<<" in text and "\n1.1.0\n" in text and '\n["a"]\n' in text and "\nreport.json\n" in text
-    with pytest.raises(UsageError):
-        ActionOutputs.from_report(Report("release", facts={"digest": "sha256:x"}), "r.json")
+    odd = ActionOutputs.from_report(Report("release", facts={"digest": "sha256:x", "changed_models": ["a"]}), "r.json")
+    assert odd.problems() == ["digest 'sha256:x' is not a sha256 digest"]
+    assert odd.valid().digest == "" and odd.valid().changed_models == ("a",) and odd.valid().report == "r.json"
 
 
 def test_summary_names_models_versions_stub_cases_and_tags_escaping_user_text():
@@ -99,12 +102,13 @@ def test_summary_names_models_versions_stub_cases_and_tags_escaping_user_text():
         "build": NS(stub=NS(kept=False, origin="nvidia-pytriton 0.7.0", provider="wheel", target_python="3.11",
                             triton_version="2.51.0")),
         "test": NS(cases=(case,)),
-        "push": NS(repository="r", version="1.1.0", digest="sha256:x", tags=("1.1.0", "latest")),
+        "push": NS(repository="r", version="1.1.0", digest="sha256:x"),
+        "tags": NS(tags=("1.1", "latest")),
     }
     for name, result in results.items():
         report.steps[name] = StepRecord(result, 0.1, True)
     text = summary(report)
     for expected in ("**Changed models:** `a`", "`pipe`: ensemble using a changed model", "1.0.0 -> **1.1.0** (minor)",
                      "version 1 -> 2", "nvidia-pytriton 0.7.0 (wheel)", "| `a/basic` | **fail**: got \\| 2 ::warning::x | 1.5 | 0 |",
-                     "`1.1.0`, `latest`"):
+                     "`1.1.0`, `1.1`, `latest`"):
         assert expected in text, expected

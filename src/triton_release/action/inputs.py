@@ -15,8 +15,8 @@ from triton_release.errors import UsageError
 
 MODES = ("release", "test", "rollback")
 TRUE, FALSE = {"true", "1", "yes", "on"}, {"false", "0", "no", "off", ""}
-# Old input names that still work, with a warning: workflows already use them.
-DEPRECATED = {"image": "repository"}
+SETTING_INPUTS = ("model-repository", "repository", "image", "base-image", "python", "stub", "channel", "keep",
+                  "load-timeout")  # inputs that are settings (`image`: the old name of `repository`)
 
 
 def _flag(name: str, text: str) -> bool | None:
@@ -67,7 +67,6 @@ class ActionInputs:
     rollback_to: str
     verify: bool
     report: str
-    warnings: tuple[str, ...] = ()
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> "ActionInputs":
@@ -77,18 +76,11 @@ class ActionInputs:
         mode = value("mode") or "release"
         if mode not in MODES:
             raise UsageError(f"the action's input mode is {mode!r}; give one of {', '.join(MODES)}.")
-        warnings = []
-        repository = value("repository")
-        if value("image"):
-            warnings.append("the action's input image is deprecated; call it repository")
-            repository = repository or value("image")
-        settings = {"model_repository": value("model-repository"), "repository": repository,
-                    "base_image": value("base-image"), "python": value("python"), "stub": value("stub"),
-                    "channel": value("channel"), "keep": value("keep"), "load_timeout": value("load-timeout")}
-        return cls(mode, {k: v for k, v in settings.items() if v}, value("username"), value("password"),
+        settings = {name.replace("-", "_"): value(name) for name in SETTING_INPUTS if value(name)}
+        return cls(mode, settings, value("username"), value("password"),
                    _flag("push", value("push")), bool(_flag("commit", value("commit"))), value("base-ref"),
                    value("rollback-to"), bool(_flag("verify", value("verify"))),
-                   value("report") or "triton-release-report.json", tuple(warnings))
+                   value("report") or "triton-release-report.json")
 
     def pushes(self, event: Event) -> bool:
         """mode test never pushes; else the push input, else: not on pull requests."""

@@ -16,68 +16,74 @@ from triton_release import cache, release, session as sessions
 from triton_release.action.inputs import ActionInputs, Event
 from triton_release.action.outputs import ActionOutputs, summary
 from triton_release.console import Console
-from triton_release.errors import UsageError
+from triton_release.errors import TritonReleaseError, UsageError
 from triton_release.settings import resolve
+
+DEFAULT_REPORT = "triton-release-report.json"
 
 
 def main(env: Mapping[str, str] | None = None) -> int:
     env = dict(os.environ if env is None else env)
     cache.configure(env)
     console = Console(ci=True)
-    password = env.get("INPUT_PASSWORD", "").strip()
-    if password:
-        console.mask(password)
+    if env.get("INPUT_PASSWORD", "").strip():  # before anything else can print
+        console.mask(env["INPUT_PASSWORD"].strip())
     workspace = Path(env.get("GITHUB_WORKSPACE") or ".")
-    report_path = env.get("INPUT_REPORT", "").strip() or "triton-release-report.json"
-    mode = env.get("INPUT_MODE", "").strip() or "release"
+    try:
+        inputs: ActionInputs | TritonReleaseError = ActionInputs.from_env(env)
+    except UsageError as exc:  # reported inside the session, so the report and outputs say it too
+        inputs = exc
+    mode = inputs.mode if isinstance(inputs, ActionInputs) else "release"
+    report_path = inputs.report if isinstance(inputs, ActionInputs) else DEFAULT_REPORT
     session = sessions.Session("rollback" if mode == "rollback" else "release", console, timed=True)
 
     def body(session: sessions.Session) -> None:
-        inputs = ActionInputs.from_env(env)
-        for warning in inputs.warnings:
-            console.warning(warning)
+        if not isinstance(inputs, ActionInputs):
+            raise inputs
         settings = resolve({}, action_inputs=inputs.settings, cwd=workspace if workspace.is_dir() else None)
         console.settings(settings)
         run(inputs, settings, Event.from_env(env), env, session)
 
-    code = sessions.run(session, body, report_path=str(workspace / report_path))
-    finish(session.report, report_path, env, console)
-    return code
+    return sessions.run(session, body, report_path=str(workspace / report_path),
+                        after=lambda report: finish(report, report_path, env, console))
 
 
 def run(inputs: ActionInputs, settings, event: Event, env: Mapping[str, str], session: sessions.Session) -> None:
-    from triton_release.registry.client import open_repository
-
-    root = Path(settings.model_repository)
-    if not root.is_dir():
-        raise UsageError(f"{root}: no such model repository; set the action's model-repository input.")
     pushes = inputs.pushes(event)
-    registry = None
-    if settings.repository:
-        registry = open_repository(settings.repository, env, inputs.username, inputs.password)
-    elif pushes or inputs.mode == "rollback":
-        raise UsageError("the action's input repository is required to push or roll back, e.g. ghcr.io/org/models.")
+    repository = release.open_repository(settings, env, required=pushes or inputs.mode == "rollback",
+                                         how="the action's input repository", username=inputs.username,
+                                         password=inputs.password)
     if inputs.mode == "rollback":
         if not inputs.rollback_to:
             raise UsageError("mode rollback needs the input rollback-to: the release X.Y.Z to point the channel at.")
-        release.run_rollback(release.RollbackRequest(registry, inputs.rollback_to, settings.channel, inputs.verify,
-                                                     root, settings.load_timeout), session)
+        release.run_rollback(release.RollbackRequest(
+            repository, inputs.rollback_to, settings.channel, inputs.verify,
+            model_repository(settings) if inputs.verify else None, settings.load_timeout), session)
         return
-    request = release.ReleaseRequest(
-        model_repository=root, registry=registry, base=inputs.base_ref or event.base, head="HEAD",
-        base_image=settings.base_image, python=settings.python, stub=settings.stub,
+    release.run_release(release.ReleaseRequest(
+        model_repository=model_repository(settings), repository=repository, base=inputs.base_ref or event.base,
+        head="HEAD", base_image=settings.base_image, python=settings.python, stub=settings.stub,
         load_timeout=settings.load_timeout, channel=settings.channel, keep=settings.keep, push=pushes,
-        commit=inputs.commit, source=release.provenance_source(env))
-    release.run_release(request, session)
+        commit=inputs.commit, source=release.provenance_source(env)), session)
+
+
+def model_repository(settings) -> Path:
+    root = Path(settings.model_repository)
+    if not root.is_dir():
+        raise UsageError(f"{root}: no such model repository; set the action's input model-repository.")
+    return root
 
 
 def finish(report: sessions.Report, report_path: str, env: Mapping[str, str], console: Console) -> None:
     """Outputs and the step summary; neither may fail the run."""
     if env.get("GITHUB_OUTPUT"):
+        outputs = ActionOutputs.from_report(report, report_path)
+        for problem in outputs.problems():
+            console.warning(f"the action's output {problem}; it is left empty")
         try:
-            ActionOutputs.from_report(report, report_path).write(env["GITHUB_OUTPUT"])
-        except (UsageError, OSError) as exc:
-            console.warning(f"the action's outputs could not be written ({exc})")
+            outputs.valid().write(env["GITHUB_OUTPUT"])
+        except OSError as exc:
+            console.warning(f"the action's outputs could not be written ({exc.strerror})")
     if env.get("GITHUB_STEP_SUMMARY"):
         try:
             text = summary(report)

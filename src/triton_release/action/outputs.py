@@ -7,7 +7,6 @@ import re
 import uuid
 from dataclasses import dataclass
 
-from triton_release.errors import UsageError
 from triton_release.session import Report
 
 _VERSION = re.compile(r"^(\d+\.\d+\.\d+)?$")
@@ -25,18 +24,26 @@ class ActionOutputs:
     @classmethod
     def from_report(cls, report: Report, report_path: str) -> "ActionOutputs":
         facts = report.facts
-        outputs = cls(facts.get("version") or "", facts.get("image") or "", facts.get("digest") or "",
-                      tuple(facts.get("changed_models") or ()), report_path)
-        outputs.check()
-        return outputs
+        return cls(str(facts.get("version") or ""), str(facts.get("image") or ""), str(facts.get("digest") or ""),
+                   tuple(str(m) for m in facts.get("changed_models") or ()), report_path)
 
-    def check(self) -> None:
+    def problems(self) -> list[str]:
+        """Values that are not what their output promises."""
+        found = []
         if not _VERSION.match(self.version):
-            raise UsageError(f"output version {self.version!r} is not X.Y.Z")
+            found.append(f"version {self.version!r} is not X.Y.Z")
         if not _DIGEST.match(self.digest):
-            raise UsageError(f"output digest {self.digest!r} is not a sha256 digest")
-        if any(not isinstance(m, str) or "\n" in m for m in self.changed_models):
-            raise UsageError("output changed-models must be a list of model names")
+            found.append(f"digest {self.digest!r} is not a sha256 digest")
+        if any("\n" in m for m in self.changed_models):
+            found.append("changed-models holds a name with a line break")
+        return found
+
+    def valid(self) -> "ActionOutputs":
+        """These outputs with every value that is not what it promises left empty."""
+        return ActionOutputs(self.version if _VERSION.match(self.version) else "",
+                             self.image if _VERSION.match(self.version) else "",
+                             self.digest if _DIGEST.match(self.digest) else "",
+                             tuple(m for m in self.changed_models if "\n" not in m), self.report)
 
     def values(self) -> dict[str, str]:
         return {"version": self.version, "image": self.image, "digest": self.digest,
@@ -73,8 +80,9 @@ def summary(report: Report) -> str:
             lines.append(f"**Version:** {plan.previous or 'none'} -> **{plan.version or 'no release'}** "
                          f"({changed.kind.kind or 'nothing'})")
     bumped = report.result("bump")
+    undone = " (undone: the release failed)" if report.result("undo-bump") is not None else ""
     for bump in (bumped.bumps if bumped is not None else ()):
-        lines.append(f"- `{bump.model}`: version {bump.from_version} -> {bump.to_version}")
+        lines.append(f"- `{bump.model}`: version {bump.from_version} -> {bump.to_version}{undone}")
     built = report.result("build")
     if built is not None:
         stub = built.stub
@@ -88,10 +96,11 @@ def summary(report: Report) -> str:
             worst = f"{max(diffs):.3g}" if diffs else ""
             result = "pass" if case.passed else f"**fail**: {_md(case.message)}"
             lines.append(f"| `{_md(case.case)}` | {result} | {case.latency_ms:.1f} | {worst} |")
-    pushed = report.result("push")
+    pushed, tagged = report.result("push"), report.result("tags")
     if pushed is not None:
+        tags = [pushed.version, *(tagged.tags if tagged is not None else ())]
         lines += ["", f"**Pushed** `{pushed.repository}:{pushed.version}` ({pushed.digest}): tags "
-                  + ", ".join(f"`{t}`" for t in pushed.tags)]
+                  + ", ".join(f"`{t}`" for t in tags)]
     error = report.error_json()
     if error:
         lines += ["", f"**Failed** (exit {error['exit_code']}): {_md(error['message'])}"]

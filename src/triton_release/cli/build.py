@@ -2,7 +2,6 @@
 
 from triton_release import steps
 from triton_release.cli.common import Context, add_image_settings
-from triton_release.history.git import Git
 from triton_release.release import provenance_source
 
 HELP = "build the release image"
@@ -14,10 +13,6 @@ def add_arguments(parser) -> None:
 
 
 def run(ctx: Context, session) -> None:
-    root = ctx.model_repository
-    found = Git(root).run("rev-parse", "HEAD", check=False)
-    revision = found.stdout.decode().strip() if found.returncode == 0 else ""
     settings = ctx.settings
-    session.step("build", ctx.console.built, steps.build, root, settings.base_image, ctx.args.tag,
-                 python=settings.python, stub_mode=settings.stub, revision=revision,
-                 source=provenance_source(ctx.env))
+    session.step("build", ctx.console.built, steps.build, ctx.model_repository, settings.base_image, ctx.args.tag,
+                 python=settings.python, stub_mode=settings.stub, source=provenance_source(ctx.env))

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Mapping
 
 from triton_release.console import Console
 from triton_release.errors import UsageError
+from triton_release.release import open_repository
 from triton_release.settings import BY_KEY, CONFIG_FILE, Settings
 
 if TYPE_CHECKING:
@@ -34,16 +35,9 @@ class Context:
                 --model-repository DIR, or model_repository: in {CONFIG_FILE}.""")
         return root
 
-    def registry(self, flag: str, required: bool = True) -> "RegistryRepository | None":
+    def repository(self, how: str, required: bool = True) -> "RegistryRepository | None":
         """The registry repository (--to/--repo, else the `repository` setting) with its credentials."""
-        from triton_release.registry.client import open_repository
-
-        ref = self.settings.repository
-        if not ref:
-            if not required:
-                return None
-            raise UsageError(f"{flag} REPO is required (or repository: in {CONFIG_FILE}), e.g. ghcr.io/org/models.")
-        return open_repository(ref, self.env)
+        return open_repository(self.settings, self.env, required=required, how=how)
 
 
 def setting(parser: argparse.ArgumentParser, flag: str, key: str, **kwargs) -> None:

@@ -19,7 +19,7 @@ COMMANDS: dict[str, ModuleType] = {
     "validate": validate, "changed": changed, "bump": bump, "build": build, "test": test,
     "record": record, "push": push, "release": release, "rollback": rollback,
 }
-MULTI_STEP = {"release", "bump"}  # commands whose steps each print their time
+MULTI_STEP = {"release", "bump", "push", "rollback"}  # commands whose steps each print their time
 
 
 class _Parser(argparse.ArgumentParser):

@@ -18,11 +18,11 @@ def add_arguments(parser) -> None:
 
 
 def run(ctx: Context, session) -> None:
-    parse_version(ctx.args.version)  # every argument checked before anything moves
-    check_channel(ctx.settings.channel)
-    registry = ctx.registry("--to")
-    settings = ctx.settings
-    session.step("push", ctx.console.pushed, steps.push, ctx.args.image, registry, ctx.args.version,
-                 ctx.args.revision, settings.channel)
+    args, settings, console = ctx.args, ctx.settings, ctx.console
+    parse_version(args.version)  # every argument checked before anything moves
+    check_channel(settings.channel)
+    repository = ctx.repository("--to REPO")
+    session.step("push", console.pushed, steps.push, args.image, repository, args.version)
+    session.step("tags", console.tagged, steps.tag, repository, args.version, args.revision, settings.channel)
     if settings.keep is not None:
-        session.step("retain", ctx.console.retained, steps.retain, registry, settings.keep, settings.channel)
+        session.step("retain", console.retained, steps.retain, repository, settings.keep, settings.channel)

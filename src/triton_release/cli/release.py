@@ -21,7 +21,7 @@ def add_arguments(parser) -> None:
 def run(ctx: Context, session) -> None:
     args, settings = ctx.args, ctx.settings
     request = release.ReleaseRequest(
-        model_repository=ctx.model_repository, registry=ctx.registry("--to", required=not args.no_push),
+        model_repository=ctx.model_repository, repository=ctx.repository("--to REPO", required=not args.no_push),
         base=args.base, head=args.head, base_image=settings.base_image, python=settings.python,
         stub=settings.stub, load_timeout=settings.load_timeout, channel=settings.channel, keep=settings.keep,
         push=not args.no_push, commit=args.commit, source=release.provenance_source(ctx.env))

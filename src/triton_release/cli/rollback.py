@@ -32,5 +32,5 @@ def run(ctx: Context, session) -> None:
     if not args.to_version:
         raise UsageError("rollback needs --to-version X.Y.Z (or --server, --model and --to-model-version).")
     release.run_rollback(release.RollbackRequest(
-        ctx.registry("--repo"), args.to_version, settings.channel, args.verify,
+        ctx.repository("--repo REPO"), args.to_version, settings.channel, args.verify,
         ctx.model_repository if args.verify else None, settings.load_timeout), session)

@@ -7,11 +7,12 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from triton_release.errors import Refused, UsageError
+from triton_release.errors import Interrupted, Refused, UsageError
 from triton_release.models import golden
 from triton_release.models.graph import needed
 from triton_release.models.inference import CaseResult
 from triton_release.models.repository import Repository
+from triton_release.signals import pending_interrupt
 
 
 @dataclass(frozen=True)
@@ -93,6 +94,8 @@ def run_suite(repo: Repository, names: list[str], http_url: str, grpc_url: str, 
         if keyword:
             args += ["-k", keyword]
         code = pytest.main(args, plugins=[collector])
+    if code == pytest.ExitCode.INTERRUPTED:  # pytest caught the signal: raise it again, the run stops
+        raise pending_interrupt() or Interrupted("SIGINT", 130)
     if code == pytest.ExitCode.USAGE_ERROR:
         raise UsageError(f"pytest refused the golden run's arguments (is -k {keyword!r} a valid expression?).")
     if code not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED, pytest.ExitCode.NO_TESTS_COLLECTED):

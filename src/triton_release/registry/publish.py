@@ -12,38 +12,55 @@ from dataclasses import dataclass, field
 
 import docker
 import requests
-import semver
 
 from triton_release.errors import InfrastructureError, Refused, UsageError
 from triton_release.history.releases import (REVISION_LABEL, is_provenance_tag, is_release_tag, moving_tags, parse_version,
                                              versions_in)
 from triton_release.registry.client import Manifest, RegistryRepository
 
+class AlreadyReleased(Refused):
+    """X.Y.Z exists with other contents: nothing of this release was published."""
+
+    already_released = True
+
+
 @dataclass(frozen=True)
 class PushResult:
+    """The immutable X.Y.Z in the registry: from here on the release is published."""
     repository: str
     version: str
     digest: str
-    tags: tuple[str, ...]
     layers_uploaded: int      # sent to the registry
     layers_mounted: int       # already in the registry under another repository: linked, not sent
     layers_present: int       # already in this repository
-    channel_before: str | None
 
     def to_json(self) -> dict:
         return {"repository": self.repository, "version": self.version, "digest": self.digest,
-                "image": f"{self.repository}:{self.version}", "tags": list(self.tags),
-                "layers_uploaded": self.layers_uploaded, "layers_mounted": self.layers_mounted,
-                "layers_already_present": self.layers_present, "channel_digest_before": self.channel_before}
+                "image": f"{self.repository}:{self.version}", "layers_uploaded": self.layers_uploaded,
+                "layers_mounted": self.layers_mounted, "layers_already_present": self.layers_present}
 
     def facts(self) -> dict:
         return {"version": self.version, "image": f"{self.repository}:{self.version}", "digest": self.digest,
                 "released": True}
 
 
-def push(client: docker.DockerClient, image: str, registry: RegistryRepository, version: str,
-         commit: str | None = None, channel: str = "latest") -> PushResult:
-    release = parse_version(version)
+@dataclass(frozen=True)
+class Tagged:
+    """The moving tags pointed at a release: X.Y, X, sha-<12 hex>, the channel last."""
+    repository: str
+    version: str
+    tags: tuple[str, ...]
+    channel_before: str | None  # the digest the channel pointed at before: roll forward with it
+
+    def to_json(self) -> dict:
+        return {"repository": self.repository, "version": self.version, "tags": list(self.tags),
+                "channel_digest_before": self.channel_before}
+
+
+def push(client: docker.DockerClient, image: str, registry: RegistryRepository, version: str) -> PushResult:
+    """Push the local `image` as X.Y.Z; an X.Y.Z of other contents is refused before any upload,
+    the same image pushed before (an interrupted run) is resumed."""
+    parse_version(version)
     try:
         local = client.images.get(image)
     except docker.errors.ImageNotFound:
@@ -51,27 +68,35 @@ def push(client: docker.DockerClient, image: str, registry: RegistryRepository, 
     existing = registry.digest(version)
     ours = {d.split("@", 1)[1] for d in local.attrs.get("RepoDigests") or [] if d.startswith(f"{registry}@")}
     if existing is not None and existing not in ours:
-        raise Refused(f"""
+        raise AlreadyReleased(f"""
             {registry}:{version} already exists, and released versions are immutable: nothing was pushed.
             Release the next version (the previous release is read from the registry's tags).""")
     if existing is None:
         local.tag(str(registry), version)
         uploaded, mounted, present = _daemon_push(client, registry, version)
-    else:  # this very image went up before and the run stopped: finish its tags
+    else:  # this very image went up before and the run stopped: resume
         uploaded, mounted, present = 0, 0, len(registry.manifest(version).layers)
     digest = registry.digest(version) or ""
-    channel_before = registry.digest(channel)
-    tags = [version, *move_tags(registry, release, commit, channel)]
-    return PushResult(str(registry), version, digest, tuple(tags), uploaded, mounted, present, channel_before)
+    return PushResult(str(registry), version, digest, uploaded, mounted, present)
 
 
-def move_tags(registry: RegistryRepository, version: semver.Version, commit: str | None, channel: str) -> list[str]:
+def published(registry: RegistryRepository, version: str) -> bool | None:
+    """Whether X.Y.Z is in the registry; None when the registry cannot say."""
+    try:
+        return registry.digest(version) is not None
+    except (InfrastructureError, Refused):
+        return None
+
+
+def tag_release(registry: RegistryRepository, version: str, revision: str | None, channel: str) -> Tagged:
     """Point X.Y, X, sha-<12> and, last, the channel at release `version`'s manifest."""
-    manifest = registry.manifest(str(version))
-    tags = moving_tags(version, commit, channel)
+    release = parse_version(version)
+    manifest = registry.manifest(version)
+    channel_before = registry.digest(channel)
+    tags = moving_tags(release, revision, channel)
     for tag in tags:
         registry.put_manifest(tag, manifest)
-    return tags
+    return Tagged(str(registry), version, tuple(tags), channel_before)
 
 
 @dataclass(frozen=True)
@@ -79,10 +104,17 @@ class Finished:
     """The moving tags of an interrupted release, pointed at it by a later run."""
     repository: str
     version: str | None
+    digest: str | None
     tags: tuple[str, ...]
 
     def to_json(self) -> dict:
-        return {"repository": self.repository, "version": self.version, "finished_tags": list(self.tags)}
+        return {"repository": self.repository, "version": self.version, "digest": self.digest,
+                "finished_tags": list(self.tags)}
+
+    def facts(self) -> dict:
+        if not self.tags:
+            return {}
+        return {"version": self.version, "image": f"{self.repository}:{self.version}", "digest": self.digest}
 
 
 def finish_interrupted(registry: RegistryRepository, channel: str) -> Finished:
@@ -90,14 +122,14 @@ def finish_interrupted(registry: RegistryRepository, channel: str) -> Finished:
     them (its X.Y points elsewhere). A rollback moves only the channel, so it is never undone here."""
     versions = versions_in(registry.tags())
     if not versions:
-        return Finished(str(registry), None, ())
+        return Finished(str(registry), None, None, ())
     newest = versions[-1]
     digest = registry.digest(str(newest))
     if registry.digest(f"{newest.major}.{newest.minor}") == digest:
-        return Finished(str(registry), str(newest), ())
+        return Finished(str(registry), str(newest), digest, ())
     labels = registry.image_config(str(newest)).get("config", {}).get("Labels") or {}
-    tags = move_tags(registry, newest, labels.get(REVISION_LABEL) or None, channel)
-    return Finished(str(registry), str(newest), tuple(tags))
+    tagged = tag_release(registry, str(newest), labels.get(REVISION_LABEL) or None, channel)
+    return Finished(str(registry), str(newest), digest, tagged.tags)
 
 
 def _daemon_push(client: docker.DockerClient, registry: RegistryRepository, tag: str) -> tuple[int, int, int]:
@@ -137,14 +169,10 @@ class Retention:
         return {"repository": self.repository, "keep": self.keep, "deleted": list(self.deleted)}
 
 
-def check_keep(keep: int | None) -> None:
-    if keep is not None and keep < 1:
-        raise UsageError("--keep must be 1 or more (without it every release is kept).")
-
-
 def retain(registry: RegistryRepository, keep: int, channel: str) -> Retention:
     """Delete the oldest releases beyond `keep`, never one a moving tag or the channel points at."""
-    check_keep(keep)
+    if keep < 1:  # the `keep` setting refuses it; a caller of this function may not have used it
+        raise UsageError("--keep must be 1 or more (without it every release is kept).")
     tags = registry.tags()
     releases = versions_in(tags)
     if len(releases) <= keep:
@@ -195,13 +223,14 @@ def release_manifest(registry: RegistryRepository, version: str) -> Manifest:
     return manifest
 
 
-def rollback(registry: RegistryRepository, version: str, channel: str = "latest", verify=None) -> Rollback:
-    """Point `channel` at release `version` by a manifest PUT; `verify(image)` runs first when given."""
+def rollback(registry: RegistryRepository, version: str, channel: str = "latest",
+             verified: dict | None = None) -> Rollback:
+    """Point `channel` at release `version` by a manifest PUT. `verified`: the golden run that
+    passed against that release first, for the report."""
     manifest = release_manifest(registry, version)
     before = registry.digest(channel)
-    golden = verify(f"{registry}:{version}") if verify else {}
     registry.put_manifest(channel, manifest)
-    return Rollback(str(registry), channel, version, manifest.digest, before, verify is not None, golden)
+    return Rollback(str(registry), channel, version, manifest.digest, before, verified is not None, verified or {})
 
 
 @dataclass(frozen=True)
