@@ -24,7 +24,7 @@ pytestmark = pytest.mark.e2e
 
 ACT = Path(sys.executable).with_name("act")
 RUNNER = "local/act-runner:bookworm"
-ACTION_FILES = ("action.yml", "Dockerfile", ".dockerignore", "pyproject.toml", "README.md", "src")
+ACTION_FILES = ("action.yml", "Dockerfile", ".dockerignore", "pyproject.toml", "requirements.lock", "README.md", "src")
 
 
 class ActionCheckout(GitRepo):
