@@ -24,7 +24,7 @@ import docker
 from bench.generate import MODEL_PY, generate_repository, git
 from bench.rebuild import BASE_IMAGE, naive_build
 from triton_release.models import golden, inference
-from triton_release.registry.publish import rollback
+from triton_release.registry.rollback import rollback
 from triton_release.registry.client import RegistryRepository
 from triton_release.models.repository import Repository
 from triton_release.image.server import TritonServer

@@ -15,6 +15,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator, Mapping
 
+from triton_release.errors import InfrastructureError
+
 _root: Path | None = None
 
 
@@ -38,11 +40,26 @@ def _partial(target: Path) -> Path:
     return target.with_name(f"{target.name}.partial-{uuid.uuid4().hex[:8]}")
 
 
+def _folder(folder: Path) -> None:
+    """Make `folder`; an unwritable one is an infrastructure error that says how to choose another."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        if os.access(folder, os.W_OK):
+            return
+        error = PermissionError(13, "Permission denied")
+    except OSError as exc:
+        error = exc
+    root = cache_dir()
+    hint = (" Point TRITON_RELEASE_CACHE at a writable folder." if folder == root or root in folder.parents
+            else " Choose a writable place.")
+    raise InfrastructureError(f"Cannot write in {folder} ({error.strerror}).{hint}")
+
+
 @contextmanager
 def atomic_path(target: Path) -> Iterator[Path]:
     """A temporary path beside `target` to write a file into; renamed over `target` on success,
     removed on failure."""
-    target.parent.mkdir(parents=True, exist_ok=True)
+    _folder(target.parent)
     partial = _partial(target)
     try:
         yield partial
@@ -65,7 +82,7 @@ def write_atomic(target: Path, data: bytes | str, mode: int | None = None) -> No
 def atomic_folder(target: Path, complete: str = ".complete") -> Iterator[Path]:
     """A temporary folder beside `target`, moved into place with a `complete` marker on success.
     When another writer finished the same folder first, theirs is kept and ours removed."""
-    target.parent.mkdir(parents=True, exist_ok=True)
+    _folder(target.parent)
     partial = _partial(target)
     try:
         partial.mkdir()
@@ -86,7 +103,7 @@ def exclusive(name: str, on_wait=None) -> Iterator[None]:
     """One holder of the lock `name` at a time on this machine; `on_wait()` is called before
     waiting for another holder."""
     locks = cache_dir() / "locks"
-    locks.mkdir(parents=True, exist_ok=True)
+    _folder(locks)
     with open(locks / f"{hashlib.sha256(name.encode()).hexdigest()[:16]}.lock", "w") as handle:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)

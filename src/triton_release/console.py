@@ -165,6 +165,11 @@ class Console:
         if not result.bumps:
             self.line("no version folder to bump")
 
+    def exported(self, result) -> None:
+        self.line(f"building and testing commit {result.commit[:12]} with the new version folders")
+        if result.uncommitted:
+            self.warning(f"not released, because not committed: {', '.join(result.uncommitted)}")
+
     def built(self, result) -> None:
         for warning in result.warnings:
             self.warning(warning)
@@ -210,6 +215,8 @@ class Console:
             self.line(f"deleted {result.repository}:{version} (--keep {result.keep})")
 
     def committed(self, result) -> None:
+        if result is None:
+            return
         self.line(f"{'committed the new version folders and ' if result.committed else ''}tagged {result.tag} "
                   f"({result.commit[:12]})")
 

@@ -12,6 +12,7 @@ Two halves with a different answer to failure:
 from __future__ import annotations
 
 import re
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Mapping
@@ -45,6 +46,9 @@ class ReleaseRequest:
     push: bool
     commit: bool
     source: str = ""  # the source repository's URL, for the image's label
+    requirements_options: str = "refuse"
+    server_memory: str | None = None  # the server container's limits
+    server_pids: int = 4096
 
 
 def open_repository(settings: Settings, env: Mapping[str, str], *, required: bool, how: str,
@@ -68,7 +72,9 @@ def provenance_source(env: Mapping[str, str]) -> str:
 
 
 def local_candidate(request: ReleaseRequest, git: Git) -> str:
-    local = re.sub(r"[^a-z0-9._-]+", "-", git.cwd.name.lower()).strip("-._") or "models"
+    """The local tag of the build: the registry repository's, else one made from the checkout's
+    folder name (any name: only lower-case letters and digits joined by '-' are kept)."""
+    local = "-".join(re.findall(r"[a-z0-9]+", git.cwd.name.lower()))[:64] or "models"
     return f"{request.repository or 'triton-release/' + local}:{CANDIDATE_TAG}"
 
 
@@ -86,7 +92,7 @@ def _release(request: ReleaseRequest, session: Session) -> None:
     console, report = session.console, session.report
     root, repository = request.model_repository, request.repository
 
-    session.step("validate", console.validation, steps.validate, root)
+    session.step("validate", console.validation, steps.validate, root, request.requirements_options)
     planned = session.step("changed", console.changes, steps.changes, root, request.base, request.head,
                            registry=repository, plan=True)
     version = planned.plan.version
@@ -95,6 +101,8 @@ def _release(request: ReleaseRequest, session: Session) -> None:
         console.not_released("no model changed: nothing built, nothing pushed")
         if request.push and repository is not None:
             session.step("finish", console.finished, steps.finish_interrupted, repository, request.channel)
+            if request.commit:
+                session.step("commit", console.committed, steps.finish_commit, root, repository)
             if request.keep is not None:
                 session.step("retain", console.retained, steps.retain, repository, request.keep, request.channel)
         return
@@ -102,31 +110,36 @@ def _release(request: ReleaseRequest, session: Session) -> None:
     # -- undone on failure, until X.Y.Z is in the registry ------------------------------------
     bumped = pushing = False
     try:
-        session.step("bump", console.bumped, steps.bump, root, planned)
+        bump = session.step("bump", console.bumped, steps.bump, root, planned)
         bumped = bool(planned.bumps)
         git = Git(Git(root).toplevel())
-        built = session.step("build", console.built, steps.build, root, request.base_image,
-                             local_candidate(request, git), python=request.python, stub_mode=request.stub,
-                             revision=planned.found.head or "", source=request.source, version=version or "")
-        if planned.to_test:  # a change that only removes models has nothing to test
-            session.step("test", console.golden_run, steps.test, root, built.image_id, planned.to_test,
-                         request.load_timeout)
+        with tempfile.TemporaryDirectory(prefix="triton-release-") as scratch:
+            shipped = session.step("export", console.exported, steps.export, root, planned, Path(scratch))
+            built = session.step("build", console.built, steps.build, shipped.root, request.base_image,
+                                 local_candidate(request, git), python=request.python, stub_mode=request.stub,
+                                 revision=planned.found.head, source=request.source, version=version or "",
+                                 bumped_from=planned.found.base, requirements_options=request.requirements_options)
+            if planned.to_test:  # a change that only removes models has nothing to test
+                session.step("test", console.golden_run, steps.test, shipped.root, built.image_id, planned.to_test,
+                             request.load_timeout, shown_as=root, memory=request.server_memory,
+                             pids=request.server_pids)
         if version is None or not request.push:
             report.facts["released"] = False
             console.not_released("only golden cases changed: tested, nothing to release" if version is None
                                  else f"--no-push: {version} built and tested, not pushed")
             return
         pushing = True
-        session.step("push", console.pushed, steps.push, built.image_id, repository, version)
+        pushed = session.step("push", console.pushed, steps.push, built.image_id, repository, version)
     except BaseException as exc:
         if bumped and not (pushing and _maybe_published(exc, repository, version)):
             _undo_bump(session, root, planned)
         raise
 
     # -- published: finished forward by a rerun, never rolled back -----------------------------
-    session.step("tags", console.tagged, steps.tag, repository, version, planned.found.head, request.channel)
+    session.step("tags", console.tagged, steps.tag, repository, version, planned.found.head, request.channel,
+                 pushed.digest)
     if request.commit:
-        session.step("commit", console.committed, steps.commit, root, version)
+        session.step("commit", console.committed, steps.commit, root, version, bump)
     if request.keep is not None:
         session.step("retain", console.retained, steps.retain, repository, request.keep, request.channel)
 
@@ -156,6 +169,8 @@ class RollbackRequest:
     verify: bool = False
     model_repository: Path | None = None  # with verify: the golden cases' repository (and its git)
     load_timeout: float = 300
+    server_memory: str | None = None
+    server_pids: int = 4096
 
 
 def run_rollback(request: RollbackRequest, session: Session) -> None:
@@ -165,6 +180,7 @@ def run_rollback(request: RollbackRequest, session: Session) -> None:
     verified = None
     if request.verify:
         verified = session.step("verify", session.console.golden_run, steps.verify_release, request.repository,
-                                request.version, request.model_repository, request.load_timeout)
+                                request.version, request.model_repository, request.load_timeout,
+                                request.server_memory, request.server_pids)
     session.step("rollback", session.console.rolled_back, steps.rollback, request.repository, request.version,
                  request.channel, verified)

@@ -127,7 +127,7 @@ def _log_traceback(exc: BaseException) -> str:
         try:
             write_atomic(path, text)
             return str(path)
-        except OSError:
+        except (OSError, TritonReleaseError):
             continue
     return ""
 
@@ -183,8 +183,9 @@ def write_report(report: Report, path: str | None, json_out: bool, console: Cons
     if path:
         try:
             write_atomic(Path(path), text + "\n")
-        except OSError as exc:  # what was done stays done: a warning, not a failure
-            console.warning(f"could not write the report to {path} ({exc.strerror}); it follows on stdout")
+        except (OSError, TritonReleaseError) as exc:  # what was done stays done: a warning, not a failure
+            console.warning(f"could not write the report to {path} ({getattr(exc, 'strerror', None) or exc}); "
+                            "it follows on stdout")
             json_out = True
     if json_out:
         print(text, flush=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -44,6 +45,30 @@ def _text(value: Any) -> str:
     return str(value)
 
 
+def _size(value: Any) -> str | None:
+    if value in (None, ""):
+        return None
+    text = _text(value).strip().lower()
+    if not re.fullmatch(r"[1-9][0-9]*[bkmg]?", text):
+        raise ValueError(f"{value!r} is not a size such as 8g, 512m or 1073741824")
+    return text
+
+
+def _count(value: Any) -> int:
+    count = _int(value)
+    if count < 1:
+        raise ValueError("give at least 1")
+    return count
+
+
+def _choice(*choices: str) -> Callable[[Any], str]:
+    def convert(value: Any) -> str:
+        if value not in choices:
+            raise ValueError(f"{value!r} is not one of {', '.join(choices)}")
+        return value
+    return convert
+
+
 def _python_version(value: Any) -> str | None:
     if value in (None, ""):
         return None
@@ -73,6 +98,11 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("keep", None, "keep only the newest N releases (default: keep all)", _keep),
     Setting("load_timeout", 300, "seconds each tested model may take to become ready", _seconds),
     Setting("stub", "auto", "where the Python backend stub comes from: auto|stock|wheel|source|path:FILE"),
+    Setting("requirements_options", "refuse", "refuse|allow: pip options (-r, -c, -e, --index-url, -f), paths "
+            "and URLs in models' requirements.txt", _choice("refuse", "allow")),
+    Setting("server_memory", None, "memory limit of the tritonserver container, e.g. 8g (default: 3/4 of this "
+            "machine's memory)", _size),
+    Setting("server_pids", 4096, "process limit of the tritonserver container", _count),
 )
 BY_KEY = {s.key: s for s in SETTINGS}
 # Old names that still work, with a warning: workflows and settings files already use them.
@@ -99,6 +129,11 @@ def read_config_file(path: Path) -> dict[str, Any]:
     """triton-release.yaml, refusing unknown keys with a 'did you mean' hint and the line."""
     try:
         text = path.read_text(encoding="utf-8")
+        for event in yaml.parse(text):  # anchors and aliases can expand without bound: not in settings
+            if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
+                mark = event.start_mark
+                raise UsageError(f"{path}:{mark.line + 1}:{mark.column + 1}: YAML anchors and aliases are not "
+                                 "allowed in the settings file; write each value out.")
         node = yaml.compose(text)
         data = yaml.safe_load(text)
     except OSError as exc:

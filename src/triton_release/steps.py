@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING
 from triton_release.cache import write_atomic
 from triton_release.errors import InfrastructureError, Refused, UsageError
 from triton_release.history import releases
-from triton_release.history.bump import FolderBump, apply_bumps, extract_tree, plan_bumps, undo_bumps
+from triton_release.history.bump import (FolderBump, apply_bumps, check_working_tree, extract_tree, plan_bumps,
+                                         undo_bumps)
 from triton_release.history.changes import ChangeSet, Changes
 from triton_release.history.git import Git
 from triton_release.models.repository import Repository
@@ -34,13 +35,14 @@ if TYPE_CHECKING:
     from triton_release.image.stub import StubChoice
     from triton_release.models.suite import GoldenRun
     from triton_release.registry.client import RegistryRepository
-    from triton_release.registry.publish import Finished, ModelRollback, PushResult, Retention, Rollback, Tagged
+    from triton_release.registry.publish import Finished, PushResult, Retention, Tagged
+    from triton_release.registry.rollback import ModelRollback, Rollback
 
 
 # -- validate, changed, bump ------------------------------------------------------------------
 
-def validate(root: Path) -> ValidationResult:
-    result = validate_repository(root)
+def validate(root: Path, requirements_options: str = "refuse") -> ValidationResult:
+    result = validate_repository(root, requirements_options)
     if not result.ok:
         first, more = result.problems[0], len(result.problems) - 1
         also = f" (and {more} more problem{'s' if more > 1 else ''}, listed above)" if more else ""
@@ -90,7 +92,7 @@ def changes(root: Path, base: str | None, head: str = "HEAD", *, registry: "Regi
     git = Git(Git(root).toplevel())
     base_from = "--base"
     if base is None and plan:
-        base, base_from = releases.last_release_commit(registry, git)
+        base, base_from = releases.last_release_commit(registry, git, head)
     elif base is None:
         base_from = "no --base: a first release of every model"
     found = Changes(root).between(base, head)
@@ -115,6 +117,9 @@ class BumpResult:
 
 
 def bump(root: Path, planned: ChangesResult) -> BumpResult:
+    """The next version folders in the working tree; refused before touching anything when the
+    working tree holds anything but the commit there."""
+    check_working_tree(planned.found, list(planned.bumps), root)
     apply_bumps(planned.found, list(planned.bumps), root)
     return BumpResult(planned.found.prefix, planned.bumps)
 
@@ -122,6 +127,34 @@ def bump(root: Path, planned: ChangesResult) -> BumpResult:
 def undo_bump(root: Path, planned: ChangesResult) -> BumpResult:
     undo_bumps(planned.found, list(planned.bumps), root)
     return BumpResult(planned.found.prefix, planned.bumps, undone=True)
+
+
+@dataclass(frozen=True)
+class Export:
+    """The model repository as the release ships it: the released commit's files, bumped."""
+    root: Path
+    commit: str
+    uncommitted: tuple[str, ...]  # what the working tree holds besides: not released
+
+    def to_json(self) -> dict:
+        return {"commit": self.commit, "uncommitted_not_released": list(self.uncommitted)}
+
+
+def export(root: Path, planned: ChangesResult, dest: Path) -> Export:
+    """The commit's model repository with the bumps applied, unpacked under `dest`: what is built
+    and tested, whatever the working tree holds (uncommitted edits are never shipped)."""
+    git = Git(Git(root).toplevel())
+    found = planned.found
+    target = dest / "model_repository"
+    extract_tree(git, found.head, found.prefix, target)
+    apply_bumps(found, list(planned.bumps), target, git)
+    changed = git.run("status", "--porcelain=v1", "-z", "--untracked-files=all", "--", found.prefix).stdout
+    ours = tuple(f"{found.prefix}/{b.model}/{v}/" for b in planned.bumps for v in (b.from_version, b.to_version))
+    uncommitted = tuple(path for entry in changed.decode(errors="surrogateescape").split("\0") if len(entry) > 3
+                        if not (path := entry[3:]).startswith(ours))
+    if git.text("rev-parse", "HEAD") != found.head:
+        uncommitted = ()  # the working tree is another commit: nothing of it is released
+    return Export(target, found.head, uncommitted[:20])
 
 
 # -- build ------------------------------------------------------------------------------------
@@ -151,7 +184,8 @@ class ReleaseImage:
 
 
 def build(root: Path | Repository, base_image: str, tag: str, *, python: str | None = None, stub_mode: str = "auto",
-          revision: str | None = None, source: str = "", version: str = "") -> ReleaseImage:
+          revision: str | None = None, source: str = "", version: str = "", bumped_from: str | None = None,
+          requirements_options: str = "refuse") -> ReleaseImage:
     """Inspect the base, choose the stub, resolve requirements, build, and prove the stub loads.
     `revision`: the commit built (default: the git HEAD around the model repository, if any)."""
     from triton_release.image import base as baseimage, requirements, stub
@@ -167,7 +201,7 @@ def build(root: Path | Repository, base_image: str, tag: str, *, python: str | N
     base = baseimage.inspect(client, base_image)
     choice = stub.choose(base, python, stub_mode)
     install = base.pythons[choice.target_python]
-    resolved = requirements.resolve(repo, install, base.glibc)
+    resolved = requirements.resolve(repo, install, base.glibc, options=requirements_options)
     warnings = list(choice.warnings)
     numpy = resolved.packages.get("numpy", "") if resolved else ""
     if numpy and not choice.warnings:
@@ -175,6 +209,7 @@ def build(root: Path | Repository, base_image: str, tag: str, *, python: str | N
     labels = {
         "org.opencontainers.image.created": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         releases.REVISION_LABEL: revision,
+        releases.BASE_LABEL: bumped_from or "",
         "org.opencontainers.image.source": source,
         "org.opencontainers.image.version": version,
         "triton-release.models": json.dumps({m.name: list(m.versions) for m in repo}, sort_keys=True),
@@ -211,8 +246,11 @@ def _verify_stub(client, tag: str, install) -> None:
 # -- test, record -----------------------------------------------------------------------------
 
 def test(root: Path | Repository, image: str, names: list[str], load_timeout: float = 300, *,
-         junitxml: str | None = None, keyword: str | None = None) -> "GoldenRun":
-    """Serve `image` with the models (and what they need) loaded; run their golden cases."""
+         junitxml: str | None = None, keyword: str | None = None, shown_as: Path | None = None,
+         memory: str | None = None, pids: int = 4096) -> "GoldenRun":
+    """Serve `image` with the models (and what they need) loaded; run their golden cases.
+    `shown_as`: the model repository the user knows, when `root` is an export of it: the cases'
+    files are named as they are there."""
     from triton_release.image.engine import docker_client
     from triton_release.image.server import TritonServer
     from triton_release.models.suite import GoldenRun, load_cases, models_to_load, run_suite
@@ -221,8 +259,11 @@ def test(root: Path | Repository, image: str, names: list[str], load_timeout: fl
     load = models_to_load(repo, names)
     load_cases(repo, names)  # every case file well-formed before any server starts
     every = set(load) == set(repo.models)
-    with TritonServer(image, load, all_models=every, load_timeout=load_timeout, client=docker_client()) as server:
+    with TritonServer(image, load, all_models=every, load_timeout=load_timeout, client=docker_client(),
+                      memory=memory, pids=pids) as server:
         cases = run_suite(repo, names, server.http_url, server.grpc_url, junitxml=junitxml, keyword=keyword)
+    if shown_as is not None:
+        cases = [replace(c, path=str(_shown(Path(c.path), repo.root, shown_as))) for c in cases]
     run = GoldenRun(image, tuple(load), tuple(cases), tuple(n for n in names if not repo[n].golden_cases))
     if not run.passed:
         failed = run.failed
@@ -230,6 +271,13 @@ def test(root: Path | Repository, image: str, names: list[str], load_timeout: fl
             {len(failed)} of {len(run.cases)} golden cases failed in {image} (first: {failed[0].path}:
             {failed[0].message}). Fix the model or, if the new answer is right, the golden file.""", result=run)
     return run
+
+
+def _shown(path: Path, root: Path, shown_as: Path) -> Path:
+    try:
+        return shown_as / path.resolve().relative_to(root.resolve())
+    except ValueError:
+        return path
 
 
 @dataclass(frozen=True)
@@ -241,17 +289,12 @@ class Recorded:
         return {"image": self.image, "written": list(self.written)}
 
 
-def _tensor_json(name: str, array, datatype: str) -> dict:
-    data = array.reshape(-1).tolist()
-    if datatype == "BYTES":
-        data = [v.decode("utf-8", errors="replace") if isinstance(v, bytes) else str(v) for v in data]
-    return {"name": name, "datatype": datatype, "shape": list(array.shape), "data": data}
-
-
-def record(root: Path, image: str, names: list[str], load_timeout: float = 300, overwrite: bool = False) -> Recorded:
+def record(root: Path, image: str, names: list[str], load_timeout: float = 300, overwrite: bool = False,
+           memory: str | None = None, pids: int = 4096) -> Recorded:
     """Fill in the outputs of golden cases that have none with what the server answers."""
     from triton_release.image.engine import docker_client
     from triton_release.image.server import TritonServer
+    from triton_release.models.golden import tensor_json
     from triton_release.models.inference import InferenceFailed, send
     from triton_release.models.suite import load_cases, models_to_load
 
@@ -261,14 +304,15 @@ def record(root: Path, image: str, names: list[str], load_timeout: float = 300, 
         return Recorded(image, ())
     written = []
     load = models_to_load(repo, sorted({c.model for c in todo}))
-    with TritonServer(image, load, load_timeout=load_timeout, client=docker_client()) as server:
+    with TritonServer(image, load, load_timeout=load_timeout, client=docker_client(), memory=memory,
+                      pids=pids) as server:
         for case in todo:
             decoupled = repo[case.model].decoupled
             try:
                 answers, _ = send(case, server.http_url, server.grpc_url, decoupled=decoupled)
             except InferenceFailed as exc:
                 raise Refused(f"{case.path}: the server refused the case's inputs ({exc}); fix the inputs.") from None
-            responses = [[_tensor_json(n, a, d) for n, (a, d, _) in sorted(answer.outputs.items()) if a is not None]
+            responses = [[tensor_json(n, a, d) for n, (a, d, _) in sorted(answer.outputs.items()) if a is not None]
                          for answer in answers]
             raw = json.loads(case.path.read_text(encoding="utf-8"))
             raw["outputs"] = responses if decoupled else responses[0]
@@ -292,10 +336,12 @@ def published(repository: "RegistryRepository", version: str) -> bool | None:
     return publish.published(repository, version)
 
 
-def tag(repository: "RegistryRepository", version: str, revision: str | None, channel: str) -> "Tagged":
+def tag(repository: "RegistryRepository", version: str, revision: str | None, channel: str,
+        digest: str | None = None) -> "Tagged":
+    """The moving tags; with `digest` (the push's), only while X.Y.Z is still what was pushed."""
     from triton_release.registry import publish
 
-    return publish.tag_release(repository, version, revision, channel)
+    return publish.tag_release(repository, version, revision, channel, digest)
 
 
 def retain(registry: "RegistryRepository", keep: int, channel: str) -> "Retention":
@@ -315,43 +361,78 @@ class Committed:
     committed: bool
     tag: str
     commit: str
+    version: str = ""
 
     def to_json(self) -> dict:
         return {"committed": self.committed, "tag": self.tag, "commit": self.commit}
 
+    def facts(self) -> dict:
+        return {"version": self.version} if self.version else {}
 
-def commit(root: Path, version: str) -> Committed:
-    """Commit the new version folders as `release X.Y.Z` and tag vX.Y.Z in the workspace."""
+
+def commit(root: Path, version: str, bumped: "BumpResult | None" = None) -> Committed:
+    """Commit exactly the bumped version folders (N+1 new, N restored) as `release X.Y.Z`, nothing
+    else the working tree or the index holds, and tag vX.Y.Z."""
     git = Git(Git(root).toplevel())
-    git.run("add", "--", str(root.resolve()))
-    staged = git.run("diff", "--cached", "--quiet", check=False).returncode != 0
+    paths = [f"{bumped.prefix}/{b.model}/{v}" for b in bumped.bumps for v in (b.from_version, b.to_version)] \
+        if bumped is not None else []
+    staged = False
+    if paths:
+        git.run("add", "--", *paths)
+        staged = git.run("diff", "--cached", "--quiet", "--", *paths, check=False).returncode != 0
     if staged:
         identity = []
         if git.run("config", "user.name", check=False).returncode != 0:
             identity = ["-c", "user.name=github-actions[bot]",
                         "-c", "user.email=41898282+github-actions[bot]@users.noreply.github.com"]
-        git.run(*identity, "commit", "-q", "-m", f"release {version}")
+        git.run(*identity, "commit", "-q", "-m", f"release {version}", "--", *paths)
     tag = releases.git_tag(version)
     if not git.has_commit(tag):
         git.run("tag", tag)
     elif git.text("rev-parse", f"{tag}^{{commit}}") != git.text("rev-parse", "HEAD"):
         log.warning(f"git tag {tag} already exists on another commit; it was left as it is")
-    return Committed(staged, tag, git.text("rev-parse", "HEAD"))
+    return Committed(staged, tag, git.text("rev-parse", "HEAD"), version)
+
+
+def finish_commit(root: Path, repository: "RegistryRepository") -> Committed | None:
+    """The commit and git tag of the newest release, when the run that pushed it stopped before
+    making them: its bump is redone from the commits in its labels (bump is deterministic), on
+    the checkout of the commit it was built from. None when there is nothing to finish."""
+    versions = releases.versions_in(repository.tags())
+    if not versions:
+        return None
+    version = str(versions[-1])
+    git = Git(Git(root).toplevel())
+    if git.has_commit(releases.git_tag(version)):
+        return None
+    labels = repository.image_config(version).get("config", {}).get("Labels") or {}
+    revision, base = labels.get(releases.REVISION_LABEL, ""), labels.get(releases.BASE_LABEL, "")
+    if not revision or git.text("rev-parse", "HEAD") != revision:
+        log.warning(f"{repository}:{version} has no git tag {releases.git_tag(version)}; it was built from "
+                    f"{revision[:12] or 'an unknown commit'}, not the checked-out commit, so its release commit is "
+                    "not made here")
+        return None
+    planned = changes(root, base or None, revision)
+    if planned.bumps and all((root / b.model / str(b.to_version)).is_dir() for b in planned.bumps):
+        bumped = BumpResult(planned.found.prefix, planned.bumps)  # the stopped run's bump is still here
+    else:
+        bumped = bump(root, planned) if planned.bumps else None
+    return commit(root, version, bumped)
 
 
 # -- rollback ---------------------------------------------------------------------------------
 
 def rollback(repository: "RegistryRepository", version: str, channel: str = "latest",
              verified: "GoldenRun | None" = None) -> "Rollback":
-    from triton_release.registry import publish
+    from triton_release.registry.rollback import rollback as point_channel
 
-    return publish.rollback(repository, version, channel, verified.to_json() if verified is not None else None)
+    return point_channel(repository, version, channel, verified.to_json() if verified is not None else None)
 
 
 def rollback_model(server: str, model: str, version: int) -> "ModelRollback":
-    from triton_release.registry import publish
+    from triton_release.registry.rollback import rollback_model as serve_version
 
-    return publish.rollback_model(server, model, version)
+    return serve_version(server, model, version)
 
 
 def checkout_at(model_repository: Path, revision: str, dest: Path) -> Path | None:
@@ -370,12 +451,12 @@ def checkout_at(model_repository: Path, revision: str, dest: Path) -> Path | Non
 
 
 def verify_release(repository: "RegistryRepository", version: str, model_repository: Path,
-                   load_timeout: float = 300) -> "GoldenRun":
+                   load_timeout: float = 300, memory: str | None = None, pids: int = 4096) -> "GoldenRun":
     """Pull release X.Y.Z and run the golden cases of the commit it was built from."""
     import docker
 
     from triton_release.image.engine import docker_client
-    from triton_release.registry.publish import release_manifest
+    from triton_release.registry.rollback import release_manifest
 
     release_manifest(repository, version)  # an unknown version is refused before any pull
     image = f"{repository}:{version}"
@@ -391,7 +472,7 @@ def verify_release(repository: "RegistryRepository", version: str, model_reposit
         root = checkout_at(model_repository, labels.get(releases.REVISION_LABEL, ""), Path(tmp))
         repo = Repository.load(root or model_repository)
         try:
-            return test(repo, image, [m for m in models if m in repo], load_timeout)
+            return test(repo, image, [m for m in models if m in repo], load_timeout, memory=memory, pids=pids)
         except Refused as exc:
             raise Refused(f"{image} fails its own golden cases; the channel was not moved. {exc.message}",
                           result=exc.result) from None

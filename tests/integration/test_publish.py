@@ -10,7 +10,8 @@ import requests
 from triton_release.cli.main import main
 from triton_release.errors import Refused
 from triton_release.image.build import build_image
-from triton_release.registry.publish import push, retain, rollback, rollback_model, tag_release
+from triton_release.registry.publish import push, retain, tag_release
+from triton_release.registry.rollback import rollback, rollback_model
 from triton_release.registry.client import Credentials, RegistryRepository
 from triton_release.models.repository import Repository
 from triton_release.image.server import TritonServer
@@ -119,7 +120,7 @@ def test_keep_deletes_the_oldest_but_never_a_channels_target(docker_client, imag
     assert retain(repo, 1, "latest").deleted == ("1.0.1",)
     assert repo.digest("1.0.1") is None
     assert repo.digest("1.0.0") == repo.digest("stable") and repo.digest("1.0.2") == repo.digest("latest")
-    assert repo.tags() == ["1", "1.0", "1.0.0", "1.0.2", "latest", "stable"]
+    assert repo.tags() == ["1", "1.0", "1.0.0", "1.0.2", "latest", "stable", "triton-release.rollback.stable"]
 
 
 def test_model_level_rollback_serves_an_earlier_version(docker_client, images):
@@ -168,3 +169,29 @@ def test_a_push_stopped_after_its_version_tag_is_finished_not_refused(docker_cli
     assert finish_interrupted(repo, "latest").tags == ()  # a rollback is never undone by it
     again = push(docker_client, images[1], repo, "1.1.0")  # `push` rerun: the same image, so it resumes
     assert again.layers_uploaded == 0 and again.digest == repo.digest("1.1.0")
+
+
+def test_a_channel_left_behind_is_finished_and_a_rollback_is_respected(docker_client, images, repo, image_tags):
+    import io
+    from datetime import datetime, timezone
+
+    from triton_release.registry.publish import finish_interrupted
+    first, _ = release(docker_client, images[0], repo, "1.0.0")
+    push(docker_client, images[1], repo, "1.1.0")
+    newest = repo.manifest("1.1.0")
+    for tag in ("1.1", "1"):  # the moving tags went up, then the channel's PUT failed
+        repo.put_manifest(tag, newest)
+    assert finish_interrupted(repo, "latest").tags == ("latest",)
+    assert repo.digest("latest") == newest.digest
+    rollback(repo, "1.0.0")  # a decision after 1.1.0 was built: a rerun respects it
+    assert finish_interrupted(repo, "latest").tags == ()
+    assert repo.digest("latest") == first.digest
+    # a release built after that rollback, stopped before its tags: the rerun moves the channel again
+    later = f"{images[2]}-created"
+    image_tags.append(later)
+    created = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    dockerfile = f"FROM {images[2]}\nLABEL org.opencontainers.image.created={created}\n".encode()
+    docker_client.images.build(fileobj=io.BytesIO(dockerfile), tag=later, rm=True, pull=False)
+    third = push(docker_client, later, repo, "1.2.0")
+    assert finish_interrupted(repo, "latest").tags == ("1.2", "1", "latest")
+    assert repo.digest("latest") == third.digest

@@ -99,3 +99,60 @@ class TritonPythonModel:
     def execute(self, requests):
         return []
 '''
+
+HANGING_MODEL = '''\
+import time
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        time.sleep(600)
+        return []
+'''
+
+NEVER_FINAL_MODEL = '''\
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    """Decoupled: one response per request, and never the final flag."""
+
+    def execute(self, requests):
+        for request in requests:
+            sender = request.get_response_sender()
+            sender.send(pb_utils.InferenceResponse([pb_utils.Tensor("OUT", np.array([0], dtype=np.int32))]))
+        return None
+'''
+
+FLOODING_MODEL = '''\
+import sys
+
+
+class TritonPythonModel:
+    """Writes {megabytes} MB of log lines during initialize, then fails to load."""
+
+    def initialize(self, args):
+        line = "flood " + "x" * 1017 + "\\n"
+        for _ in range({megabytes} * 1024):
+            sys.stdout.write(line)
+        sys.stdout.flush()
+        raise RuntimeError("flooded the log, then failed")
+
+    def execute(self, requests):
+        return []
+'''
+
+MEMORY_HOG_MODEL = '''\
+class TritonPythonModel:
+    """Takes memory (written, so really in use) until something stops it."""
+
+    def execute(self, requests):
+        held = []
+        while True:
+            held.append(b"\\x01" * (64 << 20))
+'''
+
+
+def decoupled_config(name: str) -> str:
+    return DECOUPLED_CONFIG.replace('name: "counter"', f'name: "{name}"')

@@ -6,6 +6,7 @@ a bearer-token registry's challenge, token and tag list."""
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import socket
 import subprocess
@@ -64,24 +65,40 @@ class FakeRegistry:
     With `status`, every request of any method gets that status and an empty body (a 401 with a
     Basic challenge, a 429 with Retry-After: 0). Without, it is a bearer-token registry: GET /token
     hands out `token` for Basic `user`:`password` and records its query in `token_requests`; any
-    other GET answers 429 (Retry-After: 0) while `busy` counts down, then wants the bearer token (a
-    401 challenge naming /token, service and scope otherwise) and answers `repository`'s tag list.
-    Use it as a context manager; `address` is host:port."""
+    other request answers 429 (Retry-After: 0) while `busy` counts down, then wants the bearer
+    token (a 401 challenge naming `realm`, by default its own /token, service and scope otherwise).
+    With `auth=False` it wants no token. It answers `repository`'s tag list (with a `link` header
+    when set) and its `manifests` (reference -> (media type, bytes); a PUT stores one), with
+    `digest_header`, when set, as every manifest's Docker-Content-Digest (a lying registry).
+
+    `hook(handler)` sees every request first and may answer it itself (return True): a trickle,
+    HTML, a rival's write. `requests` lists (method, path) of each. `stopping` is set on close, for
+    hooks that wait. Use it as a context manager; `address` is host:port."""
 
     def __init__(self, *, status: int | None = None, user: str = "bot", password: str = "s3cret-pw",
                  token: str = "tok-123", repository: str = "team/models",
-                 tags: tuple[str, ...] = ("1.0.0", "latest")) -> None:
+                 tags: tuple[str, ...] = ("1.0.0", "latest"), auth: bool = True, realm: str | None = None,
+                 hook=None) -> None:
         self.status = status
         self.user, self.password, self.token = user, password, token
         self.repository, self.tags = repository, list(tags)
+        self.auth, self.hook = auth, hook
         self.busy = 0
+        self.link: str | None = None
+        self.manifests: dict[str, tuple[str, bytes]] = {}
+        self.digest_header: str | None = None
         self.token_requests: list[str] = []
+        self.requests: list[tuple[str, str]] = []
+        self.stopping = threading.Event()
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+        self.server.daemon_threads = True
         self.server.fake = self
         self.address = f"127.0.0.1:{self.server.server_address[1]}"
+        self.realm = realm or f"http://{self.address}/token"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     def close(self) -> None:
+        self.stopping.set()
         self.server.shutdown()
         self.server.server_close()
 
@@ -98,25 +115,29 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, *args):
         pass
 
-    def _send(self, status: int, body: dict | None = None, headers: dict | None = None) -> None:
-        data = b"" if body is None else json.dumps(body).encode()
+    def _send(self, status: int, body: dict | bytes | None = None, headers: dict | None = None) -> None:
+        data = b"" if body is None else body if isinstance(body, bytes) else json.dumps(body).encode()
         self.send_response(status)
         for key, value in (headers or {}).items():
             self.send_header(key, value)
-        if body is not None:
+        if isinstance(body, dict):
             self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
-        self.wfile.write(data)
+        if self.command != "HEAD":
+            self.wfile.write(data)
 
     def _answer(self) -> None:
         fake: FakeRegistry = self.server.fake
+        fake.requests.append((self.command, self.path))
+        if fake.hook is not None and fake.hook(self):
+            return
         if fake.status is not None:
             headers = {401: {"WWW-Authenticate": 'Basic realm="test"'}, 429: {"Retry-After": "0"}}
             return self._send(fake.status, headers=headers.get(fake.status))
-        if self.command != "GET":
-            return self._send(405)
         if self.path.startswith("/token"):
+            if self.command != "GET":
+                return self._send(405)
             fake.token_requests.append(self.path)
             expected = "Basic " + base64.b64encode(f"{fake.user}:{fake.password}".encode()).decode()
             if self.headers.get("Authorization") != expected:
@@ -125,10 +146,31 @@ class _Handler(BaseHTTPRequestHandler):
         if fake.busy:
             fake.busy -= 1
             return self._send(429, {}, {"Retry-After": "0"})
-        if self.headers.get("Authorization") != f"Bearer {fake.token}":
-            challenge = (f'Bearer realm="http://{fake.address}/token",service="test-registry",'
+        if fake.auth and self.headers.get("Authorization") != f"Bearer {fake.token}":
+            challenge = (f'Bearer realm="{fake.realm}",service="test-registry",'
                          f'scope="repository:{fake.repository}:pull"')
             return self._send(401, {"errors": [{"code": "UNAUTHORIZED"}]}, {"WWW-Authenticate": challenge})
-        return self._send(200, {"name": fake.repository, "tags": fake.tags})
+        prefix = f"/v2/{fake.repository}/"
+        path = self.path.split("?", 1)[0]
+        if self.command == "GET" and path == prefix + "tags/list":
+            link = {"Link": fake.link} if fake.link else {}
+            return self._send(200, {"name": fake.repository, "tags": fake.tags}, link)
+        if path.startswith(prefix + "manifests/"):
+            return self._manifest(fake, path[len(prefix + "manifests/"):])
+        return self._send(404, {"errors": [{"code": "NAME_UNKNOWN"}]})
+
+    def _manifest(self, fake: FakeRegistry, reference: str) -> None:
+        if self.command == "PUT":
+            body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            digest = "sha256:" + hashlib.sha256(body).hexdigest()
+            fake.manifests[reference] = fake.manifests[digest] = (self.headers.get("Content-Type", ""), body)
+            return self._send(201, None, {"Docker-Content-Digest": fake.digest_header or digest})
+        if self.command not in ("GET", "HEAD"):
+            return self._send(405)
+        if reference not in fake.manifests:
+            return self._send(404, {"errors": [{"code": "MANIFEST_UNKNOWN"}]})
+        media_type, body = fake.manifests[reference]
+        digest = fake.digest_header or "sha256:" + hashlib.sha256(body).hexdigest()
+        return self._send(200, body, {"Content-Type": media_type, "Docker-Content-Digest": digest})
 
     do_GET = do_HEAD = do_PUT = do_POST = do_PATCH = do_DELETE = _answer

@@ -11,7 +11,7 @@ import semver
 from support.models import PYTHON_MODEL, golden_case, python_config, python_model_files, write_tree
 from triton_release.history.changes import Changes
 from triton_release.cli.main import main
-from triton_release.errors import Refused, UsageError
+from triton_release.errors import InfrastructureError, Refused, UsageError
 from triton_release.history.git import Git
 from triton_release.history.bump import apply_bumps, plan_bumps
 from triton_release.history.releases import next_version, previous_release
@@ -228,7 +228,7 @@ def test_bump_is_all_or_nothing(released, monkeypatch):
 
     monkeypatch.setattr(Git, "archive_stream", failing_archive)
     before = {p.as_posix(): p.read_bytes() for p in released.models.rglob("*") if p.is_file()}
-    with pytest.raises(OSError):
+    with pytest.raises(InfrastructureError, match="No space left.*nothing was changed"):
         apply_bumps(found, bumps, released.models)
     after = {p.as_posix(): p.read_bytes() for p in released.models.rglob("*") if p.is_file()}
     assert after == before

@@ -54,3 +54,9 @@ def test_a_channel_may_not_name_a_release_a_moving_or_a_provenance_tag(tmp_path,
                            "--channel", channel)
         assert code == 2, (channel, report)
         assert repr(channel) in report["error"]["message"]
+
+
+def test_a_model_version_of_0_is_refused_as_such(tmp_path, monkeypatch):
+    code, report = run(tmp_path, monkeypatch, "rollback", "--server", "127.0.0.1:9", "--model", "a",
+                       "--to-model-version", "0")
+    assert code == 2 and "versions start at 1" in report["error"]["message"]

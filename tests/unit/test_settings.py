@@ -43,3 +43,21 @@ def test_settings_error_exits_2(tmp_path, capsys):
     config.write_text("modle_repository: x\n")
     assert main(["validate", "--config", str(config)]) == 2
     assert "Did you mean 'model_repository'?" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("text, fragment", [
+    ("keep: yes\n", "keep=True"), ("keep: 2.9\n", "keep=2.9"), ("keep: 0\n", "keep at least 1"),
+    ("channel: {a: 1}\n", "channel="), ("python: 3.10\n", 'quote it, e.g. python: "3.10"'),
+    ("load_timeout: -1\n", "at least 1 second"), ("requirements_options: sometimes\n", "refuse, allow"),
+])
+def test_a_setting_of_the_wrong_type_is_refused_not_coerced(tmp_path, text, fragment):
+    (tmp_path / "triton-release.yaml").write_text(text)
+    with pytest.raises(UsageError, match="is not valid") as err:
+        resolve({}, cwd=tmp_path)
+    assert fragment in str(err.value)
+
+
+def test_the_old_image_key_is_read_as_repository_with_a_warning(tmp_path):
+    (tmp_path / "triton-release.yaml").write_text("image: ghcr.io/org/models\n")
+    settings = resolve({}, cwd=tmp_path)
+    assert settings.repository == "ghcr.io/org/models" and "deprecated" in settings.warnings[0]

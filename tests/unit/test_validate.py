@@ -233,7 +233,7 @@ def test_golden_bytes_given_as_numbers(make_repo):
     config = python_config("m", max_batch_size=0, dims="[ -1 ]", dtype="TYPE_STRING")
     case = golden_case(shape=(2,), data=(1, 2), out=("a", "b"), dtype="BYTES")
     problem = only_problem(make_repo({**python_model_files("m"), "m/config.pbtxt": config, "m/golden/basic.json": case}))
-    assert "data of a BYTES tensor must be strings" in problem
+    assert "of a BYTES tensor is 1; write text as a string" in problem
 
 
 def test_golden_unknown_key(make_repo):

@@ -22,7 +22,8 @@ def run(ctx: Context, session) -> None:
     parse_version(args.version)  # every argument checked before anything moves
     check_channel(settings.channel)
     repository = ctx.repository("--to REPO")
-    session.step("push", console.pushed, steps.push, args.image, repository, args.version)
-    session.step("tags", console.tagged, steps.tag, repository, args.version, args.revision, settings.channel)
+    pushed = session.step("push", console.pushed, steps.push, args.image, repository, args.version)
+    session.step("tags", console.tagged, steps.tag, repository, args.version, args.revision, settings.channel,
+                 pushed.digest)
     if settings.keep is not None:
         session.step("retain", console.retained, steps.retain, repository, settings.keep, settings.channel)

@@ -15,4 +15,5 @@ def add_arguments(parser) -> None:
 
 def run(ctx: Context, session) -> None:
     session.step("record", ctx.console.recorded, steps.record, ctx.model_repository, ctx.args.image,
-                 models_list(ctx.args.models), ctx.settings.load_timeout, overwrite=ctx.args.overwrite)
+                 models_list(ctx.args.models), ctx.settings.load_timeout, overwrite=ctx.args.overwrite,
+                 memory=ctx.settings.server_memory, pids=ctx.settings.server_pids)

@@ -24,5 +24,7 @@ def run(ctx: Context, session) -> None:
         model_repository=ctx.model_repository, repository=ctx.repository("--to REPO", required=not args.no_push),
         base=args.base, head=args.head, base_image=settings.base_image, python=settings.python,
         stub=settings.stub, load_timeout=settings.load_timeout, channel=settings.channel, keep=settings.keep,
-        push=not args.no_push, commit=args.commit, source=release.provenance_source(ctx.env))
+        push=not args.no_push, commit=args.commit, source=release.provenance_source(ctx.env),
+        requirements_options=settings.requirements_options, server_memory=settings.server_memory,
+        server_pids=settings.server_pids)
     release.run_release(request, session)

@@ -33,4 +33,5 @@ def run(ctx: Context, session) -> None:
         raise UsageError("rollback needs --to-version X.Y.Z (or --server, --model and --to-model-version).")
     release.run_rollback(release.RollbackRequest(
         ctx.repository("--repo REPO"), args.to_version, settings.channel, args.verify,
-        ctx.model_repository if args.verify else None, settings.load_timeout), session)
+        ctx.model_repository if args.verify else None, settings.load_timeout, settings.server_memory,
+        settings.server_pids), session)

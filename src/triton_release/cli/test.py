@@ -19,4 +19,5 @@ def run(ctx: Context, session) -> None:
     repo = Repository.load(ctx.model_repository)
     names = models_list(ctx.args.models) or sorted(repo.models)
     session.step("test", ctx.console.golden_run, steps.test, repo, ctx.args.image, names, ctx.settings.load_timeout,
-                 junitxml=ctx.args.junitxml, keyword=ctx.args.keyword)
+                 junitxml=ctx.args.junitxml, keyword=ctx.args.keyword, memory=ctx.settings.server_memory,
+                 pids=ctx.settings.server_pids)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import errno
 import os
+import re
 import shutil
 import tarfile
 import uuid
@@ -10,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from triton_release.history.changes import ChangeSet, refuse_released_edits
-from triton_release.errors import Refused
+from triton_release.errors import InfrastructureError, Refused
 from triton_release.history.git import Git
 
 
@@ -60,14 +62,66 @@ def extract_tree(git: Git, ref: str, strip: str, dest: Path) -> None:
                 target.chmod(0o755 if member.mode & 0o111 else 0o644)
 
 
-def apply_bumps(changes: ChangeSet, bumps: list[FolderBump], model_repository: Path) -> None:
+STAGING = re.compile(r"^\.triton-release-[0-9a-f]{8}$")  # our own staging folders, by name
+
+
+def _status(git: Git, paths: list[str]) -> list[tuple[str, str]]:
+    """(state, path) of every file under `paths` that differs from HEAD: modified, untracked, ignored."""
+    out = git.run("status", "--porcelain=v1", "-z", "--ignored", "--untracked-files=all", "--", *paths).stdout
+    fields = out.decode("utf-8", errors="surrogateescape").split("\0")
+    found, i = [], 0
+    while i < len(fields):
+        entry = fields[i]
+        i += 1
+        if len(entry) < 4:
+            continue
+        code, path = entry[:2], entry[3:]
+        if code[0] in "RC":
+            i += 1  # the rename's source path follows
+        state = {"??": "not tracked by git", "!!": "ignored by git"}.get(code, "changed and not committed")
+        found.append((state, path))
+    return found
+
+
+def check_working_tree(changes: ChangeSet, bumps: list[FolderBump], model_repository: Path) -> None:
+    """Bump replaces version folder N of the working tree with what git holds: refuse, before
+    touching anything, when the working tree holds anything else there (an ignored weights file,
+    an uncommitted edit, a submodule), or when the commit released is not the one checked out."""
+    if not bumps:
+        return
+    git = Git(Git(Path(model_repository)).toplevel())
+    if git.text("rev-parse", "HEAD") != changes.head:
+        raise Refused(f"""
+            The version folders are bumped in the working tree, which holds {git.text("rev-parse", "--short",
+            "HEAD")}, not the commit released ({changes.head[:12]}). Check that commit out first (git checkout
+            {changes.head[:12]}), or release HEAD.""")
+    paths = [f"{changes.prefix}/{b.model}/{b.from_version}" for b in bumps]
+    tree = git.run("ls-tree", "-r", "-z", changes.head, "--", *paths).stdout.decode(errors="surrogateescape")
+    found = [("a git submodule", entry.split("\t", 1)[1]) for entry in tree.split("\0")
+             if entry and entry.split()[1] == "commit"]
+    found += _status(git, paths)
+    if found:
+        listed = "; ".join(f"{path} ({state})" for state, path in found[:5])
+        more = f" and {len(found) - 5} more" if len(found) > 5 else ""
+        raise Refused(f"""
+            Bumping would replace {', '.join(paths)} with the committed contents, and the working tree holds
+            more there: {listed}{more}. Commit them (large weights: git LFS), or move them out of the
+            version folder, then run again. Nothing was changed.""")
+
+
+def apply_bumps(changes: ChangeSet, bumps: list[FolderBump], model_repository: Path, git: Git | None = None) -> None:
     """Write N+1 with the head contents and restore N to its base contents, for every bump.
 
     All-or-nothing: every folder is first staged beside its model, then swapped in by renames;
-    a failure undoes the swaps done so far and removes the staging.
+    a failure (or a signal) undoes the swaps done so far and removes the staging. `git`: the
+    repository holding the commits, when `model_repository` is an export outside it.
     """
     root = Path(model_repository)
-    git = Git(Git(root).toplevel())
+    git = git or Git(Git(root).toplevel())
+    for bump in bumps:
+        for stale in (root / bump.model).glob(".triton-release-*"):
+            if STAGING.match(stale.name):  # left by a run that was killed: ours, by name
+                shutil.rmtree(stale, ignore_errors=True)
     for bump in bumps:
         target = root / bump.model / str(bump.to_version)
         if target.exists():
@@ -82,6 +136,14 @@ def apply_bumps(changes: ChangeSet, bumps: list[FolderBump], model_repository: P
             path = f"{changes.prefix}/{bump.model}/{bump.from_version}"
             extract_tree(git, changes.head, path, stage / "new")
             extract_tree(git, changes.base, path, stage / "old")
+    except OSError as exc:
+        for stage in staging:
+            shutil.rmtree(stage, ignore_errors=True)
+        if exc.errno != errno.ENOSPC:
+            raise
+        raise InfrastructureError(f"""
+            No space left while writing the new version folders under {root} ({exc.strerror}); nothing was
+            changed. Free some space and run again.""") from None
     except BaseException:
         for stage in staging:
             shutil.rmtree(stage, ignore_errors=True)

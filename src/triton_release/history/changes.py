@@ -23,6 +23,7 @@ class ModelChange:
     added_versions: tuple[int, ...] = ()       # version folders new at head
     base_versions: tuple[int, ...] = ()
     reasons: tuple[str, ...] = ()
+    removed_versions: tuple[int, ...] = ()     # version folders released at base, gone at head
 
     @property
     def golden_only(self) -> bool:
@@ -160,7 +161,8 @@ class Changes:
             if len(parts) > 2 and VERSION_DIR.match(parts[1]):
                 (edited if int(parts[1]) in base else added).add(int(parts[1]))
         added |= head - base
-        edited -= added
+        removed = base - head
+        edited -= added | removed
         kinds = {self._kind(PurePosixPath(f).parts) for f in files}
         if edited:
             reasons.append("files changed in version " + ", ".join(map(str, sorted(edited))))
@@ -174,7 +176,7 @@ class Changes:
         elif "other" in kinds:
             reasons.append("other model files changed")
         return ModelChange(name, "modified", tuple(files), tuple(sorted(edited)), tuple(sorted(added)),
-                           tuple(sorted(base)), tuple(reasons))
+                           tuple(sorted(base)), tuple(reasons), tuple(sorted(removed)))
 
     @staticmethod
     def _kind(parts: tuple[str, ...]) -> str:
@@ -202,8 +204,16 @@ class Changes:
 
 
 def refuse_released_edits(changes: ChangeSet) -> None:
-    """Released versions are immutable: only the highest may change (and then it is bumped)."""
+    """Released versions are immutable: only the highest may change (and then it is bumped), and
+    none may be removed while the model stays."""
     for change in changes.models.values():
+        if change.removed_versions:
+            version = change.removed_versions[-1]
+            path = f"{changes.prefix}/{change.name}/{version}"
+            raise Refused(f"""
+                {path}: version {version} of {change.name} was released and is removed at head; released
+                versions stay (they are rolled back to). Restore it with `git checkout {changes.base[:12]} --
+                {path}`, or remove the whole model.""")
         if change.status != "modified" or not change.edited_versions:
             continue
         highest = change.highest_base

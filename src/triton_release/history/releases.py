@@ -20,6 +20,7 @@ from triton_release.models.repository import datatype_name
 RELEASE_TAG = re.compile(r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)$")  # semver: no leading zeros
 GIT_TAG = re.compile(r"^v(\d+)\.(\d+)\.(\d+)$")
 REVISION_LABEL = "org.opencontainers.image.revision"
+BASE_LABEL = "triton-release.base"  # the commit a release was bumped from: a rerun can redo its bump
 
 
 def parse_version(text: str, flag: str = "--version") -> semver.Version:
@@ -89,22 +90,26 @@ def previous_release(registry_tags: list[str], git: Git | None = None) -> tuple[
     return None, "none"
 
 
-def last_release_commit(registry: Releases | None, git: Git) -> tuple[str | None, str]:
-    """The commit of the last release, the base of the next one: its vX.Y.Z git tag (the commit
-    holding its bump), else its image's revision label, else the newest vX.Y.Z git tag."""
+def last_release_commit(registry: Releases | None, git: Git, head: str = "HEAD") -> tuple[str | None, str]:
+    """The commit of the last release on this line of history, the base of the next one: its
+    vX.Y.Z git tag (the commit holding its bump), else its image's revision label, else the newest
+    vX.Y.Z git tag. Releases made from other branches (a hotfix's v1.1.0) are passed over."""
+    def on_this_line(ref: str) -> bool:
+        return git.has_commit(ref) and git.is_ancestor(ref, head)
+
     versions = versions_in(registry.tags()) if registry is not None else []
     if versions:
         tag = git_tag(versions[-1])
-        if git.has_commit(tag):
+        if on_this_line(tag):
             return tag, f"git tag {tag} of the latest release {registry}:{versions[-1]}"
         labels = registry.image_config(str(versions[-1])).get("config", {}).get("Labels") or {}
         revision = labels.get(REVISION_LABEL, "")
-        if revision and git.has_commit(revision):
+        if revision and on_this_line(revision):
             return revision, f"the revision of {registry}:{versions[-1]}"
-    tags = versions_in(git.tags("v*"), GIT_TAG)
-    if tags:
-        return git_tag(tags[-1]), f"git tag {git_tag(tags[-1])}"
-    return None, "no earlier release: a first release of every model"
+    for version in reversed(versions_in(git.tags("v*"), GIT_TAG)):
+        if on_this_line(git_tag(version)):
+            return git_tag(version), f"git tag {git_tag(version)}"
+    return None, "no earlier release on this branch: a first release of every model"
 
 
 def next_version(previous: semver.Version | None, kind: str | None) -> semver.Version | None:

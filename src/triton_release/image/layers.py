@@ -4,6 +4,10 @@ Each model version folder, and each model's other files (config.pbtxt, requireme
 becomes one `ADD <layer>.tar /` whose tar has sorted entries, its parent folders included,
 and every mtime, uid, gid and mode fixed. The same files give the same layer digest in every
 build, on any machine, whichever other model changed.
+
+Symbolic links that stay inside the model repository are followed: the layer holds what they
+point to under the link's name. A link leaving the repository, pointing to nothing or looping is
+refused, whether or not `validate` ran first.
 """
 
 from __future__ import annotations
@@ -15,9 +19,13 @@ import tarfile
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
+from stat import S_ISREG
 
+from triton_release.errors import Refused
 from triton_release.image.base import STUB_PATH
-from triton_release.models.repository import GOLDEN_DIR, Model, Repository
+from triton_release.models.repository import (GOLDEN_DIR, Model, Repository, kind_problem, link_problem,
+                                               model_name_problem, walk)
+from triton_release.problems import Problem
 
 MODELS_DIR = PurePosixPath("models")
 EPOCH = 0  # every entry's mtime
@@ -81,6 +89,8 @@ def write_layer_tar(out, entries: dict[str, Path]) -> str:
                 tar.addfile(_info(arcname, True))
             else:
                 stat = path.stat()
+                if not S_ISREG(stat.st_mode):  # a FIFO would block the build, a device never end
+                    raise Refused(f"{path}: neither a file nor a folder; remove it from the model repository.")
                 with open(path, "rb") as handle:
                     tar.addfile(_info(arcname, False, stat.st_size, bool(stat.st_mode & 0o111)), handle)
     return digest.hexdigest()
@@ -90,20 +100,46 @@ def model_entries(model: Model, paths: list[Path]) -> dict[str, Path]:
     return {str(MODELS_DIR / model.name / p.relative_to(model.path).as_posix()): p for p in paths}
 
 
-def plan_layers(model: Model) -> list[tuple[str, int | None, list[Path]]]:
-    """(layer file name, version, paths) for the model's other files, then each version."""
+def _skipped(name: str) -> bool:
+    return name in SKIP_NAMES or name.endswith(".pyc")
+
+
+def _refuse(problem: Problem) -> Refused:
+    return Refused(f"{problem}. Nothing was built; run `triton-release validate` to see every problem.")
+
+
+def _model_tree(folder: Path, root: Path) -> list[Path]:
+    """`folder` and everything below it (or the file `folder`), links inside `root` followed;
+    refused at a bad link."""
+    problem = link_problem(folder, root) or kind_problem(folder)
+    if problem:
+        raise _refuse(problem)
+    if not folder.is_dir():
+        return [folder]
+    paths, problems = walk(folder, root, _skipped)
+    if problems:
+        raise _refuse(problems[0])
+    return [folder, *paths]
+
+
+def plan_layers(model: Model, root: Path | None = None) -> list[tuple[str, int | None, list[Path]]]:
+    """(layer file name, version, paths) for the model's other files, then each version.
+    `root`: the model repository (default: the model folder's parent)."""
+    root = model.path.parent if root is None else Path(root)
+    name_problem = model_name_problem(model.name)
+    problem = Problem(model.path, name_problem) if name_problem else link_problem(model.path, root)
+    if problem:
+        raise _refuse(problem)
     versions = {str(v) for v in model.versions}
     others = [p for p in sorted(model.path.iterdir())
               if p.name not in SKIP_NAMES and p.name not in versions and not p.name.startswith(".")]
     other_paths: list[Path] = [model.path]
     for path in others:
-        other_paths.append(path)
-        if path.is_dir():
-            other_paths.extend(_walk(path))
+        other_paths.extend(_model_tree(path, root))
     plan = [(f"{model.name}.files.tar", None, other_paths)]
     for version in model.versions:
         folder = model.path / str(version)
-        plan.append((f"{model.name}.v{version}.tar", version, [folder, *_walk(folder)]))
+        plan.append((f"{model.name}.v{version}.tar", version, _model_tree(folder, root)))
     return plan
 
 
@@ -168,7 +204,7 @@ def write_context(out, repo: Repository, base_image: str, models: list[str] | No
         for model in repo:
             if models is not None and model.name not in models:
                 continue
-            for name, version, paths in plan_layers(model):
+            for name, version, paths in plan_layers(model, repo.root):
                 add(name, model.name, version, model_entries(model, paths))
         layers = order_layers(layers, list(previous))
         text = dockerfile(base_image, layers, runtime).encode()

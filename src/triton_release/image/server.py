@@ -1,10 +1,13 @@
 """TritonServer: one tritonserver container's whole life, readiness and logs.
 
-The container is always removed on exit, whatever happened inside the `with` block.
+The container is always removed on exit, whatever happened inside the `with` block. It runs
+with a memory and a process limit, so a runaway model fails its case, not the runner; and only
+a bounded tail of its log is ever read, so a model that logs gigabytes costs the tool nothing.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import socket
@@ -24,6 +27,35 @@ CONTAINER_LABEL = "triton-release.server"
 FATAL_LOG_LINES = ("error while loading shared libraries",)
 _CONTAINER_ID = re.compile(r"/containers/([0-9a-f]{64})/")
 log = logging.getLogger("triton_release")
+LOG_TAIL_LINES = 500          # docker splits lines at 16 KiB: at most about 8 MiB from the daemon
+LOG_TAIL_BYTES = 1 << 20      # and at most 1 MiB of it kept
+LOG_FILE_LIMIT = {"max-size": "20m", "max-file": "2"}  # the runner's disk, whatever the model writes
+MIN_MEMORY = 64 << 20
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?\s*$", re.I)
+_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+
+
+def memory_limit(value: str | int | None, meminfo: str | None = None) -> int | None:
+    """The server's memory limit in bytes: `value` (bytes, or a size such as 8g), or 3/4 of this
+    machine's MemTotal when None (no limit where /proc/meminfo cannot be read)."""
+    if value is None:
+        try:
+            text = meminfo if meminfo is not None else Path("/proc/meminfo").read_text()
+        except OSError:
+            return None
+        found = re.search(r"^MemTotal:\s*(\d+)\s*kB", text, re.M)
+        return int(found.group(1)) * 1024 * 3 // 4 if found else None
+    size = None
+    if isinstance(value, int) and not isinstance(value, bool):
+        size = value
+    elif isinstance(value, str) and _SIZE.match(value):
+        number, unit = _SIZE.match(value).groups()
+        size = int(float(number) * _UNITS[unit.lower()])
+    if size is None or size < MIN_MEMORY:
+        raise UsageError(f"""
+            server_memory {value!r} is not a memory size of at least 64m: give bytes or a number with k,
+            m or g (e.g. 8g) in triton-release.yaml, or leave it out for 3/4 of this machine's memory.""")
+    return size
 
 
 def own_container(client: docker.DockerClient):
@@ -72,11 +104,17 @@ class TritonServer:
     """Start tritonserver from `image` with one --load-model per model; wait until ready."""
 
     def __init__(self, image: str, models: dict[str, int | None], *, all_models: bool = False,
-                 load_timeout: float = 300, client: docker.DockerClient | None = None) -> None:
+                 load_timeout: float = 300, client: docker.DockerClient | None = None,
+                 memory: str | int | None = None, pids: int | None = 4096) -> None:
         self.image = image
         self.models = dict(models)  # name -> version to wait for (None: any)
         self.all_models = all_models
         self.load_timeout = load_timeout
+        self.memory = memory_limit(memory)
+        if pids is not None and (isinstance(pids, bool) or not isinstance(pids, int) or pids < 1):
+            raise UsageError(f"server_pids {pids!r} is not a number of processes; give a positive number "
+                             "(default 4096) in triton-release.yaml.")
+        self.pids = pids
         self.client = client or docker.from_env(timeout=120)
         self.container = None
         self.http_url = self.grpc_url = ""
@@ -93,12 +131,22 @@ class TritonServer:
                 f"--backend-config=python,stub-timeout-seconds={stub_timeout}",
                 "--exit-on-error=false", "--log-verbose=0", *listen]
 
+    def limits(self) -> dict:
+        """containers.run options bounding the server: memory (no swap beyond it), processes, log files."""
+        options: dict = {"log_config": docker.types.LogConfig(type="json-file", config=LOG_FILE_LIMIT)}
+        if self.memory is not None:
+            options.update(mem_limit=self.memory, memswap_limit=self.memory)
+        if self.pids is not None:
+            options["pids_limit"] = self.pids
+        return options
+
     # -- life ---------------------------------------------------------------------------------
 
     def __enter__(self) -> "TritonServer":
         try:
             here = own_container(self.client)
-            common = dict(name=self.name, detach=True, labels={CONTAINER_LABEL: "1"}, shm_size="256m")
+            common = dict(name=self.name, detach=True, labels={CONTAINER_LABEL: "1"}, shm_size="256m",
+                          **self.limits())
             if here is not None:
                 ports = free_ports(3)
                 self.container = self.client.containers.run(
@@ -143,10 +191,15 @@ class TritonServer:
             self.container = None
 
     def logs(self) -> str:
+        """The tail of the server's log: its last LOG_TAIL_LINES lines, at most LOG_TAIL_BYTES."""
         try:
-            return self.container.logs().decode("utf-8", errors="replace") if self.container else ""
-        except docker.errors.APIError:
+            data = self.container.logs(tail=LOG_TAIL_LINES) if self.container else b""
+        except (docker.errors.APIError, requests.RequestException):
             return ""
+        if len(data) > LOG_TAIL_BYTES:
+            data = data[-LOG_TAIL_BYTES:]
+            data = data[data.find(b"\n") + 1:]  # no half line at the top
+        return data.decode("utf-8", errors="replace")
 
     # -- readiness ----------------------------------------------------------------------------
 
@@ -187,14 +240,40 @@ class TritonServer:
                     del pending[name]
             if not pending:
                 return
-            failed = [s for s in self.index() if s.name in pending and s.state == "UNAVAILABLE"]
+            states = self.index()
+            failed = [s for s in states if s.name in pending and s.state == "UNAVAILABLE"]
             if failed:
                 raise self.load_failure(failed)
+            for name, version in pending.items():
+                if self.unserved(name, version, states):
+                    raise self.version_failure(name, version, states)
             if time.monotonic() > deadline:
                 states = {s.name: s for s in self.index()}
                 raise self.load_failure([states.get(n, ModelState(n, "", "LOADING", "still loading"))
                                          for n in pending], timed_out=True)
             time.sleep(0.25)
+
+    @staticmethod
+    def unserved(name: str, version: int | None, states: list[ModelState]) -> bool:
+        """The model is READY, but without `version`: its version_policy excludes it, and it will
+        never load. (Triton lists every version it loads, LOADING, before any is READY.)"""
+        mine = [s for s in states if s.name == name]
+        return (version is not None and any(s.state == "READY" for s in mine)
+                and not any(s.version == str(version) for s in mine))
+
+    def version_failure(self, name: str, version: int, states: list[ModelState]) -> Refused:
+        served = ", ".join(sorted((s.version for s in states if s.name == name and s.state == "READY"),
+                                  key=lambda v: int(v) if v.isdigit() else 0))
+        answer = self._get(f"/v2/models/{name}/config")
+        try:
+            policy = json.dumps(answer.json().get("version_policy")) if answer is not None else None
+        except ValueError:
+            policy = None
+        return Refused(f"""
+            Model {name} is ready in {self.image} with version {served} only, not version {version}, the
+            newest version folder, which is the one tested: its config.pbtxt's version_policy
+            {policy or ''} excludes it. Add {version} to version_policy (or use latest {{ num_versions: 1 }})
+            and run again.""")
 
     def check_fatal_lines(self) -> None:
         fatal = [line for line in self.logs().splitlines() if any(f in line for f in FATAL_LOG_LINES)]

@@ -1,8 +1,22 @@
 """Golden cases: the file format, loading with every problem located, checks against the
-model's config, and the comparison of an answer with the expected tensors."""
+model's config, and the comparison of an answer with the expected tensors.
+
+The format is the spec's (KServe v2 tensors under "inputs" and "outputs"), with:
+
+- "timeout": seconds the case may take, on HTTP, gRPC and a decoupled model's stream alike
+  (default 60, at most 3600). A model that hangs fails its case at the deadline.
+- BYTES elements are strings, sent as their UTF-8 encoding. An element that is not valid UTF-8
+  (binary data) is an object {"b64": "<standard base64, padded>"}; `record` writes one for
+  every answer element that is not UTF-8, so a recorded case passes as it is.
+- Integers must lie in their type's range (UINT8 0..255, ...), BOOL data are true or false,
+  floats are finite in their type or "NaN", "Infinity", "-Infinity".
+- "data" is flat row-major, or nested lists at most 64 deep.
+"""
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import math
 from dataclasses import dataclass, field
@@ -16,7 +30,15 @@ from triton_release.problems import Problem, line_of
 DATATYPES = {"BOOL", "UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16", "INT32", "INT64",
              "FP16", "BF16", "FP32", "FP64", "BYTES"}
 FLOATS = {"FP16": 1e-3, "BF16": 1e-2, "FP32": 1e-5, "FP64": 1e-9}
-CASE_KEYS = {"inputs", "outputs", "atol", "rtol", "version", "protocol", "parameters", "description"}
+CASE_KEYS = {"inputs", "outputs", "atol", "rtol", "version", "protocol", "parameters", "description", "timeout"}
+DEFAULT_TIMEOUT = 60.0  # seconds a case may take, unless it says "timeout"
+MAX_TIMEOUT = 3600.0
+MAX_DEPTH = 64  # nesting of "data": far beyond any tensor's rank, far below Python's recursion limit
+INTEGERS = {dt: (int(np.iinfo(t).min), int(np.iinfo(t).max)) for dt, t in (
+    ("UINT8", np.uint8), ("UINT16", np.uint16), ("UINT32", np.uint32), ("UINT64", np.uint64),
+    ("INT8", np.int8), ("INT16", np.int16), ("INT32", np.int32), ("INT64", np.int64))}
+FLOAT_MAX = {"FP16": float(np.finfo(np.float16).max), "BF16": 3.3895313892515355e38,
+             "FP32": float(np.finfo(np.float32).max), "FP64": float(np.finfo(np.float64).max)}
 SPECIAL_FLOATS = {"NaN": math.nan, "nan": math.nan, "Infinity": math.inf, "inf": math.inf,
                   "-Infinity": -math.inf, "-inf": -math.inf}
 TENSOR_KEYS = {"name", "datatype", "shape", "data", "parameters"}
@@ -27,11 +49,12 @@ class Tensor:
     name: str
     datatype: str
     shape: tuple[int, ...]
-    data: tuple = field(repr=False)  # flat, row-major
+    data: tuple = field(repr=False)  # flat, row-major; BYTES elements are str, or bytes from {"b64": ...}
 
     def array(self) -> np.ndarray:
         if self.datatype == "BYTES":
-            return np.array([s.encode("utf-8") for s in self.data], dtype=np.object_).reshape(self.shape)
+            return np.array([s if isinstance(s, bytes) else s.encode("utf-8") for s in self.data],
+                            dtype=np.object_).reshape(self.shape)
         from tritonclient.utils import triton_to_np_dtype
         return np.array(self.data, dtype=triton_to_np_dtype(self.datatype)).reshape(self.shape)
 
@@ -48,6 +71,7 @@ class GoldenCase:
     version: int | None = None
     protocol: str = "http"
     parameters: dict = field(default_factory=dict)
+    timeout: float = DEFAULT_TIMEOUT
 
     @property
     def name(self) -> str:
@@ -61,13 +85,68 @@ class GoldenCase:
         return self.outputs
 
 
-def _flatten(data) -> list:
-    if isinstance(data, list):
-        flat = []
-        for item in data:
-            flat.extend(_flatten(item))
-        return flat
-    return [data]
+_END = object()
+
+
+def _flatten(data) -> list | None:
+    """Nested lists as one flat row-major list, without recursion; None when nested deeper
+    than MAX_DEPTH."""
+    if not isinstance(data, list):
+        return [data]
+    flat: list = []
+    stack = [iter(data)]
+    while stack:
+        item = next(stack[-1], _END)
+        if item is _END:
+            stack.pop()
+        elif isinstance(item, list):
+            if len(stack) >= MAX_DEPTH:
+                return None
+            stack.append(iter(item))
+        else:
+            flat.append(item)
+    return flat
+
+
+def _bytes_element(value) -> str | bytes | None:
+    """A BYTES element as written: a string (sent as UTF-8) or {"b64": ...}; None if neither."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate, "\ud800" in the JSON: no UTF-8 for it
+            return None
+        return value
+    if isinstance(value, dict) and set(value) == {"b64"} and isinstance(value["b64"], str):
+        try:
+            return base64.b64decode(value["b64"], validate=True)
+        except (binascii.Error, ValueError):
+            return None
+    return None
+
+
+def _out_of_range(datatype: str, data: list) -> int | None:
+    """The index of the first element its datatype cannot hold, or None. A finite number that
+    would become infinite in its type cannot be held either."""
+    if datatype in INTEGERS:
+        low, high = INTEGERS[datatype]
+        return next((i for i, v in enumerate(data) if not low <= v <= high), None)
+    if datatype in FLOAT_MAX:
+        numpy_type = {"FP16": np.float16, "FP32": np.float32, "FP64": np.float64}.get(datatype)
+        for i, v in enumerate(data):
+            try:
+                value = float(v)
+            except OverflowError:  # an integer too large for any float
+                return i
+            if not math.isfinite(value):
+                continue
+            if numpy_type is None:  # BF16: beyond its largest value by more than half a unit in the last place
+                if abs(value) > FLOAT_MAX[datatype] * (1 + 2 ** -9):
+                    return i
+            else:
+                with np.errstate(over="ignore"):
+                    if np.isinf(numpy_type(value)):
+                        return i
+    return None
 
 
 class _CaseReader:
@@ -104,22 +183,39 @@ class _CaseReader:
             self.problem(f"{where} {name!r}: no \"data\"", name)
             return None
         data = _flatten(raw["data"])
+        if data is None:
+            self.problem(f"{where} {name!r}: \"data\" is nested deeper than {MAX_DEPTH} levels; write it flat "
+                         "(row-major) or nested as deep as the shape", name)
+            return None
         count = math.prod(shape)
         if len(data) != count:
             self.problem(f"{where} {name!r}: shape {shape} holds {count} elements but \"data\" has {len(data)}", name)
             return None
         if datatype in FLOATS:  # JSON has no NaN or infinity: "NaN", "Infinity", "-Infinity" stand for them
             data = [SPECIAL_FLOATS.get(v, v) if isinstance(v, str) else v for v in data]
+        if datatype == "BYTES":
+            elements = [_bytes_element(v) for v in data]
+            bad = next((i for i, v in enumerate(elements) if v is None), None)
+            if bad is not None:
+                self.problem(f"{where} {name!r}: element {_index(bad, tuple(shape))} of a BYTES tensor is "
+                             f"{_short(data[bad])}; write text as a string, binary data as "
+                             "{\"b64\": \"<base64>\"}", name)
+                return None
+            return Tensor(name, datatype, tuple(shape), tuple(elements))
         if not self._data_fits(datatype, data):
             self.problem(f"{where} {name!r}: data of a {datatype} tensor must be "
                          f"{_kind_of(datatype)}", name)
+            return None
+        bad = _out_of_range(datatype, data)
+        if bad is not None:
+            low, high = INTEGERS.get(datatype) or (f"{-FLOAT_MAX[datatype]:g}", f"{FLOAT_MAX[datatype]:g}")
+            self.problem(f"{where} {name!r}: {_short(data[bad])} at {_index(bad, tuple(shape))} does not fit "
+                         f"{datatype} ({low} to {high})", name)
             return None
         return Tensor(name, datatype, tuple(shape), tuple(data))
 
     @staticmethod
     def _data_fits(datatype: str, data: list) -> bool:
-        if datatype == "BYTES":
-            return all(isinstance(v, str) for v in data)
         if datatype == "BOOL":
             return all(isinstance(v, bool) for v in data)
         if datatype in FLOATS:
@@ -134,9 +230,12 @@ class _CaseReader:
         return tuple(t for t in found if t is not None)
 
 
+def _short(value) -> str:
+    text = json.dumps(value) if not isinstance(value, str) else repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
 def _kind_of(datatype: str) -> str:
-    if datatype == "BYTES":
-        return "strings"
     if datatype == "BOOL":
         return "true or false"
     return "numbers (or \"NaN\", \"Infinity\", \"-Infinity\")" if datatype in FLOATS else "integers"
@@ -149,6 +248,9 @@ def load_case(path: Path, model: str) -> tuple[GoldenCase | None, list[Problem]]
         raw = json.loads(text)
     except json.JSONDecodeError as exc:
         return None, [Problem(path, f"not valid JSON: {exc.msg}", exc.lineno, exc.colno)]
+    except RecursionError:
+        return None, [Problem(path, f"nested too deep to read (a golden file's \"data\" may nest at most "
+                              f"{MAX_DEPTH} levels); write the data flat, row-major", 1, 1)]
     reader = _CaseReader(path, text)
     if not isinstance(raw, dict):
         return None, [Problem(path, "a golden case is a JSON object with \"inputs\" and \"outputs\"", 1, 1)]
@@ -175,10 +277,14 @@ def load_case(path: Path, model: str) -> tuple[GoldenCase | None, list[Problem]]
     parameters = raw.get("parameters", {})
     if not isinstance(parameters, dict):
         reader.problem("\"parameters\" must be an object of request parameters", "parameters")
+    timeout = raw.get("timeout", DEFAULT_TIMEOUT)
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout <= MAX_TIMEOUT:
+        reader.problem(f"\"timeout\" must be the seconds the case may take, more than 0 and at most "
+                       f"{MAX_TIMEOUT:g} (default {DEFAULT_TIMEOUT:g})", "timeout")
     if reader.problems:
         return None, reader.problems
     return GoldenCase(path, model, inputs, outputs, responses, raw.get("atol"), raw.get("rtol"),
-                      version, protocol, parameters), []
+                      version, protocol, parameters, float(timeout)), []
 
 
 def shape_fits(shape: tuple[int, ...], dims: list[int], max_batch_size: int) -> bool:
@@ -258,8 +364,8 @@ def compare(expected: Tensor, actual: np.ndarray | None, actual_datatype: str | 
             return OutputResult(name, True)
         i = bad[0]
         return OutputResult(name, False, message=f"output {name!r}: {len(bad)} element(s) differ; first at "
-                            f"{_index(i, expected.shape)}: expected {want.reshape(-1)[i].decode(errors='replace')!r}, "
-                            f"got {got[i].decode(errors='replace')!r}")
+                            f"{_index(i, expected.shape)}: expected {_show(want.reshape(-1)[i])}, "
+                            f"got {_show(got[i])}")
     if expected.datatype not in FLOATS:  # integers and BOOL: exactly, in their own type
         got = np.asarray(actual).reshape(-1)
         bad_at = np.flatnonzero(got != want.reshape(-1))
@@ -293,3 +399,67 @@ def compare(expected: Tensor, actual: np.ndarray | None, actual_datatype: str | 
 
 def _index(flat: int, shape: tuple[int, ...]) -> list[int]:
     return [int(i) for i in np.unravel_index(flat, shape)] if shape else []
+
+
+def _show(value: bytes) -> str:
+    """A BYTES element in a message: as text where it is UTF-8, else as Python bytes."""
+    try:
+        return repr(value.decode("utf-8"))
+    except UnicodeDecodeError:
+        return repr(value)
+
+
+def _bytes_json(value) -> str | dict:
+    if not isinstance(value, bytes):
+        return str(value)
+    try:
+        return value.decode("utf-8")
+    except UnicodeDecodeError:  # binary: as base64, which load_case decodes back to these bytes
+        return {"b64": base64.b64encode(value).decode("ascii")}
+
+
+def _float_json(value: float) -> float | str:
+    if math.isnan(value):
+        return "NaN"
+    return ("Infinity" if value > 0 else "-Infinity") if math.isinf(value) else value
+
+
+def tensor_json(name: str, array, datatype: str) -> dict:
+    """A server's output as a golden file's tensor (what `record` writes), such that loading it
+    gives back the same values: binary BYTES as {"b64": ...}, NaN and infinities as strings."""
+    data = array.reshape(-1).tolist()
+    if datatype == "BYTES":
+        data = [_bytes_json(v) for v in data]
+    elif datatype in FLOATS:
+        data = [_float_json(v) for v in data]
+    return {"name": name, "datatype": datatype, "shape": list(array.shape), "data": data}
+
+
+# -- warnings and the version a golden run awaits ------------------------------------------------
+
+def case_warnings(case: GoldenCase, model: Model) -> list[Problem]:
+    """What is legal in a case but proves less than its author may think."""
+    warnings = []
+    if not case.expected and not case.responses:
+        text = case.path.read_text(encoding="utf-8", errors="replace")
+        outputs = ", ".join(sorted(model.tensors("output"))) or "its outputs"
+        warnings.append(Problem(case.path, f"no \"outputs\": the case proves only that the model answers, not "
+                                f"what it answers; list {outputs} with their expected data, or fill them in "
+                                f"with `triton-release record --image IMAGE --models {model.name}`",
+                                line_of(text, '"outputs"')))
+    return warnings
+
+
+def version_policy_problem(model: Model) -> Problem | None:
+    """A config whose version_policy excludes the newest version folder: the version a release
+    tests and serves would never load (the server waits for it until --load-timeout)."""
+    config, newest = model.config, model.newest_version
+    if config is None or newest is None or config.version_policy.WhichOneof("policy_choice") != "specific":
+        return None
+    versions = sorted(config.version_policy.specific.versions)
+    if newest in versions:
+        return None
+    return Problem(model.config_path, f"version_policy specific {{ versions: {versions} }} excludes version "
+                   f"{newest}, the newest version folder, which a release tests and serves: tritonserver "
+                   f"would never load it. Add {newest} to its versions, or use latest {{ num_versions: 1 }}",
+                   line_of(model.config_text, "version_policy"))

@@ -1,5 +1,10 @@
 """A golden case sent to a running tritonserver: HTTP, gRPC, or a decoupled model's gRPC stream;
-each answer compared with the case's expected tensors."""
+each answer compared with the case's expected tensors.
+
+Every case has a deadline (its "timeout", default 60 s) on every protocol: the HTTP client's
+network timeout, the gRPC call's deadline, the stream's deadline. A stream that ends without
+its final response is cancelled, so closing it never waits on the model.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +13,9 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from triton_release.models.golden import GoldenCase, OutputResult, compare, tolerances
+from triton_release.models.golden import DEFAULT_TIMEOUT, GoldenCase, OutputResult, compare, tolerances
+
+STREAM_GRACE = 5.0  # the stream's own gRPC deadline, after the case's: only a backstop
 
 
 @dataclass(frozen=True)
@@ -30,8 +37,15 @@ NUMPY2_HINT = ("numpy 2 is known to break Triton 2.51's Python backend (`output 
                "size of output`); pin numpy<2 in the model's requirements.txt or use a base image with numpy 1.x")
 
 
+STUB_DIED_MESSAGE = "is not healthy"
+STUB_DIED_HINT = ("the model's Python process died: it ran out of the server's memory limit (the server_memory "
+                  "setting; default 3/4 of this machine's memory) or crashed in native code")
+
+
 def with_hint(message: str, always: bool = False) -> str:
     """Add what is known to cause a server error that names no cause."""
+    if STUB_DIED_MESSAGE in message:
+        return f"{message}. Hint: {STUB_DIED_HINT}"
     return f"{message}. Hint: {NUMPY2_HINT}" if always or NUMPY2_MESSAGE in message else message
 
 
@@ -45,12 +59,22 @@ class InferenceFailed(Exception):
     pass
 
 
-def _client(protocol: str, http_url: str, grpc_url: str):
+def _client(protocol: str, http_url: str, grpc_url: str, timeout: float):
     if protocol == "grpc":
         import tritonclient.grpc as lib
-        return lib, lib.InferenceServerClient(grpc_url)
+        return lib, lib.InferenceServerClient(grpc_url), {"client_timeout": timeout}
     import tritonclient.http as lib
-    return lib, lib.InferenceServerClient(http_url)
+    return lib, lib.InferenceServerClient(http_url, connection_timeout=timeout, network_timeout=timeout), {}
+
+
+def _late(case: GoldenCase, timeout: float, what: str) -> str:
+    return (f"case {case.model}/{case.name} {what} within {timeout:g} s (its \"timeout\", default "
+            f"{DEFAULT_TIMEOUT:g}); the model hangs or is slower: fix it, or raise \"timeout\" in {case.path.name}")
+
+
+def _timed_out(exc: Exception) -> bool:
+    status = getattr(exc, "status", None)
+    return (callable(status) and status() == "StatusCode.DEADLINE_EXCEEDED") or isinstance(exc, TimeoutError)
 
 
 def _inputs(lib, case: GoldenCase) -> list:
@@ -76,18 +100,22 @@ def _answer(result) -> Answer:
 
 
 def send(case: GoldenCase, http_url: str, grpc_url: str, decoupled: bool = False,
-         timeout: float = 120) -> tuple[list[Answer], float]:
-    """The server's responses to the case's inputs, and the latency in ms (to the last response)."""
+         timeout: float | None = None) -> tuple[list[Answer], float]:
+    """The server's responses to the case's inputs, and the latency in ms (to the last response).
+    Every call ends within `timeout` seconds (default: the case's own)."""
+    timeout = case.timeout if timeout is None else timeout
     names = [t.name for t in case.expected]
     if decoupled or case.responses is not None:
         return _stream(case, grpc_url, names, timeout)
-    lib, client = _client(case.protocol, http_url, grpc_url)
+    lib, client, deadline = _client(case.protocol, http_url, grpc_url, timeout)
     outputs = [lib.InferRequestedOutput(n) for n in dict.fromkeys(names)] or None
     start = time.perf_counter()
     try:
         result = client.infer(case.model, _inputs(lib, case), model_version=str(case.version or ""),
-                              outputs=outputs, parameters=case.parameters or None)
+                              outputs=outputs, parameters=case.parameters or None, **deadline)
     except Exception as exc:  # the server's own message is what the user needs
+        if _timed_out(exc) or time.perf_counter() - start >= timeout:
+            raise InferenceFailed(_late(case, timeout, "got no answer")) from None
         raise InferenceFailed(str(exc)) from None
     finally:
         client.close()
@@ -101,8 +129,10 @@ def _stream(case: GoldenCase, grpc_url: str, names: list[str], timeout: float) -
     import tritonclient.grpc as lib
     client = lib.InferenceServerClient(grpc_url)
     received: queue.Queue = queue.Queue()
-    client.start_stream(callback=lambda result, error: received.put((result, error)))
+    client.start_stream(callback=lambda result, error: received.put((result, error)),
+                        stream_timeout=timeout + STREAM_GRACE)
     answers = []
+    finished = False
     start = time.perf_counter()
     try:
         client.async_stream_infer(case.model, _inputs(lib, case), model_version=str(case.version or ""),
@@ -112,17 +142,22 @@ def _stream(case: GoldenCase, grpc_url: str, names: list[str], timeout: float) -
             try:
                 result, error = received.get(timeout=max(0.1, timeout - (time.perf_counter() - start)))
             except queue.Empty:
-                raise InferenceFailed(f"no final response within {timeout:g} s after {len(answers)} response(s)")
+                raise InferenceFailed(_late(case, timeout, f"got no final response (after {len(answers)} "
+                                            "response(s))") + "; a decoupled model ends each request with "
+                                      "TRITONSERVER_RESPONSE_COMPLETE_FINAL") from None
             if error is not None:
+                if _timed_out(error):
+                    raise InferenceFailed(_late(case, timeout, "got no final response"))
                 raise InferenceFailed(str(error))
             response = result.get_response()
             if response.outputs:
                 answers.append(_answer(result))
             final = response.parameters.get("triton_final_response")
             if final is not None and final.bool_param:
+                finished = True
                 break
-    finally:
-        client.stop_stream()
+    finally:  # cancelled unless it ended: closing must not wait on a model that never finishes
+        client.stop_stream(cancel_requests=not finished)
         client.close()
     return answers, (time.perf_counter() - start) * 1000
 

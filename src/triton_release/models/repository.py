@@ -3,11 +3,15 @@ Triton's own schema (tritonclient's model_config_pb2)."""
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 from google.protobuf import text_format
+from packaging.requirements import InvalidRequirement, Requirement
 from triton_release.models.config_schema import model_config_pb2
 
 from triton_release.models.graph import ensemble_needs
@@ -15,16 +19,178 @@ from triton_release.problems import Problem
 
 CONFIG_FILE = "config.pbtxt"
 GOLDEN_DIR = "golden"
+REQUIREMENTS_FILE = "requirements.txt"
 MODEL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+MAX_NAME_LENGTH = 128  # <name>.v<N>.tar and <name>.files.tar stay far below a file name's 255 bytes
 VERSION_DIR = re.compile(r"^[1-9][0-9]*$")
 
 
 def model_name_problem(name: str) -> str | None:
     """Why `name` cannot be a model's name, or None. Names reach paths, git and docker."""
+    if len(name) > MAX_NAME_LENGTH:
+        return (f"model name {name[:24]!r}... is {len(name)} characters long: at most {MAX_NAME_LENGTH} are "
+                "allowed (the name becomes file names in the image's build); rename the folder")
     if not MODEL_NAME.match(name):
         return (f"model name {name!r} is not allowed: use letters, digits, '_', '-' and '.', starting with "
                 "a letter or digit; rename the folder")
     return None
+
+
+# -- symbolic links: followed while they stay inside the model repository --------------------
+
+MAX_LINKED_ENTRIES = 100_000  # files and folders reached through linked folders, per walk
+
+
+class _Stop(Exception):
+    """The walk went past MAX_LINKED_ENTRIES."""
+
+
+def outside(path: Path, root: Path) -> Path | None:
+    """Where `path` really is when symbolic links (its own or a parent's) take it out of `root`;
+    None when it stays inside."""
+    real, base = Path(os.path.realpath(path)), Path(os.path.realpath(root))
+    return None if real == base or base in real.parents else real
+
+
+def link_problem(path: Path, root: Path) -> Problem | None:
+    """Why the symbolic link `path` cannot be followed, or None (a plain path, or a link that stays
+    inside `root` and points to something)."""
+    target = outside(path, root)
+    if target is not None:
+        return Problem(path, f"symbolic link points outside the model repository ({target}): what it points to "
+                       "would be read and shipped in the image; copy the files in instead")
+    if os.path.islink(path) and not os.path.exists(path):
+        return Problem(path, f"symbolic link points to nothing ({os.readlink(path)}); fix or remove it")
+    return None
+
+
+def kind_problem(path: Path) -> Problem | None:
+    """A FIFO, socket or device where a file or folder is expected: reading it would block or never end."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return None  # gone, or a dangling link: link_problem says so
+    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+        return None
+    return Problem(path, "neither a file nor a folder (a FIFO, socket or device); remove it")
+
+
+def walk(folder: Path, root: Path, skip: Callable[[str], bool] = lambda name: False) -> tuple[list[Path], list[Problem]]:
+    """Every file and folder below `folder`, sorted, as seen through the symbolic links that stay
+    inside `root`: a linked folder is walked as if its files were there. Problems for links that
+    leave `root`, point to nothing or lead back into a folder above them (a loop); what lies behind
+    them is not read. `skip(name)` leaves out files and folders by name."""
+    found: list[Path] = []
+    problems: list[Problem] = []
+    linked = 0
+
+    def visit(directory: Path, chain: tuple[Path, ...], through_link: bool) -> None:
+        nonlocal linked
+        try:
+            names = sorted(os.listdir(directory))
+        except OSError as exc:
+            problems.append(Problem(directory, f"the folder cannot be read ({exc.strerror})"))
+            return
+        for name in names:
+            if skip(name):
+                continue
+            path = directory / name
+            is_link = os.path.islink(path)
+            if is_link:
+                problem = link_problem(path, root)
+                if problem:
+                    problems.append(problem)
+                    continue
+            if through_link or is_link:
+                linked += 1
+                if linked > MAX_LINKED_ENTRIES:
+                    problems.append(Problem(path, f"symbolic links below {folder} lead to more than "
+                                            f"{MAX_LINKED_ENTRIES} files and folders; link fewer, or copy them in"))
+                    raise _Stop
+            problem = kind_problem(path)
+            if problem:
+                problems.append(problem)
+                continue
+            found.append(path)
+            if os.path.isdir(path):
+                real = Path(os.path.realpath(path))
+                if is_link and any(real == seen or real in seen.parents for seen in chain):
+                    found.pop()
+                    problems.append(Problem(path, f"symbolic link leads back into a folder above it ({real}), "
+                                            "a loop; remove it"))
+                    continue
+                visit(path, (*chain, real), through_link or is_link)
+
+    try:
+        visit(folder, (Path(os.path.realpath(folder)),), False)
+    except _Stop:
+        pass
+    return sorted(found), problems
+
+
+# -- requirements.txt: name==version lines; pip options, paths and URLs only when allowed ------
+
+REQUIREMENTS_OPTIONS = ("refuse", "allow")
+_COMMENT = re.compile(r"(^|\s)#.*$")
+_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")          # http:, git+https:, file:, c:
+_CREDENTIALS = re.compile(r"(://)[^/@\s]*@")
+_ARCHIVES = (".whl", ".zip", ".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tbz", ".tar.xz", ".txz", ".tar.lz", ".tlz")
+_ALLOW = ("write one requirement per line (name==version), or, if pip is meant to read the file as it is, set "
+          "requirements_options: allow in triton-release.yaml")
+
+
+def _shown(text: str) -> str:
+    """The offending line as a message quotes it: URL credentials hidden, cut at 100 characters."""
+    text = _CREDENTIALS.sub(r"\1***@", text)
+    return repr(text if len(text) <= 100 else text[:100] + "...")
+
+
+def _refused_kind(text: str) -> str | None:
+    """What makes a requirements line more than a requirement (an option, a URL, a path), or None."""
+    option = next((token for token in text.split() if token.startswith("-")), None)
+    if option is not None:
+        return f"the pip option {option.split('=')[0]!r}, which makes pip read other files or other package indexes"
+    if "${" in text:
+        return "an environment variable reference, which pip expands"
+    if text.endswith("\\"):
+        return "a line continued onto the next one"
+    if _SCHEME.match(text) or "://" in text or re.search(r"\s@\s|@\s*\S+:", text):
+        return "a URL, which pip would install from instead of the package index"
+    name = re.split(r"[\s\[;<>=!~]", text, maxsplit=1)[0]
+    if text.startswith((".", "/", "~", "\\")) or "/" in name or "\\" in name or name.lower().endswith(_ARCHIVES):
+        return "a local path, which pip would read from this machine"
+    return None
+
+
+def read_requirements(path: Path, options: str = "refuse") -> tuple[list[tuple[int, Requirement]], list[Problem]]:
+    """A model's requirements.txt: (line number, requirement) for each requirement, and a problem
+    for each line that is not one. With options "allow", pip options, paths and URLs are left to
+    pip (and not returned). A problem quotes its own line only, never the rest of the file."""
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError:
+        return [], [Problem(path, "the file is not UTF-8 text; write one requirement per line (name==version)")]
+    except OSError as exc:
+        return [], [Problem(path, f"the file cannot be read ({exc.strerror})")]
+    found: list[tuple[int, Requirement]] = []
+    problems: list[Problem] = []
+    for number, raw in enumerate(text.splitlines(), 1):
+        line = _COMMENT.sub("", raw).strip()
+        if not line:
+            continue
+        kind = _refused_kind(line)
+        if kind is not None:
+            if options != "allow":
+                problems.append(Problem(path, f"{_shown(line)} is {kind}: refused in a model's requirements "
+                                        f"(requirements_options is \"refuse\"); {_ALLOW}", number))
+            continue
+        try:
+            found.append((number, Requirement(line)))
+        except InvalidRequirement as exc:
+            reason = str(exc).splitlines()[0]
+            problems.append(Problem(path, f"{_shown(line)} is not a requirement ({reason}); write it as "
+                                    "name==version, one per line", number))
+    return found, problems
 
 
 def datatype_name(data_type: int) -> str:
@@ -93,12 +259,18 @@ def parse_config(path: Path, text: str) -> tuple[model_config_pb2.ModelConfig | 
         return None, [Problem(path, f"{message} (Triton's model config schema)", line, col)]
 
 
-def load_model(path: Path) -> Model:
+def load_model(path: Path, root: Path | None = None) -> Model:
+    """The model in folder `path` of the model repository `root` (default: the folder's parent).
+    Nothing behind a symbolic link leaving `root` is read: validate reports the link, and the
+    layer writer refuses it."""
     name = path.name
+    root = path.parent if root is None else root
     problems: list[Problem] = []
     config, text = None, ""
     config_path = path / CONFIG_FILE
-    if config_path.is_file():
+    if outside(path, root) is not None:
+        return Model(name, path)
+    if config_path.is_file() and outside(config_path, root) is None:
         text = config_path.read_text(encoding="utf-8", errors="replace")
         config, problems = parse_config(config_path, text)
     versions, others = [], []
@@ -122,7 +294,7 @@ class Repository:
         models = {}
         for child in sorted(root.iterdir()):
             if child.is_dir() and not child.name.startswith("."):
-                models[child.name] = load_model(child)
+                models[child.name] = load_model(child, root)
         return cls(root, models)
 
     def __iter__(self):

@@ -9,11 +9,13 @@ from __future__ import annotations
 import re
 from collections import Counter
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Callable, Iterator
 
 from triton_release.models import golden
-from triton_release.models.repository import GOLDEN_DIR, Model, Repository, model_name_problem
+from triton_release.models.repository import (GOLDEN_DIR, REQUIREMENTS_FILE, Model, Repository, link_problem,
+                                               model_name_problem, read_requirements, walk)
 from triton_release.problems import Problem, display_path, line_of
 
 LOOKS_LIKE_VERSION = re.compile(r"^(v|version)?-?[0-9]+$", re.I)
@@ -154,13 +156,20 @@ def check_ensemble(model: Model, repo: Repository) -> Iterator[Problem]:
 
 
 def check_links(model: Model, repo: Repository) -> Iterator[Problem]:
-    root = repo.root.resolve()
-    for path in sorted(model.path.rglob("*")):
-        if path.is_symlink():
-            target = path.resolve()
-            if root not in target.parents and target != root:
-                yield Problem(path, f"symbolic link points outside the model repository ({target}); "
-                              "copy the file in instead")
+    """Links leaving the model repository (the model folder itself, or anything below), pointing to
+    nothing, or looping. Links that stay inside are followed, in the image too."""
+    problem = link_problem(model.path, repo.root)
+    if problem:
+        yield Problem(model.path, f"the model folder is itself a link: {problem.message}")
+        return
+    yield from walk(model.path, repo.root)[1]
+
+
+def check_requirements(model: Model, repo: Repository, options: str = "refuse") -> Iterator[Problem]:
+    """requirements.txt holds requirements only: pip options, paths and URLs only when allowed."""
+    path = model.path / REQUIREMENTS_FILE
+    if path.is_file():
+        yield from read_requirements(path, options)[1]
 
 
 def check_golden(model: Model, repo: Repository) -> Iterator[Problem]:
@@ -171,20 +180,43 @@ def check_golden(model: Model, repo: Repository) -> Iterator[Problem]:
             yield from golden.check_against_config(case, model)
 
 
+def check_version_policy(model: Model, repo: Repository) -> Iterator[Problem]:
+    problem = golden.version_policy_problem(model)
+    if problem is not None:
+        yield problem
+
+
+def warn_golden(model: Model, repo: Repository) -> Iterator[Problem]:
+    """Cases that are legal but prove less than their author may think."""
+    if not model.golden_cases:
+        yield Problem(model.path / GOLDEN_DIR, "no golden cases: a release can load this model but proves nothing "
+                      "about its answers; add golden/<case>.json")
+    for path in model.golden_cases:
+        case, _ = golden.load_case(path, model.name)
+        if case is not None:
+            yield from golden.case_warnings(case, model)
+
+
 RULES: tuple[Rule, ...] = (check_name, check_config, check_versions, check_python_files, check_ensemble,
-                           check_links, check_golden)
+                           check_version_policy, check_golden)
+WARNINGS: tuple[Rule, ...] = (warn_golden,)
 
 
-def validate(root: Path) -> ValidationResult:
+def validate(root: Path, requirements_options: str = "refuse") -> ValidationResult:
+    """`requirements_options`: the setting of that name, "refuse" or "allow"."""
     repo = Repository.load(root)
+    rules = (*RULES, partial(check_requirements, options=requirements_options))
     problems: list[Problem] = []
     warnings: list[Problem] = []
     cases = 0
     for model in repo:
-        for rule in RULES:
+        links = list(check_links(model, repo))
+        if links:  # nothing behind a bad link is read: its problems are the model's only ones
+            problems.extend(links)
+            continue
+        for rule in rules:
             problems.extend(rule(model, repo))
+        for rule in WARNINGS:
+            warnings.extend(rule(model, repo))
         cases += len(model.golden_cases)
-        if not model.golden_cases:
-            warnings.append(Problem(model.path / GOLDEN_DIR, "no golden cases: a release can load this model but proves nothing about "
-                                    "its answers; add golden/<case>.json"))
     return ValidationResult(display_path(Path(root)), tuple(repo.models), cases, tuple(problems), tuple(warnings))

@@ -1,22 +1,30 @@
 """A registry repository through the v2 API: tags, manifests, digests, retag, delete.
 
 Auth follows the registry's challenge: anonymous, Basic, or a Bearer token from the realm it
-names (GHCR, Docker Hub and most registries). 429 and 5xx answers are retried a few times
-with backoff. Credentials live only in `Credentials`, whose repr hides them, and in request
-headers; they never reach messages, reports or process arguments.
+names (GHCR, Docker Hub and most registries); credentials go to a realm only over https or to
+the registry itself. 429 and 5xx answers are retried a few times with backoff. Every answer
+must arrive whole within a deadline, however slowly it trickles. A digest is always the sha256
+of the manifest bytes received or sent, never a header's claim. Credentials live only in
+`Credentials`, whose repr hides them, and in request headers; they never reach messages,
+reports or process arguments.
 """
 
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import re
+import socket
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
+from urllib.parse import urlsplit
 
 import requests
+import urllib3
 
 from triton_release.errors import InfrastructureError, Refused, UsageError
 
@@ -28,8 +36,12 @@ MANIFEST_TYPES = ", ".join([
 ])
 REPO_REF = re.compile(r"^(?P<host>[A-Za-z0-9.-]+(:[0-9]+)?)/(?P<name>[a-z0-9]+([._/-][a-z0-9]+)*)$")
 TAG = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
-RETRIES = 4          # attempts for 429 and 5xx
-MAX_BACKOFF = 8.0    # seconds, also the cap on a Retry-After we honour
+RETRIES = 4            # attempts for 429 and 5xx
+MAX_BACKOFF = 8.0      # seconds, also the cap on a Retry-After we honour
+CONNECT_TIMEOUT = 10.0  # seconds to open a connection
+READ_TIMEOUT = 30.0     # seconds of silence within an answer
+DEADLINE = 120.0        # seconds for one whole answer, however slowly it trickles
+MAX_PAGES = 1000        # pages of a tag list (1000 tags each)
 _CHALLENGE = re.compile(r'(\w+)="([^"]*)"')
 
 
@@ -84,11 +96,16 @@ def open_repository(ref: str, env: Mapping[str, str], username: str | None = Non
     return RegistryRepository.parse(ref, find_credentials(host, env, username, password))
 
 
+def content_digest(body: bytes) -> str:
+    """The digest of manifest bytes, as a registry must name them: what reports and comparisons use."""
+    return "sha256:" + hashlib.sha256(body).hexdigest()
+
+
 @dataclass(frozen=True)
 class Manifest:
     media_type: str
     body: bytes = field(repr=False)
-    digest: str
+    digest: str  # content_digest(body)
 
     @property
     def layers(self) -> list[dict]:
@@ -99,12 +116,102 @@ class Manifest:
         return json.loads(self.body).get("config", {}).get("digest", "")
 
 
+# -- a deadline for a whole answer ------------------------------------------------------------
+# requests' read timeout counts the silence between two reads, so an answer trickling a byte at a
+# time never times out. A timer cuts the connections of the request in flight instead.
+
+_in_flight = threading.local()
+
+
+class _Watch:
+    """The connections one request uses; `cut` shuts them down, ending any read in progress."""
+
+    def __init__(self) -> None:
+        self.connections: list = []
+        self.expired = False
+        self._lock = threading.Lock()
+
+    def attach(self, connection) -> None:
+        with self._lock:
+            self.connections.append(connection)
+            if self.expired:
+                _shut(connection)
+
+    def cut(self) -> None:
+        with self._lock:
+            self.expired = True
+            for connection in self.connections:
+                _shut(connection)
+
+
+def _shut(connection) -> None:
+    sock = getattr(connection, "sock", None)
+    if sock is not None:
+        try:
+            socket.socket.shutdown(sock, socket.SHUT_RDWR)  # the plain socket's: also under TLS
+        except OSError:
+            pass
+
+
+class _Watched:
+    """A urllib3 connection that joins the watch of the request in flight on its thread."""
+
+    def connect(self) -> None:
+        super().connect()
+        watch = getattr(_in_flight, "watch", None)
+        if watch is not None:
+            watch.attach(self)
+
+    def request(self, *args, **kwargs):
+        watch = getattr(_in_flight, "watch", None)
+        if watch is not None and self.sock is not None:  # a kept-alive connection
+            watch.attach(self)
+        return super().request(*args, **kwargs)
+
+
+class _HTTPConnection(_Watched, urllib3.connection.HTTPConnection):
+    pass
+
+
+class _HTTPSConnection(_Watched, urllib3.connection.HTTPSConnection):
+    pass
+
+
+class _HTTPPool(urllib3.HTTPConnectionPool):
+    ConnectionCls = _HTTPConnection
+
+
+class _HTTPSPool(urllib3.HTTPSConnectionPool):
+    ConnectionCls = _HTTPSConnection
+
+
+class _WatchedAdapter(requests.adapters.HTTPAdapter):
+    def init_poolmanager(self, *args, **kwargs) -> None:
+        super().init_poolmanager(*args, **kwargs)
+        self.poolmanager.pool_classes_by_scheme = {"http": _HTTPPool, "https": _HTTPSPool}
+
+    def proxy_manager_for(self, *args, **kwargs):
+        manager = super().proxy_manager_for(*args, **kwargs)
+        manager.pool_classes_by_scheme = {"http": _HTTPPool, "https": _HTTPSPool}
+        return manager
+
+
+def _without_userinfo(url: str) -> str:
+    parts = urlsplit(url)
+    return parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl()
+
+
 class RegistryRepository:
     def __init__(self, host: str, name: str, credentials: Credentials | None = None) -> None:
         self.host, self.name = host, name
         self.credentials = credentials
         self.session = requests.Session()
+        adapter = _WatchedAdapter()
+        self.session.mount("http://", adapter)
+        self.session.mount("https://", adapter)
         self._token: str | None = None
+        self.deadline = DEADLINE     # seconds for one whole answer
+        self.max_pages = MAX_PAGES   # of a tag list
 
     @classmethod
     def parse(cls, ref: str, credentials: Credentials | None = None) -> "RegistryRepository":
@@ -123,10 +230,40 @@ class RegistryRepository:
 
     @property
     def base_url(self) -> str:
-        local = self.host.startswith(("127.", "localhost"))
+        """Plain http only to this machine's loopback (the local test registry); https elsewhere."""
+        hostname = self.host.rsplit(":", 1)[0].lower()
+        local = hostname == "localhost" or re.fullmatch(r"127(\.\d{1,3}){3}", hostname) is not None
         return f"{'http' if local else 'https'}://{self.host}/v2/{self.name}"
 
     # -- transport ----------------------------------------------------------------------------
+
+    def _exchange(self, method: str, url: str, service: str, **kw) -> requests.Response:
+        """One request whose whole answer (headers and body) arrives within `self.deadline`."""
+        watch = _Watch()
+        timer = threading.Timer(self.deadline, watch.cut)
+        timer.daemon = True
+        _in_flight.watch = watch
+        timer.start()
+        try:
+            answer = self.session.request(method, url, timeout=(CONNECT_TIMEOUT, min(READ_TIMEOUT, self.deadline)),
+                                          **kw)
+        except requests.RequestException as exc:
+            if watch.expired:
+                raise self._too_slow(service) from None
+            raise InfrastructureError(f"""
+                {service} is unreachable ({exc.__class__.__name__}). Check that it is up (locally:
+                `make stack`) and that this machine can reach it.""") from None
+        finally:
+            timer.cancel()
+            _in_flight.watch = None
+        if watch.expired:  # cut, yet it looked complete (an answer without a length): still cut short
+            raise self._too_slow(service)
+        return answer
+
+    def _too_slow(self, service: str) -> InfrastructureError:
+        return InfrastructureError(f"""
+            {service} did not finish its answer within {self.deadline:g} s (it answered too slowly or
+            stopped part way), so it was given up. Check the registry and the network, then run again.""")
 
     def _send(self, method: str, url: str, **kw) -> requests.Response:
         headers = dict(kw.pop("headers", {}) or {})
@@ -136,17 +273,12 @@ class RegistryRepository:
             basic = base64.b64encode(f"{self.credentials.username}:{self.credentials.password}".encode()).decode()
             headers["Authorization"] = f"Basic {basic}"
         for attempt in range(RETRIES):
-            try:
-                answer = self.session.request(method, url, headers=headers, timeout=60, **kw)
-            except requests.RequestException as exc:
-                raise InfrastructureError(f"""
-                    The registry {self.host} is unreachable ({exc.__class__.__name__}). Check that it is
-                    up (locally: `make stack`) and that this machine can reach it.""") from None
+            answer = self._exchange(method, url, f"The registry {self.host}", headers=headers, **kw)
             if answer.status_code != 429 and answer.status_code < 500 or attempt == RETRIES - 1:
                 return answer
             wait = min(MAX_BACKOFF, 0.5 * 2 ** attempt)
             try:
-                wait = min(MAX_BACKOFF, float(answer.headers.get("Retry-After", wait)))
+                wait = max(0.0, min(MAX_BACKOFF, float(answer.headers.get("Retry-After", wait))))
             except ValueError:
                 pass
             time.sleep(wait)
@@ -158,6 +290,31 @@ class RegistryRepository:
         if answer.status_code == 401 and self._authenticate(answer):
             answer = self._send(method, url, **kw)
         return answer
+
+    def _json(self, answer: requests.Response, source: str, expected: str) -> dict:
+        """The JSON object an answer must be; anything else is a broken registry (or what stands in front)."""
+        try:
+            data = json.loads(answer.content)
+        except ValueError:  # also UnicodeDecodeError
+            data = None
+        if not isinstance(data, dict):
+            kind = answer.headers.get("Content-Type", "").split(";")[0] or "no content type"
+            raise InfrastructureError(f"""
+                {source} answered with something that is not {expected} (HTTP {answer.status_code}, {kind},
+                {len(answer.content)} bytes). Check that {urlsplit(answer.url).netloc or self.host} is a
+                container registry, not a login page or proxy standing in front of one.""")
+        return data
+
+    def _check_realm(self, realm: str) -> None:
+        """Credentials go to a token service over https, or over http only to this very (loopback) registry."""
+        parts = urlsplit(realm)
+        own = parts.netloc.lower() == self.host.lower() and self.base_url.startswith(f"{parts.scheme}://")
+        if parts.scheme == "https" or (parts.scheme == "http" and own):
+            return
+        raise Refused(f"""
+            The registry {self.host} asks for credentials to be sent to the token service
+            {_without_userinfo(realm)}, which is neither https nor the registry itself; they were not
+            sent. Use the registry's https address, or serve its token service over https.""")
 
     def _authenticate(self, challenge: requests.Response) -> bool:
         """Answer a 401's WWW-Authenticate; True when there is something new to try."""
@@ -174,18 +331,17 @@ class RegistryRepository:
         realm = params.pop("realm", "")
         if not realm:
             return False
+        if self.credentials:
+            self._check_realm(realm)
         # the scope this request needs (a token for pull cannot push); with credentials ask for both
         params["scope"] = (f"repository:{self.name}:pull,push" if self.credentials
                            else params.get("scope", f"repository:{self.name}:pull"))
         auth = (self.credentials.username, self.credentials.password) if self.credentials else None
-        try:
-            answer = self.session.get(realm, params=params, auth=auth, timeout=30)
-        except requests.RequestException as exc:
-            raise InfrastructureError(f"The registry's token service {realm} is unreachable "
-                                      f"({exc.__class__.__name__}).") from None
+        service = f"The registry's token service {_without_userinfo(realm)}"
+        answer = self._exchange("GET", realm, service, params=params, auth=auth)
         if answer.status_code != 200:
             return False
-        data = answer.json()
+        data = self._json(answer, service, "a token (JSON)")
         self._token = data.get("token") or data.get("access_token")
         return bool(self._token)
 
@@ -207,33 +363,38 @@ class RegistryRepository:
 
     def tags(self) -> list[str]:
         found: list[str] = []
-        path = "tags/list?n=1000"
-        while path:
+        path, read = "tags/list?n=1000", set()
+        while path and path not in read:  # a link back to a page already read: the list is complete
+            if len(read) >= self.max_pages:
+                raise InfrastructureError(f"""
+                    The registry {self.host} kept linking to more pages of the tags of {self} after
+                    {self.max_pages} pages; its tag list does not end. Check the registry.""")
+            read.add(path)
             answer = self._request("GET", path)
             if answer.status_code == 404:
                 return []  # the repository does not exist yet
             self._raise_for(answer, "list the tags of")
-            found += answer.json().get("tags") or []
+            tags = self._json(answer, f"The registry {self.host}", f"the tag list of {self} (JSON)").get("tags")
+            found += [t for t in tags or [] if isinstance(t, str)]
             link = answer.headers.get("Link", "")
             match = re.search(r"<[^>]*/tags/list\?([^>]*)>", link)
             path = f"tags/list?{match.group(1)}" if match else ""
         return sorted(set(found))
 
     def digest(self, tag: str) -> str | None:
-        answer = self._request("HEAD", f"manifests/{tag}", headers={"Accept": MANIFEST_TYPES})
-        if answer.status_code == 404:
-            return None
-        self._raise_for(answer, f"read tag {tag} of")
-        return answer.headers.get("Docker-Content-Digest")
+        """The digest of the manifest `tag` names, computed from its bytes (a GET, not a HEAD: a
+        header can be wrong, and only the bytes say which image it is)."""
+        manifest = self.manifest(tag)
+        return manifest.digest if manifest is not None else None
 
     def manifest(self, reference: str) -> Manifest | None:
         answer = self._request("GET", f"manifests/{reference}", headers={"Accept": MANIFEST_TYPES})
         if answer.status_code == 404:
             return None
         self._raise_for(answer, f"read {reference} of")
+        self._json(answer, f"The registry {self.host}", f"the manifest of {self}:{reference} (JSON)")
         media_type = answer.headers.get("Content-Type", "").split(";")[0]
-        digest = answer.headers.get("Docker-Content-Digest", "")
-        return Manifest(media_type, answer.content, digest)
+        return Manifest(media_type, answer.content, content_digest(answer.content))
 
     def blob(self, digest: str) -> bytes:
         answer = self._request("GET", f"blobs/{digest}")
@@ -250,14 +411,16 @@ class RegistryRepository:
             manifest = self.manifest(first) if first else None
             if manifest is None:
                 return {}
-        return json.loads(self.blob(manifest.config_digest))
+        answer = self._request("GET", f"blobs/{manifest.config_digest}")
+        self._raise_for(answer, f"read the image configuration of {reference} of")
+        return self._json(answer, f"The registry {self.host}", f"the image configuration of {self}:{reference} (JSON)")
 
     def put_manifest(self, tag: str, manifest: Manifest) -> str:
-        """Point `tag` at `manifest` (a retag: no layer moves). Returns the digest."""
+        """Point `tag` at `manifest` (a retag: no layer moves). Returns the digest of the bytes sent."""
         answer = self._request("PUT", f"manifests/{tag}", data=manifest.body,
                                headers={"Content-Type": manifest.media_type})
         self._raise_for(answer, f"write tag {tag} of")
-        return answer.headers.get("Docker-Content-Digest", manifest.digest)
+        return content_digest(manifest.body)
 
     def delete(self, digest: str) -> None:
         answer = self._request("DELETE", f"manifests/{digest}")

@@ -7,8 +7,7 @@ registry-side retag: a manifest PUT, no layer moves. The channel tag moves last.
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import docker
 import requests
@@ -16,12 +15,17 @@ import requests
 from triton_release.errors import InfrastructureError, Refused, UsageError
 from triton_release.history.releases import (REVISION_LABEL, is_provenance_tag, is_release_tag, moving_tags, parse_version,
                                              versions_in)
-from triton_release.registry.client import Manifest, RegistryRepository
+from triton_release.registry.client import RegistryRepository
+from triton_release.registry.rollback import CREATED_LABEL, rolled_back_since
 
 class AlreadyReleased(Refused):
     """X.Y.Z exists with other contents: nothing of this release was published."""
 
     already_released = True
+
+
+class LostRace(AlreadyReleased):
+    """Another release wrote X.Y.Z after this one did: this release's X.Y.Z is not in the registry."""
 
 
 @dataclass(frozen=True)
@@ -59,7 +63,12 @@ class Tagged:
 
 def push(client: docker.DockerClient, image: str, registry: RegistryRepository, version: str) -> PushResult:
     """Push the local `image` as X.Y.Z; an X.Y.Z of other contents is refused before any upload,
-    the same image pushed before (an interrupted run) is resumed."""
+    the same image pushed before (an interrupted run) is resumed.
+
+    A registry has no conditional PUT: two releases racing for X.Y.Z can both write it, the last
+    write winning. So once the push is done X.Y.Z is read back, and unless it is the manifest this
+    push wrote (its digest, as the daemon computed it) the release is refused: another one won,
+    and since the caller moves the other tags only after this returns, none of them moves."""
     parse_version(version)
     try:
         local = client.images.get(image)
@@ -73,10 +82,25 @@ def push(client: docker.DockerClient, image: str, registry: RegistryRepository, 
             Release the next version (the previous release is read from the registry's tags).""")
     if existing is None:
         local.tag(str(registry), version)
-        uploaded, mounted, present = _daemon_push(client, registry, version)
+        uploaded, mounted, present, pushed = _daemon_push(client, registry, version)
+        if not pushed:  # a daemon that did not say: what it recorded for the image
+            local.reload()
+            found = {d.split("@", 1)[1] for d in local.attrs.get("RepoDigests") or [] if d.startswith(f"{registry}@")}
+            pushed = found.pop() if len(found) == 1 else ""
+        if not pushed:
+            raise InfrastructureError(f"""
+                The Docker daemon pushed {registry}:{version} but did not say which manifest it wrote, so
+                it cannot be told from a rival release's. Check that {registry}:{version} is this image
+                (docker pull), then rerun: the same image is resumed, another is refused.""")
     else:  # this very image went up before and the run stopped: resume
+        pushed = existing
         uploaded, mounted, present = 0, 0, len(registry.manifest(version).layers)
-    digest = registry.digest(version) or ""
+    digest = registry.digest(version)  # read back: the manifest X.Y.Z names now, by its bytes
+    if digest != pushed:
+        raise LostRace(f"""
+            {registry}:{version} is {digest or 'gone'}, not {pushed} that this release pushed: another
+            release won the race for {version}, and no other tag was moved. Run the release again: it
+            releases the next version.""")
     return PushResult(str(registry), version, digest, uploaded, mounted, present)
 
 
@@ -88,10 +112,17 @@ def published(registry: RegistryRepository, version: str) -> bool | None:
         return None
 
 
-def tag_release(registry: RegistryRepository, version: str, revision: str | None, channel: str) -> Tagged:
-    """Point X.Y, X, sha-<12> and, last, the channel at release `version`'s manifest."""
+def tag_release(registry: RegistryRepository, version: str, revision: str | None, channel: str,
+                digest: str | None = None) -> Tagged:
+    """Point X.Y, X, sha-<12> and, last, the channel at release `version`'s manifest; with `digest`
+    (the push's), only while X.Y.Z is still that manifest."""
     release = parse_version(version)
     manifest = registry.manifest(version)
+    if digest is not None and (manifest is None or manifest.digest != digest):
+        raise LostRace(f"""
+            {registry}:{version} is {manifest.digest if manifest else 'gone'}, not {digest} that this release
+            pushed: another release overwrote it, and no other tag was moved. Run the release again: it
+            releases the next version.""")
     channel_before = registry.digest(channel)
     tags = moving_tags(release, revision, channel)
     for tag in tags:
@@ -118,23 +149,29 @@ class Finished:
 
 
 def finish_interrupted(registry: RegistryRepository, channel: str) -> Finished:
-    """The newest release's moving tags, when a run stopped after pushing X.Y.Z but before moving
-    them (its X.Y points elsewhere). A rollback moves only the channel, so it is never undone here."""
+    """Point the newest release's moving tags that still point elsewhere at it, when a run stopped
+    after pushing X.Y.Z: X.Y, X and sha-<12> always; the channel unless a rollback moved it there
+    after that release was built (a rollback is a decision, not an interruption)."""
     versions = versions_in(registry.tags())
     if not versions:
         return Finished(str(registry), None, None, ())
-    newest = versions[-1]
-    digest = registry.digest(str(newest))
-    if registry.digest(f"{newest.major}.{newest.minor}") == digest:
-        return Finished(str(registry), str(newest), digest, ())
-    labels = registry.image_config(str(newest)).get("config", {}).get("Labels") or {}
-    tagged = tag_release(registry, str(newest), labels.get(REVISION_LABEL) or None, channel)
-    return Finished(str(registry), str(newest), digest, tagged.tags)
+    newest = str(versions[-1])
+    manifest = registry.manifest(newest)
+    labels = registry.image_config(newest).get("config", {}).get("Labels") or {}
+    wanted = moving_tags(versions[-1], labels.get(REVISION_LABEL) or None, channel)
+    behind = [tag for tag in wanted if registry.digest(tag) != manifest.digest]
+    if channel in behind and rolled_back_since(registry, channel, labels.get(CREATED_LABEL, "")):
+        behind.remove(channel)
+    for tag in behind:
+        registry.put_manifest(tag, manifest)
+    return Finished(str(registry), newest, manifest.digest, tuple(behind))
 
 
-def _daemon_push(client: docker.DockerClient, registry: RegistryRepository, tag: str) -> tuple[int, int, int]:
-    """docker push, streamed; returns the layers uploaded, mounted from another repository, present."""
+def _daemon_push(client: docker.DockerClient, registry: RegistryRepository, tag: str) -> tuple[int, int, int, str]:
+    """docker push, streamed; returns the layers uploaded, mounted from another repository, present,
+    and the digest of the manifest written (the daemon computes it from the bytes it sends)."""
     uploaded = mounted = present = 0
+    digest = ""
     try:
         for event in client.api.push(str(registry), tag=tag, auth_config=registry.credentials.docker_auth() if registry.credentials else None, stream=True, decode=True):
             if "error" in event:
@@ -147,6 +184,9 @@ def _daemon_push(client: docker.DockerClient, registry: RegistryRepository, tag:
                 raise InfrastructureError(f"""
                     The push of {registry}:{tag} failed ({message}); no tag points at a partial image. Run
                     the push again when the registry is back: layers already uploaded are not sent again.""")
+            aux = event.get("aux")
+            if isinstance(aux, dict) and aux.get("Tag") == tag and aux.get("Digest"):
+                digest = aux["Digest"]
             status = event.get("status", "")
             if status == "Pushed":
                 uploaded += 1
@@ -156,7 +196,7 @@ def _daemon_push(client: docker.DockerClient, registry: RegistryRepository, tag:
                 present += 1
     except (docker.errors.APIError, requests.RequestException) as exc:
         raise InfrastructureError(f"The Docker daemon failed while pushing {registry}:{tag}: {exc}") from None
-    return uploaded, mounted, present
+    return uploaded, mounted, present, digest
 
 
 @dataclass(frozen=True)
@@ -186,86 +226,3 @@ def retain(registry: RegistryRepository, keep: int, channel: str) -> Retention:
             registry.delete(digest)
             deleted.append(str(version))
     return Retention(str(registry), keep, tuple(deleted))
-
-
-# -- rollback ---------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Rollback:
-    repository: str
-    channel: str
-    version: str
-    digest: str
-    previous_digest: str | None
-    verified: bool = False
-    golden: dict = field(default_factory=dict)
-
-    def to_json(self) -> dict:
-        return {"repository": self.repository, "channel": self.channel, "to_version": self.version,
-                "digest": self.digest, "previous_digest": self.previous_digest, "verified": self.verified,
-                **({"test": self.golden} if self.golden else {})}
-
-    def facts(self) -> dict:
-        return {"version": self.version, "image": f"{self.repository}:{self.version}", "digest": self.digest}
-
-
-def release_manifest(registry: RegistryRepository, version: str) -> Manifest:
-    parse_version(version, "--to-version")
-    manifest = registry.manifest(version)
-    if manifest is None:
-        known = versions_in(registry.tags())
-        target = parse_version(version)
-        nearest = sorted(known, key=lambda v: (abs(v.major - target.major), abs(v.minor - target.minor),
-                                               abs(v.patch - target.patch)))[:3]
-        listed = ", ".join(str(v) for v in sorted(nearest)) or "none: the repository has no release"
-        raise Refused(f"{registry}:{version} does not exist, so there is nothing to roll back to. "
-                      f"Nearest releases: {listed}.")
-    return manifest
-
-
-def rollback(registry: RegistryRepository, version: str, channel: str = "latest",
-             verified: dict | None = None) -> Rollback:
-    """Point `channel` at release `version` by a manifest PUT. `verified`: the golden run that
-    passed against that release first, for the report."""
-    manifest = release_manifest(registry, version)
-    before = registry.digest(channel)
-    registry.put_manifest(channel, manifest)
-    return Rollback(str(registry), channel, version, manifest.digest, before, verified is not None, verified or {})
-
-
-@dataclass(frozen=True)
-class ModelRollback:
-    server: str
-    model: str
-    version: int
-    version_policy_before: dict | None
-
-    def to_json(self) -> dict:
-        return {"server": self.server, "model": self.model, "version": self.version,
-                "version_policy_before": self.version_policy_before}
-
-
-def rollback_model(server: str, model: str, version: int) -> ModelRollback:
-    """Ask a running tritonserver (explicit mode) to serve `version` of `model` only."""
-    base = server if server.startswith("http") else f"http://{server}"
-    try:
-        answer = requests.get(f"{base}/v2/models/{model}/config", timeout=10)
-        if answer.status_code != 200:
-            raise Refused(f"{server} does not serve a model {model!r} (HTTP {answer.status_code}): "
-                          f"{answer.text.strip()[:200]}")
-        config = answer.json()
-        before = config.get("version_policy")
-        config["version_policy"] = {"specific": {"versions": [version]}}
-        load = requests.post(f"{base}/v2/repository/models/{model}/load",
-                             json={"parameters": {"config": json.dumps(config)}}, timeout=600)
-        if load.status_code != 200:
-            raise Refused(f"""
-                {server} could not load version {version} of {model}: {load.text.strip()[:300]}. Is
-                {model}/{version} in the image, and does the server run with
-                --model-control-mode=explicit?""")
-        ready = requests.get(f"{base}/v2/models/{model}/versions/{version}/ready", timeout=10)
-    except requests.RequestException as exc:
-        raise InfrastructureError(f"The server {server} is unreachable ({exc.__class__.__name__}).") from None
-    if ready.status_code != 200:
-        raise Refused(f"{server} loaded {model} but version {version} is not ready.")
-    return ModelRollback(server, model, version, before)
