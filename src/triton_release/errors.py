@@ -44,6 +44,13 @@ class InfrastructureError(TritonReleaseError):
     exit_code = 3
 
 
+def no_space(folder: object, doing: str) -> InfrastructureError:
+    """A disk that filled up: where, while doing what, and how to choose another place."""
+    return InfrastructureError(f"""
+        No space left in {folder} while {doing}. Free some space there, or point TMPDIR at a disk
+        with room for the models.""")
+
+
 class Interrupted(KeyboardInterrupt):
     """SIGINT or SIGTERM: every `finally` runs (containers are removed), then the report is written.
 

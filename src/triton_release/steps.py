@@ -8,6 +8,7 @@ Modules that bring Docker, gRPC or pytest are imported inside the steps that nee
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import tempfile
@@ -17,10 +18,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from triton_release.cache import write_atomic
-from triton_release.errors import InfrastructureError, Refused, UsageError
+from triton_release.errors import InfrastructureError, Refused, no_space
 from triton_release.history import releases
-from triton_release.history.bump import (FolderBump, apply_bumps, check_working_tree, extract_tree, plan_bumps,
-                                         undo_bumps)
+from triton_release.history.bump import (FolderBump, apply_bumps, check_working_tree, checkout_at, extract_tree,
+                                         plan_bumps, undo_bumps)
 from triton_release.history.changes import ChangeSet, Changes
 from triton_release.history.git import Git
 from triton_release.models.repository import Repository
@@ -146,8 +147,13 @@ def export(root: Path, planned: ChangesResult, dest: Path) -> Export:
     git = Git(Git(root).toplevel())
     found = planned.found
     target = dest / "model_repository"
-    extract_tree(git, found.head, found.prefix, target)
-    apply_bumps(found, list(planned.bumps), target, git)
+    try:
+        extract_tree(git, found.head, found.prefix, target)
+        apply_bumps(found, list(planned.bumps), target, git)
+    except OSError as exc:
+        if exc.errno != errno.ENOSPC:
+            raise
+        raise no_space(dest, f"exporting commit {found.head[:12]} to build it") from None
     changed = git.run("status", "--porcelain=v1", "-z", "--untracked-files=all", "--", found.prefix).stdout
     ours = tuple(f"{found.prefix}/{b.model}/{v}/" for b in planned.bumps for v in (b.from_version, b.to_version))
     uncommitted = tuple(path for entry in changed.decode(errors="surrogateescape").split("\0") if len(entry) > 3
@@ -220,27 +226,8 @@ def build(root: Path | Repository, base_image: str, tag: str, *, python: str | N
                       resolved.tree if resolved else None)
     built = build_image(repo, base_image, tag, {k: v for k, v in labels.items() if v}, client=client,
                         runtime=runtime)
-    _verify_stub(client, tag, install)
+    stub.check_built(client, tag, install)
     return ReleaseImage(built, base, choice, resolved, tuple(warnings))
-
-
-def _verify_stub(client, tag: str, install) -> None:
-    """ldd of the stub inside the built image: every library found, libpython the target's."""
-    from triton_release.image import base as baseimage
-
-    links = baseimage.check_stub(client, tag)
-    resolved = links.resolved_to.rsplit("/", 1)[-1]
-    if links.loads and resolved == install.soname:
-        return
-    try:
-        client.images.remove(tag, force=True)
-    except Exception:  # the refusal below is what matters; a leftover tag is harmless
-        pass
-    problem = (f"cannot find {', '.join(links.missing)}" if links.missing
-               else f"links {links.resolved_to or links.libpython or 'no libpython'}, not {install.soname}")
-    raise Refused(f"""
-        The stub in the built image {tag} {problem}; tritonserver would hang loading any Python model.
-        The image was removed. Choose another --stub or base image.""", details=links.ldd.splitlines())
 
 
 # -- test, record -----------------------------------------------------------------------------
@@ -294,7 +281,7 @@ def record(root: Path, image: str, names: list[str], load_timeout: float = 300, 
     """Fill in the outputs of golden cases that have none with what the server answers."""
     from triton_release.image.engine import docker_client
     from triton_release.image.server import TritonServer
-    from triton_release.models.golden import tensor_json
+    from triton_release.models.answers import tensor_json
     from triton_release.models.inference import InferenceFailed, send
     from triton_release.models.suite import load_cases, models_to_load
 
@@ -433,21 +420,6 @@ def rollback_model(server: str, model: str, version: int) -> "ModelRollback":
     from triton_release.registry.rollback import rollback_model as serve_version
 
     return serve_version(server, model, version)
-
-
-def checkout_at(model_repository: Path, revision: str, dest: Path) -> Path | None:
-    """The model repository as it was at `revision`, unpacked under `dest`; None when git lacks it
-    (or there is no git repository around it)."""
-    try:
-        git = Git(Git(model_repository).toplevel())
-    except UsageError:
-        return None
-    if not revision or not git.has_commit(revision):
-        return None
-    prefix = model_repository.resolve().relative_to(git.cwd.resolve()).as_posix()
-    target = dest / "model_repository"
-    extract_tree(git, revision, prefix, target)
-    return target
 
 
 def verify_release(repository: "RegistryRepository", version: str, model_repository: Path,

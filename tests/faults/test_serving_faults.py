@@ -19,11 +19,11 @@ import requests
 from triton_release.errors import Refused
 from triton_release.image.build import build_image
 from triton_release.image.server import CONTAINER_LABEL, TritonServer, memory_limit
-from triton_release.models import golden, inference
+from triton_release.models import inference
 from triton_release.models.repository import Repository
 
 from support.models import (FLOODING_MODEL, HANGING_MODEL, MEMORY_HOG_MODEL, NEVER_FINAL_MODEL, PYTHON_MODEL,
-                            decoupled_config, golden_case, python_config, write_tree)
+                            case_file, decoupled_config, golden_case, python_config, write_tree)
 from support.stack import BASE_IMAGE, ROOT
 
 pytestmark = pytest.mark.integration
@@ -66,14 +66,6 @@ def image(docker_client, repo, unique):
 def server(docker_client, image):
     with TritonServer(image, {"stuck": 1, "neverfinal": 1}, load_timeout=120, client=docker_client) as running:
         yield running
-
-
-def case_file(tmp_path, model: str, text: str) -> golden.GoldenCase:
-    path = tmp_path / f"{model}-case.json"
-    path.write_text(text)
-    case, problems = golden.load_case(path, model)
-    assert not problems, problems
-    return case
 
 
 def servers(docker_client, image: str) -> set[str]:

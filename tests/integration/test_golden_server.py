@@ -18,7 +18,7 @@ from triton_release.image.build import build_image
 from triton_release.models.repository import Repository
 from triton_release.image.server import CONTAINER_LABEL, TritonServer
 
-from support.models import (DECOUPLED_CONFIG, DECOUPLED_MODEL, PYTHON_MODEL, SLEEPY_MODEL, golden_case,
+from support.models import (DECOUPLED_CONFIG, case_file, DECOUPLED_MODEL, PYTHON_MODEL, SLEEPY_MODEL, golden_case,
                             python_config, write_tree)
 from support.stack import BASE_IMAGE
 
@@ -62,17 +62,9 @@ def server(docker_client, image):
         yield running
 
 
-def case_file(tmp_path, text: str, model: str) -> golden.GoldenCase:
-    path = tmp_path / f"{model}-case.json"
-    path.write_text(text)
-    case, problems = golden.load_case(path, model)
-    assert not problems, problems
-    return case
-
-
 @pytest.mark.parametrize("atol, passes", [(2e-5, True), (5e-6, False)])
 def test_tolerance_just_inside_passes_and_just_outside_fails(server, tmp_path, atol, passes):
-    case = case_file(tmp_path, golden_case(out=(2, 3, 4, 5.00001), atol=atol, rtol=0), "addone")
+    case = case_file(tmp_path, "addone", golden_case(out=(2, 3, 4, 5.00001), atol=atol, rtol=0))
     result = inference.run_case(case, server.http_url, server.grpc_url)
     assert result.passed is passes, result.message
     assert result.outputs[0].max_abs_diff == pytest.approx(1e-5, rel=0.05)
@@ -81,7 +73,7 @@ def test_tolerance_just_inside_passes_and_just_outside_fails(server, tmp_path, a
 
 
 def test_grpc_protocol_case_passes(server, tmp_path):
-    case = case_file(tmp_path, golden_case(protocol="grpc"), "addone")
+    case = case_file(tmp_path, "addone", golden_case(protocol="grpc"))
     assert inference.run_case(case, server.http_url, server.grpc_url).passed
 
 
@@ -93,7 +85,7 @@ def test_decoupled_model_three_responses_compared_in_order(server, repo):
 
 
 def test_decoupled_case_expecting_two_responses_fails_with_both_counts(server, tmp_path):
-    case = case_file(tmp_path, counter_case(3, 2), "counter")
+    case = case_file(tmp_path, "counter", counter_case(3, 2))
     result = inference.run_case(case, server.http_url, server.grpc_url, decoupled=True)
     assert not result.passed and result.message == "expected 2 responses, got 3"
 
@@ -101,7 +93,7 @@ def test_decoupled_case_expecting_two_responses_fails_with_both_counts(server, t
 def test_decoupled_response_with_a_wrong_value_names_the_response(server, tmp_path):
     raw = json.loads(counter_case(3, 3))
     raw["outputs"][1][0]["data"] = [7]
-    case = case_file(tmp_path, json.dumps(raw), "counter")
+    case = case_file(tmp_path, "counter", json.dumps(raw))
     result = inference.run_case(case, server.http_url, server.grpc_url, decoupled=True)
     assert not result.passed and result.message.startswith("response 2: output 'OUT'")
 

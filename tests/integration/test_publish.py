@@ -12,7 +12,8 @@ from triton_release.errors import Refused
 from triton_release.image.build import build_image
 from triton_release.registry.publish import push, retain, tag_release
 from triton_release.registry.rollback import rollback, rollback_model
-from triton_release.registry.client import Credentials, RegistryRepository
+from triton_release.registry.client import RegistryRepository
+from triton_release.registry.credentials import Credentials
 from triton_release.models.repository import Repository
 from triton_release.image.server import TritonServer
 

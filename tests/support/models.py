@@ -156,3 +156,14 @@ class TritonPythonModel:
 
 def decoupled_config(name: str) -> str:
     return DECOUPLED_CONFIG.replace('name: "counter"', f'name: "{name}"')
+
+
+def case_file(tmp_path: Path, model: str, text: str):
+    """A golden case of `model` written to a file and loaded, every problem refused."""
+    from triton_release.models import golden
+
+    path = tmp_path / f"{model}-case.json"
+    path.write_text(text)
+    case, problems = golden.load_case(path, model)
+    assert not problems, problems
+    return case

@@ -11,8 +11,9 @@ import pytest
 
 from triton_release.errors import UsageError
 from triton_release.image import server
-from triton_release.models import golden
-from triton_release.models.repository import load_model
+from triton_release.models import answers, golden
+from triton_release.models.repository import Repository, load_model
+from triton_release.models.validate import check_version_policy
 
 from support.models import golden_case, python_config, write_tree
 
@@ -107,17 +108,17 @@ def test_a_case_with_outputs_has_no_warning(tmp_path):
 
 def test_record_writes_binary_bytes_as_base64_and_the_case_then_passes(tmp_path):
     answer = np.array([b"\xff\xfe\x00binary", "caf\u00e9".encode(), b""], dtype=np.object_).reshape(1, 3)
-    written = golden.tensor_json("OUT", answer, "BYTES")
+    written = answers.tensor_json("OUT", answer, "BYTES")
     assert written["data"] == [{"b64": "//4AYmluYXJ5"}, "caf\u00e9", ""]
     text = json.dumps({"inputs": [{"name": "IN", "datatype": "BYTES", "shape": [1], "data": [{"b64": "/w=="}]}],
                        "outputs": [written]}, ensure_ascii=False)
     case, problems = load(tmp_path, text)
     assert not problems, problems
     assert case.inputs[0].array().tolist() == [b"\xff"]
-    result = golden.compare(case.outputs[0], answer, "BYTES", 0, 0)
+    result = answers.compare(case.outputs[0], answer, "BYTES", 0, 0)
     assert result.passed, result.message
     other = np.array([b"\xff\xfe\x00binarY", "caf\u00e9".encode(), b""], dtype=np.object_).reshape(1, 3)
-    failed = golden.compare(case.outputs[0], other, "BYTES", 0, 0)
+    failed = answers.compare(case.outputs[0], other, "BYTES", 0, 0)
     assert not failed.passed and "\\xff\\xfe" in failed.message
 
 
@@ -159,7 +160,9 @@ POLICY_CONFIG = python_config("m") + "version_policy: { specific: { versions: [ 
 ])
 def test_a_version_policy_excluding_the_newest_version_is_a_problem(tmp_path, config, versions, bad):
     write_tree(tmp_path / "repo", {"m/config.pbtxt": config, **{f"m/{v}/model.py": "" for v in versions}})
-    problem = golden.version_policy_problem(load_model(tmp_path / "repo" / "m"))
+    repo = Repository.load(tmp_path / "repo")
+    found = list(check_version_policy(repo["m"], repo))
+    problem = found[0] if found else None
     if not bad:
         assert problem is None
         return

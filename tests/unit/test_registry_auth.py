@@ -9,7 +9,8 @@ import json
 import pytest
 
 from triton_release.errors import InfrastructureError, Refused
-from triton_release.registry.client import Credentials, RegistryRepository, docker_config_credentials, find_credentials
+from triton_release.registry.client import RegistryRepository
+from triton_release.registry.credentials import Credentials, docker_config_credentials, find_credentials
 
 from support.registries import FakeRegistry
 

@@ -16,7 +16,8 @@ import pytest
 
 from triton_release.errors import InfrastructureError, Refused
 from triton_release.image.engine import docker_client
-from triton_release.registry.client import Credentials, Manifest, RegistryRepository
+from triton_release.registry.client import Manifest, RegistryRepository
+from triton_release.registry.credentials import Credentials
 
 from support.registries import FakeRegistry
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from triton_release.history.changes import ChangeSet, refuse_released_edits
-from triton_release.errors import InfrastructureError, Refused
+from triton_release.errors import InfrastructureError, Refused, UsageError
 from triton_release.history.git import Git
 
 
@@ -180,3 +180,18 @@ def undo_bumps(changes: ChangeSet, bumps: list[FolderBump], model_repository: Pa
             shutil.rmtree(root / bump.model / str(bump.to_version), ignore_errors=True)
         finally:
             shutil.rmtree(stage, ignore_errors=True)
+
+
+def checkout_at(model_repository: Path, revision: str, dest: Path) -> Path | None:
+    """The model repository as it was at `revision`, unpacked under `dest`; None when git lacks it
+    (or there is no git repository around it)."""
+    try:
+        git = Git(Git(model_repository).toplevel())
+    except UsageError:
+        return None
+    if not revision or not git.has_commit(revision):
+        return None
+    prefix = model_repository.resolve().relative_to(git.cwd.resolve()).as_posix()
+    target = dest / "model_repository"
+    extract_tree(git, revision, prefix, target)
+    return target

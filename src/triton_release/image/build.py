@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import docker
 
-from triton_release.errors import InfrastructureError, Refused
+from triton_release.errors import InfrastructureError, Refused, no_space
 from triton_release.image.engine import docker_client
 from triton_release.image.layers import ORDER_LABEL, Layer, Runtime, write_context
 from triton_release.models.repository import Repository
@@ -46,9 +46,7 @@ def build_image(repo: Repository, base_image: str, tag: str, labels: dict[str, s
         except OSError as exc:
             if exc.errno != errno.ENOSPC:
                 raise
-            raise InfrastructureError(f"""
-                No space left in {tempfile.gettempdir()} while writing the build context ({exc.strerror}).
-                Free some space there, or point TMPDIR at a disk with room for the models.""") from None
+            raise no_space(tempfile.gettempdir(), "writing the build context") from None
         context.seek(0)
         labels = {**(labels or {}), ORDER_LABEL: json.dumps([[layer.name, layer.digest] for layer in layers])}
         try:

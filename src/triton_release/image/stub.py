@@ -18,7 +18,7 @@ import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from triton_release.image.base import STUB_PATH, BaseImage, PythonInstall
+from triton_release.image.base import STUB_PATH, BaseImage, PythonInstall, check_stub
 from triton_release.models.inference import NUMPY2_HINT
 from triton_release.errors import InfrastructureError, Refused, UsageError
 from triton_release.cache import atomic_path, cache_dir, write_atomic
@@ -289,3 +289,22 @@ def _from_path(path: Path, install: PythonInstall, common: dict) -> StubChoice:
             {path} links {needed or 'no libpython'}, but the models run on Python {install.version}. Give
             a stub built for Python {install.version}.""")
     return StubChoice(kept=False, provider="path", origin=str(path), stub_file=linked_to(path, install), **common)
+
+
+# -- after the build ---------------------------------------------------------------------------
+
+def check_built(client, tag: str, install: PythonInstall) -> None:
+    """ldd of the stub inside the built image: every library found, libpython the target's."""
+    links = check_stub(client, tag)
+    resolved = links.resolved_to.rsplit("/", 1)[-1]
+    if links.loads and resolved == install.soname:
+        return
+    try:
+        client.images.remove(tag, force=True)
+    except Exception:  # the refusal below is what matters; a leftover tag is harmless
+        pass
+    problem = (f"cannot find {', '.join(links.missing)}" if links.missing
+               else f"links {links.resolved_to or links.libpython or 'no libpython'}, not {install.soname}")
+    raise Refused(f"""
+        The stub in the built image {tag} {problem}; tritonserver would hang loading any Python model.
+        The image was removed. Choose another --stub or base image.""", details=links.ldd.splitlines())

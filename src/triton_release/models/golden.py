@@ -1,5 +1,5 @@
 """Golden cases: the file format, loading with every problem located, checks against the
-model's config, and the comparison of an answer with the expected tensors.
+model's config, and warnings. (An answer compared with a case: models/answers.py.)
 
 The format is the spec's (KServe v2 tensors under "inputs" and "outputs"), with:
 
@@ -197,7 +197,7 @@ class _CaseReader:
             elements = [_bytes_element(v) for v in data]
             bad = next((i for i, v in enumerate(elements) if v is None), None)
             if bad is not None:
-                self.problem(f"{where} {name!r}: element {_index(bad, tuple(shape))} of a BYTES tensor is "
+                self.problem(f"{where} {name!r}: element {element_index(bad, tuple(shape))} of a BYTES tensor is "
                              f"{_short(data[bad])}; write text as a string, binary data as "
                              "{\"b64\": \"<base64>\"}", name)
                 return None
@@ -209,7 +209,7 @@ class _CaseReader:
         bad = _out_of_range(datatype, data)
         if bad is not None:
             low, high = INTEGERS.get(datatype) or (f"{-FLOAT_MAX[datatype]:g}", f"{FLOAT_MAX[datatype]:g}")
-            self.problem(f"{where} {name!r}: {_short(data[bad])} at {_index(bad, tuple(shape))} does not fit "
+            self.problem(f"{where} {name!r}: {_short(data[bad])} at {element_index(bad, tuple(shape))} does not fit "
                          f"{datatype} ({low} to {high})", name)
             return None
         return Tensor(name, datatype, tuple(shape), tuple(data))
@@ -228,6 +228,11 @@ class _CaseReader:
             return ()
         found = [self.tensor(item, key[:-1]) for item in raw]
         return tuple(t for t in found if t is not None)
+
+
+def element_index(flat: int, shape: tuple[int, ...]) -> list[int]:
+    """The index of the `flat`-th element (row-major) in a tensor of `shape`."""
+    return [int(i) for i in np.unravel_index(flat, shape)] if shape else []
 
 
 def _short(value) -> str:
@@ -323,119 +328,7 @@ def check_against_config(case: GoldenCase, model: Model) -> list[Problem]:
     return problems
 
 
-# -- comparison -------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class OutputResult:
-    name: str
-    passed: bool
-    max_abs_diff: float | None = None
-    max_rel_diff: float | None = None
-    message: str = ""
-
-    def to_json(self) -> dict:
-        return {"name": self.name, "passed": self.passed, "max_abs_diff": self.max_abs_diff,
-                "max_rel_diff": self.max_rel_diff, "message": self.message}
-
-
-def tolerances(case: GoldenCase, datatype: str) -> tuple[float, float]:
-    default = FLOATS.get(datatype, 0.0)
-    atol = case.atol if case.atol is not None else default
-    rtol = case.rtol if case.rtol is not None else default
-    return (atol, rtol) if datatype in FLOATS else (0.0, 0.0)
-
-
-def compare(expected: Tensor, actual: np.ndarray | None, actual_datatype: str | None,
-            atol: float, rtol: float) -> OutputResult:
-    name = expected.name
-    if actual is None:
-        return OutputResult(name, False, message=f"output {name!r} is missing from the response")
-    if actual_datatype and actual_datatype != expected.datatype:
-        return OutputResult(name, False, message=f"output {name!r}: expected datatype {expected.datatype}, "
-                            f"got {actual_datatype}")
-    if tuple(actual.shape) != expected.shape:
-        return OutputResult(name, False, message=f"output {name!r}: expected shape {list(expected.shape)}, "
-                            f"got {list(actual.shape)}")
-    want = expected.array()
-    if expected.datatype == "BYTES":
-        got = np.array([v if isinstance(v, bytes) else str(v).encode() for v in actual.reshape(-1)], dtype=object)
-        bad = [i for i, (g, w) in enumerate(zip(got, want.reshape(-1))) if g != w]
-        if not bad:
-            return OutputResult(name, True)
-        i = bad[0]
-        return OutputResult(name, False, message=f"output {name!r}: {len(bad)} element(s) differ; first at "
-                            f"{_index(i, expected.shape)}: expected {_show(want.reshape(-1)[i])}, "
-                            f"got {_show(got[i])}")
-    if expected.datatype not in FLOATS:  # integers and BOOL: exactly, in their own type
-        got = np.asarray(actual).reshape(-1)
-        bad_at = np.flatnonzero(got != want.reshape(-1))
-        if not bad_at.size:
-            return OutputResult(name, True, 0.0, 0.0)
-        i = int(bad_at[0])
-        return OutputResult(name, False, message=f"output {name!r}: {bad_at.size} of {got.size} element(s) differ; "
-                            f"first at {_index(i, expected.shape)}: expected {want.reshape(-1)[i].item()!r}, "
-                            f"got {got[i].item()!r}")
-    w = want.astype(np.float64).reshape(-1)
-    g = np.asarray(actual).astype(np.float64).reshape(-1)
-    both_nan = np.isnan(w) & np.isnan(g)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        abs_diff = np.where(both_nan, 0.0, np.abs(g - w))
-        abs_diff = np.where(np.isinf(w) & (g == w), 0.0, abs_diff)
-        rel_diff = np.where(abs_diff == 0, 0.0, abs_diff / np.abs(w))
-    same_inf = np.isinf(w) & (g == w)
-    with np.errstate(invalid="ignore"):
-        bad = ~((abs_diff <= atol + rtol * np.nan_to_num(np.abs(w), posinf=0.0)) | both_nan | same_inf)
-    max_abs = float(np.nanmax(abs_diff)) if abs_diff.size else 0.0
-    max_rel = float(np.nanmax(rel_diff)) if rel_diff.size else 0.0
-    if not bad.any():
-        return OutputResult(name, True, max_abs, max_rel)
-    worst = int(np.argmax(np.where(bad, np.nan_to_num(abs_diff, nan=np.inf), -1.0)))
-    return OutputResult(
-        name, False, max_abs, max_rel,
-        f"output {name!r}: {int(bad.sum())} of {bad.size} element(s) outside atol={atol:g} rtol={rtol:g}; "
-        f"worst at {_index(worst, expected.shape)}: expected {float(w[worst])!r}, got {float(g[worst])!r} "
-        f"(abs diff {abs_diff[worst]:.3g}, rel diff {rel_diff[worst]:.3g})")
-
-
-def _index(flat: int, shape: tuple[int, ...]) -> list[int]:
-    return [int(i) for i in np.unravel_index(flat, shape)] if shape else []
-
-
-def _show(value: bytes) -> str:
-    """A BYTES element in a message: as text where it is UTF-8, else as Python bytes."""
-    try:
-        return repr(value.decode("utf-8"))
-    except UnicodeDecodeError:
-        return repr(value)
-
-
-def _bytes_json(value) -> str | dict:
-    if not isinstance(value, bytes):
-        return str(value)
-    try:
-        return value.decode("utf-8")
-    except UnicodeDecodeError:  # binary: as base64, which load_case decodes back to these bytes
-        return {"b64": base64.b64encode(value).decode("ascii")}
-
-
-def _float_json(value: float) -> float | str:
-    if math.isnan(value):
-        return "NaN"
-    return ("Infinity" if value > 0 else "-Infinity") if math.isinf(value) else value
-
-
-def tensor_json(name: str, array, datatype: str) -> dict:
-    """A server's output as a golden file's tensor (what `record` writes), such that loading it
-    gives back the same values: binary BYTES as {"b64": ...}, NaN and infinities as strings."""
-    data = array.reshape(-1).tolist()
-    if datatype == "BYTES":
-        data = [_bytes_json(v) for v in data]
-    elif datatype in FLOATS:
-        data = [_float_json(v) for v in data]
-    return {"name": name, "datatype": datatype, "shape": list(array.shape), "data": data}
-
-
-# -- warnings and the version a golden run awaits ------------------------------------------------
+# -- warnings -----------------------------------------------------------------------------------
 
 def case_warnings(case: GoldenCase, model: Model) -> list[Problem]:
     """What is legal in a case but proves less than its author may think."""
@@ -448,18 +341,3 @@ def case_warnings(case: GoldenCase, model: Model) -> list[Problem]:
                                 f"with `triton-release record --image IMAGE --models {model.name}`",
                                 line_of(text, '"outputs"')))
     return warnings
-
-
-def version_policy_problem(model: Model) -> Problem | None:
-    """A config whose version_policy excludes the newest version folder: the version a release
-    tests and serves would never load (the server waits for it until --load-timeout)."""
-    config, newest = model.config, model.newest_version
-    if config is None or newest is None or config.version_policy.WhichOneof("policy_choice") != "specific":
-        return None
-    versions = sorted(config.version_policy.specific.versions)
-    if newest in versions:
-        return None
-    return Problem(model.config_path, f"version_policy specific {{ versions: {versions} }} excludes version "
-                   f"{newest}, the newest version folder, which a release tests and serves: tritonserver "
-                   f"would never load it. Add {newest} to its versions, or use latest {{ num_versions: 1 }}",
-                   line_of(model.config_text, "version_policy"))

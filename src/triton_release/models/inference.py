@@ -13,7 +13,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from triton_release.models.golden import DEFAULT_TIMEOUT, GoldenCase, OutputResult, compare, tolerances
+from triton_release.models.answers import OutputResult, compare, tolerances
+from triton_release.models.golden import DEFAULT_TIMEOUT, GoldenCase
 
 STREAM_GRACE = 5.0  # the stream's own gRPC deadline, after the case's: only a backstop
 

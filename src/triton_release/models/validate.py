@@ -181,9 +181,17 @@ def check_golden(model: Model, repo: Repository) -> Iterator[Problem]:
 
 
 def check_version_policy(model: Model, repo: Repository) -> Iterator[Problem]:
-    problem = golden.version_policy_problem(model)
-    if problem is not None:
-        yield problem
+    """A version_policy that excludes the newest version folder: the version a release tests and
+    serves would never load (the server would wait for it until --load-timeout)."""
+    config, newest = model.config, model.newest_version
+    if config is None or newest is None or config.version_policy.WhichOneof("policy_choice") != "specific":
+        return
+    versions = sorted(config.version_policy.specific.versions)
+    if newest not in versions:
+        yield Problem(model.config_path, f"version_policy specific {{ versions: {versions} }} excludes version "
+                      f"{newest}, the newest version folder, which a release tests and serves: tritonserver "
+                      f"would never load it. Add {newest} to its versions, or use latest {{ num_versions: 1 }}",
+                      line_of(model.config_text, "version_policy"))
 
 
 def warn_golden(model: Model, repo: Repository) -> Iterator[Problem]:

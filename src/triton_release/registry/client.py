@@ -15,18 +15,16 @@ import base64
 import hashlib
 import json
 import re
-import socket
-import threading
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Mapping
 from urllib.parse import urlsplit
 
 import requests
-import urllib3
 
 from triton_release.errors import InfrastructureError, Refused, UsageError
+from triton_release.registry.credentials import Credentials, find_credentials
+from triton_release.registry.transport import deadline, watched_session
 
 MANIFEST_TYPES = ", ".join([
     "application/vnd.oci.image.index.v1+json",
@@ -35,7 +33,6 @@ MANIFEST_TYPES = ", ".join([
     "application/vnd.docker.distribution.manifest.v2+json",
 ])
 REPO_REF = re.compile(r"^(?P<host>[A-Za-z0-9.-]+(:[0-9]+)?)/(?P<name>[a-z0-9]+([._/-][a-z0-9]+)*)$")
-TAG = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
 RETRIES = 4            # attempts for 429 and 5xx
 MAX_BACKOFF = 8.0      # seconds, also the cap on a Retry-After we honour
 CONNECT_TIMEOUT = 10.0  # seconds to open a connection
@@ -43,50 +40,6 @@ READ_TIMEOUT = 30.0     # seconds of silence within an answer
 DEADLINE = 120.0        # seconds for one whole answer, however slowly it trickles
 MAX_PAGES = 1000        # pages of a tag list (1000 tags each)
 _CHALLENGE = re.compile(r'(\w+)="([^"]*)"')
-
-
-@dataclass(frozen=True)
-class Credentials:
-    username: str
-    password: str = field(repr=False)
-    source: str = ""  # where they came from, for messages
-
-    def __repr__(self) -> str:
-        return f"Credentials(username={self.username!r}, password=***, source={self.source!r})"
-
-    def docker_auth(self) -> dict:
-        """The auth config the Docker API takes (sent in a header, never as an argument)."""
-        return {"username": self.username, "password": self.password}
-
-
-def docker_config_credentials(host: str, env: Mapping[str, str]) -> Credentials | None:
-    """`auths` of the Docker config file ($DOCKER_CONFIG/config.json or ~/.docker/config.json)."""
-    folder = Path(env.get("DOCKER_CONFIG") or Path(env.get("HOME") or Path.home()) / ".docker")
-    path = folder / "config.json"
-    try:
-        auths = json.loads(path.read_text()).get("auths", {})
-    except (OSError, ValueError):
-        return None
-    for key in (host, f"https://{host}", f"http://{host}", f"https://{host}/v1/"):
-        entry = auths.get(key)
-        if entry and entry.get("auth"):
-            try:
-                user, _, password = base64.b64decode(entry["auth"]).decode().partition(":")
-            except (ValueError, UnicodeDecodeError):
-                continue
-            return Credentials(user, password, str(path))
-    return None
-
-
-def find_credentials(host: str, env: Mapping[str, str], username: str | None = None,
-                     password: str | None = None) -> Credentials | None:
-    """Given ones (action inputs), else TRITON_RELEASE_USERNAME/_PASSWORD, else the Docker config."""
-    if username and password:
-        return Credentials(username, password, "inputs")
-    user, secret = env.get("TRITON_RELEASE_USERNAME"), env.get("TRITON_RELEASE_PASSWORD")
-    if user and secret:
-        return Credentials(user, secret, "TRITON_RELEASE_USERNAME/_PASSWORD")
-    return docker_config_credentials(host, env)
 
 
 def open_repository(ref: str, env: Mapping[str, str], username: str | None = None,
@@ -116,86 +69,6 @@ class Manifest:
         return json.loads(self.body).get("config", {}).get("digest", "")
 
 
-# -- a deadline for a whole answer ------------------------------------------------------------
-# requests' read timeout counts the silence between two reads, so an answer trickling a byte at a
-# time never times out. A timer cuts the connections of the request in flight instead.
-
-_in_flight = threading.local()
-
-
-class _Watch:
-    """The connections one request uses; `cut` shuts them down, ending any read in progress."""
-
-    def __init__(self) -> None:
-        self.connections: list = []
-        self.expired = False
-        self._lock = threading.Lock()
-
-    def attach(self, connection) -> None:
-        with self._lock:
-            self.connections.append(connection)
-            if self.expired:
-                _shut(connection)
-
-    def cut(self) -> None:
-        with self._lock:
-            self.expired = True
-            for connection in self.connections:
-                _shut(connection)
-
-
-def _shut(connection) -> None:
-    sock = getattr(connection, "sock", None)
-    if sock is not None:
-        try:
-            socket.socket.shutdown(sock, socket.SHUT_RDWR)  # the plain socket's: also under TLS
-        except OSError:
-            pass
-
-
-class _Watched:
-    """A urllib3 connection that joins the watch of the request in flight on its thread."""
-
-    def connect(self) -> None:
-        super().connect()
-        watch = getattr(_in_flight, "watch", None)
-        if watch is not None:
-            watch.attach(self)
-
-    def request(self, *args, **kwargs):
-        watch = getattr(_in_flight, "watch", None)
-        if watch is not None and self.sock is not None:  # a kept-alive connection
-            watch.attach(self)
-        return super().request(*args, **kwargs)
-
-
-class _HTTPConnection(_Watched, urllib3.connection.HTTPConnection):
-    pass
-
-
-class _HTTPSConnection(_Watched, urllib3.connection.HTTPSConnection):
-    pass
-
-
-class _HTTPPool(urllib3.HTTPConnectionPool):
-    ConnectionCls = _HTTPConnection
-
-
-class _HTTPSPool(urllib3.HTTPSConnectionPool):
-    ConnectionCls = _HTTPSConnection
-
-
-class _WatchedAdapter(requests.adapters.HTTPAdapter):
-    def init_poolmanager(self, *args, **kwargs) -> None:
-        super().init_poolmanager(*args, **kwargs)
-        self.poolmanager.pool_classes_by_scheme = {"http": _HTTPPool, "https": _HTTPSPool}
-
-    def proxy_manager_for(self, *args, **kwargs):
-        manager = super().proxy_manager_for(*args, **kwargs)
-        manager.pool_classes_by_scheme = {"http": _HTTPPool, "https": _HTTPSPool}
-        return manager
-
-
 def _without_userinfo(url: str) -> str:
     parts = urlsplit(url)
     return parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl()
@@ -205,10 +78,7 @@ class RegistryRepository:
     def __init__(self, host: str, name: str, credentials: Credentials | None = None) -> None:
         self.host, self.name = host, name
         self.credentials = credentials
-        self.session = requests.Session()
-        adapter = _WatchedAdapter()
-        self.session.mount("http://", adapter)
-        self.session.mount("https://", adapter)
+        self.session = watched_session()
         self._token: str | None = None
         self.deadline = DEADLINE     # seconds for one whole answer
         self.max_pages = MAX_PAGES   # of a tag list
@@ -239,23 +109,16 @@ class RegistryRepository:
 
     def _exchange(self, method: str, url: str, service: str, **kw) -> requests.Response:
         """One request whose whole answer (headers and body) arrives within `self.deadline`."""
-        watch = _Watch()
-        timer = threading.Timer(self.deadline, watch.cut)
-        timer.daemon = True
-        _in_flight.watch = watch
-        timer.start()
-        try:
-            answer = self.session.request(method, url, timeout=(CONNECT_TIMEOUT, min(READ_TIMEOUT, self.deadline)),
-                                          **kw)
-        except requests.RequestException as exc:
-            if watch.expired:
-                raise self._too_slow(service) from None
-            raise InfrastructureError(f"""
-                {service} is unreachable ({exc.__class__.__name__}). Check that it is up (locally:
-                `make stack`) and that this machine can reach it.""") from None
-        finally:
-            timer.cancel()
-            _in_flight.watch = None
+        with deadline(self.deadline) as watch:
+            try:
+                answer = self.session.request(method, url,
+                                              timeout=(CONNECT_TIMEOUT, min(READ_TIMEOUT, self.deadline)), **kw)
+            except requests.RequestException as exc:
+                if watch.expired:
+                    raise self._too_slow(service) from None
+                raise InfrastructureError(f"""
+                    {service} is unreachable ({exc.__class__.__name__}). Check that it is up (locally:
+                    `make stack`) and that this machine can reach it.""") from None
         if watch.expired:  # cut, yet it looked complete (an answer without a length): still cut short
             raise self._too_slow(service)
         return answer

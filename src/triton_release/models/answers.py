@@ -1,0 +1,118 @@
+"""An answer compared with a golden case's expected tensors (the tolerances, the worst element
+named), and an answer written as a case's tensors, such that loading it gives the same values."""
+
+from __future__ import annotations
+
+import base64
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from triton_release.models.golden import FLOATS, GoldenCase, Tensor, element_index
+
+
+@dataclass(frozen=True)
+class OutputResult:
+    name: str
+    passed: bool
+    max_abs_diff: float | None = None
+    max_rel_diff: float | None = None
+    message: str = ""
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "passed": self.passed, "max_abs_diff": self.max_abs_diff,
+                "max_rel_diff": self.max_rel_diff, "message": self.message}
+
+
+def tolerances(case: GoldenCase, datatype: str) -> tuple[float, float]:
+    default = FLOATS.get(datatype, 0.0)
+    atol = case.atol if case.atol is not None else default
+    rtol = case.rtol if case.rtol is not None else default
+    return (atol, rtol) if datatype in FLOATS else (0.0, 0.0)
+
+
+def compare(expected: Tensor, actual: np.ndarray | None, actual_datatype: str | None,
+            atol: float, rtol: float) -> OutputResult:
+    name = expected.name
+    if actual is None:
+        return OutputResult(name, False, message=f"output {name!r} is missing from the response")
+    if actual_datatype and actual_datatype != expected.datatype:
+        return OutputResult(name, False, message=f"output {name!r}: expected datatype {expected.datatype}, "
+                            f"got {actual_datatype}")
+    if tuple(actual.shape) != expected.shape:
+        return OutputResult(name, False, message=f"output {name!r}: expected shape {list(expected.shape)}, "
+                            f"got {list(actual.shape)}")
+    want = expected.array()
+    if expected.datatype == "BYTES":
+        got = np.array([v if isinstance(v, bytes) else str(v).encode() for v in actual.reshape(-1)], dtype=object)
+        bad = [i for i, (g, w) in enumerate(zip(got, want.reshape(-1))) if g != w]
+        if not bad:
+            return OutputResult(name, True)
+        i = bad[0]
+        return OutputResult(name, False, message=f"output {name!r}: {len(bad)} element(s) differ; first at "
+                            f"{element_index(i, expected.shape)}: expected {_show(want.reshape(-1)[i])}, "
+                            f"got {_show(got[i])}")
+    if expected.datatype not in FLOATS:  # integers and BOOL: exactly, in their own type
+        got = np.asarray(actual).reshape(-1)
+        bad_at = np.flatnonzero(got != want.reshape(-1))
+        if not bad_at.size:
+            return OutputResult(name, True, 0.0, 0.0)
+        i = int(bad_at[0])
+        return OutputResult(name, False, message=f"output {name!r}: {bad_at.size} of {got.size} element(s) differ; "
+                            f"first at {element_index(i, expected.shape)}: expected {want.reshape(-1)[i].item()!r}, "
+                            f"got {got[i].item()!r}")
+    w = want.astype(np.float64).reshape(-1)
+    g = np.asarray(actual).astype(np.float64).reshape(-1)
+    both_nan = np.isnan(w) & np.isnan(g)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        abs_diff = np.where(both_nan, 0.0, np.abs(g - w))
+        abs_diff = np.where(np.isinf(w) & (g == w), 0.0, abs_diff)
+        rel_diff = np.where(abs_diff == 0, 0.0, abs_diff / np.abs(w))
+    same_inf = np.isinf(w) & (g == w)
+    with np.errstate(invalid="ignore"):
+        bad = ~((abs_diff <= atol + rtol * np.nan_to_num(np.abs(w), posinf=0.0)) | both_nan | same_inf)
+    max_abs = float(np.nanmax(abs_diff)) if abs_diff.size else 0.0
+    max_rel = float(np.nanmax(rel_diff)) if rel_diff.size else 0.0
+    if not bad.any():
+        return OutputResult(name, True, max_abs, max_rel)
+    worst = int(np.argmax(np.where(bad, np.nan_to_num(abs_diff, nan=np.inf), -1.0)))
+    return OutputResult(
+        name, False, max_abs, max_rel,
+        f"output {name!r}: {int(bad.sum())} of {bad.size} element(s) outside atol={atol:g} rtol={rtol:g}; "
+        f"worst at {element_index(worst, expected.shape)}: expected {float(w[worst])!r}, got {float(g[worst])!r} "
+        f"(abs diff {abs_diff[worst]:.3g}, rel diff {rel_diff[worst]:.3g})")
+
+
+def _show(value: bytes) -> str:
+    """A BYTES element in a message: as text where it is UTF-8, else as Python bytes."""
+    try:
+        return repr(value.decode("utf-8"))
+    except UnicodeDecodeError:
+        return repr(value)
+
+
+def _bytes_json(value) -> str | dict:
+    if not isinstance(value, bytes):
+        return str(value)
+    try:
+        return value.decode("utf-8")
+    except UnicodeDecodeError:  # binary: as base64, which load_case decodes back to these bytes
+        return {"b64": base64.b64encode(value).decode("ascii")}
+
+
+def _float_json(value: float) -> float | str:
+    if math.isnan(value):
+        return "NaN"
+    return ("Infinity" if value > 0 else "-Infinity") if math.isinf(value) else value
+
+
+def tensor_json(name: str, array, datatype: str) -> dict:
+    """A server's output as a golden file's tensor (what `record` writes), such that loading it
+    gives back the same values: binary BYTES as {"b64": ...}, NaN and infinities as strings."""
+    data = array.reshape(-1).tolist()
+    if datatype == "BYTES":
+        data = [_bytes_json(v) for v in data]
+    elif datatype in FLOATS:
+        data = [_float_json(v) for v in data]
+    return {"name": name, "datatype": datatype, "shape": list(array.shape), "data": data}

@@ -1,0 +1,54 @@
+"""Registry credentials: where they come from (the action's inputs, TRITON_RELEASE_USERNAME and
+_PASSWORD, the Docker config's `auths`), and a repr that never shows the password."""
+
+from __future__ import annotations
+
+import base64
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping
+
+
+@dataclass(frozen=True)
+class Credentials:
+    username: str
+    password: str = field(repr=False)
+    source: str = ""  # where they came from, for messages
+
+    def __repr__(self) -> str:
+        return f"Credentials(username={self.username!r}, password=***, source={self.source!r})"
+
+    def docker_auth(self) -> dict:
+        """The auth config the Docker API takes (sent in a header, never as an argument)."""
+        return {"username": self.username, "password": self.password}
+
+
+def docker_config_credentials(host: str, env: Mapping[str, str]) -> Credentials | None:
+    """`auths` of the Docker config file ($DOCKER_CONFIG/config.json or ~/.docker/config.json)."""
+    folder = Path(env.get("DOCKER_CONFIG") or Path(env.get("HOME") or Path.home()) / ".docker")
+    path = folder / "config.json"
+    try:
+        auths = json.loads(path.read_text()).get("auths", {})
+    except (OSError, ValueError):
+        return None
+    for key in (host, f"https://{host}", f"http://{host}", f"https://{host}/v1/"):
+        entry = auths.get(key)
+        if entry and entry.get("auth"):
+            try:
+                user, _, password = base64.b64decode(entry["auth"]).decode().partition(":")
+            except (ValueError, UnicodeDecodeError):
+                continue
+            return Credentials(user, password, str(path))
+    return None
+
+
+def find_credentials(host: str, env: Mapping[str, str], username: str | None = None,
+                     password: str | None = None) -> Credentials | None:
+    """Given ones (action inputs), else TRITON_RELEASE_USERNAME/_PASSWORD, else the Docker config."""
+    if username and password:
+        return Credentials(username, password, "inputs")
+    user, secret = env.get("TRITON_RELEASE_USERNAME"), env.get("TRITON_RELEASE_PASSWORD")
+    if user and secret:
+        return Credentials(user, secret, "TRITON_RELEASE_USERNAME/_PASSWORD")
+    return docker_config_credentials(host, env)

@@ -1,0 +1,118 @@
+"""HTTP with a deadline for a whole answer.
+
+requests' read timeout counts the silence between two reads, so an answer trickling a byte at a
+time never times out. A timer cuts the connections of the request in flight instead: `deadline`
+watches the requests made inside it through a session from `watched_session`.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+from contextlib import contextmanager
+from typing import Iterator
+
+import requests
+import urllib3
+
+# requests' read timeout counts the silence between two reads, so an answer trickling a byte at a
+# time never times out. A timer cuts the connections of the request in flight instead.
+
+_in_flight = threading.local()
+
+
+class _Watch:
+    """The connections one request uses; `cut` shuts them down, ending any read in progress."""
+
+    def __init__(self) -> None:
+        self.connections: list = []
+        self.expired = False
+        self._lock = threading.Lock()
+
+    def attach(self, connection) -> None:
+        with self._lock:
+            self.connections.append(connection)
+            if self.expired:
+                _shut(connection)
+
+    def cut(self) -> None:
+        with self._lock:
+            self.expired = True
+            for connection in self.connections:
+                _shut(connection)
+
+
+def _shut(connection) -> None:
+    sock = getattr(connection, "sock", None)
+    if sock is not None:
+        try:
+            socket.socket.shutdown(sock, socket.SHUT_RDWR)  # the plain socket's: also under TLS
+        except OSError:
+            pass
+
+
+class _Watched:
+    """A urllib3 connection that joins the watch of the request in flight on its thread."""
+
+    def connect(self) -> None:
+        super().connect()
+        watch = getattr(_in_flight, "watch", None)
+        if watch is not None:
+            watch.attach(self)
+
+    def request(self, *args, **kwargs):
+        watch = getattr(_in_flight, "watch", None)
+        if watch is not None and self.sock is not None:  # a kept-alive connection
+            watch.attach(self)
+        return super().request(*args, **kwargs)
+
+
+class _HTTPConnection(_Watched, urllib3.connection.HTTPConnection):
+    pass
+
+
+class _HTTPSConnection(_Watched, urllib3.connection.HTTPSConnection):
+    pass
+
+
+class _HTTPPool(urllib3.HTTPConnectionPool):
+    ConnectionCls = _HTTPConnection
+
+
+class _HTTPSPool(urllib3.HTTPSConnectionPool):
+    ConnectionCls = _HTTPSConnection
+
+
+class _WatchedAdapter(requests.adapters.HTTPAdapter):
+    def init_poolmanager(self, *args, **kwargs) -> None:
+        super().init_poolmanager(*args, **kwargs)
+        self.poolmanager.pool_classes_by_scheme = {"http": _HTTPPool, "https": _HTTPSPool}
+
+    def proxy_manager_for(self, *args, **kwargs):
+        manager = super().proxy_manager_for(*args, **kwargs)
+        manager.pool_classes_by_scheme = {"http": _HTTPPool, "https": _HTTPSPool}
+        return manager
+
+
+def watched_session() -> requests.Session:
+    """A session whose connections a `deadline` can cut."""
+    session = requests.Session()
+    adapter = _WatchedAdapter()
+    session.mount("http://", adapter)
+    session.mount("https://", adapter)
+    return session
+
+
+@contextmanager
+def deadline(seconds: float) -> Iterator["_Watch"]:
+    """Cut the connections of the requests made inside after `seconds`; `.expired` tells."""
+    watch = _Watch()
+    timer = threading.Timer(seconds, watch.cut)
+    timer.daemon = True
+    _in_flight.watch = watch
+    timer.start()
+    try:
+        yield watch
+    finally:
+        timer.cancel()
+        _in_flight.watch = None
