@@ -60,3 +60,42 @@ def test_megabytes_of_model_log_do_not_flood_the_output(ws):
     outcome = ws.release("--no-push")
     assert outcome.code == 0, outcome.out[-3000:]
     assert len(outcome.out) < 50_000
+
+
+def test_a_cancelled_release_removes_the_server_undoes_the_bump_and_exits_143(ws):
+    """GitHub cancels a run with SIGINT, then SIGTERM: here SIGTERM alone, during the test step of
+    a release whose bumped model hangs in execute."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from support.models import HANGING_MODEL
+    from support.stack import BASE_IMAGE
+    from triton_release.image.server import CONTAINER_LABEL
+
+    ws.write({"a/1/model.py": HANGING_MODEL})
+    ws.commit("a: hangs")
+    before = ws.state()
+    report = ws.root.parent / "cancel-report.json"
+    run = subprocess.Popen([sys.executable, "-m", "triton_release", "release", "--to", ws.image, "--base-image",
+                            BASE_IMAGE, "--report", str(report)], cwd=ws.root, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True, env={**os.environ})
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline and run.poll() is None and not (ws.models / "a" / "2").exists():
+        time.sleep(0.2)
+    while time.monotonic() < deadline and run.poll() is None and \
+            not ws.docker.containers.list(filters={"label": CONTAINER_LABEL}):
+        time.sleep(0.2)  # bumped and building: wait for the server of the test step
+    assert run.poll() is None, run.communicate()[0][-3000:]
+    time.sleep(2)  # the server loads the hanging model; the case is then sent
+    started = time.monotonic()
+    run.send_signal(signal.SIGTERM)
+    out, _ = run.communicate(timeout=60)
+    assert run.returncode == 143, out[-3000:]
+    assert time.monotonic() - started < 30
+    assert json.loads(report.read_text())["error"]["exit_code"] == 143
+    after = ws.state()
+    assert after.tags == before.tags and after.status == before.status and after.files == before.files
+    assert not ws.docker.containers.list(all=True, filters={"label": CONTAINER_LABEL})

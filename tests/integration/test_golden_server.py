@@ -227,3 +227,11 @@ def test_a_cancel_during_a_hung_case_removes_the_server_and_writes_the_report(do
     left = {c.id for c in docker_client.containers.list(all=True, filters={"label": CONTAINER_LABEL})} - before
     assert not left
     assert os.path.exists(report)
+
+
+def test_a_bad_k_expression_is_a_usage_error(image, repo, tmp_path):
+    report = tmp_path / "r.json"
+    code = main(["test", "--image", image, "--model-repository", str(repo.root), "--models", "addone",
+                 "-k", "and (", "--report", str(report)])
+    assert code == 2, json.loads(report.read_text())
+    assert "-k" in json.loads(report.read_text())["error"]["message"]
