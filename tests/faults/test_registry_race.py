@@ -5,11 +5,9 @@ registry (127.0.0.1:5000) holds the X.Y.Z manifest PUTs so that the race is lost
 
 from __future__ import annotations
 
-import http.client
 import io
 import tarfile
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import docker
 import pytest
@@ -17,98 +15,10 @@ import pytest
 from triton_release.registry.client import RegistryRepository
 from triton_release.registry.publish import LostRace, PushResult, push, tag_release
 
+from support.registries import RegistryProxy
 from support.stack import REGISTRY
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
-
-HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade", "proxy-connection"}
-
-
-class RegistryProxy:
-    """A loopback HTTP proxy to the real registry. `on_manifest_put(proxy, path, forward)` runs for
-    every manifest PUT of tag `tag` instead of the plain forward: it calls `forward()` (which sends
-    the PUT on and returns the registry's answer) when and as it likes."""
-
-    def __init__(self, tag: str, on_manifest_put) -> None:
-        self.tag, self.on_manifest_put = tag, on_manifest_put
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), _Forward)
-        self.server.daemon_threads = True
-        self.server.proxy = self
-        self.address = f"127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-    def __enter__(self) -> "RegistryProxy":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-
-def send(method: str, path: str, headers: dict, body: bytes) -> tuple[int, list[tuple[str, str]], bytes]:
-    """One request to the real registry; the Host header stays the proxy's, so that the upload
-    locations it answers point back through the proxy."""
-    connection = http.client.HTTPConnection(REGISTRY, timeout=120)
-    try:
-        connection.putrequest(method, path, skip_host=True, skip_accept_encoding=True)
-        for key, value in headers.items():
-            connection.putheader(key, value)
-        if body or method in ("PUT", "POST", "PATCH"):
-            connection.putheader("Content-Length", str(len(body)))
-        connection.endheaders(body)
-        answer = connection.getresponse()
-        return answer.status, answer.getheaders(), answer.read()
-    finally:
-        connection.close()
-
-
-class _Forward(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, *args):
-        pass
-
-    def _body(self) -> bytes:
-        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
-            data = b""
-            while True:
-                size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
-                if size == 0:
-                    while self.rfile.readline() not in (b"\r\n", b"\n", b""):
-                        pass
-                    return data
-                data += self.rfile.read(size)
-                self.rfile.readline()
-        return self.rfile.read(int(self.headers.get("Content-Length") or 0))
-
-    def _forward(self) -> None:
-        proxy: RegistryProxy = self.server.proxy
-        body = self._body()
-        headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP_BY_HOP | {"content-length"}}
-
-        def forward():
-            return send(self.command, self.path, headers, body)
-
-        if self.command == "PUT" and self.path.split("?")[0].endswith(f"/manifests/{proxy.tag}"):
-            status, answer_headers, answer_body = proxy.on_manifest_put(proxy, self.path, forward)
-        else:
-            status, answer_headers, answer_body = forward()
-        self.send_response(status)
-        for key, value in answer_headers:
-            if key.lower() not in HOP_BY_HOP | {"content-length"}:
-                self.send_header(key, value)
-        length = dict((k.lower(), v) for k, v in answer_headers).get("content-length", "0")
-        self.send_header("Content-Length", length if self.command == "HEAD" else str(len(answer_body)))
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(answer_body)
-
-    do_GET = do_HEAD = do_PUT = do_POST = do_PATCH = do_DELETE = _forward
-
 
 @pytest.fixture
 def two_images(docker_client, unique, image_tags):

@@ -4,11 +4,22 @@ and its git tag with the very version folders that were shipped."""
 
 from __future__ import annotations
 
+import json
+import signal
 import stat
+import subprocess
+import sys
+import threading
+import time
 
 import pytest
 
+from triton_release.history.releases import versions_in
+from triton_release.image.server import CONTAINER_LABEL
+
 from support.models import PYTHON_MODEL
+from support.registries import RegistryProxy
+from support.stack import BASE_IMAGE
 
 pytestmark = pytest.mark.integration
 
@@ -41,3 +52,47 @@ def test_a_failure_after_the_push_is_finished_by_a_rerun_with_the_shipped_folder
     assert (ws.models / "a" / "1" / "model.py").read_text() == PYTHON_MODEL
     assert ws.registry.digest("1.1.0") == shipped == ws.registry.digest("latest")
     assert ws.git_repo.git("status", "--porcelain") == ""
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGINT, signal.SIGTERM], ids=["sigint", "sigint-again",
+                                                                                      "sigterm"])
+def test_a_signal_during_the_push_undoes_the_bump_when_nothing_was_published(ws, signum):
+    """The push of X.Y.Z is held at its manifest PUT (a slow registry); a signal then stops the run:
+    exit 130 or 143 within seconds, X.Y.Z absent, the working tree as it was, no container."""
+    entered, hold = threading.Event(), threading.Event()
+
+    def held(proxy, path, forward):
+        entered.set()
+        hold.wait(60)
+        return 503, [], b"held, then dropped by the test"
+
+    ws.write({"a/1/model.py": "# 2\n" + PYTHON_MODEL})
+    ws.commit("a: new code")
+    before = ws.state()
+    newest = versions_in(ws.registry.tags())[-1]
+    version = f"{newest.major}.{newest.minor + 1}.0"  # the minor release this change makes
+    report = ws.root.parent / "push-signal.json"
+    with RegistryProxy(version, held) as proxy:
+        target = f"{proxy.address}/{ws.registry.name}"
+        run = subprocess.Popen([sys.executable, "-m", "triton_release", "release", "--to", target, "--base-image",
+                                BASE_IMAGE, "--report", str(report)], cwd=ws.root, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True)
+        try:
+            deadline = time.monotonic() + 180
+            while not entered.wait(0.5) and time.monotonic() < deadline:
+                assert run.poll() is None, run.communicate()[0][-3000:]
+            assert entered.is_set(), "the push never reached the manifest PUT"
+            started = time.monotonic()
+            run.send_signal(signum)
+            out, _ = run.communicate(timeout=60)
+        finally:
+            hold.set()
+            if run.poll() is None:
+                run.kill()
+    assert run.returncode == 128 + signum, out[-3000:]
+    assert time.monotonic() - started < 30
+    assert json.loads(report.read_text())["error"]["exit_code"] == 128 + signum
+    after = ws.state()
+    assert version not in after.tags and after.tags == before.tags
+    assert after.status == before.status and after.files == before.files
+    assert not ws.docker.containers.list(all=True, filters={"label": CONTAINER_LABEL})
