@@ -118,7 +118,8 @@ def _release(request: ReleaseRequest, session: Session) -> None:
             built = session.step("build", console.built, steps.build, shipped.root, request.base_image,
                                  local_candidate(request, git), python=request.python, stub_mode=request.stub,
                                  revision=planned.found.head, source=request.source, version=version or "",
-                                 bumped_from=planned.found.base, requirements_options=request.requirements_options)
+                                 bumped_from=planned.found.base, channel=request.channel,
+                                 requirements_options=request.requirements_options)
             if planned.to_test:  # a change that only removes models has nothing to test
                 session.step("test", console.golden_run, steps.test, shipped.root, built.image_id, planned.to_test,
                              request.load_timeout, shown_as=root, memory=request.server_memory,
@@ -139,7 +140,7 @@ def _release(request: ReleaseRequest, session: Session) -> None:
     session.step("tags", console.tagged, steps.tag, repository, version, planned.found.head, request.channel,
                  pushed.digest)
     if request.commit:
-        session.step("commit", console.committed, steps.commit, root, version, bump)
+        session.step("commit", console.committed, steps.commit, root, version, bump, planned.found.head)
     if request.keep is not None:
         session.step("retain", console.retained, steps.retain, repository, request.keep, request.channel)
 

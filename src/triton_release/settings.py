@@ -45,13 +45,26 @@ def _text(value: Any) -> str:
     return str(value)
 
 
-def _size(value: Any) -> str | None:
-    if value in (None, ""):
-        return None
-    text = _text(value).strip().lower()
-    if not re.fullmatch(r"[1-9][0-9]*[bkmg]?", text):
-        raise ValueError(f"{value!r} is not a size such as 8g, 512m or 1073741824")
-    return text
+MIN_MEMORY = 64 << 20
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?\s*$", re.I)
+_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+
+
+def memory_bytes(value: Any) -> int:
+    """A memory size (bytes, or a number with k, m, g or t) of at least 64m, in bytes."""
+    size = None
+    if isinstance(value, int) and not isinstance(value, bool):
+        size = value
+    elif isinstance(value, str) and _SIZE.match(value):
+        number, unit = _SIZE.match(value).groups()
+        size = int(float(number) * _UNITS[unit.lower()])
+    if size is None or size < MIN_MEMORY:
+        raise ValueError(f"{value!r} is not a memory size of at least 64m, such as 8g or 512m")
+    return size
+
+
+def _size(value: Any) -> int | None:
+    return None if value in (None, "") else memory_bytes(value)
 
 
 def _count(value: Any) -> int:
@@ -138,6 +151,8 @@ def read_config_file(path: Path) -> dict[str, Any]:
         data = yaml.safe_load(text)
     except OSError as exc:
         raise UsageError(f"{path}: cannot read the settings file ({exc.strerror}).") from None
+    except UnicodeDecodeError:
+        raise UsageError(f"{path}: the settings file is not UTF-8 text; save it as UTF-8.") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)

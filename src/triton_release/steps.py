@@ -14,14 +14,14 @@ import logging
 import tempfile
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
 from triton_release.cache import write_atomic
-from triton_release.errors import InfrastructureError, Refused, no_space
+from triton_release.errors import InfrastructureError, Refused, UsageError, no_space
 from triton_release.history import releases
 from triton_release.history.bump import (FolderBump, apply_bumps, check_working_tree, checkout_at, extract_tree,
-                                         plan_bumps, undo_bumps)
+                                         fill_lfs_pointers, holds_bump, plan_bumps, undo_bumps)
 from triton_release.history.changes import ChangeSet, Changes
 from triton_release.history.git import Git
 from triton_release.models.repository import Repository
@@ -150,12 +150,14 @@ def export(root: Path, planned: ChangesResult, dest: Path) -> Export:
     try:
         extract_tree(git, found.head, found.prefix, target)
         apply_bumps(found, list(planned.bumps), target, git)
+        fill_lfs_pointers(git, target)
     except OSError as exc:
         if exc.errno != errno.ENOSPC:
             raise
         raise no_space(dest, f"exporting commit {found.head[:12]} to build it") from None
     changed = git.run("status", "--porcelain=v1", "-z", "--untracked-files=all", "--", found.prefix).stdout
-    ours = tuple(f"{found.prefix}/{b.model}/{v}/" for b in planned.bumps for v in (b.from_version, b.to_version))
+    ours = tuple(PurePosixPath(found.prefix, b.model, str(v)).as_posix() + "/"
+                 for b in planned.bumps for v in (b.from_version, b.to_version))
     uncommitted = tuple(path for entry in changed.decode(errors="surrogateescape").split("\0") if len(entry) > 3
                         if not (path := entry[3:]).startswith(ours))
     if git.text("rev-parse", "HEAD") != found.head:
@@ -191,7 +193,7 @@ class ReleaseImage:
 
 def build(root: Path | Repository, base_image: str, tag: str, *, python: str | None = None, stub_mode: str = "auto",
           revision: str | None = None, source: str = "", version: str = "", bumped_from: str | None = None,
-          requirements_options: str = "refuse") -> ReleaseImage:
+          channel: str = "", requirements_options: str = "refuse") -> ReleaseImage:
     """Inspect the base, choose the stub, resolve requirements, build, and prove the stub loads.
     `revision`: the commit built (default: the git HEAD around the model repository, if any)."""
     from triton_release.image import base as baseimage, requirements, stub
@@ -216,6 +218,7 @@ def build(root: Path | Repository, base_image: str, tag: str, *, python: str | N
         "org.opencontainers.image.created": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         releases.REVISION_LABEL: revision,
         releases.BASE_LABEL: bumped_from or "",
+        releases.CHANNEL_LABEL: channel,
         "org.opencontainers.image.source": source,
         "org.opencontainers.image.version": version,
         "triton-release.models": json.dumps({m.name: list(m.versions) for m in repo}, sort_keys=True),
@@ -357,15 +360,16 @@ class Committed:
         return {"version": self.version} if self.version else {}
 
 
-def commit(root: Path, version: str, bumped: "BumpResult | None" = None) -> Committed:
+def commit(root: Path, version: str, bumped: "BumpResult | None" = None, revision: str | None = None) -> Committed:
     """Commit exactly the bumped version folders (N+1 new, N restored) as `release X.Y.Z`, nothing
-    else the working tree or the index holds, and tag vX.Y.Z."""
+    else the working tree or the index holds, and tag vX.Y.Z: that commit, or `revision` (the
+    commit released) when there was nothing to commit."""
     git = Git(Git(root).toplevel())
     paths = [f"{bumped.prefix}/{b.model}/{v}" for b in bumped.bumps for v in (b.from_version, b.to_version)] \
         if bumped is not None else []
     staged = False
     if paths:
-        git.run("add", "--", *paths)
+        git.run("add", "--force", "--", *paths)  # exactly what git held, ignored patterns or not
         staged = git.run("diff", "--cached", "--quiet", "--", *paths, check=False).returncode != 0
     if staged:
         identity = []
@@ -374,11 +378,12 @@ def commit(root: Path, version: str, bumped: "BumpResult | None" = None) -> Comm
                         "-c", "user.email=41898282+github-actions[bot]@users.noreply.github.com"]
         git.run(*identity, "commit", "-q", "-m", f"release {version}", "--", *paths)
     tag = releases.git_tag(version)
+    target = git.text("rev-parse", "HEAD") if staged or not revision else revision
     if not git.has_commit(tag):
-        git.run("tag", tag)
-    elif git.text("rev-parse", f"{tag}^{{commit}}") != git.text("rev-parse", "HEAD"):
+        git.run("tag", tag, target)
+    elif git.text("rev-parse", f"{tag}^{{commit}}") != target:
         log.warning(f"git tag {tag} already exists on another commit; it was left as it is")
-    return Committed(staged, tag, git.text("rev-parse", "HEAD"), version)
+    return Committed(staged, tag, target, version)
 
 
 def finish_commit(root: Path, repository: "RegistryRepository") -> Committed | None:
@@ -400,11 +405,17 @@ def finish_commit(root: Path, repository: "RegistryRepository") -> Committed | N
                     "not made here")
         return None
     planned = changes(root, base or None, revision)
-    if planned.bumps and all((root / b.model / str(b.to_version)).is_dir() for b in planned.bumps):
-        bumped = BumpResult(planned.found.prefix, planned.bumps)  # the stopped run's bump is still here
+    if planned.bumps and any((root / b.model / str(b.to_version)).exists() for b in planned.bumps):
+        if not holds_bump(planned.found, list(planned.bumps), root):
+            raise Refused(f"""
+                {repository}:{version} was released, and the working tree holds its new version folders with
+                other contents than it shipped: {', '.join(f'{b.model}/{b.to_version}' for b in planned.bumps)}. Put them
+                back as released (remove them and run again: the bump is redone from git), then commit the
+                changes as a new release.""")
+        bumped = BumpResult(planned.found.prefix, planned.bumps)  # the stopped run's bump, untouched
     else:
         bumped = bump(root, planned) if planned.bumps else None
-    return commit(root, version, bumped)
+    return commit(root, version, bumped, revision)
 
 
 # -- rollback ---------------------------------------------------------------------------------
@@ -443,8 +454,14 @@ def verify_release(repository: "RegistryRepository", version: str, model_reposit
     with tempfile.TemporaryDirectory() as tmp:
         root = checkout_at(model_repository, labels.get(releases.REVISION_LABEL, ""), Path(tmp))
         repo = Repository.load(root or model_repository)
+        names = [m for m in models if m in repo]
+        if not names:
+            raise UsageError(f"""
+                None of the models in {image} ({', '.join(models) or 'none listed in its labels'}) has golden
+                cases here: its commit is not in this git repository and {model_repository} does not hold them.
+                Fetch the history (fetch-depth: 0), or roll back without --verify.""")
         try:
-            return test(repo, image, [m for m in models if m in repo], load_timeout, memory=memory, pids=pids)
+            return test(repo, image, names, load_timeout, memory=memory, pids=pids)
         except Refused as exc:
             raise Refused(f"{image} fails its own golden cases; the channel was not moved. {exc.message}",
                           result=exc.result) from None

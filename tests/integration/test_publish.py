@@ -177,22 +177,30 @@ def test_a_channel_left_behind_is_finished_and_a_rollback_is_respected(docker_cl
     from datetime import datetime, timezone
 
     from triton_release.registry.publish import finish_interrupted
+
+    def made_for(image: str, channel: str, created: str = "") -> str:
+        """`image` with the labels a release writes: the channel it was made for, when it was made."""
+        tag = f"{image}-{channel}-{len(image_tags)}"
+        image_tags.append(tag)
+        labels = f"LABEL triton-release.channel={channel}" + (f" org.opencontainers.image.created={created}"
+                                                               if created else "")
+        docker_client.images.build(fileobj=io.BytesIO(f"FROM {image}\n{labels}\n".encode()), tag=tag, rm=True,
+                                   pull=False)
+        return tag
+
     first, _ = release(docker_client, images[0], repo, "1.0.0")
-    push(docker_client, images[1], repo, "1.1.0")
+    push(docker_client, made_for(images[1], "latest"), repo, "1.1.0")
     newest = repo.manifest("1.1.0")
     for tag in ("1.1", "1"):  # the moving tags went up, then the channel's PUT failed
         repo.put_manifest(tag, newest)
+    assert finish_interrupted(repo, "beta").tags == ()  # a release made for latest never moves beta
     assert finish_interrupted(repo, "latest").tags == ("latest",)
     assert repo.digest("latest") == newest.digest
     rollback(repo, "1.0.0")  # a decision after 1.1.0 was built: a rerun respects it
     assert finish_interrupted(repo, "latest").tags == ()
     assert repo.digest("latest") == first.digest
     # a release built after that rollback, stopped before its tags: the rerun moves the channel again
-    later = f"{images[2]}-created"
-    image_tags.append(later)
     created = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-    dockerfile = f"FROM {images[2]}\nLABEL org.opencontainers.image.created={created}\n".encode()
-    docker_client.images.build(fileobj=io.BytesIO(dockerfile), tag=later, rm=True, pull=False)
-    third = push(docker_client, later, repo, "1.2.0")
+    third = push(docker_client, made_for(images[2], "latest", created), repo, "1.2.0")
     assert finish_interrupted(repo, "latest").tags == ("1.2", "1", "latest")
     assert repo.digest("latest") == third.digest

@@ -163,3 +163,96 @@ def test_yaml_aliases_in_the_settings_file_are_refused(tmp_path, monkeypatch):
 def test_git_failures_are_infrastructure_errors_not_usage_errors(released):
     with pytest.raises(InfrastructureError):
         Git(released.root).run("cat-file", "-p", "0" * 40)
+
+
+def test_git_lfs_pointers_in_the_export_are_filled_from_the_lfs_store_or_refused(released, tmp_path):
+    import hashlib
+
+    weights = b"\x01\x02" * 4096
+    oid = hashlib.sha256(weights).hexdigest()
+    pointer = f"version https://git-lfs.github.com/spec/v1\noid sha256:{oid}\nsize {len(weights)}\n"
+    released.write({"a/1/weights.bin": pointer, "a/1/model.py": "# 2\n" + PYTHON_MODEL})
+    released.commit("a: weights in LFS")
+    plan = planned(released)
+    with pytest.raises(Refused, match="git LFS pointer.*git lfs pull"):
+        steps.export(released.models, plan, tmp_path / "missing")
+    store = released.root / ".git" / "lfs" / "objects" / oid[:2] / oid[2:4]
+    store.mkdir(parents=True)
+    (store / oid).write_bytes(weights)
+    shipped = steps.export(released.models, plan, tmp_path / "export")
+    assert (shipped.root / "a" / "2" / "weights.bin").read_bytes() == weights
+    (store / oid).write_bytes(b"tampered")
+    with pytest.raises(Refused, match="git LFS pointer"):
+        steps.export(released.models, plan, tmp_path / "tampered")
+
+
+def test_the_release_commit_holds_tracked_files_that_gitignore_matches(released):
+    (released.root / ".gitignore").write_text("*.bin\n")
+    released.write({"a/1/w.bin": b"\x00" * 32})
+    released.git("add", "--force", "model_repository/a/1/w.bin", ".gitignore")
+    released.commit("weights, force-added")
+    released.base = released.git("rev-parse", "HEAD")
+    change_a(released)
+    plan = planned(released)
+    bumped = steps.bump(released.models, plan)
+    steps.commit(released.models, "1.1.0", bumped)
+    assert "model_repository/a/2/w.bin" in released.git("show", "--name-only", "--format=", "HEAD").splitlines()
+
+
+def test_a_release_without_bumps_tags_the_commit_released(released):
+    released.write({"c/config.pbtxt": "", "c/1/model.py": PYTHON_MODEL})
+    head = released.commit("c added")
+    released.write({"notes.txt": "later"})
+    released.commit("a later commit, checked out")
+    done = steps.commit(released.models, "1.1.0", None, head)
+    assert not done.committed and released.git("rev-parse", "v1.1.0^{commit}") == head
+
+
+def test_a_bump_left_behind_counts_only_when_untouched(released):
+    from triton_release.history.bump import holds_bump
+    change_a(released)
+    plan = planned(released)
+    steps.bump(released.models, plan)
+    assert holds_bump(plan.found, list(plan.bumps), released.models)
+    released.write({"a/2/model.py": "# edited after the release\n" + PYTHON_MODEL})
+    assert not holds_bump(plan.found, list(plan.bumps), released.models)
+
+
+def test_an_lfs_pointer_never_names_a_path_to_read(released, tmp_path):
+    secret = tmp_path / "secret"
+    secret.write_bytes(b"not yours")
+    pointer = f"version https://git-lfs.github.com/spec/v1\noid sha256:{secret}\nsize 9\n"
+    released.write({"a/1/weights.bin": pointer, "a/1/model.py": "# 2\n" + PYTHON_MODEL})
+    released.commit("a pointer with a path for an oid")
+    with pytest.raises(Refused, match="git LFS pointer"):
+        steps.export(released.models, planned(released), tmp_path / "export")
+
+
+def test_a_model_repository_at_the_git_root_exports_without_false_warnings(tmp_path):
+    repo = GitRepo(tmp_path / "work")
+    root = repo.root
+    from support.models import write_tree
+    write_tree(root, python_model_files("m"))
+    base = repo.commit("m")
+    write_tree(root, {"m/1/model.py": "# 2\n" + PYTHON_MODEL})
+    repo.commit("m: new code")
+    plan = steps.changes(root, base, "HEAD")
+    steps.bump(root, plan)
+    assert steps.export(root, plan, tmp_path / "export").uncommitted == ()
+
+
+def test_a_settings_file_that_is_not_utf8_is_a_usage_error(tmp_path):
+    from triton_release.errors import UsageError
+    from triton_release.settings import resolve
+    (tmp_path / "triton-release.yaml").write_bytes(b"channel: \xff\xfe\n")
+    with pytest.raises(UsageError, match="not UTF-8"):
+        resolve({}, cwd=tmp_path)
+
+
+@pytest.mark.parametrize("value", ["1b", "5", "32m", "lots"])
+def test_a_server_memory_below_64m_or_not_a_size_is_refused_up_front(tmp_path, value):
+    from triton_release.errors import UsageError
+    from triton_release.settings import resolve
+    (tmp_path / "triton-release.yaml").write_text(f"server_memory: {value}\n")
+    with pytest.raises(UsageError, match="at least 64m"):
+        resolve({}, cwd=tmp_path)

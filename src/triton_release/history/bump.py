@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import errno
+import filecmp
+import hashlib
 import os
 import re
 import shutil
 import tarfile
+import tempfile
 import uuid
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -136,6 +139,7 @@ def apply_bumps(changes: ChangeSet, bumps: list[FolderBump], model_repository: P
             path = f"{changes.prefix}/{bump.model}/{bump.from_version}"
             extract_tree(git, changes.head, path, stage / "new")
             extract_tree(git, changes.base, path, stage / "old")
+            fill_lfs_pointers(git, stage, required=False)  # the working tree keeps real files where it can
     except OSError as exc:
         for stage in staging:
             shutil.rmtree(stage, ignore_errors=True)
@@ -174,9 +178,14 @@ def undo_bumps(changes: ChangeSet, bumps: list[FolderBump], model_repository: Pa
         stage = root / bump.model / f".triton-release-{uuid.uuid4().hex[:8]}"
         try:
             extract_tree(git, changes.head, path, stage / "head")
+            fill_lfs_pointers(git, stage / "head", required=False)
             current = root / bump.model / str(bump.from_version)
             os.rename(current, stage / "released")
-            os.rename(stage / "head", current)
+            try:
+                os.rename(stage / "head", current)
+            except BaseException:  # a signal between the two renames: N goes back as it was
+                os.rename(stage / "released", current)
+                raise
             shutil.rmtree(root / bump.model / str(bump.to_version), ignore_errors=True)
         finally:
             shutil.rmtree(stage, ignore_errors=True)
@@ -195,3 +204,69 @@ def checkout_at(model_repository: Path, revision: str, dest: Path) -> Path | Non
     target = dest / "model_repository"
     extract_tree(git, revision, prefix, target)
     return target
+
+
+LFS_POINTER = b"version https://git-lfs.github.com/spec/v1\n"
+
+
+def fill_lfs_pointers(git: Git, tree: Path, required: bool = True) -> list[str]:
+    """Replace git LFS pointer files under `tree` (an export from git) by their objects from the
+    repository's LFS store, each checked against the pointer's sha256: the bytes committed. A
+    pointer whose object is not here is refused (`required`), or left as it is. Returns the files
+    filled in."""
+    store = Path(git.text("rev-parse", "--git-common-dir"))
+    store = (store if store.is_absolute() else git.cwd / store) / "lfs" / "objects"
+    filled = []
+    for path in sorted(p for p in tree.rglob("*") if p.is_file() and not p.is_symlink()):
+        if path.stat().st_size > 1024:
+            continue
+        head = path.read_bytes()
+        if not head.startswith(LFS_POINTER):
+            continue
+        fields = dict(line.split(" ", 1) for line in head.decode("ascii", "replace").splitlines() if " " in line)
+        oid = fields.get("oid", "").removeprefix("sha256:")
+        valid = re.fullmatch(r"[0-9a-f]{64}", oid) is not None  # never a path of the pointer's choosing
+        source = store / oid[:2] / oid[2:4] / oid if valid else None
+        if source is None or not source.is_file() or _sha256(source) != oid:
+            if not required:
+                continue
+            raise Refused(f"""
+                {path.relative_to(tree)} is a git LFS pointer, and its object ({oid[:12] or 'no oid'}) is not in this
+                checkout's LFS store: the release would ship the pointer, not the file. Fetch it (git lfs pull; in
+                a workflow, actions/checkout with lfs: true), then run again.""")
+        shutil.copyfile(source, path)
+        filled.append(str(path.relative_to(tree)))
+    return filled
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def holds_bump(changes: ChangeSet, bumps: list[FolderBump], model_repository: Path) -> bool:
+    """Whether the working tree holds exactly these bumps: N+1 as head's N, N as base's N (the
+    bump a stopped run left behind, untouched since)."""
+    root = Path(model_repository)
+    git = Git(Git(root).toplevel())
+    with tempfile.TemporaryDirectory(prefix="triton-release-") as scratch:
+        for bump in bumps:
+            path = f"{changes.prefix}/{bump.model}/{bump.from_version}"
+            for ref, folder, name in ((changes.head, root / bump.model / str(bump.to_version), "head"),
+                                      (changes.base, root / bump.model / str(bump.from_version), "base")):
+                expected = Path(scratch) / bump.model / name
+                extract_tree(git, ref, path, expected)
+                fill_lfs_pointers(git, expected, required=False)
+                if not folder.is_dir() or not _same_tree(expected, folder):
+                    return False
+    return True
+
+
+def _same_tree(a: Path, b: Path) -> bool:
+    def files(root: Path) -> dict[str, Path]:
+        return {p.relative_to(root).as_posix(): p for p in root.rglob("*") if p.is_file() or p.is_symlink()}
+    left, right = files(a), files(b)
+    return left.keys() == right.keys() and all(filecmp.cmp(left[k], right[k], shallow=False) for k in left)

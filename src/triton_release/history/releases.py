@@ -21,6 +21,7 @@ RELEASE_TAG = re.compile(r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)$")  # semve
 GIT_TAG = re.compile(r"^v(\d+)\.(\d+)\.(\d+)$")
 REVISION_LABEL = "org.opencontainers.image.revision"
 BASE_LABEL = "triton-release.base"  # the commit a release was bumped from: a rerun can redo its bump
+CHANNEL_LABEL = "triton-release.channel"  # the channel a release was made for: a rerun finishes only that
 
 
 def parse_version(text: str, flag: str = "--version") -> semver.Version:

@@ -19,6 +19,7 @@ from pathlib import Path
 import docker
 import requests
 
+from triton_release.settings import memory_bytes
 from triton_release.errors import InfrastructureError, Refused, UsageError
 
 HTTP_PORT, GRPC_PORT = "8000/tcp", "8001/tcp"
@@ -30,9 +31,6 @@ log = logging.getLogger("triton_release")
 LOG_TAIL_LINES = 500          # docker splits lines at 16 KiB: at most about 8 MiB from the daemon
 LOG_TAIL_BYTES = 1 << 20      # and at most 1 MiB of it kept
 LOG_FILE_LIMIT = {"max-size": "20m", "max-file": "2"}  # the runner's disk, whatever the model writes
-MIN_MEMORY = 64 << 20
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?\s*$", re.I)
-_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 
 
 def memory_limit(value: str | int | None, meminfo: str | None = None) -> int | None:
@@ -45,17 +43,12 @@ def memory_limit(value: str | int | None, meminfo: str | None = None) -> int | N
             return None
         found = re.search(r"^MemTotal:\s*(\d+)\s*kB", text, re.M)
         return int(found.group(1)) * 1024 * 3 // 4 if found else None
-    size = None
-    if isinstance(value, int) and not isinstance(value, bool):
-        size = value
-    elif isinstance(value, str) and _SIZE.match(value):
-        number, unit = _SIZE.match(value).groups()
-        size = int(float(number) * _UNITS[unit.lower()])
-    if size is None or size < MIN_MEMORY:
+    try:
+        return memory_bytes(value)
+    except ValueError:
         raise UsageError(f"""
             server_memory {value!r} is not a memory size of at least 64m: give bytes or a number with k,
-            m or g (e.g. 8g) in triton-release.yaml, or leave it out for 3/4 of this machine's memory.""")
-    return size
+            m or g (e.g. 8g) in triton-release.yaml, or leave it out for 3/4 of this machine's memory.""") from None
 
 
 def own_container(client: docker.DockerClient):
@@ -169,6 +162,10 @@ class TritonServer:
             self.remove()
             raise InfrastructureError(f"The Docker daemon failed to start tritonserver from {self.image}: "
                                       f"{exc.explanation or exc}") from None
+        except requests.RequestException as exc:  # the daemon's socket timed out or dropped
+            self.remove()
+            raise InfrastructureError(f"The Docker daemon stopped answering while tritonserver started from "
+                                      f"{self.image} ({exc.__class__.__name__}).") from None
         except BaseException:
             self.remove()
             raise
@@ -213,10 +210,11 @@ class TritonServer:
         try:
             answer = requests.post(f"http://{self.http_url}/v2/repository/index", json={}, timeout=5)
             answer.raise_for_status()
-        except requests.RequestException:
+            listed = answer.json()
+            return [ModelState(str(m["name"]), str(m.get("version", "")), m.get("state", ""), m.get("reason", ""))
+                    for m in listed]
+        except (requests.RequestException, ValueError, KeyError, TypeError):  # not an index: none yet
             return []
-        return [ModelState(m["name"], str(m.get("version", "")), m.get("state", ""), m.get("reason", ""))
-                for m in answer.json()]
 
     def model_ready(self, name: str, version: int | None) -> bool:
         path = f"/v2/models/{name}/versions/{version}/ready" if version else f"/v2/models/{name}/ready"

@@ -13,8 +13,8 @@ import docker
 import requests
 
 from triton_release.errors import InfrastructureError, Refused, UsageError
-from triton_release.history.releases import (REVISION_LABEL, is_provenance_tag, is_release_tag, moving_tags, parse_version,
-                                             versions_in)
+from triton_release.history.releases import (CHANNEL_LABEL, REVISION_LABEL, is_provenance_tag, is_release_tag,
+                                             moving_tags, parse_version, versions_in)
 from triton_release.registry.client import RegistryRepository
 from triton_release.registry.rollback import CREATED_LABEL, rolled_back_since
 
@@ -157,9 +157,14 @@ def finish_interrupted(registry: RegistryRepository, channel: str) -> Finished:
         return Finished(str(registry), None, None, ())
     newest = str(versions[-1])
     manifest = registry.manifest(newest)
+    if manifest is None:  # listed, yet gone (deleted meanwhile): nothing to finish
+        return Finished(str(registry), None, None, ())
     labels = registry.image_config(newest).get("config", {}).get("Labels") or {}
     wanted = moving_tags(versions[-1], labels.get(REVISION_LABEL) or None, channel)
     behind = [tag for tag in wanted if registry.digest(tag) != manifest.digest]
+    made_for = labels.get(CHANNEL_LABEL)  # None: a release from before the label; then only with X.Y
+    if channel in behind and (made_for != channel if made_for is not None else wanted[0] not in behind):
+        behind.remove(channel)  # another channel's release, not an interrupted one of this channel
     if channel in behind and rolled_back_since(registry, channel, labels.get(CREATED_LABEL, "")):
         behind.remove(channel)
     for tag in behind:
