@@ -17,14 +17,13 @@ import pytest
 import requests
 
 from triton_release.errors import Refused
-from triton_release.image.build import build_image
 from triton_release.image.server import CONTAINER_LABEL, TritonServer, memory_limit
 from triton_release.models import inference
 from triton_release.models.repository import Repository
 
 from support.models import (FLOODING_MODEL, HANGING_MODEL, MEMORY_HOG_MODEL, NEVER_FINAL_MODEL, PYTHON_MODEL,
                             case_file, decoupled_config, golden_case, python_config, write_tree)
-from support.stack import BASE_IMAGE, ROOT
+from support.stack import ROOT, built_image
 
 pytestmark = pytest.mark.integration
 
@@ -56,10 +55,8 @@ def repo(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def image(docker_client, repo, unique):
-    tag = f"triton-release-test/serving-faults:{unique}"
-    build_image(repo, BASE_IMAGE, tag, client=docker_client)
-    yield tag
-    docker_client.images.remove(tag, force=True)
+    with built_image(docker_client, repo, f"triton-release-test/serving-faults:{unique}") as tag:
+        yield tag
 
 
 @pytest.fixture(scope="module")

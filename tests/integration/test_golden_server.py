@@ -20,7 +20,7 @@ from triton_release.image.server import CONTAINER_LABEL, TritonServer
 
 from support.models import (DECOUPLED_CONFIG, case_file, DECOUPLED_MODEL, PYTHON_MODEL, SLEEPY_MODEL, golden_case,
                             python_config, write_tree)
-from support.stack import BASE_IMAGE
+from support.stack import BASE_IMAGE, built_image
 
 pytestmark = pytest.mark.integration
 
@@ -50,10 +50,8 @@ def repo(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def image(docker_client, repo, unique):
-    tag = f"triton-release-test/golden:{unique}"
-    build_image(repo, BASE_IMAGE, tag, client=docker_client)
-    yield tag
-    docker_client.images.remove(tag, force=True)
+    with built_image(docker_client, repo, f"triton-release-test/golden:{unique}") as tag:
+        yield tag
 
 
 @pytest.fixture(scope="module")

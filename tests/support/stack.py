@@ -2,8 +2,22 @@
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 ROOT = Path(__file__).resolve().parents[2]
 BASE_IMAGE = "local/tritonserver:24.10-py3"
 REGISTRY = "127.0.0.1:5000"
+
+
+@contextmanager
+def built_image(docker_client, repo, tag: str) -> Iterator[str]:
+    """`repo` built on the stand-in base as `tag`, removed afterwards."""
+    from triton_release.image.build import build_image
+
+    build_image(repo, BASE_IMAGE, tag, client=docker_client)
+    try:
+        yield tag
+    finally:
+        docker_client.images.remove(tag, force=True)
