@@ -28,6 +28,7 @@ from triton_release.models.repository import Repository
 from triton_release.models.validate import ValidationResult, validate as validate_repository
 
 log = logging.getLogger("triton_release")
+MODELS_LABEL = "triton-release.models"  # model -> its version folders, in the image
 
 if TYPE_CHECKING:
     from triton_release.image.build import BuildResult
@@ -221,7 +222,7 @@ def build(root: Path | Repository, base_image: str, tag: str, *, python: str | N
         releases.CHANNEL_LABEL: channel,
         "org.opencontainers.image.source": source,
         "org.opencontainers.image.version": version,
-        "triton-release.models": json.dumps({m.name: list(m.versions) for m in repo}, sort_keys=True),
+        MODELS_LABEL: json.dumps({m.name: list(m.versions) for m in repo}, sort_keys=True),
         "triton-release.python": choice.target_python,
         "triton-release.stub": f"{choice.provider}: {choice.origin}",
     }
@@ -246,10 +247,13 @@ def test(root: Path | Repository, image: str, names: list[str], load_timeout: fl
     from triton_release.models.suite import GoldenRun, load_cases, models_to_load, run_suite
 
     repo = root if isinstance(root, Repository) else Repository.load(root)
-    load = models_to_load(repo, names)
+    client = docker_client()
+    shipped = _image_models(client, image)  # the image is the truth: the versions it holds
+    load = {name: max(shipped[name]) if shipped.get(name) else version
+            for name, version in models_to_load(repo, names).items()}
     load_cases(repo, names)  # every case file well-formed before any server starts
     every = set(load) == set(repo.models)
-    with TritonServer(image, load, all_models=every, load_timeout=load_timeout, client=docker_client(),
+    with TritonServer(image, load, all_models=every, load_timeout=load_timeout, client=client,
                       memory=memory, pids=pids) as server:
         cases = run_suite(repo, names, server.http_url, server.grpc_url, junitxml=junitxml, keyword=keyword)
     if shown_as is not None:
@@ -261,6 +265,21 @@ def test(root: Path | Repository, image: str, names: list[str], load_timeout: fl
             {len(failed)} of {len(run.cases)} golden cases failed in {image} (first: {failed[0].path}:
             {failed[0].message}). Fix the model or, if the new answer is right, the golden file.""", result=run)
     return run
+
+
+def _image_models(client, image: str) -> dict[str, list[int]]:
+    """The models and version folders an image built by this tool holds (its label); {} for others."""
+    import docker
+
+    try:
+        text = (client.images.get(image).labels or {}).get(MODELS_LABEL, "")
+        found = json.loads(text) if text else {}
+    except (docker.errors.DockerException, ValueError):
+        return {}
+    if not isinstance(found, dict):
+        return {}
+    return {str(name): [v for v in versions if isinstance(v, int)] for name, versions in found.items()
+            if isinstance(versions, list)}
 
 
 def _shown(path: Path, root: Path, shown_as: Path) -> Path:
@@ -450,7 +469,7 @@ def verify_release(repository: "RegistryRepository", version: str, model_reposit
     except docker.errors.APIError as exc:
         raise InfrastructureError(f"Could not pull {image} to verify it: {exc.explanation or exc}") from None
     labels = client.images.get(image).labels or {}
-    models = sorted(json.loads(labels.get("triton-release.models", "{}")))
+    models = sorted(json.loads(labels.get(MODELS_LABEL, "{}")))
     with tempfile.TemporaryDirectory() as tmp:
         root = checkout_at(model_repository, labels.get(releases.REVISION_LABEL, ""), Path(tmp))
         repo = Repository.load(root or model_repository)

@@ -233,3 +233,21 @@ def test_a_bad_k_expression_is_a_usage_error(image, repo, tmp_path):
                  "-k", "and (", "--report", str(report)])
     assert code == 2, json.loads(report.read_text())
     assert "-k" in json.loads(report.read_text())["error"]["message"]
+
+
+def test_an_image_is_tested_at_the_versions_it_holds_not_the_working_trees(docker_client, tmp_path, unique,
+                                                                           image_tags):
+    """An older image against a newer working tree: the versions come from the image's label, so
+    the server is not asked to wait for a version folder the image does not have."""
+    from triton_release import steps
+
+    root = write_tree(tmp_path / "model_repository", {
+        "addone/config.pbtxt": python_config("addone"), "addone/1/model.py": PYTHON_MODEL,
+        "addone/golden/basic.json": golden_case()})
+    tag = f"triton-release-test/older:{unique}"
+    image_tags.append(tag)
+    build_image(Repository.load(root), BASE_IMAGE, tag, {"triton-release.models": json.dumps({"addone": [1]})},
+                client=docker_client)
+    write_tree(root, {"addone/2/model.py": PYTHON_MODEL})  # the working tree moved on
+    run = steps.test(root, tag, ["addone"], load_timeout=60)
+    assert run.passed and run.cases[0].case == "addone/basic" and run.loaded == ("addone",)
