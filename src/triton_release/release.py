@@ -51,6 +51,15 @@ class ReleaseRequest:
     server_pids: int = 4096
 
 
+def model_repository(settings: Settings, how: str) -> Path:
+    """The folder of the `model_repository` setting; `how` tells the user where to give it."""
+    root = Path(settings.model_repository)
+    if not root.is_dir():
+        raise UsageError(f"{root}: no such model repository. Give the folder holding your models: {how} (or "
+                         f"model_repository: in {CONFIG_FILE}).")
+    return root
+
+
 def open_repository(settings: Settings, env: Mapping[str, str], *, required: bool, how: str,
                     username: str | None = None, password: str | None = None) -> "RegistryRepository | None":
     """The registry repository of the `repository` setting with its credentials; `how` tells the

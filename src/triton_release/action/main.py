@@ -20,6 +20,7 @@ from triton_release.errors import TritonReleaseError, UsageError
 from triton_release.settings import resolve
 
 DEFAULT_REPORT = "triton-release-report.json"
+INPUT = "the action's input model-repository"
 
 
 def main(env: Mapping[str, str] | None = None) -> int:
@@ -58,23 +59,16 @@ def run(inputs: ActionInputs, settings, event: Event, env: Mapping[str, str], se
             raise UsageError("mode rollback needs the input rollback-to: the release X.Y.Z to point the channel at.")
         release.run_rollback(release.RollbackRequest(
             repository, inputs.rollback_to, settings.channel, inputs.verify,
-            model_repository(settings) if inputs.verify else None, settings.load_timeout, settings.server_memory,
+            release.model_repository(settings, INPUT) if inputs.verify else None, settings.load_timeout, settings.server_memory,
             settings.server_pids), session)
         return
     release.run_release(release.ReleaseRequest(
-        model_repository=model_repository(settings), repository=repository, base=inputs.base_ref or event.base,
+        model_repository=release.model_repository(settings, INPUT), repository=repository, base=inputs.base_ref or event.base,
         head="HEAD", base_image=settings.base_image, python=settings.python, stub=settings.stub,
         load_timeout=settings.load_timeout, channel=settings.channel, keep=settings.keep, push=pushes,
         commit=inputs.commit, source=release.provenance_source(env),
         requirements_options=settings.requirements_options, server_memory=settings.server_memory,
         server_pids=settings.server_pids), session)
-
-
-def model_repository(settings) -> Path:
-    root = Path(settings.model_repository)
-    if not root.is_dir():
-        raise UsageError(f"{root}: no such model repository; set the action's input model-repository.")
-    return root
 
 
 def finish(report: sessions.Report, report_path: str, env: Mapping[str, str], console: Console) -> None:

@@ -9,9 +9,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Mapping
 
 from triton_release.console import Console
-from triton_release.errors import UsageError
-from triton_release.release import open_repository
-from triton_release.settings import BY_KEY, CONFIG_FILE, Settings
+from triton_release.release import model_repository, open_repository
+from triton_release.settings import BY_KEY, Settings
 
 if TYPE_CHECKING:
     from triton_release.registry.client import RegistryRepository
@@ -28,12 +27,7 @@ class Context:
 
     @property
     def model_repository(self) -> Path:
-        root = Path(self.settings.model_repository)
-        if not root.is_dir():
-            raise UsageError(f"""
-                {root}: no such model repository. Give the folder holding your models with
-                --model-repository DIR, or model_repository: in {CONFIG_FILE}.""")
-        return root
+        return model_repository(self.settings, "--model-repository DIR")
 
     def repository(self, how: str, required: bool = True) -> "RegistryRepository | None":
         """The registry repository (--to/--repo, else the `repository` setting) with its credentials."""
