@@ -116,6 +116,10 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("server_memory", None, "memory limit of the tritonserver container, e.g. 8g (default: 3/4 of this "
             "machine's memory)", _size),
     Setting("server_pids", 4096, "process limit of the tritonserver container", _count),
+    Setting("max_loaded", 50, "at most this many models loaded at once while testing: more are tested in "
+            "waves", _count),
+    Setting("max_layers", 120, "the image's layer budget, the base image's layers counted (overlay2 refuses "
+            "about 125)", _count),
 )
 BY_KEY = {s.key: s for s in SETTINGS}
 # Old names that still work, with a warning: workflows and settings files already use them.
