@@ -1,4 +1,5 @@
-"""Content-addressed model layers: an unchanged model version keeps its layer digest."""
+"""Content-addressed model layers: an unchanged model version keeps its layer digest, and a
+repository of any size fits the layer budget."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import pytest
 from triton_release.image.build import build_image
 from triton_release.models.repository import Repository
 
+from support.models import PYTHON_MODEL, python_config, python_model_files, write_tree
 from support.stack import BASE_IMAGE, ROOT
 
 pytestmark = pytest.mark.integration
@@ -32,3 +34,29 @@ def test_one_model_changed_keeps_every_other_layer(docker_client, example_image,
     assert set(before) == set(after)
     differing = sorted(name for name in before if before[name] != after[name])
     assert differing == ["preprocess.v1.tar"]
+
+
+def test_two_hundred_models_fit_the_layer_budget_and_a_rebuild_keeps_all_but_one_layer(docker_client, tmp_path,
+                                                                                         unique, image_tags):
+    names = [f"m{i:03d}" for i in range(200)]
+    root = write_tree(tmp_path / "model_repository",
+                      {path: text for name in names for path, text in python_model_files(name).items()})
+    tag = f"triton-release-test/many:{unique}"
+    image_tags.append(tag)
+    first = build_image(Repository.load(root), BASE_IMAGE, tag, client=docker_client, max_layers=120)
+    before = docker_client.images.get(tag).attrs["RootFS"]["Layers"]
+    assert len(before) <= 120 and len(first.layers) < 400
+    assert any(layer.to_json()["item_count"] > 1 for layer in first.layers)  # grouped: 400 items, fewer slots
+
+    listed = docker_client.containers.run(tag, ["ls", "/models"], remove=True, network_disabled=True).decode()
+    assert listed.split() == names
+    model_py = docker_client.containers.run(tag, ["cat", "/models/m137/1/model.py", "/models/m000/config.pbtxt"],
+                                            remove=True, network_disabled=True).decode()
+    assert model_py == PYTHON_MODEL + python_config("m000")
+
+    changed = root / "m137" / "1" / "model.py"
+    changed.write_text(changed.read_text() + "\n# changed\n")
+    build_image(Repository.load(root), BASE_IMAGE, tag, client=docker_client, max_layers=120)
+    after = docker_client.images.get(tag).attrs["RootFS"]["Layers"]
+    assert len(after) == len(before) and len(set(after) - set(before)) == 1
+    assert after[:-1] == [diff_id for diff_id in before if diff_id in after]  # the changed layer last: cached up to it

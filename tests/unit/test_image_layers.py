@@ -1,21 +1,32 @@
-"""Layer tars and their order, without Docker."""
+"""Layer tars, the layer plan and the layers' order, without Docker."""
 
 from __future__ import annotations
 
 import io
 import os
+import random
+import tarfile
 
-from triton_release.image.layers import Layer, order_layers, write_layer_tar
+import pytest
+
+from triton_release.errors import Refused
+from triton_release.image.layers import (MIN_SLOTS, Item, Layer, Runtime, group_count, group_of, layer_name,
+                                         layer_slots, order_layers, plan, write_context, write_layer_tar)
+from triton_release.models.repository import Repository
+
+from support.models import python_config, python_model_files, write_tree
+
+SLOTS = 114  # 120 - the stand-in base's 4 layers - 2 kept free
 
 
 def layer(name: str, digest: str) -> Layer:
-    return Layer(name, name.split(".")[0], None, (), digest)
+    return Layer(name, (name,), digest)
 
 
 def test_unchanged_layers_keep_the_previous_order_and_changed_ones_go_last():
-    previous = [["b.files.tar", "1"], ["a.v1.tar", "2"], ["c.v1.tar", "3"]]
-    now = [layer("a.v1.tar", "2"), layer("a.v2.tar", "9"), layer("b.files.tar", "1"), layer("c.v1.tar", "4")]
-    assert [x.name for x in order_layers(now, previous)] == ["b.files.tar", "a.v1.tar", "a.v2.tar", "c.v1.tar"]
+    previous = [["b.files.tar", "1"], ["group-03.tar", "2"], ["c.v1.tar", "3"]]
+    now = [layer("group-03.tar", "2"), layer("a.v2.tar", "9"), layer("b.files.tar", "1"), layer("c.v1.tar", "4")]
+    assert [x.name for x in order_layers(now, previous)] == ["b.files.tar", "group-03.tar", "a.v2.tar", "c.v1.tar"]
 
 
 def test_the_same_files_give_the_same_tar_whatever_their_times(tmp_path):
@@ -28,3 +39,203 @@ def test_the_same_files_give_the_same_tar_whatever_their_times(tmp_path):
     assert write_layer_tar(io.BytesIO(), entries) == first
     model_py.write_text("x = 2\n")
     assert write_layer_tar(io.BytesIO(), entries) != first
+
+
+def test_bytes_are_a_file_of_that_content_and_as_deterministic(tmp_path):
+    out = io.BytesIO()
+    digest = write_layer_tar(out, {"models/m/config.pbtxt": b'backend: "python"\n'})
+    out.seek(0)
+    with tarfile.open(fileobj=out) as tar:
+        members = {m.name: m for m in tar.getmembers()}
+        assert sorted(members) == ["models", "models/m", "models/m/config.pbtxt"]
+        config = members["models/m/config.pbtxt"]
+        assert (config.mode, config.mtime, config.uid, config.isfile()) == (0o644, 0, 0, True)
+        assert tar.extractfile(config).read() == b'backend: "python"\n'
+    on_disk = tmp_path / "config.pbtxt"
+    on_disk.write_bytes(b'backend: "python"\n')
+    assert write_layer_tar(io.BytesIO(), {"models/m/config.pbtxt": on_disk}) == digest
+
+
+# -- the plan ---------------------------------------------------------------------------------
+
+ONE = b"x = 1\n" * 100  # 600 bytes, about a model.py
+
+
+def tiny(key: str, content: bytes = ONE) -> Item:
+    return Item(key, {f"files/{key}": content}, len(content))
+
+
+def tiny_models(count: int) -> list[Item]:
+    return [tiny(f"model/m{i:04d}{suffix}") for i in range(count) for suffix in ("", "/1")]
+
+
+def digests(items: list[Item], slots: int = SLOTS) -> dict[str, str]:
+    """Layer name -> the sha256 of its tar."""
+    found = {}
+    for planned in plan(items, slots):
+        entries = {}
+        for item in planned.items:
+            entries.update(item.entries)
+        found[planned.name] = write_layer_tar(io.BytesIO(), entries)
+    return found
+
+
+def changed(before: dict[str, str], after: dict[str, str]) -> set[str]:
+    """The layers after that the registry does not already hold."""
+    return {name for name, digest in after.items() if before.get(name) != digest}
+
+
+def test_one_layer_per_item_when_they_fit():
+    items = tiny_models(SLOTS // 2)
+    planned = plan(items, SLOTS)
+    assert len(planned) == len(items) and all(len(p.items) == 1 and not p.grouped for p in planned)
+    assert {p.name for p in planned} >= {"m0000.files.tar", "m0000.v1.tar"}
+
+
+def test_the_plan_is_the_same_whatever_order_the_items_come_in():
+    items = tiny_models(300)
+    shuffled = items[:]
+    random.Random(7).shuffle(shuffled)
+    assert plan(shuffled, SLOTS) == plan(items, SLOTS)
+    assert digests(shuffled) == digests(items)
+
+
+def test_groups_are_placed_by_a_hash_of_the_key_alone():
+    assert group_of("model/add_sub/2", 57) == group_of("model/add_sub/2", 57) == 9  # the same on any machine
+    assert group_count(SLOTS) == 57
+
+
+def test_two_thousand_items_fit_in_the_slots_each_in_one_layer():
+    items = tiny_models(1000)
+    planned = plan(items, SLOTS)
+    assert len(planned) <= SLOTS
+    held = [item.key for p in planned for item in p.items]
+    assert sorted(held) == sorted(item.key for item in items)
+    groups = [p for p in planned if p.grouped]
+    assert len(groups) == group_count(SLOTS) and all(p.name.startswith("group-") for p in groups)
+    assert max(len(p.items) for p in groups) < 3 * len(items) / len(groups)  # the hash spreads them
+
+
+def test_a_changed_small_item_changes_exactly_its_group_layer():
+    items = tiny_models(200)
+    before = digests(items)
+    index = next(i for i, item in enumerate(items) if item.key == "model/m0042/1")
+    items[index] = tiny("model/m0042/1", b"x = 2\n" * 100)
+    after = digests(items)
+    assert set(after) == set(before)
+    assert changed(before, after) == {next(p.name for p in plan(items, SLOTS)
+                                          if "model/m0042/1" in {i.key for i in p.items})}
+    assert changed(before, after) <= {name for name in after if name.startswith("group-")}
+
+
+def test_a_new_small_version_changes_only_the_group_its_key_names():
+    items = tiny_models(200)
+    before = digests(items)
+    after = digests(items + [tiny("model/m0042/2")])
+    expected = f"group-{group_of('model/m0042/2', group_count(SLOTS)):02d}.tar"
+    assert changed(before, after) == {expected}
+
+
+def test_a_few_more_bytes_do_not_move_an_item_between_its_own_layer_and_a_group():
+    items = tiny_models(200)  # 400 items of about one size: the first 57 by key have their own layer
+    before = digests(items)
+    for key, layer_name_ in (("model/m0000/1", "m0000.v1.tar"), ("model/m0150/1", None)):
+        grown = [tiny(key, ONE + b"# changed\n") if item.key == key else item for item in items]
+        expected = layer_name_ or f"group-{group_of(key, group_count(SLOTS)):02d}.tar"
+        assert changed(before, digests(grown)) == {expected}
+
+
+def test_a_new_large_version_uploads_its_own_layer_and_the_displaced_item_s_group():
+    items = tiny_models(200) + [Item(f"model/big{i:02d}/1", {f"files/big{i:02d}": b"w" * 4000}, 4000)
+                                for i in range(80)]
+    before = digests(items)
+    after = digests(items + [Item("model/big99/1", {"files/big99": b"w" * 100_000}, 100_000)])
+    displaced = "model/big56/1"  # the last of the 57 largest until then (alike in size, then by key)
+    assert changed(before, after) == {"big99.v1.tar", f"group-{group_of(displaced, group_count(SLOTS)):02d}.tar"}
+    assert "big56.v1.tar" in before and "big56.v1.tar" not in after
+
+
+def test_layer_names_stay_unique_for_model_names_that_look_alike():
+    keys = [f"model/{name}{version}" for name in ("a", "a.v1", "a.files", "a-", "a--b", "a.v1.v2", "group-07")
+            for version in ("", "/1", "/2")]
+    keys += ["stub", "requirements", "env/a", "env/a--b", "dist/a-1.0-0123456789ab", "group-07", "dist/a.files"]
+    names = [layer_name(key) for key in keys]
+    assert len(set(names)) == len(names)
+    assert all(name.endswith(".tar") and " " not in name and "/" not in name for name in names)
+    assert layer_name("model/add_sub/2") == "add_sub.v2.tar" and layer_name("stub") == "stub.tar"
+
+
+def test_a_group_layer_reports_its_count_and_a_few_keys():
+    keys = tuple(f"model/m{i}" for i in range(40))
+    shown = Layer("group-03.tar", keys, "abc", 100, True).to_json()
+    assert shown == {"name": "group-03.tar", "item_count": 40, "items": list(keys[:5]), "tar_sha256": "abc",
+                     "bytes": 100}
+
+
+# -- the image's context ----------------------------------------------------------------------
+
+def context_layers(out: io.BytesIO) -> dict[str, dict[str, bytes | None]]:
+    """Layer file name -> {entry: content (None for folders)} of a build context."""
+    found = {}
+    out.seek(0)
+    with tarfile.open(fileobj=out) as context:
+        for member in context.getmembers():
+            if member.name == "Dockerfile":
+                continue
+            with tarfile.open(fileobj=io.BytesIO(context.extractfile(member).read())) as tar:
+                found[member.name] = {m.name: tar.extractfile(m).read() if m.isfile() else None
+                                      for m in tar.getmembers()}
+    return found
+
+
+def test_model_files_replace_a_config_and_add_one_where_absent(make_repo):
+    root = make_repo({**python_model_files("a"), "b/1/model.py": "x = 1\n"})
+    runtime = Runtime(model_files={"a": {"config.pbtxt": b"replaced\n"}, "b": {"config.pbtxt": b"added\n"}})
+    out = io.BytesIO()
+    write_context(out, Repository.load(root), "base", runtime=runtime)
+    layers = context_layers(out)
+    assert layers["a.files.tar"]["models/a/config.pbtxt"] == b"replaced\n"
+    assert layers["b.files.tar"]["models/b/config.pbtxt"] == b"added\n"
+    assert (root / "a" / "config.pbtxt").read_text() == python_config("a")
+    assert not (root / "b" / "config.pbtxt").exists()
+
+
+def test_the_context_is_the_same_whatever_order_the_files_were_written_in(tmp_path):
+    files = {f"m{i:03d}/{path}": text for i in range(150) for path, text in
+             (("config.pbtxt", python_config(f"m{i:03d}")), ("1/model.py", f"x = {i}\n"), ("1/b.txt", "b"))}
+    built = []
+    for name, order in (("one", sorted(files)), ("two", sorted(files, reverse=True))):
+        root = write_tree(tmp_path / name, {path: files[path] for path in order})
+        out = io.BytesIO()
+        found = write_context(out, Repository.load(root), "base", base_layers=4)
+        built.append(sorted((layer.name, layer.digest) for layer in found))
+    assert built[0] == built[1] and len(built[0]) <= SLOTS
+
+
+@pytest.mark.parametrize("base_layers, stage, room", [(115, "", "only 3 are left"),
+                                                       (110, "FROM x AS stub-builder", "only 7 are left"),
+                                                       (130, "", "no layer is left")])
+def test_a_base_that_leaves_too_few_slots_is_refused_naming_the_counts(make_repo, base_layers, stage, room):
+    root = make_repo(python_model_files("a"))
+    with pytest.raises(Refused) as refused:
+        write_context(io.BytesIO(), Repository.load(root), "nvcr.io/x:1", runtime=Runtime(builder_stage=stage),
+                      max_layers=120, base_layers=base_layers)
+    message = str(refused.value)
+    assert f"nvcr.io/x:1 has {base_layers} layers" in message and "max_layers 120" in message
+    assert room in message and f"at least {MIN_SLOTS}" in message and "triton-release.yaml" in message
+    assert ("stub compiled in the build adds 1" in message) == bool(stage)
+
+
+def test_the_smallest_budget_still_builds():
+    assert layer_slots(120, 120 - MIN_SLOTS - 2) == MIN_SLOTS
+    planned = plan(tiny_models(1000), MIN_SLOTS)
+    assert len(planned) <= MIN_SLOTS and sum(len(p.items) for p in planned) == 2000
+
+
+def test_two_items_holding_one_file_apart_are_an_error(make_repo):
+    root = make_repo(python_model_files("a"))
+    clash = Runtime(extra=(Item("env/a", {"models/a/config.pbtxt": b"other\n"}, 6),))
+    with pytest.raises(ValueError, match="models/a/config.pbtxt is in both"):
+        write_context(io.BytesIO(), Repository.load(root), "base", runtime=clash)
+    with pytest.raises(ValueError, match="not one of the model's other files"):
+        write_context(io.BytesIO(), Repository.load(root), "base", runtime=Runtime(model_files={"a": {"1/x": b""}}))

@@ -1,7 +1,7 @@
 """`build`: the stub-matched release image."""
 
 from triton_release import steps
-from triton_release.cli.common import Context, add_image_settings
+from triton_release.cli.common import Context, add_image_settings, setting
 from triton_release.release import provenance_source
 
 HELP = "build the release image"
@@ -10,10 +10,11 @@ HELP = "build the release image"
 def add_arguments(parser) -> None:
     parser.add_argument("--tag", metavar="IMAGE", required=True, help="the local image to build, e.g. models:candidate")
     add_image_settings(parser)
+    setting(parser, "--max-layers", "max_layers", metavar="N")
 
 
 def run(ctx: Context, session) -> None:
     settings = ctx.settings
     session.step("build", ctx.console.built, steps.build, ctx.model_repository, settings.base_image, ctx.args.tag,
                  python=settings.python, stub_mode=settings.stub, source=provenance_source(ctx.env),
-                 requirements_options=settings.requirements_options)
+                 requirements_options=settings.requirements_options, max_layers=settings.max_layers)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 import docker
 
@@ -107,6 +107,7 @@ class BaseImage:
     glibc: str
     pythons: dict[str, PythonInstall]     # X.Y -> install
     stub: StubLinks
+    layers: int = 0                       # the image's own layers, counted in the layer budget
 
     def to_json(self) -> dict:
         data = asdict(self)
@@ -183,17 +184,27 @@ def image_id(client: docker.DockerClient, image: str) -> str:
             `docker login` first for nvcr.io), or give another with --base-image.""") from None
 
 
+def layer_count(client: docker.DockerClient, image: str) -> int:
+    """The layers of a local image (its root file system's diff ids)."""
+    try:
+        return len(client.images.get(image).attrs["RootFS"]["Layers"])
+    except docker.errors.APIError as exc:
+        raise InfrastructureError(f"The Docker daemon failed while looking up {image}: {exc.explanation or exc}") from None
+
+
 def inspect(client: docker.DockerClient, image: str) -> BaseImage:
-    """The base image's Triton, Pythons and stub; cached by image id."""
+    """The base image's Triton, Pythons, stub and layer count; cached by image id."""
     ident = image_id(client, image)
     cached = cache_dir() / "inspect" / f"{ident.replace(':', '-')}.v{CACHE_FORMAT}.json"
     if cached.exists():
         try:
-            return BaseImage.from_json({**json.loads(cached.read_text()), "image": image})
+            found = BaseImage.from_json({**json.loads(cached.read_text()), "image": image})
         except (ValueError, TypeError, KeyError):
             pass
+        else:  # a cache written before the layer count was kept lacks it
+            return found if found.layers else replace(found, layers=layer_count(client, ident))
     output = run_probe(client, image, _SCRIPT, {"PROBE": _PYTHON_PROBE, "STUB": STUB_PATH})
-    found = parse_probe(image, ident, output)
+    found = replace(parse_probe(image, ident, output), layers=layer_count(client, ident))
     write_atomic(cached, json.dumps(found.to_json()))
     return found
 

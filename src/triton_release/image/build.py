@@ -1,5 +1,6 @@
 """The build: the context of deterministic layers sent to the daemon's classic builder, the
-previous build's layer order kept so the builder's cache holds up to the one changed layer."""
+previous build's layer order kept so the builder's cache holds up to the one changed layer, and
+the layer plan kept within `max_layers`, the base image's own layers counted."""
 
 from __future__ import annotations
 
@@ -36,13 +37,27 @@ def previous_order(client: docker.DockerClient, tag: str) -> list[list[str]]:
         return []
 
 
+def base_layer_count(client: docker.DockerClient, base_image: str) -> int:
+    """The layers of `base_image` on this daemon (pulled if absent)."""
+    from triton_release.image.base import image_id, layer_count
+
+    return layer_count(client, image_id(client, base_image))
+
+
 def build_image(repo: Repository, base_image: str, tag: str, labels: dict[str, str] | None = None,
                 models: list[str] | None = None, client: docker.DockerClient | None = None,
-                runtime: Runtime = Runtime()) -> BuildResult:
+                runtime: Runtime = Runtime(), *, max_layers: int = 120,
+                base_layers: int | None = None) -> BuildResult:
+    """Build `tag` FROM `base_image` with the repository's models (all, or `models`) and the
+    runtime's items, in at most `max_layers` layers. `base_layers`: the base image's own layer
+    count (default: looked up on the daemon)."""
     client = client or docker_client()
+    if base_layers is None:
+        base_layers = base_layer_count(client, base_image)
     with tempfile.TemporaryFile() as context:
         try:
-            layers = write_context(context, repo, base_image, models, runtime, previous_order(client, tag))
+            layers = write_context(context, repo, base_image, models, runtime, previous_order(client, tag),
+                                   max_layers=max_layers, base_layers=base_layers)
         except OSError as exc:
             if exc.errno != errno.ENOSPC:
                 raise
@@ -58,6 +73,12 @@ def build_image(repo: Repository, base_image: str, tag: str, labels: dict[str, s
                 raise Refused(f"""
                     The base image {base_image} is neither present nor pullable. Pull it first,
                     or give another with --base-image.""", details=log.splitlines()[-5:]) from None
+            if "max depth exceeded" in log:
+                raise Refused(f"""
+                    The image is deeper than the Docker daemon's storage allows: {base_image} has
+                    {base_layers} layers and max_layers is {max_layers}. Lower max_layers in
+                    triton-release.yaml (overlay2 refuses images deeper than about 125 layers).""",
+                              details=log.splitlines()[-5:]) from None
             if runtime.builder_stage and "Could not resolve host" in log:
                 raise InfrastructureError("""
                     The stub builder stage could not reach github.com to fetch python_backend. Build where

@@ -1,9 +1,23 @@
-"""The release image's layers and its build context: deterministic per-model tars.
+"""The release image's layers and its build context: items packed into deterministic tars.
 
-Each model version folder, and each model's other files (config.pbtxt, requirements.txt),
-becomes one `ADD <layer>.tar /` whose tar has sorted entries, its parent folders included,
-and every mtime, uid, gid and mode fixed. The same files give the same layer digest in every
-build, on any machine, whichever other model changed.
+An item is a piece of the image with a stable key: a model's other files (config.pbtxt,
+requirements.txt) "model/<m>", each version folder "model/<m>/<v>", the stub, a distribution, a
+model's environment. Each layer is one `ADD <layer>.tar /` whose tar has sorted entries, its
+parent folders included, and every mtime, uid, gid and mode fixed: the same items give the same
+layer digest in every build, on any machine, whichever other item changed.
+
+The plan fits any repository in the layer budget. The slots are `max_layers` minus the base
+image's own layers, minus the stub's COPY from its builder stage, minus MARGIN. When every item
+fits, each gets its own layer, and a change uploads exactly the changed items. Otherwise half the
+slots (rounded down) are group layers and the rest hold the largest items, one each (sizes within
+a factor of two rank alike, then by key, so a small edit seldom moves an item); every other
+item goes to the group its key hashes to (its key, not its content: it stays in that group
+whatever it holds, and a new version folder lands in a group known in advance). A change then
+uploads each changed item's own layer or its group, and, when it moves an item across the
+own/grouped boundary (a new version folder among the largest, one removed), the group of the one
+item it displaces (and that item's own layer, when it is promoted). A group holds on average
+(the grouped items' bytes) / (groups), each of its items no larger than twice the smallest item
+with a layer of its own.
 
 Symbolic links that stay inside the model repository are followed: the layer holds what they
 point to under the link's name. A link leaving the repository, pointing to nothing or looping is
@@ -15,16 +29,18 @@ from __future__ import annotations
 import hashlib
 import io
 import os
+import re
 import tarfile
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from stat import S_ISREG
+from stat import S_ISDIR, S_ISREG
+from typing import Iterable, Mapping
 
 from triton_release.errors import Refused
 from triton_release.image.base import STUB_PATH
-from triton_release.models.repository import (GOLDEN_DIR, Model, Repository, kind_problem, link_problem,
-                                               model_name_problem, walk)
+from triton_release.models.repository import (GOLDEN_DIR, VERSION_DIR, Model, Repository, kind_problem,
+                                               link_problem, model_name_problem, walk)
 from triton_release.problems import Problem
 
 MODELS_DIR = PurePosixPath("models")
@@ -32,17 +48,33 @@ EPOCH = 0  # every entry's mtime
 SKIP_NAMES = {"__pycache__", ".git", ".DS_Store", GOLDEN_DIR}
 SERVER_COMMAND = ["tritonserver", "--model-repository=/models"]
 
+# Two layers below the budget stay free: room for a layer or two that a Dockerfile FROM the
+# release image adds, and for a layer the builder adds that this plan does not count.
+MARGIN = 2
+# Fewer slots than this would put most of a repository in a handful of layers: refused.
+MIN_SLOTS = 8
+SHOWN_KEYS = 5  # item keys a group layer shows in the report, besides its count
+
+
+@dataclass(frozen=True)
+class Item:
+    """A piece of the image with a stable identity: its own layer, or one of a group layer."""
+    key: str                               # e.g. "model/add_sub", "model/add_sub/2", "stub", "env/add_sub"
+    entries: Mapping[str, Path | bytes] = field(repr=False)  # archive name -> file or folder, or a file's content
+    size: int                              # bytes of file content
+
 
 @dataclass(frozen=True)
 class Layer:
-    name: str                 # file name in the build context, e.g. add_sub.v1.tar
-    model: str
-    version: int | None       # None: the model's other files
-    files: tuple[Path, ...] = field(repr=False)
+    name: str                 # file name in the build context, e.g. add_sub.v1.tar, group-07.tar
+    items: tuple[str, ...]    # the keys of the items it holds, sorted
     digest: str = ""          # sha256 of the tar we made (stable across builds)
+    size: int = 0             # bytes of file content
+    grouped: bool = False     # a group layer (items placed by their key's hash)
 
     def to_json(self) -> dict:
-        return {"name": self.name, "model": self.model, "version": self.version, "tar_sha256": self.digest}
+        return {"name": self.name, "item_count": len(self.items), "items": list(self.items[:SHOWN_KEYS]),
+                "tar_sha256": self.digest, "bytes": self.size}
 
 
 def _info(name: str, is_dir: bool, size: int = 0, executable: bool = False) -> tarfile.TarInfo:
@@ -56,20 +88,14 @@ def _info(name: str, is_dir: bool, size: int = 0, executable: bool = False) -> t
     return info
 
 
-def _walk(folder: Path) -> list[Path]:
-    """Files and folders under `folder` in a stable order, minus caches and golden cases."""
-    found = []
-    for dirpath, dirnames, filenames in os.walk(folder):
-        dirnames[:] = sorted(d for d in dirnames if d not in SKIP_NAMES)
-        base = Path(dirpath)
-        found.extend(base / d for d in dirnames)
-        found.extend(base / f for f in sorted(filenames) if f not in SKIP_NAMES and not f.endswith(".pyc"))
-    return sorted(found)
+class Executable(bytes):
+    """A file's content that is a program: mode 0755 in the layer."""
 
 
-def write_layer_tar(out, entries: dict[str, Path]) -> str:
-    """Write one deterministic tar of `entries` (archive name -> file or folder), every parent
-    folder included; returns its sha256."""
+def write_layer_tar(out, entries: Mapping[str, Path | bytes]) -> str:
+    """Write one deterministic tar of `entries` (archive name -> file or folder on disk, or a
+    file's content as bytes, mode 0644, or as Executable, mode 0755), every parent folder
+    included; returns its sha256."""
     digest = hashlib.sha256()
 
     class Hashing:
@@ -77,7 +103,7 @@ def write_layer_tar(out, entries: dict[str, Path]) -> str:
             digest.update(data)
             return out.write(data)
 
-    names = dict(entries)
+    names: dict[str, Path | bytes | None] = dict(entries)
     for arcname in entries:
         for parent in PurePosixPath(arcname).parents:
             if str(parent) not in (".", "/"):
@@ -85,7 +111,9 @@ def write_layer_tar(out, entries: dict[str, Path]) -> str:
     with tarfile.open(fileobj=Hashing(), mode="w|", format=tarfile.GNU_FORMAT) as tar:
         for arcname in sorted(names):
             path = names[arcname]
-            if path is None or path.is_dir():
+            if isinstance(path, bytes):
+                tar.addfile(_info(arcname, False, len(path), isinstance(path, Executable)), io.BytesIO(path))
+            elif path is None or path.is_dir():
                 tar.addfile(_info(arcname, True))
             else:
                 stat = path.stat()
@@ -96,7 +124,21 @@ def write_layer_tar(out, entries: dict[str, Path]) -> str:
     return digest.hexdigest()
 
 
-def model_entries(model: Model, paths: list[Path]) -> dict[str, Path]:
+def content_size(entries: Mapping[str, Path | bytes]) -> int:
+    """Bytes of file content in `entries` (folders count nothing)."""
+    total = 0
+    for value in entries.values():
+        if isinstance(value, bytes):
+            total += len(value)
+        else:
+            stat = os.stat(value)
+            total += 0 if S_ISDIR(stat.st_mode) else stat.st_size
+    return total
+
+
+# -- items: the models' and the runtime's -----------------------------------------------------
+
+def model_entries(model: Model, paths: list[Path]) -> dict[str, Path | bytes]:
     return {str(MODELS_DIR / model.name / p.relative_to(model.path).as_posix()): p for p in paths}
 
 
@@ -122,9 +164,13 @@ def _model_tree(folder: Path, root: Path) -> list[Path]:
     return [folder, *paths]
 
 
+def model_key(model: str, version: int | None = None) -> str:
+    return f"model/{model}" if version is None else f"model/{model}/{version}"
+
+
 def plan_layers(model: Model, root: Path | None = None) -> list[tuple[str, int | None, list[Path]]]:
-    """(layer file name, version, paths) for the model's other files, then each version.
-    `root`: the model repository (default: the model folder's parent)."""
+    """(layer file name when alone in its layer, version, paths) for the model's other files,
+    then each version. `root`: the model repository (default: the model folder's parent)."""
     root = model.path.parent if root is None else Path(root)
     name_problem = model_name_problem(model.name)
     problem = Problem(model.path, name_problem) if name_problem else link_problem(model.path, root)
@@ -136,30 +182,159 @@ def plan_layers(model: Model, root: Path | None = None) -> list[tuple[str, int |
     other_paths: list[Path] = [model.path]
     for path in others:
         other_paths.extend(_model_tree(path, root))
-    plan = [(f"{model.name}.files.tar", None, other_paths)]
+    plan = [(layer_name(model_key(model.name)), None, other_paths)]
     for version in model.versions:
         folder = model.path / str(version)
-        plan.append((f"{model.name}.v{version}.tar", version, _model_tree(folder, root)))
+        plan.append((layer_name(model_key(model.name, version)), version, _model_tree(folder, root)))
     return plan
+
+
+def _with_files(model: Model, entries: dict[str, Path | bytes], files: Mapping[str, bytes]) -> dict:
+    """`entries` with `files` (path relative to the model folder -> content) replacing or added."""
+    versions = {str(v) for v in model.versions}
+    for relative, content in sorted(files.items()):
+        path = PurePosixPath(relative)
+        if path.is_absolute() or not path.parts or ".." in path.parts or path.parts[0] in versions:
+            raise ValueError(f"{model.name}: {relative} is not one of the model's other files")
+        arcname = str(MODELS_DIR / model.name / path)
+        for name in [n for n in entries if n == arcname or n.startswith(arcname + "/")]:
+            del entries[name]
+        entries[arcname] = bytes(content)
+    return entries
+
+
+def model_items(model: Model, root: Path | None = None, files: Mapping[str, bytes] | None = None) -> list[Item]:
+    """The model's items: its other files ("model/<m>", with `files` replacing or added), then
+    one per version folder ("model/<m>/<v>")."""
+    items = []
+    for _, version, paths in plan_layers(model, root):
+        entries = model_entries(model, paths)
+        if version is None and files:
+            entries = _with_files(model, entries, files)
+        items.append(Item(model_key(model.name, version), entries, content_size(entries)))
+    return items
 
 
 @dataclass(frozen=True)
 class Runtime:
-    """What the image gets besides the models: a replacement stub, the models' requirements."""
+    """What the image gets besides the models: a replacement stub, extra items as they are (the
+    models' environments), and model files the image holds instead of the user's."""
     stub_file: Path | None = None
     builder_stage: str = ""           # a Dockerfile stage named stub-builder that compiles the stub
-    site_packages: str = ""           # where the requirements tree goes
-    requirements_tree: Path | None = None
+    extra: tuple[Item, ...] = ()
+    model_files: Mapping[str, Mapping[str, bytes]] = field(default_factory=dict)  # model -> {relative path: content}
 
-    def layers(self) -> list[tuple[str, dict[str, Path]]]:
+    def items(self) -> list[Item]:
         found = []
         if self.stub_file is not None:
-            found.append(("stub.tar", {STUB_PATH.lstrip("/"): self.stub_file}))
-        if self.requirements_tree is not None:
-            site = self.site_packages.strip("/")
-            found.append(("requirements.tar", {f"{site}/{p.relative_to(self.requirements_tree).as_posix()}": p
-                                               for p in _walk(self.requirements_tree) if p.name != ".complete"}))
-        return found
+            entries: dict[str, Path | bytes] = {STUB_PATH.lstrip("/"): self.stub_file}
+            found.append(Item("stub", entries, content_size(entries)))
+        return found + list(self.extra)
+
+
+# -- the plan: items into layers within the slots ---------------------------------------------
+
+_CLEAN_PART = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]*")
+_TAKEN = re.compile(r"^group-\d+$|\.files$|\.v\d+$")  # the shapes of group and model layer names
+
+
+def layer_name(key: str) -> str:
+    """The file name of a layer holding only `key`: unique per key, the same on every machine.
+    "model/m" -> m.files.tar, "model/m/2" -> m.v2.tar, "dist/x-1.0" -> dist--x-1.0.tar; a key
+    that would not read back unambiguously gets a short hash of itself instead."""
+    parts = key.split("/")
+    if parts[0] == "model" and len(parts) in (2, 3) and model_name_problem(parts[1]) is None:
+        if len(parts) == 2:
+            return f"{parts[1]}.files.tar"
+        if VERSION_DIR.match(parts[2]):
+            return f"{parts[1]}.v{parts[2]}.tar"
+    slug = "--".join(parts)
+    if (all(_CLEAN_PART.fullmatch(p) and "--" not in p and not p.endswith("-") for p in parts)
+            and not _TAKEN.search(slug) and len(slug) <= 200):
+        return f"{slug}.tar"
+    safe = re.sub(r"[^A-Za-z0-9_.+-]", "_", slug)[:100]
+    if not safe[:1].isalnum():
+        safe = "item" + safe
+    return f"{safe}~{hashlib.sha256(key.encode()).hexdigest()[:12]}.tar"
+
+
+def size_class(size: int) -> int:
+    """Sizes within a factor of two of each other rank alike (then by key): an edit of a few
+    bytes seldom moves an item between its own layer and a group."""
+    return size.bit_length()
+
+
+def group_count(slots: int) -> int:
+    """Group layers when the items outnumber the slots; the other slots hold the largest items."""
+    return max(1, slots // 2)
+
+
+def group_of(key: str, groups: int) -> int:
+    return int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big") % groups
+
+
+@dataclass(frozen=True)
+class Planned:
+    name: str
+    items: tuple[Item, ...]   # sorted by key
+    grouped: bool = False
+
+
+def plan(items: Iterable[Item], slots: int) -> list[Planned]:
+    """The layers for `items` in at most `slots` layers, sorted by name: one per item when they
+    fit; else the largest items one each and the others in group layers by their key's hash."""
+    if slots < 1:
+        raise ValueError(f"no slot for the layers ({slots})")
+    ordered = sorted(items, key=lambda item: item.key)
+    keys = [item.key for item in ordered]
+    if len(set(keys)) != len(keys):
+        raise ValueError(f"items with the same key: {sorted({k for k in keys if keys.count(k) > 1})}")
+    if len(ordered) <= slots:
+        found = [Planned(layer_name(item.key), (item,)) for item in ordered]
+    else:
+        groups = group_count(slots)
+        largest = sorted(ordered, key=lambda item: (-size_class(item.size), item.key))[:slots - groups]
+        own = {item.key for item in largest}
+        members: dict[int, list[Item]] = {}
+        for item in ordered:
+            if item.key not in own:
+                members.setdefault(group_of(item.key, groups), []).append(item)
+        width = max(2, len(str(groups - 1)))
+        found = [Planned(layer_name(item.key), (item,)) for item in ordered if item.key in own]
+        found += [Planned(f"group-{index:0{width}d}.tar", tuple(held), True)
+                  for index, held in sorted(members.items())]
+    names = [layer.name for layer in found]
+    if len(set(names)) != len(names):
+        raise ValueError(f"two layers named alike: {sorted({n for n in names if names.count(n) > 1})}")
+    return sorted(found, key=lambda layer: layer.name)
+
+
+def layer_slots(max_layers: int, base_layers: int, stub_copied: bool = False, base_image: str = "") -> int:
+    """The layers left for the items; refused when fewer than MIN_SLOTS remain."""
+    slots = max_layers - base_layers - int(stub_copied) - MARGIN
+    if slots >= MIN_SLOTS:
+        return slots
+    base = f"The base image {base_image}" if base_image else "The base image"
+    copied = ", and the stub compiled in the build adds 1" if stub_copied else ""
+    left = "no layer is left" if slots <= 0 else f"only {slots} are left"
+    raise Refused(f"""
+        {base} has {base_layers} layers{copied}: with max_layers {max_layers} and {MARGIN} kept free,
+        {left} for the models, and the layer plan needs at least {MIN_SLOTS}.
+        Nothing was built. Raise max_layers in triton-release.yaml (or --max-layers; overlay2
+        refuses images deeper than about 125 layers), or flatten the base image into fewer
+        layers (`docker export` of a container of it, then `docker import`).""")
+
+
+def _check_disjoint(items: list[Item]) -> None:
+    """No two items may hold a file at one name with different contents: which one the image
+    shows would depend on the layers' order."""
+    owner: dict[str, tuple[str, Path | bytes]] = {}
+    for item in items:
+        for name, value in item.entries.items():
+            key, seen = owner.setdefault(name.strip("/"), (item.key, value))
+            if key != item.key and seen != value and not (isinstance(seen, Path) and isinstance(value, Path)
+                                                          and seen.is_dir() and value.is_dir()):
+                raise ValueError(f"{name} is in both {key} and {item.key}")
 
 
 ORDER_LABEL = "triton-release.layers"
@@ -186,26 +361,38 @@ def dockerfile(base_image: str, layers: list[Layer], runtime: Runtime = Runtime(
     return "\n".join(lines) + "\n"
 
 
+def image_items(repo: Repository, models: list[str] | None = None, runtime: Runtime = Runtime()) -> list[Item]:
+    """Every item of the image: the runtime's, then each model's (its files from the runtime
+    replacing or added)."""
+    items = runtime.items()
+    for model in repo:
+        if models is not None and model.name not in models:
+            continue
+        items += model_items(model, repo.root, runtime.model_files.get(model.name))
+    return items
+
+
 def write_context(out, repo: Repository, base_image: str, models: list[str] | None = None,
-                  runtime: Runtime = Runtime(), previous: list[list[str]] = ()) -> list[Layer]:
-    """The build context as one tar stream: the Dockerfile and one tar per layer."""
+                  runtime: Runtime = Runtime(), previous: list[list[str]] = (), *,
+                  max_layers: int = 120, base_layers: int = 0) -> list[Layer]:
+    """The build context as one tar stream: the Dockerfile and one tar per planned layer.
+    `base_layers`: the base image's own layer count, counted in `max_layers`."""
+    slots = layer_slots(max_layers, base_layers, bool(runtime.builder_stage), base_image)
+    items = image_items(repo, models, runtime)
+    _check_disjoint(items)
     layers: list[Layer] = []
     with tarfile.open(fileobj=out, mode="w") as context, tempfile.TemporaryDirectory() as tmp:
-        def add(name: str, model: str, version: int | None, entries: dict[str, Path]) -> None:
-            path = Path(tmp) / name
+        for planned in plan(items, slots):
+            entries: dict[str, Path | bytes] = {}
+            for item in planned.items:
+                entries.update(item.entries)
+            path = Path(tmp) / planned.name
             with open(path, "wb") as handle:
                 digest = write_layer_tar(handle, entries)
-            context.add(path, arcname=name)
+            context.add(path, arcname=planned.name)
             path.unlink()
-            layers.append(Layer(name, model, version, tuple(entries.values()), digest))
-
-        for name, entries in runtime.layers():
-            add(name, "", None, entries)
-        for model in repo:
-            if models is not None and model.name not in models:
-                continue
-            for name, version, paths in plan_layers(model, repo.root):
-                add(name, model.name, version, model_entries(model, paths))
+            layers.append(Layer(planned.name, tuple(item.key for item in planned.items), digest,
+                                sum(item.size for item in planned.items), planned.grouped))
         layers = order_layers(layers, list(previous))
         text = dockerfile(base_image, layers, runtime).encode()
         info = tarfile.TarInfo("Dockerfile")
