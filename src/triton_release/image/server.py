@@ -3,6 +3,8 @@
 The container is always removed on exit, whatever happened inside the `with` block. It runs
 with a memory and a process limit, so a runaway model fails its case, not the runner; and only
 a bounded tail of its log is ever read, so a model that logs gigabytes costs the tool nothing.
+Its models are those given at start, or another set switched in later (`switch_to`: tests in
+waves), and it keeps the largest memory use it saw (`sample_memory`).
 """
 
 from __future__ import annotations
@@ -11,8 +13,10 @@ import json
 import logging
 import re
 import socket
+import threading
 import time
 import uuid
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,6 +35,11 @@ log = logging.getLogger("triton_release")
 LOG_TAIL_LINES = 500          # docker splits lines at 16 KiB: at most about 8 MiB from the daemon
 LOG_TAIL_BYTES = 1 << 20      # and at most 1 MiB of it kept
 LOG_FILE_LIMIT = {"max-size": "20m", "max-file": "2"}  # the runner's disk, whatever the model writes
+# Load requests at once: Triton answers each when its model is loaded, and keeps the rest of its
+# HTTP threads (8) for the readiness polls.
+LOAD_REQUESTS = 4
+UNLOADED = "unloaded"  # the repository index's reason for a model unloaded on request
+STATS_TIMEOUT = 10     # seconds the daemon has to give the container's memory figures
 
 
 def memory_limit(value: str | int | None, meminfo: str | None = None) -> int | None:
@@ -112,6 +121,9 @@ class TritonServer:
         self.container = None
         self.http_url = self.grpc_url = ""
         self.name = f"triton-release-{uuid.uuid4().hex[:12]}"
+        self.loaded: dict[str, int | None] = {}  # what is loaded now: the start's models, or the last switch's
+        self.peak_memory: int | None = None
+        self._cgroup_peak = False  # the daemon reports the cgroup's own peak: only the last figure counts
 
     def command(self, ports: list[int] | None = None) -> list[str]:
         load = ["--load-model=*"] if self.all_models else [f"--load-model={m}" for m in self.models]
@@ -154,6 +166,7 @@ class TritonServer:
                 self.http_url = f"127.0.0.1:{published[HTTP_PORT][0]['HostPort']}"
                 self.grpc_url = f"127.0.0.1:{published[GRPC_PORT][0]['HostPort']}"
             self.wait_ready()
+            self.loaded = dict(self.models)
         except docker.errors.ImageNotFound:
             self.remove()
             raise UsageError(f"{self.image}: no such image on this Docker host; build it with "
@@ -221,15 +234,16 @@ class TritonServer:
         answer = self._get(path)
         return answer is not None and answer.status_code == 200
 
-    def wait_ready(self) -> None:
+    def wait_ready(self, models: dict[str, int | None] | None = None,
+                   requested: dict[str, Future] | None = None, during: str = "during start-up") -> None:
+        """Wait until each of `models` (default: the start's) is ready at its version; refuse as soon
+        as one failed: UNAVAILABLE in the index, or its load request (`requested`) refused."""
         deadline = time.monotonic() + self.load_timeout
-        pending = dict(self.models)
+        pending = dict(self.models if models is None else models)
+        requested = requested or {}
         rounds = 0
         while True:
-            self.container.reload()
-            if self.container.status in ("exited", "dead"):
-                raise Refused(f"tritonserver exited during start-up (image {self.image}).",
-                              details=self.logs().splitlines()[-30:])
+            self.check_running(during)
             rounds += 1
             if rounds % 4 == 0:
                 self.check_fatal_lines()
@@ -239,7 +253,11 @@ class TritonServer:
             if not pending:
                 return
             states = self.index()
-            failed = [s for s in states if s.name in pending and s.state == "UNAVAILABLE"]
+            failed = [s for s in states if s.name in pending and s.state == "UNAVAILABLE" and s.reason != UNLOADED]
+            refused = {name: answer.result() for name, answer in requested.items()
+                       if name in pending and answer.done() and answer.result()}
+            failed += [ModelState(name, "", "UNAVAILABLE", why) for name, why in sorted(refused.items())
+                       if name not in {s.name for s in failed}]
             if failed:
                 raise self.load_failure(failed)
             for name, version in pending.items():
@@ -250,6 +268,12 @@ class TritonServer:
                 raise self.load_failure([states.get(n, ModelState(n, "", "LOADING", "still loading"))
                                          for n in pending], timed_out=True)
             time.sleep(0.25)
+
+    def check_running(self, during: str) -> None:
+        self.container.reload()
+        if self.container.status in ("exited", "dead"):
+            raise Refused(f"tritonserver exited {during} (image {self.image}).",
+                          details=self.logs().splitlines()[-30:])
 
     @staticmethod
     def unserved(name: str, version: int | None, states: list[ModelState]) -> bool:
@@ -294,3 +318,103 @@ class TritonServer:
         return Refused(f"""
             Model {names} {why} in {self.image}. The server's lines about it are above; fix the model
             (its model.py initialize, its config.pbtxt) and run again.""", details=details)
+
+    # -- waves: another set of models in the same server ----------------------------------------
+
+    def switch_to(self, models: dict[str, int | None]) -> None:
+        """Make `models` the loaded set: unload the loaded models not among them and wait until they
+        are gone, then load the others and wait until each is ready at its version, refusing as at
+        start-up. A model in both sets stays loaded (a reload would cost its start again)."""
+        self.unload(sorted(set(self.loaded) - set(models)))
+        self.load({name: version for name, version in models.items() if name not in self.loaded})
+
+    def unload(self, names: list[str]) -> None:
+        """Each model by name, so that a step the next wave also needs is not unloaded with its
+        ensemble (unload_dependents stays false). A model that does not unload within
+        --load-timeout is a warning: its cases have run, and the next wave loads beside it."""
+        if not names:
+            return
+        for name in names:
+            try:
+                requests.post(f"http://{self.http_url}/v2/repository/models/{name}/unload", json={}, timeout=30)
+            except requests.RequestException:
+                pass  # the index below says whether it unloaded
+        deadline = time.monotonic() + self.load_timeout
+        while True:
+            self.check_running("while unloading models")
+            states = self.index()
+            busy = sorted({s.name for s in states if s.name in names and s.state in ("READY", "LOADING", "UNLOADING")})
+            if states and not busy:
+                break
+            if time.monotonic() > deadline:
+                log.warning(f"{', '.join(busy) or 'the models'} did not unload within --load-timeout "
+                            f"{self.load_timeout:g} s; the next models load beside them")
+                break
+            time.sleep(0.2)
+        for name in names:
+            self.loaded.pop(name, None)
+
+    def load(self, models: dict[str, int | None]) -> None:
+        """Load `models` (a few requests at once) and wait until each is ready at its version."""
+        if not models:
+            return
+        pool = ThreadPoolExecutor(max_workers=min(LOAD_REQUESTS, len(models)), thread_name_prefix="triton-load")
+        try:
+            requested = {name: pool.submit(self._request_load, name) for name in sorted(models)}
+            self.wait_ready(models, requested, during="while loading models")
+        finally:  # a refused or interrupted wait leaves the open requests to the server's removal
+            pool.shutdown(wait=False, cancel_futures=True)
+        self.loaded.update(models)
+        self.sample_memory()
+
+    def _request_load(self, name: str) -> str:
+        """POST the load of `name`; Triton answers when it is loaded. "" when it was, else the why."""
+        try:
+            answer = requests.post(f"http://{self.http_url}/v2/repository/models/{name}/load", json={},
+                                   timeout=self.load_timeout + 30)
+        except requests.RequestException as exc:
+            return f"the load request failed ({exc.__class__.__name__})"
+        if answer.ok:
+            return ""
+        try:
+            why = answer.json().get("error", "")
+        except (ValueError, AttributeError):
+            why = ""
+        return str(why or answer.text or f"HTTP {answer.status_code}").strip()
+
+    # -- memory -------------------------------------------------------------------------------
+
+    def sample_memory(self, last: bool = False) -> int | None:
+        """The container's peak memory so far: the cgroup's own peak where the daemon reports it
+        (max_usage, cgroup v1: then only the `last` sample is read again), else the largest use
+        sampled (cgroup v2); None while no figure could be read. A figure the daemon does not give
+        within STATS_TIMEOUT is a missing figure, not an error."""
+        if self._cgroup_peak and not last:
+            return self.peak_memory
+        stats = self._stats()
+        memory = stats.get("memory_stats") if isinstance(stats, dict) else None
+        if isinstance(memory, dict):
+            peak, used = memory.get("max_usage"), memory.get("usage")
+            self._cgroup_peak = isinstance(peak, int) and peak > 0
+            figure = peak if self._cgroup_peak else used
+            if isinstance(figure, int) and figure > 0:
+                self.peak_memory = max(self.peak_memory or 0, figure)
+        return self.peak_memory
+
+    def _stats(self) -> dict | None:
+        container = self.container
+        if container is None:
+            return None
+        found: list = []
+
+        def read() -> None:
+            try:
+                options = {"one_shot": True} if docker.utils.version_gte(self.client.api.api_version, "1.41") else {}
+                found.append(container.stats(stream=False, **options))
+            except (docker.errors.DockerException, requests.RequestException, ValueError):
+                pass
+
+        reader = threading.Thread(target=read, name="triton-stats", daemon=True)  # never holds up an exit
+        reader.start()
+        reader.join(STATS_TIMEOUT)
+        return found[0] if found else None

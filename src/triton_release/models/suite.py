@@ -1,11 +1,20 @@
 """A golden suite: the cases of some models, run as pytest items through the project's plugin
-against a running server, collected into one typed `GoldenRun`."""
+against a running server, collected into one typed `GoldenRun`.
+
+More models than `max_loaded` are tested in waves, one server throughout: each wave's models are
+loaded, its cases run, and its models unloaded before the next wave loads. An ensemble and the
+models it needs always share a wave.
+"""
 
 from __future__ import annotations
 
+import logging
 import tempfile
+import time
+import xml.etree.ElementTree as ElementTree
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from triton_release.errors import Interrupted, Refused, UsageError
 from triton_release.models import golden
@@ -14,6 +23,34 @@ from triton_release.models.inference import CaseResult
 from triton_release.models.repository import Repository
 from triton_release.signals import pending_interrupt
 
+if TYPE_CHECKING:
+    from triton_release.image.server import TritonServer
+
+log = logging.getLogger("triton_release")
+
+
+@dataclass(frozen=True)
+class Wave:
+    """Models loaded together, and the tested ones among them (whose cases run in this wave)."""
+    index: int                # from 1
+    load: tuple[str, ...]
+    tested: tuple[str, ...]
+    oversized: bool = False   # one ensemble needs more than max_loaded models: loaded together all the same
+
+
+@dataclass(frozen=True)
+class WaveRun:
+    index: int
+    loaded: tuple[str, ...]
+    tested: tuple[str, ...]
+    cases: int
+    seconds: float
+    oversized: bool = False
+
+    def to_json(self) -> dict:
+        return {"index": self.index, "loaded": list(self.loaded), "tested": list(self.tested), "cases": self.cases,
+                "seconds": round(self.seconds, 3), "oversized": self.oversized}
+
 
 @dataclass(frozen=True)
 class GoldenRun:
@@ -21,6 +58,8 @@ class GoldenRun:
     loaded: tuple[str, ...]
     cases: tuple[CaseResult, ...]
     untested: tuple[str, ...]  # models without golden cases
+    waves: tuple[WaveRun, ...] = ()
+    peak_memory_bytes: int | None = None  # the server container's; None where the daemon did not say
 
     @property
     def passed(self) -> bool:
@@ -32,7 +71,8 @@ class GoldenRun:
 
     def to_json(self) -> dict:
         return {"image": self.image, "loaded": list(self.loaded), "passed": self.passed,
-                "cases": [c.to_json() for c in self.cases], "models_without_golden_cases": list(self.untested)}
+                "cases": [c.to_json() for c in self.cases], "models_without_golden_cases": list(self.untested),
+                "waves": [w.to_json() for w in self.waves], "peak_memory_bytes": self.peak_memory_bytes}
 
 
 def models_to_load(repo: Repository, names: list[str]) -> dict[str, int | None]:
@@ -46,6 +86,36 @@ def models_to_load(repo: Repository, names: list[str]) -> dict[str, int | None]:
         raise Refused(f"model {absent[0]!r}, which {', '.join(names)} need, is not in {repo.root}; run "
                       "`triton-release validate`.")
     return {n: repo[n].newest_version for n in sorted(wanted)}
+
+
+def plan_waves(repo: Repository, names: list[str], max_loaded: int) -> list[Wave]:
+    """The waves that test `names` with at most `max_loaded` models loaded at once; one wave when
+    everything fits.
+
+    Each tested model comes with what it needs (an ensemble with its steps, `models.graph`): its
+    group, never split. A group inside another's goes with it; the others are packed first-fit in
+    name order, so the same names always make the same waves. A group bigger than `max_loaded` is
+    a wave of its own, marked `oversized`. Each model is tested in the first wave holding its group.
+    """
+    if max_loaded < 1:
+        raise ValueError(f"max_loaded {max_loaded!r}: at least 1 model must be loaded to test")
+    needs = repo.needs()
+    tested = sorted(set(names))
+    groups = {name: frozenset(needed([name], needs)) for name in tested}
+    everything = frozenset().union(*groups.values())
+    if len(everything) <= max_loaded:
+        return [Wave(1, tuple(sorted(everything)), tuple(tested))]
+    packed: list[set[str]] = []
+    for group in dict.fromkeys(g for g in groups.values() if not any(g < other for other in groups.values())):
+        for wave in packed:
+            if group <= wave or len(wave | group) <= max_loaded:
+                wave |= group
+                break
+        else:
+            packed.append(set(group))
+    first = {name: next(i for i, wave in enumerate(packed) if group <= wave) for name, group in groups.items()}
+    return [Wave(i + 1, tuple(sorted(wave)), tuple(n for n in tested if first[n] == i), len(wave) > max_loaded)
+            for i, wave in enumerate(packed)]
 
 
 def load_cases(repo: Repository, names: list[str]) -> list[golden.GoldenCase]:
@@ -102,3 +172,60 @@ def run_suite(repo: Repository, names: list[str], http_url: str, grpc_url: str, 
         raise Refused(f"pytest could not run the golden cases of {repo.root} (exit {int(code)}); "
                       f"check -k and the golden files (`triton-release validate`).")
     return collector.cases
+
+
+def run_waves(repo: Repository, server: "TritonServer", waves: list[Wave], versions: dict[str, int | None], *,
+              junitxml: str | None = None, keyword: str | None = None,
+              started: float | None = None) -> tuple[list[CaseResult], list[WaveRun]]:
+    """Every wave's cases against `server`, which has the first wave loaded: each later wave is
+    switched in (the models of the one before unloaded, its own loaded at `versions`). Every wave
+    runs whatever the cases of the others answered; a model that fails to load refuses at once.
+    `started`: when the server was started, counted in the first wave's time."""
+    for wave in waves:
+        if wave.oversized:
+            log.warning(f"wave {wave.index} loads {len(wave.load)} models ({', '.join(wave.load)}), more than "
+                        "max_loaded: an ensemble and the models it needs are always loaded together")
+    cases: list[CaseResult] = []
+    ran: list[WaveRun] = []
+    with tempfile.TemporaryDirectory(prefix="triton-release-waves-") as tmp:
+        parts = []
+        for wave in waves:
+            start = started if wave.index == 1 and started is not None else time.monotonic()
+            server.switch_to({name: versions[name] for name in wave.load})
+            part = junitxml
+            if junitxml and len(waves) > 1:
+                part = str(Path(tmp) / f"wave-{wave.index}.xml")
+                parts.append(part)
+            found = run_suite(repo, list(wave.tested), server.http_url, server.grpc_url, junitxml=part,
+                              keyword=keyword)
+            server.sample_memory(last=wave is waves[-1])
+            cases += found
+            ran.append(WaveRun(wave.index, wave.load, wave.tested, len(found), time.monotonic() - start,
+                               wave.oversized))
+        if parts:
+            merge_junit(parts, junitxml)
+    return cases, ran
+
+
+def merge_junit(parts: list[str], dest: str) -> None:
+    """The JUnit XML files of several pytest runs as one: their test cases in one test suite, the
+    counts and times summed."""
+    merged = None
+    for part in parts:
+        if not Path(part).exists():
+            continue
+        root = ElementTree.parse(part).getroot()
+        for suite in [root] if root.tag == "testsuite" else root.iter("testsuite"):
+            if merged is None:
+                merged = suite
+                continue
+            for count in ("tests", "errors", "failures", "skipped"):
+                merged.set(count, str(int(merged.get(count, "0")) + int(suite.get(count, "0"))))
+            merged.set("time", f"{float(merged.get('time', '0')) + float(suite.get('time', '0')):.3f}")
+            merged.extend(child for child in suite if child.tag == "testcase")
+    top = ElementTree.Element("testsuites")
+    if merged is not None:
+        top.append(merged)
+    path = Path(dest).resolve()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    ElementTree.ElementTree(top).write(path, encoding="utf-8", xml_declaration=True)

@@ -1,0 +1,107 @@
+"""Golden tests in waves on a real tritonserver: more models than max_loaded are loaded a few at a
+time in one server, an ensemble with its steps, and a model failing to load in a later wave
+stops the run with its name."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+import xml.etree.ElementTree as ElementTree
+
+import pytest
+
+from triton_release import steps
+from triton_release.errors import Refused
+from triton_release.image.server import CONTAINER_LABEL, TritonServer
+from triton_release.models.repository import Repository
+
+from support.models import PYTHON_MODEL_RAISING, golden_case, python_config, python_model_files, write_tree
+from support.stack import built_image
+
+pytestmark = pytest.mark.integration
+
+PIPE = '''\
+name: "pipe"
+platform: "ensemble"
+max_batch_size: 8
+input [ { name: "IN" data_type: TYPE_FP32 dims: [ 4 ] } ]
+output [ { name: "OUT" data_type: TYPE_FP32 dims: [ 4 ] } ]
+ensemble_scheduling { step [
+  { model_name: "s1" model_version: -1 input_map { key: "INPUT0" value: "IN" } output_map { key: "OUTPUT0" value: "mid" } },
+  { model_name: "s2" model_version: -1 input_map { key: "INPUT0" value: "mid" } output_map { key: "OUTPUT0" value: "OUT" } }
+] }
+'''
+PIPE_CASE = json.dumps({"inputs": [{"name": "IN", "datatype": "FP32", "shape": [1, 4], "data": [1, 2, 3, 4]}],
+                        "outputs": [{"name": "OUT", "datatype": "FP32", "shape": [1, 4], "data": [3, 4, 5, 6]}]})
+PASSING = ["a", "b", "c", "d", "pipe", "s1", "s2"]
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory):
+    """Add-one models a b c d s1 s2, the ensemble pipe (s1 then s2), and broken, which fails to load."""
+    files: dict = {"pipe/config.pbtxt": PIPE, "pipe/1/README.txt": "an ensemble\n", "pipe/golden/basic.json": PIPE_CASE,
+                   "broken/config.pbtxt": python_config("broken"), "broken/1/model.py": PYTHON_MODEL_RAISING,
+                   "broken/golden/basic.json": golden_case()}
+    for name in ("a", "b", "c", "d", "s1", "s2"):
+        files.update(python_model_files(name))
+    return Repository.load(write_tree(tmp_path_factory.mktemp("waves") / "model_repository", files))
+
+
+@pytest.fixture(scope="module")
+def image(docker_client, repo, unique):
+    with built_image(docker_client, repo, f"triton-release-test/waves:{unique}") as tag:
+        yield tag
+
+
+def servers(docker_client) -> set[str]:
+    return {c.id for c in docker_client.containers.list(all=True, filters={"label": CONTAINER_LABEL})}
+
+
+def test_seven_models_in_waves_of_two_all_pass_the_ensemble_with_its_steps(docker_client, repo, image, tmp_path):
+    junit = tmp_path / "golden.xml"
+    run = steps.test(repo, image, PASSING, load_timeout=60, max_loaded=2, junitxml=str(junit))
+    assert run.passed and sorted(c.case for c in run.cases) == sorted(f"{m}/basic" for m in PASSING)
+    assert [w.loaded for w in run.waves] == [("a", "b"), ("c", "d"), ("pipe", "s1", "s2")]
+    assert [w.tested for w in run.waves] == [("a", "b"), ("c", "d"), ("pipe", "s1", "s2")]
+    assert [w.cases for w in run.waves] == [2, 2, 3] and [w.oversized for w in run.waves] == [False, False, True]
+    assert all(w.seconds > 0 for w in run.waves)
+    assert isinstance(run.peak_memory_bytes, int) and run.peak_memory_bytes > 0
+    report = run.to_json()
+    assert len(report["waves"]) == 3 and report["peak_memory_bytes"] == run.peak_memory_bytes
+    suite = ElementTree.parse(junit).getroot().find("testsuite")
+    assert suite.get("tests") == "7" and suite.get("failures") == "0"  # one file for every wave
+
+
+def test_a_model_failing_to_load_in_wave_two_is_refused_by_name(docker_client, repo, image):
+    before = servers(docker_client)
+    start = time.monotonic()
+    with pytest.raises(Refused) as refused:
+        steps.test(repo, image, ["a", "b", "broken", "c"], load_timeout=300, max_loaded=2)
+    assert "Model broken failed to load" in refused.value.message
+    assert any("weights file is missing" in line for line in refused.value.details)
+    assert time.monotonic() - start < 120  # at its failure, not at --load-timeout
+    assert servers(docker_client) - before == set()
+
+
+def test_a_switch_unloads_the_wave_before_and_keeps_a_model_both_need(docker_client, image):
+    with TritonServer(image, {"a": 1, "s1": 1}, load_timeout=60, client=docker_client) as server:
+        server.switch_to({"s1": 1, "b": 1})
+        states = {s.name: s.state for s in server.index()}
+        assert (states["a"], states["s1"], states["b"]) == ("UNAVAILABLE", "READY", "READY")
+        assert server.loaded == {"s1": 1, "b": 1}
+        assert server.logs().count("successfully loaded 's1'") == 1  # kept, not loaded again
+
+
+def test_record_fills_outputs_in_waves_too(image, repo, tmp_path):
+    root = tmp_path / "model_repository"
+    for model in ("a", "c", "pipe", "s1", "s2"):
+        shutil.copytree(repo.root / model, root / model)
+    for model in ("a", "c", "pipe"):
+        case = root / model / "golden" / "basic.json"
+        case.write_text(json.dumps({"inputs": json.loads(case.read_text())["inputs"]}))
+    recorded = steps.record(root, image, ["a", "c", "pipe"], load_timeout=60, max_loaded=1)
+    assert len(recorded.written) == 3
+    assert json.loads((root / "pipe" / "golden" / "basic.json").read_text())["outputs"][0]["data"] == [3, 4, 5, 6]
+    assert json.loads((root / "c" / "golden" / "basic.json").read_text())["outputs"][0]["data"] == [2, 3, 4, 5]
+
