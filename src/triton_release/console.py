@@ -170,6 +170,18 @@ class Console:
         if result.uncommitted:
             self.warning(f"not released, because not committed: {', '.join(result.uncommitted)}")
 
+    def environments(self, result) -> None:
+        envs = result.environments
+        if len(envs.by_model) > 10:
+            self.line(f"{len(envs.by_model)} models in their own environments, of {len(envs.distributions)} "
+                      "distributions (the report lists them)")
+        else:
+            for model, env in sorted(envs.by_model.items()):
+                packages = ", ".join(f"{name} {version}" for name, version in sorted(env.packages.items()))
+                self.line(f"{model}: its own environment, {packages or 'no packages'}")
+        for model in result.changed:
+            self.line(f"{model}: environment changed since {result.compared_with}: tested, not bumped")
+
     def built(self, result) -> None:
         for warning in result.warnings:
             self.warning(warning)
@@ -183,6 +195,13 @@ class Console:
             self.warning(f"{name} has no golden cases; it loaded, nothing more is proven")
         for case in run.failed:
             self.problem(Problem(Path(case.path), f"{case.case}: {case.message}"))
+        if len(run.waves) > 1:
+            for wave in run.waves:
+                over = " (more than max_loaded: an ensemble and what it needs)" if wave.oversized else ""
+                self.line(f"wave {wave.index}/{len(run.waves)}: {len(wave.loaded)} models loaded{over}, "
+                          f"{wave.cases} cases, {wave.seconds:.1f} s")
+        if run.peak_memory_bytes:
+            self.line(f"server peak memory: {run.peak_memory_bytes / (1 << 20):.0f} MiB")
         if run.passed:
             self.line(f"{len(run.cases)} golden cases passed in {run.image}")
 

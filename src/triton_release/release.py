@@ -49,6 +49,8 @@ class ReleaseRequest:
     requirements_options: str = "refuse"
     server_memory: str | None = None  # the server container's limits
     server_pids: int = 4096
+    max_loaded: int = 50  # at most this many models loaded at once while testing
+    max_layers: int = 120  # the image's layer budget, the base image's layers counted
 
 
 def model_repository(settings: Settings, how: str) -> Path:
@@ -124,15 +126,22 @@ def _release(request: ReleaseRequest, session: Session) -> None:
         git = Git(Git(root).toplevel())
         with tempfile.TemporaryDirectory(prefix="triton-release-") as scratch:
             shipped = session.step("export", console.exported, steps.export, root, planned, Path(scratch))
+            prepared = session.step("environments", console.environments, steps.environments, shipped.root,
+                                    request.base_image, python=request.python, stub_mode=request.stub,
+                                    requirements_options=request.requirements_options, registry=repository,
+                                    previous=planned.plan.previous if planned.plan.previous_from == "registry"
+                                    else None)
+            to_test, version = _with_environment_changes(planned, prepared, version)
             built = session.step("build", console.built, steps.build, shipped.root, request.base_image,
                                  local_candidate(request, git), python=request.python, stub_mode=request.stub,
                                  revision=planned.found.head, source=request.source, version=version or "",
                                  bumped_from=planned.found.base, channel=request.channel,
-                                 requirements_options=request.requirements_options)
-            if planned.to_test:  # a change that only removes models has nothing to test
-                session.step("test", console.golden_run, steps.test, shipped.root, built.image_id, planned.to_test,
+                                 requirements_options=request.requirements_options, prepared=prepared,
+                                 max_layers=request.max_layers)
+            if to_test:  # a change that only removes models has nothing to test
+                session.step("test", console.golden_run, steps.test, shipped.root, built.image_id, to_test,
                              request.load_timeout, shown_as=root, memory=request.server_memory,
-                             pids=request.server_pids)
+                             pids=request.server_pids, max_loaded=request.max_loaded)
         if version is None or not request.push:
             report.facts["released"] = False
             console.not_released("only golden cases changed: tested, nothing to release" if version is None
@@ -152,6 +161,17 @@ def _release(request: ReleaseRequest, session: Session) -> None:
         session.step("commit", console.committed, steps.commit, root, version, bump, planned.found.head)
     if request.keep is not None:
         session.step("retain", console.retained, steps.retain, repository, request.keep, request.channel)
+
+
+def _with_environment_changes(planned: steps.ChangesResult, prepared: steps.Prepared,
+                              version: str | None) -> tuple[list[str], str | None]:
+    """The models to test and the version, once models whose environment changed count as
+    changed: tested, not bumped, and at least a patch release."""
+    extra = [m for m in prepared.changed if m not in planned.to_test]
+    if extra and version is None:
+        previous = releases.parse_version(planned.plan.previous, "the previous release")
+        version = str(releases.next_version(previous, "patch"))
+    return [*planned.to_test, *extra], version
 
 
 def _maybe_published(error: BaseException, repository: "RegistryRepository", version: str) -> bool:
@@ -181,6 +201,7 @@ class RollbackRequest:
     load_timeout: float = 300
     server_memory: str | None = None
     server_pids: int = 4096
+    max_loaded: int = 50
 
 
 def run_rollback(request: RollbackRequest, session: Session) -> None:
@@ -191,6 +212,6 @@ def run_rollback(request: RollbackRequest, session: Session) -> None:
     if request.verify:
         verified = session.step("verify", session.console.golden_run, steps.verify_release, request.repository,
                                 request.version, request.model_repository, request.load_timeout,
-                                request.server_memory, request.server_pids)
+                                request.server_memory, request.server_pids, request.max_loaded)
     session.step("rollback", session.console.rolled_back, steps.rollback, request.repository, request.version,
                  request.channel, verified)

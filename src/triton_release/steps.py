@@ -33,7 +33,7 @@ MODELS_LABEL = "triton-release.models"  # model -> its version folders, in the i
 if TYPE_CHECKING:
     from triton_release.image.build import BuildResult
     from triton_release.image.base import BaseImage
-    from triton_release.image.requirements import Resolved
+    from triton_release.image.environments import Environments
     from triton_release.image.stub import StubChoice
     from triton_release.models.suite import GoldenRun
     from triton_release.registry.client import RegistryRepository
@@ -169,35 +169,86 @@ def export(root: Path, planned: ChangesResult, dest: Path) -> Export:
 # -- build ------------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
+class Prepared:
+    """What the image is built on: the base, the stub, and each model's environment."""
+    base: "BaseImage"
+    stub: "StubChoice"
+    environments: "Environments"
+    changed: tuple[str, ...] = ()   # models whose environment differs from the last release's
+    compared_with: str = ""         # that release, "" when none was compared
+
+    def to_json(self) -> dict:
+        return {"environments": self.environments.to_json(), "environment_changed_models": list(self.changed),
+                "compared_with": self.compared_with}
+
+    def facts(self) -> dict:
+        return {"environment_changed_models": list(self.changed)} if self.changed else {}
+
+
+def environments(root: Path | Repository, base_image: str, *, python: str | None = None, stub_mode: str = "auto",
+                 requirements_options: str = "refuse", registry: "RegistryRepository | None" = None,
+                 previous: str | None = None) -> Prepared:
+    """Inspect the base, choose the stub, and resolve each model's requirements into its own
+    environment; with `registry` and `previous`, name the models whose environment changed since
+    that release (its image's label)."""
+    from triton_release.image import base as baseimage, stub
+    from triton_release.image.engine import docker_client
+    from triton_release.image.environments import LABEL, resolve
+
+    repo = root if isinstance(root, Repository) else Repository.load(root)
+    base = baseimage.inspect(docker_client(), base_image)
+    choice = stub.choose(base, python, stub_mode)
+    envs = resolve(repo, base.pythons[choice.target_python], base.glibc, options=requirements_options)
+    if registry is None or previous is None or not envs.by_model:
+        return Prepared(base, choice, envs)
+    labels = registry.image_config(previous).get("config", {}).get("Labels") or {}
+    changed = [m for m in envs.changed_since(labels.get(LABEL)) if m in repo]
+    return Prepared(base, choice, envs, tuple(changed), f"{registry}:{previous}")
+
+
+@dataclass(frozen=True)
 class ReleaseImage:
     """The built image and the decisions behind it."""
     build: "BuildResult"
-    base: "BaseImage"
-    stub: "StubChoice"
-    requirements: "Resolved | None"
+    prepared: Prepared
     warnings: tuple[str, ...]
 
     @property
     def image_id(self) -> str:
         return self.build.image_id
 
+    @property
+    def base(self) -> "BaseImage":
+        return self.prepared.base
+
+    @property
+    def stub(self) -> "StubChoice":
+        return self.prepared.stub
+
+    @property
+    def environments(self) -> "Environments":
+        return self.prepared.environments
+
     def summary(self) -> str:
-        extra = f", {len(self.requirements.packages)} packages from requirements.txt" if self.requirements else ""
+        envs = self.environments
+        extra = (f", {len(envs.by_model)} model environments of {len(envs.distributions)} distributions"
+                 if envs.by_model else "")
         return (f"{self.build.tag}: built FROM {self.base.image}, {len(self.build.layers)} layers{extra}; "
                 f"{self.stub.summary()}")
 
     def to_json(self) -> dict:
         return {**self.build.to_json(), "stub": self.stub.to_json(), "base": self.base.to_json(),
-                "requirements": self.requirements.to_json() if self.requirements else None,
-                "warnings": list(self.warnings)}
+                "environments": self.environments.to_json(), "warnings": list(self.warnings)}
 
 
 def build(root: Path | Repository, base_image: str, tag: str, *, python: str | None = None, stub_mode: str = "auto",
           revision: str | None = None, source: str = "", version: str = "", bumped_from: str | None = None,
-          channel: str = "", requirements_options: str = "refuse") -> ReleaseImage:
-    """Inspect the base, choose the stub, resolve requirements, build, and prove the stub loads.
-    `revision`: the commit built (default: the git HEAD around the model repository, if any)."""
-    from triton_release.image import base as baseimage, requirements, stub
+          channel: str = "", requirements_options: str = "refuse", prepared: Prepared | None = None,
+          max_layers: int = 120) -> ReleaseImage:
+    """Inspect the base, choose the stub, resolve the environments (unless `prepared`), build, and
+    prove the stub loads. `revision`: the commit built (default: the git HEAD around the model
+    repository, if any)."""
+    from triton_release.image import environments as envs_in_image, stub
     from triton_release.image.build import build_image
     from triton_release.image.engine import docker_client
     from triton_release.image.layers import Runtime
@@ -207,14 +258,16 @@ def build(root: Path | Repository, base_image: str, tag: str, *, python: str | N
         found = Git(repo.root).run("rev-parse", "HEAD", check=False)
         revision = found.stdout.decode().strip() if found.returncode == 0 else ""
     client = docker_client()
-    base = baseimage.inspect(client, base_image)
-    choice = stub.choose(base, python, stub_mode)
+    if prepared is None:
+        prepared = environments(repo, base_image, python=python, stub_mode=stub_mode,
+                                requirements_options=requirements_options)
+    base, choice, envs = prepared.base, prepared.stub, prepared.environments
     install = base.pythons[choice.target_python]
-    resolved = requirements.resolve(repo, install, base.glibc, options=requirements_options)
     warnings = list(choice.warnings)
-    numpy = resolved.packages.get("numpy", "") if resolved else ""
-    if numpy and not choice.warnings:
-        warnings += stub.numpy_warnings(base, replace(install, numpy=numpy))
+    if not choice.warnings:
+        numpys = sorted({env.packages["numpy"] for env in envs.by_model.values() if "numpy" in env.packages})
+        for numpy in numpys:
+            warnings += stub.numpy_warnings(base, replace(install, numpy=numpy))
     labels = {
         "org.opencontainers.image.created": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         releases.REVISION_LABEL: revision,
@@ -223,28 +276,32 @@ def build(root: Path | Repository, base_image: str, tag: str, *, python: str | N
         "org.opencontainers.image.source": source,
         "org.opencontainers.image.version": version,
         MODELS_LABEL: json.dumps({m.name: list(m.versions) for m in repo}, sort_keys=True),
+        envs_in_image.LABEL: envs.label() if envs.by_model else "",
         "triton-release.python": choice.target_python,
         "triton-release.stub": f"{choice.provider}: {choice.origin}",
     }
-    runtime = Runtime(choice.stub_file, choice.builder_stage, install.site_packages,
-                      resolved.tree if resolved else None)
+    items, configs = envs_in_image.environment_items(envs, repo)
+    runtime = Runtime(choice.stub_file, choice.builder_stage, extra=tuple(items), model_files=configs)
     built = build_image(repo, base_image, tag, {k: v for k, v in labels.items() if v}, client=client,
-                        runtime=runtime)
+                        runtime=runtime, max_layers=max_layers, base_layers=base.layers or None)
     stub.check_built(client, tag, install)
-    return ReleaseImage(built, base, choice, resolved, tuple(warnings))
+    return ReleaseImage(built, prepared, tuple(warnings))
 
 
 # -- test, record -----------------------------------------------------------------------------
 
 def test(root: Path | Repository, image: str, names: list[str], load_timeout: float = 300, *,
          junitxml: str | None = None, keyword: str | None = None, shown_as: Path | None = None,
-         memory: str | None = None, pids: int = 4096) -> "GoldenRun":
-    """Serve `image` with the models (and what they need) loaded; run their golden cases.
+         memory: str | None = None, pids: int = 4096, max_loaded: int = 50) -> "GoldenRun":
+    """Serve `image` with the models (and what they need) loaded; run their golden cases. More
+    than `max_loaded` models are tested in waves, in the same server.
     `shown_as`: the model repository the user knows, when `root` is an export of it: the cases'
     files are named as they are there."""
+    import time
+
     from triton_release.image.engine import docker_client
     from triton_release.image.server import TritonServer
-    from triton_release.models.suite import GoldenRun, load_cases, models_to_load, run_suite
+    from triton_release.models.suite import GoldenRun, load_cases, models_to_load, plan_waves, run_waves
 
     repo = root if isinstance(root, Repository) else Repository.load(root)
     client = docker_client()
@@ -252,13 +309,16 @@ def test(root: Path | Repository, image: str, names: list[str], load_timeout: fl
     load = {name: max(shipped[name]) if shipped.get(name) else version
             for name, version in models_to_load(repo, names).items()}
     load_cases(repo, names)  # every case file well-formed before any server starts
-    every = set(load) == set(repo.models)
-    with TritonServer(image, load, all_models=every, load_timeout=load_timeout, client=client,
-                      memory=memory, pids=pids) as server:
-        cases = run_suite(repo, names, server.http_url, server.grpc_url, junitxml=junitxml, keyword=keyword)
+    waves = plan_waves(repo, names, max_loaded)
+    every = len(waves) == 1 and set(load) == set(repo.models)
+    started = time.monotonic()
+    with TritonServer(image, {m: load[m] for m in waves[0].load}, all_models=every, load_timeout=load_timeout,
+                      client=client, memory=memory, pids=pids) as server:
+        cases, ran = run_waves(repo, server, waves, load, junitxml=junitxml, keyword=keyword, started=started)
     if shown_as is not None:
         cases = [replace(c, path=str(_shown(Path(c.path), repo.root, shown_as))) for c in cases]
-    run = GoldenRun(image, tuple(load), tuple(cases), tuple(n for n in names if not repo[n].golden_cases))
+    run = GoldenRun(image, tuple(load), tuple(cases), tuple(n for n in names if not repo[n].golden_cases),
+                    tuple(ran), server.peak_memory)
     if not run.passed:
         failed = run.failed
         raise Refused(f"""
@@ -299,34 +359,40 @@ class Recorded:
 
 
 def record(root: Path, image: str, names: list[str], load_timeout: float = 300, overwrite: bool = False,
-           memory: str | None = None, pids: int = 4096) -> Recorded:
-    """Fill in the outputs of golden cases that have none with what the server answers."""
+           memory: str | None = None, pids: int = 4096, max_loaded: int = 50) -> Recorded:
+    """Fill in the outputs of golden cases that have none with what the server answers; in waves
+    of at most `max_loaded` models, as `test`."""
     from triton_release.image.engine import docker_client
     from triton_release.image.server import TritonServer
     from triton_release.models.answers import tensor_json
     from triton_release.models.inference import InferenceFailed, send
-    from triton_release.models.suite import load_cases, models_to_load
+    from triton_release.models.suite import load_cases, models_to_load, plan_waves
 
     repo = Repository.load(root)
     todo = [c for c in load_cases(repo, names) if overwrite or not c.expected]
     if not todo:
         return Recorded(image, ())
     written = []
-    load = models_to_load(repo, sorted({c.model for c in todo}))
-    with TritonServer(image, load, load_timeout=load_timeout, client=docker_client(), memory=memory,
-                      pids=pids) as server:
-        for case in todo:
-            decoupled = repo[case.model].decoupled
-            try:
-                answers, _ = send(case, server.http_url, server.grpc_url, decoupled=decoupled)
-            except InferenceFailed as exc:
-                raise Refused(f"{case.path}: the server refused the case's inputs ({exc}); fix the inputs.") from None
-            responses = [[tensor_json(n, a, d) for n, (a, d, _) in sorted(answer.outputs.items()) if a is not None]
-                         for answer in answers]
-            raw = json.loads(case.path.read_text(encoding="utf-8"))
-            raw["outputs"] = responses if decoupled else responses[0]
-            write_atomic(case.path, json.dumps(raw, indent=2, ensure_ascii=False) + "\n")
-            written.append(str(case.path))
+    models = sorted({c.model for c in todo})
+    load = models_to_load(repo, models)
+    waves = plan_waves(repo, models, max_loaded)
+    with TritonServer(image, {m: load[m] for m in waves[0].load}, load_timeout=load_timeout, client=docker_client(),
+                      memory=memory, pids=pids) as server:
+        for wave in waves:
+            server.switch_to({m: load[m] for m in wave.load})
+            for case in (c for c in todo if c.model in wave.tested):
+                decoupled = repo[case.model].decoupled
+                try:
+                    answers, _ = send(case, server.http_url, server.grpc_url, decoupled=decoupled)
+                except InferenceFailed as exc:
+                    raise Refused(f"{case.path}: the server refused the case's inputs ({exc}); "
+                                  "fix the inputs.") from None
+                responses = [[tensor_json(n, a, d) for n, (a, d, _) in sorted(answer.outputs.items()) if a is not None]
+                             for answer in answers]
+                raw = json.loads(case.path.read_text(encoding="utf-8"))
+                raw["outputs"] = responses if decoupled else responses[0]
+                write_atomic(case.path, json.dumps(raw, indent=2, ensure_ascii=False) + "\n")
+                written.append(str(case.path))
     return Recorded(image, tuple(written))
 
 
@@ -453,7 +519,8 @@ def rollback_model(server: str, model: str, version: int) -> "ModelRollback":
 
 
 def verify_release(repository: "RegistryRepository", version: str, model_repository: Path,
-                   load_timeout: float = 300, memory: str | None = None, pids: int = 4096) -> "GoldenRun":
+                   load_timeout: float = 300, memory: str | None = None, pids: int = 4096,
+                   max_loaded: int = 50) -> "GoldenRun":
     """Pull release X.Y.Z and run the golden cases of the commit it was built from."""
     import docker
 
@@ -480,7 +547,7 @@ def verify_release(repository: "RegistryRepository", version: str, model_reposit
                 cases here: its commit is not in this git repository and {model_repository} does not hold them.
                 Fetch the history (fetch-depth: 0), or roll back without --verify.""")
         try:
-            return test(repo, image, names, load_timeout, memory=memory, pids=pids)
+            return test(repo, image, names, load_timeout, memory=memory, pids=pids, max_loaded=max_loaded)
         except Refused as exc:
             raise Refused(f"{image} fails its own golden cases; the channel was not moved. {exc.message}",
                           result=exc.result) from None

@@ -51,8 +51,8 @@ def test_a_one_model_change_is_bumped_committed_and_pushed_as_one_new_layer(rele
     code, report = release("--commit")
     assert code == 0, report.get("error")
     assert report["version"] == "1.1.0" and report["changed_models"] == ["a"]
-    assert list(report["steps"]) == ["validate", "changed", "bump", "export", "build", "test", "push", "tags",
-                                    "commit"]
+    assert list(report["steps"]) == ["validate", "changed", "bump", "export", "environments", "build", "test",
+                                    "push", "tags", "commit"]
     assert all(step["seconds"] >= 0 for step in report["steps"].values())
     push = report["steps"]["push"]
     assert push["layers_uploaded"] + push["layers_mounted"] == 1  # a's version 2

@@ -98,28 +98,27 @@ def test_trixie_gets_a_313_stub_on_the_images_own_libpython(docker_client, one_m
     assert not results[0].passed and "numpy<2" in results[0].message
 
 
-def test_requirements_are_installed_for_the_target_python(docker_client, make_repo, unique, image_tags):
+def test_requirements_are_the_models_own_environment_for_the_target_python(docker_client, make_repo, unique, image_tags):
     files = python_model_files("m")
     files["m/requirements.txt"] = "six==1.16.0  # pure Python\n"
     files["m/1/model.py"] = ("import six\n\nassert six.__version__ == '1.16.0', six.__version__\n\n"
                              + PYTHON_MODEL)
     repo = Repository.load(make_repo(files))
     built = build(repo, BASE_IMAGE, f"trt-stub/reqs:{unique}", image_tags)
-    assert built.requirements.packages == {"six": "1.16.0"}
-    assert built.requirements.site_packages == "/usr/local/lib/python3.11/dist-packages"
+    env = built.environments.by_model["m"]
+    assert env.packages == {"six": "1.16.0"} and env.to_json()["path"] == "/opt/triton-release/envs/m"
     assert all(r.passed for r in serve_and_test(docker_client, repo, built.build.tag))
 
 
-def test_conflicting_requirements_are_refused_naming_both_models(docker_client, make_repo, unique, image_tags):
-    files = {**python_model_files("a"), **python_model_files("b")}
-    files["a/requirements.txt"] = "six>=1.16\n"
-    files["b/requirements.txt"] = "# old\nsix<1.16\n"
+def test_a_models_conflicting_requirements_are_refused_naming_its_lines(docker_client, make_repo, unique,
+                                                                      image_tags):
+    files = {**python_model_files("a"), "a/requirements.txt": "six>=1.16\n# old\nsix<1.16\n"}
     repo = Repository.load(make_repo(files))
     with pytest.raises(Refused) as refused:
         build(repo, BASE_IMAGE, f"trt-stub/conflict:{unique}", image_tags)
     message = str(refused.value)
-    assert "a needs six>=1.16" in message and "b needs six<1.16" in message
-    assert "b/requirements.txt:2" in message
+    assert "requirements of model a" in message and "a/requirements.txt:1" in message
+    assert "a/requirements.txt:3" in message
 
 
 def test_a_user_stub_is_used_and_a_wrong_one_refused(docker_client, one_model, unique, image_tags):

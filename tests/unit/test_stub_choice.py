@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 
@@ -112,23 +111,6 @@ def test_numpy_2_on_triton_251_warns():
     assert stub.choose(base(numpy="2.2.4"), None, "auto").warnings
     assert not stub.choose(base(numpy="1.24.2"), None, "auto").warnings
     assert not stub.choose(base(numpy="2.2.4", triton="2.62.0", ngc="25.10"), None, "auto").warnings
-
-
-def pin(model: str, text: str, line: int = 1) -> requirements.Pin:
-    from packaging.requirements import Requirement
-    return requirements.Pin(model, Path(f"model_repository/{model}/requirements.txt"), line, Requirement(text))
-
-
-def test_exact_pins_apart_are_refused_naming_both_models_and_lines():
-    with pytest.raises(Refused) as refused:
-        requirements.check_pins([pin("a", "six==1.16.0"), pin("b", "six==1.15.0", 3)])
-    message = str(refused.value)
-    assert "a needs six==1.16.0" in message and "b needs six==1.15.0" in message
-    assert "model_repository/b/requirements.txt:3" in message
-
-
-def test_compatible_pins_pass():
-    requirements.check_pins([pin("a", "six==1.16.0"), pin("b", "six>=1.10"), pin("c", "Six==1.16.0")])
 
 
 def test_platforms_follow_the_images_glibc():

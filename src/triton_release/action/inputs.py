@@ -16,7 +16,7 @@ from triton_release.errors import UsageError
 MODES = ("release", "test", "rollback")
 TRUE, FALSE = {"true", "1", "yes", "on"}, {"false", "0", "no", "off", ""}
 SETTING_INPUTS = ("model-repository", "repository", "image", "base-image", "python", "stub", "channel", "keep",
-                  "load-timeout")  # inputs that are settings (`image`: the old name of `repository`)
+                  "load-timeout", "max-loaded")  # inputs that are settings (`image`: the old name of `repository`)
 
 
 def _flag(name: str, text: str) -> bool | None:

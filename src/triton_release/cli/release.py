@@ -14,8 +14,10 @@ def add_arguments(parser) -> None:
                         help="commit the new version folders as `release X.Y.Z` and tag vX.Y.Z")
     add_image_settings(parser)
     setting(parser, "--load-timeout", "load_timeout", metavar="SECONDS")
+    setting(parser, "--max-loaded", "max_loaded", metavar="N")
     setting(parser, "--channel", "channel", metavar="TAG")
     setting(parser, "--keep", "keep", metavar="N")
+    setting(parser, "--max-layers", "max_layers", metavar="N")
 
 
 def run(ctx: Context, session) -> None:
@@ -26,5 +28,5 @@ def run(ctx: Context, session) -> None:
         stub=settings.stub, load_timeout=settings.load_timeout, channel=settings.channel, keep=settings.keep,
         push=not args.no_push, commit=args.commit, source=release.provenance_source(ctx.env),
         requirements_options=settings.requirements_options, server_memory=settings.server_memory,
-        server_pids=settings.server_pids)
+        server_pids=settings.server_pids, max_loaded=settings.max_loaded, max_layers=settings.max_layers)
     release.run_release(request, session)

@@ -17,6 +17,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--model", metavar="NAME", help="model-level rollback: the model")
     parser.add_argument("--to-model-version", type=int, metavar="N", help="model-level rollback: the version to serve")
     setting(parser, "--load-timeout", "load_timeout", metavar="SECONDS")
+    setting(parser, "--max-loaded", "max_loaded", metavar="N")
 
 
 def run(ctx: Context, session) -> None:
@@ -34,4 +35,4 @@ def run(ctx: Context, session) -> None:
     release.run_rollback(release.RollbackRequest(
         ctx.repository("--repo REPO"), args.to_version, settings.channel, args.verify,
         ctx.model_repository if args.verify else None, settings.load_timeout, settings.server_memory,
-        settings.server_pids), session)
+        settings.server_pids, settings.max_loaded), session)

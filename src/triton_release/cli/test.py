@@ -11,6 +11,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--image", metavar="IMAGE", required=True, help="the local image to serve")
     parser.add_argument("--models", metavar="A,B", help="the models to test (default: all)")
     setting(parser, "--load-timeout", "load_timeout", metavar="SECONDS")
+    setting(parser, "--max-loaded", "max_loaded", metavar="N")
     parser.add_argument("-k", dest="keyword", metavar="EXPR", help="only the golden cases matching this pytest -k expression")
     parser.add_argument("--junitxml", metavar="FILE", help="also write the golden results as JUnit XML")
 
@@ -20,4 +21,4 @@ def run(ctx: Context, session) -> None:
     names = models_list(ctx.args.models) or sorted(repo.models)
     session.step("test", ctx.console.golden_run, steps.test, repo, ctx.args.image, names, ctx.settings.load_timeout,
                  junitxml=ctx.args.junitxml, keyword=ctx.args.keyword, memory=ctx.settings.server_memory,
-                 pids=ctx.settings.server_pids)
+                 pids=ctx.settings.server_pids, max_loaded=ctx.settings.max_loaded)

@@ -170,6 +170,12 @@ def check_requirements(model: Model, repo: Repository, options: str = "refuse") 
     path = model.path / REQUIREMENTS_FILE
     if path.is_file():
         yield from read_requirements(path, options)[1]
+        config = model.config
+        if config is not None and "EXECUTION_ENV_PATH" in config.parameters:
+            yield Problem(model.config_path, "sets EXECUTION_ENV_PATH and has a requirements.txt: the release "
+                          "builds the model's environment from requirements.txt and sets EXECUTION_ENV_PATH "
+                          "itself. Keep one: remove the parameter, or the requirements.txt",
+                          line_of(model.config_text, "EXECUTION_ENV_PATH"))
 
 
 def check_golden(model: Model, repo: Repository) -> Iterator[Problem]:

@@ -1,0 +1,112 @@
+"""Per-model environments in a real image, served by the real tritonserver and pushed to the real
+registry: models pin one package apart, a changed dependency re-tests its model, and a push
+uploads only the distribution that changed."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from support.models import PYTHON_MODEL, golden_case, python_model_files
+from support.stack import BASE_IMAGE, REGISTRY
+from support.wheels import make_wheel, offline_index
+from triton_release import steps
+from triton_release.cli.main import main
+from triton_release.image.environments import LABEL
+from triton_release.models.repository import Repository
+from triton_release.registry.client import RegistryRepository
+
+pytestmark = pytest.mark.integration
+
+
+def needing(model: str, version: str, requirements: str) -> dict[str, str]:
+    """A model whose model.py refuses to load unless `shared` is at `version`."""
+    files = python_model_files(model)
+    files[f"{model}/1/model.py"] = (f"import shared\n\nassert shared.__version__ == {version!r}, shared.__version__\n\n"
+                                    + PYTHON_MODEL)
+    files[f"{model}/requirements.txt"] = requirements
+    return files
+
+
+@pytest.fixture
+def index(tmp_path, monkeypatch):
+    folder = tmp_path / "index"
+    for version in ("1.0", "2.0"):
+        make_wheel(folder, "shared", version)
+    offline_index(monkeypatch, folder)
+    return folder
+
+
+def test_two_models_pinning_one_package_apart_both_pass_in_one_image(make_repo, index, unique, image_tags):
+    repo = Repository.load(make_repo({**needing("old", "1.0", "shared==1.0\n"),
+                                      **needing("new", "2.0", "shared==2.0\n"), **python_model_files("plain")}))
+    tag = f"trt-envs/apart:{unique}"
+    image_tags.append(tag)
+    built = steps.build(repo, BASE_IMAGE, tag)
+    assert {m: e.packages for m, e in built.environments.by_model.items()} == {"old": {"shared": "1.0"},
+                                                                               "new": {"shared": "2.0"}}
+    run = steps.test(repo, tag, ["new", "old", "plain"], load_timeout=60)
+    assert run.passed and len(run.cases) == 3
+    assert (repo["old"].path / "config.pbtxt").read_text() == python_model_files("old")["old/config.pbtxt"]
+
+
+@pytest.fixture
+def released(git_repo, index, unique, tmp_path, monkeypatch, docker_client):
+    """Model a needs `tool` (which needs any `shared`), b pins shared 1.0, c needs nothing:
+    released once as 1.0.0 while the index holds shared 1.0 only."""
+    (index / "shared-2.0-py3-none-any.whl").rename(tmp_path / "shared-2.0-py3-none-any.whl")
+    make_wheel(index, "tool", "0.1", requires=("shared",))
+    files = {**needing("a", "1.0", "tool\n"), **needing("b", "1.0", "shared==1.0\n"), **python_model_files("c")}
+    files["a/1/model.py"] = files["a/1/model.py"].replace("assert shared.__version__ == '1.0', shared.__version__",
+                                                          "import tool")
+    git_repo.write(files)
+    git_repo.commit("three models")
+    monkeypatch.chdir(git_repo.root)
+    target = f"{REGISTRY}/triton-release-test/envs-{unique}"
+
+    def release(*extra: str) -> tuple[int, dict]:
+        report = tmp_path / "report.json"
+        code = main(["release", "--to", target, "--base-image", BASE_IMAGE, "--report", str(report), *extra])
+        return code, json.loads(report.read_text())
+
+    code, report = release()
+    assert code == 0, report.get("error")
+    yield git_repo, RegistryRepository.parse(target), release, tmp_path / "shared-2.0-py3-none-any.whl"
+    docker_client.images.remove(f"{target}:candidate", force=True)
+
+
+def new_layers(registry: RegistryRepository, before: str, after: str) -> list[dict]:
+    old = {layer["digest"] for layer in registry.manifest(before).layers}
+    return [layer for layer in registry.manifest(after).layers if layer["digest"] not in old]
+
+
+def test_a_dependency_change_retests_its_model_and_ships_only_that_distribution(released, index):
+    git_repo, registry, release, shared2 = released
+    first = json.loads(registry.image_config("1.0.0")["config"]["Labels"][LABEL])
+    assert sorted(first) == ["a", "b"]
+    shared2.rename(index / shared2.name)  # the index now offers shared 2.0: a's environment moves
+    (git_repo.models / "c" / "golden" / "basic.json").write_text(golden_case(atol=1e-5))
+    git_repo.commit("c: a golden tweak only")
+    code, report = release()
+    assert code == 0, report.get("error")
+    assert report["version"] == "1.0.1" and report["environment_changed_models"] == ["a"]
+    assert report["steps"]["bump"]["bumps"] == []
+    assert sorted(c["case"] for c in report["steps"]["test"]["cases"]) == ["a/basic", "c/basic"]
+    assert report["steps"]["environments"]["environments"]["models"]["a"]["packages"] == {"shared": "2.0",
+                                                                                          "tool": "0.1"}
+    added = new_layers(registry, "1.0.0", "1.0.1")
+    shared_layer = max(added, key=lambda layer: layer["size"])
+    assert len(added) == 2 and sum(layer["size"] for layer in added) - shared_layer["size"] < 1024  # a's activate
+
+    # b moves to shared 2.0 too: the distribution is in the registry already, b's files and activate go up
+    (git_repo.models / "b" / "requirements.txt").write_text("shared==2.0\n")
+    model_py = git_repo.models / "b" / "1" / "model.py"
+    model_py.write_text(model_py.read_text().replace("'1.0'", "'2.0'"))
+    git_repo.commit("b: shared 2.0")
+    code, report = release()
+    assert code == 0, report.get("error")
+    assert report["version"] == "1.1.0"  # b's version folder 2 is new
+    added = new_layers(registry, "1.0.1", "1.1.0")
+    assert shared_layer["digest"] not in {layer["digest"] for layer in added}
+    assert all(layer["size"] < 4096 for layer in added)
