@@ -11,12 +11,11 @@ from pathlib import Path
 import docker
 import pytest
 
-from triton_release.image.server import CONTAINER_LABEL
 
 from support.git import GitRepo
 from support.models import write_tree
 from support.registries import LocalRegistry
-from support.stack import ROOT
+from support.stack import ROOT, SERVERS
 
 
 @pytest.fixture
@@ -43,7 +42,7 @@ def stack():
                     pytrace=False)
     client = docker.from_env(timeout=600)
     yield client
-    leftovers = client.containers.list(all=True, filters={"label": CONTAINER_LABEL})
+    leftovers = client.containers.list(all=True, filters={"label": SERVERS})
     for container in leftovers:
         container.remove(force=True)
     assert not leftovers, f"tests left server containers behind: {[c.name for c in leftovers]}"

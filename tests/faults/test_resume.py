@@ -15,11 +15,10 @@ import time
 import pytest
 
 from triton_release.history.releases import versions_in
-from triton_release.image.server import CONTAINER_LABEL
 
 from support.models import PYTHON_MODEL
 from support.registries import RegistryProxy
-from support.stack import BASE_IMAGE
+from support.stack import BASE_IMAGE, SERVERS
 
 pytestmark = pytest.mark.integration
 
@@ -95,4 +94,4 @@ def test_a_signal_during_the_push_undoes_the_bump_when_nothing_was_published(ws,
     after = ws.state()
     assert version not in after.tags and after.tags == before.tags
     assert after.status == before.status and after.files == before.files
-    assert not ws.docker.containers.list(all=True, filters={"label": CONTAINER_LABEL})
+    assert not ws.docker.containers.list(all=True, filters={"label": SERVERS})

@@ -72,9 +72,8 @@ def test_a_cancelled_release_removes_the_server_undoes_the_bump_and_exits_143(ws
     import time
 
     from support.models import HANGING_MODEL
-    from support.stack import BASE_IMAGE
-    from triton_release.image.server import CONTAINER_LABEL
-
+    from support.stack import BASE_IMAGE, SERVERS
+    
     ws.write({"a/1/model.py": HANGING_MODEL})
     ws.commit("a: hangs")
     before = ws.state()
@@ -86,7 +85,7 @@ def test_a_cancelled_release_removes_the_server_undoes_the_bump_and_exits_143(ws
     while time.monotonic() < deadline and run.poll() is None and not (ws.models / "a" / "2").exists():
         time.sleep(0.2)
     while time.monotonic() < deadline and run.poll() is None and \
-            not ws.docker.containers.list(filters={"label": CONTAINER_LABEL}):
+            not ws.docker.containers.list(filters={"label": SERVERS}):
         time.sleep(0.2)  # bumped and building: wait for the server of the test step
     assert run.poll() is None, run.communicate()[0][-3000:]
     time.sleep(2)  # the server loads the hanging model; the case is then sent
@@ -98,4 +97,4 @@ def test_a_cancelled_release_removes_the_server_undoes_the_bump_and_exits_143(ws
     assert json.loads(report.read_text())["error"]["exit_code"] == 143
     after = ws.state()
     assert after.tags == before.tags and after.status == before.status and after.files == before.files
-    assert not ws.docker.containers.list(all=True, filters={"label": CONTAINER_LABEL})
+    assert not ws.docker.containers.list(all=True, filters={"label": SERVERS})

@@ -10,10 +10,10 @@ import threading
 
 import pytest
 
-from triton_release.image.server import CONTAINER_LABEL, TritonServer
+from triton_release.image.server import TritonServer
 
 from support.models import python_model_files
-from support.stack import BASE_IMAGE
+from support.stack import BASE_IMAGE, SERVERS
 from support.workspace import change_a
 
 pytestmark = pytest.mark.integration
@@ -32,7 +32,7 @@ class Watcher(threading.Thread):
     def run(self) -> None:
         while not self.done.is_set():
             self.seen.append(subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout)
-            for container in self.docker.containers.list(filters={"label": CONTAINER_LABEL}):
+            for container in self.docker.containers.list(filters={"label": SERVERS}):
                 self.containers += 1
                 self.seen.append(json.dumps(container.attrs))
             self.done.wait(0.2)

@@ -17,13 +17,13 @@ import pytest
 import requests
 
 from triton_release.errors import Refused
-from triton_release.image.server import CONTAINER_LABEL, TritonServer, memory_limit
+from triton_release.image.server import TritonServer, memory_limit
 from triton_release.models import inference
 from triton_release.models.repository import Repository
 
 from support.models import (FLOODING_MODEL, HANGING_MODEL, MEMORY_HOG_MODEL, NEVER_FINAL_MODEL, PYTHON_MODEL,
                             case_file, decoupled_config, golden_case, python_config, write_tree)
-from support.stack import ROOT, built_image
+from support.stack import ROOT, SERVERS, built_image
 
 pytestmark = pytest.mark.integration
 
@@ -67,7 +67,7 @@ def server(docker_client, image):
 
 def servers(docker_client, image: str) -> set[str]:
     """This module's server containers (other tests may run servers at the same time)."""
-    return {c.id for c in docker_client.containers.list(all=True, filters={"label": CONTAINER_LABEL,
+    return {c.id for c in docker_client.containers.list(all=True, filters={"label": SERVERS,
                                                                            "ancestor": image})}
 
 
@@ -162,7 +162,7 @@ def wait_until_served(docker_client, image: str, before: set[str], model: str, r
     """Whether a new server of `image`, started by `run`, serves `model` within 120 s."""
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and run.poll() is None:
-        for container in docker_client.containers.list(filters={"label": CONTAINER_LABEL, "ancestor": image}):
+        for container in docker_client.containers.list(filters={"label": SERVERS, "ancestor": image}):
             ports = container.attrs["NetworkSettings"]["Ports"].get("8000/tcp") or []
             if container.id in before or not ports:
                 continue

@@ -16,11 +16,11 @@ from triton_release.cli.main import main
 from triton_release.errors import Refused
 from triton_release.image.build import build_image
 from triton_release.models.repository import Repository
-from triton_release.image.server import CONTAINER_LABEL, TritonServer
+from triton_release.image.server import TritonServer
 
 from support.models import (DECOUPLED_CONFIG, case_file, DECOUPLED_MODEL, PYTHON_MODEL, SLEEPY_MODEL, golden_case,
                             python_config, write_tree)
-from support.stack import BASE_IMAGE, built_image
+from support.stack import BASE_IMAGE, SERVERS, built_image
 
 pytestmark = pytest.mark.integration
 
@@ -140,14 +140,14 @@ def test_a_stub_without_its_libpython_fails_fast_with_the_servers_line(docker_cl
 def test_the_tool_inside_a_container_reaches_the_server(docker_client, tool_image, image, repo, tmp_path):
     work = tmp_path / "work"
     shutil.copytree(repo.root, work / "model_repository")
-    servers = {c.id for c in docker_client.containers.list(all=True, filters={"label": CONTAINER_LABEL})}
+    servers = {c.id for c in docker_client.containers.list(all=True, filters={"label": SERVERS})}
     output = docker_client.containers.run(
         tool_image, ["test", "--image", image, "--models", "addone,counter"], remove=True, working_dir="/work",
         volumes={"/var/run/docker.sock": {"bind": "/var/run/docker.sock", "mode": "rw"},
                  str(work): {"bind": "/work", "mode": "rw"}}, stdout=True, stderr=True)
     text = output.decode()
     assert "PASS counter/three" in text and "3 golden cases passed" in text, text
-    assert {c.id for c in docker_client.containers.list(all=True, filters={"label": CONTAINER_LABEL})} == servers
+    assert {c.id for c in docker_client.containers.list(all=True, filters={"label": SERVERS})} == servers
 
 
 def test_record_fills_outputs_that_then_pass(image, repo, tmp_path, capsys):
@@ -192,7 +192,7 @@ def test_a_cancel_during_a_hung_case_removes_the_server_and_writes_the_report(do
     tag = f"triton-release-test/stuck:{unique}"
     image_tags.append(tag)
     build_image(Repository.load(root), BASE_IMAGE, tag, client=docker_client)
-    before = {c.id for c in docker_client.containers.list(all=True, filters={"label": CONTAINER_LABEL})}
+    before = {c.id for c in docker_client.containers.list(all=True, filters={"label": SERVERS})}
     report = tmp_path / "report.json"
     run = subprocess.Popen([sys.executable, "-m", "triton_release", "test", "--image", tag, "--model-repository",
                             str(root), "--report", str(report)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -200,7 +200,7 @@ def test_a_cancel_during_a_hung_case_removes_the_server_and_writes_the_report(do
     deadline = time.monotonic() + 120
     ready = False
     while not ready and time.monotonic() < deadline and run.poll() is None:
-        for container in docker_client.containers.list(filters={"label": CONTAINER_LABEL}):
+        for container in docker_client.containers.list(filters={"label": SERVERS}):
             if container.id in before:
                 continue
             ports = container.attrs["NetworkSettings"]["Ports"].get("8000/tcp") or []
@@ -222,7 +222,7 @@ def test_a_cancel_during_a_hung_case_removes_the_server_and_writes_the_report(do
     assert time.monotonic() - started < 30
     assert "Traceback" not in out, out[-3000:]
     assert json.loads(report.read_text())["error"]["exit_code"] == 130
-    left = {c.id for c in docker_client.containers.list(all=True, filters={"label": CONTAINER_LABEL})} - before
+    left = {c.id for c in docker_client.containers.list(all=True, filters={"label": SERVERS})} - before
     assert not left
     assert os.path.exists(report)
 

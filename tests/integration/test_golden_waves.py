@@ -13,11 +13,11 @@ import pytest
 
 from triton_release import steps
 from triton_release.errors import Refused
-from triton_release.image.server import CONTAINER_LABEL, TritonServer
+from triton_release.image.server import TritonServer
 from triton_release.models.repository import Repository
 
 from support.models import PYTHON_MODEL_RAISING, golden_case, python_config, python_model_files, write_tree
-from support.stack import built_image
+from support.stack import SERVERS, built_image
 
 pytestmark = pytest.mark.integration
 
@@ -55,7 +55,7 @@ def image(docker_client, repo, unique):
 
 
 def servers(docker_client) -> set[str]:
-    return {c.id for c in docker_client.containers.list(all=True, filters={"label": CONTAINER_LABEL})}
+    return {c.id for c in docker_client.containers.list(all=True, filters={"label": SERVERS})}
 
 
 def test_seven_models_in_waves_of_two_all_pass_the_ensemble_with_its_steps(docker_client, repo, image, tmp_path):

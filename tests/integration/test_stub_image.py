@@ -15,10 +15,10 @@ from triton_release.cli.main import main
 from triton_release.errors import Refused
 from triton_release import steps
 from triton_release.models.repository import Repository
-from triton_release.image.server import CONTAINER_LABEL, TritonServer
+from triton_release.image.server import TritonServer
 
 from support.models import PYTHON_MODEL, python_model_files
-from support.stack import BASE_IMAGE
+from support.stack import BASE_IMAGE, SERVERS
 
 pytestmark = pytest.mark.integration
 
@@ -83,7 +83,7 @@ def test_refused_before_building(docker_client, make_repo, unique, tmp_path, bas
         assert fragment in report["error"]["message"]
     with pytest.raises(docker.errors.ImageNotFound):
         docker_client.images.get(tag)
-    assert not docker_client.containers.list(all=True, filters={"label": CONTAINER_LABEL})
+    assert not docker_client.containers.list(all=True, filters={"label": SERVERS})
 
 
 def test_trixie_gets_a_313_stub_on_the_images_own_libpython(docker_client, one_model, unique, image_tags):

@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+import os
+import uuid
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
+from triton_release.image.server import CONTAINER_LABEL, RUN_ID_VARIABLE
+
 ROOT = Path(__file__).resolve().parents[2]
 BASE_IMAGE = "local/tritonserver:24.10-py3"
 REGISTRY = "127.0.0.1:5000"
+# This test run's server containers (and those of the CLI processes it starts) carry this label:
+# a run counts and removes its own, never those of a benchmark or another run on the daemon.
+RUN_ID = os.environ.setdefault(RUN_ID_VARIABLE, f"tests-{uuid.uuid4().hex[:12]}")
+SERVERS = f"{CONTAINER_LABEL}={RUN_ID}"
 
 
 @contextmanager

@@ -12,12 +12,11 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from triton_release.image.server import CONTAINER_LABEL
 from triton_release.registry.client import RegistryRepository
 
 from support.git import GitRepo
 from support.models import python_model_files
-from support.stack import BASE_IMAGE
+from support.stack import BASE_IMAGE, SERVERS
 
 PROBE_LABEL = "triton-release.probe"
 
@@ -100,5 +99,5 @@ def assert_refused_cleanly(ws: Workspace, before: State, outcome: Outcome, code:
     assert after.tags == before.tags
     assert after.status == before.status
     assert after.files == before.files
-    for label in (CONTAINER_LABEL, PROBE_LABEL):
+    for label in (SERVERS, PROBE_LABEL):
         assert not ws.docker.containers.list(all=True, filters={"label": label})

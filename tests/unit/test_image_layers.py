@@ -10,8 +10,8 @@ import tarfile
 import pytest
 
 from triton_release.errors import Refused
-from triton_release.image.layers import (MIN_SLOTS, Item, Layer, Runtime, group_count, group_of, layer_name,
-                                         layer_slots, order_layers, plan, write_context, write_layer_tar)
+from triton_release.image.layers import Layer, Runtime, order_layers, write_context, write_layer_tar
+from triton_release.image.plan import MIN_SLOTS, Item, group_count, group_of, layer_name, layer_slots, plan
 from triton_release.models.repository import Repository
 
 from support.models import python_config, python_model_files, write_tree

@@ -34,6 +34,8 @@ from packaging.version import Version
 from triton_release.cache import atomic_folder, cache_dir, exclusive, write_atomic
 from triton_release.errors import Refused
 from triton_release.image.base import PythonInstall
+from triton_release.image.layers import Executable
+from triton_release.image.plan import Item
 from triton_release.image.requirements import Pin, pip_failure, platforms, read_pins, requirement_files
 from triton_release.models.repository import CONFIG_FILE, Repository, link_problem
 
@@ -82,8 +84,6 @@ class Environment:
 
     def files(self) -> dict[str, bytes]:
         """The environment folder's files, by their path in the image."""
-        from triton_release.image.layers import Executable
-
         home, version = f"/{self.in_image}", self.python.version
         python = Executable(f'#!/bin/sh\nexec {self.python.executable} "$@"\n'.encode())
         return {
@@ -258,11 +258,9 @@ def env_config(model_folder: Path, env: Environment) -> bytes:
             f'parameters {{ key: "{ENV_PARAMETER}" value: {{ string_value: "/{env.in_image}" }} }}\n').encode()
 
 
-def environment_items(envs: Environments, repo: Repository) -> tuple[list, dict[str, dict[str, bytes]]]:
+def environment_items(envs: Environments, repo: Repository) -> tuple[list[Item], dict[str, dict[str, bytes]]]:
     """The image's part of the environments: one item per distribution and one per model's
     environment folder; and each model's config.pbtxt as the image holds it."""
-    from triton_release.image.layers import Item
-
     items = []
     for dist in envs.distributions:
         entries = {str(dist.in_image / p.relative_to(dist.folder).as_posix()): p

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 import socket
 import threading
@@ -28,6 +29,7 @@ from triton_release.errors import InfrastructureError, Refused, UsageError
 
 HTTP_PORT, GRPC_PORT = "8000/tcp", "8001/tcp"
 CONTAINER_LABEL = "triton-release.server"
+RUN_ID_VARIABLE = "TRITON_RELEASE_RUN_ID"  # the label's value: the run's, so parallel runs on one daemon can tell theirs
 # Lines after which no model of this server will ever load: fail now, not at --load-timeout.
 FATAL_LOG_LINES = ("error while loading shared libraries",)
 _CONTAINER_ID = re.compile(r"/containers/([0-9a-f]{64})/")
@@ -150,7 +152,7 @@ class TritonServer:
     def __enter__(self) -> "TritonServer":
         try:
             here = own_container(self.client)
-            common = dict(name=self.name, detach=True, labels={CONTAINER_LABEL: "1"}, shm_size="256m",
+            common = dict(name=self.name, detach=True, labels={CONTAINER_LABEL: os.environ.get(RUN_ID_VARIABLE) or "1"}, shm_size="256m",
                           **self.limits())
             if here is not None:
                 ports = free_ports(3)
