@@ -149,6 +149,8 @@ class Console:
             self.line(f"{name}: {change.status}; {'; '.join(change.reasons)}")
         for name in found.ensembles:
             self.line(f"{name}: ensemble using a changed model; tested, not bumped")
+        for name in found.callers:
+            self.line(f"{name}: calls a changed model (BLS); tested, not bumped")
         if not found.models:
             self.line("no model changed")
         plan = result.plan

@@ -167,3 +167,33 @@ def case_file(tmp_path: Path, model: str, text: str):
     case, problems = golden.load_case(path, model)
     assert not problems, problems
     return case
+
+
+BLS_CALLER = '''\
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    """Answers with what model {callee!r} answers for INPUT0 (a BLS call)."""
+
+    def execute(self, requests):
+        responses = []
+        for request in requests:
+            x = pb_utils.get_input_tensor_by_name(request, "INPUT0").as_numpy()
+            call = pb_utils.InferenceRequest({how}, inputs=[pb_utils.Tensor("INPUT0", x)],
+                                             requested_output_names=["OUTPUT0"])
+            answer = call.exec()
+            if answer.has_error():
+                raise pb_utils.TritonModelException(answer.error().message())
+            out = pb_utils.get_output_tensor_by_name(answer, "OUTPUT0").as_numpy()
+            responses.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT0", out)]))
+        return responses
+'''
+
+
+def bls_caller_files(name: str, callee: str, computed: bool = False) -> dict[str, str]:
+    """A Python model answering through a BLS call of `callee`: named literally, or (`computed`)
+    built at run time, which only a declaration in its config can tell the release."""
+    how = f"model_name={callee!r}" if not computed else f"model_name=''.join([{callee[:1]!r}, {callee[1:]!r}])"
+    return {f"{name}/config.pbtxt": python_config(name), f"{name}/1/model.py": BLS_CALLER.format(callee=callee, how=how),
+            f"{name}/golden/basic.json": golden_case()}

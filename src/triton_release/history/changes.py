@@ -8,6 +8,7 @@ from pathlib import Path, PurePosixPath
 
 from triton_release.errors import Refused, UsageError
 from triton_release.history.git import Git
+from triton_release.models.calls import callees, model_file
 from triton_release.models.graph import ensemble_needs, users
 from triton_release.models.repository import CONFIG_FILE, GOLDEN_DIR, VERSION_DIR, model_name_problem, parse_config_text
 
@@ -47,6 +48,7 @@ class ChangeSet:
     models: dict[str, ModelChange] = field(default_factory=dict)
     ensembles: tuple[str, ...] = ()  # loaded and tested because a step changed; not bumped
     configs: dict = field(default_factory=dict, repr=False, compare=False)  # (side, model) -> ModelConfig
+    callers: tuple[str, ...] = ()    # tested because a model they call (BLS) changed; not bumped
 
     @property
     def changed(self) -> list[str]:
@@ -62,11 +64,12 @@ class ChangeSet:
 
     @property
     def to_test(self) -> list[str]:
-        return sorted(set(self.changed) | set(self.ensembles))
+        return sorted(set(self.changed) | set(self.ensembles) | set(self.callers))
 
     def to_json(self) -> dict:
         return {"base": self.base, "head": self.head, "changed": self.changed, "added": self.added,
-                "removed": self.removed, "ensembles": list(self.ensembles), "to_test": self.to_test,
+                "removed": self.removed, "ensembles": list(self.ensembles),
+                "callers": list(self.callers), "to_test": self.to_test,
                 "models": {n: c.to_json() for n, c in sorted(self.models.items())}}
 
 
@@ -199,8 +202,29 @@ class Changes:
         base_names = sorted(set(changes.models) - set(changes.added)) if base else []
         configs = {("head", n): c for n, c in head_configs.items()}
         configs.update({("base", n): c for n, c in self.configs(base, base_names).items()} if base else {})
-        found = users(changes.changed, ensemble_needs(head_configs))
-        return ChangeSet(changes.base, changes.head, changes.prefix, changes.models, tuple(sorted(found)), configs)
+        steps = ensemble_needs(head_configs)
+        calls = self.calls(head, head_configs, head_versions)
+        dependents = users(changes.changed, {m: steps.get(m, set()) | calls.get(m, set())
+                                             for m in set(steps) | set(calls)})
+        ensembles = {m for m in dependents if m in steps}
+        callers = dependents - ensembles
+        return ChangeSet(changes.base, changes.head, changes.prefix, changes.models, tuple(sorted(ensembles)),
+                         configs, tuple(sorted(callers)))
+
+    def calls(self, ref: str, configs: dict, versions: dict[str, set[int]]) -> dict[str, set[str]]:
+        """model -> the models its newest version's code calls or its config declares (BLS)."""
+        paths = {}
+        for name, config in configs.items():
+            if versions.get(name) and (config is None or config.backend == "python"):
+                relative = f"{name}/{max(versions[name])}/{model_file(config)}"
+                paths[name] = relative if self.prefix == "." else f"{self.prefix}/{relative}"
+        blobs = self.git.blobs(ref, list(paths.values()))
+        found = {}
+        for name, config in configs.items():
+            called = callees(config, blobs.get(paths.get(name, ""))) - {name}
+            if called:
+                found[name] = called
+        return found
 
 
 def refuse_released_edits(changes: ChangeSet) -> None:

@@ -14,6 +14,7 @@ from google.protobuf import text_format
 from packaging.requirements import InvalidRequirement, Requirement
 from triton_release.models.config_schema import model_config_pb2
 
+from triton_release.models.calls import callees, source_of
 from triton_release.models.graph import ensemble_needs
 from triton_release.problems import Problem
 
@@ -307,5 +308,12 @@ class Repository:
         return self.models[name]
 
     def needs(self) -> dict[str, set[str]]:
-        """model -> the models it needs loaded (an ensemble's steps)."""
-        return ensemble_needs({m.name: m.config for m in self})
+        """model -> the models it needs loaded: an ensemble's steps, the models a Python model
+        calls (BLS: named in its code or declared in its config)."""
+        found = ensemble_needs({m.name: m.config for m in self})
+        for model in self:
+            if model.is_python:
+                called = callees(model.config, source_of(model.path, model.config, model.newest_version))
+                if called - {model.name}:
+                    found.setdefault(model.name, set()).update(called - {model.name})
+        return found

@@ -13,7 +13,7 @@ from functools import partial
 from pathlib import Path
 from typing import Callable, Iterator
 
-from triton_release.models import golden
+from triton_release.models import calls, golden
 from triton_release.models.repository import (GOLDEN_DIR, REQUIREMENTS_FILE, Model, Repository, link_problem,
                                                model_name_problem, read_requirements, walk)
 from triton_release.problems import Problem, display_path, line_of
@@ -200,6 +200,38 @@ def check_version_policy(model: Model, repo: Repository) -> Iterator[Problem]:
                       line_of(model.config_text, "version_policy"))
 
 
+def _model_calls(model: Model) -> tuple[Path, list[calls.Call]]:
+    path = model.path / str(model.newest_version) / calls.model_file(model.config)
+    source = calls.source_of(model.path, model.config, model.newest_version)
+    return path, calls.calls_in(source) if model.is_python and source is not None else []
+
+
+def check_calls(model: Model, repo: Repository) -> Iterator[Problem]:
+    """Every model a model calls (BLS), named in its code or declared, is in the repository."""
+    path, found = _model_calls(model)
+    for call in found:
+        if call.callee is not None and call.callee not in repo:
+            yield Problem(path, f"calls model {call.callee!r} (InferenceRequest), which is not in the model "
+                          "repository: add it, or fix the name", call.line)
+    for name in calls.declared(model.config):
+        if name not in repo:
+            yield Problem(model.config_path, f"{calls.DEPENDS_PARAMETER} names model {name!r}, which is not in the "
+                          "model repository: add it, or fix the name", line_of(model.config_text, calls.DEPENDS_PARAMETER))
+
+
+def warn_calls(model: Model, repo: Repository) -> Iterator[Problem]:
+    """A callee named at run time: unknown to the release unless declared."""
+    if calls.declared(model.config):
+        return
+    path, found = _model_calls(model)
+    for call in found:
+        if call.callee is None:
+            yield Problem(path, "InferenceRequest's model_name is computed at run time, so the release cannot tell "
+                          "which model this calls: it is neither loaded for the tests nor re-tested with it. "
+                          f'Declare it: parameters {{ key: "{calls.DEPENDS_PARAMETER}" value: {{ string_value: '
+                          '"model_a,model_b" } } in config.pbtxt', call.line)
+
+
 def warn_golden(model: Model, repo: Repository) -> Iterator[Problem]:
     """Cases that are legal but prove less than their author may think."""
     if not model.golden_cases:
@@ -212,8 +244,8 @@ def warn_golden(model: Model, repo: Repository) -> Iterator[Problem]:
 
 
 RULES: tuple[Rule, ...] = (check_name, check_config, check_versions, check_python_files, check_ensemble,
-                           check_version_policy, check_golden)
-WARNINGS: tuple[Rule, ...] = (warn_golden,)
+                           check_calls, check_version_policy, check_golden)
+WARNINGS: tuple[Rule, ...] = (warn_golden, warn_calls)
 
 
 def validate(root: Path, requirements_options: str = "refuse") -> ValidationResult:
