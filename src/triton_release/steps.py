@@ -26,6 +26,7 @@ from triton_release.history.changes import ChangeSet, Changes
 from triton_release.history.git import Git
 from triton_release.models.repository import Repository
 from triton_release.models.validate import ValidationResult, validate as validate_repository
+from triton_release.problems import display_path
 
 log = logging.getLogger("triton_release")
 MODELS_LABEL = "triton-release.models"  # model -> its version folders, in the image
@@ -199,6 +200,9 @@ def environments(root: Path | Repository, base_image: str, *, python: str | None
     base = baseimage.inspect(docker_client(), base_image)
     choice = stub.choose(base, python, stub_mode)
     envs = resolve(repo, base.pythons[choice.target_python], base.glibc, options=requirements_options)
+    for model, env in sorted(envs.by_model.items()):
+        stub.refuse_numpy2(choice, env.packages.get("numpy", ""), f"model {model}'s environment",
+                           f"numpy<2 in {display_path(env.requirements)}")
     if registry is None or previous is None or not envs.by_model:
         return Prepared(base, choice, envs)
     labels = registry.image_config(previous).get("config", {}).get("Labels") or {}
@@ -264,10 +268,6 @@ def build(root: Path | Repository, base_image: str, tag: str, *, python: str | N
     base, choice, envs = prepared.base, prepared.stub, prepared.environments
     install = base.pythons[choice.target_python]
     warnings = list(choice.warnings)
-    if not choice.warnings:
-        numpys = sorted({env.packages["numpy"] for env in envs.by_model.values() if "numpy" in env.packages})
-        for numpy in numpys:
-            warnings += stub.numpy_warnings(base, replace(install, numpy=numpy))
     labels = {
         "org.opencontainers.image.created": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         releases.REVISION_LABEL: revision,

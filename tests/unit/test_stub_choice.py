@@ -107,10 +107,23 @@ def test_the_source_stage_builds_the_matching_branch_for_the_target_python():
     assert "python3.12-dev" in stage and "make -C /build" in stage and "triton-python-backend-stub" in stage
 
 
-def test_numpy_2_on_triton_251_warns():
-    assert stub.choose(base(numpy="2.2.4"), None, "auto").warnings
-    assert not stub.choose(base(numpy="1.24.2"), None, "auto").warnings
-    assert not stub.choose(base(numpy="2.2.4", triton="2.62.0", ngc="25.10"), None, "auto").warnings
+def test_numpy_2_on_an_old_stub_is_refused_before_any_build():
+    with pytest.raises(Refused) as refused:
+        stub.choose(base(numpy="2.2.4"), None, "auto")
+    message = str(refused.value)
+    assert "numpy 2.2.4" in message and "pybind11 older than 2.12" in message and "--stub source" in message
+    assert "numpy<2" in message and "Triton 2.52" in message
+    stub.choose(base(numpy="1.24.2"), None, "auto")
+    stub.choose(base(numpy="2.2.4", triton="2.62.0", ngc="25.10"), None, "auto")
+
+
+def test_the_source_stub_is_compiled_against_a_pybind11_that_handles_numpy_2():
+    stage = stub.builder_stage("nvcr.io/nvidia/tritonserver:24.10-py3", "24.10", "3.11")
+    assert "--branch v2.13.6 https://github.com/pybind/pybind11 /src/pybind11" in stage
+    assert "-DFETCHCONTENT_SOURCE_DIR_PYBIND11=/src/pybind11" in stage
+    choice = stub.StubChoice("source", "2.51.0", "24.10", "3.11", "3.11", "3.11", False, "source", "r24.10")
+    stub.refuse_numpy2(choice, "2.2.4", "x", "y")  # no refusal
+
 
 
 def test_platforms_follow_the_images_glibc():

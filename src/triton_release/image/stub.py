@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from triton_release.image.base import STUB_PATH, BaseImage, PythonInstall, check_stub
-from triton_release.models.inference import NUMPY2_HINT
 from triton_release.errors import InfrastructureError, Refused, UsageError
 from triton_release.cache import atomic_path, cache_dir, write_atomic
 
@@ -27,6 +26,9 @@ from triton_release.cache import atomic_path, cache_dir, write_atomic
 PYTRITON_WHEELS = {"2.46.0": "0.5.8", "2.48.0": "0.5.10", "2.50.0": "0.5.12", "2.51.0": "0.7.0"}
 PYTRITON_PLATFORM = "manylinux_2_35_x86_64"
 PYTHON_BACKEND_URL = "https://github.com/triton-inference-server/python_backend"
+# The source stub is compiled against this pybind11 instead of python_backend's own pin (2.10 up to
+# r24.10), whose stubs break every answer under numpy 2.
+PYBIND11_URL, PYBIND11_TAG = "https://github.com/pybind/pybind11", "v2.13.6"
 MODES = ("auto", "stock", "wheel", "source")
 NUMPY2_UNTIL = (2, 51, 0)  # numpy 2 seen breaking output tensors on Triton up to this version
 _NEEDED_LIBPYTHON = re.compile(r"^libpython(\d)(?:-[0-9a-f]+)?\.(\d+)\S*\.so[.\d]*$")
@@ -190,8 +192,10 @@ RUN apt-get update \\
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \\
       ca-certificates git cmake make g++ rapidjson-dev libarchive-dev zlib1g-dev python{python}-dev \\
  && git clone --depth 1 --branch {branch} {url} /src/python_backend \\
+ && git clone --depth 1 --branch {PYBIND11_TAG} {PYBIND11_URL} /src/pybind11 \\
  && gpu=$([ -d /usr/local/cuda/include ] && echo ON || echo OFF) \\
  && cmake -S /src/python_backend -B /build -DTRITON_ENABLE_GPU=$gpu {tags} \\
+      -DFETCHCONTENT_SOURCE_DIR_PYBIND11=/src/pybind11 \\
       -DPython3_EXECUTABLE=/usr/bin/python{python} -DPYTHON_EXECUTABLE=/usr/bin/python{python} \\
  && make -C /build -j"$(nproc)" triton-python-backend-stub
 """
@@ -219,20 +223,42 @@ def check_source_reachable(ngc_release: str, url: str = PYTHON_BACKEND_URL) -> N
 
 # -- the decision -----------------------------------------------------------------------------
 
-def numpy_warnings(base: BaseImage, install: PythonInstall) -> tuple[str, ...]:
+def old_pybind11(choice: "StubChoice") -> bool:
+    """Whether the chosen stub is compiled with pybind11 older than 2.12, which breaks every output
+    tensor under numpy 2: NVIDIA's stubs (an image's own, the nvidia-pytriton wheel's) up to
+    Triton 2.51. The `source` builder compiles against pybind11 2.13; a stub you give is yours."""
     try:
-        triton = tuple(int(p) for p in base.triton_version.split("."))
-        numpy_major = int(install.numpy.split(".")[0]) if install.numpy else 0
+        triton = tuple(int(p) for p in choice.triton_version.split("."))
     except ValueError:
-        return ()
-    if numpy_major >= 2 and triton <= NUMPY2_UNTIL:
-        return (f"{base.image} has numpy {install.numpy} for Python {install.version} on Triton "
-                f"{base.triton_version}: {NUMPY2_HINT}",)
-    return ()
+        return False
+    return choice.provider in ("stock", "wheel") and triton <= NUMPY2_UNTIL
+
+
+def refuse_numpy2(choice: "StubChoice", numpy: str, where: str, fix: str) -> None:
+    """Refused before any build when numpy 2 meets a stub compiled with an old pybind11."""
+    try:
+        major = int(numpy.split(".")[0]) if numpy else 0
+    except ValueError:
+        return
+    if major >= 2 and old_pybind11(choice):
+        raise Refused(f"""
+            {where} has numpy {numpy}, and the {choice.provider} stub for Triton {choice.triton_version} is
+            compiled with pybind11 older than 2.12, which breaks every answer under numpy 2 (`output tensor
+            shape does not match size of output`). Nothing was built. Ways out: {fix}; a newer base image
+            (Triton 2.52, NGC 24.11, or later); or --stub source, which compiles the stub against pybind11 2.13.""")
 
 
 def choose(base: BaseImage, python: str | None, mode: str) -> StubChoice:
-    """Decide the stub. Raises Refused (exit 1) before any build when no stub can work."""
+    """Decide the stub. Raises Refused (exit 1) before any build when no stub can work, numpy 2
+    in the image's Python included."""
+    choice = _choose(base, python, mode)
+    install = target_install(base, python)
+    refuse_numpy2(choice, install.numpy, f"{base.image}'s Python {install.version}",
+                  "numpy<2 in the image (pip install 'numpy<2' in a Dockerfile FROM it)")
+    return choice
+
+
+def _choose(base: BaseImage, python: str | None, mode: str) -> StubChoice:
     if mode not in MODES and not mode.startswith("path:"):
         raise UsageError(f"--stub {mode!r}: use auto, stock, wheel, source or path:FILE.")
     install = target_install(base, python)
@@ -243,8 +269,7 @@ def choose(base: BaseImage, python: str | None, mode: str) -> StubChoice:
             {base.image} has no Python backend stub at {STUB_PATH}. Use a Triton image with the
             Python backend (e.g. nvcr.io/nvidia/tritonserver:24.10-py3).""")
     common = dict(mode=mode, triton_version=base.triton_version, ngc_release=base.ngc_release,
-                  base_python=base.python3, target_python=target, stock_python=stock.python,
-                  warnings=numpy_warnings(base, install))
+                  base_python=base.python3, target_python=target, stock_python=stock.python)
     matches = stock.python == target and stock.loads
     if mode in ("auto", "stock") and matches:
         return StubChoice(kept=True, provider="stock", origin=base.image, **common)
