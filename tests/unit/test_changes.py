@@ -331,3 +331,24 @@ def test_bump_works_when_the_model_repository_is_the_top_of_the_git_repository(t
     apply_bumps(found, bumps, root)
     assert "x + 2" in (root / "a" / "2" / "model.py").read_text()
     assert "x + 1" in (root / "a" / "1" / "model.py").read_text()
+
+
+def test_an_auto_complete_models_served_signature_makes_the_kind_and_survives_its_label(git_repo):
+    from triton_release.history.releases import served_signature, signatures_from_label, signatures_label
+
+    served = {"name": "auto", "max_batch_size": 4, "backend": "python",
+              "input": [{"name": "INPUT0", "data_type": "TYPE_FP32", "dims": ["4"]}],
+              "output": [{"name": "OUTPUT0", "data_type": "TYPE_FP32", "dims": [4]}],
+              "instance_group": [{"kind": "KIND_CPU", "count": 1}], "unknown_future_field": 1}
+    before = served_signature(served)
+    assert before == {"tensors": {"input INPUT0": ("FP32", (4,)), "output OUTPUT0": ("FP32", (4,))}, "batched": True}
+    assert signatures_from_label(signatures_label({"auto": before})) == {"auto": before}
+    assert signatures_from_label("not json") == {} and served_signature({"input": 3}) is None
+    git_repo.write({"auto/1/model.py": PYTHON_MODEL})
+    base = git_repo.commit()
+    git_repo.write({"auto/1/model.py": "# 2\n" + PYTHON_MODEL})
+    git_repo.commit()
+    found = Changes(git_repo.models).between(base)
+    after = served_signature({**served, "max_batch_size": 0})
+    kind = release_kind(found, plan_bumps(found), {("base", "auto"): before, ("head", "auto"): after})
+    assert kind.kind == "major" and "auto: max_batch_size changed between 0 and non-zero" in kind.reasons

@@ -6,6 +6,7 @@ provenance `sha-<12 hex>`, and the git tag `vX.Y.Z` a committed release gets.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from typing import Protocol
@@ -21,6 +22,7 @@ RELEASE_TAG = re.compile(r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)$")  # semve
 GIT_TAG = re.compile(r"^v(\d+)\.(\d+)\.(\d+)$")
 REVISION_LABEL = "org.opencontainers.image.revision"
 BASE_LABEL = "triton-release.base"  # the commit a release was bumped from: a rerun can redo its bump
+SIGNATURES_LABEL = "triton-release.signatures"  # auto-complete models: the signature the server completed
 CHANNEL_LABEL = "triton-release.channel"  # the channel a release was made for: a rerun finishes only that
 
 
@@ -130,6 +132,36 @@ def signature(config) -> dict | None:
     tensors = {f"{kind} {t.name}": (datatype_name(t.data_type), tuple(t.dims))
                for kind in ("input", "output") for t in getattr(config, kind)}
     return {"tensors": tensors, "batched": config.max_batch_size > 0}
+
+
+def served_signature(config: dict) -> dict | None:
+    """The signature of a model config as the server gives it (`GET /v2/models/<m>/config`,
+    JSON): how an auto-complete model, which has no config.pbtxt, is known."""
+    from google.protobuf import json_format
+
+    from triton_release.models.config_schema import model_config_pb2
+
+    try:
+        parsed = json_format.ParseDict(config, model_config_pb2.ModelConfig(), ignore_unknown_fields=True)
+    except (json_format.ParseError, TypeError, ValueError):
+        return None
+    return signature(parsed)
+
+
+def signatures_label(signatures: dict[str, dict]) -> str:
+    return json.dumps({m: {"tensors": {k: [dtype, list(dims)] for k, (dtype, dims) in sorted(s["tensors"].items())},
+                           "batched": s["batched"]} for m, s in sorted(signatures.items())},
+                      sort_keys=True, separators=(",", ":"))
+
+
+def signatures_from_label(text: str | None) -> dict[str, dict]:
+    """The label's signatures; {} for none or one this version cannot read."""
+    try:
+        found = json.loads(text or "{}")
+        return {str(m): {"tensors": {str(k): (str(v[0]), tuple(int(d) for d in v[1])) for k, v in s["tensors"].items()},
+                         "batched": bool(s["batched"])} for m, s in found.items()}
+    except (ValueError, TypeError, KeyError, IndexError, AttributeError):
+        return {}
 
 
 @dataclass(frozen=True)
