@@ -190,11 +190,17 @@ class Console:
         self.line(result.summary())
 
     def golden_run(self, run) -> None:
+        on_cpu = set(getattr(run, "on_cpu", ()))
         for case in run.cases:
-            self.line(f"{'PASS' if case.passed else 'FAIL'} {case.case} ({case.latency_ms:.1f} ms)"
+            where = ", tested on CPU" if case.case.split("/", 1)[0] in on_cpu else ""
+            self.line(f"{'PASS' if case.passed else 'FAIL'} {case.case} ({case.latency_ms:.1f} ms{where})"
                       + (f": {case.message}" if case.message else ""))
         for name in run.untested:
             self.warning(f"{name} has no golden cases; it loaded, nothing more is proven")
+        for name, why in getattr(run, "needs_gpu", ()):
+            self.warning(f"{name} was not tested: needs a GPU: {why}")
+        if on_cpu:
+            self.line(f"tested on CPU (KIND_GPU instance groups loaded as KIND_CPU): {', '.join(sorted(on_cpu))}")
         for case in run.failed:
             self.problem(Problem(Path(case.path), f"{case.case}: {case.message}"))
         if len(run.waves) > 1:

@@ -51,6 +51,8 @@ class ReleaseRequest:
     server_pids: int = 4096
     max_loaded: int = 50  # at most this many models loaded at once while testing
     max_layers: int = 120  # the image's layer budget, the base image's layers counted
+    gpus: str | None = None  # the server's GPUs; None: KIND_GPU models are tested on the CPU
+    gpu_models: str = "test"  # test|require: a KIND_GPU model that cannot load on the CPU
 
 
 def model_repository(settings: Settings, how: str) -> Path:
@@ -141,7 +143,8 @@ def _release(request: ReleaseRequest, session: Session) -> None:
             if to_test:  # a change that only removes models has nothing to test
                 session.step("test", console.golden_run, steps.test, shipped.root, built.image_id, to_test,
                              request.load_timeout, shown_as=root, memory=request.server_memory,
-                             pids=request.server_pids, max_loaded=request.max_loaded)
+                             pids=request.server_pids, max_loaded=request.max_loaded, gpus=request.gpus,
+                             gpu_models=request.gpu_models)
         if version is None or not request.push:
             report.facts["released"] = False
             console.not_released("only golden cases changed: tested, nothing to release" if version is None
@@ -202,6 +205,8 @@ class RollbackRequest:
     server_memory: str | None = None
     server_pids: int = 4096
     max_loaded: int = 50
+    gpus: str | None = None
+    gpu_models: str = "test"
 
 
 def run_rollback(request: RollbackRequest, session: Session) -> None:
@@ -212,6 +217,7 @@ def run_rollback(request: RollbackRequest, session: Session) -> None:
     if request.verify:
         verified = session.step("verify", session.console.golden_run, steps.verify_release, request.repository,
                                 request.version, request.model_repository, request.load_timeout,
-                                request.server_memory, request.server_pids, request.max_loaded)
+                                request.server_memory, request.server_pids, request.max_loaded, request.gpus,
+                                request.gpu_models)
     session.step("rollback", session.console.rolled_back, steps.rollback, request.repository, request.version,
                  request.channel, verified)

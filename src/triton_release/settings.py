@@ -94,6 +94,29 @@ def _python_version(value: Any) -> str | None:
     return text
 
 
+_GPU_ID = re.compile(r"^([0-9]+|(?:GPU|MIG)-[0-9A-Za-z][0-9A-Za-z/-]*)$")
+
+
+def gpus(value: Any) -> str | None:
+    """The GPUs the server container gets, as docker's --gpus writes them: all, a count (2), or
+    device ids (device=0,1; given as 0,1, device=2 or GPU-<uuid> too); None for none."""
+    if value in (None, ""):
+        return None
+    if isinstance(value, bool) or isinstance(value, float):
+        raise ValueError(f"{value!r} is not all, a number of GPUs or device ids")
+    text = str(value).strip()
+    if text.lower() == "all":
+        return "all"
+    if text.isascii() and text.isdigit():
+        if int(text) < 1:
+            raise ValueError("give at least 1 GPU, all, or device ids such as 0,1")
+        return str(int(text))
+    ids = [part.strip() for part in text.removeprefix("device=").split(",")]
+    if not all(_GPU_ID.match(part) for part in ids):
+        raise ValueError(f"{text!r} is not all, a number of GPUs (2) or comma-separated device ids (0,1)")
+    return "device=" + ",".join(ids)
+
+
 @dataclass(frozen=True)
 class Setting:
     key: str
@@ -118,6 +141,10 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("server_pids", 4096, "process limit of the tritonserver container", _count),
     Setting("max_loaded", 50, "at most this many models loaded at once while testing: more are tested in "
             "waves", _count),
+    Setting("gpus", None, "the GPUs the tritonserver container gets: all, a count, or device ids such as 0,1 "
+            "(default: none; KIND_GPU instance groups are then tested on the CPU)", gpus),
+    Setting("gpu_models", "test", "test|require: a KIND_GPU model that cannot load on the CPU is reported and "
+            "not tested, or (require) refused", _choice("test", "require")),
     Setting("max_layers", 120, "the image's layer budget, the base image's layers counted (overlay2 refuses "
             "about 125)", _count),
 )

@@ -292,16 +292,20 @@ def build(root: Path | Repository, base_image: str, tag: str, *, python: str | N
 
 def test(root: Path | Repository, image: str, names: list[str], load_timeout: float = 300, *,
          junitxml: str | None = None, keyword: str | None = None, shown_as: Path | None = None,
-         memory: str | None = None, pids: int = 4096, max_loaded: int = 50) -> "GoldenRun":
+         memory: str | None = None, pids: int = 4096, max_loaded: int = 50, gpus: str | None = None,
+         gpu_models: str = "test") -> "GoldenRun":
     """Serve `image` with the models (and what they need) loaded; run their golden cases. More
     than `max_loaded` models are tested in waves, in the same server.
     `shown_as`: the model repository the user knows, when `root` is an export of it: the cases'
-    files are named as they are there."""
+    files are named as they are there. `gpus`: the GPUs the server gets; without any, KIND_GPU
+    models are loaded on the CPU, and one that fails there is reported untested (`gpu_models`
+    "test") or refused ("require")."""
     import time
 
     from triton_release.image.engine import docker_client
     from triton_release.image.server import TritonServer
-    from triton_release.models.suite import GoldenRun, load_cases, models_to_load, plan_waves, run_waves
+    from triton_release.models.suite import (GoldenRun, cpu_overrides, deferred, load_cases, models_to_load,
+                                             plan_waves, run_waves)
 
     repo = root if isinstance(root, Repository) else Repository.load(root)
     client = docker_client()
@@ -310,15 +314,18 @@ def test(root: Path | Repository, image: str, names: list[str], load_timeout: fl
             for name, version in models_to_load(repo, names).items()}
     load_cases(repo, names)  # every case file well-formed before any server starts
     waves = plan_waves(repo, names, max_loaded)
-    every = len(waves) == 1 and set(load) == set(repo.models)
+    overrides = {} if gpus else cpu_overrides(repo, load, _image_environments(client, image))
+    every = len(waves) == 1 and set(load) == set(repo.models) and not overrides
     started = time.monotonic()
     with TritonServer(image, {m: load[m] for m in waves[0].load}, all_models=every, load_timeout=load_timeout,
-                      client=client, memory=memory, pids=pids) as server:
+                      client=client, memory=memory, pids=pids, overrides=overrides,
+                      deferred=deferred(repo, load, overrides), gpus=gpus, gpu_models=gpu_models) as server:
         cases, ran = run_waves(repo, server, waves, load, junitxml=junitxml, keyword=keyword, started=started)
     if shown_as is not None:
         cases = [replace(c, path=str(_shown(Path(c.path), repo.root, shown_as))) for c in cases]
     run = GoldenRun(image, tuple(load), tuple(cases), tuple(n for n in names if not repo[n].golden_cases),
-                    tuple(ran), server.peak_memory)
+                    tuple(ran), server.peak_memory, tuple(sorted(server.on_cpu)),
+                    tuple((n, server.unloadable[n]) for n in sorted(names) if n in server.unloadable))
     if not run.passed:
         failed = run.failed
         raise Refused(f"""
@@ -342,6 +349,21 @@ def _image_models(client, image: str) -> dict[str, list[int]]:
             if isinstance(versions, list)}
 
 
+def _image_environments(client, image: str) -> dict[str, str]:
+    """The models with their own environment in an image built by this tool (its label) -> that
+    environment's path in the image; {} for others."""
+    import docker
+
+    from triton_release.image.environments import ENVS, LABEL
+
+    try:
+        text = (client.images.get(image).labels or {}).get(LABEL, "")
+        found = json.loads(text) if text else {}
+    except (docker.errors.DockerException, ValueError):
+        return {}
+    return {str(name): f"/{ENVS / str(name)}" for name in found} if isinstance(found, dict) else {}
+
+
 def _shown(path: Path, root: Path, shown_as: Path) -> Path:
     try:
         return shown_as / path.resolve().relative_to(root.resolve())
@@ -359,38 +381,41 @@ class Recorded:
 
 
 def record(root: Path, image: str, names: list[str], load_timeout: float = 300, overwrite: bool = False,
-           memory: str | None = None, pids: int = 4096, max_loaded: int = 50) -> Recorded:
+           memory: str | None = None, pids: int = 4096, max_loaded: int = 50, gpus: str | None = None) -> Recorded:
     """Fill in the outputs of golden cases that have none with what the server answers; in waves
-    of at most `max_loaded` models, as `test`."""
+    of at most `max_loaded` models, as `test`. Without `gpus`, KIND_GPU models answer from the
+    CPU; one that cannot load there is refused (there is no answer to record)."""
     from triton_release.image.engine import docker_client
     from triton_release.image.server import TritonServer
-    from triton_release.models.answers import tensor_json
-    from triton_release.models.inference import InferenceFailed, send
-    from triton_release.models.suite import load_cases, models_to_load, plan_waves
+    from triton_release.models.answers import NotRecorded, recorded
+    from triton_release.models.inference import ask
+    from triton_release.models.suite import cpu_overrides, deferred, load_cases, models_to_load, plan_waves
 
     repo = Repository.load(root)
-    todo = [c for c in load_cases(repo, names) if overwrite or not c.expected]
+    todo = [c for c in load_cases(repo, names) if overwrite or c.unrecorded]  # unrecorded: "error": true too
     if not todo:
         return Recorded(image, ())
     written = []
     models = sorted({c.model for c in todo})
     load = models_to_load(repo, models)
     waves = plan_waves(repo, models, max_loaded)
-    with TritonServer(image, {m: load[m] for m in waves[0].load}, load_timeout=load_timeout, client=docker_client(),
-                      memory=memory, pids=pids) as server:
+    client = docker_client()
+    overrides = {} if gpus else cpu_overrides(repo, load, _image_environments(client, image))
+    with TritonServer(image, {m: load[m] for m in waves[0].load}, load_timeout=load_timeout, client=client,
+                      memory=memory, pids=pids, overrides=overrides, deferred=deferred(repo, load, overrides),
+                      gpus=gpus, gpu_models="require") as server:
         for wave in waves:
             server.switch_to({m: load[m] for m in wave.load})
             for case in (c for c in todo if c.model in wave.tested):
                 decoupled = repo[case.model].decoupled
-                try:
-                    answers, _ = send(case, server.http_url, server.grpc_url, decoupled=decoupled)
-                except InferenceFailed as exc:
-                    raise Refused(f"{case.path}: the server refused the case's inputs ({exc}); "
-                                  "fix the inputs.") from None
-                responses = [[tensor_json(n, a, d) for n, (a, d, _) in sorted(answer.outputs.items()) if a is not None]
-                             for answer in answers]
+                exchange = ask(case, server.http_url, server.grpc_url, decoupled=decoupled)
+                if exchange.failure:
+                    raise Refused(f"{case.path}: inference failed ({exchange.failure}); nothing was written to it.")
                 raw = json.loads(case.path.read_text(encoding="utf-8"))
-                raw["outputs"] = responses if decoupled else responses[0]
+                try:
+                    recorded(case, raw, exchange.replies, decoupled, overwrite)
+                except NotRecorded as exc:
+                    raise Refused(f"{case.path}: {exc}. Nothing was written to it.") from None
                 write_atomic(case.path, json.dumps(raw, indent=2, ensure_ascii=False) + "\n")
                 written.append(str(case.path))
     return Recorded(image, tuple(written))
@@ -520,7 +545,7 @@ def rollback_model(server: str, model: str, version: int) -> "ModelRollback":
 
 def verify_release(repository: "RegistryRepository", version: str, model_repository: Path,
                    load_timeout: float = 300, memory: str | None = None, pids: int = 4096,
-                   max_loaded: int = 50) -> "GoldenRun":
+                   max_loaded: int = 50, gpus: str | None = None, gpu_models: str = "test") -> "GoldenRun":
     """Pull release X.Y.Z and run the golden cases of the commit it was built from."""
     import docker
 
@@ -547,7 +572,8 @@ def verify_release(repository: "RegistryRepository", version: str, model_reposit
                 cases here: its commit is not in this git repository and {model_repository} does not hold them.
                 Fetch the history (fetch-depth: 0), or roll back without --verify.""")
         try:
-            return test(repo, image, names, load_timeout, memory=memory, pids=pids, max_loaded=max_loaded)
+            return test(repo, image, names, load_timeout, memory=memory, pids=pids, max_loaded=max_loaded,
+                        gpus=gpus, gpu_models=gpu_models)
         except Refused as exc:
             raise Refused(f"{image} fails its own golden cases; the channel was not moved. {exc.message}",
                           result=exc.result) from None

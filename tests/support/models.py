@@ -197,3 +197,110 @@ def bls_caller_files(name: str, callee: str, computed: bool = False) -> dict[str
     how = f"model_name={callee!r}" if not computed else f"model_name=''.join([{callee[:1]!r}, {callee[1:]!r}])"
     return {f"{name}/config.pbtxt": python_config(name), f"{name}/1/model.py": BLS_CALLER.format(callee=callee, how=how),
             f"{name}/golden/basic.json": golden_case()}
+
+
+ACCUMULATOR_MODEL = '''\
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    """A sequence model: OUTPUT0 is the running sum of INPUT0 over the requests of one correlation
+    id. A negative amount is answered with an error and leaves the sum as it was."""
+
+    def initialize(self, args):
+        self.totals = {}
+
+    def execute(self, requests):
+        responses = []
+        for request in requests:
+            sequence, flags = request.correlation_id(), request.flags()
+            if flags & pb_utils.TRITONSERVER_REQUEST_FLAG_SEQUENCE_START:
+                self.totals[sequence] = 0
+            x = pb_utils.get_input_tensor_by_name(request, "INPUT0").as_numpy()
+            total = self.totals.get(sequence, 0)
+            if (x < 0).any():
+                response = pb_utils.InferenceResponse(output_tensors=[], error=pb_utils.TritonError(
+                    f"negative amount {int(x.min())}: the total stays {total}"))
+            else:
+                total = self.totals[sequence] = total + int(x.sum())
+                response = pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT0", np.full(x.shape, total, np.int32))])
+            if flags & pb_utils.TRITONSERVER_REQUEST_FLAG_SEQUENCE_END:
+                self.totals.pop(sequence, None)
+            responses.append(response)
+        return responses
+'''
+
+STREAMING_ACCUMULATOR_MODEL = '''\
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    """Decoupled and sequenced: one response per element of INPUT0, the running sum so far over
+    the correlation id, then the final flag."""
+
+    def initialize(self, args):
+        self.totals = {}
+
+    def execute(self, requests):
+        for request in requests:
+            sequence, flags = request.correlation_id(), request.flags()
+            if flags & pb_utils.TRITONSERVER_REQUEST_FLAG_SEQUENCE_START:
+                self.totals[sequence] = 0
+            sender = request.get_response_sender()
+            for value in pb_utils.get_input_tensor_by_name(request, "INPUT0").as_numpy().reshape(-1).tolist():
+                self.totals[sequence] = self.totals.get(sequence, 0) + int(value)
+                total = np.array([self.totals[sequence]], np.int32)
+                sender.send(pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT0", total)]))
+            if flags & pb_utils.TRITONSERVER_REQUEST_FLAG_SEQUENCE_END:
+                self.totals.pop(sequence, None)
+            sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+        return None
+'''
+
+REFUSING_MODEL = '''\
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    """OUTPUT0 = 2 * INPUT0; negative inputs are refused with a TritonModelException."""
+
+    def execute(self, requests):
+        responses = []
+        for request in requests:
+            x = pb_utils.get_input_tensor_by_name(request, "INPUT0").as_numpy()
+            if (x < 0).any():
+                raise pb_utils.TritonModelException(f"negative input {int(x.min())}: amounts must be at least 0")
+            responses.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT0", x * 2)]))
+        return responses
+'''
+
+
+def sequence_config(name: str, strategy: str = "direct", decoupled: bool = False) -> str:
+    """An INT32 [1] -> INT32 [1] Python model with sequence_batching: `direct` (max_batch_size 0)
+    or `oldest` (max_batch_size 4, so its tensors have a batch dimension)."""
+    batching = "oldest { max_candidate_sequences: 4 }" if strategy == "oldest" else ""
+    policy = "model_transaction_policy { decoupled: true }\n" if decoupled else ""
+    return (python_config(name, max_batch_size=4 if strategy == "oldest" else 0, dims="[ 1 ]", dtype="TYPE_INT32")
+            + f"sequence_batching {{ max_sequence_idle_microseconds: 5000000 {batching} }}\n" + policy)
+
+
+def int_tensor(name: str, values, batched: bool = False) -> dict:
+    values = list(values)
+    return {"name": name, "datatype": "INT32", "shape": [1, len(values)] if batched else [len(values)],
+            "data": values}
+
+
+def sequence_case(*steps, batched: bool = False, **extra) -> str:
+    """A sequence case of the accumulator: each step is (amount, total), or (amount, "error text")
+    for a step expecting an error."""
+    written = []
+    for amount, expected in steps:
+        step = {"inputs": [int_tensor("INPUT0", [amount], batched)]}
+        if isinstance(expected, str):
+            step["error"] = expected
+        else:
+            step["outputs"] = [int_tensor("OUTPUT0", [expected], batched)]
+        written.append(step)
+    return json.dumps({"sequence": written, **extra}, indent=2)

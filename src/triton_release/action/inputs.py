@@ -15,8 +15,9 @@ from triton_release.errors import UsageError
 
 MODES = ("release", "test", "rollback")
 TRUE, FALSE = {"true", "1", "yes", "on"}, {"false", "0", "no", "off", ""}
+# inputs that are settings (`image`: the old name of `repository`)
 SETTING_INPUTS = ("model-repository", "repository", "image", "base-image", "python", "stub", "channel", "keep",
-                  "load-timeout", "max-loaded")  # inputs that are settings (`image`: the old name of `repository`)
+                  "load-timeout", "max-loaded", "gpus", "gpu-models")
 
 
 def _flag(name: str, text: str) -> bool | None:

@@ -60,7 +60,7 @@ def run(inputs: ActionInputs, settings, event: Event, env: Mapping[str, str], se
         release.run_rollback(release.RollbackRequest(
             repository, inputs.rollback_to, settings.channel, inputs.verify,
             release.model_repository(settings, INPUT) if inputs.verify else None, settings.load_timeout, settings.server_memory,
-            settings.server_pids, settings.max_loaded), session)
+            settings.server_pids, settings.max_loaded, settings.gpus, settings.gpu_models), session)
         return
     release.run_release(release.ReleaseRequest(
         model_repository=release.model_repository(settings, INPUT), repository=repository, base=inputs.base_ref or event.base,
@@ -68,7 +68,8 @@ def run(inputs: ActionInputs, settings, event: Event, env: Mapping[str, str], se
         load_timeout=settings.load_timeout, channel=settings.channel, keep=settings.keep, push=pushes,
         commit=inputs.commit, source=release.provenance_source(env),
         requirements_options=settings.requirements_options, server_memory=settings.server_memory,
-        server_pids=settings.server_pids, max_loaded=settings.max_loaded, max_layers=settings.max_layers), session)
+        server_pids=settings.server_pids, max_loaded=settings.max_loaded, max_layers=settings.max_layers,
+        gpus=settings.gpus, gpu_models=settings.gpu_models), session)
 
 
 def finish(report: sessions.Report, report_path: str, env: Mapping[str, str], console: Console) -> None:

@@ -89,13 +89,22 @@ def summary(report: Report) -> str:
         kept = "kept the stock stub" if stub.kept else f"stub from {stub.origin} ({stub.provider})"
         lines += ["", f"**Stub:** {kept}; Python {stub.target_python}, Triton {stub.triton_version}"]
     run = report.result("test") or report.result("verify")
+    on_cpu = set(getattr(run, "on_cpu", ()))
     if run is not None and run.cases:
         lines += ["", "| golden case | result | latency (ms) | max abs diff |", "| --- | --- | ---: | ---: |"]
         for case in run.cases:
             diffs = [o.max_abs_diff for o in case.outputs if o.max_abs_diff is not None]
             worst = f"{max(diffs):.3g}" if diffs else ""
             result = "pass" if case.passed else f"**fail**: {_md(case.message)}"
+            if case.case.split("/", 1)[0] in on_cpu:
+                result += " (tested on CPU)"
             lines.append(f"| `{_md(case.case)}` | {result} | {case.latency_ms:.1f} | {worst} |")
+    if on_cpu:
+        lines += ["", "**Tested on CPU** (KIND_GPU instance groups loaded as KIND_CPU): "
+                  + ", ".join(f"`{_md(m)}`" for m in sorted(on_cpu))]
+    needs_gpu = list(getattr(run, "needs_gpu", ()))
+    if needs_gpu:
+        lines += ["", *(f"- `{_md(name)}`: **not tested**: needs a GPU: {_md(why)}" for name, why in needs_gpu)]
     pushed, tagged = report.result("push"), report.result("tags")
     if pushed is not None:
         tags = [pushed.version, *(tagged.tags if tagged is not None else ())]

@@ -12,10 +12,11 @@ def add_arguments(parser) -> None:
     parser.add_argument("--overwrite", action="store_true", help="also replace outputs that are already there")
     setting(parser, "--load-timeout", "load_timeout", metavar="SECONDS")
     setting(parser, "--max-loaded", "max_loaded", metavar="N")
+    setting(parser, "--gpus", "gpus", metavar="all|N|IDS")
 
 
 def run(ctx: Context, session) -> None:
     session.step("record", ctx.console.recorded, steps.record, ctx.model_repository, ctx.args.image,
                  models_list(ctx.args.models), ctx.settings.load_timeout, overwrite=ctx.args.overwrite,
                  memory=ctx.settings.server_memory, pids=ctx.settings.server_pids,
-                 max_loaded=ctx.settings.max_loaded)
+                 max_loaded=ctx.settings.max_loaded, gpus=ctx.settings.gpus)

@@ -15,6 +15,8 @@ def add_arguments(parser) -> None:
     add_image_settings(parser)
     setting(parser, "--load-timeout", "load_timeout", metavar="SECONDS")
     setting(parser, "--max-loaded", "max_loaded", metavar="N")
+    setting(parser, "--gpus", "gpus", metavar="all|N|IDS")
+    setting(parser, "--gpu-models", "gpu_models", choices=("test", "require"))
     setting(parser, "--channel", "channel", metavar="TAG")
     setting(parser, "--keep", "keep", metavar="N")
     setting(parser, "--max-layers", "max_layers", metavar="N")
@@ -28,5 +30,6 @@ def run(ctx: Context, session) -> None:
         stub=settings.stub, load_timeout=settings.load_timeout, channel=settings.channel, keep=settings.keep,
         push=not args.no_push, commit=args.commit, source=release.provenance_source(ctx.env),
         requirements_options=settings.requirements_options, server_memory=settings.server_memory,
-        server_pids=settings.server_pids, max_loaded=settings.max_loaded, max_layers=settings.max_layers)
+        server_pids=settings.server_pids, max_loaded=settings.max_loaded, max_layers=settings.max_layers,
+        gpus=settings.gpus, gpu_models=settings.gpu_models)
     release.run_release(request, session)

@@ -18,6 +18,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--to-model-version", type=int, metavar="N", help="model-level rollback: the version to serve")
     setting(parser, "--load-timeout", "load_timeout", metavar="SECONDS")
     setting(parser, "--max-loaded", "max_loaded", metavar="N")
+    setting(parser, "--gpus", "gpus", metavar="all|N|IDS")
+    setting(parser, "--gpu-models", "gpu_models", choices=("test", "require"))
 
 
 def run(ctx: Context, session) -> None:
@@ -35,4 +37,4 @@ def run(ctx: Context, session) -> None:
     release.run_rollback(release.RollbackRequest(
         ctx.repository("--repo REPO"), args.to_version, settings.channel, args.verify,
         ctx.model_repository if args.verify else None, settings.load_timeout, settings.server_memory,
-        settings.server_pids, settings.max_loaded), session)
+        settings.server_pids, settings.max_loaded, settings.gpus, settings.gpu_models), session)

@@ -37,11 +37,11 @@ from triton_release.image.base import PythonInstall
 from triton_release.image.layers import Executable
 from triton_release.image.plan import Item
 from triton_release.image.requirements import Pin, pip_failure, platforms, read_pins, requirement_files
+from triton_release.models.devices import ENV_PARAMETER
 from triton_release.models.repository import CONFIG_FILE, Repository, link_problem
 
 HOME = PurePosixPath("opt/triton-release")  # in the image, beside the base's own files
 DISTS, ENVS = HOME / "dists", HOME / "envs"
-ENV_PARAMETER = "EXECUTION_ENV_PATH"
 LABEL = "triton-release.environments"       # model -> its environment's fingerprint
 
 

@@ -5,43 +5,41 @@ with a memory and a process limit, so a runaway model fails its case, not the ru
 a bounded tail of its log is ever read, so a model that logs gigabytes costs the tool nothing.
 Its models are those given at start, or another set switched in later (`switch_to`: tests in
 waves), and it keeps the largest memory use it saw (`sample_memory`).
+
+A model with a config override (`overrides`: a KIND_GPU model on a machine without GPUs, given
+its config for the CPU) is never in the start's --load-model flags, where Triton would read its
+config.pbtxt and refuse it: it is loaded through the repository API with its override once the
+server is up, and so are the models that need it (`deferred`: an ensemble's load makes Triton
+load its steps from their files), after it. With `gpus` the container gets those GPUs instead.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import re
 import socket
-import threading
-import time
 import uuid
-from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterable, Mapping
 
 import docker
 import requests
 
 from triton_release.settings import memory_bytes
-from triton_release.errors import InfrastructureError, Refused, UsageError
+from triton_release.errors import InfrastructureError, UsageError
+from triton_release.image.model_control import ModelControl
 
 HTTP_PORT, GRPC_PORT = "8000/tcp", "8001/tcp"
 CONTAINER_LABEL = "triton-release.server"
 RUN_ID_VARIABLE = "TRITON_RELEASE_RUN_ID"  # the label's value: the run's, so parallel runs on one daemon can tell theirs
-# Lines after which no model of this server will ever load: fail now, not at --load-timeout.
-FATAL_LOG_LINES = ("error while loading shared libraries",)
 _CONTAINER_ID = re.compile(r"/containers/([0-9a-f]{64})/")
 log = logging.getLogger("triton_release")
 LOG_TAIL_LINES = 500          # docker splits lines at 16 KiB: at most about 8 MiB from the daemon
 LOG_TAIL_BYTES = 1 << 20      # and at most 1 MiB of it kept
 LOG_FILE_LIMIT = {"max-size": "20m", "max-file": "2"}  # the runner's disk, whatever the model writes
-# Load requests at once: Triton answers each when its model is loaded, and keeps the rest of its
-# HTTP threads (8) for the readiness polls.
-LOAD_REQUESTS = 4
-UNLOADED = "unloaded"  # the repository index's reason for a model unloaded on request
-STATS_TIMEOUT = 10     # seconds the daemon has to give the container's memory figures
+# What the daemon answers a GPU request with when it has no GPU runtime (or the runtime no GPU).
+NO_GPU_RUNTIME = ("could not select device driver", "nvidia-container-cli", "nvidia-smi", "no cuda-capable device")
 
 
 def memory_limit(value: str | int | None, meminfo: str | None = None) -> int | None:
@@ -85,6 +83,18 @@ def own_container(client: docker.DockerClient):
     return None
 
 
+def device_requests(gpus: str | None) -> list:
+    """docker's device requests for the `gpus` setting (all, a count, or device=<ids>); [] for none."""
+    if not gpus:
+        return []
+    if gpus == "all":
+        return [docker.types.DeviceRequest(count=-1, capabilities=[["gpu"]])]
+    if gpus.startswith("device="):
+        ids = [part for part in gpus.removeprefix("device=").split(",") if part]
+        return [docker.types.DeviceRequest(device_ids=ids, capabilities=[["gpu"]])]
+    return [docker.types.DeviceRequest(count=int(gpus), capabilities=[["gpu"]])]
+
+
 def free_ports(count: int) -> list[int]:
     sockets = [socket.socket() for _ in range(count)]
     try:
@@ -96,23 +106,29 @@ def free_ports(count: int) -> list[int]:
             sock.close()
 
 
-@dataclass(frozen=True)
-class ModelState:
-    name: str
-    version: str
-    state: str
-    reason: str
+class TritonServer(ModelControl):
+    """Start tritonserver from `image` with one --load-model per model; wait until ready.
 
-
-class TritonServer:
-    """Start tritonserver from `image` with one --load-model per model; wait until ready."""
+    `overrides`: model -> the config (JSON) it is loaded with through the repository API;
+    `deferred`: model -> the overridden models it needs, loaded before it. `gpu_models`: "test",
+    an overridden model that fails to load is set aside in `unloadable` (with the models that
+    need it) and the others go on; "require", it is refused like any model failing to load.
+    """
 
     def __init__(self, image: str, models: dict[str, int | None], *, all_models: bool = False,
                  load_timeout: float = 300, client: docker.DockerClient | None = None,
-                 memory: str | int | None = None, pids: int | None = 4096) -> None:
+                 memory: str | int | None = None, pids: int | None = 4096,
+                 overrides: Mapping[str, str] | None = None, deferred: Mapping[str, Iterable[str]] | None = None,
+                 gpus: str | None = None, gpu_models: str = "test") -> None:
         self.image = image
         self.models = dict(models)  # name -> version to wait for (None: any)
-        self.all_models = all_models
+        self.overrides = dict(overrides or {})
+        self.deferred = {name: frozenset(needs) for name, needs in (deferred or {}).items()}
+        self.all_models = all_models and not self.overrides  # `*` would load them from their files
+        self.gpus = gpus
+        self.gpu_models = gpu_models
+        self.unloadable: dict[str, str] = {}  # model -> why it did not load on the CPU (gpu_models "test")
+        self.on_cpu: set[str] = set()         # overridden models that loaded
         self.load_timeout = load_timeout
         self.memory = memory_limit(memory)
         if pids is not None and (isinstance(pids, bool) or not isinstance(pids, int) or pids < 1):
@@ -126,9 +142,15 @@ class TritonServer:
         self.loaded: dict[str, int | None] = {}  # what is loaded now: the start's models, or the last switch's
         self.peak_memory: int | None = None
         self._cgroup_peak = False  # the daemon reports the cgroup's own peak: only the last figure counts
+        self._created = False      # a container of this name may exist
+
+    @property
+    def at_start(self) -> dict[str, int | None]:
+        """The models the start's --load-model flags name: neither overridden nor needing one that is."""
+        return {m: v for m, v in self.models.items() if m not in self.overrides and m not in self.deferred}
 
     def command(self, ports: list[int] | None = None) -> list[str]:
-        load = ["--load-model=*"] if self.all_models else [f"--load-model={m}" for m in self.models]
+        load = ["--load-model=*"] if self.all_models else [f"--load-model={m}" for m in self.at_start]
         stub_timeout = max(30, int(self.load_timeout))
         listen = []
         if ports:  # sharing a network namespace: ports free in it, on loopback only
@@ -145,6 +167,8 @@ class TritonServer:
             options.update(mem_limit=self.memory, memswap_limit=self.memory)
         if self.pids is not None:
             options["pids_limit"] = self.pids
+        if self.gpus:
+            options["device_requests"] = device_requests(self.gpus)
         return options
 
     # -- life ---------------------------------------------------------------------------------
@@ -154,6 +178,7 @@ class TritonServer:
             here = own_container(self.client)
             common = dict(name=self.name, detach=True, labels={CONTAINER_LABEL: os.environ.get(RUN_ID_VARIABLE) or "1"}, shm_size="256m",
                           **self.limits())
+            self._created = True  # from here a failed run may leave a container: removed by its name
             if here is not None:
                 ports = free_ports(3)
                 self.container = self.client.containers.run(
@@ -167,16 +192,28 @@ class TritonServer:
                 published = self.container.attrs["NetworkSettings"]["Ports"]
                 self.http_url = f"127.0.0.1:{published[HTTP_PORT][0]['HostPort']}"
                 self.grpc_url = f"127.0.0.1:{published[GRPC_PORT][0]['HostPort']}"
-            self.wait_ready()
-            self.loaded = dict(self.models)
+            start = self.at_start
+            self.wait_ready(start)
+            self.loaded = dict(start)
+            later = {m: v for m, v in self.models.items() if m not in start}
+            if later:
+                self.wait_live()
+                self.load(later)
         except docker.errors.ImageNotFound:
             self.remove()
             raise UsageError(f"{self.image}: no such image on this Docker host; build it with "
                              "`triton-release build` or pull it.") from None
         except docker.errors.APIError as exc:
             self.remove()
+            why = str(exc.explanation or exc)
+            if self.gpus and any(sign in why.lower() for sign in NO_GPU_RUNTIME):
+                raise InfrastructureError(f"""
+                    --gpus {self.gpus}: the Docker host has no GPU runtime (the NVIDIA Container Toolkit)
+                    or no GPU, so the tritonserver container cannot get GPUs (the daemon said: {why}).
+                    Drop --gpus (gpus: in triton-release.yaml, the action's input gpus) to test KIND_GPU
+                    models on the CPU, or run on a GPU runner with the NVIDIA Container Toolkit.""") from None
             raise InfrastructureError(f"The Docker daemon failed to start tritonserver from {self.image}: "
-                                      f"{exc.explanation or exc}") from None
+                                      f"{why}") from None
         except requests.RequestException as exc:  # the daemon's socket timed out or dropped
             self.remove()
             raise InfrastructureError(f"The Docker daemon stopped answering while tritonserver started from "
@@ -190,6 +227,12 @@ class TritonServer:
         self.remove()
 
     def remove(self) -> None:
+        if self.container is None and self._created:
+            try:  # created, then refused at its start (a GPU request): it has a name, not yet a handle
+                self.container = self.client.containers.get(self.name)
+            except (docker.errors.DockerException, requests.RequestException):
+                pass
+        self._created = False
         if self.container is None:
             return
         try:
@@ -212,211 +255,3 @@ class TritonServer:
             data = data[-LOG_TAIL_BYTES:]
             data = data[data.find(b"\n") + 1:]  # no half line at the top
         return data.decode("utf-8", errors="replace")
-
-    # -- readiness ----------------------------------------------------------------------------
-
-    def _get(self, path: str) -> requests.Response | None:
-        try:
-            return requests.get(f"http://{self.http_url}{path}", timeout=2)
-        except requests.RequestException:
-            return None
-
-    def index(self) -> list[ModelState]:
-        try:
-            answer = requests.post(f"http://{self.http_url}/v2/repository/index", json={}, timeout=5)
-            answer.raise_for_status()
-            listed = answer.json()
-            return [ModelState(str(m["name"]), str(m.get("version", "")), m.get("state", ""), m.get("reason", ""))
-                    for m in listed]
-        except (requests.RequestException, ValueError, KeyError, TypeError):  # not an index: none yet
-            return []
-
-    def model_ready(self, name: str, version: int | None) -> bool:
-        path = f"/v2/models/{name}/versions/{version}/ready" if version else f"/v2/models/{name}/ready"
-        answer = self._get(path)
-        return answer is not None and answer.status_code == 200
-
-    def wait_ready(self, models: dict[str, int | None] | None = None,
-                   requested: dict[str, Future] | None = None, during: str = "during start-up") -> None:
-        """Wait until each of `models` (default: the start's) is ready at its version; refuse as soon
-        as one failed: UNAVAILABLE in the index, or its load request (`requested`) refused."""
-        deadline = time.monotonic() + self.load_timeout
-        pending = dict(self.models if models is None else models)
-        requested = requested or {}
-        rounds = 0
-        while True:
-            self.check_running(during)
-            rounds += 1
-            if rounds % 4 == 0:
-                self.check_fatal_lines()
-            for name, version in list(pending.items()):
-                if self.model_ready(name, version):
-                    del pending[name]
-            if not pending:
-                return
-            states = self.index()
-            failed = [s for s in states if s.name in pending and s.state == "UNAVAILABLE" and s.reason != UNLOADED]
-            refused = {name: answer.result() for name, answer in requested.items()
-                       if name in pending and answer.done() and answer.result()}
-            failed += [ModelState(name, "", "UNAVAILABLE", why) for name, why in sorted(refused.items())
-                       if name not in {s.name for s in failed}]
-            if failed:
-                raise self.load_failure(failed)
-            for name, version in pending.items():
-                if self.unserved(name, version, states):
-                    raise self.version_failure(name, version, states)
-            if time.monotonic() > deadline:
-                states = {s.name: s for s in self.index()}
-                raise self.load_failure([states.get(n, ModelState(n, "", "LOADING", "still loading"))
-                                         for n in pending], timed_out=True)
-            time.sleep(0.25)
-
-    def check_running(self, during: str) -> None:
-        self.container.reload()
-        if self.container.status in ("exited", "dead"):
-            raise Refused(f"tritonserver exited {during} (image {self.image}).",
-                          details=self.logs().splitlines()[-30:])
-
-    @staticmethod
-    def unserved(name: str, version: int | None, states: list[ModelState]) -> bool:
-        """The model is READY, but without `version`: its version_policy excludes it, and it will
-        never load. (Triton lists every version it loads, LOADING, before any is READY.)"""
-        mine = [s for s in states if s.name == name]
-        return (version is not None and any(s.state == "READY" for s in mine)
-                and not any(s.version == str(version) for s in mine))
-
-    def version_failure(self, name: str, version: int, states: list[ModelState]) -> Refused:
-        served = ", ".join(sorted((s.version for s in states if s.name == name and s.state == "READY"),
-                                  key=lambda v: int(v) if v.isdigit() else 0))
-        answer = self._get(f"/v2/models/{name}/config")
-        try:
-            policy = json.dumps(answer.json().get("version_policy")) if answer is not None else None
-        except ValueError:
-            policy = None
-        return Refused(f"""
-            Model {name} is ready in {self.image} with version {served} only, not version {version}, the
-            newest version folder, which is the one tested: its config.pbtxt's version_policy
-            {policy or ''} excludes it. Add {version} to version_policy (or use latest {{ num_versions: 1 }})
-            and run again.""")
-
-    def check_fatal_lines(self) -> None:
-        fatal = [line for line in self.logs().splitlines() if any(f in line for f in FATAL_LOG_LINES)]
-        if fatal:
-            raise Refused(f"""
-                The Python backend stub cannot start in {self.image}: a shared library it links is
-                missing (above), so no Python model can load. Rebuild the image with
-                `triton-release build` (it matches the stub to the image's Python), or give another
-                --base-image.""", details=fatal[-5:])
-
-    def load_failure(self, states: list[ModelState], timed_out: bool = False) -> Refused:
-        logs = self.logs().splitlines()
-        details = []
-        for state in states:
-            lines = [line for line in logs if state.name in line]
-            details += [f"{state.name}: {state.state} {state.reason}".rstrip(), *lines[-20:]]
-        names = ", ".join(s.name for s in states)
-        why = (f"did not become ready within --load-timeout {self.load_timeout:g} s" if timed_out
-               else "failed to load")
-        return Refused(f"""
-            Model {names} {why} in {self.image}. The server's lines about it are above; fix the model
-            (its model.py initialize, its config.pbtxt) and run again.""", details=details)
-
-    # -- waves: another set of models in the same server ----------------------------------------
-
-    def switch_to(self, models: dict[str, int | None]) -> None:
-        """Make `models` the loaded set: unload the loaded models not among them and wait until they
-        are gone, then load the others and wait until each is ready at its version, refusing as at
-        start-up. A model in both sets stays loaded (a reload would cost its start again)."""
-        self.unload(sorted(set(self.loaded) - set(models)))
-        self.load({name: version for name, version in models.items() if name not in self.loaded})
-
-    def unload(self, names: list[str]) -> None:
-        """Each model by name, so that a step the next wave also needs is not unloaded with its
-        ensemble (unload_dependents stays false). A model that does not unload within
-        --load-timeout is a warning: its cases have run, and the next wave loads beside it."""
-        if not names:
-            return
-        for name in names:
-            try:
-                requests.post(f"http://{self.http_url}/v2/repository/models/{name}/unload", json={}, timeout=30)
-            except requests.RequestException:
-                pass  # the index below says whether it unloaded
-        deadline = time.monotonic() + self.load_timeout
-        while True:
-            self.check_running("while unloading models")
-            states = self.index()
-            busy = sorted({s.name for s in states if s.name in names and s.state in ("READY", "LOADING", "UNLOADING")})
-            if states and not busy:
-                break
-            if time.monotonic() > deadline:
-                log.warning(f"{', '.join(busy) or 'the models'} did not unload within --load-timeout "
-                            f"{self.load_timeout:g} s; the next models load beside them")
-                break
-            time.sleep(0.2)
-        for name in names:
-            self.loaded.pop(name, None)
-
-    def load(self, models: dict[str, int | None]) -> None:
-        """Load `models` (a few requests at once) and wait until each is ready at its version."""
-        if not models:
-            return
-        pool = ThreadPoolExecutor(max_workers=min(LOAD_REQUESTS, len(models)), thread_name_prefix="triton-load")
-        try:
-            requested = {name: pool.submit(self._request_load, name) for name in sorted(models)}
-            self.wait_ready(models, requested, during="while loading models")
-        finally:  # a refused or interrupted wait leaves the open requests to the server's removal
-            pool.shutdown(wait=False, cancel_futures=True)
-        self.loaded.update(models)
-        self.sample_memory()
-
-    def _request_load(self, name: str) -> str:
-        """POST the load of `name`; Triton answers when it is loaded. "" when it was, else the why."""
-        try:
-            answer = requests.post(f"http://{self.http_url}/v2/repository/models/{name}/load", json={},
-                                   timeout=self.load_timeout + 30)
-        except requests.RequestException as exc:
-            return f"the load request failed ({exc.__class__.__name__})"
-        if answer.ok:
-            return ""
-        try:
-            why = answer.json().get("error", "")
-        except (ValueError, AttributeError):
-            why = ""
-        return str(why or answer.text or f"HTTP {answer.status_code}").strip()
-
-    # -- memory -------------------------------------------------------------------------------
-
-    def sample_memory(self, last: bool = False) -> int | None:
-        """The container's peak memory so far: the cgroup's own peak where the daemon reports it
-        (max_usage, cgroup v1: then only the `last` sample is read again), else the largest use
-        sampled (cgroup v2); None while no figure could be read. A figure the daemon does not give
-        within STATS_TIMEOUT is a missing figure, not an error."""
-        if self._cgroup_peak and not last:
-            return self.peak_memory
-        stats = self._stats()
-        memory = stats.get("memory_stats") if isinstance(stats, dict) else None
-        if isinstance(memory, dict):
-            peak, used = memory.get("max_usage"), memory.get("usage")
-            self._cgroup_peak = isinstance(peak, int) and peak > 0
-            figure = peak if self._cgroup_peak else used
-            if isinstance(figure, int) and figure > 0:
-                self.peak_memory = max(self.peak_memory or 0, figure)
-        return self.peak_memory
-
-    def _stats(self) -> dict | None:
-        container = self.container
-        if container is None:
-            return None
-        found: list = []
-
-        def read() -> None:
-            try:
-                options = {"one_shot": True} if docker.utils.version_gte(self.client.api.api_version, "1.41") else {}
-                found.append(container.stats(stream=False, **options))
-            except (docker.errors.DockerException, requests.RequestException, ValueError):
-                pass
-
-        reader = threading.Thread(target=read, name="triton-stats", daemon=True)  # never holds up an exit
-        reader.start()
-        reader.join(STATS_TIMEOUT)
-        return found[0] if found else None

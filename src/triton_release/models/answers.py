@@ -1,15 +1,21 @@
 """An answer compared with a golden case's expected tensors (the tolerances, the worst element
-named), and an answer written as a case's tensors, such that loading it gives the same values."""
+named), an error compared with the one a case expects, and an answer written as a case's tensors
+(or error), such that loading it gives the same values."""
 
 from __future__ import annotations
 
 import base64
 import math
+import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
-from triton_release.models.golden import FLOATS, GoldenCase, Tensor, element_index
+from triton_release.models.golden import FLOATS, ExpectedError, GoldenCase, Tensor, element_index
+
+if TYPE_CHECKING:
+    from triton_release.models.inference import Reply
 
 
 @dataclass(frozen=True)
@@ -116,3 +122,62 @@ def tensor_json(name: str, array, datatype: str) -> dict:
     elif datatype in FLOATS:
         data = [_float_json(v) for v in data]
     return {"name": name, "datatype": datatype, "shape": list(array.shape), "data": data}
+
+
+# -- errors ---------------------------------------------------------------------------------------
+
+def first_line(message: str) -> str:
+    """An error message's first line: Triton appends the model's traceback below it."""
+    return message.strip().splitlines()[0] if message.strip() else message
+
+
+def compare_error(expected: ExpectedError, error: str | None, answered: list[str]) -> tuple[bool, str]:
+    """An expected error against what the server did: answered with `error`, or (None) with the
+    outputs `answered`. Passed or not, and what to say about it."""
+    if error is None:
+        what = f"outputs {', '.join(answered)}" if answered else "no outputs"
+        return False, f"expected {expected}, but the model answered normally ({what})"
+    if expected.matches(error):
+        return True, f"answered with the expected error: {first_line(error)}"
+    return False, f"expected {expected}, got another error: {first_line(error)}"
+
+
+_PYTHON_BACKEND_PREFIX = re.compile(r"^Failed to process the request\(s\) for model '[^']*', message: ")
+
+
+def error_json(message: str) -> str:
+    """A server's error as a case's "error" (what `record` writes): its first line, without the
+    Python backend's preamble naming the model instance, which depends on the instance that ran."""
+    return _PYTHON_BACKEND_PREFIX.sub("", first_line(message))
+
+
+# -- recording --------------------------------------------------------------------------------------
+
+class NotRecorded(Exception):
+    """What the server answered does not fit what the case asks for; the file stays as it is."""
+
+
+def recorded(case: GoldenCase, raw: dict, replies: Sequence[Reply], decoupled: bool, overwrite: bool) -> dict:
+    """`raw` (the case file's JSON) with `replies` written into the steps that have nothing to
+    compare yet, or every step with `overwrite`: the outputs where the model answered, the error's
+    text where the step asks for an error. Whether a step expects an answer or an error is the
+    author's choice: a reply of the other kind raises NotRecorded."""
+    raw_steps = raw["sequence"] if case.sequence is not None else [raw]
+    for index, (step, reply, raw_step) in enumerate(zip(case.steps, replies, raw_steps), 1):
+        if not (overwrite or step.unrecorded):
+            continue
+        where = f"sequence step {index}: " if case.sequence is not None else ""
+        if step.error is not None:
+            if reply.error is None:
+                raise NotRecorded(f"{where}the case expects an error but the model answered; remove \"error\" to "
+                                  "record its outputs, or change the inputs")
+            raw_step["error"] = error_json(reply.error)
+            continue
+        if reply.error is not None:
+            raise NotRecorded(f"{where}the server answered with an error ({first_line(reply.error)}); if the model "
+                              "is right to refuse these inputs, write \"error\": true in place of \"outputs\" and "
+                              "record again, which fills in the error's text; else fix the inputs")
+        responses = [[tensor_json(n, a, d) for n, (a, d, _) in sorted(answer.outputs.items()) if a is not None]
+                     for answer in reply.answers]
+        raw_step["outputs"] = responses if decoupled else (responses[0] if responses else [])
+    return raw

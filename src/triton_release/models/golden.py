@@ -11,6 +11,14 @@ The format is the spec's (KServe v2 tensors under "inputs" and "outputs"), with:
 - Integers must lie in their type's range (UINT8 0..255, ...), BOOL data are true or false,
   floats are finite in their type or "NaN", "Infinity", "-Infinity".
 - "data" is flat row-major, or nested lists at most 64 deep.
+- "error" instead of "outputs": the case expects the server to answer with an error whose message
+  contains this text (or {"regex": "..."} searched in it; `true`: any error, which `record` fills
+  in). An answer, or another error, fails the case.
+- "sequence" instead of "inputs"/"outputs"/"error": a model with sequence_batching gets a list of
+  steps, each {"inputs", "outputs" or "error"}, sent in order with one correlation id, START on the
+  first, END on the last. Every other key ("timeout" included) holds for the whole sequence.
+- "parameters" may not name what Triton reserves (sequence_id, sequence_start, sequence_end,
+  priority, timeout, headers, triton_*).
 """
 
 from __future__ import annotations
@@ -19,6 +27,7 @@ import base64
 import binascii
 import json
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -30,7 +39,11 @@ from triton_release.problems import Problem, line_of
 DATATYPES = {"BOOL", "UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16", "INT32", "INT64",
              "FP16", "BF16", "FP32", "FP64", "BYTES"}
 FLOATS = {"FP16": 1e-3, "BF16": 1e-2, "FP32": 1e-5, "FP64": 1e-9}
-CASE_KEYS = {"inputs", "outputs", "atol", "rtol", "version", "protocol", "parameters", "description", "timeout"}
+CASE_KEYS = {"inputs", "outputs", "error", "sequence", "atol", "rtol", "version", "protocol", "parameters",
+             "description", "timeout"}
+STEP_KEYS = {"inputs", "outputs", "error", "description"}
+SEQUENCE_PARAMETERS = ("sequence_id", "sequence_start", "sequence_end")
+RESERVED_PARAMETERS = {*SEQUENCE_PARAMETERS, "priority", "timeout", "headers"}  # and any "triton_" name
 DEFAULT_TIMEOUT = 60.0  # seconds a case may take, unless it says "timeout"
 MAX_TIMEOUT = 3600.0
 MAX_DEPTH = 64  # nesting of "data": far beyond any tensor's rank, far below Python's recursion limit
@@ -60,6 +73,51 @@ class Tensor:
 
 
 @dataclass(frozen=True)
+class ExpectedError:
+    """The error a case expects instead of outputs: a message containing `text`, or in which the
+    regular expression `pattern` is found; neither: any error (written `"error": true`)."""
+    text: str | None = None
+    pattern: str | None = None
+
+    @property
+    def any(self) -> bool:
+        return self.text is None and self.pattern is None
+
+    def matches(self, message: str) -> bool:
+        if self.pattern is not None:
+            return re.search(self.pattern, message) is not None
+        return self.text is None or self.text in message
+
+    def __str__(self) -> str:
+        if self.pattern is not None:
+            return f"an error matching /{self.pattern}/"
+        return "an error" if self.text is None else f"an error containing {self.text!r}"
+
+
+@dataclass(frozen=True)
+class Step:
+    """One request: its inputs and what it expects, tensors (a decoupled model: a list of
+    responses) or an error. A sequence case is several; any other case is one."""
+    inputs: tuple[Tensor, ...]
+    outputs: tuple[Tensor, ...] = ()
+    responses: tuple[tuple[Tensor, ...], ...] | None = None  # decoupled: expected responses in order
+    error: ExpectedError | None = None
+    span: tuple[int, int] | None = field(default=None, compare=False)  # where a sequence step is in its file
+
+    @property
+    def expected(self) -> tuple[Tensor, ...]:
+        """Every expected output tensor, over all responses of a decoupled step."""
+        if self.responses is not None:
+            return tuple(t for response in self.responses for t in response)
+        return self.outputs
+
+    @property
+    def unrecorded(self) -> bool:
+        """Nothing to compare yet: no outputs, or `"error": true`; what `record` fills in."""
+        return not self.expected and (self.error is None or self.error.any)
+
+
+@dataclass(frozen=True)
 class GoldenCase:
     path: Path
     model: str
@@ -71,18 +129,29 @@ class GoldenCase:
     version: int | None = None
     protocol: str = "http"
     parameters: dict = field(default_factory=dict)
-    timeout: float = DEFAULT_TIMEOUT
+    timeout: float = DEFAULT_TIMEOUT  # for the whole case: every step of a sequence together
+    error: ExpectedError | None = None
+    sequence: tuple[Step, ...] | None = None  # a sequence case's steps, in order
 
     @property
     def name(self) -> str:
         return self.path.stem
 
     @property
+    def steps(self) -> tuple[Step, ...]:
+        """The requests the case sends, in order: a sequence's steps, else the case itself."""
+        if self.sequence is not None:
+            return self.sequence
+        return (Step(self.inputs, self.outputs, self.responses, self.error),)
+
+    @property
     def expected(self) -> tuple[Tensor, ...]:
-        """Every expected output tensor, over all responses of a decoupled case."""
-        if self.responses is not None:
-            return tuple(t for response in self.responses for t in response)
-        return self.outputs
+        """Every expected output tensor, over all responses (and steps) of the case."""
+        return tuple(t for step in self.steps for t in step.expected)
+
+    @property
+    def unrecorded(self) -> bool:
+        return any(step.unrecorded for step in self.steps)
 
 
 _END = object()
@@ -155,10 +224,16 @@ class _CaseReader:
     def __init__(self, path: Path, text: str) -> None:
         self.path, self.text = path, text
         self.problems: list[Problem] = []
+        self.prefix = ""  # "sequence step N: " while a step is read
+        self.span: tuple[int, int] | None = None  # and where that step is in the file
 
     def problem(self, message: str, near: str | None = None) -> None:
-        line = line_of(self.text, json.dumps(near)) if near is not None else None
-        self.problems.append(Problem(self.path, message, line))
+        line = None
+        if near is not None:
+            line = line_in(self.text, json.dumps(near), self.span)
+        elif self.span is not None:
+            line = line_in(self.text, "", self.span)
+        self.problems.append(Problem(self.path, self.prefix + message, line))
 
     def tensor(self, raw, where: str) -> Tensor | None:
         if not isinstance(raw, dict):
@@ -229,6 +304,116 @@ class _CaseReader:
         found = [self.tensor(item, key[:-1]) for item in raw]
         return tuple(t for t in found if t is not None)
 
+    def step(self, raw: dict) -> Step:
+        """A request's inputs and what it expects: "outputs" (tensors, or a list of responses)
+        or an "error"."""
+        if "inputs" not in raw:
+            self.problem("no \"inputs\": a golden case sends at least one input tensor")
+        inputs = self.tensors(raw.get("inputs", []), "inputs")
+        outputs, responses = (), None
+        raw_outputs = raw.get("outputs", [])
+        if isinstance(raw_outputs, list) and raw_outputs and all(isinstance(r, list) for r in raw_outputs):
+            responses = tuple(self.tensors(r, "outputs") for r in raw_outputs)
+        else:
+            outputs = self.tensors(raw_outputs, "outputs")
+        error = None
+        if "error" in raw:
+            error = self.expected_error(raw["error"])
+            if "outputs" in raw:
+                self.problem("both \"outputs\" and \"error\": a request expects an answer or an error, not "
+                             "both; keep the one the model should give", "error")
+        return Step(inputs, outputs, responses, error, self.span)
+
+    def expected_error(self, raw) -> ExpectedError | None:
+        if raw is True:
+            return ExpectedError()
+        if isinstance(raw, str) and raw:
+            return ExpectedError(text=raw)
+        if isinstance(raw, dict) and set(raw) == {"regex"} and isinstance(raw["regex"], str) and raw["regex"]:
+            try:
+                re.compile(raw["regex"])
+            except re.error as exc:
+                self.problem(f"\"error\": the regex {raw['regex']!r} does not compile ({exc})", "error")
+                return None
+            return ExpectedError(pattern=raw["regex"])
+        self.problem("\"error\" must be text the expected error message contains, {\"regex\": \"...\"}, or "
+                     "true (any error; `record` fills in its text)", "error")
+        return None
+
+    def sequence(self, raw) -> tuple[Step, ...]:
+        if not isinstance(raw, list) or not raw:
+            self.problem("\"sequence\" must be a list of steps, each {\"inputs\": [...], \"outputs\": [...]} "
+                         "(or \"error\" instead of \"outputs\")", "sequence")
+            return ()
+        spans = _spans(self.text, "sequence", len(raw))
+        steps = []
+        for index, item in enumerate(raw):
+            self.prefix, self.span = f"sequence step {index + 1}: ", spans[index] if spans else None
+            if not isinstance(item, dict):
+                self.problem("a step is an object with \"inputs\" and \"outputs\" (or \"error\")")
+                continue
+            for key in sorted(set(item) - STEP_KEYS):
+                self.problem(f"unknown key {key!r} (a step has {', '.join(sorted(STEP_KEYS))}; the case's other "
+                             "keys hold for the whole sequence)", key)
+            steps.append(self.step(item))
+        self.prefix, self.span = "", None
+        return tuple(steps)
+
+    def parameters(self, raw) -> None:
+        if not isinstance(raw, dict):
+            self.problem("\"parameters\" must be an object of request parameters", "parameters")
+            return
+        for key in raw:
+            if key in SEQUENCE_PARAMETERS:
+                self.problem(f"parameter {key!r} is Triton's sequence control, which the case sends itself: write "
+                             "the case as {\"sequence\": [{\"inputs\": ..., \"outputs\": ...}, ...]}, sent with one "
+                             "correlation id, START on the first step and END on the last", key)
+            elif key in RESERVED_PARAMETERS or key.startswith("triton_"):
+                hint = "; the case's deadline is its own \"timeout\" key" if key == "timeout" else ""
+                self.problem(f"parameter {key!r} is reserved by Triton and cannot be sent as a request "
+                             f"parameter{hint}", key)
+
+
+def line_in(text: str, needle: str, span: tuple[int, int] | None = None) -> int | None:
+    """The line of `needle`'s first appearance in `text`; with `span` (a sequence step's offsets),
+    its first appearance in the step, else the step's first line."""
+    if span is None:
+        return line_of(text, needle)
+    start, end = span
+    found = text.find(needle, start, end) if needle else -1
+    return text.count("\n", 0, found if found >= 0 else start) + 1
+
+
+_BLANK = re.compile(r"[ \t\r\n]*")
+
+
+def _spans(text: str, key: str, count: int) -> list[tuple[int, int]]:
+    """Where each of the `count` elements of the list under `key` is in `text` (start and end
+    offsets), or [] when that list is not found."""
+    decoder = json.JSONDecoder()
+    needle = json.dumps(key)
+    at = text.find(needle)
+    while at >= 0:
+        i = _BLANK.match(text, at + len(needle)).end()
+        if text.startswith(":", i):
+            i = _BLANK.match(text, i + 1).end()
+        if text.startswith("[", i):
+            spans: list[tuple[int, int]] = []
+            i = _BLANK.match(text, i + 1).end()
+            try:
+                while len(spans) < count and not text.startswith("]", i):
+                    _, end = decoder.raw_decode(text, i)
+                    spans.append((i, end))
+                    i = _BLANK.match(text, end).end()
+                    if text.startswith(",", i):
+                        i = _BLANK.match(text, i + 1).end()
+            except (ValueError, RecursionError):
+                spans = []
+            if len(spans) == count:
+                return spans
+        at = text.find(needle, at + 1)
+    return []
+
 
 def element_index(flat: int, shape: tuple[int, ...]) -> list[int]:
     """The index of the `flat`-th element (row-major) in a tensor of `shape`."""
@@ -261,15 +446,15 @@ def load_case(path: Path, model: str) -> tuple[GoldenCase | None, list[Problem]]
         return None, [Problem(path, "a golden case is a JSON object with \"inputs\" and \"outputs\"", 1, 1)]
     for key in sorted(set(raw) - CASE_KEYS):
         reader.problem(f"unknown key {key!r} (expected {', '.join(sorted(CASE_KEYS))})", key)
-    if "inputs" not in raw:
-        reader.problem("no \"inputs\": a golden case sends at least one input tensor")
-    inputs = reader.tensors(raw.get("inputs", []), "inputs")
-    outputs, responses = (), None
-    raw_outputs = raw.get("outputs", [])
-    if isinstance(raw_outputs, list) and raw_outputs and all(isinstance(r, list) for r in raw_outputs):
-        responses = tuple(reader.tensors(r, "outputs") for r in raw_outputs)
+    top, sequence = Step(()), None
+    if "sequence" in raw:
+        for key in ("inputs", "outputs", "error"):
+            if key in raw:
+                reader.problem(f"\"{key}\" beside \"sequence\": each step of a sequence holds its own inputs and "
+                               "outputs (or error); move it into a step", key)
+        sequence = reader.sequence(raw["sequence"])
     else:
-        outputs = reader.tensors(raw_outputs, "outputs")
+        top = reader.step(raw)
     for key in ("atol", "rtol"):
         if key in raw and not (isinstance(raw[key], (int, float)) and raw[key] >= 0):
             reader.problem(f"\"{key}\" must be a non-negative number", key)
@@ -280,16 +465,15 @@ def load_case(path: Path, model: str) -> tuple[GoldenCase | None, list[Problem]]
     if protocol not in ("http", "grpc"):
         reader.problem(f"\"protocol\" must be \"http\" or \"grpc\", not {protocol!r}", "protocol")
     parameters = raw.get("parameters", {})
-    if not isinstance(parameters, dict):
-        reader.problem("\"parameters\" must be an object of request parameters", "parameters")
+    reader.parameters(parameters)
     timeout = raw.get("timeout", DEFAULT_TIMEOUT)
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout <= MAX_TIMEOUT:
         reader.problem(f"\"timeout\" must be the seconds the case may take, more than 0 and at most "
                        f"{MAX_TIMEOUT:g} (default {DEFAULT_TIMEOUT:g})", "timeout")
     if reader.problems:
         return None, reader.problems
-    return GoldenCase(path, model, inputs, outputs, responses, raw.get("atol"), raw.get("rtol"),
-                      version, protocol, parameters, float(timeout)), []
+    return GoldenCase(path, model, top.inputs, top.outputs, top.responses, raw.get("atol"), raw.get("rtol"),
+                      version, protocol, parameters, float(timeout), top.error, sequence), []
 
 
 def shape_fits(shape: tuple[int, ...], dims: list[int], max_batch_size: int) -> bool:
@@ -300,31 +484,49 @@ def shape_fits(shape: tuple[int, ...], dims: list[int], max_batch_size: int) -> 
     return len(shape) == len(dims) and all(d == -1 or d == s for s, d in zip(shape, dims))
 
 
+def sequence_model(model: Model) -> bool:
+    """The model's config has sequence_batching: each request needs a correlation id."""
+    return model.config is not None and model.config.HasField("sequence_batching")
+
+
 def check_against_config(case: GoldenCase, model: Model) -> list[Problem]:
-    """Names, data types and shapes of a case against the tensors the config declares."""
+    """The case's form (a sequence or one request) against the model's batching, and the names,
+    data types and shapes of every step against the tensors the config declares."""
     if model.config is None:
         return []  # auto-completed config: known only once the server has loaded the model
     text = case.path.read_text(encoding="utf-8", errors="replace")
     problems = []
+    if sequence_model(model) and case.sequence is None:
+        problems.append(Problem(case.path, f"{model.name}/config.pbtxt has sequence_batching: every request "
+                                "needs a correlation id and START/END flags, which only a sequence case sends; "
+                                "write it as {\"sequence\": [{\"inputs\": [...], \"outputs\": [...]}, ...]} "
+                                "(one step is a sequence too)", line_of(text, '"inputs"')))
+    if case.sequence is not None and not sequence_model(model):
+        problems.append(Problem(case.path, f"a sequence case, but {model.name}/config.pbtxt has no "
+                                "sequence_batching: add it to the config, or write each request as a case of "
+                                "its own with \"inputs\" and \"outputs\"", line_of(text, '"sequence"')))
     mbs = model.config.max_batch_size
-    for kind, tensors in (("input", case.inputs), ("output", case.expected)):
-        declared = model.tensors(kind)
-        for tensor in tensors:
-            line = line_of(text, json.dumps(tensor.name))
-            spec = declared.get(tensor.name)
-            if spec is None:
-                names = ", ".join(sorted(declared)) or "none"
-                problems.append(Problem(case.path, f"{kind} {tensor.name!r} is not declared in "
-                                        f"{model.name}/config.pbtxt (its {kind}s: {names})", line))
-                continue
-            want = datatype_name(spec.data_type)
-            if tensor.datatype != want:
-                problems.append(Problem(case.path, f"{kind} {tensor.name!r} is {tensor.datatype} here but "
-                                        f"{want} in config.pbtxt", line))
-            if not shape_fits(tensor.shape, list(spec.dims), mbs):
-                batch = f"[batch 1..{mbs}] + " if mbs > 0 else ""
-                problems.append(Problem(case.path, f"{kind} {tensor.name!r} has shape {list(tensor.shape)}, "
-                                        f"which does not fit {batch}dims {list(spec.dims)} of config.pbtxt", line))
+    for index, step in enumerate(case.steps):
+        prefix = f"sequence step {index + 1}: " if case.sequence is not None else ""
+        for kind, tensors in (("input", step.inputs), ("output", step.expected)):
+            declared = model.tensors(kind)
+            for tensor in tensors:
+                line = line_in(text, json.dumps(tensor.name), step.span)
+                spec = declared.get(tensor.name)
+                if spec is None:
+                    names = ", ".join(sorted(declared)) or "none"
+                    problems.append(Problem(case.path, f"{prefix}{kind} {tensor.name!r} is not declared in "
+                                            f"{model.name}/config.pbtxt (its {kind}s: {names})", line))
+                    continue
+                want = datatype_name(spec.data_type)
+                if tensor.datatype != want:
+                    problems.append(Problem(case.path, f"{prefix}{kind} {tensor.name!r} is {tensor.datatype} here "
+                                            f"but {want} in config.pbtxt", line))
+                if not shape_fits(tensor.shape, list(spec.dims), mbs):
+                    batch = f"[batch 1..{mbs}] + " if mbs > 0 else ""
+                    problems.append(Problem(case.path, f"{prefix}{kind} {tensor.name!r} has shape "
+                                            f"{list(tensor.shape)}, which does not fit {batch}dims "
+                                            f"{list(spec.dims)} of config.pbtxt", line))
     return problems
 
 
@@ -333,11 +535,24 @@ def check_against_config(case: GoldenCase, model: Model) -> list[Problem]:
 def case_warnings(case: GoldenCase, model: Model) -> list[Problem]:
     """What is legal in a case but proves less than its author may think."""
     warnings = []
-    if not case.expected and not case.responses:
-        text = case.path.read_text(encoding="utf-8", errors="replace")
+    text = case.path.read_text(encoding="utf-8", errors="replace")
+    record = f"`triton-release record --image IMAGE --models {model.name}`"
+    silent = [(i, s) for i, s in enumerate(case.steps, 1) if not s.expected and not s.responses and s.error is None]
+    if silent:
         outputs = ", ".join(sorted(model.tensors("output"))) or "its outputs"
-        warnings.append(Problem(case.path, f"no \"outputs\": the case proves only that the model answers, not "
-                                f"what it answers; list {outputs} with their expected data, or fill them in "
-                                f"with `triton-release record --image IMAGE --models {model.name}`",
-                                line_of(text, '"outputs"')))
+        warnings.append(Problem(case.path, f"{_which(case, silent)}no \"outputs\": the case proves only that the "
+                                f"model answers, not what it answers; list {outputs} with their expected data, or "
+                                f"fill them in with {record}", line_in(text, '"outputs"', silent[0][1].span)))
+    vague = [(i, s) for i, s in enumerate(case.steps, 1) if s.error is not None and s.error.any]
+    if vague:
+        warnings.append(Problem(case.path, f"{_which(case, vague)}\"error\": true passes on any error, so it proves "
+                                "only that the model refuses, not why; write part of the expected message instead, "
+                                f"or fill it in with {record}", line_in(text, '"error"', vague[0][1].span)))
     return warnings
+
+
+def _which(case: GoldenCase, steps: list[tuple[int, Step]]) -> str:
+    """"sequence steps 1, 3: " for a sequence case; nothing for a case of one request."""
+    if case.sequence is None:
+        return ""
+    return f"sequence step{'s' if len(steps) > 1 else ''} {', '.join(str(i) for i, _ in steps)}: "

@@ -85,6 +85,10 @@ class GoldenItem(pytest.Item):
             if output.max_abs_diff is not None:
                 self.user_properties.append((f"{output.name}.max_abs_diff", output.max_abs_diff))
                 self.user_properties.append((f"{output.name}.max_rel_diff", output.max_rel_diff))
+        if self.result.steps:
+            self.user_properties.append(("steps_passed", f"{self.result.steps_passed}/{self.result.steps}"))
+        if self.result.error is not None:
+            self.user_properties.append(("error", self.result.error))
         if not self.result.passed:
             raise GoldenMismatch(self.result.message)
 

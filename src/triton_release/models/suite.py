@@ -4,6 +4,10 @@ against a running server, collected into one typed `GoldenRun`.
 More models than `max_loaded` are tested in waves, one server throughout: each wave's models are
 loaded, its cases run, and its models unloaded before the next wave loads. An ensemble and the
 models it needs always share a wave.
+
+Without GPUs, a model whose config asks for one is loaded with its config for the CPU
+(`cpu_overrides`), after which the models that need it load (`deferred`); one that still fails
+to load is reported as needing a GPU, with the models that need it, and its cases are not run.
 """
 
 from __future__ import annotations
@@ -14,10 +18,11 @@ import time
 import xml.etree.ElementTree as ElementTree
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Mapping
 
 from triton_release.errors import Interrupted, Refused, UsageError
 from triton_release.models import golden
+from triton_release.models.devices import cpu_override, needs_gpu
 from triton_release.models.graph import needed
 from triton_release.models.inference import CaseResult
 from triton_release.models.repository import Repository
@@ -60,6 +65,8 @@ class GoldenRun:
     untested: tuple[str, ...]  # models without golden cases
     waves: tuple[WaveRun, ...] = ()
     peak_memory_bytes: int | None = None  # the server container's; None where the daemon did not say
+    on_cpu: tuple[str, ...] = ()          # KIND_GPU models loaded (and tested) on the CPU
+    needs_gpu: tuple[tuple[str, str], ...] = ()  # (model, why): not tested, they did not load on the CPU
 
     @property
     def passed(self) -> bool:
@@ -72,7 +79,8 @@ class GoldenRun:
     def to_json(self) -> dict:
         return {"image": self.image, "loaded": list(self.loaded), "passed": self.passed,
                 "cases": [c.to_json() for c in self.cases], "models_without_golden_cases": list(self.untested),
-                "waves": [w.to_json() for w in self.waves], "peak_memory_bytes": self.peak_memory_bytes}
+                "waves": [w.to_json() for w in self.waves], "peak_memory_bytes": self.peak_memory_bytes,
+                "tested_on_cpu": list(self.on_cpu), "not_tested_needs_gpu": dict(self.needs_gpu)}
 
 
 def models_to_load(repo: Repository, names: list[str]) -> dict[str, int | None]:
@@ -86,6 +94,24 @@ def models_to_load(repo: Repository, names: list[str]) -> dict[str, int | None]:
         raise Refused(f"model {absent[0]!r}, which {', '.join(names)} need, is not in {repo.root}; run "
                       "`triton-release validate`.")
     return {n: repo[n].newest_version for n in sorted(wanted)}
+
+
+def cpu_overrides(repo: Repository, names, environments: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The models among `names` with a KIND_GPU instance group -> the config they load with on a
+    machine without GPUs (the load's `config` parameter). `environments`: model -> its environment's
+    path in the image, which the image's config.pbtxt names and so must the override."""
+    environments = environments or {}
+    return {name: cpu_override(repo[name].config, environments.get(name)) for name in sorted(names)
+            if needs_gpu(repo[name].config)}
+
+
+def deferred(repo: Repository, names, overridden) -> dict[str, set[str]]:
+    """The models among `names` that need an overridden model (an ensemble's step, a BLS callee) ->
+    those models: loaded after them, since loading an ensemble makes Triton load its steps from
+    their files, where they ask for a GPU."""
+    needs, overridden = repo.needs(), set(overridden)
+    found = {name: (needed([name], needs) - {name}) & overridden for name in names if name not in overridden}
+    return {name: wanted for name, wanted in sorted(found.items()) if wanted}
 
 
 def plan_waves(repo: Repository, names: list[str], max_loaded: int) -> list[Wave]:
@@ -179,7 +205,8 @@ def run_waves(repo: Repository, server: "TritonServer", waves: list[Wave], versi
               started: float | None = None) -> tuple[list[CaseResult], list[WaveRun]]:
     """Every wave's cases against `server`, which has the first wave loaded: each later wave is
     switched in (the models of the one before unloaded, its own loaded at `versions`). Every wave
-    runs whatever the cases of the others answered; a model that fails to load refuses at once.
+    runs whatever the cases of the others answered; a model that fails to load refuses at once,
+    except one the server set aside as needing a GPU, whose cases are not run.
     `started`: when the server was started, counted in the first wave's time."""
     for wave in waves:
         if wave.oversized:
@@ -192,15 +219,17 @@ def run_waves(repo: Repository, server: "TritonServer", waves: list[Wave], versi
         for wave in waves:
             start = started if wave.index == 1 and started is not None else time.monotonic()
             server.switch_to({name: versions[name] for name in wave.load})
+            tested = [name for name in wave.tested if name not in server.unloadable]
             part = junitxml
             if junitxml and len(waves) > 1:
                 part = str(Path(tmp) / f"wave-{wave.index}.xml")
                 parts.append(part)
-            found = run_suite(repo, list(wave.tested), server.http_url, server.grpc_url, junitxml=part,
-                              keyword=keyword)
+            found = run_suite(repo, tested, server.http_url, server.grpc_url, junitxml=part,
+                              keyword=keyword) if tested else []
             server.sample_memory(last=wave is waves[-1])
             cases += found
-            ran.append(WaveRun(wave.index, wave.load, wave.tested, len(found), time.monotonic() - start,
+            loaded = tuple(name for name in wave.load if name not in server.unloadable)
+            ran.append(WaveRun(wave.index, loaded, tuple(tested), len(found), time.monotonic() - start,
                                wave.oversized))
         if parts:
             merge_junit(parts, junitxml)

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from triton_release.models import calls, golden
+from triton_release.models.devices import ENV_PARAMETER
 from triton_release.models.repository import (GOLDEN_DIR, REQUIREMENTS_FILE, Model, Repository, link_problem,
                                                model_name_problem, read_requirements, walk)
 from triton_release.problems import Problem, display_path, line_of
@@ -171,11 +172,11 @@ def check_requirements(model: Model, repo: Repository, options: str = "refuse") 
     if path.is_file():
         yield from read_requirements(path, options)[1]
         config = model.config
-        if config is not None and "EXECUTION_ENV_PATH" in config.parameters:
+        if config is not None and ENV_PARAMETER in config.parameters:
             yield Problem(model.config_path, "sets EXECUTION_ENV_PATH and has a requirements.txt: the release "
                           "builds the model's environment from requirements.txt and sets EXECUTION_ENV_PATH "
                           "itself. Keep one: remove the parameter, or the requirements.txt",
-                          line_of(model.config_text, "EXECUTION_ENV_PATH"))
+                          line_of(model.config_text, ENV_PARAMETER))
 
 
 def check_golden(model: Model, repo: Repository) -> Iterator[Problem]:

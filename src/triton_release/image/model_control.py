@@ -1,0 +1,315 @@
+"""The repository API of a running tritonserver: the index, readiness, loads and unloads, the
+failures that name a model with its lines from the server's log, and the container's memory.
+
+`TritonServer` (image/server.py) owns the container and its life; this is what it does with the
+server inside. A failed load fails at once, never at --load-timeout; a model that will never
+load (its version excluded, its stub unable to start) fails at once too.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import threading
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+
+import docker
+import requests
+
+from triton_release.errors import Refused
+
+log = logging.getLogger("triton_release")
+# Lines after which no model of this server will ever load: fail now, not at --load-timeout.
+FATAL_LOG_LINES = ("error while loading shared libraries",)
+# Load requests at once: Triton answers each when its model is loaded, and keeps the rest of its
+# HTTP threads (8) for the readiness polls.
+LOAD_REQUESTS = 4
+UNLOADED = "unloaded"  # the repository index's reason for a model unloaded on request
+STATS_TIMEOUT = 10     # seconds the daemon has to give the container's memory figures
+# The words every failed load's reason starts with: the request's, and Triton's status code.
+_LOAD_FAILED = re.compile(r"^(load failed for model '[^']*': )?(version \d+ is at UNAVAILABLE state: )?"
+                          r"((Internal|Invalid argument|Unavailable|Unknown|Not found|Already exists): )?")
+
+
+@dataclass(frozen=True)
+class ModelState:
+    name: str
+    version: str
+    state: str
+    reason: str
+
+
+class ModelControl:
+    """The models of the server at `http_url`, in the container `container` (set by TritonServer)."""
+
+    # -- readiness ----------------------------------------------------------------------------
+
+    def _get(self, path: str) -> requests.Response | None:
+        try:
+            return requests.get(f"http://{self.http_url}{path}", timeout=2)
+        except requests.RequestException:
+            return None
+
+    def index(self) -> list[ModelState]:
+        try:
+            answer = requests.post(f"http://{self.http_url}/v2/repository/index", json={}, timeout=5)
+            answer.raise_for_status()
+            listed = answer.json()
+            return [ModelState(str(m["name"]), str(m.get("version", "")), m.get("state", ""), m.get("reason", ""))
+                    for m in listed]
+        except (requests.RequestException, ValueError, KeyError, TypeError):  # not an index: none yet
+            return []
+
+    def wait_live(self) -> None:
+        """Until the server answers on HTTP: a start without --load-model flags returns at once."""
+        deadline = time.monotonic() + self.load_timeout
+        while True:
+            self.check_running("during start-up")
+            answer = self._get("/v2/health/live")
+            if answer is not None and answer.status_code == 200:
+                return
+            if time.monotonic() > deadline:
+                raise Refused(f"tritonserver from {self.image} did not answer within --load-timeout "
+                              f"{self.load_timeout:g} s.", details=self.logs().splitlines()[-30:])
+            time.sleep(0.25)
+
+    def model_ready(self, name: str, version: int | None) -> bool:
+        path = f"/v2/models/{name}/versions/{version}/ready" if version else f"/v2/models/{name}/ready"
+        answer = self._get(path)
+        return answer is not None and answer.status_code == 200
+
+    def wait_ready(self, models: dict[str, int | None] | None = None,
+                   requested: dict[str, Future] | None = None, during: str = "during start-up") -> None:
+        """Wait until each of `models` (default: the start's) is ready at its version; refuse as soon
+        as one failed: UNAVAILABLE in the index, or its load request (`requested`) refused."""
+        deadline = time.monotonic() + self.load_timeout
+        pending = dict(self.models if models is None else models)
+        requested = requested or {}
+        rounds = 0
+        while True:
+            self.check_running(during)
+            rounds += 1
+            if rounds % 4 == 0:
+                self.check_fatal_lines()
+            for name, version in list(pending.items()):
+                if self.model_ready(name, version):
+                    del pending[name]
+            if not pending:
+                return
+            states = self.index()
+            failed = [s for s in states if s.name in pending and s.state == "UNAVAILABLE" and s.reason != UNLOADED]
+            refused = {name: answer.result() for name, answer in requested.items()
+                       if name in pending and answer.done() and answer.result()}
+            failed += [ModelState(name, "", "UNAVAILABLE", why) for name, why in sorted(refused.items())
+                       if name not in {s.name for s in failed}]
+            if failed and all(s.name in self.overrides for s in failed):  # only models loaded on the CPU failed
+                if self.gpu_models != "test":
+                    raise self.gpu_failure(failed)
+                for state in failed:
+                    self.unloadable[state.name] = _reason(state.reason)
+                    pending.pop(state.name, None)
+                failed = []
+            if failed:
+                raise self.load_failure(failed)
+            if not pending:
+                return
+            for name, version in pending.items():
+                if self.unserved(name, version, states):
+                    raise self.version_failure(name, version, states)
+            if time.monotonic() > deadline:
+                states = {s.name: s for s in self.index()}
+                raise self.load_failure([states.get(n, ModelState(n, "", "LOADING", "still loading"))
+                                         for n in pending], timed_out=True)
+            time.sleep(0.25)
+
+    def check_running(self, during: str) -> None:
+        self.container.reload()
+        if self.container.status in ("exited", "dead"):
+            raise Refused(f"tritonserver exited {during} (image {self.image}).",
+                          details=self.logs().splitlines()[-30:])
+
+    @staticmethod
+    def unserved(name: str, version: int | None, states: list[ModelState]) -> bool:
+        """The model is READY, but without `version`: its version_policy excludes it, and it will
+        never load. (Triton lists every version it loads, LOADING, before any is READY.)"""
+        mine = [s for s in states if s.name == name]
+        return (version is not None and any(s.state == "READY" for s in mine)
+                and not any(s.version == str(version) for s in mine))
+
+    def version_failure(self, name: str, version: int, states: list[ModelState]) -> Refused:
+        served = ", ".join(sorted((s.version for s in states if s.name == name and s.state == "READY"),
+                                  key=lambda v: int(v) if v.isdigit() else 0))
+        answer = self._get(f"/v2/models/{name}/config")
+        try:
+            policy = json.dumps(answer.json().get("version_policy")) if answer is not None else None
+        except ValueError:
+            policy = None
+        return Refused(f"""
+            Model {name} is ready in {self.image} with version {served} only, not version {version}, the
+            newest version folder, which is the one tested: its config.pbtxt's version_policy
+            {policy or ''} excludes it. Add {version} to version_policy (or use latest {{ num_versions: 1 }})
+            and run again.""")
+
+    def check_fatal_lines(self) -> None:
+        fatal = [line for line in self.logs().splitlines() if any(f in line for f in FATAL_LOG_LINES)]
+        if fatal:
+            raise Refused(f"""
+                The Python backend stub cannot start in {self.image}: a shared library it links is
+                missing (above), so no Python model can load. Rebuild the image with
+                `triton-release build` (it matches the stub to the image's Python), or give another
+                --base-image.""", details=fatal[-5:])
+
+    def gpu_failure(self, states: list[ModelState]) -> Refused:
+        names = ", ".join(s.name for s in states)
+        reasons = "; ".join(f"{s.name}: {_reason(s.reason)}" for s in states)
+        logs = self.logs().splitlines()
+        details = [line for state in states for line in [line for line in logs if state.name in line][-20:]]
+        return Refused(f"""
+            Model {names} has a KIND_GPU instance group and the server has no GPU (no --gpus): loaded
+            on the CPU, it failed ({reasons}). Run on a GPU runner with --gpus all, or make the model
+            load on a CPU; `test` and `release` can instead report it untested (gpu_models: test, the
+            default, rather than require).""", details=details)
+
+    def load_failure(self, states: list[ModelState], timed_out: bool = False) -> Refused:
+        logs = self.logs().splitlines()
+        details = []
+        for state in states:
+            lines = [line for line in logs if state.name in line]
+            details += [f"{state.name}: {state.state} {state.reason}".rstrip(), *lines[-20:]]
+        names = ", ".join(s.name for s in states)
+        why = (f"did not become ready within --load-timeout {self.load_timeout:g} s" if timed_out
+               else "failed to load")
+        return Refused(f"""
+            Model {names} {why} in {self.image}. The server's lines about it are above; fix the model
+            (its model.py initialize, its config.pbtxt) and run again.""", details=details)
+
+    # -- waves: another set of models in the same server ----------------------------------------
+
+    def switch_to(self, models: dict[str, int | None]) -> None:
+        """Make `models` the loaded set: unload the loaded models not among them and wait until they
+        are gone, then load the others and wait until each is ready at its version, refusing as at
+        start-up. A model in both sets stays loaded (a reload would cost its start again); one
+        already found `unloadable` is not tried again."""
+        self.unload(sorted(set(self.loaded) - set(models)))
+        self.load({name: version for name, version in models.items() if name not in self.loaded})
+
+    def unload(self, names: list[str]) -> None:
+        """Each model by name, so that a step the next wave also needs is not unloaded with its
+        ensemble (unload_dependents stays false). A model that does not unload within
+        --load-timeout is a warning: its cases have run, and the next wave loads beside it."""
+        if not names:
+            return
+        for name in names:
+            try:
+                requests.post(f"http://{self.http_url}/v2/repository/models/{name}/unload", json={}, timeout=30)
+            except requests.RequestException:
+                pass  # the index below says whether it unloaded
+        deadline = time.monotonic() + self.load_timeout
+        while True:
+            self.check_running("while unloading models")
+            states = self.index()
+            busy = sorted({s.name for s in states if s.name in names and s.state in ("READY", "LOADING", "UNLOADING")})
+            if states and not busy:
+                break
+            if time.monotonic() > deadline:
+                log.warning(f"{', '.join(busy) or 'the models'} did not unload within --load-timeout "
+                            f"{self.load_timeout:g} s; the next models load beside them")
+                break
+            time.sleep(0.2)
+        for name in names:
+            self.loaded.pop(name, None)
+
+    def load(self, models: dict[str, int | None]) -> None:
+        """Load `models` (a few requests at once) and wait until each is ready at its version: the
+        models needing an overridden one after the others. A model needing one found `unloadable`
+        is set aside with it, never loaded."""
+        models = {name: version for name, version in models.items() if name not in self.unloadable}
+        first = {name: version for name, version in models.items() if name not in self.deferred}
+        self._load(first)
+        then = {}
+        for name, version in models.items():
+            if name in first:
+                continue
+            missing = sorted(self.deferred[name] & set(self.unloadable))
+            if missing:
+                self.unloadable[name] = f"it needs {', '.join(missing)}, which did not load on the CPU"
+            else:
+                then[name] = version
+        self._load(then)
+
+    def _load(self, models: dict[str, int | None]) -> None:
+        if not models:
+            return
+        pool = ThreadPoolExecutor(max_workers=min(LOAD_REQUESTS, len(models)), thread_name_prefix="triton-load")
+        try:
+            requested = {name: pool.submit(self._request_load, name) for name in sorted(models)}
+            self.wait_ready(models, requested, during="while loading models")
+        finally:  # a refused or interrupted wait leaves the open requests to the server's removal
+            pool.shutdown(wait=False, cancel_futures=True)
+        ready = {name: version for name, version in models.items() if name not in self.unloadable}
+        self.loaded.update(ready)
+        self.on_cpu.update(name for name in ready if name in self.overrides)
+        self.sample_memory()
+
+    def _request_load(self, name: str) -> str:
+        """POST the load of `name` (with its config override, if any); Triton answers when it is
+        loaded. "" when it was, else the why."""
+        body = {"parameters": {"config": self.overrides[name]}} if name in self.overrides else {}
+        try:
+            answer = requests.post(f"http://{self.http_url}/v2/repository/models/{name}/load", json=body,
+                                   timeout=self.load_timeout + 30)
+        except requests.RequestException as exc:
+            return f"the load request failed ({exc.__class__.__name__})"
+        if answer.ok:
+            return ""
+        try:
+            why = answer.json().get("error", "")
+        except (ValueError, AttributeError):
+            why = ""
+        return str(why or answer.text or f"HTTP {answer.status_code}").strip()
+
+    # -- memory -------------------------------------------------------------------------------
+
+    def sample_memory(self, last: bool = False) -> int | None:
+        """The container's peak memory so far: the cgroup's own peak where the daemon reports it
+        (max_usage, cgroup v1: then only the `last` sample is read again), else the largest use
+        sampled (cgroup v2); None while no figure could be read. A figure the daemon does not give
+        within STATS_TIMEOUT is a missing figure, not an error."""
+        if self._cgroup_peak and not last:
+            return self.peak_memory
+        stats = self._stats()
+        memory = stats.get("memory_stats") if isinstance(stats, dict) else None
+        if isinstance(memory, dict):
+            peak, used = memory.get("max_usage"), memory.get("usage")
+            self._cgroup_peak = isinstance(peak, int) and peak > 0
+            figure = peak if self._cgroup_peak else used
+            if isinstance(figure, int) and figure > 0:
+                self.peak_memory = max(self.peak_memory or 0, figure)
+        return self.peak_memory
+
+    def _stats(self) -> dict | None:
+        container = self.container
+        if container is None:
+            return None
+        found: list = []
+
+        def read() -> None:
+            try:
+                options = {"one_shot": True} if docker.utils.version_gte(self.client.api.api_version, "1.41") else {}
+                found.append(container.stats(stream=False, **options))
+            except (docker.errors.DockerException, requests.RequestException, ValueError):
+                pass
+
+        reader = threading.Thread(target=read, name="triton-stats", daemon=True)  # never holds up an exit
+        reader.start()
+        reader.join(STATS_TIMEOUT)
+        return found[0] if found else None
+
+def _reason(text: str) -> str:
+    """The server's reason for a failed load in one line: its first, without the words every such
+    reason starts with (the traceback below it is in the server's log)."""
+    first = next((line for line in text.strip().splitlines() if line.strip()), "")
+    return _LOAD_FAILED.sub("", first.strip()).rstrip(";").strip() or "no reason given"
