@@ -184,6 +184,10 @@ class Console:
         for model in result.changed:
             self.line(f"{model}: environment changed since {result.compared_with}: tested, not bumped")
 
+    def signed(self, result) -> None:
+        self.line(f"auto-complete models' signatures, as served, labelled ({', '.join(sorted(result.signatures))}); "
+                  f"release {result.version} ({result.kind.kind})")
+
     def built(self, result) -> None:
         for warning in result.warnings:
             self.warning(warning)
@@ -215,7 +219,8 @@ class Console:
 
     def recorded(self, result) -> None:
         for path in result.written:
-            self.line(f"{path}: outputs recorded from {result.image}; review them before you commit")
+            self.line(f"{path}: answers recorded from {result.image} (outputs, or the error text a case expects); "
+                      "review them before you commit")
         if not result.written:
             self.line("every case already has outputs (use --overwrite to record them again)")
 

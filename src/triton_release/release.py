@@ -140,18 +140,25 @@ def _release(request: ReleaseRequest, session: Session) -> None:
                                  bumped_from=planned.found.base, channel=request.channel,
                                  requirements_options=request.requirements_options, prepared=prepared,
                                  max_layers=request.max_layers)
+            image = built.image_id
             if to_test:  # a change that only removes models has nothing to test
-                session.step("test", console.golden_run, steps.test, shipped.root, built.image_id, to_test,
-                             request.load_timeout, shown_as=root, memory=request.server_memory,
-                             pids=request.server_pids, max_loaded=request.max_loaded, gpus=request.gpus,
-                             gpu_models=request.gpu_models)
+                run = session.step("test", console.golden_run, steps.test, shipped.root, built.image_id, to_test,
+                                   request.load_timeout, shown_as=root, memory=request.server_memory,
+                                   pids=request.server_pids, max_loaded=request.max_loaded, gpus=request.gpus,
+                                   gpu_models=request.gpu_models)
+                if run.completed and version is not None:  # auto-complete models: their signatures, as served
+                    signed = session.step("signatures", console.signed, steps.sign, image,
+                                          local_candidate(request, git), run, planned, prepared.previous_labels,
+                                          version)
+                    image, version = signed.image_id, signed.version
+                    report.facts["version"] = version
         if version is None or not request.push:
             report.facts["released"] = False
             console.not_released("only golden cases changed: tested, nothing to release" if version is None
                                  else f"--no-push: {version} built and tested, not pushed")
             return
         pushing = True
-        pushed = session.step("push", console.pushed, steps.push, built.image_id, repository, version)
+        pushed = session.step("push", console.pushed, steps.push, image, repository, version)
     except BaseException as exc:
         if bumped and not (pushing and _maybe_published(exc, repository, version)):
             _undo_bump(session, root, planned)

@@ -12,7 +12,7 @@ import errno
 import json
 import logging
 import tempfile
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
@@ -177,6 +177,7 @@ class Prepared:
     environments: "Environments"
     changed: tuple[str, ...] = ()   # models whose environment differs from the last release's
     compared_with: str = ""         # that release, "" when none was compared
+    previous_labels: dict = field(default_factory=dict, repr=False)  # that release's image labels
 
     def to_json(self) -> dict:
         return {"environments": self.environments.to_json(), "environment_changed_models": list(self.changed),
@@ -203,11 +204,11 @@ def environments(root: Path | Repository, base_image: str, *, python: str | None
     for model, env in sorted(envs.by_model.items()):
         stub.refuse_numpy2(choice, env.packages.get("numpy", ""), f"model {model}'s environment",
                            f"numpy<2 in {display_path(env.requirements)}")
-    if registry is None or previous is None or not envs.by_model:
+    if registry is None or previous is None:
         return Prepared(base, choice, envs)
     labels = registry.image_config(previous).get("config", {}).get("Labels") or {}
     changed = [m for m in envs.changed_since(labels.get(LABEL)) if m in repo]
-    return Prepared(base, choice, envs, tuple(changed), f"{registry}:{previous}")
+    return Prepared(base, choice, envs, tuple(changed), f"{registry}:{previous}", dict(labels))
 
 
 @dataclass(frozen=True)
@@ -325,13 +326,48 @@ def test(root: Path | Repository, image: str, names: list[str], load_timeout: fl
         cases = [replace(c, path=str(_shown(Path(c.path), repo.root, shown_as))) for c in cases]
     run = GoldenRun(image, tuple(load), tuple(cases), tuple(n for n in names if not repo[n].golden_cases),
                     tuple(ran), server.peak_memory, tuple(sorted(server.on_cpu)),
-                    tuple((n, server.unloadable[n]) for n in sorted(names) if n in server.unloadable))
+                    tuple((n, server.unloadable[n]) for n in sorted(names) if n in server.unloadable),
+                    tuple(sorted(server.completed.items())))
     if not run.passed:
         failed = run.failed
         raise Refused(f"""
             {len(failed)} of {len(run.cases)} golden cases failed in {image} (first: {failed[0].path}:
             {failed[0].message}). Fix the model or, if the new answer is right, the golden file.""", result=run)
     return run
+
+
+@dataclass(frozen=True)
+class Signed:
+    """The tested image labelled with its auto-complete models' signatures, and the version they make."""
+    image_id: str
+    version: str
+    kind: releases.ReleaseKind
+    signatures: dict
+
+    def to_json(self) -> dict:
+        return {"image_id": self.image_id, "version": self.version, "release": self.kind.to_json(),
+                "models": sorted(self.signatures)}
+
+
+def sign(image: str, tag: str, run: "GoldenRun", planned: ChangesResult, previous_labels: dict,
+         version: str) -> Signed:
+    """Label the tested image with the signatures its auto-complete models were served with (no
+    layer changes), and count them in the release: a signature changed since the previous release
+    can make it major."""
+    from triton_release.image.build import relabel
+
+    served = {name: sig for name, config in run.completed if (sig := releases.served_signature(config))}
+    before = releases.signatures_from_label(previous_labels.get(releases.SIGNATURES_LABEL))
+    given = {("base", m): s for m, s in before.items()} | {("head", m): s for m, s in served.items()}
+    kind = releases.release_kind(planned.found, {b.model for b in planned.bumps}, given)
+    if releases.ORDER[kind.kind] > releases.ORDER[planned.kind.kind] and planned.plan is not None:
+        previous = releases.parse_version(planned.plan.previous) if planned.plan.previous else None
+        version = str(releases.next_version(previous, kind.kind))
+    else:
+        kind = planned.kind
+    current = {m: s for m, s in before.items() if m not in planned.found.removed} | served
+    labels = {releases.SIGNATURES_LABEL: releases.signatures_label(current), "org.opencontainers.image.version": version}
+    return Signed(relabel(image, labels, tag), version, kind, current)
 
 
 def _image_models(client, image: str) -> dict[str, list[int]]:

@@ -304,3 +304,19 @@ def sequence_case(*steps, batched: bool = False, **extra) -> str:
             step["outputs"] = [int_tensor("OUTPUT0", [expected], batched)]
         written.append(step)
     return json.dumps({"sequence": written, **extra}, indent=2)
+
+
+def auto_complete_files(name: str, max_batch_size: int = 4) -> dict[str, str]:
+    """The add-one model without a config.pbtxt: its model.py completes its own config."""
+    complete = f'''
+    @staticmethod
+    def auto_complete_config(config):
+        config.set_max_batch_size({max_batch_size})
+        config.add_input({{"name": "INPUT0", "data_type": "TYPE_FP32", "dims": [4]}})
+        config.add_output({{"name": "OUTPUT0", "data_type": "TYPE_FP32", "dims": [4]}})
+        return config
+'''
+    model = PYTHON_MODEL.replace("class TritonPythonModel:\n", "class TritonPythonModel:" + complete + "\n")
+    shape = (1, 4) if max_batch_size else (4,)
+    return {f"{name}/1/model.py": model,
+            f"{name}/golden/basic.json": golden_case(shape=shape)}

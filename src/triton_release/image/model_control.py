@@ -63,6 +63,18 @@ class ModelControl:
         except (requests.RequestException, ValueError, KeyError, TypeError):  # not an index: none yet
             return []
 
+    def read_configs(self, names: list[str]) -> None:
+        """Keep the configs of `names` as the server has them (an auto-complete model's signature
+        exists nowhere else); one it does not give is left out."""
+        for name in names:
+            answer = self._get(f"/v2/models/{name}/config")
+            try:
+                config = answer.json() if answer is not None and answer.status_code == 200 else None
+            except ValueError:
+                config = None
+            if isinstance(config, dict):
+                self.completed[name] = config
+
     def wait_live(self) -> None:
         """Until the server answers on HTTP: a start without --load-model flags returns at once."""
         deadline = time.monotonic() + self.load_timeout

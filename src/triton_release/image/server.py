@@ -129,6 +129,7 @@ class TritonServer(ModelControl):
         self.gpu_models = gpu_models
         self.unloadable: dict[str, str] = {}  # model -> why it did not load on the CPU (gpu_models "test")
         self.on_cpu: set[str] = set()         # overridden models that loaded
+        self.completed: dict[str, dict] = {}  # auto-complete models: their config as the server completed it
         self.load_timeout = load_timeout
         self.memory = memory_limit(memory)
         if pids is not None and (isinstance(pids, bool) or not isinstance(pids, int) or pids < 1):

@@ -67,6 +67,7 @@ class GoldenRun:
     peak_memory_bytes: int | None = None  # the server container's; None where the daemon did not say
     on_cpu: tuple[str, ...] = ()          # KIND_GPU models loaded (and tested) on the CPU
     needs_gpu: tuple[tuple[str, str], ...] = ()  # (model, why): not tested, they did not load on the CPU
+    completed: tuple[tuple[str, dict], ...] = ()  # auto-complete models: (model, its config as served)
 
     @property
     def passed(self) -> bool:
@@ -80,7 +81,8 @@ class GoldenRun:
         return {"image": self.image, "loaded": list(self.loaded), "passed": self.passed,
                 "cases": [c.to_json() for c in self.cases], "models_without_golden_cases": list(self.untested),
                 "waves": [w.to_json() for w in self.waves], "peak_memory_bytes": self.peak_memory_bytes,
-                "tested_on_cpu": list(self.on_cpu), "not_tested_needs_gpu": dict(self.needs_gpu)}
+                "tested_on_cpu": list(self.on_cpu), "not_tested_needs_gpu": dict(self.needs_gpu),
+                "auto_completed": sorted(name for name, _ in self.completed)}
 
 
 def models_to_load(repo: Repository, names: list[str]) -> dict[str, int | None]:
@@ -220,6 +222,7 @@ def run_waves(repo: Repository, server: "TritonServer", waves: list[Wave], versi
             start = started if wave.index == 1 and started is not None else time.monotonic()
             server.switch_to({name: versions[name] for name in wave.load})
             tested = [name for name in wave.tested if name not in server.unloadable]
+            server.read_configs([name for name in tested if repo[name].config is None])
             part = junitxml
             if junitxml and len(waves) > 1:
                 part = str(Path(tmp) / f"wave-{wave.index}.xml")
