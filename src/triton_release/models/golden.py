@@ -23,22 +23,18 @@ The format is the spec's (KServe v2 tensors under "inputs" and "outputs"), with:
 
 from __future__ import annotations
 
-import base64
-import binascii
 import json
 import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
-
 from triton_release.models.repository import Model, datatype_name
+from triton_release.models.tensors import (DATATYPES, FLOAT_MAX, FLOATS, INTEGERS, MAX_DEPTH, SPECIAL_FLOATS,
+                                            TENSOR_KEYS, Tensor, bytes_element, element_index, flatten, kind_of,
+                                            out_of_range, short)
 from triton_release.problems import Problem, line_of
 
-DATATYPES = {"BOOL", "UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16", "INT32", "INT64",
-             "FP16", "BF16", "FP32", "FP64", "BYTES"}
-FLOATS = {"FP16": 1e-3, "BF16": 1e-2, "FP32": 1e-5, "FP64": 1e-9}
 CASE_KEYS = {"inputs", "outputs", "error", "sequence", "atol", "rtol", "version", "protocol", "parameters",
              "description", "timeout"}
 STEP_KEYS = {"inputs", "outputs", "error", "description"}
@@ -46,30 +42,6 @@ SEQUENCE_PARAMETERS = ("sequence_id", "sequence_start", "sequence_end")
 RESERVED_PARAMETERS = {*SEQUENCE_PARAMETERS, "priority", "timeout", "headers"}  # and any "triton_" name
 DEFAULT_TIMEOUT = 60.0  # seconds a case may take, unless it says "timeout"
 MAX_TIMEOUT = 3600.0
-MAX_DEPTH = 64  # nesting of "data": far beyond any tensor's rank, far below Python's recursion limit
-INTEGERS = {dt: (int(np.iinfo(t).min), int(np.iinfo(t).max)) for dt, t in (
-    ("UINT8", np.uint8), ("UINT16", np.uint16), ("UINT32", np.uint32), ("UINT64", np.uint64),
-    ("INT8", np.int8), ("INT16", np.int16), ("INT32", np.int32), ("INT64", np.int64))}
-FLOAT_MAX = {"FP16": float(np.finfo(np.float16).max), "BF16": 3.3895313892515355e38,
-             "FP32": float(np.finfo(np.float32).max), "FP64": float(np.finfo(np.float64).max)}
-SPECIAL_FLOATS = {"NaN": math.nan, "nan": math.nan, "Infinity": math.inf, "inf": math.inf,
-                  "-Infinity": -math.inf, "-inf": -math.inf}
-TENSOR_KEYS = {"name", "datatype", "shape", "data", "parameters"}
-
-
-@dataclass(frozen=True)
-class Tensor:
-    name: str
-    datatype: str
-    shape: tuple[int, ...]
-    data: tuple = field(repr=False)  # flat, row-major; BYTES elements are str, or bytes from {"b64": ...}
-
-    def array(self) -> np.ndarray:
-        if self.datatype == "BYTES":
-            return np.array([s if isinstance(s, bytes) else s.encode("utf-8") for s in self.data],
-                            dtype=np.object_).reshape(self.shape)
-        from tritonclient.utils import triton_to_np_dtype
-        return np.array(self.data, dtype=triton_to_np_dtype(self.datatype)).reshape(self.shape)
 
 
 @dataclass(frozen=True)
@@ -154,70 +126,6 @@ class GoldenCase:
         return any(step.unrecorded for step in self.steps)
 
 
-_END = object()
-
-
-def _flatten(data) -> list | None:
-    """Nested lists as one flat row-major list, without recursion; None when nested deeper
-    than MAX_DEPTH."""
-    if not isinstance(data, list):
-        return [data]
-    flat: list = []
-    stack = [iter(data)]
-    while stack:
-        item = next(stack[-1], _END)
-        if item is _END:
-            stack.pop()
-        elif isinstance(item, list):
-            if len(stack) >= MAX_DEPTH:
-                return None
-            stack.append(iter(item))
-        else:
-            flat.append(item)
-    return flat
-
-
-def _bytes_element(value) -> str | bytes | None:
-    """A BYTES element as written: a string (sent as UTF-8) or {"b64": ...}; None if neither."""
-    if isinstance(value, str):
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:  # a lone surrogate, "\ud800" in the JSON: no UTF-8 for it
-            return None
-        return value
-    if isinstance(value, dict) and set(value) == {"b64"} and isinstance(value["b64"], str):
-        try:
-            return base64.b64decode(value["b64"], validate=True)
-        except (binascii.Error, ValueError):
-            return None
-    return None
-
-
-def _out_of_range(datatype: str, data: list) -> int | None:
-    """The index of the first element its datatype cannot hold, or None. A finite number that
-    would become infinite in its type cannot be held either."""
-    if datatype in INTEGERS:
-        low, high = INTEGERS[datatype]
-        return next((i for i, v in enumerate(data) if not low <= v <= high), None)
-    if datatype in FLOAT_MAX:
-        numpy_type = {"FP16": np.float16, "FP32": np.float32, "FP64": np.float64}.get(datatype)
-        for i, v in enumerate(data):
-            try:
-                value = float(v)
-            except OverflowError:  # an integer too large for any float
-                return i
-            if not math.isfinite(value):
-                continue
-            if numpy_type is None:  # BF16: beyond its largest value by more than half a unit in the last place
-                if abs(value) > FLOAT_MAX[datatype] * (1 + 2 ** -9):
-                    return i
-            else:
-                with np.errstate(over="ignore"):
-                    if np.isinf(numpy_type(value)):
-                        return i
-    return None
-
-
 class _CaseReader:
     """Reads one golden file, collecting every problem with the line it is on."""
 
@@ -257,7 +165,7 @@ class _CaseReader:
         if "data" not in raw:
             self.problem(f"{where} {name!r}: no \"data\"", name)
             return None
-        data = _flatten(raw["data"])
+        data = flatten(raw["data"])
         if data is None:
             self.problem(f"{where} {name!r}: \"data\" is nested deeper than {MAX_DEPTH} levels; write it flat "
                          "(row-major) or nested as deep as the shape", name)
@@ -269,22 +177,22 @@ class _CaseReader:
         if datatype in FLOATS:  # JSON has no NaN or infinity: "NaN", "Infinity", "-Infinity" stand for them
             data = [SPECIAL_FLOATS.get(v, v) if isinstance(v, str) else v for v in data]
         if datatype == "BYTES":
-            elements = [_bytes_element(v) for v in data]
+            elements = [bytes_element(v) for v in data]
             bad = next((i for i, v in enumerate(elements) if v is None), None)
             if bad is not None:
                 self.problem(f"{where} {name!r}: element {element_index(bad, tuple(shape))} of a BYTES tensor is "
-                             f"{_short(data[bad])}; write text as a string, binary data as "
+                             f"{short(data[bad])}; write text as a string, binary data as "
                              "{\"b64\": \"<base64>\"}", name)
                 return None
             return Tensor(name, datatype, tuple(shape), tuple(elements))
         if not self._data_fits(datatype, data):
             self.problem(f"{where} {name!r}: data of a {datatype} tensor must be "
-                         f"{_kind_of(datatype)}", name)
+                         f"{kind_of(datatype)}", name)
             return None
-        bad = _out_of_range(datatype, data)
+        bad = out_of_range(datatype, data)
         if bad is not None:
             low, high = INTEGERS.get(datatype) or (f"{-FLOAT_MAX[datatype]:g}", f"{FLOAT_MAX[datatype]:g}")
-            self.problem(f"{where} {name!r}: {_short(data[bad])} at {element_index(bad, tuple(shape))} does not fit "
+            self.problem(f"{where} {name!r}: {short(data[bad])} at {element_index(bad, tuple(shape))} does not fit "
                          f"{datatype} ({low} to {high})", name)
             return None
         return Tensor(name, datatype, tuple(shape), tuple(data))
@@ -413,22 +321,6 @@ def _spans(text: str, key: str, count: int) -> list[tuple[int, int]]:
                 return spans
         at = text.find(needle, at + 1)
     return []
-
-
-def element_index(flat: int, shape: tuple[int, ...]) -> list[int]:
-    """The index of the `flat`-th element (row-major) in a tensor of `shape`."""
-    return [int(i) for i in np.unravel_index(flat, shape)] if shape else []
-
-
-def _short(value) -> str:
-    text = json.dumps(value) if not isinstance(value, str) else repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."
-
-
-def _kind_of(datatype: str) -> str:
-    if datatype == "BOOL":
-        return "true or false"
-    return "numbers (or \"NaN\", \"Infinity\", \"-Infinity\")" if datatype in FLOATS else "integers"
 
 
 def load_case(path: Path, model: str) -> tuple[GoldenCase | None, list[Problem]]:
