@@ -8,14 +8,31 @@ import base64
 import math
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Sequence
+from typing import Sequence
 
 import numpy as np
 
 from triton_release.models.golden import FLOATS, ExpectedError, GoldenCase, Tensor, element_index
 
-if TYPE_CHECKING:
-    from triton_release.models.inference import Reply
+
+@dataclass(frozen=True)
+class Answer:
+    """One response: output name -> (array, datatype); an array is None when it did not decode."""
+    outputs: dict[str, tuple[np.ndarray | None, str, str]]  # name -> (array, datatype, decode error)
+
+
+@dataclass(frozen=True)
+class Reply:
+    """What the server answered one request: its responses (a decoupled model's stream: any
+    number), or an error, the server's message (in a stream: after `answers`)."""
+    answers: tuple[Answer, ...] = ()
+    error: str | None = None
+    status: str = ""  # "500", "StatusCode.INTERNAL"; "" in a stream
+    latency_ms: float = 0.0
+
+    @property
+    def shown_error(self) -> str:
+        return f"[{self.status}] {self.error}" if self.status else str(self.error)
 
 
 @dataclass(frozen=True)

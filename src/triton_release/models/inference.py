@@ -18,9 +18,7 @@ import secrets
 import time
 from dataclasses import dataclass, replace
 
-import numpy as np
-
-from triton_release.models.answers import OutputResult, compare, compare_error, tolerances
+from triton_release.models.answers import Answer, OutputResult, Reply, compare, compare_error, tolerances
 from triton_release.models.golden import DEFAULT_TIMEOUT, GoldenCase, Step
 
 STREAM_GRACE = 5.0  # the stream's own gRPC deadline, after the case's: only a backstop
@@ -67,26 +65,6 @@ def with_hint(message: str, always: bool = False) -> str:
     if NO_SEQUENCE_MESSAGE in message:
         return f"{message}. Hint: {NO_SEQUENCE_HINT}"
     return f"{message}. Hint: {NUMPY2_HINT}" if always or NUMPY2_MESSAGE in message else message
-
-
-@dataclass(frozen=True)
-class Answer:
-    """One response: output name -> (array, datatype); an array is None when it did not decode."""
-    outputs: dict[str, tuple[np.ndarray | None, str, str]]  # name -> (array, datatype, decode error)
-
-
-@dataclass(frozen=True)
-class Reply:
-    """What the server answered one request: its responses (a decoupled model's stream: any
-    number), or an error, the server's message (in a stream: after `answers`)."""
-    answers: tuple[Answer, ...] = ()
-    error: str | None = None
-    status: str = ""  # "500", "StatusCode.INTERNAL"; "" in a stream
-    latency_ms: float = 0.0
-
-    @property
-    def shown_error(self) -> str:
-        return f"[{self.status}] {self.error}" if self.status else str(self.error)
 
 
 @dataclass(frozen=True)
