@@ -18,7 +18,7 @@ import time
 import xml.etree.ElementTree as ElementTree
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Mapping
+from typing import Mapping, Protocol
 
 from triton_release.errors import Interrupted, Refused, UsageError
 from triton_release.models import golden
@@ -28,8 +28,17 @@ from triton_release.models.inference import CaseResult
 from triton_release.models.repository import Repository
 from triton_release.signals import pending_interrupt
 
-if TYPE_CHECKING:
-    from triton_release.image.server import TritonServer
+
+
+class Server(Protocol):
+    """What the waves need of a running server (image/server.py's TritonServer)."""
+    http_url: str
+    grpc_url: str
+    unloadable: dict[str, str]
+
+    def switch_to(self, models: dict[str, int | None]) -> None: ...
+    def read_configs(self, names: list[str]) -> None: ...
+    def sample_memory(self, last: bool = False) -> int | None: ...
 
 log = logging.getLogger("triton_release")
 
@@ -202,7 +211,7 @@ def run_suite(repo: Repository, names: list[str], http_url: str, grpc_url: str, 
     return collector.cases
 
 
-def run_waves(repo: Repository, server: "TritonServer", waves: list[Wave], versions: dict[str, int | None], *,
+def run_waves(repo: Repository, server: Server, waves: list[Wave], versions: dict[str, int | None], *,
               junitxml: str | None = None, keyword: str | None = None,
               started: float | None = None) -> tuple[list[CaseResult], list[WaveRun]]:
     """Every wave's cases against `server`, which has the first wave loaded: each later wave is
