@@ -80,6 +80,10 @@ def digests(items: list[Item], slots: int = SLOTS) -> dict[str, str]:
     return found
 
 
+def group_holding(items: list[Item], key: str) -> str:
+    return next(p.name for p in plan(items, SLOTS) if key in {i.key for i in p.items})
+
+
 def changed(before: dict[str, str], after: dict[str, str]) -> set[str]:
     """The layers after that the registry does not already hold."""
     return {name for name, digest in after.items() if before.get(name) != digest}
@@ -112,8 +116,10 @@ def test_two_thousand_items_fit_in_the_slots_each_in_one_layer():
     held = [item.key for p in planned for item in p.items]
     assert sorted(held) == sorted(item.key for item in items)
     groups = [p for p in planned if p.grouped]
-    assert len(groups) == group_count(SLOTS) and all(p.name.startswith("group-") for p in groups)
+    assert len(groups) == group_count(SLOTS, sum(item.size for item in items)) == 8  # 1.2 MB: about 256 KiB each
+    assert all(p.name.startswith("group-") for p in groups) and len(planned) == 8  # tiny: all grouped
     assert max(len(p.items) for p in groups) < 3 * len(items) / len(groups)  # the hash spreads them
+    assert group_count(SLOTS) == SLOTS // 2  # many bytes: at most half the slots
 
 
 def test_a_changed_small_item_changes_exactly_its_group_layer():
@@ -132,27 +138,29 @@ def test_a_new_small_version_changes_only_the_group_its_key_names():
     items = tiny_models(200)
     before = digests(items)
     after = digests(items + [tiny("model/m0042/2")])
-    expected = f"group-{group_of('model/m0042/2', group_count(SLOTS)):02d}.tar"
-    assert changed(before, after) == {expected}
+    assert changed(before, after) == {group_holding(items + [tiny("model/m0042/2")], "model/m0042/2")}
 
 
 def test_a_few_more_bytes_do_not_move_an_item_between_its_own_layer_and_a_group():
-    items = tiny_models(200)  # 400 items of about one size: the first 57 by key have their own layer
+    large = [Item(f"model/w{i:03d}/1", {f"files/w{i:03d}": b"w" * 300_000}, 300_000) for i in range(90)]
+    items = tiny_models(50) + large  # 90 items of about one large size: the first 57 by key have their own layer
     before = digests(items)
-    for key, layer_name_ in (("model/m0000/1", "m0000.v1.tar"), ("model/m0150/1", None)):
-        grown = [tiny(key, ONE + b"# changed\n") if item.key == key else item for item in items]
-        expected = layer_name_ or f"group-{group_of(key, group_count(SLOTS)):02d}.tar"
-        assert changed(before, digests(grown)) == {expected}
+    for key, layer_name_ in (("model/w000/1", "w000.v1.tar"), ("model/w080/1", None)):
+        grown = [Item(key, {f"files/{key[6:10]}": b"w" * 300_010}, 300_010) if item.key == key else item
+                 for item in items]
+        assert changed(before, digests(grown)) == {layer_name_ or group_holding(grown, key)}
 
 
 def test_a_new_large_version_uploads_its_own_layer_and_the_displaced_item_s_group():
-    items = tiny_models(200) + [Item(f"model/big{i:02d}/1", {f"files/big{i:02d}": b"w" * 4000}, 4000)
-                                for i in range(80)]
-    before = digests(items)
-    after = digests(items + [Item("model/big99/1", {"files/big99": b"w" * 100_000}, 100_000)])
-    displaced = "model/big56/1"  # the last of the 57 largest until then (alike in size, then by key)
-    assert changed(before, after) == {"big99.v1.tar", f"group-{group_of(displaced, group_count(SLOTS)):02d}.tar"}
-    assert "big56.v1.tar" in before and "big56.v1.tar" not in after
+    large = [Item(f"model/big{i:02d}/1", {f"files/big{i:02d}": b"w" * 300_000}, 300_000) for i in range(90)]
+    items = tiny_models(200) + large
+    new = Item("model/big99/1", {"files/big99": b"w" * 1_000_000}, 1_000_000)
+    before, after = digests(items), digests(items + [new])
+    own_before = {p.items[0].key for p in plan(items, SLOTS) if not p.grouped}
+    own_after = {p.items[0].key for p in plan(items + [new], SLOTS) if not p.grouped}
+    assert own_after - own_before == {"model/big99/1"} and len(own_before - own_after) == 1
+    displaced = (own_before - own_after).pop()  # the last of the largest until then (alike in size, then by key)
+    assert changed(before, after) == {"big99.v1.tar", group_holding(items + [new], displaced)}
 
 
 def test_layer_names_stay_unique_for_model_names_that_look_alike():

@@ -2,15 +2,16 @@
 
 The slots are `max_layers` minus the base image's own layers, minus the stub's COPY from its
 builder stage, minus MARGIN. When every item fits, each gets its own layer, and a change uploads
-exactly the changed items. Otherwise half the slots (rounded down) are group layers and the rest
-hold the largest items, one each (sizes within a factor of two rank alike, then by key, so a
-small edit seldom moves an item); every other item goes to the group its key hashes to (its key,
-not its content: it stays in that group whatever it holds, and a new version folder lands in a
-group known in advance). A change then uploads each changed item's own layer or its group, and,
-when it moves an item across the own/grouped boundary (a new version folder among the largest,
-one removed), the group of the one item it displaces (and that item's own layer, when it is
-promoted). A group holds on average (the grouped items' bytes) / (groups), each of its items no
-larger than twice the smallest item with a layer of its own.
+exactly the changed items. Otherwise items smaller than GROUP_BYTES share group layers, as few
+as hold about GROUP_BYTES each (a power of two, at most half the slots), and the largest of the
+others keep a layer each in the remaining slots (sizes within a factor of two rank alike, then by
+key, so a small edit seldom moves an item); every grouped item goes to the group its key hashes to
+(its key, not its content: it stays in that group whatever it holds, and a new version folder
+lands in a group known in advance). A change then uploads each changed item's own layer or its
+group, and, when it moves an item across the own/grouped boundary (a new large version folder
+among the largest, one removed), the group of the one item it displaces (and that item's own
+layer, when it is promoted). Few layers matter as much as small ones: the builder spends about a
+quarter of a second on each layer after the first one that changed.
 """
 
 from __future__ import annotations
@@ -29,6 +30,10 @@ from triton_release.models.repository import VERSION_DIR, model_name_problem
 MARGIN = 2
 # Fewer slots than this would put most of a repository in a handful of layers: refused.
 MIN_SLOTS = 8
+# Items smaller than this share group layers once the items outnumber the slots, about this much
+# per group: every layer costs the builder a step (a container and a commit, about 0.25 s), and
+# a small item's change re-sends its group, a few hundred KiB at most.
+GROUP_BYTES = 256 * 1024
 
 
 @dataclass(frozen=True)
@@ -69,9 +74,12 @@ def size_class(size: int) -> int:
     return size.bit_length()
 
 
-def group_count(slots: int) -> int:
-    """Group layers when the items outnumber the slots; the other slots hold the largest items."""
-    return max(1, slots // 2)
+def group_count(slots: int, grouped_bytes: int = 1 << 62) -> int:
+    """Group layers when the items outnumber the slots: enough for about GROUP_BYTES each (a power
+    of two, so a growing repository repacks its groups only when it doubles), at most half the
+    slots; the other slots hold the largest items."""
+    wanted = max(1, -(-grouped_bytes // GROUP_BYTES))
+    return max(1, min(slots // 2, 1 << (wanted - 1).bit_length()))
 
 
 def group_of(key: str, groups: int) -> int:
@@ -97,9 +105,10 @@ def plan(items: Iterable[Item], slots: int) -> list[Planned]:
     if len(ordered) <= slots:
         found = [Planned(layer_name(item.key), (item,)) for item in ordered]
     else:
-        groups = group_count(slots)
-        largest = sorted(ordered, key=lambda item: (-size_class(item.size), item.key))[:slots - groups]
-        own = {item.key for item in largest}
+        large = [item for item in ordered if item.size >= GROUP_BYTES]
+        largest = sorted(large, key=lambda item: (-size_class(item.size), item.key))
+        groups = group_count(slots, sum(item.size for item in ordered) - sum(item.size for item in largest[:slots // 2]))
+        own = {item.key for item in largest[:slots - groups]}
         members: dict[int, list[Item]] = {}
         for item in ordered:
             if item.key not in own:
