@@ -212,14 +212,17 @@ ORDER_LABEL = "triton-release.layers"
 
 
 def order_layers(layers: list[Layer], previous: list[list[str]]) -> list[Layer]:
-    """Unchanged layers first, in the previous build's order, then the changed and new ones.
+    """Unchanged layers first, in the previous build's order, then the changed and new ones, the
+    largest first (a first build: all of them, so a torch-sized distribution comes before the
+    small layers whose changes would otherwise make the builder add it again).
 
-    The builder's cache holds for every step up to the first changed one, so a one-model change
-    re-runs one ADD instead of every ADD after it. Layer digests do not depend on the order.
+    The builder's cache holds for every step up to the first changed or removed one, so a
+    one-model change re-runs one ADD instead of every ADD after it. Layer digests do not depend
+    on the order.
     """
     current = {(layer.name, layer.digest): layer for layer in layers}
     kept = [current.pop((name, digest)) for name, digest in previous if (name, digest) in current]
-    return kept + sorted(current.values(), key=lambda layer: layer.name)
+    return kept + sorted(current.values(), key=lambda layer: (-layer.size, layer.name))
 
 
 def dockerfile(base_image: str, layers: list[Layer], runtime: Runtime = Runtime()) -> str:
