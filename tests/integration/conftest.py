@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import json
+import uuid
+from pathlib import Path
+
 import pytest
 
+from triton_release.cli.main import main
 from triton_release.image.build import build_image
 from triton_release.models.repository import Repository
+from triton_release.registry.client import RegistryRepository
 
-from support.stack import BASE_IMAGE, ROOT
+from support.stack import BASE_IMAGE, REGISTRY, ROOT
 
 
 @pytest.fixture(scope="session")
@@ -25,3 +31,29 @@ def tool_image(docker_client):
     tag = "triton-release-test/tool:latest"  # kept: the next run reuses its dependency layer
     docker_client.images.build(path=str(ROOT), tag=tag, rm=True, forcerm=True, pull=False)
     return tag
+
+
+class Releaser:
+    """`triton-release release` of the git repository a test filled and committed, into a registry
+    repository of its own: `releaser()` returns the report, checking the exit code."""
+
+    def __init__(self, target: str, reports: Path) -> None:
+        self.target = target
+        self.registry = RegistryRepository.parse(target)
+        self.reports = reports
+
+    def __call__(self, *flags: str, code: int = 0) -> dict:
+        report = self.reports / "report.json"
+        exit_code = main(["release", "--to", self.target, "--base-image", BASE_IMAGE, "--report", str(report),
+                          *flags])
+        found = json.loads(report.read_text())
+        assert exit_code == code, found.get("error")
+        return found
+
+
+@pytest.fixture
+def releaser(git_repo, tmp_path, monkeypatch, docker_client):
+    monkeypatch.chdir(git_repo.root)
+    release = Releaser(f"{REGISTRY}/triton-release-test/release-{uuid.uuid4().hex[:12]}", tmp_path)
+    yield release
+    docker_client.images.remove(f"{release.target}:candidate", force=True)

@@ -9,10 +9,9 @@ import json
 import pytest
 
 from support.models import PYTHON_MODEL, golden_case, python_model_files
-from support.stack import BASE_IMAGE, REGISTRY
+from support.stack import BASE_IMAGE
 from support.wheels import make_wheel, offline_index
 from triton_release import steps
-from triton_release.cli.main import main
 from triton_release.image.environments import LABEL
 from triton_release.models.repository import Repository
 from triton_release.registry.client import RegistryRepository
@@ -52,7 +51,7 @@ def test_two_models_pinning_one_package_apart_both_pass_in_one_image(make_repo, 
 
 
 @pytest.fixture
-def released(git_repo, index, unique, tmp_path, monkeypatch, docker_client):
+def released(git_repo, releaser, index, tmp_path):
     """Model a needs `tool` (which needs any `shared`), b pins shared 1.0, c needs nothing:
     released once as 1.0.0 while the index holds shared 1.0 only."""
     (index / "shared-2.0-py3-none-any.whl").rename(tmp_path / "shared-2.0-py3-none-any.whl")
@@ -62,18 +61,8 @@ def released(git_repo, index, unique, tmp_path, monkeypatch, docker_client):
                                                           "import tool")
     git_repo.write(files)
     git_repo.commit("three models")
-    monkeypatch.chdir(git_repo.root)
-    target = f"{REGISTRY}/triton-release-test/envs-{unique}"
-
-    def release(*extra: str) -> tuple[int, dict]:
-        report = tmp_path / "report.json"
-        code = main(["release", "--to", target, "--base-image", BASE_IMAGE, "--report", str(report), *extra])
-        return code, json.loads(report.read_text())
-
-    code, report = release()
-    assert code == 0, report.get("error")
-    yield git_repo, RegistryRepository.parse(target), release, tmp_path / "shared-2.0-py3-none-any.whl"
-    docker_client.images.remove(f"{target}:candidate", force=True)
+    releaser()
+    return git_repo, releaser, tmp_path / "shared-2.0-py3-none-any.whl"
 
 
 def new_layers(registry: RegistryRepository, before: str, after: str) -> list[dict]:
@@ -82,14 +71,14 @@ def new_layers(registry: RegistryRepository, before: str, after: str) -> list[di
 
 
 def test_a_dependency_change_retests_its_model_and_ships_only_that_distribution(released, index):
-    git_repo, registry, release, shared2 = released
+    git_repo, release, shared2 = released
+    registry = release.registry
     first = json.loads(registry.image_config("1.0.0")["config"]["Labels"][LABEL])
     assert sorted(first) == ["a", "b"]
     shared2.rename(index / shared2.name)  # the index now offers shared 2.0: a's environment moves
     (git_repo.models / "c" / "golden" / "basic.json").write_text(golden_case(atol=1e-5))
     git_repo.commit("c: a golden tweak only")
-    code, report = release()
-    assert code == 0, report.get("error")
+    report = release()
     assert report["version"] == "1.0.1" and report["environment_changed_models"] == ["a"]
     assert report["steps"]["bump"]["bumps"] == []
     assert sorted(c["case"] for c in report["steps"]["test"]["cases"]) == ["a/basic", "c/basic"]
@@ -104,8 +93,7 @@ def test_a_dependency_change_retests_its_model_and_ships_only_that_distribution(
     model_py = git_repo.models / "b" / "1" / "model.py"
     model_py.write_text(model_py.read_text().replace("'1.0'", "'2.0'"))
     git_repo.commit("b: shared 2.0")
-    code, report = release()
-    assert code == 0, report.get("error")
+    report = release()
     assert report["version"] == "1.1.0"  # b's version folder 2 is new
     added = new_layers(registry, "1.0.1", "1.1.0")
     assert shared_layer["digest"] not in {layer["digest"] for layer in added}

@@ -16,31 +16,19 @@ from triton_release.errors import Refused
 from triton_release.image.server import TritonServer
 from triton_release.models.repository import Repository
 
-from support.models import PYTHON_MODEL_RAISING, golden_case, python_config, python_model_files, write_tree
+from support.models import (PYTHON_MODEL_RAISING, golden_case, pipeline_files, python_config, python_model_files,
+                            write_tree)
 from support.stack import SERVERS, built_image
 
 pytestmark = pytest.mark.integration
 
-PIPE = '''\
-name: "pipe"
-platform: "ensemble"
-max_batch_size: 8
-input [ { name: "IN" data_type: TYPE_FP32 dims: [ 4 ] } ]
-output [ { name: "OUT" data_type: TYPE_FP32 dims: [ 4 ] } ]
-ensemble_scheduling { step [
-  { model_name: "s1" model_version: -1 input_map { key: "INPUT0" value: "IN" } output_map { key: "OUTPUT0" value: "mid" } },
-  { model_name: "s2" model_version: -1 input_map { key: "INPUT0" value: "mid" } output_map { key: "OUTPUT0" value: "OUT" } }
-] }
-'''
-PIPE_CASE = json.dumps({"inputs": [{"name": "IN", "datatype": "FP32", "shape": [1, 4], "data": [1, 2, 3, 4]}],
-                        "outputs": [{"name": "OUT", "datatype": "FP32", "shape": [1, 4], "data": [3, 4, 5, 6]}]})
 PASSING = ["a", "b", "c", "d", "pipe", "s1", "s2"]
 
 
 @pytest.fixture(scope="module")
 def repo(tmp_path_factory):
     """Add-one models a b c d s1 s2, the ensemble pipe (s1 then s2), and broken, which fails to load."""
-    files: dict = {"pipe/config.pbtxt": PIPE, "pipe/1/README.txt": "an ensemble\n", "pipe/golden/basic.json": PIPE_CASE,
+    files: dict = {**pipeline_files("pipe", "s1", "s2"),
                    "broken/config.pbtxt": python_config("broken"), "broken/1/model.py": PYTHON_MODEL_RAISING,
                    "broken/golden/basic.json": golden_case()}
     for name in ("a", "b", "c", "d", "s1", "s2"):

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import io
 import json
-import textwrap
 
 import pytest
 
@@ -18,7 +17,7 @@ from triton_release.console import Console
 from triton_release.errors import Refused
 from triton_release.models.repository import Repository
 
-from support.models import PYTHON_MODEL, golden_case, python_model_files, write_tree
+from support.models import PYTHON_MODEL, golden_case, pipeline_files, python_model_files, write_tree
 from support.stack import BASE_IMAGE, SERVERS
 from support.wheels import make_wheel, offline_index
 
@@ -34,19 +33,6 @@ class TritonPythonModel:
     def execute(self, requests):
         return []
 '''
-PIPE = textwrap.dedent('''\
-    name: "pipe"
-    platform: "ensemble"
-    max_batch_size: 8
-    input [ { name: "IN" data_type: TYPE_FP32 dims: [ 4 ] } ]
-    output [ { name: "OUT" data_type: TYPE_FP32 dims: [ 4 ] } ]
-    ensemble_scheduling { step [
-      { model_name: "gpu" model_version: -1 input_map { key: "INPUT0" value: "IN" } output_map { key: "OUTPUT0" value: "mid" } },
-      { model_name: "add" model_version: -1 input_map { key: "INPUT0" value: "mid" } output_map { key: "OUTPUT0" value: "OUT" } }
-    ] }
-    ''')
-PIPE_CASE = json.dumps({"inputs": [{"name": "IN", "datatype": "FP32", "shape": [1, 4], "data": [1, 2, 3, 4]}],
-                        "outputs": [{"name": "OUT", "datatype": "FP32", "shape": [1, 4], "data": [3, 4, 5, 6]}]})
 
 
 def gpu_model(name: str) -> dict[str, str]:
@@ -61,7 +47,7 @@ def repo(tmp_path_factory):
     package only its requirements.txt environment has), pipe (an ensemble of gpu then add), and
     gpuonly (KIND_GPU, refuses to initialize on a CPU)."""
     files = {**python_model_files("add"), **gpu_model("gpu"), **gpu_model("envgpu"), **gpu_model("gpuonly"),
-             "pipe/config.pbtxt": PIPE, "pipe/1/README.txt": "an ensemble\n", "pipe/golden/basic.json": PIPE_CASE}
+             **pipeline_files("pipe", "gpu", "add")}
     files["envgpu/1/model.py"] = "import shared\n\nassert shared.__version__ == '1.0'\n\n" + PYTHON_MODEL
     files["envgpu/requirements.txt"] = "shared==1.0\n"
     files["gpuonly/1/model.py"] = GPU_ONLY_MODEL

@@ -13,9 +13,8 @@ import pytest
 from support.models import (ACCUMULATOR_MODEL, NEVER_FINAL_MODEL, PYTHON_MODEL, REFUSING_MODEL, bls_caller_files,
                             decoupled_config, golden_case, int_tensor, python_config, python_model_files,
                             sequence_case, sequence_config)
-from support.stack import BASE_IMAGE, REGISTRY, built_image
+from support.stack import built_image
 from triton_release import steps
-from triton_release.cli.main import main
 from triton_release.errors import Refused
 from triton_release.models.repository import Repository
 
@@ -84,29 +83,16 @@ def test_a_stream_that_never_ends_fails_at_its_deadline_naming_the_case(served):
     assert "neverfinal/golden/one.json" in str(refused.value) and "no final response" in str(refused.value)
 
 
-def test_changing_only_the_callee_retests_its_callers(git_repo, unique, tmp_path, monkeypatch, docker_client):
+def test_changing_only_the_callee_retests_its_callers(git_repo, releaser):
     git_repo.write(shop())
     git_repo.commit("the shop")
-    monkeypatch.chdir(git_repo.root)
-    target = f"{REGISTRY}/triton-release-test/shop-{unique}"
-
-    def release() -> dict:
-        report = tmp_path / "report.json"
-        code = main(["release", "--to", target, "--base-image", BASE_IMAGE, "--report", str(report)])
-        found = json.loads(report.read_text())
-        assert code == 0, found.get("error")
-        return found
-
-    try:
-        release()
-        model_py = git_repo.models / "callee" / "1" / "model.py"
-        model_py.write_text(model_py.read_text().replace("x + 1", "x + 1.0"))
-        git_repo.commit("callee: same answers, new code")
-        second = release()
-        changes = second["steps"]["changed"]["changes"]
-        assert changes["changed"] == ["callee"] and changes["callers"] == ["caller", "router"]
-        assert [b["model"] for b in second["steps"]["bump"]["bumps"]] == ["callee"]
-        assert sorted(c["case"] for c in second["steps"]["test"]["cases"]) == ["callee/basic", "caller/basic",
-                                                                               "router/basic"]
-    finally:
-        docker_client.images.remove(f"{target}:candidate", force=True)
+    releaser()
+    model_py = git_repo.models / "callee" / "1" / "model.py"
+    model_py.write_text(model_py.read_text().replace("x + 1", "x + 1.0"))
+    git_repo.commit("callee: same answers, new code")
+    second = releaser()
+    changes = second["steps"]["changed"]["changes"]
+    assert changes["changed"] == ["callee"] and changes["callers"] == ["caller", "router"]
+    assert [b["model"] for b in second["steps"]["bump"]["bumps"]] == ["callee"]
+    assert sorted(c["case"] for c in second["steps"]["test"]["cases"]) == ["callee/basic", "caller/basic",
+                                                                           "router/basic"]

@@ -93,38 +93,23 @@ def test_no_push_builds_and_tests_only(released):
     assert repo.tags() == tags
 
 
-def test_an_auto_complete_models_served_signature_is_kept_and_compared(git_repo, unique, tmp_path, monkeypatch,
-                                                                        docker_client):
+def test_an_auto_complete_models_served_signature_is_kept_and_compared(git_repo, releaser, docker_client):
     """No config.pbtxt: the signature is the one the server completed, kept in the image's label;
     batching switched off in auto_complete_config is then a major release."""
     from support.models import auto_complete_files
 
     git_repo.write(auto_complete_files("auto"))
     git_repo.commit("an auto-complete model")
-    monkeypatch.chdir(git_repo.root)
-    target = f"{REGISTRY}/triton-release-test/auto-{unique}"
-    registry = RegistryRepository.parse(target)
-
-    def release() -> dict:
-        report = tmp_path / "report.json"
-        code = main(["release", "--to", target, "--base-image", BASE_IMAGE, "--report", str(report)])
-        found = json.loads(report.read_text())
-        assert code == 0, found.get("error")
-        return found
-
-    try:
-        first = release()
-        assert first["version"] == "1.0.0" and "signatures" in first["steps"]
-        label = json.loads(registry.image_config("1.0.0")["config"]["Labels"]["triton-release.signatures"])
-        assert label == {"auto": {"batched": True, "tensors": {"input INPUT0": ["FP32", [4]],
-                                                              "output OUTPUT0": ["FP32", [4]]}}}
-        before = {layer["digest"] for layer in registry.manifest("1.0.0").layers}
-        assert len(before) == len(docker_client.images.get(first["steps"]["build"]["image_id"])
-                                  .attrs["RootFS"]["Layers"])  # labelled: no layer added
-        git_repo.write(auto_complete_files("auto", max_batch_size=0))
-        git_repo.commit("auto: no batching")
-        second = release()
-        assert second["version"] == "2.0.0", second["steps"].get("signatures")
-        assert "auto: max_batch_size changed between 0 and non-zero" in second["steps"]["signatures"]["release"]["reasons"]
-    finally:
-        docker_client.images.remove(f"{target}:candidate", force=True)
+    first = releaser()
+    assert first["version"] == "1.0.0" and "signatures" in first["steps"]
+    label = json.loads(releaser.registry.image_config("1.0.0")["config"]["Labels"]["triton-release.signatures"])
+    assert label == {"auto": {"batched": True, "tensors": {"input INPUT0": ["FP32", [4]],
+                                                          "output OUTPUT0": ["FP32", [4]]}}}
+    before = {layer["digest"] for layer in releaser.registry.manifest("1.0.0").layers}
+    assert len(before) == len(docker_client.images.get(first["steps"]["build"]["image_id"])
+                              .attrs["RootFS"]["Layers"])  # labelled: no layer added
+    git_repo.write(auto_complete_files("auto", max_batch_size=0))
+    git_repo.commit("auto: no batching")
+    second = releaser()
+    assert second["version"] == "2.0.0", second["steps"].get("signatures")
+    assert "auto: max_batch_size changed between 0 and non-zero" in second["steps"]["signatures"]["release"]["reasons"]

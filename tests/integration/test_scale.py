@@ -3,56 +3,37 @@ tested in waves, releases, and a one-model change then uploads one small layer."
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from support.models import python_model_files
-from support.stack import BASE_IMAGE, REGISTRY
-from triton_release.cli.main import main
-from triton_release.registry.client import RegistryRepository
 
 pytestmark = pytest.mark.integration
 
 MODELS = 200
 
 
-def test_200_models_release_in_waves_and_a_one_model_change_uploads_one_small_layer(git_repo, unique, tmp_path,
-                                                                                      monkeypatch, docker_client):
+def test_200_models_release_in_waves_and_a_one_model_change_uploads_one_small_layer(git_repo, releaser,
+                                                                                      docker_client):
     files = {}
     for i in range(MODELS):
         files.update(python_model_files(f"m{i:03d}"))
     git_repo.write(files)
     git_repo.commit(f"{MODELS} models")
-    monkeypatch.chdir(git_repo.root)
-    target = f"{REGISTRY}/triton-release-test/scale-{unique}"
-    registry = RegistryRepository.parse(target)
 
-    def release() -> dict:
-        report = tmp_path / "report.json"
-        code = main(["release", "--to", target, "--base-image", BASE_IMAGE, "--max-loaded", "60",
-                     "--report", str(report)])
-        found = json.loads(report.read_text())
-        assert code == 0, found.get("error")
-        return found
+    first = releaser("--max-loaded", "60")
+    test = first["steps"]["test"]
+    assert len(test["cases"]) == MODELS and test["passed"]
+    assert [len(w["loaded"]) for w in test["waves"]] == [60, 60, 60, 20]
+    assert test["peak_memory_bytes"] > 0
+    image = docker_client.images.get(f"{releaser.target}:candidate")
+    assert len(image.attrs["RootFS"]["Layers"]) <= 120
 
-    try:
-        first = release()
-        test = first["steps"]["test"]
-        assert len(test["cases"]) == MODELS and test["passed"]
-        assert [len(w["loaded"]) for w in test["waves"]] == [60, 60, 60, 20]
-        assert test["peak_memory_bytes"] > 0
-        image = docker_client.images.get(f"{target}:candidate")
-        assert len(image.attrs["RootFS"]["Layers"]) <= 120
-
-        model_py = git_repo.models / "m123" / "1" / "model.py"
-        model_py.write_text(model_py.read_text().replace("x + 1", "x + 1.0"))
-        git_repo.commit("m123: same answer, new code")
-        second = release()
-        assert second["version"] == "1.1.0" and second["changed_models"] == ["m123"]
-        assert [len(w["loaded"]) for w in second["steps"]["test"]["waves"]] == [1]
-        before = {layer["digest"] for layer in registry.manifest("1.0.0").layers}
-        added = [layer for layer in registry.manifest("1.1.0").layers if layer["digest"] not in before]
-        assert len(added) == 1 and added[0]["size"] < 16 * 1024, added
-    finally:
-        docker_client.images.remove(f"{target}:candidate", force=True)
+    model_py = git_repo.models / "m123" / "1" / "model.py"
+    model_py.write_text(model_py.read_text().replace("x + 1", "x + 1.0"))
+    git_repo.commit("m123: same answer, new code")
+    second = releaser("--max-loaded", "60")
+    assert second["version"] == "1.1.0" and second["changed_models"] == ["m123"]
+    assert [len(w["loaded"]) for w in second["steps"]["test"]["waves"]] == [1]
+    before = {layer["digest"] for layer in releaser.registry.manifest("1.0.0").layers}
+    added = [layer for layer in releaser.registry.manifest("1.1.0").layers if layer["digest"] not in before]
+    assert len(added) == 1 and added[0]["size"] < 16 * 1024, added

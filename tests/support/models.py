@@ -320,3 +320,27 @@ def auto_complete_files(name: str, max_batch_size: int = 4) -> dict[str, str]:
     shape = (1, 4) if max_batch_size else (4,)
     return {f"{name}/1/model.py": model,
             f"{name}/golden/basic.json": golden_case(shape=shape)}
+
+
+def ensemble_files(name: str, steps: list[str]) -> dict[str, str]:
+    """An ensemble chaining add-one models `steps` (INPUT0 -> OUTPUT0 each), IN -> OUT."""
+    tensors = ["IN", *[f"t{i}" for i in range(len(steps) - 1)], "OUT"]
+    chain = ",\n".join(f'  {{ model_name: "{step}" model_version: -1 '
+                       f'input_map {{ key: "INPUT0" value: "{tensors[i]}" }} '
+                       f'output_map {{ key: "OUTPUT0" value: "{tensors[i + 1]}" }} }}' for i, step in enumerate(steps))
+    config = textwrap.dedent(f'''\
+        name: "{name}"
+        platform: "ensemble"
+        max_batch_size: 8
+        input [ {{ name: "IN" data_type: TYPE_FP32 dims: [ 4 ] }} ]
+        output [ {{ name: "OUT" data_type: TYPE_FP32 dims: [ 4 ] }} ]
+        ''') + f"ensemble_scheduling {{ step [\n{chain}\n] }}\n"
+    return {f"{name}/config.pbtxt": config, f"{name}/1/README.txt": "an ensemble: no files of its own\n"}
+
+
+def pipeline_files(name: str, first: str, second: str) -> dict[str, str]:
+    """An ensemble `name` running two add-one models, `first` then `second` (so it adds 2), with
+    its golden case."""
+    case = json.dumps({"inputs": [{"name": "IN", "datatype": "FP32", "shape": [1, 4], "data": [1, 2, 3, 4]}],
+                       "outputs": [{"name": "OUT", "datatype": "FP32", "shape": [1, 4], "data": [3, 4, 5, 6]}]})
+    return {**ensemble_files(name, [first, second]), f"{name}/golden/basic.json": case}

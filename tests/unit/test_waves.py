@@ -4,7 +4,6 @@ tested where), its report and its lines. Serving the waves is tests/integration/
 from __future__ import annotations
 
 import io
-import textwrap
 import xml.etree.ElementTree as ElementTree
 
 import pytest
@@ -14,23 +13,7 @@ from triton_release.models.inference import CaseResult
 from triton_release.models.repository import Repository
 from triton_release.models.suite import GoldenRun, Wave, WaveRun, merge_junit, plan_waves
 
-from support.models import python_model_files, write_tree
-
-
-def ensemble_files(name: str, steps: list[str]) -> dict[str, str]:
-    """An ensemble chaining add-one models `steps` (INPUT0 -> OUTPUT0 each), IN -> OUT."""
-    tensors = ["IN", *[f"t{i}" for i in range(len(steps) - 1)], "OUT"]
-    chain = ",\n".join(f'  {{ model_name: "{step}" model_version: -1 '
-                       f'input_map {{ key: "INPUT0" value: "{tensors[i]}" }} '
-                       f'output_map {{ key: "OUTPUT0" value: "{tensors[i + 1]}" }} }}' for i, step in enumerate(steps))
-    config = textwrap.dedent(f'''\
-        name: "{name}"
-        platform: "ensemble"
-        max_batch_size: 8
-        input [ {{ name: "IN" data_type: TYPE_FP32 dims: [ 4 ] }} ]
-        output [ {{ name: "OUT" data_type: TYPE_FP32 dims: [ 4 ] }} ]
-        ''') + f"ensemble_scheduling {{ step [\n{chain}\n] }}\n"
-    return {f"{name}/config.pbtxt": config, f"{name}/1/README.txt": "an ensemble: no files of its own\n"}
+from support.models import ensemble_files, python_model_files, write_tree
 
 
 @pytest.fixture
