@@ -1,9 +1,11 @@
 """`python -m bench` (`make bench`): triton-release against the naive pipeline, in one run.
 
-On generated repositories of N Python models with W bytes of weights per version folder: the
-release of a one-model change (time and bytes uploaded, at N = 5, 20, 50), the image rebuild,
-server readiness (changed model vs every model), golden throughput, rollback (retag vs pull,
-tag, push), and `validate`/`changed` at 10, 100 and 1000 models. Prints a Markdown table,
+On a generated repository of N Python models with W bytes of weights per version folder: the
+release of a one-model change (time and bytes uploaded), the image rebuild, server readiness
+(changed model vs every model), golden throughput, rollback (retag vs pull, tag, push). On
+repositories of 20, 200 and 1,000 tiny models: the release of a one-model change against N, and
+the first release of each (waves, the server's peak memory, layers). A requirements change beside
+a model needing torch. `validate`/`changed` at 10, 100 and 1000 models. Prints Markdown tables,
 writes bench/results.json and bench/results.png. Needs the local stack (`make stack`).
 """
 
@@ -21,7 +23,7 @@ from pathlib import Path
 
 import docker
 
-from bench import pipeline, rebuild, report, serve
+from bench import pipeline, rebuild, report, requirements_change, scale, serve
 from bench.generate import generate_history
 
 
@@ -43,44 +45,65 @@ def machine() -> str:
     return f"{platform.system()} {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, Docker {server}"
 
 
+def revision() -> str:
+    """The commit of the triton-release measured (the one this Python imports), "+modified" when its
+    src/ differs from that commit; "unknown" outside a git checkout."""
+    import triton_release
+    src = Path(triton_release.__file__).resolve().parent
+    head = subprocess.run(["git", "-C", str(src), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    if head.returncode != 0:
+        return "unknown"
+    dirty = subprocess.run(["git", "-C", str(src), "status", "--porcelain", "--", "."], capture_output=True, text=True)
+    return head.stdout.strip() + ("+modified" if dirty.stdout.strip() else "")
+
+
 def spread(values: list[float]) -> float:
     return round(max(values) - min(values), 3) if values else 0.0
 
 
-def release_comparison(args, results: dict) -> None:
+def release_comparison(args, results: dict, run_id: str) -> None:
     client = docker.from_env(timeout=600)
-    run_id = time.strftime("%Y%m%d%H%M%S")
-    sizes = sorted({int(s) for s in args.release_sizes.split(",")} | {args.models})
-    by_size = {}
-    for n in sizes:
-        by_size[n] = pipeline.measure_size(client, n, args.weights, args.repeat if n == args.models else 1, run_id)
-        m = by_size[n]
-        print(f"release of a one-model change, {n} models: triton-release {statistics.median(m['times']['triton_release']):.2f} s, "
-              f"naive {statistics.median(m['times']['naive']):.2f} s", flush=True)
-    main_size = by_size[args.models]
-    ours, naive = (statistics.median(main_size["times"][k]) for k in ("triton_release", "naive"))
-    up_ours, up_naive = (statistics.median(main_size["uploaded"][k]) for k in ("triton_release", "naive"))
-    changed = statistics.median(main_size["changed_version"])
+    m = pipeline.measure_size(client, args.models, args.weights, args.repeat, run_id)
+    ours, naive = (statistics.median(m["times"][k]) for k in ("triton_release", "naive"))
+    print(f"release of a one-model change, {args.models} models: triton-release {ours:.2f} s, naive {naive:.2f} s",
+          flush=True)
+    up_ours, up_naive = (statistics.median(m["uploaded"][k]) for k in ("triton_release", "naive"))
+    changed = statistics.median(m["changed_version"])
     results["release_s"] = {"triton_release": round(ours, 3), "naive": round(naive, 3), "ratio": round(ours / naive, 3),
-                            "spread": {"triton_release": spread(main_size["times"]["triton_release"]),
-                                       "naive": spread(main_size["times"]["naive"])}}
+                            "spread": {"triton_release": spread(m["times"]["triton_release"]),
+                                       "naive": spread(m["times"]["naive"])}}
     results["uploaded_bytes"] = {"triton_release": int(up_ours), "naive": int(up_naive), "changed_version": int(changed),
                                  "ratio_to_changed": round(up_ours / changed, 3) if changed else None}
-    results["scaling"]["release_s"] = {str(n): round(statistics.median(m["times"]["triton_release"]), 3)
-                                       for n, m in by_size.items()}
-    results["scaling"]["naive_release_s"] = {str(n): round(statistics.median(m["times"]["naive"]), 3)
-                                             for n, m in by_size.items()}
-    results["scaling"]["uploaded_bytes"] = {str(n): {k: int(statistics.median(v)) for k, v in m["uploaded"].items()}
-                                            for n, m in by_size.items()}
-    results["rollback_s"] = pipeline.rollback_figures(client, main_size["ours_repo"], main_size["naive_repo"],
-                                                      main_size["first_version"], "r0", args.repeat)
+    results["rollback_s"] = pipeline.rollback_figures(client, m["ours_repo"], m["naive_repo"],
+                                                      m["first_version"], "r0", args.repeat)
+    pipeline.remove_images(client, m["ours_repo"], m["naive_repo"])
+
+
+def scaling(args, results: dict, run_id: str) -> None:
+    client = docker.from_env(timeout=600)
+    sizes = [int(s) for s in args.scale_sizes.split(",")]
+    figures = scale.measure(client, sizes, args.change_weights, args.repeat, args.naive_max, args.naive_repeat, run_id)
+    results["scaling"].update(figures)
+    if "1000" in figures["first_release"]:
+        results["first_release_1000"] = figures["first_release"]["1000"]
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench")
     parser.add_argument("--models", type=int, default=20, help="N: models in the repository of the main figures")
     parser.add_argument("--weights", type=int, default=4 * 1024 * 1024, help="W: bytes of weights per version folder")
-    parser.add_argument("--release-sizes", default="5,20,50", help="N values of the release scaling figures")
+    parser.add_argument("--scale-sizes", default="20,200,1000",
+                        help="N values of the scaling figures (tiny models, one of them changed)")
+    parser.add_argument("--change-weights", type=int, default=1024 * 1024,
+                        help="bytes of new weights the one-model change of the scaling figures writes")
+    parser.add_argument("--naive-max", type=int, default=200,
+                        help="the naive pipeline (every model in one server) runs up to this many models")
+    parser.add_argument("--naive-repeat", type=int, default=1,
+                        help="one-model changes the naive pipeline releases at each N of the scaling figures")
+    parser.add_argument("--requirements-heavy", default=requirements_change.HEAVY,
+                        help="the requirement of the model beside the one whose requirement changes")
+    parser.add_argument("--skip-scaling", action="store_true", help="leave out the scaling figures")
+    parser.add_argument("--skip-requirements", action="store_true", help="leave out the requirements change")
     parser.add_argument("--sizes", default="10,100,1000", help="model counts for the validate and changed figures")
     parser.add_argument("--history", default="200,500", help="MODELS,COMMITS of the history `changed` runs over")
     parser.add_argument("--cases", type=int, default=200, help="golden cases sent per throughput figure")
@@ -88,9 +111,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", metavar="FILE", default="bench/results.json", help="where the figures go")
     parser.add_argument("--plot", metavar="FILE", default="bench/results.png", help="where the plot goes")
     args = parser.parse_args(argv)
-    results: dict = {"machine": machine(), "date": time.strftime("%Y-%m-%d"), "n_models": args.models,
+    results: dict = {"machine": machine(), "date": time.strftime("%Y-%m-%d"), "revision": revision(),
+                     "n_models": args.models,
                      "weights_bytes": args.weights, "scaling": {"validate_s": {}, "changed_s": {}}}
-    release_comparison(args, results)
+    run_id = time.strftime("%Y%m%d%H%M%S")
+    release_comparison(args, results, run_id)
+    if not args.skip_scaling:
+        scaling(args, results, run_id)
+    if not args.skip_requirements:
+        results["requirements_change"] = requirements_change.measure(docker.from_env(timeout=600),
+                                                                     args.requirements_heavy, run_id=run_id)
     results["rebuild"] = rebuild.measure(args.models, args.weights, args.repeat)
     served = serve.measure(args.models, 1024, args.repeat, cases=args.cases)
     results["ready_s"] = served["ready_s"]

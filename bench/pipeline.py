@@ -17,6 +17,7 @@ import sys
 import tempfile
 import time
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 
 import docker
@@ -38,17 +39,52 @@ def docker_push(client: docker.DockerClient, repo: str, tag: str) -> None:
             raise RuntimeError(f"docker push {repo}:{tag}: {event['error']}")
 
 
-def naive_release(client: docker.DockerClient, root: Path, repo: str, tag: str, changed: str) -> float:
+@dataclass(frozen=True)
+class ServerLoad:
+    """What one server with every model loaded held: its memory and its processes (threads)."""
+    models: int
+    memory_bytes: int | None
+    processes: int | None
+
+
+def server_load(server: TritonServer, models: int) -> ServerLoad:
+    processes = None
+    try:
+        processes = server.container.stats(stream=False).get("pids_stats", {}).get("current")
+    except (docker.errors.DockerException, ValueError):
+        pass
+    return ServerLoad(models, server.sample_memory(), processes)
+
+
+def serve_and_check(client: docker.DockerClient, image: str, root: Path, changed: str,
+                    load_timeout: float, measured: list[ServerLoad] | None = None) -> float:
+    """tritonserver with every model loaded, no process limit (as `docker run` gives it), and the
+    changed model's golden cases; with `measured`, the server's memory and processes appended.
+    Returns the seconds that reading those figures took."""
+    models = Repository.load(root / "model_repository")
+    with TritonServer(image, {m: None for m in models.models}, all_models=True, client=client,
+                      load_timeout=load_timeout, pids=None) as server:
+        for path in models[changed].golden_cases:
+            case, _ = golden.load_case(path, changed)
+            result = inference.run_case(case, server.http_url, server.grpc_url)
+            assert result.passed, result.message
+        if measured is None:
+            return 0.0
+        start = time.perf_counter()
+        measured.append(server_load(server, len(models.models)))
+        return time.perf_counter() - start
+
+
+def naive_release(client: docker.DockerClient, root: Path, repo: str, tag: str, changed: str, *,
+                  load_timeout: float = 900, measured: list[ServerLoad] | None = None) -> float:
+    """Build with one COPY, serve every model, the changed model's cases, docker push. The seconds,
+    without the time `measured` (the server's figures) took to read."""
     start = time.perf_counter()
     image = f"{repo}:{tag}"
     naive_build(client, root / "model_repository", image)
-    models = Repository.load(root / "model_repository")
-    with TritonServer(image, {m: None for m in models.models}, all_models=True, client=client) as server:
-        for path in models[changed].golden_cases:
-            case, _ = golden.load_case(path, changed)
-            assert inference.run_case(case, server.http_url, server.grpc_url).passed
+    reading = serve_and_check(client, image, root, changed, load_timeout, measured)
     docker_push(client, repo, tag)
-    return time.perf_counter() - start
+    return time.perf_counter() - start - reading
 
 
 def our_release(root: Path, repo: str) -> tuple[float, dict]:
@@ -62,9 +98,32 @@ def our_release(root: Path, repo: str) -> tuple[float, dict]:
     return elapsed, json.loads(report.read_text())
 
 
-def new_bytes(repo: RegistryRepository, tag: str, previous: str) -> int:
+def step_seconds(report: dict) -> dict[str, float]:
+    """Where a release's time went: each step's seconds, from its report."""
+    return {name: step["seconds"] for name, step in report["steps"].items()
+            if isinstance(step, dict) and isinstance(step.get("seconds"), (int, float))}
+
+
+def new_layers(repo: RegistryRepository, tag: str, previous: str) -> list[tuple[int, dict]]:
+    """(position in the image, layer) of each layer of `tag` that `previous` does not have."""
     before = {layer["digest"] for layer in repo.manifest(previous).layers}
-    return sum(layer["size"] for layer in repo.manifest(tag).layers if layer["digest"] not in before)
+    return [(i, layer) for i, layer in enumerate(repo.manifest(tag).layers) if layer["digest"] not in before]
+
+
+def new_bytes(repo: RegistryRepository, tag: str, previous: str) -> int:
+    return sum(layer["size"] for _, layer in new_layers(repo, tag, previous))
+
+
+def remove_images(client: docker.DockerClient, *repos: str) -> None:
+    """The local tags of the bench's own registry repositories (never anything else)."""
+    for repo in repos:
+        for image in client.images.list(name=repo):
+            for tag in image.tags:
+                if tag.rsplit(":", 1)[0] == repo:
+                    try:
+                        client.images.remove(tag, force=True)
+                    except docker.errors.APIError:
+                        pass
 
 
 def change_one_model(root: Path, model: str, round_: int, weights_bytes: int) -> None:
@@ -74,7 +133,8 @@ def change_one_model(root: Path, model: str, round_: int, weights_bytes: int) ->
     (folder / str(newest) / "model.py").write_text(MODEL_PY.format(offset=1) + f"# change {round_}\n")
     if weights_bytes:
         (folder / str(newest) / "weights.bin").write_bytes(os.urandom(weights_bytes))
-    git(root, "commit", "-q", "-am", f"{model}: change {round_}")
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", f"{model}: change {round_}")
 
 
 def folder_bytes(folder: Path) -> int:

@@ -18,7 +18,8 @@ KEYS = {"machine", "date", "n_models", "weights_bytes", "release_s", "uploaded_b
 
 def test_bench_smoke(docker_client, tmp_path):
     out, plot = tmp_path / "results.json", tmp_path / "results.png"
-    result = subprocess.run([sys.executable, "-m", "bench", "--models", "2", "--weights", "4096", "--release-sizes", "2",
+    result = subprocess.run([sys.executable, "-m", "bench", "--models", "2", "--weights", "4096",
+                             "--scale-sizes", "2", "--change-weights", "4096", "--naive-max", "2", "--skip-requirements",
                              "--sizes", "3", "--history", "4,6", "--repeat", "1", "--cases", "4",
                              "--json", str(out), "--plot", str(plot)], cwd=ROOT, capture_output=True, text=True)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
@@ -30,5 +31,12 @@ def test_bench_smoke(docker_client, tmp_path):
     assert 4096 <= figures["uploaded_bytes"]["triton_release"] < figures["uploaded_bytes"]["naive"]
     assert figures["rebuild"]["ours"]["new_layers"] == 1
     assert set(figures["golden_cases_per_s"]) == {"http", "http_concurrent", "grpc", "grpc_concurrent"}
+    # scaling: tiny models, one changed by 4096 bytes of weights; its first release tested in one wave
+    scaling = figures["scaling"]
+    assert scaling["release_s"].keys() == {"2"} and scaling["naive_release_s"]["2"] is not None
+    assert 4096 <= scaling["uploaded_bytes"]["2"]["triton_release"] <= scaling["uploaded_bytes"]["2"]["naive"]
+    assert scaling["first_release"]["2"]["waves"] == 1 and scaling["first_release"]["2"]["image_layers"] > 0
+    assert set(scaling["goals"]) == {"release_time", "uploaded_over_changed"}
+    assert "requirements_change" not in figures  # --skip-requirements
     assert "| release of a one-model change (s) |" in result.stdout
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
