@@ -32,13 +32,17 @@ log = logging.getLogger("triton_release")
 MODELS_LABEL = "triton-release.models"  # model -> its version folders, in the image
 
 if TYPE_CHECKING:
+    from triton_release.fanout.candidate import Pulled, Staged
+    from triton_release.fanout.shards import Shard
     from triton_release.image.build import BuildResult
     from triton_release.image.base import BaseImage
     from triton_release.image.environments import Environments
     from triton_release.image.stub import StubChoice
     from triton_release.models.suite import GoldenRun
     from triton_release.registry.client import RegistryRepository
+    from triton_release.registry.promote import CandidateCheck, CandidateRetention, Promoted
     from triton_release.registry.publish import Finished, PushResult, Retention, Tagged
+    from triton_release.registry.records import GoldenRecord
     from triton_release.registry.rollback import ModelRollback, Rollback
 
 
@@ -249,10 +253,10 @@ class ReleaseImage:
 def build(root: Path | Repository, base_image: str, tag: str, *, python: str | None = None, stub_mode: str = "auto",
           revision: str | None = None, source: str = "", version: str = "", bumped_from: str | None = None,
           channel: str = "", requirements_options: str = "refuse", prepared: Prepared | None = None,
-          max_layers: int = 120) -> ReleaseImage:
+          max_layers: int = 120, extra_labels: dict[str, str] | None = None) -> ReleaseImage:
     """Inspect the base, choose the stub, resolve the environments (unless `prepared`), build, and
     prove the stub loads. `revision`: the commit built (default: the git HEAD around the model
-    repository, if any)."""
+    repository, if any). `extra_labels`: more labels for the image (a staged candidate's plan)."""
     from triton_release.image import environments as envs_in_image, stub
     from triton_release.image.build import build_image
     from triton_release.image.engine import docker_client
@@ -280,6 +284,7 @@ def build(root: Path | Repository, base_image: str, tag: str, *, python: str | N
         envs_in_image.LABEL: envs.label() if envs.by_model else "",
         "triton-release.python": choice.target_python,
         "triton-release.stub": f"{choice.provider}: {choice.origin}",
+        **(extra_labels or {}),
     }
     items, configs = envs_in_image.environment_items(envs, repo)
     runtime = Runtime(choice.stub_file, choice.builder_stage, extra=tuple(items), model_files=configs)
@@ -550,18 +555,138 @@ def finish_commit(root: Path, repository: "RegistryRepository") -> Committed | N
                     f"{revision[:12] or 'an unknown commit'}, not the checked-out commit, so its release commit is "
                     "not made here")
         return None
-    planned = changes(root, base or None, revision)
-    if planned.bumps and any((root / b.model / str(b.to_version)).exists() for b in planned.bumps):
-        if not holds_bump(planned.found, list(planned.bumps), root):
-            raise Refused(f"""
-                {repository}:{version} was released, and the working tree holds its new version folders with
-                other contents than it shipped: {', '.join(f'{b.model}/{b.to_version}' for b in planned.bumps)}. Put them
-                back as released (remove them and run again: the bump is redone from git), then commit the
-                changes as a new release.""")
+    return commit_shipped(root, version, changes(root, base or None, revision), f"{repository}:{version}")
+
+
+def _holds_shipped_bump(root: Path, planned: ChangesResult, released: str) -> bool:
+    """Whether the working tree holds the new version folders already (a stopped run's bump);
+    refused when it holds them with other contents than `released` shipped."""
+    if not planned.bumps or not any((root / b.model / str(b.to_version)).exists() for b in planned.bumps):
+        return False
+    if not holds_bump(planned.found, list(planned.bumps), root):
+        raise Refused(f"""
+            The working tree holds the new version folders of {released} with other contents than it
+            shipped: {', '.join(f'{b.model}/{b.to_version}' for b in planned.bumps)}. Put them back as shipped
+            (remove them and run again: the bump is redone from git), then commit the changes as a new
+            release.""")
+    return True
+
+
+def commit_shipped(root: Path, version: str, planned: ChangesResult, released: str) -> Committed:
+    """The bump `released` shipped, redone in the working tree from the same commits (bump is
+    deterministic) unless it is there already, committed as `release X.Y.Z` and tagged."""
+    if _holds_shipped_bump(root, planned, released):
         bumped = BumpResult(planned.found.prefix, planned.bumps)  # the stopped run's bump, untouched
     else:
         bumped = bump(root, planned) if planned.bumps else None
-    return commit(root, version, bumped, revision)
+    return commit(root, version, bumped, planned.found.head)
+
+
+# -- promote: a staged candidate becomes the release --------------------------------------------
+
+def check_candidate(repository: "RegistryRepository", digest: str, version: str) -> "CandidateCheck":
+    """The candidate's labels and its shards' golden records; refused, naming every shard at
+    fault, unless they let it become release `version`."""
+    from triton_release.registry import promote
+
+    return promote.check_candidate(repository, digest, version)
+
+
+def plan_commit(root: Path, checked: "CandidateCheck") -> ChangesResult:
+    """The bump the candidate shipped, recomputed from its base and revision labels, checked
+    against the working tree before anything is tagged: the candidate's commit must be checked
+    out, and the version folders to bump hold nothing git does not (or this very bump)."""
+    candidate = checked.candidate
+    git = Git(Git(root).toplevel())
+    if not candidate.revision:
+        raise Refused(f"{candidate.ref} has no {releases.REVISION_LABEL} label, so its bump cannot be redone for "
+                      "--commit. Promote it without --commit, or stage the commit again.")
+    head = git.text("rev-parse", "HEAD")
+    if head != candidate.revision:
+        raise UsageError(f"""
+            --commit makes the release commit on the candidate's commit {candidate.revision[:12]}, and
+            {head[:12]} is checked out. Check out {candidate.revision[:12]} (actions/checkout with ref:
+            and fetch-depth: 0), or promote without --commit. Nothing was tagged.""")
+    planned = changes(root, candidate.base or None, candidate.revision)
+    if not _holds_shipped_bump(root, planned, candidate.ref):
+        check_working_tree(planned.found, list(planned.bumps), root)
+    return planned
+
+
+def promote(repository: "RegistryRepository", checked: "CandidateCheck", version: str, channel: str) -> "Promoted":
+    from triton_release.registry import promote as promoting
+
+    return promoting.promote(repository, checked, version, channel)
+
+
+def retain_candidates(repository: "RegistryRepository", released: str, keep: int) -> "CandidateRetention":
+    from triton_release.registry.promote import retain_candidates as retain_older
+
+    return retain_older(repository, released, keep)
+
+
+# -- stage and candidate tests: a release over many runners ------------------------------------
+
+@dataclass(frozen=True)
+class ShardPlan:
+    shards: tuple["Shard", ...]
+
+    def to_json(self) -> dict:
+        return {"shards": [s.to_json() for s in self.shards]}
+
+    def facts(self) -> dict:
+        return {"shards": [s.matrix_entry() for s in self.shards]}
+
+
+def plan_shards(root: Path | Repository, names: list[str], shards: int | None = None,
+                max_models: int | None = None) -> ShardPlan:
+    from triton_release.fanout.shards import plan_shards as plan
+
+    repo = root if isinstance(root, Repository) else Repository.load(root)
+    return ShardPlan(tuple(plan(repo, names, shards=shards, max_models=max_models)))
+
+
+def find_candidate(registry: "RegistryRepository", revision: str, base: str | None) -> "Staged | None":
+    """The candidate staged before for this commit and base, to reuse; None: stage it."""
+    from triton_release.fanout.candidate import find_reusable
+
+    return find_reusable(registry, revision, base)
+
+
+def push_candidate(image: str, registry: "RegistryRepository", revision: str) -> "Staged":
+    from triton_release.fanout.candidate import push_candidate as push_to_candidate_tag
+    from triton_release.image.engine import docker_client
+
+    return push_to_candidate_tag(docker_client(), image, registry, revision)
+
+
+def pull_candidate(registry: "RegistryRepository", digest: str) -> "Pulled":
+    from triton_release.fanout.candidate import pull_candidate as pull_by_digest
+    from triton_release.image.engine import docker_client
+
+    return pull_by_digest(docker_client(), registry, digest)
+
+
+@dataclass(frozen=True)
+class RecordWritten:
+    repository: str
+    tag: str
+    shard: str
+    passed: bool
+    cases: int
+
+    def to_json(self) -> dict:
+        return {"record": f"{self.repository}:{self.tag}", "shard": self.shard, "passed": self.passed,
+                "cases": self.cases}
+
+
+def write_golden_record(registry: "RegistryRepository", record: "GoldenRecord",
+                        junit: bytes | None = None) -> RecordWritten:
+    """The shard's outcome, kept in the registry beside the candidate for `promote` to read."""
+    from triton_release.registry.records import write_record
+
+    tag = write_record(registry, record, junit)
+    return RecordWritten(str(registry), tag, record.shard, record.passed, len(record.cases))
 
 
 # -- rollback ---------------------------------------------------------------------------------

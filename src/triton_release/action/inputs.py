@@ -13,7 +13,7 @@ from typing import Mapping
 
 from triton_release.errors import UsageError
 
-MODES = ("release", "test", "rollback")
+MODES = ("release", "test", "rollback", "stage", "promote")
 TRUE, FALSE = {"true", "1", "yes", "on"}, {"false", "0", "no", "off", ""}
 # inputs that are settings (`image`: the old name of `repository`)
 SETTING_INPUTS = ("model-repository", "repository", "image", "base-image", "python", "stub", "channel", "keep",
@@ -27,6 +27,15 @@ def _flag(name: str, text: str) -> bool | None:
     if value in FALSE:
         return False if value else None
     raise UsageError(f"the action's input {name} is {text!r}; give true or false.")
+
+
+def _count(name: str, text: str) -> int | None:
+    if not text:
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        raise UsageError(f"the action's input {name} is {text!r}; give a whole number.") from None
 
 
 @dataclass(frozen=True)
@@ -68,6 +77,12 @@ class ActionInputs:
     rollback_to: str
     verify: bool
     report: str
+    candidate: str = ""               # stage's output REPO@sha256:...: mode test tests it, mode promote tags it
+    shard: str = ""                   # mode test of a candidate: the shard whose record it writes
+    models: str = ""                  # mode test of a candidate: a,b (default: the shard's, from the candidate)
+    shards: int | None = None         # mode stage: this many shards ...
+    max_models_per_shard: int | None = None  # ... or as many as hold at most this many models
+    version: str = ""                 # mode promote: the release X.Y.Z (the stage job's version output)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> "ActionInputs":
@@ -81,10 +96,14 @@ class ActionInputs:
         return cls(mode, settings, value("username"), value("password"),
                    _flag("push", value("push")), bool(_flag("commit", value("commit"))), value("base-ref"),
                    value("rollback-to"), bool(_flag("verify", value("verify"))),
-                   value("report") or "triton-release-report.json")
+                   value("report") or "triton-release-report.json", candidate=value("candidate"),
+                   shard=value("shard"), models=value("models"), shards=_count("shards", value("shards")),
+                   max_models_per_shard=_count("max-models-per-shard", value("max-models-per-shard")),
+                   version=value("version"))
 
     def pushes(self, event: Event) -> bool:
-        """mode test never pushes; else the push input, else: not on pull requests."""
+        """mode test never pushes (a candidate's test writes only its record); else the push input,
+        else: not on pull requests."""
         if self.mode == "test":
             return False
         return self.push if self.push is not None else not event.is_pull_request

@@ -1,5 +1,6 @@
 """The GitHub Action's entry point (`triton-release-action`): inputs and event -> one run of
-`release` or `rollback` in a session, then the outputs and the step summary.
+`release`, `rollback`, or a stage of a release over many runners (`stage`, `test` of a
+candidate, `promote`) in a session, then the outputs and the step summary.
 
 No shell ever sees an input. The password is masked before anything is printed. Outputs and
 the summary are written whatever happened, a bad input included.
@@ -36,7 +37,10 @@ def main(env: Mapping[str, str] | None = None) -> int:
         inputs = exc
     mode = inputs.mode if isinstance(inputs, ActionInputs) else "release"
     report_path = inputs.report if isinstance(inputs, ActionInputs) else DEFAULT_REPORT
-    session = sessions.Session("rollback" if mode == "rollback" else "release", console, timed=True)
+    command = mode if mode in ("rollback", "stage", "promote") else "release"
+    if isinstance(inputs, ActionInputs) and mode == "test" and inputs.candidate:
+        command = "test"
+    session = sessions.Session(command, console, timed=True)
 
     def body(session: sessions.Session) -> None:
         if not isinstance(inputs, ActionInputs):
@@ -50,8 +54,14 @@ def main(env: Mapping[str, str] | None = None) -> int:
 
 
 def run(inputs: ActionInputs, settings, event: Event, env: Mapping[str, str], session: sessions.Session) -> None:
+    if inputs.mode == "test" and inputs.candidate:
+        test_shard(inputs, settings, env, session)
+        return
+    if inputs.mode == "promote":
+        promote(inputs, settings, env, session)
+        return
     pushes = inputs.pushes(event)
-    repository = release.open_repository(settings, env, required=pushes or inputs.mode == "rollback",
+    repository = release.open_repository(settings, env, required=pushes or inputs.mode in ("rollback", "stage"),
                                          how="the action's input repository", username=inputs.username,
                                          password=inputs.password)
     if inputs.mode == "rollback":
@@ -62,6 +72,9 @@ def run(inputs: ActionInputs, settings, event: Event, env: Mapping[str, str], se
             release.model_repository(settings, INPUT) if inputs.verify else None, settings.load_timeout, settings.server_memory,
             settings.server_pids, settings.max_loaded, settings.gpus, settings.gpu_models), session)
         return
+    if inputs.mode == "stage":
+        stage(inputs, settings, event, env, repository, session)
+        return
     release.run_release(release.ReleaseRequest(
         model_repository=release.model_repository(settings, INPUT), repository=repository, base=inputs.base_ref or event.base,
         head="HEAD", base_image=settings.base_image, python=settings.python, stub=settings.stub,
@@ -70,6 +83,59 @@ def run(inputs: ActionInputs, settings, event: Event, env: Mapping[str, str], se
         requirements_options=settings.requirements_options, server_memory=settings.server_memory,
         server_pids=settings.server_pids, max_loaded=settings.max_loaded, max_layers=settings.max_layers,
         gpus=settings.gpus, gpu_models=settings.gpu_models), session)
+
+
+def stage(inputs: ActionInputs, settings, event: Event, env: Mapping[str, str], repository,
+          session: sessions.Session) -> None:
+    """mode stage: build once, push the candidate, plan the shards (the `shards` output)."""
+    from triton_release.fanout.shards import check_counts
+    from triton_release.fanout.stage import StageRequest, run_stage
+
+    check_counts(inputs.shards, inputs.max_models_per_shard)
+    run_stage(StageRequest(
+        model_repository=release.model_repository(settings, INPUT), repository=repository,
+        base=inputs.base_ref or event.base, head="HEAD", base_image=settings.base_image, python=settings.python,
+        stub=settings.stub, channel=settings.channel, shards=inputs.shards, max_models=inputs.max_models_per_shard,
+        source=release.provenance_source(env), requirements_options=settings.requirements_options,
+        max_layers=settings.max_layers), session)
+
+
+def _candidate(inputs: ActionInputs, env: Mapping[str, str]):
+    """The candidate input's repository (with the credentials) and digest."""
+    from triton_release.fanout.candidate import parse_candidate
+    from triton_release.registry.client import open_repository
+
+    found = parse_candidate(inputs.candidate)
+    if found is None:
+        raise UsageError(f"the action's input candidate is {inputs.candidate!r}; give REPO@sha256:<64 hex digits>, "
+                         "the stage job's `candidate` output.")
+    return open_repository(found[0], env, inputs.username or None, inputs.password or None), found[1]
+
+
+def test_shard(inputs: ActionInputs, settings, env: Mapping[str, str], session: sessions.Session) -> None:
+    """mode test with a candidate: one shard of it, its record written to the registry."""
+    from triton_release.fanout.stage import CandidateTestRequest, run_candidate_test
+
+    repository, digest = _candidate(inputs, env)
+    run_candidate_test(CandidateTestRequest(
+        model_repository=release.model_repository(settings, INPUT), repository=repository, digest=digest,
+        shard=inputs.shard or None, models=tuple(m for m in inputs.models.split(",") if m),
+        load_timeout=settings.load_timeout, memory=settings.server_memory, pids=settings.server_pids,
+        max_loaded=settings.max_loaded, gpus=settings.gpus, gpu_models=settings.gpu_models), session)
+
+
+def promote(inputs: ActionInputs, settings, env: Mapping[str, str], session: sessions.Session) -> None:
+    """mode promote: the candidate becomes release X.Y.Z once every shard's record passed."""
+    from triton_release.fanout.promote import PromoteRequest, run_promote
+
+    if not inputs.candidate:
+        raise UsageError("mode promote needs the input candidate: the stage job's `candidate` output.")
+    if not inputs.version:
+        raise UsageError("mode promote needs the input version: the stage job's `version` output.")
+    repository, digest = _candidate(inputs, env)
+    run_promote(PromoteRequest(repository, digest, inputs.version, settings.channel, commit=inputs.commit,
+                               model_repository=release.model_repository(settings, INPUT) if inputs.commit
+                               else None), session)
 
 
 def finish(report: sessions.Report, report_path: str, env: Mapping[str, str], console: Console) -> None:

@@ -11,6 +11,8 @@ from triton_release.session import Report
 
 _VERSION = re.compile(r"^(\d+\.\d+\.\d+)?$")
 _DIGEST = re.compile(r"^(sha256:[0-9a-f]{64})?$")
+_CANDIDATE = re.compile(r"^([^@\s]+@sha256:[0-9a-f]{64})?$")
+_SHARD_KEYS = {"name": str, "models": str, "load": str, "cases": int, "gpu": bool}
 
 
 @dataclass(frozen=True)
@@ -20,12 +22,19 @@ class ActionOutputs:
     digest: str
     changed_models: tuple[str, ...]
     report: str
+    candidate: str = ""                 # stage: REPO@sha256:... of the staged candidate
+    shards: tuple[dict, ...] = ()       # stage: the matrix include list
 
     @classmethod
     def from_report(cls, report: Report, report_path: str) -> "ActionOutputs":
         facts = report.facts
         return cls(str(facts.get("version") or ""), str(facts.get("image") or ""), str(facts.get("digest") or ""),
-                   tuple(str(m) for m in facts.get("changed_models") or ()), report_path)
+                   tuple(str(m) for m in facts.get("changed_models") or ()), report_path,
+                   str(facts.get("candidate") or ""), tuple(facts.get("shards") or ()))
+
+    def _shards_ok(self) -> bool:
+        return all(isinstance(s, dict) and set(s) == set(_SHARD_KEYS)
+                   and all(type(s[key]) is kind for key, kind in _SHARD_KEYS.items()) for s in self.shards)
 
     def problems(self) -> list[str]:
         """Values that are not what their output promises."""
@@ -36,6 +45,10 @@ class ActionOutputs:
             found.append(f"digest {self.digest!r} is not a sha256 digest")
         if any("\n" in m for m in self.changed_models):
             found.append("changed-models holds a name with a line break")
+        if not _CANDIDATE.match(self.candidate):
+            found.append(f"candidate {self.candidate!r} is not REPO@sha256:...")
+        if not self._shards_ok():
+            found.append("shards is not a list of {name, models, load, cases, gpu}")
         return found
 
     def valid(self) -> "ActionOutputs":
@@ -43,11 +56,14 @@ class ActionOutputs:
         return ActionOutputs(self.version if _VERSION.match(self.version) else "",
                              self.image if _VERSION.match(self.version) else "",
                              self.digest if _DIGEST.match(self.digest) else "",
-                             tuple(m for m in self.changed_models if "\n" not in m), self.report)
+                             tuple(m for m in self.changed_models if "\n" not in m), self.report,
+                             self.candidate if _CANDIDATE.match(self.candidate) else "",
+                             self.shards if self._shards_ok() else ())
 
     def values(self) -> dict[str, str]:
         return {"version": self.version, "image": self.image, "digest": self.digest,
-                "changed-models": json.dumps(list(self.changed_models)), "report": self.report}
+                "changed-models": json.dumps(list(self.changed_models)), "report": self.report,
+                "candidate": self.candidate, "shards": json.dumps(list(self.shards), separators=(",", ":"))}
 
     def write(self, path: str) -> None:
         """Append to $GITHUB_OUTPUT, each value between delimiters no value can contain."""
@@ -105,6 +121,24 @@ def summary(report: Report) -> str:
     needs_gpu = list(getattr(run, "needs_gpu", ()))
     if needs_gpu:
         lines += ["", *(f"- `{_md(name)}`: **not tested**: needs a GPU: {_md(why)}" for name, why in needs_gpu)]
+    staged = report.result("candidate") or report.result("reuse")
+    if staged is not None:
+        candidate = staged.candidate
+        how = "reused, staged before from this commit" if staged.reused else f"pushed as `{_md(staged.tag)}`"
+        lines += ["", f"**Candidate:** `{_md(candidate.ref)}` ({how}); release **{candidate.version or 'none'}** "
+                  "once every shard passed", "", "| shard | models | golden cases | runner |",
+                  "| --- | --- | ---: | --- |"]
+        for shard in candidate.shards:
+            lines.append(f"| {_md(shard.name)} | {_md(', '.join(shard.models))} | {shard.cases} | "
+                         f"{'GPU' if shard.gpu else 'CPU'} |")
+    recorded = report.result("golden-record")
+    if recorded is not None:
+        lines += ["", f"**Record:** {_md(recorded.shard)} {'passed' if recorded.passed else '**failed**'}: "
+                  f"`{_md(recorded.repository)}:{_md(recorded.tag)}`"]
+    promoted = report.result("promote")
+    if promoted is not None:
+        lines += ["", f"**Promoted** `{_md(promoted.repository)}:{_md(promoted.version)}` ({promoted.digest}): tags "
+                  + ", ".join(f"`{_md(t)}`" for t in promoted.tags)]
     pushed, tagged = report.result("push"), report.result("tags")
     if pushed is not None:
         tags = [pushed.version, *(tagged.tags if tagged is not None else ())]

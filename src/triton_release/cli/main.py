@@ -9,7 +9,8 @@ from types import ModuleType
 from typing import Mapping
 
 from triton_release import __version__, cache, session as sessions
-from triton_release.cli import bump, build, changed, push, record, release, rollback, test, validate
+from triton_release.cli import (bump, build, changed, promote, push, record, release, rollback, stage, test,
+                                validate)
 from triton_release.cli.common import Context, given_settings, setting
 from triton_release.console import Console
 from triton_release.errors import UsageError
@@ -17,9 +18,10 @@ from triton_release.settings import CONFIG_FILE, resolve
 
 COMMANDS: dict[str, ModuleType] = {
     "validate": validate, "changed": changed, "bump": bump, "build": build, "test": test,
-    "record": record, "push": push, "release": release, "rollback": rollback,
+    "record": record, "push": push, "release": release, "rollback": rollback, "stage": stage,
+    "promote": promote,
 }
-MULTI_STEP = {"release", "bump", "push", "rollback"}  # commands whose steps each print their time
+MULTI_STEP = {"release", "bump", "push", "rollback", "stage", "promote"}  # commands whose steps each print their time
 
 
 class _Parser(argparse.ArgumentParser):

@@ -2,13 +2,17 @@
 
 from triton_release import steps
 from triton_release.cli.common import Context, models_list, setting
+from triton_release.errors import UsageError
 from triton_release.models.repository import Repository
 
 HELP = "serve the image and run the golden cases"
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--image", metavar="IMAGE", required=True, help="the local image to serve")
+    parser.add_argument("--image", metavar="IMAGE", required=True,
+                        help="the local image to serve, or a staged candidate REPO@sha256:... (pulled by digest)")
+    parser.add_argument("--shard", metavar="NAME",
+                        help="with a candidate: test this shard of its plan and record the outcome in the registry")
     parser.add_argument("--models", metavar="A,B", help="the models to test (default: all)")
     setting(parser, "--load-timeout", "load_timeout", metavar="SECONDS")
     setting(parser, "--max-loaded", "max_loaded", metavar="N")
@@ -19,9 +23,33 @@ def add_arguments(parser) -> None:
 
 
 def run(ctx: Context, session) -> None:
+    from triton_release.fanout.candidate import parse_candidate
+
+    if parse_candidate(ctx.args.image) is not None:
+        serve_candidate(ctx, session)
+        return
+    if ctx.args.shard is not None:
+        raise UsageError("--shard tests a staged candidate: give --image REPO@sha256:... (the stage's `candidate` "
+                         "output).")
     repo = Repository.load(ctx.model_repository)
     names = models_list(ctx.args.models) or sorted(repo.models)
     session.step("test", ctx.console.golden_run, steps.test, repo, ctx.args.image, names, ctx.settings.load_timeout,
                  junitxml=ctx.args.junitxml, keyword=ctx.args.keyword, memory=ctx.settings.server_memory,
                  pids=ctx.settings.server_pids, max_loaded=ctx.settings.max_loaded, gpus=ctx.settings.gpus,
                  gpu_models=ctx.settings.gpu_models)
+
+
+def serve_candidate(ctx: Context, session) -> None:
+    """A staged candidate, pulled by digest; with --shard, its record written to the registry."""
+    from triton_release.fanout.candidate import parse_candidate
+    from triton_release.fanout.stage import CandidateTestRequest, run_candidate_test
+    from triton_release.registry.client import open_repository
+
+    args, settings = ctx.args, ctx.settings
+    where, digest = parse_candidate(args.image)
+    request = CandidateTestRequest(
+        model_repository=ctx.model_repository, repository=open_repository(where, ctx.env), digest=digest,
+        shard=args.shard, models=tuple(models_list(args.models)), junitxml=args.junitxml, keyword=args.keyword,
+        load_timeout=settings.load_timeout, memory=settings.server_memory, pids=settings.server_pids,
+        max_loaded=settings.max_loaded, gpus=settings.gpus, gpu_models=settings.gpu_models)
+    run_candidate_test(request, session)

@@ -1,4 +1,4 @@
-"""A registry repository through the v2 API: tags, manifests, digests, retag, delete.
+"""A registry repository through the v2 API: tags, manifests, blobs, digests, retag, delete.
 
 Auth follows the registry's challenge: anonymous, Basic, or a Bearer token from the realm it
 names (GHCR, Docker Hub and most registries); credentials go to a realm only over https or to
@@ -18,7 +18,7 @@ import re
 import time
 from dataclasses import dataclass, field
 from typing import Mapping
-from urllib.parse import urlsplit
+from urllib.parse import quote, urljoin, urlsplit
 
 import requests
 
@@ -59,6 +59,11 @@ class Manifest:
     media_type: str
     body: bytes = field(repr=False)
     digest: str  # content_digest(body)
+
+    @classmethod
+    def of(cls, media_type: str, body: bytes) -> "Manifest":
+        """Manifest bytes to send, named by their digest."""
+        return cls(media_type, body, content_digest(body))
 
     @property
     def layers(self) -> list[dict]:
@@ -148,7 +153,9 @@ class RegistryRepository:
         return answer
 
     def _request(self, method: str, path: str, **kw) -> requests.Response:
-        url = f"{self.base_url}/{path}"
+        return self._request_url(method, f"{self.base_url}/{path}", **kw)
+
+    def _request_url(self, method: str, url: str, **kw) -> requests.Response:
         answer = self._send(method, url, **kw)
         if answer.status_code == 401 and self._authenticate(answer):
             answer = self._send(method, url, **kw)
@@ -277,6 +284,35 @@ class RegistryRepository:
         answer = self._request("GET", f"blobs/{manifest.config_digest}")
         self._raise_for(answer, f"read the image configuration of {reference} of")
         return self._json(answer, f"The registry {self.host}", f"the image configuration of {self}:{reference} (JSON)")
+
+    def put_blob(self, data: bytes) -> str:
+        """Upload `data` as a blob of this repository (one POST, then one PUT of the whole); a blob
+        the repository already holds is not sent again. Returns its digest."""
+        digest = content_digest(data)
+        known = self._request("HEAD", f"blobs/{digest}")
+        if known.status_code == 200:
+            return digest
+        if known.status_code != 404:
+            self._raise_for(known, f"look up blob {digest} of")
+        started = self._request("POST", "blobs/uploads/")
+        self._raise_for(started, "start an upload to")
+        location = started.headers.get("Location", "")
+        if started.status_code // 100 != 2 or not location:
+            raise InfrastructureError(f"""
+                The registry {self.host} did not open an upload to {self} (HTTP {started.status_code},
+                {'no Location' if not location else 'Location given'}). Check that it is a container registry
+                that accepts pushes.""")
+        url = urljoin(self.base_url, location)
+        if urlsplit(url)[:2] != urlsplit(self.base_url)[:2]:
+            elsewhere = _without_userinfo(f"{urlsplit(url).scheme}://{urlsplit(url).netloc}")
+            raise Refused(f"""
+                The registry {self.host} asked for an upload to go to {elsewhere}, not to itself; nothing
+                was sent there, credentials included. Check the registry's configuration (its public
+                address).""")
+        url += ("&" if urlsplit(url).query else "?") + f"digest={quote(digest, safe='')}"
+        answer = self._request_url("PUT", url, data=data, headers={"Content-Type": "application/octet-stream"})
+        self._raise_for(answer, f"upload blob {digest} to")
+        return digest
 
     def put_manifest(self, tag: str, manifest: Manifest) -> str:
         """Point `tag` at `manifest` (a retag: no layer moves). Returns the digest of the bytes sent."""

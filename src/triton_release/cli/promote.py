@@ -1,0 +1,30 @@
+"""`promote`: a staged candidate becomes release X.Y.Z once every shard's golden record passed."""
+
+from triton_release.cli.common import Context, setting
+from triton_release.fanout.promote import PromoteRequest, run_promote
+
+HELP = "tag a staged candidate X.Y.Z once every shard's golden record passed, then move the other tags"
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--candidate", metavar="REPO@sha256:...", required=True,
+                        help="the staged candidate (the stage's `candidate` output)")
+    parser.add_argument("--version", metavar="X.Y.Z", required=True,
+                        help="the release version: the candidate's planned one (the stage's `version` output)")
+    setting(parser, "--channel", "channel", metavar="TAG")
+    parser.add_argument("--commit", action="store_true",
+                        help="redo the candidate's bump in the working tree, commit it as `release X.Y.Z` and tag "
+                             "vX.Y.Z")
+    parser.add_argument("--keep-candidates", type=int, default=0, metavar="N",
+                        help="keep the newest N candidates older than the release (default 0: delete them all)")
+
+
+def run(ctx: Context, session) -> None:
+    from triton_release.registry.client import open_repository
+    from triton_release.registry.promote import parse_reference
+
+    args, settings = ctx.args, ctx.settings
+    repository, digest = parse_reference(args.candidate)
+    request = PromoteRequest(open_repository(repository, ctx.env), digest, args.version, settings.channel,
+                             args.keep_candidates, args.commit, ctx.model_repository if args.commit else None)
+    run_promote(request, session)

@@ -1,0 +1,33 @@
+"""`stage`: build the release once and push it as a candidate, planned into shards for many runners."""
+
+from triton_release import release
+from triton_release.cli.common import Context, add_image_settings, add_refs, setting
+from triton_release.fanout.shards import check_counts
+from triton_release.fanout.stage import StageRequest, run_stage
+
+HELP = "validate, changed, build and push a candidate (candidate-<sha12>, no release tag), planned into shards"
+
+
+def add_arguments(parser) -> None:
+    add_refs(parser)
+    setting(parser, "--to", "repository", metavar="REPO")
+    count = parser.add_mutually_exclusive_group()
+    count.add_argument("--shards", type=int, metavar="N",
+                       help="split the tested models into N shards (default: one per 25 models, at most 8)")
+    count.add_argument("--max-models-per-shard", type=int, metavar="N",
+                       help="as many shards as hold at most N tested models each")
+    add_image_settings(parser)
+    setting(parser, "--channel", "channel", metavar="TAG")
+    setting(parser, "--max-layers", "max_layers", metavar="N")
+
+
+def run(ctx: Context, session) -> None:
+    args, settings = ctx.args, ctx.settings
+    check_counts(args.shards, args.max_models_per_shard)
+    request = StageRequest(
+        model_repository=ctx.model_repository, repository=ctx.repository("--to REPO"), base=args.base,
+        head=args.head, base_image=settings.base_image, python=settings.python, stub=settings.stub,
+        channel=settings.channel, shards=args.shards, max_models=args.max_models_per_shard,
+        source=release.provenance_source(ctx.env), requirements_options=settings.requirements_options,
+        max_layers=settings.max_layers)
+    run_stage(request, session)

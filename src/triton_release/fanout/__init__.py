@@ -1,0 +1,3 @@
+"""A release spread over many runners: `stage` builds and pushes a candidate once, each shard of
+its models is golden-tested on a runner of its own (`test --image REPO@sha256:... --shard NAME`),
+and `promote` tags the candidate once every shard's record passed."""

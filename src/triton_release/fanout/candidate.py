@@ -1,0 +1,159 @@
+"""The candidate: the staged image in the release repository, under `candidate-<sha12>` and named
+by its digest everywhere else (`REPO@sha256:...`).
+
+Its layers go up through the Docker daemon as a release's do (`registry/publish.py`), to the
+candidate tag only: never an X.Y.Z, never a channel. It carries its plan as labels (the version
+it would be released as, the changed models, the shards), so every later stage reads the plan
+from the image itself. A test job pulls it by digest and checks that the daemon holds exactly
+that manifest before serving it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import docker
+import requests
+
+from triton_release.errors import InfrastructureError, Refused, UsageError
+from triton_release.fanout.shards import CHANGED_LABEL, SHARDS_LABEL, Shard, candidate_tag
+from triton_release.history.releases import BASE_LABEL, REVISION_LABEL
+from triton_release.registry.client import RegistryRepository
+from triton_release.registry.promote import CANDIDATE_REF, Candidate
+from triton_release.registry.publish import _daemon_push
+
+
+def parse_candidate(image: str) -> tuple[str, str] | None:
+    """(REPO, sha256:...) of an image given as REPO@sha256:...; None for any other image name."""
+    match = CANDIDATE_REF.match(image or "")
+    return (match["repository"], match["digest"]) if match else None
+
+
+@dataclass(frozen=True)
+class Staged:
+    """The candidate a stage left in the registry: pushed now, or found from an earlier run."""
+    candidate: Candidate
+    tag: str
+    reused: bool = False          # staged before for the same commit and base: not built again
+    layers_uploaded: int = 0
+    layers_present: int = 0
+
+    @property
+    def ref(self) -> str:
+        return self.candidate.ref
+
+    def to_json(self) -> dict:
+        c = self.candidate
+        return {"candidate": c.ref, "tag": f"{c.repository}:{self.tag}", "version": c.version,
+                "revision": c.revision, "base": c.base or None, "changed": list(c.changed),
+                "shards": [s.to_json() for s in c.shards], "reused": self.reused,
+                "layers_uploaded": self.layers_uploaded, "layers_already_present": self.layers_present}
+
+    def facts(self) -> dict:
+        return {"candidate": self.ref, "version": self.candidate.version or None,
+                "shards": [s.matrix_entry() for s in self.candidate.shards], "released": False}
+
+
+def find_reusable(registry: RegistryRepository, revision: str, base: str | None) -> Staged | None:
+    """The candidate staged before for this commit from the same base (the same bump, so the same
+    image); None when there is none, or it was staged from another base or by something else."""
+    tag = candidate_tag(revision)
+    manifest = registry.manifest(tag)
+    if manifest is None:
+        return None
+    config = registry.image_config(manifest.digest)
+    labels = (config.get("config") or {}).get("Labels") or {}
+    if labels.get(REVISION_LABEL) != revision or labels.get(BASE_LABEL, "") != (base or ""):
+        return None
+    if SHARDS_LABEL not in labels or CHANGED_LABEL not in labels:
+        return None
+    try:
+        candidate = Candidate.from_labels(str(registry), manifest.digest, labels, str(config.get("created", "")),
+                                          manifest)
+    except Refused:
+        return None
+    return Staged(candidate, tag, reused=True)
+
+
+def push_candidate(client: docker.DockerClient, image: str, registry: RegistryRepository, revision: str) -> Staged:
+    """Push the local `image` (built with the plan's labels) to candidate-<sha12>; the tag is
+    read back, and must name the manifest the daemon wrote."""
+    tag = candidate_tag(revision)
+    try:
+        local = client.images.get(image)
+    except docker.errors.ImageNotFound:
+        raise UsageError(f"{image}: no such image on this Docker host; stage it again.") from None
+    local.tag(str(registry), tag)
+    try:
+        uploaded, mounted, present, pushed = _daemon_push(client, registry, tag)
+    finally:
+        try:
+            client.images.remove(f"{registry}:{tag}")  # only the extra name; the image stays
+        except docker.errors.APIError:
+            pass
+    if not pushed:
+        local.reload()
+        found = {d.split("@", 1)[1] for d in local.attrs.get("RepoDigests") or [] if d.startswith(f"{registry}@")}
+        pushed = found.pop() if len(found) == 1 else ""
+    digest = registry.digest(tag)
+    if not pushed or digest != pushed:
+        wrote = pushed or "the manifest the Docker daemon wrote"
+        raise InfrastructureError(f"""
+            {registry}:{tag} is {digest or 'missing'} after the push, not {wrote}: another stage of the
+            same commit may have pushed meanwhile. Stage it again.""")
+    candidate = Candidate.from_labels(str(registry), digest, local.labels or {}, local.attrs.get("Created", ""))
+    return Staged(candidate, tag, False, uploaded + mounted, present)
+
+
+@dataclass(frozen=True)
+class Pulled:
+    """An image pulled by digest, the daemon holding exactly that manifest."""
+    ref: str
+    image_id: str
+    revision: str
+    candidate: Candidate | None   # None: not staged by `stage` (no shard plan in its labels)
+
+    def shard(self, name: str) -> Shard:
+        shards = self.candidate.shards if self.candidate is not None else ()
+        for shard in shards:
+            if shard.name == name:
+                return shard
+        known = ", ".join(s.name for s in shards) or "none (it was not staged by `triton-release stage`)"
+        raise UsageError(f"""
+            {self.ref} has no shard {name}; its shards are {known}: see the stage's `shards` output.""")
+
+    def to_json(self) -> dict:
+        return {"candidate": self.ref, "image_id": self.image_id, "revision": self.revision,
+                "version": self.candidate.version if self.candidate is not None else None}
+
+
+def pull_candidate(client: docker.DockerClient, registry: RegistryRepository, digest: str) -> Pulled:
+    """Pull REPO@sha256:... through the daemon and check that it holds that very manifest (its
+    RepoDigests); anything else is refused before a server starts."""
+    ref = f"{registry}@{digest}"
+    credentials = registry.credentials
+    try:
+        image = client.images.pull(str(registry), tag=digest,
+                                   auth_config=credentials.docker_auth() if credentials else None)
+    except docker.errors.NotFound:
+        raise Refused(f"""
+            {ref} is not in the registry: the candidate was deleted, or the digest is wrong. Use the stage's
+            `candidate` output, or stage the commit again.""") from None
+    except (docker.errors.APIError, requests.RequestException) as exc:
+        explanation = str(getattr(exc, "explanation", None) or exc)
+        if "denied" in explanation or "unauthorized" in explanation:
+            raise Refused(f"""
+                The registry {registry.host} refused the pull of {ref} ({explanation}). Give credentials that
+                may pull there (username/password inputs, TRITON_RELEASE_USERNAME and TRITON_RELEASE_PASSWORD,
+                or `docker login {registry.host}`).""") from None
+        raise InfrastructureError(f"Could not pull {ref} ({explanation}). Run the test again when the registry "
+                                  "is back.") from None
+    if ref not in (image.attrs.get("RepoDigests") or []):
+        raise Refused(f"""
+            The Docker daemon pulled {ref}, but the image it holds is not that manifest (its digests:
+            {', '.join(image.attrs.get('RepoDigests') or []) or 'none'}); it was not tested.""")
+    labels = image.labels or {}
+    candidate = None
+    if SHARDS_LABEL in labels:
+        candidate = Candidate.from_labels(str(registry), digest, labels, image.attrs.get("Created", ""))
+    return Pulled(ref, image.id, labels.get(REVISION_LABEL, ""), candidate)

@@ -1,0 +1,59 @@
+"""The last stage of a release over many runners, composed from the steps as `release` is.
+
+`promote`: read the candidate and its shards' golden records (refused, naming every shard at
+fault, before anything moves); with `--commit`, redo the bump it shipped and check the working
+tree can take it; then put the candidate's manifest under X.Y.Z and move the other tags, the
+channel last; commit and tag the release; and delete the candidates older than it.
+
+As in `release`, nothing is undone once X.Y.Z is in the registry: a rerun finishes the tags,
+the commit and the retention.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from triton_release import steps
+from triton_release.cache import exclusive
+from triton_release.errors import UsageError
+from triton_release.history import releases
+from triton_release.session import Session
+
+if TYPE_CHECKING:
+    from triton_release.registry.client import RegistryRepository
+
+
+@dataclass(frozen=True)
+class PromoteRequest:
+    repository: "RegistryRepository"   # the candidate's repository, with its credentials
+    digest: str                         # the candidate's manifest digest
+    version: str
+    channel: str
+    keep_candidates: int = 0            # older candidates kept besides the released one
+    commit: bool = False
+    model_repository: Path | None = None  # with commit: the checkout of the candidate's commit
+
+
+def run_promote(request: PromoteRequest, session: Session) -> None:
+    releases.parse_version(request.version)  # every argument checked before the first request
+    releases.check_channel(request.channel)
+    if request.keep_candidates < 0:
+        raise UsageError(f"--keep-candidates {request.keep_candidates}: give 0 or more.")
+    console = session.console
+    checked = session.step("records", console.candidate_checked, steps.check_candidate, request.repository,
+                           request.digest, request.version)
+    planned = None
+    if request.commit:
+        planned = session.step("changed", console.changes, steps.plan_commit, request.model_repository, checked)
+    with exclusive(f"release {request.repository}", lambda: console.waiting(f"another release of "
+                                                                           f"{request.repository}")):
+        promoted = session.step("promote", console.promoted, steps.promote, request.repository, checked,
+                                request.version, request.channel)
+    # -- published: finished forward by a rerun, never rolled back -----------------------------
+    if planned is not None:
+        session.step("commit", console.committed, steps.commit_shipped, request.model_repository, request.version,
+                     planned, f"{request.repository}:{request.version}")
+    session.step("retain-candidates", console.candidates_retained, steps.retain_candidates, request.repository,
+                 promoted.digest, request.keep_candidates)

@@ -1,0 +1,174 @@
+"""The first two stages of a release over many runners, composed from the steps as `release` is.
+
+`stage`: validate, changed, export (the bump applied in the export only: the working tree is
+never bumped), environments, the shard plan, build, then push the candidate to
+`candidate-<sha12>` in the release repository. Nothing is tagged X.Y.Z and no channel moves, so
+a failed stage leaves nothing to undo; a rerun for the same commit and base finds the candidate
+and reuses it.
+
+`test` of a candidate: pull REPO@sha256:... by digest, run the golden cases of one shard (or the
+given models) against the commit it was built from, and with a shard name write the shard's
+record to the registry, passed or failed, before the run ends with the test's outcome.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from triton_release import steps
+from triton_release.cache import exclusive
+from triton_release.errors import Refused, UsageError
+from triton_release.fanout.shards import CHANGED_LABEL, SHARDS_LABEL, changed_label, check_shard_name, shards_label
+from triton_release.history import releases
+from triton_release.history.bump import checkout_at
+from triton_release.release import CANDIDATE_TAG, _with_environment_changes
+from triton_release.session import Session
+
+if TYPE_CHECKING:
+    from triton_release.registry.client import RegistryRepository
+
+
+@dataclass(frozen=True)
+class StageRequest:
+    model_repository: Path
+    repository: "RegistryRepository"
+    base: str | None
+    head: str
+    base_image: str
+    python: str | None
+    stub: str
+    channel: str
+    shards: int | None = None          # this many shards ...
+    max_models: int | None = None      # ... or as many as hold at most this many tested models each
+    source: str = ""
+    requirements_options: str = "refuse"
+    max_layers: int = 120
+
+
+def run_stage(request: StageRequest, session: Session) -> None:
+    releases.check_channel(request.channel)
+    # the local build tag is the release's: one build of this repository at a time on this machine
+    with exclusive(f"release {request.repository}", lambda: session.console.waiting(f"another release of "
+                                                                                      f"{request.repository}")):
+        _stage(request, session)
+
+
+def _stage(request: StageRequest, session: Session) -> None:
+    console, report = session.console, session.report
+    root, repository = request.model_repository, request.repository
+
+    session.step("validate", console.validation, steps.validate, root, request.requirements_options)
+    planned = session.step("changed", console.changes, steps.changes, root, request.base, request.head,
+                           registry=repository, plan=True)
+    if planned.plan.version is None and not planned.to_test:
+        report.facts.update({"released": False, "shards": []})
+        console.not_released("no model changed: nothing staged")
+        return
+    found = session.step("reuse", console.candidate_reused, steps.find_candidate, repository, planned.found.head,
+                         planned.found.base)
+    if found is not None:
+        return
+    with tempfile.TemporaryDirectory(prefix="triton-release-") as scratch:
+        shipped = session.step("export", console.exported, steps.export, root, planned, Path(scratch))
+        prepared = session.step("environments", console.environments, steps.environments, shipped.root,
+                                request.base_image, python=request.python, stub_mode=request.stub,
+                                requirements_options=request.requirements_options, registry=repository,
+                                previous=planned.plan.previous if planned.plan.previous_from == "registry" else None)
+        to_test, version = _with_environment_changes(planned, prepared, planned.plan.version)
+        plan = session.step("shards", console.shards_planned, steps.plan_shards, shipped.root, to_test,
+                            request.shards, request.max_models)
+        labels = {SHARDS_LABEL: shards_label(list(plan.shards)), CHANGED_LABEL: changed_label(to_test)}
+        built = session.step("build", console.built, steps.build, shipped.root, request.base_image,
+                             f"{repository}:{CANDIDATE_TAG}", python=request.python, stub_mode=request.stub,
+                             revision=planned.found.head, source=request.source, version=version or "",
+                             bumped_from=planned.found.base, channel=request.channel,
+                             requirements_options=request.requirements_options, prepared=prepared,
+                             max_layers=request.max_layers, extra_labels=labels)
+    session.step("candidate", console.candidate_pushed, steps.push_candidate, built.image_id, repository,
+                 planned.found.head)
+
+
+@dataclass(frozen=True)
+class CandidateTestRequest:
+    model_repository: Path
+    repository: "RegistryRepository"
+    digest: str                        # sha256:... of the candidate in `repository`
+    shard: str | None                  # with a shard: its models (unless `models`), and its record written
+    models: tuple[str, ...] = ()
+    junitxml: str | None = None
+    keyword: str | None = None
+    load_timeout: float = 300
+    memory: str | None = None
+    pids: int = 4096
+    max_loaded: int = 50
+    gpus: str | None = None
+    gpu_models: str = "test"
+
+
+def run_candidate_test(request: CandidateTestRequest, session: Session) -> None:
+    from triton_release.registry.records import GoldenRecord
+
+    if request.shard is not None:
+        check_shard_name(request.shard)
+    if request.shard is not None and request.keyword:
+        raise UsageError("-k selects some cases, and a shard's record must hold all of them: give -k or --shard, "
+                         "not both.")
+    console = session.console
+    pulled = session.step("pull", console.candidate_pulled, steps.pull_candidate, request.repository, request.digest)
+    names = list(request.models) or (list(pulled.shard(request.shard).models) if request.shard is not None
+                                     else list(pulled.candidate.changed) if pulled.candidate is not None else [])
+    with tempfile.TemporaryDirectory(prefix="triton-release-") as scratch:
+        root = _golden_cases_of(request.model_repository, pulled.revision, Path(scratch), session)
+        if not names:
+            from triton_release.models.repository import Repository
+            names = sorted(Repository.load(root).models)
+        junit = request.junitxml or str(Path(scratch) / "junit.xml")
+        try:
+            run = session.step("test", console.golden_run, steps.test, root, pulled.ref, names,
+                               request.load_timeout, junitxml=junit, keyword=request.keyword,
+                               shown_as=request.model_repository, memory=request.memory, pids=request.pids,
+                               max_loaded=request.max_loaded, gpus=request.gpus, gpu_models=request.gpu_models)
+        except Refused as exc:  # a verdict: the shard failed, and its record says so
+            if request.shard is not None:
+                record = GoldenRecord(request.digest, request.shard, tuple(names), False,
+                                      _cases(exc.result), pulled.revision)
+                try:
+                    session.step("golden-record", console.golden_recorded, steps.write_golden_record,
+                                 request.repository, record, _read(junit))
+                except Exception as late:  # never masks the failure being reported
+                    console.warning(f"the failed shard's record could not be written ({late}); promote finds "
+                                    "none for it and refuses all the same")
+            raise
+        if request.shard is not None:
+            record = GoldenRecord(request.digest, request.shard, tuple(names), True, _cases(run), pulled.revision)
+            session.step("golden-record", console.golden_recorded, steps.write_golden_record, request.repository,
+                         record, _read(junit))
+
+
+def _golden_cases_of(model_repository: Path, revision: str, scratch: Path, session: Session) -> Path:
+    """The model repository as committed at the candidate's revision: its golden cases are the
+    ones the candidate is held to; the working tree when git does not hold that commit."""
+    try:
+        found = checkout_at(model_repository, revision, scratch)
+    except (Refused, UsageError, OSError):
+        found = None
+    if found is None:
+        session.console.warning(f"the candidate's commit {revision[:12] or '(not labelled)'} is not in this "
+                                f"checkout; its golden cases are taken from {model_repository} as it is")
+        return model_repository
+    return found
+
+
+def _cases(run) -> tuple[dict, ...]:
+    cases = getattr(run, "cases", None) or ()
+    return tuple({"case": c.case, "passed": c.passed} for c in cases)
+
+
+def _read(path: str) -> bytes | None:
+    try:
+        return Path(path).read_bytes()
+    except OSError:
+        return None

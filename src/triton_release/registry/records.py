@@ -1,0 +1,124 @@
+"""Golden records: the outcome of one shard's golden cases, kept in the registry beside the
+candidate it tested.
+
+A record is a small OCI artifact in the release repository, tagged
+`sha256-<hex of the candidate's digest>.golden-<shard>`: a manifest whose config is the record
+(JSON, media type RECORD_TYPE, also its `artifactType`) and whose one layer is the shard's JUnit
+XML (an empty JSON layer when there is none). The registry is the one place every runner of a
+matrix can reach, so the test jobs write records there and `promote` reads them.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+
+from triton_release.errors import Refused, UsageError
+from triton_release.registry.client import Manifest, RegistryRepository, content_digest
+
+RECORD_TYPE = "application/vnd.triton-release.golden.v1+json"
+OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
+JUNIT_TYPE = "application/xml"
+EMPTY_TYPE = "application/vnd.oci.empty.v1+json"
+EMPTY = b"{}"
+CANDIDATE_DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
+SHARD_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,48}$")  # the record tag stays within 128 characters
+RECORD_TAG = re.compile(r"^sha256-(?P<hex>[0-9a-f]{64})\.golden-(?P<shard>[A-Za-z0-9_][A-Za-z0-9_.-]*)$")
+
+
+@dataclass(frozen=True)
+class GoldenRecord:
+    candidate: str            # sha256:... the candidate manifest digest
+    shard: str
+    models: tuple[str, ...]   # the models the shard tested
+    passed: bool
+    cases: tuple[dict, ...]   # {"case": "a/basic", "passed": true}
+    revision: str             # the commit
+
+    @property
+    def failed_cases(self) -> list[str]:
+        return [str(case.get("case", "?")) for case in self.cases if not case.get("passed")]
+
+    def to_json(self) -> dict:
+        return {"candidate": self.candidate, "shard": self.shard, "models": list(self.models),
+                "passed": self.passed, "cases": [dict(case) for case in self.cases], "revision": self.revision}
+
+    @classmethod
+    def from_json(cls, data: object) -> "GoldenRecord":
+        """The record `data` holds; ValueError naming what is wrong when it is not one."""
+        if not isinstance(data, dict):
+            raise ValueError("not a JSON object")
+        wanted = {"candidate": str, "shard": str, "models": list, "passed": bool, "cases": list, "revision": str}
+        for key, kind in wanted.items():
+            if not isinstance(data.get(key), kind):
+                raise ValueError(f"{key!r} is missing or not a {kind.__name__}")
+        if not all(isinstance(m, str) for m in data["models"]):
+            raise ValueError("'models' is not a list of names")
+        if not all(isinstance(c, dict) and isinstance(c.get("case"), str) and isinstance(c.get("passed"), bool)
+                   for c in data["cases"]):
+            raise ValueError("'cases' is not a list of {case, passed}")
+        return cls(data["candidate"], data["shard"], tuple(data["models"]), data["passed"],
+                   tuple(dict(c) for c in data["cases"]), data["revision"])
+
+
+def record_tag(candidate: str, shard: str) -> str:
+    """The tag of the record of `shard` for the candidate whose manifest digest is `candidate`."""
+    if not CANDIDATE_DIGEST.match(candidate or ""):
+        raise UsageError(f"{candidate!r} is not a candidate's manifest digest (sha256: and 64 hex digits).")
+    if not SHARD_NAME.match(shard or ""):
+        raise UsageError(f"shard {shard!r}: a shard name is letters, digits, '_', '.', '-' (up to 49), "
+                         "such as shard-1.")
+    return f"sha256-{candidate.split(':', 1)[1]}.golden-{shard}"
+
+
+def write_record(registry: RegistryRepository, record: GoldenRecord, junit: bytes | None = None) -> str:
+    """Put `record` (and the shard's JUnit XML) in the registry under its tag; returns the tag.
+    A record written again (a rerun of the shard) replaces the earlier one."""
+    tag = record_tag(record.candidate, record.shard)
+    config = json.dumps(record.to_json(), sort_keys=True, separators=(",", ":")).encode()
+    layer, layer_type = (junit, JUNIT_TYPE) if junit is not None else (EMPTY, EMPTY_TYPE)
+    descriptor = {"mediaType": layer_type, "digest": registry.put_blob(layer), "size": len(layer)}
+    if junit is not None:
+        descriptor["annotations"] = {"org.opencontainers.image.title": f"{record.shard}.junit.xml"}
+    manifest = {
+        "schemaVersion": 2,
+        "mediaType": OCI_MANIFEST,
+        "artifactType": RECORD_TYPE,
+        "config": {"mediaType": RECORD_TYPE, "digest": registry.put_blob(config), "size": len(config)},
+        "layers": [descriptor],
+    }
+    registry.put_manifest(tag, Manifest.of(OCI_MANIFEST, json.dumps(manifest, separators=(",", ":")).encode()))
+    return tag
+
+
+def read_record(registry: RegistryRepository, candidate: str, shard: str) -> GoldenRecord | None:
+    """The record of `shard` for `candidate`; None when there is none. Something under the
+    record's tag that is not a readable record is refused, naming the tag."""
+    tag = record_tag(candidate, shard)
+    manifest = registry.manifest(tag)
+    if manifest is None:
+        return None
+
+    def unreadable(why: str) -> Refused:
+        return Refused(f"""
+            {registry}:{tag} is not a golden record this version can read ({why}). Run the test job of
+            {shard} again: it writes the record anew.""")
+
+    try:
+        config = json.loads(manifest.body).get("config") or {}
+    except (ValueError, AttributeError):
+        raise unreadable("its manifest is not a JSON object") from None
+    if not isinstance(config, dict) or config.get("mediaType") != RECORD_TYPE:
+        raise unreadable(f"its config is {config.get('mediaType') if isinstance(config, dict) else None!r}, "
+                         f"not {RECORD_TYPE}")
+    digest = str(config.get("digest", ""))
+    if not CANDIDATE_DIGEST.match(digest):
+        raise unreadable("its config names no sha256 digest")
+    body = registry.blob(digest)
+    if content_digest(body) != digest:
+        raise unreadable(f"the registry's blob {digest} does not match its digest")
+    try:
+        return GoldenRecord.from_json(json.loads(body))
+    except ValueError as exc:  # also UnicodeDecodeError
+        raise unreadable(str(exc)) from None

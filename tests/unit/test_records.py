@@ -1,0 +1,182 @@
+"""Golden records and promote's checks, on plain data: the record's JSON, its tag, and what a
+promote refuses (every shard at fault named)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import pytest
+
+from triton_release.errors import Refused, UsageError
+from triton_release.fanout.shards import CHANGED_LABEL, SHARDS_LABEL, Shard, shards_label
+from triton_release.registry.promote import Candidate, CandidateCheck, parse_reference, problems, refusal
+from triton_release.registry.client import RegistryRepository
+from triton_release.registry.credentials import Credentials
+from triton_release.registry.records import GoldenRecord, record_tag
+
+from support.registries import FakeRegistry
+
+DIGEST = "sha256:" + "ab" * 32
+OTHER = "sha256:" + "cd" * 32
+COMMIT = "0123456789abcdef" * 2 + "01234567"
+
+
+def candidate(*shards: tuple[str, tuple[str, ...]], changed: tuple[str, ...] | None = None,
+              version: str = "1.2.0") -> Candidate:
+    plan = [Shard(name, models, models, 1, False) for name, models in shards]
+    labels = {SHARDS_LABEL: shards_label(plan),
+              CHANGED_LABEL: json.dumps(sorted(changed if changed is not None else {m for _, ms in shards for m in ms})),
+              "org.opencontainers.image.version": version, "org.opencontainers.image.revision": COMMIT}
+    return Candidate.from_labels("127.0.0.1:5000/team/models", DIGEST, labels)
+
+
+def record(shard: str, models: tuple[str, ...], passed: bool = True, failed: tuple[str, ...] = (),
+           digest: str = DIGEST) -> GoldenRecord:
+    cases = tuple({"case": f"{m}/basic", "passed": f"{m}/basic" not in failed} for m in models)
+    return GoldenRecord(digest, shard, models, passed, cases, COMMIT)
+
+
+TWO = (("shard-1", ("a", "b")), ("shard-2", ("c",)))
+
+
+def test_a_record_survives_its_json():
+    original = record("shard-1", ("a", "b"), passed=False, failed=("b/basic",))
+    text = json.dumps(original.to_json())
+    assert GoldenRecord.from_json(json.loads(text)) == original
+    assert original.failed_cases == ["b/basic"]
+    assert json.loads(text) == {"candidate": DIGEST, "shard": "shard-1", "models": ["a", "b"], "passed": False,
+                                "cases": [{"case": "a/basic", "passed": True}, {"case": "b/basic", "passed": False}],
+                                "revision": COMMIT}
+
+
+@pytest.mark.parametrize("broken, why", [
+    ([], "not a JSON object"),
+    ({"candidate": DIGEST, "shard": "shard-1", "models": ["a"], "passed": "yes", "cases": [], "revision": ""},
+     "'passed'"),
+    ({"candidate": DIGEST, "shard": "shard-1", "models": [1], "passed": True, "cases": [], "revision": ""},
+     "'models'"),
+    ({"candidate": DIGEST, "shard": "shard-1", "models": ["a"], "passed": True, "cases": [{"case": "a/x"}],
+      "revision": ""}, "'cases'"),
+])
+def test_what_is_not_a_record_says_what_is_wrong(broken, why):
+    with pytest.raises(ValueError, match=why):
+        GoldenRecord.from_json(broken)
+
+
+def test_the_record_tag_names_the_candidate_digest_and_the_shard():
+    assert record_tag(DIGEST, "shard-3") == f"sha256-{'ab' * 32}.golden-shard-3"
+    assert len(record_tag(DIGEST, "s" * 49)) <= 128  # a registry tag's limit
+    for digest, shard in ((DIGEST[:-1], "shard-1"), ("md5:" + "ab" * 16, "shard-1"), (DIGEST, "../x"),
+                          (DIGEST, "s" * 50), (DIGEST, "")):
+        with pytest.raises(UsageError):
+            record_tag(digest, shard)
+
+
+def test_a_candidate_is_given_by_its_digest():
+    assert parse_reference(f"127.0.0.1:5000/team/models@{DIGEST}") == ("127.0.0.1:5000/team/models", DIGEST)
+    for ref in ("127.0.0.1:5000/team/models:candidate-0123456789ab", f"models@{DIGEST[:-2]}", "", f"@{DIGEST}"):
+        with pytest.raises(UsageError, match="REPO@sha256"):
+            parse_reference(ref)
+
+
+def test_passing_records_of_every_shard_covering_the_change_allow_the_promote():
+    found = {"shard-1": record("shard-1", ("a", "b")), "shard-2": record("shard-2", ("c",))}
+    assert problems(candidate(*TWO), found, "1.2.0") == []
+
+
+def test_only_removed_models_need_no_record():
+    assert problems(candidate(changed=()), {}, "1.2.0") == []
+
+
+def test_every_missing_shard_is_named():
+    plan = candidate(*TWO, ("shard-3", ("d",)))
+    found = problems(plan, {"shard-1": record("shard-1", ("a", "b"))}, "1.2.0")
+    assert found == ["no record for shard-2, shard-3 (the test job of those shards did not run or did not finish)"]
+
+
+def test_a_record_for_another_candidate_is_refused():
+    found = problems(candidate(*TWO), {"shard-1": record("shard-1", ("a", "b")),
+                                       "shard-2": record("shard-2", ("c",), digest=OTHER)}, "1.2.0")
+    assert found == [f"the record of shard-2 is for {OTHER}, another candidate"]
+
+
+def test_a_failed_shard_names_its_failed_cases():
+    found = problems(candidate(*TWO), {"shard-1": record("shard-1", ("a", "b"), passed=False, failed=("b/basic",)),
+                                       "shard-2": record("shard-2", ("c",), passed=False)}, "1.2.0")
+    assert found == ["shard-1 failed: b/basic",
+                     "shard-2 failed before any case failed (a model did not load, or the test stopped)"]
+
+
+def test_records_must_cover_every_changed_model():
+    plan = candidate(*TWO, changed=("a", "b", "c", "e"))
+    found = problems(plan, {"shard-1": record("shard-1", ("a",)), "shard-2": record("shard-2", ("c",))}, "1.2.0")
+    assert found == ["no passing record covers the changed models b, e"]
+
+
+def test_the_version_must_be_the_planned_one():
+    found = {"shard-1": record("shard-1", ("a", "b")), "shard-2": record("shard-2", ("c",))}
+    assert problems(candidate(*TWO), found, "1.3.0") == [
+        "--version 1.3.0 is not the candidate's planned version 1.2.0"]
+
+
+def test_the_refusal_names_every_problem_and_exits_1():
+    plan = candidate(*TWO)
+    records = {"shard-1": record("shard-1", ("a", "b"), passed=False, failed=("a/basic",)), "shard-2": None}
+    check = CandidateCheck(plan, tuple(records.items()), tuple(problems(plan, records, "2.0.0")))
+    error = refusal(check)
+    assert isinstance(error, Refused) and error.exit_code == 1 and error.result is check
+    for part in ("--version 2.0.0", "planned version 1.2.0", "no record for shard-2", "shard-1 failed: a/basic",
+                 "Nothing was tagged", f"{plan.ref}"):
+        assert part in error.message
+    shards = check.to_json()["shards"]
+    assert [(s["name"], s["found"], s["passed"], s["failed_cases"]) for s in shards] == [
+        ("shard-1", True, False, ["a/basic"]), ("shard-2", False, False, [])]
+
+
+def test_a_candidate_without_a_shard_plan_is_refused():
+    with pytest.raises(Refused, match=SHARDS_LABEL):
+        Candidate.from_labels("127.0.0.1:5000/team/models", DIGEST, {CHANGED_LABEL: "[]"})
+
+
+# -- blob uploads, on a loopback registry that answers only what these tests set up -----------
+
+def blob_registry(location: str, uploads: list, existing: set | None = None) -> FakeRegistry:
+    """Answers a blob HEAD (200 for `existing` digests), the upload POST with `location`, and the
+    PUT that finishes it, whose path and body land in `uploads`."""
+    def hook(handler) -> bool:
+        path = handler.path
+        if handler.command == "HEAD" and "/blobs/sha256:" in path:
+            handler._send(200 if path.rsplit("/", 1)[1] in (existing or set()) else 404)
+        elif handler.command == "POST" and path.endswith("/blobs/uploads/"):
+            handler._send(202, None, {"Location": location})
+        elif handler.command == "PUT" and "/uploads/" in path:
+            uploads.append((path, handler.rfile.read(int(handler.headers["Content-Length"]))))
+            handler._send(201)
+        else:
+            return False
+        return True
+    return FakeRegistry(auth=False, hook=hook)
+
+
+def test_a_blob_goes_up_in_one_put_naming_its_digest_and_only_once():
+    uploads: list = []
+    data = b'{"passed":true}'
+    digest = "sha256:" + hashlib.sha256(data).hexdigest()
+    with blob_registry("/v2/team/models/blobs/uploads/u-1?_state=abc", uploads) as fake:
+        assert RegistryRepository.parse(f"{fake.address}/team/models").put_blob(data) == digest
+    assert uploads == [(f"/v2/team/models/blobs/uploads/u-1?_state=abc&digest={digest.replace(':', '%3A')}", data)]
+    uploads.clear()
+    with blob_registry("/v2/team/models/blobs/uploads/u-2", uploads, {digest}) as fake:
+        assert RegistryRepository.parse(f"{fake.address}/team/models").put_blob(data) == digest
+        assert [m for m, _ in fake.requests] == ["HEAD"]
+    assert uploads == []
+
+
+def test_an_upload_sent_to_another_host_is_refused_and_nothing_goes_there():
+    uploads: list = []
+    with blob_registry("http://198.51.100.7:5000/v2/team/models/blobs/uploads/u-1", uploads) as fake:
+        repo = RegistryRepository.parse(f"{fake.address}/team/models", Credentials("bot", "s3cret-pw", "test"))
+        with pytest.raises(Refused, match="198.51.100.7:5000") as refused:
+            repo.put_blob(b"{}")
+    assert "s3cret-pw" not in refused.value.message and uploads == []
