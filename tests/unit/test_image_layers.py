@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import io
 import os
 import random
@@ -10,7 +11,8 @@ import tarfile
 import pytest
 
 from triton_release.errors import Refused
-from triton_release.image.layers import Layer, Runtime, order_layers, write_context, write_layer_tar
+from triton_release.image.layers import (Layer, LayerTars, Runtime, StaleDigest, order_layers, plan_image,
+                                         write_layer_tar)
 from triton_release.image.plan import MIN_SLOTS, Item, group_count, group_of, layer_name, layer_slots, plan
 from triton_release.models.repository import Repository
 
@@ -180,58 +182,80 @@ def test_a_group_layer_reports_its_count_and_a_few_keys():
                      "bytes": 100}
 
 
-# -- the image's context ----------------------------------------------------------------------
+# -- the image's layers -----------------------------------------------------------------------
 
-def context_layers(out: io.BytesIO) -> dict[str, dict[str, bytes | None]]:
-    """Layer file name -> {entry: content (None for folders)} of a build context."""
+def written_layers(tmp_path, repo, **kw) -> tuple[list[Layer], dict[str, dict[str, bytes | None]]]:
+    """The planned layers, and layer name -> {entry: content (None for folders)} of their tars."""
+    folder = tmp_path / "layers"
+    folder.mkdir(exist_ok=True)
+    tars = LayerTars(folder)
+    layers = [tars.layer(planned) for planned in plan_image(repo, "base", **kw)]
     found = {}
-    out.seek(0)
-    with tarfile.open(fileobj=out) as context:
-        for member in context.getmembers():
-            if member.name == "Dockerfile":
-                continue
-            with tarfile.open(fileobj=io.BytesIO(context.extractfile(member).read())) as tar:
-                found[member.name] = {m.name: tar.extractfile(m).read() if m.isfile() else None
-                                      for m in tar.getmembers()}
-    return found
+    for layer in layers:
+        with tarfile.open(tars.tar(layer.digest)) as tar:
+            found[layer.name] = {m.name: tar.extractfile(m).read() if m.isfile() else None for m in tar.getmembers()}
+    return layers, found
 
 
-def test_model_files_replace_a_config_and_add_one_where_absent(make_repo):
+def test_model_files_replace_a_config_and_add_one_where_absent(make_repo, tmp_path):
     root = make_repo({**python_model_files("a"), "b/1/model.py": "x = 1\n"})
     runtime = Runtime(model_files={"a": {"config.pbtxt": b"replaced\n"}, "b": {"config.pbtxt": b"added\n"}})
-    out = io.BytesIO()
-    write_context(out, Repository.load(root), "base", runtime=runtime)
-    layers = context_layers(out)
+    _, layers = written_layers(tmp_path, Repository.load(root), runtime=runtime)
     assert layers["a.files.tar"]["models/a/config.pbtxt"] == b"replaced\n"
     assert layers["b.files.tar"]["models/b/config.pbtxt"] == b"added\n"
     assert (root / "a" / "config.pbtxt").read_text() == python_config("a")
     assert not (root / "b" / "config.pbtxt").exists()
 
 
-def test_the_context_is_the_same_whatever_order_the_files_were_written_in(tmp_path):
+def test_the_layers_are_the_same_whatever_order_the_files_were_written_in(tmp_path):
     files = {f"m{i:03d}/{path}": text for i in range(150) for path, text in
              (("config.pbtxt", python_config(f"m{i:03d}")), ("1/model.py", f"x = {i}\n"), ("1/b.txt", "b"))}
     built = []
     for name, order in (("one", sorted(files)), ("two", sorted(files, reverse=True))):
         root = write_tree(tmp_path / name, {path: files[path] for path in order})
-        out = io.BytesIO()
-        found = write_context(out, Repository.load(root), "base", base_layers=4)
+        found, _ = written_layers(tmp_path / name, Repository.load(root), base_layers=4)
         built.append(sorted((layer.name, layer.digest) for layer in found))
     assert built[0] == built[1] and len(built[0]) <= SLOTS
 
 
-@pytest.mark.parametrize("base_layers, stage, room", [(115, "", "only 3 are left"),
-                                                       (110, "FROM x AS stub-builder", "only 7 are left"),
-                                                       (130, "", "no layer is left")])
-def test_a_base_that_leaves_too_few_slots_is_refused_naming_the_counts(make_repo, base_layers, stage, room):
+@pytest.mark.parametrize("base_layers, room", [(115, "only 3 are left"), (111, "only 7 are left"),
+                                               (130, "no layer is left")])
+def test_a_base_that_leaves_too_few_slots_is_refused_naming_the_counts(make_repo, base_layers, room):
     root = make_repo(python_model_files("a"))
     with pytest.raises(Refused) as refused:
-        write_context(io.BytesIO(), Repository.load(root), "nvcr.io/x:1", runtime=Runtime(builder_stage=stage),
-                      max_layers=120, base_layers=base_layers)
+        plan_image(Repository.load(root), "nvcr.io/x:1", max_layers=120, base_layers=base_layers)
     message = str(refused.value)
     assert f"nvcr.io/x:1 has {base_layers} layers" in message and "max_layers 120" in message
     assert room in message and f"at least {MIN_SLOTS}" in message and "triton-release.yaml" in message
-    assert ("stub compiled in the build adds 1" in message) == bool(stage)
+
+
+def test_a_fingerprinted_layer_is_written_only_when_asked_for_and_its_digest_remembered(tmp_path):
+    known, first, second = tmp_path / "known", tmp_path / "first", tmp_path / "second"
+    for folder in (known, first, second):
+        folder.mkdir()
+    item = Item("dist/big-1.0-0123456789ab", {"opt/big/x.py": b"x" * 1000}, 1000, fingerprint="wheel-sha256:01")
+    planned = plan([item], SLOTS)[0]
+    layer = LayerTars(first, known).layer(planned)  # not remembered yet: written
+    assert (first / planned.name).is_file()
+    again = LayerTars(second, known)
+    assert again.layer(planned) == layer and not (second / planned.name).exists()  # remembered: not written
+    assert hashlib.sha256(again.tar(layer.digest).read_bytes()).hexdigest() == layer.digest  # written on demand
+
+
+def test_a_remembered_digest_that_lies_is_forgotten(tmp_path):
+    known = tmp_path / "known"
+    known.mkdir()
+    item = Item("dist/big-1.0-0123456789ab", {"opt/big/x.py": b"x"}, 1, fingerprint="wheel-sha256:01")
+    planned = plan([item], SLOTS)[0]
+    LayerTars(tmp_path, known).layer(planned)
+    (remembered,) = known.iterdir()
+    remembered.write_text("0" * 64)
+    tars = LayerTars(tmp_path, known)
+    with pytest.raises(StaleDigest):
+        tars.tar(tars.layer(planned).digest)
+    assert not remembered.exists()
+    tars.forget()
+    assert tars.layer(planned).digest != "0" * 64
 
 
 def test_the_smallest_budget_still_builds():
@@ -244,6 +268,6 @@ def test_two_items_holding_one_file_apart_are_an_error(make_repo):
     root = make_repo(python_model_files("a"))
     clash = Runtime(extra=(Item("env/a", {"models/a/config.pbtxt": b"other\n"}, 6),))
     with pytest.raises(ValueError, match="models/a/config.pbtxt is in both"):
-        write_context(io.BytesIO(), Repository.load(root), "base", runtime=clash)
+        plan_image(Repository.load(root), "base", runtime=clash)
     with pytest.raises(ValueError, match="not one of the model's other files"):
-        write_context(io.BytesIO(), Repository.load(root), "base", runtime=Runtime(model_files={"a": {"1/x": b""}}))
+        plan_image(Repository.load(root), "base", runtime=Runtime(model_files={"a": {"1/x": b""}}))

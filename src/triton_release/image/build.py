@@ -1,21 +1,27 @@
-"""The build: the context of deterministic layers sent to the daemon's classic builder, the
-previous build's layer order kept so the builder's cache holds up to the one changed layer, and
-the layer plan kept within `max_layers`, the base image's own layers counted."""
+"""The build: deterministic layer tars and an image config put together into an image without a
+builder (image/assemble.py), the previous build's layer order kept so the daemon already holds
+every layer up to the one changed, and the layer plan kept within `max_layers`, the base image's
+own layers counted."""
 
 from __future__ import annotations
 
 import errno
+import hashlib
 import io
 import json
 import tarfile
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from pathlib import Path
 
 import docker
 
+from triton_release.cache import cache_dir
 from triton_release.errors import InfrastructureError, Refused, no_space
+from triton_release.image.assemble import assemble, image_config
 from triton_release.image.engine import docker_client
-from triton_release.image.layers import ORDER_LABEL, Layer, Runtime, write_context
+from triton_release.image.layers import (ORDER_LABEL, SERVER_COMMAND, Layer, LayerTars, Runtime, StaleDigest,
+                                         order_layers, plan_image)
 from triton_release.models.repository import Repository
 
 
@@ -31,72 +37,81 @@ class BuildResult:
                 "layers": [layer.to_json() for layer in self.layers]}
 
 
-def previous_order(client: docker.DockerClient, tag: str) -> list[list[str]]:
-    """The layer order of the image last built under `tag` on this daemon, if any."""
-    try:
-        return json.loads(client.images.get(tag).labels.get(ORDER_LABEL) or "[]")
-    except (docker.errors.ImageNotFound, ValueError):
-        return []
-
-
-def base_layer_count(client: docker.DockerClient, base_image: str) -> int:
-    """The layers of `base_image` on this daemon (pulled if absent)."""
-    from triton_release.image.base import image_id, layer_count
-
-    return layer_count(client, image_id(client, base_image))
+STUB_NAME = "triton_python_backend_stub"
 
 
 def build_image(repo: Repository, base_image: str, tag: str, labels: dict[str, str] | None = None,
                 models: list[str] | None = None, client: docker.DockerClient | None = None,
                 runtime: Runtime = Runtime(), *, max_layers: int = 120,
                 base_layers: int | None = None) -> BuildResult:
-    """Build `tag` FROM `base_image` with the repository's models (all, or `models`) and the
-    runtime's items, in at most `max_layers` layers. `base_layers`: the base image's own layer
-    count (default: looked up on the daemon)."""
+    """Put `tag` together FROM `base_image` with the repository's models (all, or `models`) and
+    the runtime's items, in at most `max_layers` layers: our layer tars and a config written
+    here, loaded into the daemon with only the layers it lacks. `base_layers`: the base image's
+    own layer count (default: looked up on the daemon)."""
     client = client or docker_client()
+    base = _local_image(client, base_image)
+    base_ids = base.attrs["RootFS"]["Layers"]
     if base_layers is None:
-        base_layers = base_layer_count(client, base_image)
-    with tempfile.TemporaryFile() as context:
-        try:
-            layers = write_context(context, repo, base_image, models, runtime, previous_order(client, tag),
-                                   max_layers=max_layers, base_layers=base_layers)
-        except OSError as exc:
-            if exc.errno != errno.ENOSPC:
-                raise
-            raise no_space(tempfile.gettempdir(), "writing the build context") from None
-        context.seek(0)
-        labels = {**(labels or {}), ORDER_LABEL: json.dumps([[layer.name, layer.digest] for layer in layers])}
-        try:
-            image, _ = client.images.build(fileobj=context, custom_context=True, tag=tag, labels=labels,
-                                           rm=True, forcerm=True, pull=False)
-        except docker.errors.BuildError as exc:
-            log = "".join(chunk.get("stream", "") + chunk.get("error", "") for chunk in exc.build_log)
-            if "pull access denied" in log or ("not found" in log.lower() and base_image in log):
-                raise Refused(f"""
-                    The base image {base_image} is neither present nor pullable. Pull it first,
-                    or give another with --base-image.""", details=log.splitlines()[-5:]) from None
-            if "max depth exceeded" in log:
-                raise Refused(f"""
-                    The image is deeper than the Docker daemon's storage allows: {base_image} has
-                    {base_layers} layers and max_layers is {max_layers}. Lower max_layers in
-                    triton-release.yaml (overlay2 refuses images deeper than about 125 layers).""",
-                              details=log.splitlines()[-5:]) from None
-            if runtime.builder_stage and "Could not resolve host" in log:
-                raise InfrastructureError("""
-                    The stub builder stage could not reach github.com to fetch python_backend. Build where
-                    GitHub is reachable, or give a stub with --stub path:FILE.""", details=log.splitlines()[-5:]) from None
-            raise Refused(f"The image build failed: {exc.msg}", details=log.splitlines()[-10:]) from None
-        except docker.errors.APIError as exc:
-            raise InfrastructureError(f"The Docker daemon failed during the build: {exc.explanation or exc}") from None
-    return BuildResult(tag, image.id, base_image, tuple(layers))
+        base_layers = len(base_ids)
+    if runtime.builder_stage:
+        runtime = replace(runtime, stub_file=compile_stub(client, runtime.builder_stage), builder_stage="")
+    planned = plan_image(repo, base_image, models, runtime, max_layers=max_layers, base_layers=base_layers)
+    previous = _previous(client, tag)
+    labels = labels or {}
+    try:
+        with tempfile.TemporaryDirectory(prefix="triton-release-layers-") as scratch:
+            tars = LayerTars(Path(scratch), cache_dir() / "layers")
+            try:
+                return _assemble(client, tag, base, base_ids, planned, tars, previous, labels)
+            except StaleDigest:
+                tars.forget()
+                return _assemble(client, tag, base, base_ids, planned, tars, previous, labels)
+    except OSError as exc:
+        if exc.errno != errno.ENOSPC:
+            raise
+        raise no_space(tempfile.gettempdir(), "writing the image's layers") from None
 
 
-def relabel(image: str, labels: dict[str, str], tag: str, client: docker.DockerClient | None = None) -> str:
-    """`image` with `labels` added and nothing else changed, tagged `tag`: a build FROM it that
-    adds no layer, so the layers stay the ones tested (checked). Returns the new image's id."""
-    client = client or docker_client()
-    tested = client.images.get(image)
-    text = f"FROM {tested.id}\n".encode()
+def _assemble(client, tag: str, base, base_ids: list[str], planned, tars: LayerTars, previous, labels) -> BuildResult:
+    order = json.loads((previous.labels.get(ORDER_LABEL) if previous else None) or "[]")
+    layers = order_layers([tars.layer(p) for p in planned], order)
+    labels = {**labels, ORDER_LABEL: json.dumps([[layer.name, layer.digest] for layer in layers])}
+    diff_ids = [*base_ids, *(f"sha256:{layer.digest}" for layer in layers)]
+    config = image_config(base.attrs, diff_ids, labels, SERVER_COMMAND,
+                          labels.get("org.opencontainers.image.created", ""))
+    held = [previous.attrs["RootFS"]["Layers"]] if previous else []
+    image_id, _ = assemble(client, tag, config, diff_ids, len(base_ids),
+                           lambda diff_id: tars.tar(diff_id.split(":", 1)[1]), held)
+    return BuildResult(tag, image_id, base.tags[0] if base.tags else base.id, tuple(layers))
+
+
+def _local_image(client: docker.DockerClient, image: str):
+    """`image` from the daemon, pulled when absent."""
+    from triton_release.image.base import image_id
+
+    try:
+        return client.images.get(image_id(client, image))
+    except docker.errors.APIError as exc:
+        raise InfrastructureError(f"The Docker daemon failed while looking up {image}: {exc.explanation or exc}") from None
+
+
+def _previous(client: docker.DockerClient, tag: str):
+    """The image last put together under `tag` on this daemon, if any: its layer order is kept."""
+    try:
+        return client.images.get(tag)
+    except docker.errors.ImageNotFound:
+        return None
+
+
+def compile_stub(client: docker.DockerClient, stage: str) -> Path:
+    """Run the Dockerfile `stage` (named stub-builder) with the classic builder and copy the stub
+    it compiles out of it, into the cache (one per stage text)."""
+    from triton_release.cache import write_atomic
+
+    target = cache_dir() / "stubs" / "compiled" / hashlib.sha256(stage.encode()).hexdigest()[:16] / STUB_NAME
+    if target.is_file():
+        return target
+    text = stage.encode()
     with tempfile.TemporaryFile() as context:
         with tarfile.open(fileobj=context, mode="w") as tar:
             info = tarfile.TarInfo("Dockerfile")
@@ -104,11 +119,40 @@ def relabel(image: str, labels: dict[str, str], tag: str, client: docker.DockerC
             tar.addfile(info, io.BytesIO(text))
         context.seek(0)
         try:
-            labelled, _ = client.images.build(fileobj=context, custom_context=True, tag=tag, labels=labels,
-                                              rm=True, forcerm=True, pull=False)
-        except (docker.errors.BuildError, docker.errors.APIError) as exc:
-            raise InfrastructureError(f"The Docker daemon failed to label the tested image {tested.id[:19]}: "
-                                      f"{getattr(exc, 'msg', None) or exc}") from None
-    if labelled.attrs["RootFS"]["Layers"] != tested.attrs["RootFS"]["Layers"]:
-        raise InfrastructureError(f"Labelling {tested.id[:19]} changed its layers; nothing is pushed. Run again.")
-    return labelled.id
+            image, _ = client.images.build(fileobj=context, custom_context=True, target="stub-builder", rm=True,
+                                           forcerm=True, pull=False)
+        except docker.errors.BuildError as exc:
+            log = "".join(chunk.get("stream", "") + chunk.get("error", "") for chunk in exc.build_log)
+            if "Could not resolve host" in log:
+                raise InfrastructureError("""
+                    The stub builder stage could not reach github.com to fetch python_backend. Build where
+                    GitHub is reachable, or give a stub with --stub path:FILE.""", details=log.splitlines()[-5:]) from None
+            raise Refused(f"Compiling the stub failed: {exc.msg}", details=log.splitlines()[-10:]) from None
+        except docker.errors.APIError as exc:
+            raise InfrastructureError(f"The Docker daemon failed while compiling the stub: {exc.explanation or exc}") from None
+    container = client.containers.create(image.id, command=["true"], entrypoint=[])
+    try:
+        stream, _ = container.get_archive(f"/build/{STUB_NAME}")
+        with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as tar:
+            member = tar.extractfile(STUB_NAME)
+            write_atomic(target, member.read(), mode=0o755)
+    finally:
+        container.remove(force=True)
+    return target
+
+
+def relabel(image: str, labels: dict[str, str], tag: str, client: docker.DockerClient | None = None) -> str:
+    """`image` with `labels` added and nothing else changed, tagged `tag`: the same layers (no tar
+    is sent), a config with the labels. Returns the new image's id."""
+    client = client or docker_client()
+    tested = client.images.get(image)
+    diff_ids = tested.attrs["RootFS"]["Layers"]
+    created = tested.labels.get("org.opencontainers.image.created", "")
+    config = image_config(tested.attrs, diff_ids, labels, None, created)
+    image_id, _ = assemble(client, tag, config, diff_ids, len(diff_ids), _no_tar, [diff_ids])
+    return image_id
+
+
+def _no_tar(diff_id: str) -> Path:
+    raise InfrastructureError(f"The Docker daemon lost layer {diff_id[:19]} of the tested image; nothing is pushed. "
+                              "Run again.")

@@ -265,7 +265,8 @@ def environment_items(envs: Environments, repo: Repository) -> tuple[list[Item],
     for dist in envs.distributions:
         entries = {str(dist.in_image / p.relative_to(dist.folder).as_posix()): p
                    for p in sorted(dist.folder.rglob("*")) if p.is_file() and p.name != ".complete"}
-        items.append(Item(f"dist/{dist.ident}", entries, sum(p.stat().st_size for p in entries.values())))
+        items.append(Item(f"dist/{dist.ident}", entries, sum(p.stat().st_size for p in entries.values()),
+                          fingerprint=f"wheel-sha256:{dist.folder.name}"))  # the folder is named by its wheel
     configs = {}
     for model, env in sorted(envs.by_model.items()):
         files = env.files()

@@ -2,9 +2,10 @@
 
 An item is a piece of the image with a stable key: a model's other files (config.pbtxt,
 requirements.txt) "model/<m>", each version folder "model/<m>/<v>", the stub, a distribution, a
-model's environment. Each layer is one `ADD <layer>.tar /` whose tar has sorted entries, its
+model's environment. Each layer is one tar with sorted entries, its
 parent folders included, and every mtime, uid, gid and mode fixed: the same items give the same
-layer digest in every build, on any machine, whichever other item changed.
+layer digest in every build, on any machine, whichever other item changed. The tar is the layer
+itself (image/assemble.py loads it as it is), so its sha256 is the layer's diff id.
 
 The plan (image/plan.py) fits any repository in the layer budget.
 
@@ -19,15 +20,15 @@ import hashlib
 import io
 import os
 import tarfile
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from stat import S_ISDIR, S_ISREG
 from typing import Mapping
 
+from triton_release.cache import write_atomic
 from triton_release.errors import Refused
 from triton_release.image.base import STUB_PATH
-from triton_release.image.plan import Item, check_disjoint, layer_name, layer_slots, plan
+from triton_release.image.plan import Item, Planned, check_disjoint, layer_name, layer_slots, plan
 from triton_release.models.repository import (GOLDEN_DIR, Model, Repository, kind_problem,
                                                link_problem, model_name_problem, walk)
 from triton_release.problems import Problem
@@ -193,8 +194,9 @@ def model_items(model: Model, root: Path | None = None, files: Mapping[str, byte
 
 @dataclass(frozen=True)
 class Runtime:
-    """What the image gets besides the models: a replacement stub, extra items as they are (the
-    models' environments), and model files the image holds instead of the user's."""
+    """What the image gets besides the models: a replacement stub (a file, or a Dockerfile stage
+    that compiles it, run before the image is put together), extra items as they are (the models'
+    environments), and model files the image holds instead of the user's."""
     stub_file: Path | None = None
     builder_stage: str = ""           # a Dockerfile stage named stub-builder that compiles the stub
     extra: tuple[Item, ...] = ()
@@ -214,25 +216,15 @@ ORDER_LABEL = "triton-release.layers"
 def order_layers(layers: list[Layer], previous: list[list[str]]) -> list[Layer]:
     """Unchanged layers first, in the previous build's order, then the changed and new ones, the
     largest first (a first build: all of them, so a torch-sized distribution comes before the
-    small layers whose changes would otherwise make the builder add it again).
+    small layers that change more often).
 
-    The builder's cache holds for every step up to the first changed or removed one, so a
-    one-model change re-runs one ADD instead of every ADD after it. Layer digests do not depend
-    on the order.
+    The daemon holds every layer up to the first changed or removed one as a chain, so a
+    one-model change sends one layer, not every layer after it. Layer digests do not depend on
+    the order.
     """
     current = {(layer.name, layer.digest): layer for layer in layers}
     kept = [current.pop((name, digest)) for name, digest in previous if (name, digest) in current]
     return kept + sorted(current.values(), key=lambda layer: (-layer.size, layer.name))
-
-
-def dockerfile(base_image: str, layers: list[Layer], runtime: Runtime = Runtime()) -> str:
-    lines = [runtime.builder_stage.rstrip("\n")] if runtime.builder_stage else []
-    lines.append(f"FROM {base_image}")
-    if runtime.builder_stage:
-        lines.append(f"COPY --from=stub-builder /build/triton_python_backend_stub {STUB_PATH}")
-    lines += [f"ADD {layer.name} /" for layer in layers]
-    lines.append("CMD " + "[" + ", ".join(f'"{arg}"' for arg in SERVER_COMMAND) + "]")
-    return "\n".join(lines) + "\n"
 
 
 def image_items(repo: Repository, models: list[str] | None = None, runtime: Runtime = Runtime()) -> list[Item]:
@@ -246,30 +238,73 @@ def image_items(repo: Repository, models: list[str] | None = None, runtime: Runt
     return items
 
 
-def write_context(out, repo: Repository, base_image: str, models: list[str] | None = None,
-                  runtime: Runtime = Runtime(), previous: list[list[str]] = (), *,
-                  max_layers: int = 120, base_layers: int = 0) -> list[Layer]:
-    """The build context as one tar stream: the Dockerfile and one tar per planned layer.
-    `base_layers`: the base image's own layer count, counted in `max_layers`."""
-    slots = layer_slots(max_layers, base_layers, bool(runtime.builder_stage), base_image)
+def plan_image(repo: Repository, base_image: str, models: list[str] | None = None, runtime: Runtime = Runtime(),
+               *, max_layers: int = 120, base_layers: int = 0) -> list[Planned]:
+    """The image's layers as planned: every item placed, within `max_layers` with the base
+    image's `base_layers` counted; refused before anything is written when they cannot fit."""
+    slots = layer_slots(max_layers, base_layers, base_image)
     items = image_items(repo, models, runtime)
     check_disjoint(items)
-    layers: list[Layer] = []
-    with tarfile.open(fileobj=out, mode="w") as context, tempfile.TemporaryDirectory() as tmp:
-        for planned in plan(items, slots):
-            entries: dict[str, Path | bytes] = {}
-            for item in planned.items:
-                entries.update(item.entries)
-            path = Path(tmp) / planned.name
-            with open(path, "wb") as handle:
-                digest = write_layer_tar(handle, entries)
-            context.add(path, arcname=planned.name)
-            path.unlink()
-            layers.append(Layer(planned.name, tuple(item.key for item in planned.items), digest,
-                                sum(item.size for item in planned.items), planned.grouped))
-        layers = order_layers(layers, list(previous))
-        text = dockerfile(base_image, layers, runtime).encode()
-        info = tarfile.TarInfo("Dockerfile")
-        info.size = len(text)
-        context.addfile(info, io.BytesIO(text))
-    return layers
+    return plan(items, slots)
+
+
+LAYER_FORMAT = "1"  # in every remembered digest's key: change it when write_layer_tar's bytes change
+
+
+class StaleDigest(Exception):
+    """A remembered layer digest did not match the tar written again."""
+
+
+class LayerTars:
+    """The planned layers' tars in `folder`, each written once. A layer whose every item has a
+    fingerprint keeps its digest in `known` (a folder), and its tar is written only when asked
+    for: a torch-sized distribution the daemon already holds is neither read nor sent again."""
+
+    def __init__(self, folder: Path, known: Path | None = None) -> None:
+        self.folder, self.known = folder, known
+        self._planned: dict[str, Planned] = {}
+        self._paths: dict[str, Path] = {}
+
+    def _key(self, planned: Planned) -> str | None:
+        if self.known is None or not all(item.fingerprint for item in planned.items):
+            return None
+        text = "\n".join([LAYER_FORMAT, planned.name, *(f"{i.key}={i.fingerprint}" for i in planned.items)])
+        return hashlib.sha256(text.encode()).hexdigest()
+
+    def _write(self, planned: Planned) -> tuple[str, Path]:
+        entries: dict[str, Path | bytes] = {}
+        for item in planned.items:
+            entries.update(item.entries)
+        path = self.folder / planned.name
+        with open(path, "wb") as handle:
+            digest = write_layer_tar(handle, entries)
+        return digest, path
+
+    def layer(self, planned: Planned) -> Layer:
+        key = self._key(planned)
+        remembered = self.known / key if key else None
+        digest = remembered.read_text().strip() if remembered is not None and remembered.is_file() else ""
+        if not digest:
+            digest, self._paths[digest] = self._write(planned)
+            if remembered is not None:
+                write_atomic(remembered, digest)
+        self._planned[digest] = planned
+        return Layer(planned.name, tuple(item.key for item in planned.items), digest,
+                     sum(item.size for item in planned.items), planned.grouped)
+
+    def tar(self, digest: str) -> Path:
+        """The tar of the layer with `digest` (sha256 hex), written now if it was not."""
+        if digest not in self._paths:
+            planned = self._planned[digest]
+            written, path = self._write(planned)
+            if written != digest:
+                key = self._key(planned)
+                if key and self.known is not None:
+                    (self.known / key).unlink(missing_ok=True)
+                raise StaleDigest(f"{planned.name}: remembered {digest[:12]}, written {written[:12]}")
+            self._paths[digest] = path
+        return self._paths[digest]
+
+    def forget(self) -> None:
+        """Remember no digest from now on (after a stale one)."""
+        self.known = None

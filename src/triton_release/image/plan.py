@@ -1,7 +1,6 @@
 """The layer plan: the image's items packed into at most the slots the layer budget leaves.
 
-The slots are `max_layers` minus the base image's own layers, minus the stub's COPY from its
-builder stage, minus MARGIN. When every item fits, each gets its own layer, and a change uploads
+The slots are `max_layers` minus the base image's own layers, minus MARGIN. When every item fits, each gets its own layer, and a change uploads
 exactly the changed items. Otherwise items smaller than GROUP_BYTES share group layers, as few
 as hold about GROUP_BYTES each (a power of two, at most half the slots), and the largest of the
 others keep a layer each in the remaining slots (sizes within a factor of two rank alike, then by
@@ -42,6 +41,8 @@ class Item:
     key: str                               # e.g. "model/add_sub", "model/add_sub/2", "stub", "env/add_sub"
     entries: Mapping[str, Path | bytes] = field(repr=False)  # archive name -> file or folder, or a file's content
     size: int                              # bytes of file content
+    fingerprint: str = ""                  # when set: names the entries' bytes exactly (a content-addressed
+                                           # distribution), so its layer's digest can be remembered
 
 
 _CLEAN_PART = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]*")
@@ -123,16 +124,15 @@ def plan(items: Iterable[Item], slots: int) -> list[Planned]:
     return sorted(found, key=lambda layer: layer.name)
 
 
-def layer_slots(max_layers: int, base_layers: int, stub_copied: bool = False, base_image: str = "") -> int:
+def layer_slots(max_layers: int, base_layers: int, base_image: str = "") -> int:
     """The layers left for the items; refused when fewer than MIN_SLOTS remain."""
-    slots = max_layers - base_layers - int(stub_copied) - MARGIN
+    slots = max_layers - base_layers - MARGIN
     if slots >= MIN_SLOTS:
         return slots
     base = f"The base image {base_image}" if base_image else "The base image"
-    copied = ", and the stub compiled in the build adds 1" if stub_copied else ""
     left = "no layer is left" if slots <= 0 else f"only {slots} are left"
     raise Refused(f"""
-        {base} has {base_layers} layers{copied}: with max_layers {max_layers} and {MARGIN} kept free,
+        {base} has {base_layers} layers: with max_layers {max_layers} and {MARGIN} kept free,
         {left} for the models, and the layer plan needs at least {MIN_SLOTS}.
         Nothing was built. Raise max_layers in triton-release.yaml (or --max-layers; overlay2
         refuses images deeper than about 125 layers), or flatten the base image into fewer

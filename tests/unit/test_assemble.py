@@ -1,0 +1,52 @@
+"""The image config and the load archive, without Docker."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import tarfile
+
+from triton_release.image.assemble import image_config, present_prefix, write_archive
+
+BASE = {"Architecture": "amd64", "Os": "linux",
+        "Config": {"Env": ["PATH=/usr/bin"], "Entrypoint": ["/entry.sh"], "Cmd": ["bash"], "Hostname": "abc",
+                   "Labels": {"vendor": "nvidia"}, "WorkingDir": "/opt", "Volumes": None}}
+
+
+def test_the_config_keeps_the_base_s_image_settings_and_adds_labels_and_the_command():
+    config = json.loads(image_config(BASE, ["sha256:a", "sha256:b"], {"x": "1"}, ["tritonserver"], "2026-01-01T00:00:00Z"))
+    assert config["config"] == {"Env": ["PATH=/usr/bin"], "Entrypoint": ["/entry.sh"], "Cmd": ["tritonserver"],
+                                "Labels": {"vendor": "nvidia", "x": "1"}, "WorkingDir": "/opt"}
+    assert config["rootfs"] == {"type": "layers", "diff_ids": ["sha256:a", "sha256:b"]}
+    assert (config["architecture"], config["os"], config["created"]) == ("amd64", "linux", "2026-01-01T00:00:00Z")
+
+
+def test_the_same_inputs_give_the_same_bytes_and_no_command_keeps_the_base_s():
+    one = image_config(BASE, ["sha256:a"], {"b": "2", "a": "1"}, None)
+    two = image_config(BASE, ["sha256:a"], {"a": "1", "b": "2"}, None)
+    assert one == two and json.loads(one)["config"]["Cmd"] == ["bash"]
+
+
+def test_the_daemon_holds_the_longest_common_prefix_of_any_image():
+    ours = ["a", "b", "c", "d"]
+    assert present_prefix(ours, [["a", "b", "x"], ["a", "b", "c", "y", "d"], ["b"]]) == 3
+    assert present_prefix(ours, []) == 0
+
+
+def test_the_archive_names_every_layer_and_carries_only_the_tars_given(tmp_path):
+    tar_c = tmp_path / "c.tar"
+    tar_c.write_bytes(b"layer c")
+    config = b'{"x": 1}'
+    diff_ids = ["sha256:" + "a" * 64, "sha256:" + "c" * 64]
+    out = io.BytesIO()
+    write_archive(out, "repo:tag", config, diff_ids, {diff_ids[1]: tar_c})
+    out.seek(0)
+    with tarfile.open(fileobj=out) as archive:
+        names = archive.getnames()
+        manifest = json.loads(archive.extractfile("manifest.json").read())
+        assert archive.extractfile("c" * 64 + "/layer.tar").read() == b"layer c"
+    config_name = hashlib.sha256(config).hexdigest() + ".json"
+    assert manifest == [{"Config": config_name, "RepoTags": ["repo:tag"],
+                         "Layers": ["a" * 64 + "/layer.tar", "c" * 64 + "/layer.tar"]}]
+    assert sorted(names) == sorted([config_name, "c" * 64 + "/layer.tar", "manifest.json"])
