@@ -5,8 +5,10 @@
 
 Nothing here can be pulled from a public registry, so the Triton base images are built
 locally: a Debian root file system from mmdebstrap, plus Triton 2.51 (the 24.10 release)
-taken from PyPI's nvidia-pytriton wheel, laid out as in NVIDIA's images. Each image is
-rebuilt only when its recipe changes (a hash of the recipe is kept as a label).
+taken from PyPI's nvidia-pytriton wheel, laid out as in NVIDIA's images. The action's own
+image is built from this checkout's Dockerfile under the published name action.yml runs, so act
+finds it without pulling. Each image is rebuilt only when its recipe changes (a hash of the
+recipe is kept as a label).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from pathlib import Path
 
 import docker
 import requests
+import yaml
 
 from triton_release.image.stub import pytriton_wheel
 
@@ -275,6 +278,64 @@ def ensure_images() -> None:
         ensure_image(client, standin)
     if not python_image_pullable(client):
         ensure_image(client, PYTHON_STANDIN)
+    ensure_action_image(client)
+
+
+# -- the action's own image -------------------------------------------------------------------
+# action.yml runs the published image (docker://NAME:vN). act, like a runner, pulls it unless it
+# is present and --pull=false; so it is built here, under that name, from this checkout's
+# Dockerfile, and act runs the code being tested, offline.
+
+ACTION_CONTEXT = ("Dockerfile", ".dockerignore", "requirements.lock", "pyproject.toml", "README.md", "src")
+ACTION_IGNORED = ("__pycache__", ".pyc", ".egg-info")
+
+
+def action_image(action_yml: Path = ROOT / "action.yml") -> str:
+    """The image action.yml runs, NAME:vN (its runs.image without docker://)."""
+    image = yaml.safe_load(action_yml.read_text())["runs"]["image"]
+    if not image.startswith("docker://"):
+        raise StackError(f"{action_yml}: runs.image is {image!r}, not the published docker://NAME:vN")
+    return image.removeprefix("docker://")
+
+
+def action_context() -> bytes:
+    """The files the Dockerfile copies, as a tar with fixed metadata: its bytes are the recipe."""
+    def clean(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
+        if any(part.endswith(ACTION_IGNORED) for part in info.name.split("/")):
+            return None
+        info.mtime, info.uid, info.gid, info.uname, info.gname = 0, 0, 0, "", ""
+        return info
+
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for name in ACTION_CONTEXT:
+            path = ROOT / name
+            members = [path, *sorted(path.rglob("*"))] if path.is_dir() else [path]
+            for member in members:
+                tar.add(member, arcname=str(member.relative_to(ROOT)), recursive=False, filter=clean)
+    return buf.getvalue()
+
+
+def ensure_action_image(client) -> str:
+    """action.yml's image, built from the Dockerfile when it or the sources it copies changed."""
+    tag = action_image()
+    context = action_context()
+    recipe = hashlib.sha256(context + client.images.get(PYTHON_STANDIN.tag).id.encode()).hexdigest()[:16]
+    try:
+        previous = client.images.get(tag)
+    except docker.errors.ImageNotFound:
+        previous = None
+    if previous is not None and previous.labels.get(HASH_LABEL) == recipe:
+        return tag
+    log(f"building {tag}, the action's image, from the Dockerfile")
+    client.images.build(fileobj=io.BytesIO(context), custom_context=True, tag=tag, pull=False,
+                        labels={HASH_LABEL: recipe}, rm=True, forcerm=True)
+    if previous is not None:
+        try:
+            client.images.remove(previous.id)  # the stale build; kept while a container still uses it
+        except docker.errors.APIError:
+            pass
+    return tag
 
 
 # -- commands ---------------------------------------------------------------------------------

