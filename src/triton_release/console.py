@@ -9,6 +9,7 @@ by `release` alike, so the two can never drift. Warnings logged by domain code (
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import time
 from contextlib import contextmanager
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterator, TextIO
 
 from triton_release.problems import Problem, display_path
+from triton_release.progress import LiveBars, PlainLines, Reporter, reporting
 
 if TYPE_CHECKING:  # the results this console renders; never imported at run time
     from triton_release.errors import TritonReleaseError
@@ -40,6 +42,7 @@ class Console:
         self.out = self.err if json_mode else (out or sys.stdout)
         self.ci = ci
         self._secrets: list[str] = []
+        self._live: LiveBars | None = None  # the bars on the terminal, while a step runs
 
     # -- the basics ---------------------------------------------------------------------------
 
@@ -58,7 +61,11 @@ class Console:
         return text
 
     def _print(self, text: str, stream: TextIO | None = None) -> None:
-        print(self._masked(text), file=stream or self.out, flush=True)
+        if self._live is None:
+            print(self._masked(text), file=stream or self.out, flush=True)
+            return
+        with self._live.paused():  # a line printed under a live bar: the bar moves below it
+            print(self._masked(text), file=stream or self.out, flush=True)
 
     def _text(self, text: str, stream: TextIO | None = None) -> None:
         """Lines that may hold user text (file names, model messages): in Actions, none of them may
@@ -115,6 +122,21 @@ class Console:
                 self._print("::endgroup::")
         if timed and ok:
             self._print(f"{title}: done in {time.perf_counter() - start:.1f} s")
+
+    @contextmanager
+    def progress(self) -> Iterator[Reporter]:
+        """Where the step's long parts (requirements, layers, push, loading, cases) show progress for
+        the block's duration: a live bar on a terminal; in Actions, or into a file or pipe, plain
+        lines, at most one every few seconds per task (inside the step's group)."""
+        live = not self.ci and _terminal(self.out)
+        reporter = LiveBars(self.out) if live else PlainLines(self.line)
+        outer, self._live = self._live, reporter if live else self._live
+        try:
+            with reporting(reporter):
+                yield reporter
+        finally:
+            reporter.close()
+            self._live = outer
 
     @contextmanager
     def logging_to_console(self) -> Iterator[None]:
@@ -216,6 +238,27 @@ class Console:
             self.line(f"server peak memory: {run.peak_memory_bytes / (1 << 20):.0f} MiB")
         if run.passed:
             self.line(f"{len(run.cases)} golden cases passed in {run.image}")
+        self.drift(getattr(run, "drift", ()))
+
+    def drift(self, drifts) -> None:
+        """One line per model with a new version: its largest difference from the version before."""
+        from triton_release.models.drift import show_fraction
+
+        for found in drifts:
+            if not found.compared:
+                self.line(f"drift {found.model}: not compared: {found.note}")
+                continue
+            worst = found.worst
+            if worst is None:
+                self.line(f"drift {found.model} {found.previous} -> {found.version}: no output compared "
+                          f"({'; '.join(found.skipped[:2]) or 'no case'})")
+                continue
+            beyond = max(o.cases_beyond_tolerance for o in found.outputs)
+            size = f", max abs diff {worst.max_abs_diff:.3g}" if worst.max_abs_diff is not None else ""
+            self.line(f"drift {found.model} {found.previous} -> {found.version}: up to "
+                      f"{show_fraction(found.max_rel_diff)} ({worst.name}{size}) over {found.cases} case(s), "
+                      + (f"BEYOND TOLERANCE in {beyond}" if beyond else "within tolerance")
+                      + (f"; {len(found.skipped)} not compared (the report says why)" if found.skipped else ""))
 
     def recorded(self, result) -> None:
         for path in result.written:
@@ -311,6 +354,20 @@ class Console:
 
     def model_rolled_back(self, result) -> None:
         self.line(f"{result.server}: {result.model} now serves version {result.version} only")
+
+
+def _terminal(stream: TextIO) -> bool:
+    """Whether a live bar can be drawn on `stream`: a terminal, with a size (a pseudo-terminal
+    nobody sized is 0 by 0)."""
+    try:
+        if not stream.isatty():
+            return False
+    except (AttributeError, ValueError):  # no such method, or a closed stream
+        return False
+    try:
+        return min(os.get_terminal_size(stream.fileno())) > 0
+    except (OSError, ValueError):  # a stream without a file descriptor: its word, then
+        return True
 
 
 class _ConsoleHandler(logging.Handler):

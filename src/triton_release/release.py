@@ -53,6 +53,7 @@ class ReleaseRequest:
     max_layers: int = 120  # the image's layer budget, the base image's layers counted
     gpus: str | None = None  # the server's GPUs; None: KIND_GPU models are tested on the CPU
     gpu_models: str = "test"  # test|require: a KIND_GPU model that cannot load on the CPU
+    max_drift: float | None = None  # refuse a new version this far (relative) from its previous one
 
 
 def model_repository(settings: Settings, how: str) -> Path:
@@ -145,7 +146,8 @@ def _release(request: ReleaseRequest, session: Session) -> None:
                 run = session.step("test", console.golden_run, steps.test, shipped.root, built.image_id, to_test,
                                    request.load_timeout, shown_as=root, memory=request.server_memory,
                                    pids=request.server_pids, max_loaded=request.max_loaded, gpus=request.gpus,
-                                   gpu_models=request.gpu_models)
+                                   gpu_models=request.gpu_models, drift=_new_versions(planned),
+                                   max_drift=request.max_drift)
                 if run.completed and version is not None:  # auto-complete models: their signatures, as served
                     signed = session.step("signatures", console.signed, steps.sign, image,
                                           local_candidate(request, git), run, planned, prepared.previous_labels,
@@ -182,6 +184,16 @@ def _with_environment_changes(planned: steps.ChangesResult, prepared: steps.Prep
         previous = releases.parse_version(planned.plan.previous, "the previous release")
         version = str(releases.next_version(previous, "patch"))
     return [*planned.to_test, *extra], version
+
+
+def _new_versions(planned: steps.ChangesResult) -> tuple[str, ...]:
+    """The models whose new version is compared with the one before (drift): bumped, given a new
+    version folder, or added (reported as having none before). Nothing on a first release."""
+    found = planned.found
+    if found.base is None:
+        return ()
+    return tuple(sorted({b.model for b in planned.bumps} | {name for name, change in found.models.items()
+                                                             if change.status == "added" or change.added_versions}))
 
 
 def _maybe_published(error: BaseException, repository: "RegistryRepository", version: str) -> bool:

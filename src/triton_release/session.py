@@ -84,7 +84,8 @@ class Report:
 
 
 class Session:
-    """Runs steps: each in its log group, timed, its result recorded and rendered."""
+    """Runs steps: each in its log group, timed, with its progress shown, its result recorded
+    and rendered."""
 
     def __init__(self, command: str, console: Console, *, timed: bool = False) -> None:
         self.report = Report(command)
@@ -93,7 +94,7 @@ class Session:
 
     def step(self, name: str, show: Callable[[Any], None] | None, run: Callable[..., T], *args, **kwargs) -> T:
         start = time.perf_counter()
-        with self.console.group(name, timed=self.timed):
+        with self.console.group(name, timed=self.timed), self.console.progress():
             try:
                 result = run(*args, **kwargs)
             except TritonReleaseError as exc:

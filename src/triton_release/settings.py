@@ -94,6 +94,23 @@ def _python_version(value: Any) -> str | None:
     return text
 
 
+def _fraction(value: Any) -> float | None:
+    """A relative difference: a number (0.001) or a percentage ("0.1%"); None for none."""
+    if value in (None, ""):
+        return None
+    if isinstance(value, bool):
+        raise ValueError(f"{value!r} is not a number such as 0.001 or 0.1%")
+    text = str(value).strip()
+    scale = 100.0 if text.endswith("%") else 1.0
+    try:
+        fraction = float(text.removesuffix("%")) / scale
+    except ValueError:
+        raise ValueError(f"{value!r} is not a number such as 0.001 or 0.1%") from None
+    if not 0 <= fraction < float("inf"):
+        raise ValueError(f"{value!r} is not a relative difference of 0 or more, such as 0.001 or 0.1%")
+    return fraction
+
+
 _GPU_ID = re.compile(r"^([0-9]+|(?:GPU|MIG)-[0-9A-Za-z][0-9A-Za-z/-]*)$")
 
 
@@ -145,6 +162,9 @@ SETTINGS: tuple[Setting, ...] = (
             "(default: none; KIND_GPU instance groups are then tested on the CPU)", gpus),
     Setting("gpu_models", "test", "test|require: a KIND_GPU model that cannot load on the CPU is reported and "
             "not tested, or (require) refused", _choice("test", "require")),
+    Setting("max_drift", None, "refuse a release whose new model version answers its golden inputs further "
+            "than this from the version before (the largest relative difference of any output, e.g. 0.001: a "
+            "tenth of a percent); default: drift is reported, never refused", _fraction),
     Setting("max_layers", 120, "the image's layer budget, the base image's layers counted (overlay2 refuses "
             "about 125)", _count),
 )

@@ -299,17 +299,20 @@ def build(root: Path | Repository, base_image: str, tag: str, *, python: str | N
 def test(root: Path | Repository, image: str, names: list[str], load_timeout: float = 300, *,
          junitxml: str | None = None, keyword: str | None = None, shown_as: Path | None = None,
          memory: str | None = None, pids: int = 4096, max_loaded: int = 50, gpus: str | None = None,
-         gpu_models: str = "test") -> "GoldenRun":
+         gpu_models: str = "test", drift: tuple[str, ...] = (), max_drift: float | None = None) -> "GoldenRun":
     """Serve `image` with the models (and what they need) loaded; run their golden cases. More
     than `max_loaded` models are tested in waves, in the same server.
     `shown_as`: the model repository the user knows, when `root` is an export of it: the cases'
     files are named as they are there. `gpus`: the GPUs the server gets; without any, KIND_GPU
     models are loaded on the CPU, and one that fails there is reported untested (`gpu_models`
-    "test") or refused ("require")."""
+    "test") or refused ("require"). `drift`: models with a new version, whose golden inputs are
+    also sent to their previous version once their cases passed (models/drift.py); a drift above
+    `max_drift` refuses, after the golden cases."""
     import time
 
     from triton_release.image.engine import docker_client
     from triton_release.image.server import TritonServer
+    from triton_release.models.drift import DriftMeter, previous_version
     from triton_release.models.suite import (GoldenRun, cpu_overrides, deferred, load_cases, models_to_load,
                                              plan_waves, run_waves)
 
@@ -320,25 +323,52 @@ def test(root: Path | Repository, image: str, names: list[str], load_timeout: fl
             for name, version in models_to_load(repo, names).items()}
     load_cases(repo, names)  # every case file well-formed before any server starts
     waves = plan_waves(repo, names, max_loaded)
-    overrides = {} if gpus else cpu_overrides(repo, load, _image_environments(client, image))
+    environments = _image_environments(client, image)
+    overrides = {} if gpus else cpu_overrides(repo, load, environments)
     every = len(waves) == 1 and set(load) == set(repo.models) and not overrides
+    previous = {name: previous_version(shipped.get(name) or repo[name].versions, load[name])
+                for name in drift if name in load and name in names}
     started = time.monotonic()
     with TritonServer(image, {m: load[m] for m in waves[0].load}, all_models=every, load_timeout=load_timeout,
                       client=client, memory=memory, pids=pids, overrides=overrides,
                       deferred=deferred(repo, load, overrides), gpus=gpus, gpu_models=gpu_models) as server:
-        cases, ran = run_waves(repo, server, waves, load, junitxml=junitxml, keyword=keyword, started=started)
+        meter = DriftMeter(repo, server, previous, load, environments) if previous else None
+        cases, ran = run_waves(repo, server, waves, load, junitxml=junitxml, keyword=keyword, started=started,
+                               after_wave=meter.after_wave if meter else None)
     if shown_as is not None:
         cases = [replace(c, path=str(_shown(Path(c.path), repo.root, shown_as))) for c in cases]
     run = GoldenRun(image, tuple(load), tuple(cases), tuple(n for n in names if not repo[n].golden_cases),
                     tuple(ran), server.peak_memory, tuple(sorted(server.on_cpu)),
                     tuple((n, server.unloadable[n]) for n in sorted(names) if n in server.unloadable),
-                    tuple(sorted(server.completed.items())))
+                    tuple(sorted(server.completed.items())), tuple(meter.results) if meter else ())
     if not run.passed:
         failed = run.failed
         raise Refused(f"""
             {len(failed)} of {len(run.cases)} golden cases failed in {image} (first: {failed[0].path}:
             {failed[0].message}). Fix the model or, if the new answer is right, the golden file.""", result=run)
+    if max_drift is not None:
+        _check_drift(run, max_drift)
     return run
+
+
+def _check_drift(run: "GoldenRun", bound: float) -> None:
+    """Refuse a drift above `bound`: the largest relative difference of a model's new version
+    from its previous one (models/drift.py)."""
+    from triton_release.models.drift import over, show_fraction
+
+    found = over(run.drift, bound)
+    if not found:
+        return
+    first = found[0]
+    worst = first.worst
+    where = f" (output {worst.name}{': ' + worst.worst if worst.worst else ''})" if worst else ""
+    others = f" (and {', '.join(d.model for d in found[1:])})" if len(found) > 1 else ""
+    raise Refused(f"""
+        Model {first.model}{others} drifted beyond max_drift {bound:g}: version {first.version} answers
+        its golden inputs up to {show_fraction(first.max_rel_diff)} apart from version
+        {first.previous}{where}. Nothing is pushed. If the change is intended, release it without
+        --max-drift (the max_drift setting, the action's input max-drift) or with a larger bound;
+        else fix the model.""", result=run)
 
 
 @dataclass(frozen=True)

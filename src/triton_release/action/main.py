@@ -82,7 +82,7 @@ def run(inputs: ActionInputs, settings, event: Event, env: Mapping[str, str], se
         commit=inputs.commit, source=release.provenance_source(env),
         requirements_options=settings.requirements_options, server_memory=settings.server_memory,
         server_pids=settings.server_pids, max_loaded=settings.max_loaded, max_layers=settings.max_layers,
-        gpus=settings.gpus, gpu_models=settings.gpu_models), session)
+        gpus=settings.gpus, gpu_models=settings.gpu_models, max_drift=settings.max_drift), session)
 
 
 def stage(inputs: ActionInputs, settings, event: Event, env: Mapping[str, str], repository,

@@ -78,6 +78,42 @@ def _md(text: object) -> str:
     return re.sub(r"([\\`*_{}\[\]<>|])", r"\\\1", str(text)).replace("\r", " ").replace("\n", " ")
 
 
+def _drift_table(drifts) -> list[str]:
+    """Each new model version against the one before, per output; beyond tolerance in bold."""
+    if not drifts:
+        return []
+    from triton_release.models.drift import show_fraction
+
+    lines = ["", "**Drift**: each new model version against the one before, on the same golden inputs", "",
+             "| model | versions | output | max abs diff | max rel diff | beyond tolerance |",
+             "| --- | --- | --- | ---: | ---: | --- |"]
+    notes = []
+    for found in drifts:
+        if not found.compared:
+            notes.append(f"- `{_md(found.model)}`: not compared: {_md(found.note)}")
+            continue
+        versions = f"{found.previous} -> {found.version}"
+        for output in found.outputs:
+            size = f"{output.max_abs_diff:.3g}" if output.max_abs_diff is not None else ""
+            rel = show_fraction(output.max_rel_diff)
+            beyond = "no"
+            if output.beyond_tolerance:
+                rel = f"**{rel}**"
+                beyond = f"**yes**: {output.cases_beyond_tolerance} of {output.cases} cases"
+                if output.worst:
+                    beyond += f" ({_md(output.worst)})"
+            lines.append(f"| `{_md(found.model)}` | {versions} | `{_md(output.name)}` | {size} | {rel} | {beyond} |")
+        if not found.outputs:
+            notes.append(f"- `{_md(found.model)}` {versions}: no output compared")
+        for skipped in found.skipped[:5]:
+            notes.append(f"- `{_md(found.model)}`: not compared: {_md(skipped)}")
+        if len(found.skipped) > 5:
+            notes.append(f"- `{_md(found.model)}`: {len(found.skipped) - 5} more parts not compared (see the report)")
+    if len(lines) == 5:  # no model compared: the notes alone
+        lines = lines[:2]
+    return lines + ([""] + notes if notes else [])
+
+
 def summary(report: Report) -> str:
     """The Markdown a reviewer reads in the run's summary, from the run's typed results."""
     lines = ["## triton-release", ""]
@@ -121,6 +157,7 @@ def summary(report: Report) -> str:
     needs_gpu = list(getattr(run, "needs_gpu", ()))
     if needs_gpu:
         lines += ["", *(f"- `{_md(name)}`: **not tested**: needs a GPU: {_md(why)}" for name, why in needs_gpu)]
+    lines += _drift_table(getattr(run, "drift", ()))
     staged = report.result("candidate") or report.result("reuse")
     if staged is not None:
         candidate = staged.candidate

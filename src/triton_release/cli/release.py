@@ -20,6 +20,7 @@ def add_arguments(parser) -> None:
     setting(parser, "--channel", "channel", metavar="TAG")
     setting(parser, "--keep", "keep", metavar="N")
     setting(parser, "--max-layers", "max_layers", metavar="N")
+    setting(parser, "--max-drift", "max_drift", metavar="FRACTION")
 
 
 def run(ctx: Context, session) -> None:
@@ -31,5 +32,5 @@ def run(ctx: Context, session) -> None:
         push=not args.no_push, commit=args.commit, source=release.provenance_source(ctx.env),
         requirements_options=settings.requirements_options, server_memory=settings.server_memory,
         server_pids=settings.server_pids, max_loaded=settings.max_loaded, max_layers=settings.max_layers,
-        gpus=settings.gpus, gpu_models=settings.gpu_models)
+        gpus=settings.gpus, gpu_models=settings.gpu_models, max_drift=settings.max_drift)
     release.run_release(request, session)

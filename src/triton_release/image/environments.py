@@ -31,6 +31,7 @@ from pathlib import Path, PurePosixPath
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import Version
 
+from triton_release import progress
 from triton_release.cache import atomic_folder, cache_dir, exclusive, write_atomic
 from triton_release.errors import Refused
 from triton_release.image.base import PythonInstall
@@ -146,10 +147,17 @@ def resolve(repo: Repository, install: PythonInstall, glibc: str, models: list[s
         if problem:
             raise Refused(f"{problem}. Nothing was installed.")
     found = {}
-    for model, path in sorted(files.items()):
-        pins = read_pins(model, path, options)
-        wheels = download(path, pins, install, glibc, options)
-        found[model] = Environment(model, path, tuple(sorted(unpack(w) for w in wheels)), install)
+    with progress.task("requirements", total=len(files), unit="models") as bar:
+        for model, path in sorted(files.items()):
+            bar.update(detail=f"{model}: resolving")
+            pins = read_pins(model, path, options)
+            wheels = download(path, pins, install, glibc, options)
+            distributions = []
+            for number, wheel in enumerate(wheels, 1):
+                bar.update(detail=f"{model}: unpacking {number} of {len(wheels)} distributions")
+                distributions.append(unpack(wheel))
+            found[model] = Environment(model, path, tuple(sorted(distributions)), install)
+            bar.advance(detail="")
     return Environments(install.version, found)
 
 

@@ -2,8 +2,9 @@
 failures that name a model with its lines from the server's log, and the container's memory.
 
 `TritonServer` (image/server.py) owns the container and its life; this is what it does with the
-server inside. A failed load fails at once, never at --load-timeout; a model that will never
-load (its version excluded, its stub unable to start) fails at once too.
+server inside, down to reloading a tested model with another config (`load_config`: both of its
+versions side by side, for drift). A failed load fails at once, never at --load-timeout; a model
+that will never load (its version excluded, its stub unable to start) fails at once too.
 """
 
 from __future__ import annotations
@@ -266,10 +267,11 @@ class ModelControl:
         self.on_cpu.update(name for name in ready if name in self.overrides)
         self.sample_memory()
 
-    def _request_load(self, name: str) -> str:
-        """POST the load of `name` (with its config override, if any); Triton answers when it is
-        loaded. "" when it was, else the why."""
-        body = {"parameters": {"config": self.overrides[name]}} if name in self.overrides else {}
+    def _request_load(self, name: str, config: str | None = None) -> str:
+        """POST the load of `name` with `config`, else its config override, if any; Triton answers
+        when it is loaded. "" when it was, else the why."""
+        config = config if config is not None else self.overrides.get(name)
+        body = {"parameters": {"config": config}} if config is not None else {}
         try:
             answer = requests.post(f"http://{self.http_url}/v2/repository/models/{name}/load", json=body,
                                    timeout=self.load_timeout + 30)
@@ -282,6 +284,17 @@ class ModelControl:
         except (ValueError, AttributeError):
             why = ""
         return str(why or answer.text or f"HTTP {answer.status_code}").strip()
+
+    def load_config(self, name: str, config: str, versions: list[int]) -> str:
+        """(Re)load `name` with `config` (the load's `config` parameter) and check that each of
+        `versions` is ready: "" when they are, else why not. Never refuses: a model already
+        tested is reloaded for a comparison (drift), whose failure is a note. A failed reload
+        leaves what was loaded as it was (Triton keeps the versions it served)."""
+        why = self._request_load(name, config)
+        if why:
+            return _reason(why)
+        missing = [str(v) for v in versions if not self.model_ready(name, v)]
+        return f"version {', '.join(missing)} not ready after the load" if missing else ""
 
     # -- memory -------------------------------------------------------------------------------
 

@@ -18,7 +18,7 @@ import time
 import xml.etree.ElementTree as ElementTree
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Protocol
+from typing import TYPE_CHECKING, Callable, Mapping, Protocol
 
 from triton_release.errors import Interrupted, Refused, UsageError
 from triton_release.models import golden
@@ -28,6 +28,8 @@ from triton_release.models.inference import CaseResult
 from triton_release.models.repository import Repository
 from triton_release.signals import pending_interrupt
 
+if TYPE_CHECKING:
+    from triton_release.models.drift import ModelDrift
 
 
 class Server(Protocol):
@@ -77,6 +79,7 @@ class GoldenRun:
     on_cpu: tuple[str, ...] = ()          # KIND_GPU models loaded (and tested) on the CPU
     needs_gpu: tuple[tuple[str, str], ...] = ()  # (model, why): not tested, they did not load on the CPU
     completed: tuple[tuple[str, dict], ...] = ()  # auto-complete models: (model, its config as served)
+    drift: tuple["ModelDrift", ...] = ()  # new versions against their previous one (models/drift.py)
 
     @property
     def passed(self) -> bool:
@@ -91,7 +94,8 @@ class GoldenRun:
                 "cases": [c.to_json() for c in self.cases], "models_without_golden_cases": list(self.untested),
                 "waves": [w.to_json() for w in self.waves], "peak_memory_bytes": self.peak_memory_bytes,
                 "tested_on_cpu": list(self.on_cpu), "not_tested_needs_gpu": dict(self.needs_gpu),
-                "auto_completed": sorted(name for name, _ in self.completed)}
+                "auto_completed": sorted(name for name, _ in self.completed),
+                "drift": [d.to_json() for d in self.drift]}
 
 
 def models_to_load(repo: Repository, names: list[str]) -> dict[str, int | None]:
@@ -213,12 +217,15 @@ def run_suite(repo: Repository, names: list[str], http_url: str, grpc_url: str, 
 
 def run_waves(repo: Repository, server: Server, waves: list[Wave], versions: dict[str, int | None], *,
               junitxml: str | None = None, keyword: str | None = None,
-              started: float | None = None) -> tuple[list[CaseResult], list[WaveRun]]:
+              started: float | None = None,
+              after_wave: Callable[[list[str], list[CaseResult]], None] | None = None,
+              ) -> tuple[list[CaseResult], list[WaveRun]]:
     """Every wave's cases against `server`, which has the first wave loaded: each later wave is
     switched in (the models of the one before unloaded, its own loaded at `versions`). Every wave
     runs whatever the cases of the others answered; a model that fails to load refuses at once,
     except one the server set aside as needing a GPU, whose cases are not run.
-    `started`: when the server was started, counted in the first wave's time."""
+    `started`: when the server was started, counted in the first wave's time. `after_wave`: called
+    with the wave's tested models and their results while they are still loaded (drift)."""
     for wave in waves:
         if wave.oversized:
             log.warning(f"wave {wave.index} loads {len(wave.load)} models ({', '.join(wave.load)}), more than "
@@ -238,6 +245,8 @@ def run_waves(repo: Repository, server: Server, waves: list[Wave], versions: dic
                 parts.append(part)
             found = run_suite(repo, tested, server.http_url, server.grpc_url, junitxml=part,
                               keyword=keyword) if tested else []
+            if after_wave is not None:
+                after_wave(tested, found)
             server.sample_memory(last=wave is waves[-1])
             cases += found
             loaded = tuple(name for name in wave.load if name not in server.unloadable)

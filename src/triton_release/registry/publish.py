@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import docker
 import requests
 
+from triton_release import progress
 from triton_release.errors import InfrastructureError, Refused, UsageError
 from triton_release.history.releases import (CHANNEL_LABEL, REVISION_LABEL, is_provenance_tag, is_release_tag,
                                              moving_tags, parse_version, versions_in)
@@ -174,34 +175,70 @@ def finish_interrupted(registry: RegistryRepository, channel: str) -> Finished:
 
 def _daemon_push(client: docker.DockerClient, registry: RegistryRepository, tag: str) -> tuple[int, int, int, str]:
     """docker push, streamed; returns the layers uploaded, mounted from another repository, present,
-    and the digest of the manifest written (the daemon computes it from the bytes it sends)."""
-    uploaded = mounted = present = 0
-    digest = ""
+    and the digest of the manifest written (the daemon computes it from the bytes it sends). The
+    push shows its progress as it goes: the bytes of the layers sent, of their total."""
+    auth = registry.credentials.docker_auth() if registry.credentials else None
     try:
-        for event in client.api.push(str(registry), tag=tag, auth_config=registry.credentials.docker_auth() if registry.credentials else None, stream=True, decode=True):
-            if "error" in event:
-                message = event.get("errorDetail", {}).get("message") or event["error"]
-                if "denied" in message or "unauthorized" in message or "authentication required" in message:
-                    raise Refused(f"""
-                        The registry {registry.host} refused the push of {registry}:{tag} ({message}). Give
-                        credentials that may push there (username/password inputs, TRITON_RELEASE_USERNAME
-                        and TRITON_RELEASE_PASSWORD, or `docker login {registry.host}`).""")
-                raise InfrastructureError(f"""
-                    The push of {registry}:{tag} failed ({message}); no tag points at a partial image. Run
-                    the push again when the registry is back: layers already uploaded are not sent again.""")
-            aux = event.get("aux")
-            if isinstance(aux, dict) and aux.get("Tag") == tag and aux.get("Digest"):
-                digest = aux["Digest"]
-            status = event.get("status", "")
-            if status == "Pushed":
-                uploaded += 1
-            elif status.startswith("Mounted from"):
-                mounted += 1
-            elif status == "Layer already exists":
-                present += 1
+        with progress.task("push", unit=progress.BYTES) as bar:
+            stream = _PushStream(registry, tag, bar)
+            for event in client.api.push(str(registry), tag=tag, auth_config=auth, stream=True, decode=True):
+                stream.take(event)
     except (docker.errors.APIError, requests.RequestException) as exc:
         raise InfrastructureError(f"The Docker daemon failed while pushing {registry}:{tag}: {exc}") from None
-    return uploaded, mounted, present, digest
+    return stream.uploaded, stream.mounted, stream.present, stream.digest
+
+
+class _PushStream:
+    """What the daemon's push stream says, event by event: the layers' fates, the manifest's digest,
+    and each layer's bytes sent of its size (progressDetail of its "Pushing" events; the size is
+    that of the layer's files, so a little more than it can be sent, the tar headers: capped)."""
+
+    def __init__(self, registry: RegistryRepository, tag: str, bar: progress.Task) -> None:
+        self.registry, self.tag, self.bar = registry, tag, bar
+        self.uploaded = self.mounted = self.present = 0
+        self.digest = ""
+        self.layers: set[str] = set()          # every layer of the image
+        self.sent: dict[str, tuple[int, int]] = {}  # layer -> (bytes sent, size), of those being sent
+
+    def take(self, event: dict) -> None:
+        if "error" in event:
+            raise self._failure(event.get("errorDetail", {}).get("message") or event["error"])
+        aux = event.get("aux")
+        if isinstance(aux, dict) and aux.get("Tag") == self.tag and aux.get("Digest"):
+            self.digest = aux["Digest"]
+        status, layer = event.get("status", ""), event.get("id")
+        if layer and status in ("Preparing", "Waiting"):
+            self.layers.add(layer)
+        detail = event.get("progressDetail") or {}
+        if status == "Pushing" and layer and detail.get("total"):
+            total = int(detail["total"])
+            self.sent[layer] = (min(int(detail.get("current") or 0), total), total)
+        elif status == "Pushed":
+            self.uploaded += 1
+            if layer in self.sent:
+                self.sent[layer] = (self.sent[layer][1], self.sent[layer][1])
+        elif status.startswith("Mounted from"):
+            self.mounted += 1
+        elif status == "Layer already exists":
+            self.present += 1
+        else:
+            return
+        if self.sent:
+            done = self.uploaded + self.mounted + self.present
+            self.bar.update(sum(sent for sent, _ in self.sent.values()),
+                            total=sum(size for _, size in self.sent.values()),
+                            detail=f"{done} of {max(len(self.layers), done)} layers done")
+
+    def _failure(self, message: str) -> Exception:
+        registry, tag = self.registry, self.tag
+        if "denied" in message or "unauthorized" in message or "authentication required" in message:
+            return Refused(f"""
+                The registry {registry.host} refused the push of {registry}:{tag} ({message}). Give
+                credentials that may push there (username/password inputs, TRITON_RELEASE_USERNAME
+                and TRITON_RELEASE_PASSWORD, or `docker login {registry.host}`).""")
+        return InfrastructureError(f"""
+            The push of {registry}:{tag} failed ({message}); no tag points at a partial image. Run
+            the push again when the registry is back: layers already uploaded are not sent again.""")
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,351 @@
+"""Drift: how a model's new version N+1 answers its golden inputs compared with version N.
+
+After a model's golden cases passed, the same server loads both versions: a reload through the
+repository API with the model's config as the image holds it (its environment's
+EXECUTION_ENV_PATH, and for a KIND_GPU model tested on the CPU its instance groups made
+KIND_CPU, as `models.devices` does), `version_policy` set to `specific { versions: [N, N+1] }`.
+A model whose own policy already serves N is not reloaded. Every case is then sent to N and to
+N+1 and the answers are compared with each other, output by output: N's answer is the
+reference.
+
+Per element, with the case's tolerances for the output's data type (`answers.tolerances`):
+- the absolute difference |new - old|;
+- the relative difference |new - old| / |old|. Where |old| is within atol of zero a ratio says
+  nothing: the relative difference is 0 when the change is within atol, else infinite (a value
+  that was zero no longer is). NaN against NaN and an infinity against the same one are equal;
+- beyond tolerance where |new - old| > atol + rtol * |old|, the golden comparison's own rule.
+Integers compare with atol 0. BOOL and BYTES elements are equal or not: a difference has no
+size (its relative difference is infinite). An output whose data type or shape changed, or that
+one version answered and the other did not, differs beyond tolerance, infinitely; so do the
+outputs of a decoupled model whose number of responses changed.
+
+What is compared: each step of a sequence case (with a correlation id of its own per version),
+each response of a decoupled model in order. Not compared, and noted: steps that expect an
+error, steps where either version answered with an error, cases that pin another "version",
+and models without a version N in the image (a new model) or whose version N did not load.
+
+A model's drift is its largest relative difference over every output of every compared case:
+what `max_drift` bounds. Drift is reported; it refuses a release only above `max_drift`. A model
+reloaded for it keeps both versions loaded until its wave's models are unloaded.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Iterable, Mapping, Protocol
+
+import numpy as np
+from google.protobuf import json_format
+
+from triton_release.models.answers import tolerances
+from triton_release.models.config_schema import model_config_pb2
+from triton_release.models.devices import ENV_PARAMETER, cpu_config
+from triton_release.models.golden import FLOATS, GoldenCase, element_index, load_case
+from triton_release.models.inference import Exchange, ask
+from triton_release.models.repository import Repository
+
+INFINITE = math.inf
+
+
+class Server(Protocol):
+    """What drift needs of a running server (image/server.py's TritonServer, its model_control)."""
+    http_url: str
+    grpc_url: str
+    unloadable: dict[str, str]
+    overrides: dict[str, str]
+
+    def model_ready(self, name: str, version: int | None) -> bool: ...
+    def load_config(self, name: str, config: str, versions: list[int]) -> str: ...
+
+
+# -- one output of one answer against the other ---------------------------------------------------
+
+@dataclass(frozen=True)
+class Difference:
+    """One output of one step (or response): version N's answer against N+1's."""
+    max_abs_diff: float | None  # None: no size (BYTES, BOOL, a changed shape or data type)
+    max_rel_diff: float
+    beyond_tolerance: bool
+    where: str = ""             # the worst element: "[0, 3]: 5.0 -> 5.05", or what changed
+
+
+def difference(old: np.ndarray | None, old_type: str, new: np.ndarray | None, new_type: str,
+               atol: float, rtol: float) -> Difference:
+    if old is None or new is None:
+        which = "N" if old is None else "N+1"
+        return Difference(None, INFINITE, True, f"version {which} did not answer it")
+    if old_type != new_type:
+        return Difference(None, INFINITE, True, f"data type {old_type} -> {new_type}")
+    if tuple(old.shape) != tuple(new.shape):
+        return Difference(None, INFINITE, True, f"shape {list(old.shape)} -> {list(new.shape)}")
+    shape = tuple(old.shape)
+    a, b = np.asarray(old).reshape(-1), np.asarray(new).reshape(-1)
+    if old_type in ("BYTES", "BOOL"):
+        differ = np.flatnonzero(np.array([x != y for x, y in zip(a, b)], dtype=bool))
+        if not differ.size:
+            return Difference(None, 0.0, False)
+        i = int(differ[0])
+        return Difference(None, INFINITE, True, f"{differ.size} of {a.size} element(s) differ; first "
+                          f"{element_index(i, shape)}: {_shown(a[i])} -> {_shown(b[i])}")
+    exact = old_type not in FLOATS
+    if exact:
+        atol = rtol = 0.0
+    equal = a == b
+    shown_a, shown_b = a, b
+    a, b = a.astype(np.float64), b.astype(np.float64)
+    if not exact:
+        equal = equal | (np.isnan(a) & np.isnan(b))
+    with np.errstate(invalid="ignore", over="ignore"):
+        abs_diff = np.where(equal, 0.0, np.nan_to_num(np.abs(b - a), nan=INFINITE, posinf=INFINITE))
+        magnitude = np.abs(a)
+        near_zero = magnitude <= atol
+        rel_diff = np.where(abs_diff == 0, 0.0,
+                            np.where(near_zero, np.where(abs_diff <= atol, 0.0, INFINITE),
+                                     abs_diff / np.where(near_zero, 1.0, magnitude)))
+        rel_diff = np.nan_to_num(rel_diff, nan=INFINITE, posinf=INFINITE)  # an infinite reference that changed
+        beyond = abs_diff > atol + rtol * np.nan_to_num(magnitude, posinf=0.0)
+    if not a.size:
+        return Difference(0.0, 0.0, False)
+    worst = int(np.argmax(rel_diff)) if rel_diff.max() > 0 else int(np.argmax(abs_diff))
+    where = ""
+    if abs_diff[worst]:
+        where = f"{element_index(worst, shape)}: {_shown(shown_a[worst])} -> {_shown(shown_b[worst])}"
+    return Difference(float(abs_diff.max()), float(rel_diff.max()), bool(beyond.any()), where)
+
+
+def _shown(value) -> str:
+    if isinstance(value, bytes):
+        try:
+            return repr(value.decode("utf-8"))
+        except UnicodeDecodeError:
+            return repr(value)
+    return str(value) if isinstance(value, np.generic) else repr(value)  # np.float32(5.05) as 5.05
+
+
+# -- a case's answers from both versions ---------------------------------------------------------
+
+@dataclass(frozen=True)
+class CaseDrift:
+    """A case's outputs compared (output -> its differences over steps and responses), and what
+    of it was not compared."""
+    case: str
+    outputs: tuple[tuple[str, tuple[Difference, ...]], ...]
+    skipped: tuple[str, ...] = ()
+
+
+def compare_case(case: GoldenCase, old: Exchange, new: Exchange) -> CaseDrift:
+    """Both versions' replies to `case`, step by step and response by response."""
+    label = f"{case.model}/{case.name}"
+    found: dict[str, list[Difference]] = {}
+    skipped: list[str] = []
+    for index, step in enumerate(case.steps):
+        where = f"{label} step {index + 1}" if case.sequence is not None else label
+        if step.error is not None:
+            skipped.append(f"{where}: expects an error")
+            continue
+        if index >= len(old.replies) or index >= len(new.replies):
+            failure = old.failure or new.failure or "no answer"
+            skipped.append(f"{where}: no answer from version {'N' if index >= len(old.replies) else 'N+1'} "
+                           f"({failure})")
+            continue
+        before, after = old.replies[index], new.replies[index]
+        if before.error is not None or after.error is not None:
+            which, reply = ("N", before) if before.error is not None else ("N+1", after)
+            skipped.append(f"{where}: version {which} answered with an error ({reply.shown_error.splitlines()[0]})")
+            continue
+        for response, (x, y) in enumerate(zip(before.answers, after.answers)):
+            prefix = f"{where} response {response + 1}" if len(before.answers) > 1 else where
+            for name in sorted(set(x.outputs) | set(y.outputs)):
+                old_array, old_type, _ = x.outputs.get(name, (None, "", ""))
+                new_array, new_type, _ = y.outputs.get(name, (None, "", ""))
+                atol, rtol = tolerances(case, old_type or new_type)
+                diff = difference(old_array, old_type, new_array, new_type, atol, rtol)
+                found.setdefault(name, []).append(replace(diff, where=f"{prefix} {diff.where}".strip()))
+        if len(before.answers) != len(after.answers):  # a decoupled model's stream changed
+            for name in {n for answer in (*before.answers, *after.answers) for n in answer.outputs}:
+                found.setdefault(name, []).append(Difference(
+                    None, INFINITE, True, f"{where}: {len(before.answers)} -> {len(after.answers)} responses"))
+    return CaseDrift(label, tuple((name, tuple(diffs)) for name, diffs in sorted(found.items())), tuple(skipped))
+
+
+# -- a model: its outputs over every case ---------------------------------------------------------
+
+@dataclass(frozen=True)
+class OutputDrift:
+    name: str
+    max_abs_diff: float | None
+    max_rel_diff: float
+    cases: int                   # cases that compared this output
+    cases_beyond_tolerance: int
+    worst: str = ""              # where the largest relative difference is
+
+    @property
+    def beyond_tolerance(self) -> bool:
+        return self.cases_beyond_tolerance > 0
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "max_abs_diff": _number(self.max_abs_diff),
+                "max_rel_diff": _number(self.max_rel_diff), "cases": self.cases,
+                "cases_beyond_tolerance": self.cases_beyond_tolerance, "worst": self.worst}
+
+
+@dataclass(frozen=True)
+class ModelDrift:
+    model: str
+    version: int                      # N+1, the tested one
+    previous: int | None              # N; None: there is none
+    outputs: tuple[OutputDrift, ...] = ()
+    cases: int = 0                    # cases compared
+    skipped: tuple[str, ...] = ()     # parts of cases not compared, and why
+    note: str = ""                    # why the model was not compared at all
+
+    @property
+    def compared(self) -> bool:
+        return not self.note
+
+    @property
+    def max_rel_diff(self) -> float:
+        """The model's drift: its largest relative difference over all outputs (0 when nothing compared)."""
+        return max((o.max_rel_diff for o in self.outputs), default=0.0)
+
+    @property
+    def worst(self) -> OutputDrift | None:
+        return max(self.outputs, key=lambda o: o.max_rel_diff, default=None)
+
+    @property
+    def beyond_tolerance(self) -> bool:
+        return any(o.beyond_tolerance for o in self.outputs)
+
+    def to_json(self) -> dict:
+        return {"model": self.model, "from_version": self.previous, "to_version": self.version,
+                "compared": self.compared, "note": self.note, "cases": self.cases,
+                "max_rel_diff": _number(self.max_rel_diff), "beyond_tolerance": self.beyond_tolerance,
+                "outputs": [o.to_json() for o in self.outputs], "skipped": list(self.skipped)}
+
+
+def _number(value: float | None) -> float | str | None:
+    """A figure in the JSON report: an infinite one as "Infinity" (JSON has no infinity)."""
+    if value is None or math.isfinite(value):
+        return value
+    return "Infinity" if value > 0 else "NaN"
+
+
+def model_drift(model: str, version: int, previous: int, cases: list[CaseDrift],
+                skipped: Iterable[str] = ()) -> ModelDrift:
+    """The cases' differences gathered per output: the largest of each, the cases beyond tolerance."""
+    by_output: dict[str, list[tuple[str, tuple[Difference, ...]]]] = {}
+    for case in cases:
+        for name, diffs in case.outputs:
+            by_output.setdefault(name, []).append((case.case, diffs))
+    outputs = []
+    for name, found in sorted(by_output.items()):
+        diffs = [d for _, ds in found for d in ds]
+        sized = [d.max_abs_diff for d in diffs if d.max_abs_diff is not None]
+        worst = max(diffs, key=lambda d: d.max_rel_diff)
+        outputs.append(OutputDrift(name, max(sized) if sized else None, worst.max_rel_diff, len(found),
+                                   sum(any(d.beyond_tolerance for d in ds) for _, ds in found),
+                                   worst.where if worst.max_rel_diff > 0 else ""))
+    notes = [*skipped, *(s for case in cases for s in case.skipped)]
+    return ModelDrift(model, version, previous, tuple(outputs), sum(bool(c.outputs) for c in cases), tuple(notes))
+
+
+def over(drifts: Iterable[ModelDrift], bound: float) -> list[ModelDrift]:
+    """The models whose drift is above `bound` (max_drift)."""
+    return [d for d in drifts if d.compared and d.max_rel_diff > bound]
+
+
+def show_fraction(value: float) -> str:
+    """A relative difference for people: 1.00%, 0.0120%, infinite."""
+    if not math.isfinite(value):
+        return "infinite"
+    percent = value * 100
+    return f"{percent:.2f}%" if percent >= 0.01 or percent == 0 else f"{percent:.2g}%"
+
+
+# -- the server side ------------------------------------------------------------------------------
+
+def drift_config(config: model_config_pb2.ModelConfig | None, versions: list[int], env_path: str | None = None,
+                 on_cpu: bool = False) -> str:
+    """The load's `config` parameter serving `versions` side by side: the model's config as the
+    image holds it (with its environment; for a KIND_GPU model tested on the CPU, as
+    `devices.cpu_override` makes it), `version_policy` replaced. A model without config.pbtxt
+    gets what the image would give it: the backend, for Triton to complete."""
+    if config is None:
+        base = model_config_pb2.ModelConfig(backend="python")
+        if env_path is not None:
+            base.parameters[ENV_PARAMETER].string_value = env_path
+    elif on_cpu:
+        base = cpu_config(config, env_path)
+    else:
+        base = model_config_pb2.ModelConfig()
+        base.CopyFrom(config)
+        if env_path is not None:
+            base.parameters[ENV_PARAMETER].string_value = env_path
+    base.version_policy.Clear()
+    base.version_policy.specific.versions[:] = sorted(versions)
+    return json_format.MessageToJson(base, preserving_proto_field_name=True, indent=None, sort_keys=True)
+
+
+def previous_version(versions: Iterable[int], version: int | None) -> int | None:
+    """The version before `version` among `versions` (the image's): the highest lower one."""
+    lower = [v for v in versions if version is not None and v < version]
+    return max(lower) if lower else None
+
+
+class DriftMeter:
+    """Measures the drift of the models in `previous` (model -> its version N, None: none) as each
+    wave's cases have run. `versions`: the tested version N+1 of each; `environments`: model ->
+    its environment's path in the image."""
+
+    def __init__(self, repo: Repository, server: Server, previous: Mapping[str, int | None],
+                 versions: Mapping[str, int | None], environments: Mapping[str, str] | None = None) -> None:
+        self.repo, self.server = repo, server
+        self.previous = dict(previous)
+        self.versions = dict(versions)
+        self.environments = dict(environments or {})
+        self.results: list[ModelDrift] = []
+
+    def after_wave(self, tested: Iterable[str], cases) -> None:
+        """The models of a wave whose golden cases all passed; the others are noted."""
+        failed = {c.case.split("/", 1)[0] for c in cases if not c.passed}
+        for name in tested:
+            if name not in self.previous:
+                continue
+            if name in failed:
+                self.results.append(self._note(name, "its golden cases failed: not compared"))
+            else:
+                self.results.append(self.measure(name))
+
+    def _note(self, name: str, why: str) -> ModelDrift:
+        return ModelDrift(name, self.versions.get(name) or 0, self.previous.get(name), note=why)
+
+    def measure(self, name: str) -> ModelDrift:
+        version, previous = self.versions.get(name), self.previous.get(name)
+        model = self.repo[name]
+        if version is None:
+            return self._note(name, "no numbered version folder")
+        if previous is None:
+            return self._note(name, f"no version before {version} in the image (a new model): nothing to compare")
+        if name in self.server.unloadable:
+            return self._note(name, f"not loaded ({self.server.unloadable[name]})")
+        if not model.golden_cases:
+            return self._note(name, "no golden cases")
+        if not self.server.model_ready(name, previous):
+            config = drift_config(model.config, [previous, version], self.environments.get(name),
+                                  on_cpu=name in self.server.overrides)
+            why = self.server.load_config(name, config, [previous, version])
+            if why:
+                return self._note(name, f"version {previous} did not load beside {version}: {why}")
+        compared, skipped = [], []
+        for path in model.golden_cases:
+            case, _ = load_case(path, name)
+            if case is None:
+                continue
+            if case.version is not None and case.version != version:
+                skipped.append(f"{name}/{case.name}: pins version {case.version}")
+                continue
+            old = ask(replace(case, version=previous), self.server.http_url, self.server.grpc_url, model.decoupled)
+            new = ask(replace(case, version=version), self.server.http_url, self.server.grpc_url, model.decoupled)
+            compared.append(compare_case(case, old, new))
+        return model_drift(name, version, previous, compared, skipped)

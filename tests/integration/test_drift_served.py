@@ -1,0 +1,99 @@
+"""Drift on the real stack: a model's new version answers its golden inputs beside the version
+before it, in the server that tested it; the difference is reported, and refuses the release
+only above --max-drift (the action's input max-drift)."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from triton_release import steps
+from triton_release.action.main import main as action_main
+from triton_release.models.repository import Repository
+
+from support.models import (ACCUMULATOR_MODEL, PYTHON_MODEL, golden_case, python_model_files, sequence_case,
+                            sequence_config, write_tree)
+from support.stack import BASE_IMAGE
+from support.wheels import make_wheel, offline_index
+
+pytestmark = pytest.mark.integration
+
+SCALED = [round(v * 1.01, 4) for v in (2, 3, 4, 5)]  # (x + 1) * 1.01 for the golden inputs 1, 2, 3, 4
+
+
+def test_a_new_version_scaling_its_output_by_1_01_drifts_1_percent_and_max_drift_refuses_it(
+        git_repo, releaser, tmp_path):
+    git_repo.write(python_model_files("a"))
+    git_repo.commit("a model")
+    first = releaser()
+    assert first["version"] == "1.0.0" and first["steps"]["test"]["drift"] == []  # a first release: nothing before
+    tags = releaser.registry.tags()
+
+    model_py = git_repo.models / "a" / "1" / "model.py"
+    model_py.write_text(model_py.read_text().replace("(x + 1)", "((x + 1) * 1.01)"))
+    git_repo.write({"a/golden/basic.json": golden_case(out=SCALED)})
+    git_repo.commit("a: scaled by 1.01")
+
+    refused = releaser("--max-drift", "0.001", code=1)
+    assert "drifted beyond max_drift 0.001" in refused["error"]["message"], refused["error"]
+    assert refused["steps"]["test"]["passed"] is True and refused["steps"]["test"]["ok"] is False
+    assert "push" not in refused["steps"] and refused["steps"]["undo-bump"]["undone"] is True
+    assert releaser.registry.tags() == tags
+    assert git_repo.git("status", "--porcelain") == ""
+    [drift] = refused["steps"]["test"]["drift"]
+    assert (drift["model"], drift["from_version"], drift["to_version"]) == ("a", 1, 2)
+    assert 0.0099 < drift["max_rel_diff"] < 0.0101
+
+    # the same change through the action, without a bound: released, the drift reported
+    summary, report = tmp_path / "summary.md", tmp_path / "action-report.json"
+    env = {**os.environ, "GITHUB_ACTIONS": "true", "GITHUB_EVENT_NAME": "push", "GITHUB_WORKSPACE": str(git_repo.root),
+           "GITHUB_STEP_SUMMARY": str(summary), "GITHUB_OUTPUT": str(tmp_path / "outputs"),
+           "INPUT_REPOSITORY": releaser.target, "INPUT_BASE-IMAGE": BASE_IMAGE, "INPUT_PUSH": "true",
+           "INPUT_REPORT": str(report)}
+    assert action_main(env) == 0, json.loads(report.read_text()).get("error")
+    released = json.loads(report.read_text())
+    assert released["version"] == "1.1.0" and "push" in released["steps"]
+    [drift] = released["steps"]["test"]["drift"]
+    [output] = drift["outputs"]
+    assert output["name"] == "OUTPUT0" and 0.0099 < output["max_rel_diff"] < 0.0101
+    assert 0.0499 < output["max_abs_diff"] < 0.0501  # 5 -> 5.05
+    assert output["cases_beyond_tolerance"] == 1 and drift["beyond_tolerance"] is True
+    text = summary.read_text()
+    assert "**Drift**" in text
+    assert "| `a` | 1 -> 2 | `OUTPUT0` | 0.05 | **1.00%** | **yes**: 1 of 1 cases" in text, text
+
+
+def test_both_versions_load_with_the_cpu_groups_and_the_environment_and_sequence_steps_are_compared(
+        tmp_path, docker_client, image_tags, monkeypatch):
+    """A KIND_GPU model with its own environment, loaded on this CPU-only machine with both versions
+    (the override composes with the CPU one and EXECUTION_ENV_PATH); a sequence model whose steps
+    are compared, the step expecting an error skipped; a new model noted."""
+    scaled = PYTHON_MODEL.replace("(x + 1)", "((x + 1) * 1.01)")
+    files = {**python_model_files("envgpu"), **python_model_files("new")}
+    files["envgpu/config.pbtxt"] += "instance_group [ { kind: KIND_GPU count: 1 gpus: [ 0 ] } ]\n"
+    files["envgpu/1/model.py"] = "import shared\n\n" + PYTHON_MODEL
+    files["envgpu/2/model.py"] = "import shared\n\n" + scaled
+    files["envgpu/requirements.txt"] = "shared==1.0\n"
+    files["envgpu/golden/basic.json"] = golden_case(out=SCALED)
+    files.update({"seq/config.pbtxt": sequence_config("seq"), "seq/1/model.py": ACCUMULATOR_MODEL,
+                  "seq/2/model.py": ACCUMULATOR_MODEL, "seq/golden/case.json": sequence_case((1, 1), (-1, "negative"),
+                                                                                              (2, 3))})
+    repo = Repository.load(write_tree(tmp_path / "model_repository", files))
+    index = tmp_path / "index"
+    index.mkdir()
+    make_wheel(index, "shared", "1.0")
+    offline_index(monkeypatch, index)
+    tag = f"triton-release-test/drift:{tmp_path.name[-12:].lower().strip('_')}"
+    image_tags.append(tag)
+    steps.build(repo, BASE_IMAGE, tag)
+
+    run = steps.test(repo, tag, ["envgpu", "new", "seq"], load_timeout=60, drift=("envgpu", "new", "seq"))
+    assert run.passed and run.on_cpu == ("envgpu",)
+    drift = {d.model: d for d in run.drift}
+    assert (drift["envgpu"].previous, drift["envgpu"].version) == (1, 2)
+    assert drift["envgpu"].max_rel_diff == pytest.approx(0.01, rel=1e-3) and drift["envgpu"].beyond_tolerance
+    assert drift["seq"].compared and drift["seq"].max_rel_diff == 0.0 and drift["seq"].outputs[0].cases == 1
+    assert drift["seq"].skipped == ("seq/case step 2: expects an error",)
+    assert "a new model" in drift["new"].note and not drift["new"].compared
