@@ -6,8 +6,10 @@ renamed into place, so a reader never sees half of one, and concurrent writers d
 
 from __future__ import annotations
 
+import atexit
 import fcntl
 import hashlib
+import json
 import os
 import shutil
 import uuid
@@ -115,3 +117,56 @@ def exclusive(name: str, on_wait=None) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+class Memo:
+    """Answers of a pure function of a text (a config.pbtxt parsed, a model file's calls), kept
+    between runs by the text's sha256 in one JSON file: a repository of a thousand models parses
+    only what changed. `version` is part of the file's name: change it when the answers change.
+    At most `keep` answers are kept, the most recently used."""
+
+    def __init__(self, name: str, version: str, keep: int = 20_000) -> None:
+        self.name, self.version, self.keep = name, version, keep
+        self._answers: dict[str, object] | None = None
+        self._dirty = False
+
+    @property
+    def path(self) -> Path:
+        return cache_dir() / "memo" / f"{self.name}-{self.version}.json"
+
+    def _load(self) -> dict[str, object]:
+        if self._answers is None:
+            try:
+                found = json.loads(self.path.read_text())
+                self._answers = found if isinstance(found, dict) else {}
+            except (OSError, ValueError):
+                self._answers = {}
+            atexit.register(self.save)
+        return self._answers
+
+    @staticmethod
+    def key(text: str | bytes) -> str:
+        return hashlib.sha256(text.encode() if isinstance(text, str) else text).hexdigest()
+
+    def get(self, text: str | bytes) -> object | None:
+        answers = self._load()
+        key = self.key(text)
+        if key not in answers:
+            return None
+        answers[key] = answers.pop(key)  # the most recently used last
+        return answers[key]
+
+    def put(self, text: str | bytes, answer: object) -> None:
+        answers = self._load()
+        answers[self.key(text)] = answer
+        self._dirty = True
+
+    def save(self) -> None:
+        if not self._dirty or self._answers is None:
+            return
+        kept = dict(list(self._answers.items())[-self.keep:])
+        try:
+            write_atomic(self.path, json.dumps(kept))
+        except OSError:
+            pass  # a cache that cannot be written is only slower next time
+        self._dirty = False

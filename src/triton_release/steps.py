@@ -242,7 +242,8 @@ class ReleaseImage:
         envs = self.environments
         extra = (f", {len(envs.by_model)} model environments of {len(envs.distributions)} distributions"
                  if envs.by_model else "")
-        return (f"{self.build.tag}: built FROM {self.base.image}, {len(self.build.layers)} layers{extra}; "
+        return (f"{self.build.tag}: built FROM {self.base.image}, {len(self.build.layers)} layers "
+                f"({self.build.sent} sent to the daemon){extra}; "
                 f"{self.stub.summary()}")
 
     def to_json(self) -> dict:

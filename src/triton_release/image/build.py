@@ -16,6 +16,7 @@ from pathlib import Path
 
 import docker
 
+from triton_release import progress
 from triton_release.cache import cache_dir
 from triton_release.errors import InfrastructureError, Refused, no_space
 from triton_release.image.assemble import assemble, image_config
@@ -31,10 +32,11 @@ class BuildResult:
     image_id: str
     base_image: str
     layers: tuple[Layer, ...]
+    sent: int = 0  # layer tars the daemon lacked and was sent
 
     def to_json(self) -> dict:
         return {"tag": self.tag, "image_id": self.image_id, "base_image": self.base_image,
-                "layers": [layer.to_json() for layer in self.layers]}
+                "layers_sent": self.sent, "layers": [layer.to_json() for layer in self.layers]}
 
 
 STUB_NAME = "triton_python_backend_stub"
@@ -62,10 +64,11 @@ def build_image(repo: Repository, base_image: str, tag: str, labels: dict[str, s
         with tempfile.TemporaryDirectory(prefix="triton-release-layers-") as scratch:
             tars = LayerTars(Path(scratch), cache_dir() / "layers")
             try:
-                return _assemble(client, tag, base, base_ids, planned, tars, previous, labels)
+                built = _assemble(client, tag, base, base_ids, planned, tars, previous, labels)
             except StaleDigest:
                 tars.forget()
-                return _assemble(client, tag, base, base_ids, planned, tars, previous, labels)
+                built = _assemble(client, tag, base, base_ids, planned, tars, previous, labels)
+            return replace(built, base_image=base_image)
     except OSError as exc:
         if exc.errno != errno.ENOSPC:
             raise
@@ -74,15 +77,25 @@ def build_image(repo: Repository, base_image: str, tag: str, labels: dict[str, s
 
 def _assemble(client, tag: str, base, base_ids: list[str], planned, tars: LayerTars, previous, labels) -> BuildResult:
     order = json.loads((previous.labels.get(ORDER_LABEL) if previous else None) or "[]")
-    layers = order_layers([tars.layer(p) for p in planned], order)
+    with progress.task("build", total=len(planned), unit="layers") as bar:
+        written = []
+        for layer in planned:
+            written.append(tars.layer(layer))
+            bar.advance(detail=layer.name)
+        bar.update(detail="loading the new layers into the daemon")
+        return _load(client, tag, base, base_ids, order_layers(written, order), tars, previous, labels)
+
+
+def _load(client, tag: str, base, base_ids: list[str], layers: list[Layer], tars: LayerTars, previous,
+          labels) -> BuildResult:
     labels = {**labels, ORDER_LABEL: json.dumps([[layer.name, layer.digest] for layer in layers])}
     diff_ids = [*base_ids, *(f"sha256:{layer.digest}" for layer in layers)]
     config = image_config(base.attrs, diff_ids, labels, SERVER_COMMAND,
                           labels.get("org.opencontainers.image.created", ""))
     held = [previous.attrs["RootFS"]["Layers"]] if previous else []
-    image_id, _ = assemble(client, tag, config, diff_ids, len(base_ids),
-                           lambda diff_id: tars.tar(diff_id.split(":", 1)[1]), held)
-    return BuildResult(tag, image_id, base.tags[0] if base.tags else base.id, tuple(layers))
+    image_id, sent = assemble(client, tag, config, diff_ids, len(base_ids),
+                              lambda diff_id: tars.tar(diff_id.split(":", 1)[1]), held)
+    return BuildResult(tag, image_id, base.id, tuple(layers), sent)
 
 
 def _local_image(client: docker.DockerClient, image: str):

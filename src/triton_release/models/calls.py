@@ -16,6 +16,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from triton_release.cache import Memo
+
 DEPENDS_PARAMETER = "triton_release.depends_on"
 DEFAULT_FILE = "model.py"
 
@@ -26,9 +28,21 @@ class Call:
     line: int
 
 
+FOUND = Memo("bls-calls", "1")  # source -> its calls: read once per content
+
+
 def calls_in(source: str | bytes) -> list[Call]:
     """Every `InferenceRequest(...)` in `source` with the model it names (its first argument or
     model_name=); [] for a file that does not parse (validate reports that)."""
+    known = FOUND.get(source)
+    if isinstance(known, list):
+        return [Call(callee, line) for callee, line in known]
+    found = _calls_in(source)
+    FOUND.put(source, [[call.callee, call.line] for call in found])
+    return found
+
+
+def _calls_in(source: str | bytes) -> list[Call]:
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError):

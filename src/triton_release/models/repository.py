@@ -3,6 +3,7 @@ Triton's own schema (tritonclient's model_config_pb2)."""
 
 from __future__ import annotations
 
+import base64
 import os
 import re
 import stat
@@ -14,6 +15,7 @@ from google.protobuf import text_format
 from packaging.requirements import InvalidRequirement, Requirement
 from triton_release.models.config_schema import model_config_pb2
 
+from triton_release.cache import Memo
 from triton_release.models.calls import callees, source_of
 from triton_release.models.graph import ensemble_needs
 from triton_release.problems import Problem
@@ -248,9 +250,19 @@ def parse_config_text(text: str) -> model_config_pb2.ModelConfig | None:
     return None if problems else config
 
 
+PARSED = Memo("config-pbtxt", "1")  # text -> the config, serialized: parsed once per content
+
+
 def parse_config(path: Path, text: str) -> tuple[model_config_pb2.ModelConfig | None, list[Problem]]:
+    known = PARSED.get(text)
+    if isinstance(known, str):
+        config = model_config_pb2.ModelConfig()
+        config.ParseFromString(base64.b64decode(known))
+        return config, []
     try:
-        return text_format.Parse(text, model_config_pb2.ModelConfig()), []
+        config = text_format.Parse(text, model_config_pb2.ModelConfig())
+        PARSED.put(text, base64.b64encode(config.SerializeToString()).decode())
+        return config, []
     except text_format.ParseError as exc:
         line, col = exc.GetLine(), exc.GetColumn()
         message = str(exc)
