@@ -41,6 +41,11 @@ def _repository(config: pytest.Config) -> Repository:
 _REPO = pytest.StashKey[Repository]()
 
 
+def use_repository(config: pytest.Config, repo: Repository) -> None:
+    """The repository the golden run already loaded (in-process runs)."""
+    config.stash[_REPO] = repo
+
+
 def pytest_collect_file(file_path: Path, parent: pytest.Collector):
     config = parent.config
     if not config.getoption("triton_url") or file_path.suffix != ".json" or file_path.parent.name != GOLDEN_DIR:

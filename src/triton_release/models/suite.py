@@ -25,7 +25,7 @@ from triton_release.models import golden
 from triton_release.models.devices import cpu_override, needs_gpu
 from triton_release.models.graph import needed
 from triton_release.models.inference import CaseResult
-from triton_release.models.repository import Repository
+from triton_release.models.repository import GOLDEN_DIR, Repository
 from triton_release.signals import pending_interrupt
 
 if TYPE_CHECKING:
@@ -171,6 +171,18 @@ def load_cases(repo: Repository, names: list[str]) -> list[golden.GoldenCase]:
     return cases
 
 
+class _Loaded:
+    """Hands the plugin the repository already loaded, which it would otherwise load again."""
+
+    def __init__(self, repo: Repository) -> None:
+        self.repo = repo
+
+    def pytest_configure(self, config) -> None:
+        from triton_release.models.pytest_plugin import use_repository
+
+        use_repository(config, self.repo)
+
+
 class _Collector:
     """Collects each golden item's CaseResult as pytest runs it."""
 
@@ -194,17 +206,19 @@ def run_suite(repo: Repository, names: list[str], http_url: str, grpc_url: str, 
 
     collector = _Collector()
     root = str(repo.root.resolve())
+    # only the tested models' golden folders are collected: a thousand others cost nothing
+    folders = [str(Path(root, name, GOLDEN_DIR)) for name in names if name in repo and repo[name].golden_cases]
     with tempfile.TemporaryDirectory() as tmp:
         ini = Path(tmp) / "pytest.ini"
         ini.write_text("[pytest]\n")
-        args = [root, "--triton-url", http_url, "--triton-grpc-url", grpc_url, "--model-repository", root,
+        args = [*(folders or [root]), "--triton-url", http_url, "--triton-grpc-url", grpc_url, "--model-repository", root,
                 "--triton-models", ",".join(names), "-c", str(ini), "--rootdir", root, "--noconftest",
                 "-p", "triton_release.models.pytest_plugin", "-p", "no:cacheprovider", "-p", "no:terminal"]
         if junitxml:
             args += ["--junitxml", str(Path(junitxml).resolve())]
         if keyword:
             args += ["-k", keyword]
-        code = pytest.main(args, plugins=[collector])
+        code = pytest.main(args, plugins=[collector, _Loaded(repo)])
     if code == pytest.ExitCode.INTERRUPTED:  # pytest caught the signal: raise it again, the run stops
         raise pending_interrupt() or Interrupted("SIGINT", 130)
     if code == pytest.ExitCode.USAGE_ERROR:
