@@ -32,8 +32,8 @@ log = logging.getLogger("triton_release")
 MODELS_LABEL = "triton-release.models"  # model -> its version folders, in the image
 
 if TYPE_CHECKING:
-    from triton_release.fanout.candidate import Pulled, Staged
-    from triton_release.fanout.shards import Shard
+    from triton_release.models.shards import Shard
+    from triton_release.registry.candidate import Pulled, Staged
     from triton_release.image.build import BuildResult
     from triton_release.image.base import BaseImage
     from triton_release.image.environments import Environments
@@ -671,7 +671,7 @@ class ShardPlan:
 
 def plan_shards(root: Path | Repository, names: list[str], shards: int | None = None,
                 max_models: int | None = None) -> ShardPlan:
-    from triton_release.fanout.shards import plan_shards as plan
+    from triton_release.models.shards import plan_shards as plan
 
     repo = root if isinstance(root, Repository) else Repository.load(root)
     return ShardPlan(tuple(plan(repo, names, shards=shards, max_models=max_models)))
@@ -679,20 +679,20 @@ def plan_shards(root: Path | Repository, names: list[str], shards: int | None = 
 
 def find_candidate(registry: "RegistryRepository", revision: str, base: str | None) -> "Staged | None":
     """The candidate staged before for this commit and base, to reuse; None: stage it."""
-    from triton_release.fanout.candidate import find_reusable
+    from triton_release.registry.candidate import find_reusable
 
     return find_reusable(registry, revision, base)
 
 
 def push_candidate(image: str, registry: "RegistryRepository", revision: str) -> "Staged":
-    from triton_release.fanout.candidate import push_candidate as push_to_candidate_tag
+    from triton_release.registry.candidate import push_candidate as push_to_candidate_tag
     from triton_release.image.engine import docker_client
 
     return push_to_candidate_tag(docker_client(), image, registry, revision)
 
 
 def pull_candidate(registry: "RegistryRepository", digest: str) -> "Pulled":
-    from triton_release.fanout.candidate import pull_candidate as pull_by_digest
+    from triton_release.registry.candidate import pull_candidate as pull_by_digest
     from triton_release.image.engine import docker_client
 
     return pull_by_digest(docker_client(), registry, digest)

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from triton_release.cli.main import main
-from triton_release.fanout.shards import candidate_tag
+from triton_release.models.shards import candidate_tag
 from triton_release.registry.client import RegistryRepository
 from triton_release.registry.records import read_record
 

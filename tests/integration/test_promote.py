@@ -10,7 +10,7 @@ import pytest
 
 from triton_release.cli.main import main
 from triton_release.errors import Refused
-from triton_release.fanout.shards import CHANGED_LABEL, SHARDS_LABEL, Shard, candidate_tag, shards_label
+from triton_release.models.shards import CHANGED_LABEL, SHARDS_LABEL, Shard, candidate_tag, shards_label
 from triton_release.image.build import relabel
 from triton_release.models.repository import Repository
 from triton_release.registry.client import Manifest, RegistryRepository

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from triton_release.cli.main import main
-from triton_release.fanout.shards import shards_from_label
+from triton_release.models.shards import shards_from_label
 from triton_release.registry.client import RegistryRepository
 from triton_release.registry.records import read_record
 

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from triton_release.errors import Refused, UsageError
-from triton_release.fanout.shards import CHANGED_LABEL, SHARDS_LABEL, Shard, shards_label
+from triton_release.models.shards import CHANGED_LABEL, SHARDS_LABEL, Shard, shards_label
 from triton_release.registry.promote import Candidate, CandidateCheck, parse_reference, problems, refusal
 from triton_release.registry.client import RegistryRepository
 from triton_release.registry.credentials import Credentials

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from triton_release.errors import Refused, UsageError
-from triton_release.fanout.shards import (Shard, candidate_tag, changed_from_label, changed_label, check_shard_name,
+from triton_release.models.shards import (Shard, candidate_tag, changed_from_label, changed_label, check_shard_name,
                                           plan_shards, shards_from_label, shards_label)
 from triton_release.models.repository import Repository
 

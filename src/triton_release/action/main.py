@@ -88,7 +88,7 @@ def run(inputs: ActionInputs, settings, event: Event, env: Mapping[str, str], se
 def stage(inputs: ActionInputs, settings, event: Event, env: Mapping[str, str], repository,
           session: sessions.Session) -> None:
     """mode stage: build once, push the candidate, plan the shards (the `shards` output)."""
-    from triton_release.fanout.shards import check_counts
+    from triton_release.models.shards import check_counts
     from triton_release.fanout.stage import StageRequest, run_stage
 
     check_counts(inputs.shards, inputs.max_models_per_shard)
@@ -102,7 +102,7 @@ def stage(inputs: ActionInputs, settings, event: Event, env: Mapping[str, str], 
 
 def _candidate(inputs: ActionInputs, env: Mapping[str, str]):
     """The candidate input's repository (with the credentials) and digest."""
-    from triton_release.fanout.candidate import parse_candidate
+    from triton_release.registry.candidate import parse_candidate
     from triton_release.registry.client import open_repository
 
     found = parse_candidate(inputs.candidate)

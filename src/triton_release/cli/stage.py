@@ -2,7 +2,7 @@
 
 from triton_release import release
 from triton_release.cli.common import Context, add_image_settings, add_refs, setting
-from triton_release.fanout.shards import check_counts
+from triton_release.models.shards import check_counts
 from triton_release.fanout.stage import StageRequest, run_stage
 
 HELP = "validate, changed, build and push a candidate (candidate-<sha12>, no release tag), planned into shards"

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from triton_release import steps
 from triton_release.cache import exclusive
 from triton_release.errors import Refused, UsageError
-from triton_release.fanout.shards import CHANGED_LABEL, SHARDS_LABEL, changed_label, check_shard_name, shards_label
+from triton_release.models.shards import CHANGED_LABEL, SHARDS_LABEL, changed_label, check_shard_name, shards_label
 from triton_release.history import releases
 from triton_release.history.bump import checkout_at
 from triton_release.release import CANDIDATE_TAG, _with_environment_changes

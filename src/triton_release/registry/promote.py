@@ -22,7 +22,7 @@ import re
 from dataclasses import dataclass, field
 
 from triton_release.errors import InfrastructureError, Refused, UsageError
-from triton_release.fanout.shards import (CHANGED_LABEL, SHARDS_LABEL, Shard, changed_from_label, is_candidate_tag,
+from triton_release.models.shards import (CHANGED_LABEL, SHARDS_LABEL, Shard, changed_from_label, is_candidate_tag,
                                           shards_from_label)
 from triton_release.history.releases import BASE_LABEL, REVISION_LABEL, is_release_tag, parse_version, versions_in
 from triton_release.registry.client import Manifest, RegistryRepository

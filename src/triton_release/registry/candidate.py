@@ -16,7 +16,7 @@ import docker
 import requests
 
 from triton_release.errors import InfrastructureError, Refused, UsageError
-from triton_release.fanout.shards import CHANGED_LABEL, SHARDS_LABEL, Shard, candidate_tag
+from triton_release.models.shards import CHANGED_LABEL, SHARDS_LABEL, Shard, candidate_tag
 from triton_release.history.releases import BASE_LABEL, REVISION_LABEL
 from triton_release.registry.client import RegistryRepository
 from triton_release.registry.promote import CANDIDATE_REF, Candidate
