@@ -315,7 +315,7 @@ def test(root: Path | Repository, image: str, names: list[str], load_timeout: fl
     from triton_release.image.server import TritonServer
     from triton_release.models.drift import DriftMeter, previous_version
     from triton_release.models.suite import (GoldenRun, cpu_overrides, deferred, load_cases, models_to_load,
-                                             plan_waves, run_waves)
+                                             plan_waves, run_waves, wave_label)
 
     repo = root if isinstance(root, Repository) else Repository.load(root)
     client = docker_client()
@@ -330,9 +330,11 @@ def test(root: Path | Repository, image: str, names: list[str], load_timeout: fl
     previous = {name: previous_version(shipped.get(name) or repo[name].versions, load[name])
                 for name in drift if name in load and name in names}
     started = time.monotonic()
-    with TritonServer(image, {m: load[m] for m in waves[0].load}, all_models=every, load_timeout=load_timeout,
-                      client=client, memory=memory, pids=pids, overrides=overrides,
-                      deferred=deferred(repo, load, overrides), gpus=gpus, gpu_models=gpu_models) as server:
+    server = TritonServer(image, {m: load[m] for m in waves[0].load}, all_models=every, load_timeout=load_timeout,
+                          client=client, memory=memory, pids=pids, overrides=overrides,
+                          deferred=deferred(repo, load, overrides), gpus=gpus, gpu_models=gpu_models)
+    server.wave = wave_label(1, len(waves))  # wave 1 loads as the server starts
+    with server:
         meter = DriftMeter(repo, server, previous, load, environments) if previous else None
         cases, ran = run_waves(repo, server, waves, load, junitxml=junitxml, keyword=keyword, started=started,
                                after_wave=meter.after_wave if meter else None)

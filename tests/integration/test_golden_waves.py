@@ -4,7 +4,9 @@ stops the run with its name."""
 
 from __future__ import annotations
 
+import io
 import json
+import re
 import shutil
 import time
 import xml.etree.ElementTree as ElementTree
@@ -12,9 +14,11 @@ import xml.etree.ElementTree as ElementTree
 import pytest
 
 from triton_release import steps
+from triton_release.console import Console
 from triton_release.errors import Refused
 from triton_release.image.server import TritonServer
 from triton_release.models.repository import Repository
+from triton_release.session import Session
 
 from support.models import (PYTHON_MODEL_RAISING, golden_case, pipeline_files, python_config, python_model_files,
                             write_tree)
@@ -59,6 +63,25 @@ def test_seven_models_in_waves_of_two_all_pass_the_ensemble_with_its_steps(docke
     assert len(report["waves"]) == 3 and report["peak_memory_bytes"] == run.peak_memory_bytes
     suite = ElementTree.parse(junit).getroot().find("testsuite")
     assert suite.get("tests") == "7" and suite.get("failures") == "0"  # one file for every wave
+
+
+def test_a_multi_wave_run_shows_models_ready_and_cases_as_plain_lines_in_actions(repo, image):
+    out = io.StringIO()
+    session = Session("test", Console(ci=True, out=out, err=out))
+    run = session.step("test", None, steps.test, repo, image, PASSING, load_timeout=60, max_loaded=2)
+    assert run.passed and len(run.waves) == 3
+    lines = out.getvalue().splitlines()
+    assert not any("\r" in line for line in lines)  # plain lines, never a redrawn bar
+    loads = [line for line in lines if line.startswith("load: ")]
+    waves = [int(re.search(r", wave (\d) of 3$", line).group(1)) for line in loads]  # every load shows its wave
+    assert set(waves) == {1, 2, 3} and waves == sorted(waves)
+    for wave, count in ((1, 2), (2, 2), (3, 3)):  # a b, then c d, then pipe s1 s2: each ends all ready
+        last = [line for line in loads if line.endswith(f", wave {wave} of 3")][-1]
+        assert re.fullmatch(rf"load: {count} of {count} models ready in [0-9.]+ s, wave {wave} of 3", last), last
+    cases = [line for line in lines if line.startswith("golden cases: ")]
+    assert re.fullmatch(r"golden cases: \d of 7 cases, wave 1 of 3", cases[0]), cases[0]
+    assert re.fullmatch(r"golden cases: 7 of 7 cases in [0-9.]+ s, wave 3 of 3", cases[-1]), cases[-1]
+    assert lines.index(cases[-1]) > lines.index(loads[-1])  # the cases' task spans the waves' loads
 
 
 def test_a_model_failing_to_load_in_wave_two_is_refused_by_name(docker_client, repo, image):

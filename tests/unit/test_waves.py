@@ -1,5 +1,6 @@
 """Testing more models than max_loaded in waves: the plan (which models load together, which are
-tested where), its report and its lines. Serving the waves is tests/integration/test_golden_waves.py."""
+tested where), its report and its lines, and the progress of the loads and the cases (models
+ready, cases run, with the wave). Serving the waves is tests/integration/test_golden_waves.py."""
 
 from __future__ import annotations
 
@@ -8,10 +9,14 @@ import xml.etree.ElementTree as ElementTree
 
 import pytest
 
+from triton_release import progress
 from triton_release.console import Console
+from triton_release.image import model_control
+from triton_release.image.model_control import ModelControl, ModelState
+from triton_release.models import suite
 from triton_release.models.inference import CaseResult
 from triton_release.models.repository import Repository
-from triton_release.models.suite import GoldenRun, Wave, WaveRun, merge_junit, plan_waves
+from triton_release.models.suite import GoldenRun, Wave, WaveRun, merge_junit, plan_waves, run_waves, wave_label
 
 from support.models import ensemble_files, python_model_files, write_tree
 
@@ -130,3 +135,167 @@ def test_the_junit_files_of_the_waves_become_one(tmp_path):
     suite = ElementTree.parse(dest).getroot().find("testsuite")
     assert (suite.get("tests"), suite.get("failures"), suite.get("time")) == ("2", "1", "1.000")
     assert [c.get("name") for c in suite.iter("testcase")] == ["a/basic", "b/basic"]
+
+
+# -- progress: models ready of a wave's, golden cases of all --------------------------------------
+
+@pytest.fixture
+def lines():
+    """Every progress line (none held back), at a clock that stands still."""
+    shown: list[str] = []
+    with progress.reporting(progress.PlainLines(shown.append, every=0.0, clock=lambda: 100.0)):
+        yield shown
+
+
+class Control(ModelControl):
+    """The models' readiness without a server: `ready[name]`, the round from which it is ready;
+    the models in `failing` are loaded on the CPU and fail there."""
+
+    def __init__(self, ready: dict[str, int], failing: tuple[str, ...] = ()) -> None:
+        self.ready, self.failing = ready, failing
+        self.models: dict = {}
+        self.load_timeout, self.image, self.gpu_models = 60, "img", "test"
+        self.overrides = {name: "{}" for name in failing}
+        self.unloadable: dict[str, str] = {}
+        self.rounds = 0
+
+    def check_running(self, during: str) -> None:
+        self.rounds += 1
+
+    def check_fatal_lines(self) -> None:
+        pass
+
+    def model_ready(self, name: str, version) -> bool:
+        return name in self.ready and self.rounds >= self.ready[name]
+
+    def index(self) -> list[ModelState]:
+        return [ModelState(name, "1", "UNAVAILABLE", "Internal: no GPU") for name in self.failing]
+
+
+@pytest.fixture
+def no_sleep(monkeypatch):
+    monkeypatch.setattr(model_control.time, "sleep", lambda seconds: None)
+
+
+def test_loading_shows_models_ready_of_those_loading_with_the_wave(lines, no_sleep):
+    control = Control({"a": 1, "b": 2, "c": 2})
+    control.wave = "wave 2 of 3"
+    control.wait_ready({"a": 1, "b": 1, "c": None})
+    assert lines == ["load: 0 of 3 models ready, wave 2 of 3", "load: 1 of 3 models ready, wave 2 of 3",
+                     "load: 2 of 3 models ready, wave 2 of 3", "load: 3 of 3 models ready, wave 2 of 3",
+                     "load: 3 of 3 models ready in 0.0 s, wave 2 of 3"]
+
+
+def test_loading_without_waves_shows_no_wave_and_nothing_to_load_shows_nothing(lines, no_sleep):
+    control = Control({"a": 1})
+    control.wait_ready({"a": 1})
+    assert lines == ["load: 1 of 1 models ready", "load: 1 of 1 models ready in 0.0 s"]
+    lines.clear()
+    control.wave = "wave 1 of 2"
+    control.wait_ready({})  # every model of the wave is overridden: loaded after the start
+    assert lines == []
+
+
+def test_a_model_set_aside_as_needing_a_gpu_is_not_counted_ready(lines, no_sleep):
+    control = Control({"a": 1}, failing=("g",))
+    control.wait_ready({"a": 1, "g": 1})
+    assert control.unloadable == {"g": "no GPU"}
+    assert lines[-1] == "load: 1 of 2 models ready in 0.0 s"
+
+
+def test_a_refused_load_stops_the_models_ready(lines, no_sleep):
+    control = Control({"a": 1}, failing=("g",))
+    control.gpu_models = "require"
+    control.logs = lambda: ""
+    with pytest.raises(Exception, match="KIND_GPU"):
+        control.wait_ready({"a": 1, "g": 1})
+    assert lines[-1] == "load: 1 of 2 models ready, stopped after 0.0 s"
+
+
+class Server:
+    """The waves' server without tritonserver: which wave it showed as each switch loaded, and
+    the models in `aside` set aside as needing a GPU when they are loaded."""
+    http_url = grpc_url = "127.0.0.1:1"
+
+    def __init__(self, aside: tuple[str, ...] = ()) -> None:
+        self.aside = aside
+        self.unloadable: dict[str, str] = {}
+        self.wave = ""
+        self.switched: list[tuple[str, tuple[str, ...]]] = []
+
+    def switch_to(self, models) -> None:
+        self.switched.append((self.wave, tuple(sorted(models))))
+        self.unloadable.update({name: "no GPU" for name in models if name in self.aside})
+
+    def read_configs(self, names) -> None:
+        pass
+
+    def sample_memory(self, last: bool = False) -> None:
+        return None
+
+
+@pytest.fixture
+def cases_run(monkeypatch):
+    """run_suite without pytest or a server: each tested model's case (one at most) passes and
+    advances the bar."""
+    def run_suite(repo, names, http_url, grpc_url, *, junitxml=None, keyword=None, bar=None):
+        found = []
+        for name in (n for n in names if repo[n].golden_cases):
+            found.append(CaseResult(f"{name}/basic", f"{name}/golden/basic.json", True, 1.0, ()))
+            bar.advance()
+        return found
+
+    monkeypatch.setattr(suite, "run_suite", run_suite)
+
+
+def test_golden_cases_count_over_every_wave_and_show_the_wave_as_its_loads_do(repo, lines, cases_run):
+    waves = plan_waves(repo, ["a", "b", "c", "d", "e"], 2)
+    server = Server()
+    found, ran = run_waves(repo, server, waves, {name: 1 for name in "abcde"})
+    assert len(found) == 5 and [w.cases for w in ran] == [2, 2, 1]
+    assert server.switched == [("wave 1 of 3", ("a", "b")), ("wave 2 of 3", ("c", "d")), ("wave 3 of 3", ("e",))]
+    assert lines == ["golden cases: 0 of 5 cases, wave 1 of 3", "golden cases: 1 of 5 cases, wave 1 of 3",
+                     "golden cases: 2 of 5 cases, wave 1 of 3", "golden cases: 2 of 5 cases, wave 2 of 3",
+                     "golden cases: 3 of 5 cases, wave 2 of 3", "golden cases: 4 of 5 cases, wave 2 of 3",
+                     "golden cases: 4 of 5 cases, wave 3 of 3", "golden cases: 5 of 5 cases, wave 3 of 3",
+                     "golden cases: 5 of 5 cases in 0.0 s, wave 3 of 3"]
+
+
+def test_one_wave_shows_no_wave_and_a_keyword_leaves_the_total_unknown(repo, lines, cases_run):
+    waves = plan_waves(repo, ["a", "pipe"], 50)  # pipe has no golden case: 1 case in all
+    server = Server()
+    run_waves(repo, server, waves, {name: 1 for name in waves[0].load})
+    assert server.wave == "" and lines == ["golden cases: 1 of 1 cases", "golden cases: 1 of 1 cases in 0.0 s"]
+    lines.clear()
+    run_waves(repo, Server(), waves, {name: 1 for name in waves[0].load}, keyword="basic")
+    assert lines == ["golden cases: 1 cases", "golden cases: 1 cases in 0.0 s"]
+
+
+def test_the_cases_of_a_model_set_aside_as_needing_a_gpu_leave_the_total(repo, lines, cases_run):
+    waves = plan_waves(repo, ["a", "b", "c", "d"], 2)
+    found, _ = run_waves(repo, Server(aside=("c",)), waves, {name: 1 for name in "abcd"})
+    assert [c.case for c in found] == ["a/basic", "b/basic", "d/basic"]
+    assert lines == ["golden cases: 0 of 4 cases, wave 1 of 2", "golden cases: 1 of 4 cases, wave 1 of 2",
+                     "golden cases: 2 of 4 cases, wave 1 of 2", "golden cases: 2 of 4 cases, wave 2 of 2",
+                     "golden cases: 2 of 3 cases, wave 2 of 2",  # c did not load: its case is not run
+                     "golden cases: 3 of 3 cases, wave 2 of 2", "golden cases: 3 of 3 cases in 0.0 s, wave 2 of 2"]
+
+
+def test_each_case_pytest_reports_advances_the_cases(lines):
+    class Call:
+        def __init__(self, when: str) -> None:
+            self.when, self.excinfo = when, None
+
+    class Item:
+        name, path = "a/basic", "a/golden/basic.json"
+
+    with progress.task("golden cases", total=2, unit="cases") as bar:
+        collector = suite._Collector(bar)
+        for when in ("setup", "call", "teardown", "call"):  # two cases' calls: only those count
+            collector.pytest_runtest_makereport(Item(), Call(when))
+    assert len(collector.cases) == 2 and bar.done == 2
+    assert lines[-1] == "golden cases: 2 of 2 cases in 0.0 s"
+
+
+def test_waves_are_shown_only_when_there_are_several():
+    assert wave_label(2, 3) == "wave 2 of 3" and wave_label(1, 1) == ""

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import docker
 import requests
 
+from triton_release import progress
 from triton_release.errors import Refused
 
 log = logging.getLogger("triton_release")
@@ -45,6 +46,8 @@ class ModelState:
 
 class ModelControl:
     """The models of the server at `http_url`, in the container `container` (set by TritonServer)."""
+
+    wave = ""  # "wave 2 of 3" while a wave loads (set by run_waves), shown with the progress
 
     # -- readiness ----------------------------------------------------------------------------
 
@@ -101,6 +104,15 @@ class ModelControl:
         deadline = time.monotonic() + self.load_timeout
         pending = dict(self.models if models is None else models)
         requested = requested or {}
+        with progress.task("load", total=len(pending), unit="models ready") as bar:
+            if self.wave and pending:
+                bar.update(detail=self.wave)
+            self._wait_ready(pending, requested, during, deadline, bar)
+
+    def _wait_ready(self, pending: dict[str, int | None], requested: dict[str, Future], during: str,
+                    deadline: float, bar: progress.Task) -> None:
+        """wait_ready's loop: `pending` shrinks as models become ready (each one advances `bar`) or
+        are set aside as needing a GPU (which do not)."""
         rounds = 0
         while True:
             self.check_running(during)
@@ -110,6 +122,7 @@ class ModelControl:
             for name, version in list(pending.items()):
                 if self.model_ready(name, version):
                     del pending[name]
+                    bar.advance()
             if not pending:
                 return
             states = self.index()

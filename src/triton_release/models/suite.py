@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Mapping, Protocol
 
+from triton_release import progress
 from triton_release.errors import Interrupted, Refused, UsageError
 from triton_release.models import golden
 from triton_release.models.devices import cpu_override, needs_gpu
@@ -37,6 +38,7 @@ class Server(Protocol):
     http_url: str
     grpc_url: str
     unloadable: dict[str, str]
+    wave: str  # "wave 2 of 3" while a wave loads, shown with the progress ("" for a single wave)
 
     def switch_to(self, models: dict[str, int | None]) -> None: ...
     def read_configs(self, names: list[str]) -> None: ...
@@ -159,6 +161,12 @@ def plan_waves(repo: Repository, names: list[str], max_loaded: int) -> list[Wave
             for i, wave in enumerate(packed)]
 
 
+def wave_label(index: int, count: int) -> str:
+    """How wave `index` of `count` is shown with the progress of its loads and cases: "wave 2 of 3",
+    "" when there is only one."""
+    return f"wave {index} of {count}" if count > 1 else ""
+
+
 def load_cases(repo: Repository, names: list[str]) -> list[golden.GoldenCase]:
     """Every case of `names`, all well-formed, before any server starts."""
     cases = []
@@ -184,10 +192,11 @@ class _Loaded:
 
 
 class _Collector:
-    """Collects each golden item's CaseResult as pytest runs it."""
+    """Collects each golden item's CaseResult as pytest runs it, advancing `bar` by one for each."""
 
-    def __init__(self) -> None:
+    def __init__(self, bar: progress.Task | None = None) -> None:
         self.cases: list[CaseResult] = []
+        self.bar = bar
 
     def pytest_runtest_makereport(self, item, call):
         if call.when != "call":
@@ -197,14 +206,18 @@ class _Collector:
             result = CaseResult(item.name, str(item.path), False, 0.0, (),
                                 str(call.excinfo.value) if call.excinfo else "no answer")
         self.cases.append(result)
+        if self.bar is not None:
+            self.bar.advance()
 
 
 def run_suite(repo: Repository, names: list[str], http_url: str, grpc_url: str, *,
-              junitxml: str | None = None, keyword: str | None = None) -> list[CaseResult]:
-    """pytest in-process with the plugin: one item per golden case, `<model>/<case>`."""
+              junitxml: str | None = None, keyword: str | None = None,
+              bar: progress.Task | None = None) -> list[CaseResult]:
+    """pytest in-process with the plugin: one item per golden case, `<model>/<case>`; each case
+    run advances `bar`."""
     import pytest
 
-    collector = _Collector()
+    collector = _Collector(bar)
     root = str(repo.root.resolve())
     # only the tested models' golden folders are collected: a thousand others cost nothing
     folders = [str(Path(root, name, GOLDEN_DIR)) for name in names if name in repo and repo[name].golden_cases]
@@ -239,26 +252,39 @@ def run_waves(repo: Repository, server: Server, waves: list[Wave], versions: dic
     runs whatever the cases of the others answered; a model that fails to load refuses at once,
     except one the server set aside as needing a GPU, whose cases are not run.
     `started`: when the server was started, counted in the first wave's time. `after_wave`: called
-    with the wave's tested models and their results while they are still loaded (drift)."""
+    with the wave's tested models and their results while they are still loaded (drift).
+    Progress: "golden cases: k of n cases" over every wave (n unknown with `keyword`; a model set
+    aside as needing a GPU takes its cases out of n), with the wave when there are several, which
+    the server's loads show too (`server.wave`)."""
     for wave in waves:
         if wave.oversized:
             log.warning(f"wave {wave.index} loads {len(wave.load)} models ({', '.join(wave.load)}), more than "
                         "max_loaded: an ensemble and the models it needs are always loaded together")
     cases: list[CaseResult] = []
     ran: list[WaveRun] = []
-    with tempfile.TemporaryDirectory(prefix="triton-release-waves-") as tmp:
+    counts = {name: len(repo[name].golden_cases) for wave in waves for name in wave.tested}  # a file, a case
+    total = None if keyword else sum(counts.values())
+    with progress.task("golden cases", total=total, unit="cases") as bar, \
+            tempfile.TemporaryDirectory(prefix="triton-release-waves-") as tmp:
         parts = []
         for wave in waves:
             start = started if wave.index == 1 and started is not None else time.monotonic()
+            server.wave = wave_label(wave.index, len(waves))
+            if server.wave:
+                bar.update(detail=server.wave)
             server.switch_to({name: versions[name] for name in wave.load})
             tested = [name for name in wave.tested if name not in server.unloadable]
+            aside = sum(counts.get(name, 0) for name in wave.tested if name in server.unloadable)
+            if aside and total is not None:
+                total -= aside  # set aside as needing a GPU: their cases do not run
+                bar.update(total=total)
             server.read_configs([name for name in tested if repo[name].config is None])
             part = junitxml
             if junitxml and len(waves) > 1:
                 part = str(Path(tmp) / f"wave-{wave.index}.xml")
                 parts.append(part)
             found = run_suite(repo, tested, server.http_url, server.grpc_url, junitxml=part,
-                              keyword=keyword) if tested else []
+                              keyword=keyword, bar=bar) if tested else []
             if after_wave is not None:
                 after_wave(tested, found)
             server.sample_memory(last=wave is waves[-1])
