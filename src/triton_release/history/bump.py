@@ -8,7 +8,7 @@ import hashlib
 import os
 import re
 import shutil
-import tarfile
+import subprocess
 import tempfile
 import uuid
 from dataclasses import dataclass
@@ -42,27 +42,24 @@ def plan_bumps(changes: ChangeSet) -> list[FolderBump]:
 
 def extract_tree(git: Git, ref: str, strip: str, dest: Path) -> None:
     """Unpack the files under `strip` at `ref` into `dest` (nothing outside it), streamed from
-    `git archive`: a large weights file never sits in memory."""
+    `git archive` into `tar` (thousands of small files in a fraction of Python's time; a large
+    weights file never sits in memory). Git stores no `..` and no absolute path; links are
+    unpacked as links, and the layers refuse one that leaves the repository."""
     dest.mkdir(parents=True)
     strip = PurePosixPath(strip).as_posix()  # "./a/1" -> "a/1"; "." is the whole tree
-    with git.archive_stream(ref, strip) as stream, tarfile.open(fileobj=stream, mode="r|") as tar:
-        for member in tar:
-            rel = PurePosixPath(member.name)
-            if strip != "." and not str(rel).startswith(strip + "/"):
-                continue
-            target = dest / (rel if strip == "." else rel.relative_to(strip))
-            if ".." in rel.parts:
-                raise Refused(f"{member.name}: a path that leaves its version folder; rename it.")
-            if member.isdir():
-                target.mkdir(parents=True, exist_ok=True)
-            elif member.issym():
-                target.parent.mkdir(parents=True, exist_ok=True)
-                os.symlink(member.linkname, target)
-            elif member.isfile():
-                target.parent.mkdir(parents=True, exist_ok=True)
-                with tar.extractfile(member) as src, open(target, "wb") as out:
-                    shutil.copyfileobj(src, out)
-                target.chmod(0o755 if member.mode & 0o111 else 0o644)
+    depth = 0 if strip == "." else len(PurePosixPath(strip).parts)
+    with git.archive_stream(ref, strip) as stream:
+        try:
+            done = subprocess.run(["tar", "-x", "-f", "-", "-C", str(dest), f"--strip-components={depth}",
+                                   "--no-same-owner", "--no-same-permissions"],
+                                  stdin=stream, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        except FileNotFoundError:
+            raise InfrastructureError("tar is not installed: install it (apt-get install tar).") from None
+    if done.returncode != 0:
+        why = done.stderr.decode(errors="replace").strip()
+        if "No space left" in why:
+            raise OSError(errno.ENOSPC, why)
+        raise InfrastructureError(f"unpacking {strip} at {ref[:12]} failed: {why}")
 
 
 STAGING = re.compile(r"^\.triton-release-[0-9a-f]{8}$")  # our own staging folders, by name
