@@ -1,4 +1,4 @@
-"""The release image's layers and its build context: items packed into deterministic tars.
+"""The release image's layers: items packed into deterministic tars.
 
 An item is a piece of the image with a stable key: a model's other files (config.pbtxt,
 requirements.txt) "model/<m>", each version folder "model/<m>/<v>", the stub, a distribution, a
@@ -43,7 +43,7 @@ SHOWN_KEYS = 5  # item keys a group layer shows in the report, besides its count
 
 @dataclass(frozen=True)
 class Layer:
-    name: str                 # file name in the build context, e.g. add_sub.v1.tar, group-07.tar
+    name: str                 # the layer's name (its tar's), e.g. add_sub.v1.tar, group-07.tar
     items: tuple[str, ...]    # the keys of the items it holds, sorted
     digest: str = ""          # sha256 of the tar we made (stable across builds)
     size: int = 0             # bytes of file content

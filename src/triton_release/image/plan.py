@@ -9,8 +9,9 @@ key, so a small edit seldom moves an item); every grouped item goes to the group
 lands in a group known in advance). A change then uploads each changed item's own layer or its
 group, and, when it moves an item across the own/grouped boundary (a new large version folder
 among the largest, one removed), the group of the one item it displaces (and that item's own
-layer, when it is promoted). Few layers matter as much as small ones: the builder spends about a
-quarter of a second on each layer after the first one that changed.
+layer, when it is promoted). Few layers matter as much as small ones: every layer after the first
+changed one is sent to the daemon again (its chain changed), though the registry gets only the
+changed ones.
 """
 
 from __future__ import annotations
@@ -25,13 +26,13 @@ from triton_release.errors import Refused
 from triton_release.models.repository import VERSION_DIR, model_name_problem
 
 # Two layers below the budget stay free: room for a layer or two that a Dockerfile FROM the
-# release image adds, and for a layer the builder adds that this plan does not count.
+# release image adds, and for one more that a later version of this plan may need.
 MARGIN = 2
 # Fewer slots than this would put most of a repository in a handful of layers: refused.
 MIN_SLOTS = 8
 # Items smaller than this share group layers once the items outnumber the slots, about this much
-# per group: every layer costs the builder a step (a container and a commit, about 0.25 s), and
-# a small item's change re-sends its group, a few hundred KiB at most.
+# per group: every layer is one more tar to write and load (and an overlay2 level), and a small
+# item's change re-sends its group, a few hundred KiB at most.
 GROUP_BYTES = 256 * 1024
 
 
