@@ -110,7 +110,11 @@ class Changes:
 
     def rel(self, path: str) -> str:
         """A path from git (relative to the top) -> relative to the model repository."""
-        return PurePosixPath(path).relative_to(self.prefix).as_posix() if self.prefix != "." else path
+        if self.prefix == ".":
+            return path
+        if not path.startswith(self.prefix + "/"):  # git names every path below the prefix asked for
+            raise ValueError(f"{path!r} is not below {self.prefix!r}")
+        return path[len(self.prefix) + 1:]
 
     def files(self, ref: str) -> list[str]:
         return [self.rel(p) for p in self.git.ls_files(ref, self.prefix + "/" if self.prefix != "." else ".")]

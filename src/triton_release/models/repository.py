@@ -4,12 +4,13 @@ Triton's own schema (tritonclient's model_config_pb2)."""
 from __future__ import annotations
 
 import base64
+import hashlib
 import os
 import re
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator, Mapping
 
 from google.protobuf import text_format
 from packaging.requirements import InvalidRequirement, Requirement
@@ -296,19 +297,43 @@ def load_model(path: Path, root: Path | None = None) -> Model:
     return Model(name, path, config, text, tuple(sorted(versions)), tuple(others), tuple(problems))
 
 
+class _Models(Mapping[str, Model]):
+    """The models of a repository by name, each read the first time it is asked for."""
+
+    def __init__(self, root: Path, names: list[str]) -> None:
+        self._root, self._names, self._loaded = root, names, {}
+        self._known = set(names)
+
+    def __getitem__(self, name: str) -> Model:
+        if name not in self._known:
+            raise KeyError(name)
+        if name not in self._loaded:
+            self._loaded[name] = load_model(self._root / name, self._root)
+        return self._loaded[name]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._known
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+
 @dataclass(frozen=True)
 class Repository:
     root: Path
-    models: dict[str, Model]
+    models: Mapping[str, Model]
 
     @classmethod
-    def load(cls, root: Path) -> "Repository":
+    def load(cls, root: Path, lazy: bool = False) -> "Repository":
+        """The models below `root`; with `lazy`, each is read when first asked for, so a caller that
+        needs a few of a thousand reads a few."""
         root = Path(root)
-        models = {}
-        for child in sorted(root.iterdir()):
-            if child.is_dir() and not child.name.startswith("."):
-                models[child.name] = load_model(child, root)
-        return cls(root, models)
+        names = [child.name for child in sorted(root.iterdir()) if child.is_dir() and not child.name.startswith(".")]
+        models = _Models(root, names)
+        return cls(root, models if lazy else dict(models))
 
     def __iter__(self):
         return iter(self.models.values())
@@ -329,3 +354,49 @@ class Repository:
                 if called - {model.name}:
                     found.setdefault(model.name, set()).update(called - {model.name})
         return found
+
+
+# -- a model folder's fingerprint: what it holds, cheaply --------------------------------------
+
+SMALL_FILE = 1 << 20  # files up to this size are fingerprinted by content, larger ones by stat
+
+
+def fingerprint(folder: Path) -> str | None:
+    """A digest of what the model folder holds: every entry's path and kind, the content of each
+    file up to SMALL_FILE bytes (configs, code, golden cases, requirements), and the size, inode
+    and change times of larger ones (weights, which no check reads). None when the folder is, or
+    holds, a symbolic link or anything but files and folders: what it shows depends on more
+    than the folder."""
+    digest = hashlib.sha256(os.path.abspath(folder).encode() + b"\0")
+
+    def visit(directory: str, relative: str) -> bool:
+        try:
+            entries = sorted(os.scandir(directory), key=lambda entry: entry.name)
+        except OSError:
+            return False
+        for entry in entries:
+            if entry.is_symlink():
+                return False
+            path = f"{relative}/{entry.name}"
+            if entry.is_dir(follow_symlinks=False):
+                digest.update(b"d" + os.fsencode(path) + b"\0")
+                if not visit(entry.path, path):
+                    return False
+                continue
+            if not entry.is_file(follow_symlinks=False):
+                return False
+            info = entry.stat(follow_symlinks=False)
+            digest.update(b"f" + os.fsencode(path) + b"\0" + str(info.st_size).encode() + b"\0")
+            if info.st_size > SMALL_FILE:
+                digest.update(f"{info.st_ino} {info.st_mtime_ns} {info.st_ctime_ns}".encode())
+                continue
+            try:
+                with open(entry.path, "rb") as handle:
+                    digest.update(hashlib.sha256(handle.read()).digest())
+            except OSError:
+                return False
+        return True
+
+    if os.path.islink(folder) or not visit(os.fspath(folder), ""):
+        return None
+    return digest.hexdigest()

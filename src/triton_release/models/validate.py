@@ -6,6 +6,8 @@ reported, not just the first.
 
 from __future__ import annotations
 
+import hashlib
+import os
 import re
 from collections import Counter
 from dataclasses import dataclass
@@ -13,10 +15,11 @@ from functools import partial
 from pathlib import Path
 from typing import Callable, Iterator
 
+from triton_release.cache import Memo
 from triton_release.models import calls, golden
 from triton_release.models.devices import ENV_PARAMETER
 from triton_release.models.repository import (GOLDEN_DIR, REQUIREMENTS_FILE, Model, Repository, link_problem,
-                                               model_name_problem, read_requirements, walk)
+                                               fingerprint, model_name_problem, read_requirements, walk)
 from triton_release.problems import Problem, display_path, line_of
 
 LOOKS_LIKE_VERSION = re.compile(r"^(v|version)?-?[0-9]+$", re.I)
@@ -207,17 +210,23 @@ def _model_calls(model: Model) -> tuple[Path, list[calls.Call]]:
     return path, calls.calls_in(source) if model.is_python and source is not None else []
 
 
-def check_calls(model: Model, repo: Repository) -> Iterator[Problem]:
-    """Every model a model calls (BLS), named in its code or declared, is in the repository."""
+def called(model: Model) -> Iterator[tuple[str, Problem]]:
+    """Each model a model calls (BLS), named in its code or declared, with the problem it is when
+    that model is not in the repository."""
     path, found = _model_calls(model)
     for call in found:
-        if call.callee is not None and call.callee not in repo:
-            yield Problem(path, f"calls model {call.callee!r} (InferenceRequest), which is not in the model "
-                          "repository: add it, or fix the name", call.line)
+        if call.callee is not None:
+            yield call.callee, Problem(path, f"calls model {call.callee!r} (InferenceRequest), which is not in "
+                                       "the model repository: add it, or fix the name", call.line)
     for name in calls.declared(model.config):
-        if name not in repo:
-            yield Problem(model.config_path, f"{calls.DEPENDS_PARAMETER} names model {name!r}, which is not in the "
-                          "model repository: add it, or fix the name", line_of(model.config_text, calls.DEPENDS_PARAMETER))
+        yield name, Problem(model.config_path, f"{calls.DEPENDS_PARAMETER} names model {name!r}, which is not in "
+                            "the model repository: add it, or fix the name",
+                            line_of(model.config_text, calls.DEPENDS_PARAMETER))
+
+
+def check_calls(model: Model, repo: Repository) -> Iterator[Problem]:
+    """Every model a model calls (BLS), named in its code or declared, is in the repository."""
+    return (problem for name, problem in called(model) if name not in repo)
 
 
 def warn_calls(model: Model, repo: Repository) -> Iterator[Problem]:
@@ -244,26 +253,91 @@ def warn_golden(model: Model, repo: Repository) -> Iterator[Problem]:
             yield from golden.case_warnings(case, model)
 
 
-RULES: tuple[Rule, ...] = (check_name, check_config, check_versions, check_python_files, check_ensemble,
-                           check_calls, check_version_policy, check_golden)
+RULES: tuple[Rule, ...] = (check_name, check_config, check_versions, check_python_files, check_version_policy,
+                           check_golden)  # each sees the model's own folder only
 WARNINGS: tuple[Rule, ...] = (warn_golden, warn_calls)
+
+
+def _rules_version() -> str:
+    """The checks' own source (this package's modules): a verdict kept by other checks is not reused."""
+    digest = hashlib.sha256()
+    for path in sorted(Path(__file__).parent.glob("*.py")):
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+VERDICTS = Memo("model-verdict", _rules_version())  # a model folder's fingerprint -> its own problems
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What the checks found in one model folder, and the models it calls: a call's problem
+    stands only while the callee is missing from the repository."""
+    problems: tuple[Problem, ...]
+    warnings: tuple[Problem, ...]
+    golden_cases: int
+    calls: tuple[tuple[str, Problem], ...] = ()
+
+    def in_repository(self, repo: Repository) -> tuple[Problem, ...]:
+        return (*self.problems, *(problem for name, problem in self.calls if name not in repo))
+
+    def to_json(self) -> dict:
+        return {"problems": [_problem_json(p) for p in self.problems],
+                "warnings": [_problem_json(p) for p in self.warnings], "golden_cases": self.golden_cases,
+                "calls": [[name, _problem_json(p)] for name, p in self.calls]}
+
+    @classmethod
+    def from_json(cls, data: dict) -> "Verdict":
+        return cls(tuple(_problem(p) for p in data["problems"]), tuple(_problem(p) for p in data["warnings"]),
+                   data["golden_cases"], tuple((name, _problem(p)) for name, p in data["calls"]))
+
+
+def _problem_json(problem: Problem) -> list:
+    return [os.fspath(problem.path), problem.message, problem.line, problem.col]
+
+
+def _problem(data: list) -> Problem:
+    return Problem(Path(data[0]), data[1], data[2], data[3])
+
+
+def judge(model: Model, repo: Repository, requirements_options: str) -> Verdict:
+    """Every check of one model. Links that leave the repository, dangle or loop are its only
+    problems when there are any: nothing behind them is read."""
+    links = tuple(check_links(model, repo))
+    if links:
+        return Verdict(links, (), len(model.golden_cases))
+    problems = [problem for rule in RULES for problem in rule(model, repo)]
+    problems.extend(check_requirements(model, repo, requirements_options))
+    problems.extend(check_ensemble(model, repo))
+    warnings = tuple(warning for rule in WARNINGS for warning in rule(model, repo))
+    return Verdict(tuple(problems), warnings, len(model.golden_cases), tuple(called(model)))
+
+
+def verdict(repo: Repository, name: str, requirements_options: str) -> Verdict:
+    """One model's verdict, kept between runs by its folder's fingerprint: a repository of a
+    thousand models reads only the folders that changed. An ensemble is always checked anew: its
+    problems depend on its steps' configs."""
+    key = fingerprint(repo.root / name)
+    memo_key = f"{key} {requirements_options} {os.fspath(repo.root / name)}"  # problems name the path as given
+    known = VERDICTS.get(memo_key) if key is not None else None
+    if isinstance(known, dict):
+        return Verdict.from_json(known)
+    model = repo[name]
+    found = judge(model, repo, requirements_options)
+    if key is not None and not model.is_ensemble:
+        VERDICTS.put(memo_key, found.to_json())
+    return found
 
 
 def validate(root: Path, requirements_options: str = "refuse") -> ValidationResult:
     """`requirements_options`: the setting of that name, "refuse" or "allow"."""
-    repo = Repository.load(root)
-    rules = (*RULES, partial(check_requirements, options=requirements_options))
+    repo = Repository.load(root, lazy=True)
     problems: list[Problem] = []
     warnings: list[Problem] = []
     cases = 0
-    for model in repo:
-        links = list(check_links(model, repo))
-        if links:  # nothing behind a bad link is read: its problems are the model's only ones
-            problems.extend(links)
-            continue
-        for rule in rules:
-            problems.extend(rule(model, repo))
-        for rule in WARNINGS:
-            warnings.extend(rule(model, repo))
-        cases += len(model.golden_cases)
+    for name in repo.models:
+        found = verdict(repo, name, requirements_options)
+        problems.extend(found.in_repository(repo))
+        warnings.extend(found.warnings)
+        cases += found.golden_cases
     return ValidationResult(display_path(Path(root)), tuple(repo.models), cases, tuple(problems), tuple(warnings))
