@@ -7,12 +7,13 @@ import io
 import os
 import random
 import tarfile
+from pathlib import Path
 
 import pytest
 
 from triton_release.errors import Refused
-from triton_release.image.layers import (Layer, LayerTars, Runtime, StaleDigest, order_layers, plan_image,
-                                         write_layer_tar)
+from triton_release.image.layers import (Executable, Layer, LayerTars, Runtime, StaleDigest, entries_fingerprint,
+                                         order_layers, plan_image, write_layer_tar)
 from triton_release.image.plan import MIN_SLOTS, Item, group_count, group_of, layer_name, layer_slots, plan
 from triton_release.models.repository import Repository
 
@@ -240,6 +241,33 @@ def test_a_fingerprinted_layer_is_written_only_when_asked_for_and_its_digest_rem
     again = LayerTars(second, known)
     assert again.layer(planned) == layer and not (second / planned.name).exists()  # remembered: not written
     assert hashlib.sha256(again.tar(layer.digest).read_bytes()).hexdigest() == layer.digest  # written on demand
+
+
+def test_a_model_folder_s_layer_is_remembered_by_its_content_and_a_change_of_any_kind_is_seen(make_repo, tmp_path):
+    root = make_repo(python_model_files("m"))
+    known, written = tmp_path / "known", tmp_path / "written"
+    known.mkdir(), written.mkdir()
+
+    def digest_and_written(folder: Path) -> tuple[str, bool]:
+        (planned,) = [p for p in plan_image(Repository.load(root), "b", max_layers=120) if p.name == "m.v1.tar"]
+        layer = LayerTars(folder, known).layer(planned)
+        return layer.digest, (folder / planned.name).exists()
+
+    first, _ = digest_and_written(written)
+    later = tmp_path / "later"
+    later.mkdir()
+    assert digest_and_written(later) == (first, False)  # the same content: remembered, not written
+    seen = {first}
+    model = root / "m" / "1" / "model.py"
+    for change in (lambda: model.write_text(model.read_text() + "# edit\n"), lambda: model.chmod(0o755),
+                   lambda: (root / "m" / "1" / "data").mkdir(), lambda: model.rename(root / "m" / "1" / "main.py")):
+        change()
+        fresh = tmp_path / f"fresh{len(seen)}"
+        fresh.mkdir()
+        digest, wrote = digest_and_written(fresh)
+        assert wrote and digest not in seen
+        seen.add(digest)
+    assert entries_fingerprint({"a": Executable(b"x")}) != entries_fingerprint({"a": b"x"})
 
 
 def test_a_remembered_digest_that_lies_is_forgotten(tmp_path):

@@ -113,6 +113,33 @@ def content_size(entries: Mapping[str, Path | bytes]) -> int:
     return total
 
 
+def entries_fingerprint(entries: Mapping[str, Path | bytes]) -> str:
+    """A digest naming the bytes `write_layer_tar` makes of `entries`: each archive name with its
+    kind, mode and content (a file's read through, as the tar reads it). "" when an entry is
+    neither a file nor a folder: its tar is refused when written."""
+    digest = hashlib.sha256()
+    for arcname in sorted(entries):
+        value = entries[arcname]
+        digest.update(arcname.encode("utf-8", "surrogateescape") + b"\0")
+        if isinstance(value, bytes):
+            digest.update(b"x" if isinstance(value, Executable) else b"f")
+            digest.update(hashlib.sha256(value).digest())
+            continue
+        try:
+            stat = os.stat(value)
+            if S_ISDIR(stat.st_mode):
+                digest.update(b"d")
+                continue
+            if not S_ISREG(stat.st_mode):
+                return ""
+            digest.update(b"x" if stat.st_mode & 0o111 else b"f")
+            with open(value, "rb") as handle:
+                digest.update(hashlib.file_digest(handle, "sha256").digest())
+        except OSError:
+            return ""
+    return digest.hexdigest()
+
+
 # -- items: the models' and the runtime's -----------------------------------------------------
 
 def model_entries(model: Model, paths: list[Path]) -> dict[str, Path | bytes]:
@@ -256,9 +283,10 @@ class StaleDigest(Exception):
 
 
 class LayerTars:
-    """The planned layers' tars in `folder`, each written once. A layer whose every item has a
-    fingerprint keeps its digest in `known` (a folder), and its tar is written only when asked
-    for: a torch-sized distribution the daemon already holds is neither read nor sent again."""
+    """The planned layers' tars in `folder`, each written once. Every layer's digest is kept in
+    `known` (a folder) by its items' fingerprints, and its tar is written only when asked for: a
+    torch-sized distribution the daemon already holds is neither read nor sent again, and a
+    thousand unchanged model folders are read, not written."""
 
     def __init__(self, folder: Path, known: Path | None = None) -> None:
         self.folder, self.known = folder, known
@@ -266,9 +294,16 @@ class LayerTars:
         self._paths: dict[str, Path] = {}
 
     def _key(self, planned: Planned) -> str | None:
-        if self.known is None or not all(item.fingerprint for item in planned.items):
+        """The remembered digest's name: the layer's name and each item's fingerprint (a given one,
+        else its content's: reading a thousand small model folders is far cheaper than writing
+        them into tars again)."""
+        if self.known is None:
             return None
-        text = "\n".join([LAYER_FORMAT, planned.name, *(f"{i.key}={i.fingerprint}" for i in planned.items)])
+        prints = [item.fingerprint or (f"content-sha256:{found}" if (found := entries_fingerprint(item.entries))
+                                       else "") for item in planned.items]
+        if not all(prints):
+            return None
+        text = "\n".join([LAYER_FORMAT, planned.name, *(f"{i.key}={p}" for i, p in zip(planned.items, prints))])
         return hashlib.sha256(text.encode()).hexdigest()
 
     def _write(self, planned: Planned) -> tuple[str, Path]:

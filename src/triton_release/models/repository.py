@@ -49,11 +49,27 @@ class _Stop(Exception):
     """The walk went past MAX_LINKED_ENTRIES."""
 
 
+def _real(path: Path) -> Path:
+    return Path(os.path.realpath(path))
+
+
 def outside(path: Path, root: Path) -> Path | None:
     """Where `path` really is when symbolic links (its own or a parent's) take it out of `root`;
     None when it stays inside."""
-    real, base = Path(os.path.realpath(path)), Path(os.path.realpath(root))
+    parts = _below(Path(path), Path(root))
+    if parts is not None and not any(os.path.islink(Path(root).joinpath(*parts[:i])) for i in range(1, len(parts) + 1)):
+        return None  # named below root, and no link on the way down: inside, without resolving anything
+    real, base = _real(path), _real(root)
     return None if real == base or base in real.parents else real
+
+
+def _below(path: Path, root: Path) -> tuple[str, ...] | None:
+    """The names leading from `root` down to `path`, when `path` is written below `root` without `..`."""
+    try:
+        parts = path.relative_to(root).parts
+    except ValueError:
+        return None
+    return None if ".." in parts else parts
 
 
 def link_problem(path: Path, root: Path) -> Problem | None:
@@ -117,16 +133,17 @@ def walk(folder: Path, root: Path, skip: Callable[[str], bool] = lambda name: Fa
                 continue
             found.append(path)
             if os.path.isdir(path):
-                real = Path(os.path.realpath(path))
-                if is_link and any(real == seen or real in seen.parents for seen in chain):
-                    found.pop()
-                    problems.append(Problem(path, f"symbolic link leads back into a folder above it ({real}), "
-                                            "a loop; remove it"))
-                    continue
-                visit(path, (*chain, real), through_link or is_link)
+                if is_link:  # where the folders above really are, only when a link may loop back
+                    real = Path(os.path.realpath(path))
+                    if any(real == seen or real in seen.parents for seen in map(_real, chain)):
+                        found.pop()
+                        problems.append(Problem(path, f"symbolic link leads back into a folder above it ({real}), "
+                                                "a loop; remove it"))
+                        continue
+                visit(path, (*chain, path), through_link or is_link)
 
     try:
-        visit(folder, (Path(os.path.realpath(folder)),), False)
+        visit(folder, (folder,), False)
     except _Stop:
         pass
     return sorted(found), problems
