@@ -190,7 +190,12 @@ class Console:
             self.line("no version folder to bump")
 
     def exported(self, result) -> None:
-        self.line(f"building and testing commit {result.commit[:12]} with the new version folders")
+        if result.in_place:
+            self.line(f"building and testing commit {result.commit[:12]} with the new version folders in place: "
+                      "the checkout is exactly that")
+        else:
+            self.line(f"building and testing commit {result.commit[:12]} with the new version folders, unpacked"
+                      + (f" ({result.unpacked_because})" if result.unpacked_because else ""))
         if result.uncommitted:
             self.warning(f"not released, because not committed: {', '.join(result.uncommitted)}")
 

@@ -22,6 +22,7 @@ from triton_release.cache import exclusive
 from triton_release.errors import UsageError
 from triton_release.history import releases
 from triton_release.history.git import Git
+from triton_release.models.repository import Repository
 from triton_release.session import Session
 from triton_release.settings import CONFIG_FILE, Settings
 
@@ -128,14 +129,16 @@ def _release(request: ReleaseRequest, session: Session) -> None:
         bumped = bool(planned.bumps)
         git = Git(Git(root).toplevel())
         with tempfile.TemporaryDirectory(prefix="triton-release-") as scratch:
-            shipped = session.step("export", console.exported, steps.export, root, planned, Path(scratch))
-            prepared = session.step("environments", console.environments, steps.environments, shipped.root,
+            shipped = session.step("export", console.exported, steps.export, root, planned, Path(scratch),
+                                   bumped=True)
+            exported = Repository.load(shipped.root, lazy=True)  # read once, by the steps that follow
+            prepared = session.step("environments", console.environments, steps.environments, exported,
                                     request.base_image, python=request.python, stub_mode=request.stub,
                                     requirements_options=request.requirements_options, registry=repository,
                                     previous=planned.plan.previous if planned.plan.previous_from == "registry"
                                     else None)
             to_test, version = _with_environment_changes(planned, prepared, version)
-            built = session.step("build", console.built, steps.build, shipped.root, request.base_image,
+            built = session.step("build", console.built, steps.build, exported, request.base_image,
                                  local_candidate(request, git), python=request.python, stub_mode=request.stub,
                                  revision=planned.found.head, source=request.source, version=version or "",
                                  bumped_from=planned.found.base, channel=request.channel,
@@ -143,7 +146,7 @@ def _release(request: ReleaseRequest, session: Session) -> None:
                                  max_layers=request.max_layers)
             image = built.image_id
             if to_test:  # a change that only removes models has nothing to test
-                run = session.step("test", console.golden_run, steps.test, shipped.root, built.image_id, to_test,
+                run = session.step("test", console.golden_run, steps.test, exported, built.image_id, to_test,
                                    request.load_timeout, shown_as=root, memory=request.server_memory,
                                    pids=request.server_pids, max_loaded=request.max_loaded, gpus=request.gpus,
                                    gpu_models=request.gpu_models, drift=_new_versions(planned),
@@ -154,6 +157,7 @@ def _release(request: ReleaseRequest, session: Session) -> None:
                                           version)
                     image, version = signed.image_id, signed.version
                     report.facts["version"] = version
+            steps.still_in_place(shipped, planned)
         if version is None or not request.push:
             report.facts["released"] = False
             console.not_released("only golden cases changed: tested, nothing to release" if version is None

@@ -23,6 +23,7 @@ from triton_release.history import releases
 from triton_release.history.bump import (FolderBump, apply_bumps, check_working_tree, checkout_at, extract_tree,
                                          fill_lfs_pointers, holds_bump, plan_bumps, undo_bumps)
 from triton_release.history.changes import ChangeSet, Changes
+from triton_release.history import worktree
 from triton_release.history.git import Git
 from triton_release.models.repository import Repository
 from triton_release.models.validate import ValidationResult, validate as validate_repository
@@ -142,16 +143,26 @@ class Export:
     root: Path
     commit: str
     uncommitted: tuple[str, ...]  # what the working tree holds besides: not released
+    in_place: bool = False        # the checkout itself, which is exactly that (history/worktree.py)
+    unpacked_because: str = ""    # why the checkout could not be used in place
 
     def to_json(self) -> dict:
-        return {"commit": self.commit, "uncommitted_not_released": list(self.uncommitted)}
+        return {"commit": self.commit, "uncommitted_not_released": list(self.uncommitted),
+                "in_place": self.in_place, **({"unpacked_because": self.unpacked_because}
+                                              if self.unpacked_because else {})}
 
 
-def export(root: Path, planned: ChangesResult, dest: Path) -> Export:
-    """The commit's model repository with the bumps applied, unpacked under `dest`: what is built
-    and tested, whatever the working tree holds (uncommitted edits are never shipped)."""
+def export(root: Path, planned: ChangesResult, dest: Path, *, bumped: bool = False) -> Export:
+    """The commit's model repository with the bumps applied: what is built and tested, whatever
+    the working tree holds (uncommitted edits are never shipped). The checkout itself when it is
+    exactly that (`bumped`: the bump step applied the bumps to it); else unpacked under `dest`."""
     git = Git(Git(root).toplevel())
     found = planned.found
+    why = "the version folders are bumped in the copy only"
+    if bumped or not planned.bumps:
+        why = worktree.differs(git, found, list(planned.bumps), Path(root)) or ""
+        if not why:
+            return Export(Path(root), found.head, (), in_place=True)
     target = dest / "model_repository"
     try:
         extract_tree(git, found.head, found.prefix, target)
@@ -168,7 +179,20 @@ def export(root: Path, planned: ChangesResult, dest: Path) -> Export:
                         if not (path := entry[3:]).startswith(ours))
     if git.text("rev-parse", "HEAD") != found.head:
         uncommitted = ()  # the working tree is another commit: nothing of it is released
-    return Export(target, found.head, uncommitted[:20])
+    return Export(target, found.head, uncommitted[:20], unpacked_because=why)
+
+
+def still_in_place(shipped: Export, planned: ChangesResult) -> None:
+    """Refuse when the checkout built in place changed while the release read it: the image
+    would hold bytes that are not the commit's."""
+    if not shipped.in_place:
+        return
+    git = Git(Git(shipped.root).toplevel())
+    why = worktree.differs(git, planned.found, list(planned.bumps), shipped.root)
+    if why:
+        raise Refused(f"The model repository changed while the release built and tested it in place ({why}): "
+                      "the image may hold bytes that are not commit "
+                      f"{planned.found.head[:12]}'s. Nothing was pushed. Leave the checkout alone and run again.")
 
 
 # -- build ------------------------------------------------------------------------------------

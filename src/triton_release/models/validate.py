@@ -11,7 +11,6 @@ import os
 import re
 from collections import Counter
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 from typing import Callable, Iterator
 

@@ -1,0 +1,95 @@
+"""The checkout is built in place only when it is exactly the commit with its bumps: every way it
+can differ from what `git archive` gives sends the release back to an unpacked copy."""
+
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+
+from support.git import GitRepo
+from support.models import PYTHON_MODEL, python_model_files
+from triton_release import steps
+from triton_release.errors import Refused
+from triton_release.history.bump import LFS_POINTER
+
+
+@pytest.fixture
+def bumped(git_repo):
+    """A release of a and b, then a's code changed, committed and bumped: a/2 is new."""
+    git_repo.write({**python_model_files("a"), **python_model_files("b")})
+    git_repo.base = git_repo.commit("release")
+    git_repo.write({"a/1/model.py": "# 2\n" + PYTHON_MODEL})
+    git_repo.commit("a: new code")
+    git_repo.plan = steps.changes(git_repo.models, git_repo.base, "HEAD")
+    steps.bump(git_repo.models, git_repo.plan)
+    return git_repo
+
+
+def own_attributes(repo: GitRepo, text: str) -> None:
+    (repo.root / ".git" / "info").mkdir(exist_ok=True)
+    (repo.root / ".git" / "info" / "attributes").write_text(text)
+
+
+def shipped(repo: GitRepo, tmp_path, bumped: bool = True) -> steps.Export:
+    return steps.export(repo.models, repo.plan, tmp_path / "export", bumped=bumped)
+
+
+def test_a_clean_checkout_with_its_bumps_is_built_in_place(bumped, tmp_path):
+    found = shipped(bumped, tmp_path)
+    assert found.in_place and found.root == bumped.models and found.uncommitted == ()
+    assert (found.root / "a" / "2" / "model.py").read_text().startswith("# 2")
+    assert not (tmp_path / "export").exists()
+    steps.still_in_place(found, bumped.plan)  # nothing changed since
+
+
+def test_bumps_made_in_a_copy_only_are_never_in_place(bumped, tmp_path):
+    found = shipped(bumped, tmp_path, bumped=False)
+    assert not found.in_place and "bumped in the copy only" in found.unpacked_because
+
+
+@pytest.mark.parametrize("spoil, reason", [
+    (lambda r: r.write({"b/1/model.py": "# not committed\n" + PYTHON_MODEL}), "is not as committed"),
+    (lambda r: r.write({"b/1/notes.txt": "mine"}), "is not as committed"),
+    (lambda r: ((r.root / ".gitignore").write_text("*.bin\n"), r.write({"b/1/w.bin": b"\0"})), "is not as committed"),
+    (lambda r: (r.models / "b" / "1" / "empty").mkdir(), "empty folder"),
+    (lambda r: r.git("update-index", "--assume-unchanged", "model_repository/b/1/model.py"), "looks away"),
+    (lambda r: r.git("config", "core.fileMode", "false"), "core.fileMode is false"),
+    (lambda r: own_attributes(r, "*.py export-subst\n"), "export-subst"),
+])
+def test_a_checkout_that_differs_in_any_way_is_unpacked(bumped, tmp_path, spoil, reason):
+    spoil(bumped)
+    found = shipped(bumped, tmp_path)
+    assert not found.in_place and reason in found.unpacked_because
+    assert (found.root / "b" / "1" / "model.py").read_text() == PYTHON_MODEL
+    assert not (found.root / "b" / "1" / "empty").exists() and not (found.root / "b" / "1" / "notes.txt").exists()
+
+
+def test_an_lfs_pointer_in_the_checkout_is_unpacked_and_filled(git_repo, tmp_path):
+    weights = b"real weights\n"
+    oid = hashlib.sha256(weights).hexdigest()
+    pointer = LFS_POINTER + f"oid sha256:{oid}\nsize {len(weights)}\n".encode()
+    git_repo.write({**python_model_files("a"), "a/1/weights.bin": pointer})
+    store = git_repo.root / ".git" / "lfs" / "objects" / oid[:2] / oid[2:4]
+    store.mkdir(parents=True)
+    (store / oid).write_bytes(weights)
+    git_repo.commit("a with an LFS file")
+    plan = steps.changes(git_repo.models, None, "HEAD")
+    found = steps.export(git_repo.models, plan, tmp_path / "export", bumped=True)
+    assert not found.in_place and "LFS pointer" in found.unpacked_because
+    assert (found.root / "a" / "1" / "weights.bin").read_bytes() == weights
+
+
+def test_a_checkout_edited_while_it_was_read_refuses_the_release(bumped, tmp_path):
+    found = shipped(bumped, tmp_path)
+    assert found.in_place
+    bumped.write({"b/1/model.py": "# an edit during the build\n" + PYTHON_MODEL})
+    with pytest.raises(Refused, match="changed while the release built and tested it in place"):
+        steps.still_in_place(found, bumped.plan)
+
+
+def test_another_commit_checked_out_is_unpacked(bumped, tmp_path):
+    bumped.git("stash", "-u")
+    bumped.git("checkout", "-q", bumped.base)
+    found = shipped(bumped, tmp_path)
+    assert not found.in_place and "another commit" in found.unpacked_because
