@@ -188,7 +188,8 @@ def still_in_place(shipped: Export, planned: ChangesResult) -> None:
     if not shipped.in_place:
         return
     git = Git(Git(shipped.root).toplevel())
-    why = worktree.differs(git, planned.found, list(planned.bumps), shipped.root)
+    why = (worktree.differs(git, planned.found, list(planned.bumps), shipped.root)
+           or worktree.bumps_intact(git, planned.found, list(planned.bumps), shipped.root))
     if why:
         raise Refused(f"The model repository changed while the release built and tested it in place ({why}): "
                       "the image may hold bytes that are not commit "

@@ -8,7 +8,7 @@ import hashlib
 import pytest
 
 from support.git import GitRepo
-from support.models import PYTHON_MODEL, python_model_files
+from support.models import PYTHON_MODEL, python_model_files, write_tree
 from triton_release import steps
 from triton_release.errors import Refused
 from triton_release.history.bump import LFS_POINTER
@@ -93,3 +93,41 @@ def test_another_commit_checked_out_is_unpacked(bumped, tmp_path):
     bumped.git("checkout", "-q", bumped.base)
     found = shipped(bumped, tmp_path)
     assert not found.in_place and "another commit" in found.unpacked_because
+
+
+@pytest.mark.parametrize("setting, reason", [
+    (("config", "core.autocrlf", "true"), "core.autocrlf"),
+    (("config", "core.ignoreCase", "true"), "core.ignoreCase is true"),
+])
+def test_settings_under_which_a_checkout_may_differ_are_unpacked(bumped, tmp_path, setting, reason):
+    bumped.git(*setting)
+    found = shipped(bumped, tmp_path)
+    assert not found.in_place and reason in found.unpacked_because
+
+
+def test_converting_attributes_from_any_source_are_unpacked_and_turning_them_off_is_not(bumped, tmp_path):
+    own_attributes(bumped, "*.json -text\n*.bin binary\n")
+    assert shipped(bumped, tmp_path).in_place
+    own_attributes(bumped, "*.py eol=lf\n")
+    found = shipped(bumped, tmp_path)
+    assert not found.in_place and "eol" in found.unpacked_because
+
+
+def test_a_bumped_folder_edited_while_it_was_read_refuses_the_release(bumped, tmp_path):
+    found = shipped(bumped, tmp_path)
+    (bumped.models / "a" / "2" / "model.py").write_text("# swapped during the build\n" + PYTHON_MODEL)
+    with pytest.raises(Refused, match="a bumped version folder changed"):
+        steps.still_in_place(found, bumped.plan)
+
+
+def test_a_model_repository_at_the_git_root_is_built_in_place(tmp_path):
+    repo = GitRepo(tmp_path / "work")
+    repo.models.rmdir()  # the helper's usual folder: here the models sit at the top
+    write_tree(repo.root, python_model_files("m"))
+    base = repo.commit("m")
+    write_tree(repo.root, {"m/1/model.py": "# 2\n" + PYTHON_MODEL})
+    repo.commit("m: new code")
+    plan = steps.changes(repo.root, base, "HEAD")
+    steps.bump(repo.root, plan)
+    found = steps.export(repo.root, plan, tmp_path / "export", bumped=True)
+    assert found.in_place, found.unpacked_because

@@ -115,3 +115,32 @@ def test_a_fingerprint_sees_names_kinds_and_small_contents_and_large_files_by_st
     os.utime(weights, ns=(1, 1))
     seen.add(repository.fingerprint(folder))
     assert len(seen) == 5 and repository.fingerprint(folder) == repository.fingerprint(folder)
+
+
+def test_a_remembered_verdict_keeps_the_problems_order_and_the_working_directory_s_paths(make_repo, tmp_path,
+                                                                                        monkeypatch):
+    _fresh_verdicts(tmp_path, monkeypatch)
+    files = {**bls_caller_files("caller", "gone"), "caller/golden/basic.json": "{ not json"}
+    root = make_repo(files)
+    first = [str(p) for p in validate_module.validate(root).problems]
+    assert "calls model 'gone'" in first[0] and "golden" in first[-1]  # calls before golden cases, as always
+    assert [str(p) for p in validate_module.validate(root).problems] == first
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    judged = _judged(monkeypatch)
+    validate_module.validate(root)
+    assert judged == ["caller"]  # paths are shown relative to another directory: checked anew
+
+
+def test_a_large_golden_file_is_fingerprinted_by_content(tmp_path):
+    folder = tmp_path / "m"
+    (folder / "golden").mkdir(parents=True)
+    case = folder / "golden" / "big.json"
+    case.write_bytes(b"[" + b"0," * repository.SMALL_FILE + b"0]")
+    before = repository.fingerprint(folder)
+    info = case.stat()
+    with open(case, "r+b") as handle:  # the same size, the times put back: only the content tells
+        handle.seek(1)
+        handle.write(b"1")
+    os.utime(case, ns=(info.st_atime_ns, info.st_mtime_ns))
+    assert repository.fingerprint(folder) != before

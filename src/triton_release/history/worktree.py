@@ -11,15 +11,18 @@ what `git archive` gives refuses the shortcut, and the release unpacks the commi
 - a file differs from the commit, or is there untracked or ignored, outside the bumped folders;
 - a folder holds no file (git keeps none, so the commit has none);
 - a file is a git LFS pointer, not its object (the unpacked commit gets the object);
-- attributes change what `git archive` writes (export-subst, export-ignore).
+- attributes or settings under which checkout and `git archive` may write other bytes
+  (export-subst, export-ignore, text, eol, filter, ident, core.autocrlf, core.ignoreCase).
+git status is asked without the shortcuts a user's config may allow (ctime, fsmonitor).
 """
 
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path, PurePosixPath
 
-from triton_release.history.bump import LFS_POINTER, FolderBump
+from triton_release.history.bump import LFS_POINTER, FolderBump, holds_bump
 from triton_release.history.changes import ChangeSet
 from triton_release.history.git import Git
 
@@ -29,9 +32,11 @@ def differs(git: Git, changes: ChangeSet, bumps: list[FolderBump], root: Path) -
     `bumps` applied (they must be applied already), or None when it is, byte for byte."""
     if git.text("rev-parse", "HEAD") != changes.head:
         return "the checkout holds another commit"
-    for key in ("core.fileMode", "core.symlinks"):
-        if git.run("config", "--type=bool", key, check=False).stdout.strip() == b"false":
-            return f"{key} is false"
+    for key, refused in (("core.fileMode", b"false"), ("core.symlinks", b"false"), ("core.ignoreCase", b"true")):
+        if git.run("config", "--type=bool", key, check=False).stdout.strip() == refused:
+            return f"{key} is {refused.decode()}"
+    if git.run("config", "core.autocrlf", check=False).stdout.strip().lower() in (b"true", b"input"):
+        return "core.autocrlf converts line endings"
     prefix = changes.prefix
     ours = tuple(PurePosixPath(prefix, b.model, str(v)).as_posix() + "/" for b in bumps
                  for v in (b.from_version, b.to_version))
@@ -40,44 +45,80 @@ def differs(git: Git, changes: ChangeSet, bumps: list[FolderBump], root: Path) -
         tag, mode = entry[0], entry[2:].split(" ", 1)[0]
         if tag != "H" or mode == "160000":
             return f"git looks away from {entry.split(chr(9), 1)[-1]} (assume-unchanged, skip-worktree or a submodule)"
-    status = git.run("status", "--porcelain=v1", "-z", "--ignored", "--untracked-files=all", "--no-renames", "--",
-                     prefix).stdout.decode("utf-8", "surrogateescape")
+    status = git.run(*STRICT, "status", "--porcelain=v1", "-z", "--ignored", "--untracked-files=all", "--no-renames",
+                     "--", prefix).stdout.decode("utf-8", "surrogateescape")
     for entry in filter(None, status.split("\0")):
         if not entry[3:].startswith(ours):
             return f"{entry[3:]} is not as committed"
-    reason = _archive_attributes(git, changes.head)
+    tracked = [entry.split("\t", 1)[1] for entry in filter(None, listed.split("\0"))]
+    reason = _archive_attributes(git, changes.head, tracked)
     if reason:
         return reason
     return _folders_and_pointers(root)
 
 
-def _archive_attributes(git: Git, head: str) -> str | None:
-    """Attributes that make `git archive` write other bytes than the checkout holds."""
+def bumps_intact(git: Git, changes: ChangeSet, bumps: list[FolderBump], root: Path) -> str | None:
+    """Why the bumped folders no longer hold what the bump wrote (`differs` lets them differ from
+    HEAD), or None."""
+    return None if not bumps or holds_bump(changes, bumps, root) else "a bumped version folder changed"
+
+
+# git status trusts the index's file times where the user's config says so: not here
+STRICT = ("-c", "core.trustctime=true", "-c", "core.checkStat=default", "-c", "core.fsmonitor=false",
+          "-c", "core.untrackedCache=false")
+# attributes under which a checkout and `git archive` may write other bytes for the same blob
+CONVERTING = ("export-ignore", "export-subst", "text", "eol", "ident", "filter", "working-tree-encoding")
+
+
+def _archive_attributes(git: Git, head: str, tracked: list[str]) -> str | None:
+    """Attributes that make `git archive` write other bytes than the checkout holds, or convert
+    them at all: those the checkout sees (every attributes file git reads), and those in the
+    commit's own .gitattributes files."""
+    if tracked:
+        out = git.run("check-attr", "-z", "--stdin", *CONVERTING,
+                      input="\0".join(tracked).encode("utf-8", "surrogateescape") + b"\0").stdout
+        fields = out.split(b"\0")
+        for i in range(0, len(fields) - 2, 3):
+            if fields[i + 2] not in (b"unspecified", b"unset"):
+                return (f"the attribute {fields[i + 1].decode()} is set for "
+                        f"{fields[i].decode('utf-8', 'replace')}")
     names = git.run("ls-tree", "-r", "-z", "--name-only", head).stdout.decode("utf-8", "surrogateescape")
     files = [f for f in names.split("\0") if f == ".gitattributes" or f.endswith("/.gitattributes")]
-    texts = [blob or b"" for blob in git.blobs(head, files).values()]
-    common = Path(git.text("rev-parse", "--git-common-dir"))
-    own = (common if common.is_absolute() else git.cwd / common) / "info" / "attributes"
-    configured = git.run("config", "--path", "core.attributesFile", check=False).stdout.decode().strip()
-    for path in filter(None, (own, Path(configured) if configured else None)):
-        try:
-            texts.append(path.read_bytes())
-        except OSError:
-            pass
-    if any(b"export-" in text for text in texts):
-        return "attributes set export-subst or export-ignore"
+    for path, text in git.blobs(head, files).items():
+        if text and _sets_converting(text):
+            return f"{path} sets attributes that convert files"
     return None
+
+
+def _sets_converting(text: bytes) -> bool:
+    """Whether a .gitattributes text sets (or gives a value to) one of CONVERTING; `-text` and
+    `!text` turn conversion off, and macros such as `binary` only do that."""
+    for line in text.decode("utf-8", "replace").splitlines():
+        tokens = line.split()
+        if not tokens or tokens[0].startswith("#"):
+            continue
+        for token in tokens[1:]:
+            if token.split("=", 1)[0] in CONVERTING:
+                return True
+    return False
 
 
 def _folders_and_pointers(root: Path) -> str | None:
     """A folder without any file, or a git LFS pointer where its object belongs."""
     for directory, folders, files in os.walk(root):
+        if Path(directory) == Path(root):
+            folders[:] = [f for f in folders if f != ".git"]  # a model repository at the git root
         if not folders and not files:
             return f"{directory} is an empty folder"
         for name in files:
             path = os.path.join(directory, name)
             try:
-                if os.path.islink(path) or os.path.getsize(path) > 1024:
+                info = os.lstat(path)
+                if stat.S_ISLNK(info.st_mode):
+                    continue
+                if not stat.S_ISREG(info.st_mode):
+                    return f"{path} is neither a file nor a folder"
+                if info.st_size > 1024:
                     continue
                 with open(path, "rb") as handle:
                     if handle.read(len(LFS_POINTER)) == LFS_POINTER:

@@ -72,7 +72,7 @@ class Executable(bytes):
 def write_layer_tar(out, entries: Mapping[str, Path | bytes]) -> str:
     """Write one deterministic tar of `entries` (archive name -> file or folder on disk, or a
     file's content as bytes, mode 0644, or as Executable, mode 0755), every parent folder
-    included; returns its sha256."""
+    included; returns its sha256. A file is 0755 when its owner may run it (git's rule too)."""
     digest = hashlib.sha256()
 
     class Hashing:
@@ -97,7 +97,7 @@ def write_layer_tar(out, entries: Mapping[str, Path | bytes]) -> str:
                 if not S_ISREG(stat.st_mode):  # a FIFO would block the build, a device never end
                     raise Refused(f"{path}: neither a file nor a folder; remove it from the model repository.")
                 with open(path, "rb") as handle:
-                    tar.addfile(_info(arcname, False, stat.st_size, bool(stat.st_mode & 0o111)), handle)
+                    tar.addfile(_info(arcname, False, stat.st_size, bool(stat.st_mode & 0o100)), handle)
     return digest.hexdigest()
 
 
@@ -132,7 +132,7 @@ def entries_fingerprint(entries: Mapping[str, Path | bytes]) -> str:
                 continue
             if not S_ISREG(stat.st_mode):
                 return ""
-            digest.update(b"x" if stat.st_mode & 0o111 else b"f")
+            digest.update(b"x" if stat.st_mode & 0o100 else b"f")
             with open(value, "rb") as handle:
                 digest.update(hashlib.file_digest(handle, "sha256").digest())
         except OSError:
@@ -275,7 +275,7 @@ def plan_image(repo: Repository, base_image: str, models: list[str] | None = Non
     return plan(items, slots)
 
 
-LAYER_FORMAT = "1"  # in every remembered digest's key: change it when write_layer_tar's bytes change
+LAYER_FORMAT = "2"  # in every remembered digest's key: change it when write_layer_tar's bytes change
 
 
 class StaleDigest(Exception):
@@ -321,7 +321,7 @@ class LayerTars:
         digest = remembered.read_text().strip() if remembered is not None and remembered.is_file() else ""
         if not digest:
             digest, self._paths[digest] = self._write(planned)
-            if remembered is not None:
+            if remembered is not None and self._key(planned) == key:  # unchanged while it was written
                 write_atomic(remembered, digest)
         self._planned[digest] = planned
         return Layer(planned.name, tuple(item.key for item in planned.items), digest,

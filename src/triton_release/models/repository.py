@@ -379,9 +379,10 @@ SMALL_FILE = 1 << 20  # files up to this size are fingerprinted by content, larg
 
 
 def fingerprint(folder: Path) -> str | None:
-    """A digest of what the model folder holds: every entry's path and kind, the content of each
-    file up to SMALL_FILE bytes (configs, code, golden cases, requirements), and the size, inode
-    and change times of larger ones (weights, which no check reads). None when the folder is, or
+    """A digest of what the model folder holds: every entry's path and kind, the content of every
+    file outside the version folders (configs, golden cases, requirements), of code and of
+    files up to SMALL_FILE bytes in them, and the size, inode and change times of the larger
+    ones (weights, which no check reads). None when the folder is, or
     holds, a symbolic link or anything but files and folders: what it shows depends on more
     than the folder."""
     digest = hashlib.sha256(os.path.abspath(folder).encode() + b"\0")
@@ -404,7 +405,8 @@ def fingerprint(folder: Path) -> str | None:
                 return False
             info = entry.stat(follow_symlinks=False)
             digest.update(b"f" + os.fsencode(path) + b"\0" + str(info.st_size).encode() + b"\0")
-            if info.st_size > SMALL_FILE:
+            weights = VERSION_DIR.match(path.split("/")[1]) and not entry.name.endswith(".py")
+            if info.st_size > SMALL_FILE and weights:
                 digest.update(f"{info.st_ino} {info.st_mtime_ns} {info.st_ctime_ns}".encode())
                 continue
             try:

@@ -9,8 +9,10 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import sys
 from collections import Counter
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -223,11 +225,6 @@ def called(model: Model) -> Iterator[tuple[str, Problem]]:
                             line_of(model.config_text, calls.DEPENDS_PARAMETER))
 
 
-def check_calls(model: Model, repo: Repository) -> Iterator[Problem]:
-    """Every model a model calls (BLS), named in its code or declared, is in the repository."""
-    return (problem for name, problem in called(model) if name not in repo)
-
-
 def warn_calls(model: Model, repo: Repository) -> Iterator[Problem]:
     """A callee named at run time: unknown to the release unless declared."""
     if calls.declared(model.config):
@@ -252,43 +249,51 @@ def warn_golden(model: Model, repo: Repository) -> Iterator[Problem]:
             yield from golden.case_warnings(case, model)
 
 
-RULES: tuple[Rule, ...] = (check_name, check_config, check_versions, check_python_files, check_version_policy,
-                           check_golden)  # each sees the model's own folder only
 WARNINGS: tuple[Rule, ...] = (warn_golden, warn_calls)
 
 
 def _rules_version() -> str:
-    """The checks' own source (this package's modules): a verdict kept by other checks is not reused."""
-    digest = hashlib.sha256()
-    for path in sorted(Path(__file__).parent.glob("*.py")):
+    """The checks' own source (this package's modules and the problems module), the tool's and
+    Python's versions and the config schema's library: a verdict kept by other checks is not reused."""
+    from importlib import metadata
+
+    from triton_release import __version__, problems
+
+    digest = hashlib.sha256(f"{__version__} {sys.version}".encode())
+    for name in ("protobuf", "packaging"):
+        try:
+            digest.update(f" {name} {metadata.version(name)}".encode())
+        except metadata.PackageNotFoundError:
+            pass
+    for path in sorted([*Path(__file__).parent.glob("*.py"), Path(problems.__file__)]):
         digest.update(path.read_bytes())
     return digest.hexdigest()[:16]
 
 
 VERDICTS = Memo("model-verdict", _rules_version())  # a model folder's fingerprint -> its own problems
 
+Found = tuple[str | None, Problem]  # a problem, with the model whose absence makes it one (None: it stands alone)
+
 
 @dataclass(frozen=True)
 class Verdict:
-    """What the checks found in one model folder, and the models it calls: a call's problem
-    stands only while the callee is missing from the repository."""
-    problems: tuple[Problem, ...]
+    """What the checks found in one model folder, in order. A call's problem names the model
+    called: it stands only while that model is missing from the repository."""
+    problems: tuple[Found, ...]
     warnings: tuple[Problem, ...]
     golden_cases: int
-    calls: tuple[tuple[str, Problem], ...] = ()
 
     def in_repository(self, repo: Repository) -> tuple[Problem, ...]:
-        return (*self.problems, *(problem for name, problem in self.calls if name not in repo))
+        return tuple(problem for needed, problem in self.problems if needed is None or needed not in repo)
 
     def to_json(self) -> dict:
-        return {"problems": [_problem_json(p) for p in self.problems],
-                "warnings": [_problem_json(p) for p in self.warnings], "golden_cases": self.golden_cases,
-                "calls": [[name, _problem_json(p)] for name, p in self.calls]}
+        return {"problems": [[needed, _problem_json(p)] for needed, p in self.problems],
+                "warnings": [_problem_json(p) for p in self.warnings], "golden_cases": self.golden_cases}
 
     @classmethod
     def from_json(cls, data: dict) -> "Verdict":
-        return cls(tuple(_problem(p) for p in data["problems"]), tuple(_problem(p) for p in data["warnings"]),
-                   data["golden_cases"], tuple((name, _problem(p)) for name, p in data["calls"]))
+        return cls(tuple((needed, _problem(p)) for needed, p in data["problems"]),
+                   tuple(_problem(p) for p in data["warnings"]), data["golden_cases"])
 
 
 def _problem_json(problem: Problem) -> list:
@@ -302,14 +307,17 @@ def _problem(data: list) -> Problem:
 def judge(model: Model, repo: Repository, requirements_options: str) -> Verdict:
     """Every check of one model. Links that leave the repository, dangle or loop are its only
     problems when there are any: nothing behind them is read."""
-    links = tuple(check_links(model, repo))
+    links = tuple((None, problem) for problem in check_links(model, repo))
     if links:
-        return Verdict(links, (), len(model.golden_cases))
-    problems = [problem for rule in RULES for problem in rule(model, repo)]
-    problems.extend(check_requirements(model, repo, requirements_options))
-    problems.extend(check_ensemble(model, repo))
+        return Verdict(links, (), 0)
+    found: list[Found] = []
+    for rule in (check_name, check_config, check_versions, check_python_files, check_ensemble):
+        found.extend((None, problem) for problem in rule(model, repo))
+    found.extend(called(model))
+    for rule in (check_version_policy, check_golden, partial(check_requirements, options=requirements_options)):
+        found.extend((None, problem) for problem in rule(model, repo))
     warnings = tuple(warning for rule in WARNINGS for warning in rule(model, repo))
-    return Verdict(tuple(problems), warnings, len(model.golden_cases), tuple(called(model)))
+    return Verdict(tuple(found), warnings, len(model.golden_cases))
 
 
 def verdict(repo: Repository, name: str, requirements_options: str) -> Verdict:
@@ -317,7 +325,8 @@ def verdict(repo: Repository, name: str, requirements_options: str) -> Verdict:
     thousand models reads only the folders that changed. An ensemble is always checked anew: its
     problems depend on its steps' configs."""
     key = fingerprint(repo.root / name)
-    memo_key = f"{key} {requirements_options} {os.fspath(repo.root / name)}"  # problems name the path as given
+    # problems name the path as given, some shown relative to the working directory
+    memo_key = f"{key} {requirements_options} {os.fspath(repo.root / name)} {os.getcwd()}"
     known = VERDICTS.get(memo_key) if key is not None else None
     if isinstance(known, dict):
         return Verdict.from_json(known)
