@@ -14,7 +14,7 @@ import logging
 import tempfile
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from triton_release.cache import write_atomic
@@ -173,8 +173,7 @@ def export(root: Path, planned: ChangesResult, dest: Path, *, bumped: bool = Fal
             raise
         raise no_space(dest, f"exporting commit {found.head[:12]} to build it") from None
     changed = git.run("status", "--porcelain=v1", "-z", "--untracked-files=all", "--", found.prefix).stdout
-    ours = tuple(PurePosixPath(found.prefix, b.model, str(v)).as_posix() + "/"
-                 for b in planned.bumps for v in (b.from_version, b.to_version))
+    ours = worktree.bumped_folders(found.prefix, list(planned.bumps))
     uncommitted = tuple(path for entry in changed.decode(errors="surrogateescape").split("\0") if len(entry) > 3
                         if not (path := entry[3:]).startswith(ours))
     if git.text("rev-parse", "HEAD") != found.head:

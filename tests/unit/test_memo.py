@@ -44,7 +44,7 @@ def test_a_parsed_config_and_a_model_s_calls_come_back_the_same_from_the_memo(tm
 
 def _fresh_verdicts(tmp_path, monkeypatch) -> None:
     monkeypatch.setattr(cache, "_root", tmp_path / "cache")
-    monkeypatch.setattr(validate_module, "VERDICTS", Memo("model-verdict", "test"))
+    monkeypatch.setattr(validate_module, "_VERDICTS", Memo("model-verdict", "test"))
 
 
 def _judged(monkeypatch) -> list[str]:

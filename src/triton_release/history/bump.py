@@ -206,6 +206,13 @@ def checkout_at(model_repository: Path, revision: str, dest: Path) -> Path | Non
 LFS_POINTER = b"version https://git-lfs.github.com/spec/v1\n"
 
 
+def lfs_pointer(path: Path | str) -> bytes | None:
+    """The text of the git LFS pointer file at `path` (a small file that starts as one), else None."""
+    with open(path, "rb") as handle:
+        head = handle.read(1025)
+    return head if len(head) <= 1024 and head.startswith(LFS_POINTER) else None
+
+
 def fill_lfs_pointers(git: Git, tree: Path, required: bool = True) -> list[str]:
     """Replace git LFS pointer files under `tree` (an export from git) by their objects from the
     repository's LFS store, each checked against the pointer's sha256: the bytes committed. A
@@ -215,10 +222,8 @@ def fill_lfs_pointers(git: Git, tree: Path, required: bool = True) -> list[str]:
     store = (store if store.is_absolute() else git.cwd / store) / "lfs" / "objects"
     filled = []
     for path in sorted(p for p in tree.rglob("*") if p.is_file() and not p.is_symlink()):
-        if path.stat().st_size > 1024:
-            continue
-        head = path.read_bytes()
-        if not head.startswith(LFS_POINTER):
+        head = lfs_pointer(path)
+        if head is None:
             continue
         fields = dict(line.split(" ", 1) for line in head.decode("ascii", "replace").splitlines() if " " in line)
         oid = fields.get("oid", "").removeprefix("sha256:")

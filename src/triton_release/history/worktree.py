@@ -22,7 +22,7 @@ import os
 import stat
 from pathlib import Path, PurePosixPath
 
-from triton_release.history.bump import LFS_POINTER, FolderBump, holds_bump
+from triton_release.history.bump import FolderBump, holds_bump, lfs_pointer
 from triton_release.history.changes import ChangeSet
 from triton_release.history.git import Git
 
@@ -38,23 +38,29 @@ def differs(git: Git, changes: ChangeSet, bumps: list[FolderBump], root: Path) -
     if git.run("config", "core.autocrlf", check=False).stdout.strip().lower() in (b"true", b"input"):
         return "core.autocrlf converts line endings"
     prefix = changes.prefix
-    ours = tuple(PurePosixPath(prefix, b.model, str(v)).as_posix() + "/" for b in bumps
-                 for v in (b.from_version, b.to_version))
+    ours = bumped_folders(prefix, bumps)
     listed = git.run("ls-files", "-v", "-s", "-z", "--", prefix).stdout.decode("utf-8", "surrogateescape")
+    tracked = []
     for entry in filter(None, listed.split("\0")):
-        tag, mode = entry[0], entry[2:].split(" ", 1)[0]
+        (tag, mode, _), path = entry.split(" ", 2), entry.split("\t", 1)[1]
         if tag != "H" or mode == "160000":
-            return f"git looks away from {entry.split(chr(9), 1)[-1]} (assume-unchanged, skip-worktree or a submodule)"
+            return f"git looks away from {path} (assume-unchanged, skip-worktree or a submodule)"
+        tracked.append(path)
     status = git.run(*STRICT, "status", "--porcelain=v1", "-z", "--ignored", "--untracked-files=all", "--no-renames",
                      "--", prefix).stdout.decode("utf-8", "surrogateescape")
     for entry in filter(None, status.split("\0")):
         if not entry[3:].startswith(ours):
             return f"{entry[3:]} is not as committed"
-    tracked = [entry.split("\t", 1)[1] for entry in filter(None, listed.split("\0"))]
     reason = _archive_attributes(git, changes.head, tracked)
     if reason:
         return reason
     return _folders_and_pointers(root)
+
+
+def bumped_folders(prefix: str, bumps: list[FolderBump]) -> tuple[str, ...]:
+    """The folders a bump rewrites (N and N+1 of each model), as git names them, each ending in /."""
+    return tuple(PurePosixPath(prefix, b.model, str(v)).as_posix() + "/" for b in bumps
+                 for v in (b.from_version, b.to_version))
 
 
 def bumps_intact(git: Git, changes: ChangeSet, bumps: list[FolderBump], root: Path) -> str | None:
@@ -118,11 +124,8 @@ def _folders_and_pointers(root: Path) -> str | None:
                     continue
                 if not stat.S_ISREG(info.st_mode):
                     return f"{path} is neither a file nor a folder"
-                if info.st_size > 1024:
-                    continue
-                with open(path, "rb") as handle:
-                    if handle.read(len(LFS_POINTER)) == LFS_POINTER:
-                        return f"{path} is a git LFS pointer"
+                if info.st_size <= 1024 and lfs_pointer(path) is not None:
+                    return f"{path} is a git LFS pointer"
             except OSError:
                 return f"{path} cannot be read"
     return None

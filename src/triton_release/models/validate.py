@@ -270,7 +270,14 @@ def _rules_version() -> str:
     return digest.hexdigest()[:16]
 
 
-VERDICTS = Memo("model-verdict", _rules_version())  # a model folder's fingerprint -> its own problems
+_VERDICTS: Memo | None = None  # a model folder's fingerprint -> its verdict; made when first needed
+
+
+def verdicts() -> Memo:
+    global _VERDICTS
+    if _VERDICTS is None:
+        _VERDICTS = Memo("model-verdict", _rules_version())
+    return _VERDICTS
 
 Found = tuple[str | None, Problem]  # a problem, with the model whose absence makes it one (None: it stands alone)
 
@@ -327,13 +334,13 @@ def verdict(repo: Repository, name: str, requirements_options: str) -> Verdict:
     key = fingerprint(repo.root / name)
     # problems name the path as given, some shown relative to the working directory
     memo_key = f"{key} {requirements_options} {os.fspath(repo.root / name)} {os.getcwd()}"
-    known = VERDICTS.get(memo_key) if key is not None else None
+    known = verdicts().get(memo_key) if key is not None else None
     if isinstance(known, dict):
         return Verdict.from_json(known)
     model = repo[name]
     found = judge(model, repo, requirements_options)
     if key is not None and not model.is_ensemble:
-        VERDICTS.put(memo_key, found.to_json())
+        verdicts().put(memo_key, found.to_json())
     return found
 
 
