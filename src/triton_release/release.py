@@ -29,9 +29,6 @@ from triton_release.settings import CONFIG_FILE, Settings
 if TYPE_CHECKING:
     from triton_release.registry.client import RegistryRepository
 
-CANDIDATE_TAG = "candidate"  # the local build tag; the previous candidate's layer order keeps the cache warm
-
-
 @dataclass(frozen=True)
 class ReleaseRequest:
     model_repository: Path
@@ -90,7 +87,7 @@ def local_candidate(request: ReleaseRequest, git: Git) -> str:
     """The local tag of the build: the registry repository's, else one made from the checkout's
     folder name (any name: only lower-case letters and digits joined by '-' are kept)."""
     local = "-".join(re.findall(r"[a-z0-9]+", git.cwd.name.lower()))[:64] or "models"
-    return f"{request.repository or 'triton-release/' + local}:{CANDIDATE_TAG}"
+    return f"{request.repository or 'triton-release/' + local}:{steps.CANDIDATE_TAG}"
 
 
 def run_release(request: ReleaseRequest, session: Session) -> None:
@@ -137,7 +134,7 @@ def _release(request: ReleaseRequest, session: Session) -> None:
                                     requirements_options=request.requirements_options, registry=repository,
                                     previous=planned.plan.previous if planned.plan.previous_from == "registry"
                                     else None)
-            to_test, version = _with_environment_changes(planned, prepared, version)
+            to_test, version = steps.with_environment_changes(planned, prepared, version)
             built = session.step("build", console.built, steps.build, exported, request.base_image,
                                  local_candidate(request, git), python=request.python, stub_mode=request.stub,
                                  revision=planned.found.head, source=request.source, version=version or "",
@@ -177,17 +174,6 @@ def _release(request: ReleaseRequest, session: Session) -> None:
         session.step("commit", console.committed, steps.commit, root, version, bump, planned.found.head)
     if request.keep is not None:
         session.step("retain", console.retained, steps.retain, repository, request.keep, request.channel)
-
-
-def _with_environment_changes(planned: steps.ChangesResult, prepared: steps.Prepared,
-                              version: str | None) -> tuple[list[str], str | None]:
-    """The models to test and the version, once models whose environment changed count as
-    changed: tested, not bumped, and at least a patch release."""
-    extra = [m for m in prepared.changed if m not in planned.to_test]
-    if extra and version is None:
-        previous = releases.parse_version(planned.plan.previous, "the previous release")
-        version = str(releases.next_version(previous, "patch"))
-    return [*planned.to_test, *extra], version
 
 
 def _new_versions(planned: steps.ChangesResult) -> tuple[str, ...]:

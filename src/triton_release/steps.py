@@ -197,6 +197,9 @@ def still_in_place(shipped: Export, planned: ChangesResult) -> None:
 
 # -- build ------------------------------------------------------------------------------------
 
+CANDIDATE_TAG = "candidate"  # the local build tag; the previous candidate's layer order keeps the cache warm
+
+
 @dataclass(frozen=True)
 class Prepared:
     """What the image is built on: the base, the stub, and each model's environment."""
@@ -237,6 +240,17 @@ def environments(root: Path | Repository, base_image: str, *, python: str | None
     labels = registry.image_config(previous).get("config", {}).get("Labels") or {}
     changed = [m for m in envs.changed_since(labels.get(LABEL)) if m in repo]
     return Prepared(base, choice, envs, tuple(changed), f"{registry}:{previous}", dict(labels))
+
+
+def with_environment_changes(planned: ChangesResult, prepared: Prepared,
+                             version: str | None) -> tuple[list[str], str | None]:
+    """The models to test and the version, once models whose environment changed count as
+    changed: tested, not bumped, and at least a patch release."""
+    extra = [m for m in prepared.changed if m not in planned.to_test]
+    if extra and version is None:
+        previous = releases.parse_version(planned.plan.previous, "the previous release")
+        version = str(releases.next_version(previous, "patch"))
+    return [*planned.to_test, *extra], version
 
 
 @dataclass(frozen=True)

@@ -159,10 +159,10 @@ def test_basic_auth_push_with_env_credentials_never_shows_the_password(docker_cl
 
 
 def test_a_push_stopped_after_its_version_tag_is_finished_not_refused(docker_client, images, repo):
-    from triton_release.registry.publish import _daemon_push, finish_interrupted
+    from triton_release.registry.publish import daemon_push, finish_interrupted
     first, _ = release(docker_client, images[0], repo, "1.0.0")
     docker_client.images.get(images[1]).tag(str(repo), "1.1.0")
-    _daemon_push(docker_client, repo, "1.1.0")  # 1.1.0 went up; the run stopped before moving any tag
+    daemon_push(docker_client, repo, "1.1.0")  # 1.1.0 went up; the run stopped before moving any tag
     assert repo.digest("latest") == first.digest
     assert finish_interrupted(repo, "latest").tags == ("1.1", "1", "latest")  # what `release` does on a rerun
     assert repo.digest("latest") == repo.digest("1.1") == repo.digest("1.1.0")

@@ -24,7 +24,6 @@ from triton_release.errors import Refused, UsageError
 from triton_release.models.shards import CHANGED_LABEL, SHARDS_LABEL, changed_label, check_shard_name, shards_label
 from triton_release.history import releases
 from triton_release.history.bump import checkout_at
-from triton_release.release import CANDIDATE_TAG, _with_environment_changes
 from triton_release.session import Session
 
 if TYPE_CHECKING:
@@ -77,12 +76,12 @@ def _stage(request: StageRequest, session: Session) -> None:
                                 request.base_image, python=request.python, stub_mode=request.stub,
                                 requirements_options=request.requirements_options, registry=repository,
                                 previous=planned.plan.previous if planned.plan.previous_from == "registry" else None)
-        to_test, version = _with_environment_changes(planned, prepared, planned.plan.version)
+        to_test, version = steps.with_environment_changes(planned, prepared, planned.plan.version)
         plan = session.step("shards", console.shards_planned, steps.plan_shards, shipped.root, to_test,
                             request.shards, request.max_models)
         labels = {SHARDS_LABEL: shards_label(list(plan.shards)), CHANGED_LABEL: changed_label(to_test)}
         built = session.step("build", console.built, steps.build, shipped.root, request.base_image,
-                             f"{repository}:{CANDIDATE_TAG}", python=request.python, stub_mode=request.stub,
+                             f"{repository}:{steps.CANDIDATE_TAG}", python=request.python, stub_mode=request.stub,
                              revision=planned.found.head, source=request.source, version=version or "",
                              bumped_from=planned.found.base, channel=request.channel,
                              requirements_options=request.requirements_options, prepared=prepared,

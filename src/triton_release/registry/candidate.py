@@ -20,7 +20,7 @@ from triton_release.models.shards import CHANGED_LABEL, SHARDS_LABEL, Shard, can
 from triton_release.history.releases import BASE_LABEL, REVISION_LABEL
 from triton_release.registry.client import RegistryRepository
 from triton_release.registry.promote import CANDIDATE_REF, Candidate
-from triton_release.registry.publish import _daemon_push
+from triton_release.registry.publish import daemon_push
 
 
 def parse_candidate(image: str) -> tuple[str, str] | None:
@@ -85,7 +85,7 @@ def push_candidate(client: docker.DockerClient, image: str, registry: RegistryRe
         raise UsageError(f"{image}: no such image on this Docker host; stage it again.") from None
     local.tag(str(registry), tag)
     try:
-        uploaded, mounted, present, pushed = _daemon_push(client, registry, tag)
+        uploaded, mounted, present, pushed = daemon_push(client, registry, tag)
     finally:
         try:
             client.images.remove(f"{registry}:{tag}")  # only the extra name; the image stays

@@ -83,7 +83,7 @@ def push(client: docker.DockerClient, image: str, registry: RegistryRepository, 
             Release the next version (the previous release is read from the registry's tags).""")
     if existing is None:
         local.tag(str(registry), version)
-        uploaded, mounted, present, pushed = _daemon_push(client, registry, version)
+        uploaded, mounted, present, pushed = daemon_push(client, registry, version)
         if not pushed:  # a daemon that did not say: what it recorded for the image
             local.reload()
             found = {d.split("@", 1)[1] for d in local.attrs.get("RepoDigests") or [] if d.startswith(f"{registry}@")}
@@ -173,7 +173,7 @@ def finish_interrupted(registry: RegistryRepository, channel: str) -> Finished:
     return Finished(str(registry), newest, manifest.digest, tuple(behind))
 
 
-def _daemon_push(client: docker.DockerClient, registry: RegistryRepository, tag: str) -> tuple[int, int, int, str]:
+def daemon_push(client: docker.DockerClient, registry: RegistryRepository, tag: str) -> tuple[int, int, int, str]:
     """docker push, streamed; returns the layers uploaded, mounted from another repository, present,
     and the digest of the manifest written (the daemon computes it from the bytes it sends). The
     push shows its progress as it goes: the bytes of the layers sent, of their total."""
