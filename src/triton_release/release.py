@@ -140,7 +140,7 @@ def _release(request: ReleaseRequest, session: Session) -> None:
                                  revision=planned.found.head, source=request.source, version=version or "",
                                  bumped_from=planned.found.base, channel=request.channel,
                                  requirements_options=request.requirements_options, prepared=prepared,
-                                 max_layers=request.max_layers)
+                                 max_layers=request.max_layers, blob_ids=shipped.blob_ids)
             image = built.image_id
             if to_test:  # a change that only removes models has nothing to test
                 run = session.step("test", console.golden_run, steps.test, exported, built.image_id, to_test,

@@ -15,7 +15,7 @@ import tempfile
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Mapping
 
 from triton_release.cache import write_atomic
 from triton_release.errors import InfrastructureError, Refused, UsageError, no_space
@@ -145,6 +145,8 @@ class Export:
     uncommitted: tuple[str, ...]  # what the working tree holds besides: not released
     in_place: bool = False        # the checkout itself, which is exactly that (history/worktree.py)
     unpacked_because: str = ""    # why the checkout could not be used in place
+    # in place: the git object id of each file outside the bumped folders, by absolute path
+    blob_ids: Mapping[str, str] = field(default_factory=dict, repr=False)
 
     def to_json(self) -> dict:
         return {"commit": self.commit, "uncommitted_not_released": list(self.uncommitted),
@@ -160,9 +162,9 @@ def export(root: Path, planned: ChangesResult, dest: Path, *, bumped: bool = Fal
     found = planned.found
     why = "the version folders are bumped in the copy only"
     if bumped or not planned.bumps:
-        why = worktree.differs(git, found, list(planned.bumps), Path(root)) or ""
+        why, blob_ids = worktree.in_place(git, found, list(planned.bumps), Path(root))
         if not why:
-            return Export(Path(root), found.head, (), in_place=True)
+            return Export(Path(root), found.head, (), in_place=True, blob_ids=blob_ids)
     target = dest / "model_repository"
     try:
         extract_tree(git, found.head, found.prefix, target)
@@ -292,10 +294,12 @@ class ReleaseImage:
 def build(root: Path | Repository, base_image: str, tag: str, *, python: str | None = None, stub_mode: str = "auto",
           revision: str | None = None, source: str = "", version: str = "", bumped_from: str | None = None,
           channel: str = "", requirements_options: str = "refuse", prepared: Prepared | None = None,
-          max_layers: int = 120, extra_labels: dict[str, str] | None = None) -> ReleaseImage:
+          max_layers: int = 120, extra_labels: dict[str, str] | None = None,
+          blob_ids: Mapping[str, str] | None = None) -> ReleaseImage:
     """Inspect the base, choose the stub, resolve the environments (unless `prepared`), build, and
     prove the stub loads. `revision`: the commit built (default: the git HEAD around the model
-    repository, if any). `extra_labels`: more labels for the image (a staged candidate's plan)."""
+    repository, if any). `extra_labels`: more labels for the image (a staged candidate's plan).
+    `blob_ids`: files known to hold their committed content (`Export.blob_ids`)."""
     from triton_release.image import environments as envs_in_image, stub
     from triton_release.image.build import build_image
     from triton_release.image.engine import docker_client
@@ -328,7 +332,8 @@ def build(root: Path | Repository, base_image: str, tag: str, *, python: str | N
     items, configs = envs_in_image.environment_items(envs, repo)
     runtime = Runtime(choice.stub_file, choice.builder_stage, extra=tuple(items), model_files=configs)
     built = build_image(repo, base_image, tag, {k: v for k, v in labels.items() if v}, client=client,
-                        runtime=runtime, max_layers=max_layers, base_layers=base.layers or None)
+                        runtime=runtime, max_layers=max_layers, base_layers=base.layers or None,
+                        blob_ids=blob_ids)
     stub.check_built(client, tag, install)
     return ReleaseImage(built, prepared, tuple(warnings))
 

@@ -270,6 +270,20 @@ def test_a_model_folder_s_layer_is_remembered_by_its_content_and_a_change_of_any
     assert entries_fingerprint({"a": Executable(b"x")}) != entries_fingerprint({"a": b"x"})
 
 
+def test_a_file_named_by_its_git_blob_id_is_not_read(tmp_path):
+    weights = tmp_path / "w.bin"
+    weights.write_bytes(b"committed")
+    ids = {str(weights): "a" * 40}
+    named = entries_fingerprint({"w.bin": weights}, ids)
+    assert named != entries_fingerprint({"w.bin": weights})
+    weights.write_bytes(b"anything else")  # the id vouches for the content: it is not read again
+    assert entries_fingerprint({"w.bin": weights}, ids) == named
+    assert entries_fingerprint({"w.bin": weights}, {str(weights): "b" * 40}) != named
+    weights.chmod(0o755)  # the mode is still the file's own
+    assert entries_fingerprint({"w.bin": weights}, ids) != named
+    assert entries_fingerprint({"v.bin": weights}, ids) != named
+
+
 def test_a_remembered_digest_that_lies_is_forgotten(tmp_path):
     known = tmp_path / "known"
     known.mkdir()

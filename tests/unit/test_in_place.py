@@ -131,3 +131,22 @@ def test_a_model_repository_at_the_git_root_is_built_in_place(tmp_path):
     steps.bump(repo.root, plan)
     found = steps.export(repo.root, plan, tmp_path / "export", bumped=True)
     assert found.in_place, found.unpacked_because
+
+
+def test_committed_files_in_place_are_named_by_their_git_blob_ids(git_repo, tmp_path):
+    git_repo.write({**python_model_files("a"), **python_model_files("c"), "c/1/weights.bin": b"\1" * 4096})
+    (git_repo.models / "c" / "1" / "link.bin").symlink_to("weights.bin")
+    base = git_repo.commit("release")
+    git_repo.write({"a/1/model.py": "# 2\n" + PYTHON_MODEL})
+    git_repo.commit("a: new code")
+    git_repo.plan = steps.changes(git_repo.models, base, "HEAD")
+    steps.bump(git_repo.models, git_repo.plan)
+    found = shipped(git_repo, tmp_path)
+    assert found.in_place, found.unpacked_because
+    c1 = git_repo.models.resolve() / "c" / "1"
+    assert found.blob_ids[str(c1 / "weights.bin")] == git_repo.git("rev-parse", "HEAD:model_repository/c/1/weights.bin")
+    assert str(c1 / "model.py") in found.blob_ids and str(c1.parent / "config.pbtxt") in found.blob_ids
+    assert str(c1 / "link.bin") not in found.blob_ids  # a link's id is its text, not what a tar reads through
+    assert not any("/a/1/" in path or "/a/2/" in path for path in found.blob_ids)  # bumped: read, never named
+    git_repo.write({"c/1/model.py": "# not committed\n" + PYTHON_MODEL})
+    assert shipped(git_repo, tmp_path).blob_ids == {}  # unpacked: every file is read

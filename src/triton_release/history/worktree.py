@@ -13,7 +13,9 @@ what `git archive` gives refuses the shortcut, and the release unpacks the commi
 - a file is a git LFS pointer, not its object (the unpacked commit gets the object);
 - attributes or settings under which checkout and `git archive` may write other bytes
   (export-subst, export-ignore, text, eol, filter, ident, core.autocrlf, core.ignoreCase).
-git status is asked without the shortcuts a user's config may allow (ctime, fsmonitor).
+git status is asked without the shortcuts a user's config may allow (ctime, fsmonitor). Once it
+finds the checkout clean, each committed file outside the bumped folders holds its blob: the
+build names such a file by the blob's id rather than reading it again.
 """
 
 from __future__ import annotations
@@ -30,31 +32,41 @@ from triton_release.history.git import Git
 def differs(git: Git, changes: ChangeSet, bumps: list[FolderBump], root: Path) -> str | None:
     """Why the model repository `root` in the checkout is not the commit `changes.head` with
     `bumps` applied (they must be applied already), or None when it is, byte for byte."""
+    return in_place(git, changes, bumps, root)[0]
+
+
+def in_place(git: Git, changes: ChangeSet, bumps: list[FolderBump],
+             root: Path) -> tuple[str | None, dict[str, str]]:
+    """`differs`, and when the checkout is the commit, the git object id of each committed file
+    outside the bumped folders, by its absolute path under `root`: git status found it holds
+    exactly that blob, so a build can name it by the id instead of reading it (links excluded:
+    their id is the link's text, not the content a tar reads through)."""
     if git.text("rev-parse", "HEAD") != changes.head:
-        return "the checkout holds another commit"
+        return "the checkout holds another commit", {}
     for key, refused in (("core.fileMode", b"false"), ("core.symlinks", b"false"), ("core.ignoreCase", b"true")):
         if git.run("config", "--type=bool", key, check=False).stdout.strip() == refused:
-            return f"{key} is {refused.decode()}"
+            return f"{key} is {refused.decode()}", {}
     if git.run("config", "core.autocrlf", check=False).stdout.strip().lower() in (b"true", b"input"):
-        return "core.autocrlf converts line endings"
+        return "core.autocrlf converts line endings", {}
     prefix = changes.prefix
     ours = bumped_folders(prefix, bumps)
     listed = git.run("ls-files", "-v", "-s", "-z", "--", prefix).stdout.decode("utf-8", "surrogateescape")
-    tracked = []
+    tracked, blob_ids = [], {}
+    top, under = os.path.abspath(root), "" if prefix == "." else prefix + "/"
     for entry in filter(None, listed.split("\0")):
-        (tag, mode, _), path = entry.split(" ", 2), entry.split("\t", 1)[1]
+        (tag, mode, rest), path = entry.split(" ", 2), entry.split("\t", 1)[1]
         if tag != "H" or mode == "160000":
-            return f"git looks away from {path} (assume-unchanged, skip-worktree or a submodule)"
+            return f"git looks away from {path} (assume-unchanged, skip-worktree or a submodule)", {}
         tracked.append(path)
+        if mode != "120000" and path.startswith(under) and not path.startswith(ours):
+            blob_ids[os.path.join(top, path[len(under):])] = rest.split(" ", 1)[0]
     status = git.run(*STRICT, "status", "--porcelain=v1", "-z", "--ignored", "--untracked-files=all", "--no-renames",
                      "--", prefix).stdout.decode("utf-8", "surrogateescape")
     for entry in filter(None, status.split("\0")):
         if not entry[3:].startswith(ours):
-            return f"{entry[3:]} is not as committed"
-    reason = _archive_attributes(git, changes.head, tracked)
-    if reason:
-        return reason
-    return _folders_and_pointers(root)
+            return f"{entry[3:]} is not as committed", {}
+    reason = _archive_attributes(git, changes.head, tracked) or _folders_and_pointers(root)
+    return reason, {} if reason else blob_ids
 
 
 def bumped_folders(prefix: str, bumps: list[FolderBump]) -> tuple[str, ...]:

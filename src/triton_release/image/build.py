@@ -13,6 +13,7 @@ import tarfile
 import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Mapping
 
 import docker
 
@@ -45,11 +46,12 @@ STUB_NAME = "triton_python_backend_stub"
 def build_image(repo: Repository, base_image: str, tag: str, labels: dict[str, str] | None = None,
                 models: list[str] | None = None, client: docker.DockerClient | None = None,
                 runtime: Runtime = Runtime(), *, max_layers: int = 120,
-                base_layers: int | None = None) -> BuildResult:
+                base_layers: int | None = None, blob_ids: Mapping[str, str] | None = None) -> BuildResult:
     """Put `tag` together FROM `base_image` with the repository's models (all, or `models`) and
     the runtime's items, in at most `max_layers` layers: our layer tars and a config written
     here, loaded into the daemon with only the layers it lacks. `base_layers`: the base image's
-    own layer count (default: looked up on the daemon)."""
+    own layer count (default: looked up on the daemon). `blob_ids`: the git object id of each file
+    that holds exactly its committed content, by absolute path (a checkout built in place)."""
     client = client or docker_client()
     base = _local_image(client, base_image)
     base_ids = base.attrs["RootFS"]["Layers"]
@@ -62,7 +64,7 @@ def build_image(repo: Repository, base_image: str, tag: str, labels: dict[str, s
     labels = labels or {}
     try:
         with tempfile.TemporaryDirectory(prefix="triton-release-layers-") as scratch:
-            tars = LayerTars(Path(scratch), cache_dir() / "layers")
+            tars = LayerTars(Path(scratch), cache_dir() / "layers", blob_ids)
             try:
                 built = _assemble(client, tag, base, base_ids, planned, tars, previous, labels)
             except StaleDigest:

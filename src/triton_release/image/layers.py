@@ -113,10 +113,12 @@ def content_size(entries: Mapping[str, Path | bytes]) -> int:
     return total
 
 
-def entries_fingerprint(entries: Mapping[str, Path | bytes]) -> str:
+def entries_fingerprint(entries: Mapping[str, Path | bytes], blob_ids: Mapping[str, str] | None = None) -> str:
     """A digest naming the bytes `write_layer_tar` makes of `entries`: each archive name with its
     kind, mode and content (a file's read through, as the tar reads it). "" when an entry is
-    neither a file nor a folder: its tar is refused when written."""
+    neither a file nor a folder: its tar is refused when written. `blob_ids`: the git object id
+    of files known to hold exactly their committed content, by absolute path; such a file is
+    named by its id instead of being read (a model's gigabytes of weights are not hashed again)."""
     digest = hashlib.sha256()
     for arcname in sorted(entries):
         value = entries[arcname]
@@ -132,6 +134,10 @@ def entries_fingerprint(entries: Mapping[str, Path | bytes]) -> str:
                 continue
             if not S_ISREG(stat.st_mode):
                 return ""
+            blob = blob_ids.get(os.path.abspath(value)) if blob_ids else None
+            if blob:  # its own kinds, each followed by the id and a NUL: never read as a content digest
+                digest.update((b"X" if stat.st_mode & 0o100 else b"F") + blob.encode("ascii") + b"\0")
+                continue
             digest.update(b"x" if stat.st_mode & 0o100 else b"f")
             with open(value, "rb") as handle:
                 digest.update(hashlib.file_digest(handle, "sha256").digest())
@@ -286,10 +292,11 @@ class LayerTars:
     """The planned layers' tars in `folder`, each written once. Every layer's digest is kept in
     `known` (a folder) by its items' fingerprints, and its tar is written only when asked for: a
     torch-sized distribution the daemon already holds is neither read nor sent again, and a
-    thousand unchanged model folders are read, not written."""
+    thousand unchanged model folders are read, not written. `blob_ids`: files named by their git
+    object id, not read (see `entries_fingerprint`)."""
 
-    def __init__(self, folder: Path, known: Path | None = None) -> None:
-        self.folder, self.known = folder, known
+    def __init__(self, folder: Path, known: Path | None = None, blob_ids: Mapping[str, str] | None = None) -> None:
+        self.folder, self.known, self.blob_ids = folder, known, blob_ids
         self._planned: dict[str, Planned] = {}
         self._paths: dict[str, Path] = {}
 
@@ -299,7 +306,7 @@ class LayerTars:
         them into tars again)."""
         if self.known is None:
             return None
-        prints = [item.fingerprint or (f"content-sha256:{found}" if (found := entries_fingerprint(item.entries))
+        prints = [item.fingerprint or (f"content-sha256:{found}" if (found := entries_fingerprint(item.entries, self.blob_ids))
                                        else "") for item in planned.items]
         if not all(prints):
             return None
