@@ -284,6 +284,32 @@ def test_a_file_named_by_its_git_blob_id_is_not_read(tmp_path):
     assert entries_fingerprint({"v.bin": weights}, ids) != named
 
 
+def git_blob_id(data: bytes) -> str:
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+def test_a_file_named_by_its_blob_id_that_changed_under_the_release_is_refused_and_never_remembered(tmp_path):
+    weights = tmp_path / "w.bin"
+    weights.write_bytes(b"committed")
+    ids = {str(weights): git_blob_id(b"committed")}
+    planned = plan([Item("m.v1", {"models/m/1/w.bin": weights}, 9)], SLOTS)[0]
+    known = tmp_path / "known"
+    known.mkdir()
+    tars = LayerTars(tmp_path, known, ids)
+    good = tars.layer(planned).digest  # written, its bytes checked against the blob, remembered
+    assert len(list(known.iterdir())) == 1
+    weights.write_bytes(b"an edit after git status looked")
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    with pytest.raises(Refused, match="changed while the release read it in place"):
+        LayerTars(tmp_path, fresh, ids).layer(planned)  # written now: the edit is seen
+    assert not list(fresh.iterdir())
+    later = LayerTars(tmp_path, known, ids)
+    assert later.layer(planned).digest == good  # remembered: not read ...
+    with pytest.raises(Refused, match="git blob"):
+        later.tar(good)  # ... until the daemon needs the tar, and then the edit is seen
+
+
 def test_a_remembered_digest_that_lies_is_forgotten(tmp_path):
     known = tmp_path / "known"
     known.mkdir()

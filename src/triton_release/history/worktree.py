@@ -66,6 +66,8 @@ def in_place(git: Git, changes: ChangeSet, bumps: list[FolderBump],
         if not entry[3:].startswith(ours):
             return f"{entry[3:]} is not as committed", {}
     reason = _archive_attributes(git, changes.head, tracked) or _folders_and_pointers(root)
+    if not reason and git.text("rev-parse", "HEAD") != changes.head:  # a commit or checkout meanwhile
+        reason = "the checkout moved to another commit while it was read"
     return reason, {} if reason else blob_ids
 
 

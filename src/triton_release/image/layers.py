@@ -69,10 +69,26 @@ class Executable(bytes):
     """A file's content that is a program: mode 0755 in the layer."""
 
 
-def write_layer_tar(out, entries: Mapping[str, Path | bytes]) -> str:
+class _AsBlob:
+    """A file read for the tar, hashed on the way as git names its blob (sha1 or sha256, told by
+    the expected id's length)."""
+
+    def __init__(self, handle, size: int, expected: str) -> None:
+        self.handle, self.expected = handle, expected
+        self.hash = hashlib.new("sha1" if len(expected) == 40 else "sha256", b"blob %d\0" % size)
+
+    def read(self, n: int = -1) -> bytes:
+        data = self.handle.read(n)
+        self.hash.update(data)
+        return data
+
+
+def write_layer_tar(out, entries: Mapping[str, Path | bytes], blob_ids: Mapping[str, str] | None = None) -> str:
     """Write one deterministic tar of `entries` (archive name -> file or folder on disk, or a
     file's content as bytes, mode 0644, or as Executable, mode 0755), every parent folder
-    included; returns its sha256. A file is 0755 when its owner may run it (git's rule too)."""
+    included; returns its sha256. A file is 0755 when its owner may run it (git's rule too).
+    A file named in `blob_ids` must hold that git blob as it is read: else the checkout changed
+    under the release, which is refused."""
     digest = hashlib.sha256()
 
     class Hashing:
@@ -96,8 +112,15 @@ def write_layer_tar(out, entries: Mapping[str, Path | bytes]) -> str:
                 stat = path.stat()
                 if not S_ISREG(stat.st_mode):  # a FIFO would block the build, a device never end
                     raise Refused(f"{path}: neither a file nor a folder; remove it from the model repository.")
+                blob = blob_ids.get(os.path.abspath(path)) if blob_ids else None
                 with open(path, "rb") as handle:
-                    tar.addfile(_info(arcname, False, stat.st_size, bool(stat.st_mode & 0o100)), handle)
+                    source = _AsBlob(handle, stat.st_size, blob) if blob else handle
+                    tar.addfile(_info(arcname, False, stat.st_size, bool(stat.st_mode & 0o100)), source)
+                if blob and source.hash.hexdigest() != blob:
+                    raise Refused(f"""
+                        {path} changed while the release read it in place: it no longer holds the
+                        committed file (git blob {blob[:12]}). Nothing was pushed. Leave the checkout
+                        alone and run again.""")
     return digest.hexdigest()
 
 
@@ -319,7 +342,7 @@ class LayerTars:
             entries.update(item.entries)
         path = self.folder / planned.name
         with open(path, "wb") as handle:
-            digest = write_layer_tar(handle, entries)
+            digest = write_layer_tar(handle, entries, self.blob_ids)
         return digest, path
 
     def layer(self, planned: Planned) -> Layer:
