@@ -26,14 +26,15 @@ from triton_release.models import golden
 from triton_release.models.answers import Answer, Reply
 from triton_release.models.config_schema import model_config_pb2
 from triton_release.models.devices import ENV_PARAMETER
-from triton_release.models.drift import (CaseDrift, ModelDrift, OutputDrift, compare_case, difference, drift_config,
-                                         model_drift, over, previous_version, show_fraction)
+from triton_release.models.drift import (CaseDrift, DriftMeter, ModelDrift, OutputDrift, compare_case, difference,
+                                         drift_config, model_drift, over, previous_version, show_fraction)
 from triton_release.models.inference import Exchange
+from triton_release.models.repository import Repository
 from triton_release.models.suite import GoldenRun
 from triton_release.session import Report, StepRecord
 from triton_release.settings import resolve
 
-from support.models import golden_case, python_config, sequence_case
+from support.models import golden_case, python_config, python_model_files, sequence_case
 
 F32 = np.float32
 
@@ -267,3 +268,40 @@ def test_max_drift_is_a_fraction_or_a_percentage_from_the_file_the_input_or_the_
     assert given_settings(args)["max_drift"] == "0.001"
     inputs = ActionInputs.from_env({"INPUT_MAX-DRIFT": "0.5%"})
     assert resolve({}, action_inputs=inputs.settings, cwd=tmp_path).max_drift == pytest.approx(0.005)
+
+
+class Reloading:
+    """A server that serves no version N yet: every model to compare is reloaded; `refuse`: those
+    whose reload fails, and why."""
+    http_url = grpc_url = "unused"
+
+    def __init__(self, refuse: dict[str, str]) -> None:
+        self.unloadable, self.overrides, self.refuse, self.asked = {}, {}, refuse, []
+
+    def model_ready(self, name, version):
+        return False
+
+    def load_config(self, name, config, versions):
+        raise AssertionError("models are reloaded together, through load_configs")
+
+    def load_configs(self, loads):
+        self.asked.append({name: versions for name, (_, versions) in loads.items()})
+        return {name: self.refuse.get(name, "") for name in loads}
+
+
+def test_a_waves_models_are_reloaded_beside_their_previous_version_together_then_compared_in_order(make_repo):
+    names = ["a", "b", "c", "d", "e"]
+    files = {path: text for n in names for path, text in python_model_files(n).items()}
+    files.update({f"{n}/2/model.py": files[f"{n}/1/model.py"] for n in names})
+    repo = Repository.load(make_repo(files))
+    server = Reloading({"c": "out of memory"})
+    meter = DriftMeter(repo, server, {"a": 1, "b": 1, "c": 1, "d": None, "e": 1}, {n: 2 for n in names})
+    meter._compare = lambda name: ModelDrift(name, 2, 1)  # the answers need a server: not here
+    failed = NS(case="e/basic", passed=False)
+    meter.after_wave(names, [failed])
+    assert server.asked == [{"a": [1, 2], "b": [1, 2], "c": [1, 2]}]  # one batch: d is new, e failed
+    assert [d.model for d in meter.results] == names
+    by = {d.model: d for d in meter.results}
+    assert by["c"].note == "version 1 did not load beside 2: out of memory"
+    assert "a new model" in by["d"].note and "golden cases failed" in by["e"].note
+    assert by["a"].note == "" and by["b"].note == ""

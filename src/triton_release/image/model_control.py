@@ -309,6 +309,18 @@ class ModelControl:
         missing = [str(v) for v in versions if not self.model_ready(name, v)]
         return f"version {', '.join(missing)} not ready after the load" if missing else ""
 
+    def load_configs(self, loads: dict[str, tuple[str, list[int]]]) -> dict[str, str]:
+        """`load_config` of each model (name -> (config, versions)), LOAD_REQUESTS at a time: Triton
+        loads different models side by side. Name -> "" when its versions are ready, else why not."""
+        if len(loads) <= 1:
+            return {name: self.load_config(name, *load) for name, load in loads.items()}
+        pool = ThreadPoolExecutor(max_workers=min(LOAD_REQUESTS, len(loads)), thread_name_prefix="triton-load")
+        try:
+            asked = {name: pool.submit(self.load_config, name, *load) for name, load in loads.items()}
+            return {name: future.result() for name, future in asked.items()}
+        finally:  # interrupted: the open requests are left to the server's removal
+            pool.shutdown(wait=False, cancel_futures=True)
+
     # -- memory -------------------------------------------------------------------------------
 
     def sample_memory(self, last: bool = False) -> int | None:

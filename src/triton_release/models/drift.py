@@ -57,6 +57,7 @@ class Server(Protocol):
 
     def model_ready(self, name: str, version: int | None) -> bool: ...
     def load_config(self, name: str, config: str, versions: list[int]) -> str: ...
+    def load_configs(self, loads: dict[str, tuple[str, list[int]]]) -> dict[str, str]: ...
 
 
 # -- one output of one answer against the other ---------------------------------------------------
@@ -307,36 +308,45 @@ class DriftMeter:
         self.results: list[ModelDrift] = []
 
     def after_wave(self, tested: Iterable[str], cases) -> None:
-        """The models of a wave whose golden cases all passed; the others are noted."""
+        """The models of a wave whose golden cases all passed; the others are noted. Those whose
+        version N is not served yet are reloaded with N beside N+1 together, then compared one
+        by one."""
         failed = {c.case.split("/", 1)[0] for c in cases if not c.passed}
-        for name in tested:
-            if name not in self.previous:
-                continue
-            if name in failed:
-                self.results.append(self._note(name, "its golden cases failed: not compared"))
-            else:
-                self.results.append(self.measure(name))
+        names = [name for name in tested if name in self.previous]
+        notes = {name: self._note(name, "its golden cases failed: not compared") for name in names if name in failed}
+        notes.update({name: self._note(name, why) for name in names if name not in notes
+                      if (why := self._not_comparable(name))})
+        loads = {}
+        for name in names:
+            if name not in notes and not self.server.model_ready(name, self.previous[name]):
+                versions = [self.previous[name], self.versions[name]]
+                loads[name] = (drift_config(self.repo[name].config, versions, self.environments.get(name),
+                                            on_cpu=name in self.server.overrides), versions)
+        for name, why in self.server.load_configs(loads).items():
+            if why:
+                notes[name] = self._note(name, f"version {self.previous[name]} did not load beside "
+                                               f"{self.versions[name]}: {why}")
+        self.results.extend(notes.get(name) or self._compare(name) for name in names)
 
     def _note(self, name: str, why: str) -> ModelDrift:
         return ModelDrift(name, self.versions.get(name) or 0, self.previous.get(name), note=why)
 
-    def measure(self, name: str) -> ModelDrift:
+    def _not_comparable(self, name: str) -> str:
+        """Why `name`'s new version cannot be compared with its previous one, or ""."""
         version, previous = self.versions.get(name), self.previous.get(name)
-        model = self.repo[name]
         if version is None:
-            return self._note(name, "no numbered version folder")
+            return "no numbered version folder"
         if previous is None:
-            return self._note(name, f"no version before {version} in the image (a new model): nothing to compare")
+            return f"no version before {version} in the image (a new model): nothing to compare"
         if name in self.server.unloadable:
-            return self._note(name, f"not loaded ({self.server.unloadable[name]})")
-        if not model.golden_cases:
-            return self._note(name, "no golden cases")
-        if not self.server.model_ready(name, previous):
-            config = drift_config(model.config, [previous, version], self.environments.get(name),
-                                  on_cpu=name in self.server.overrides)
-            why = self.server.load_config(name, config, [previous, version])
-            if why:
-                return self._note(name, f"version {previous} did not load beside {version}: {why}")
+            return f"not loaded ({self.server.unloadable[name]})"
+        if not self.repo[name].golden_cases:
+            return "no golden cases"
+        return ""
+
+    def _compare(self, name: str) -> ModelDrift:
+        version, previous = self.versions[name], self.previous[name]
+        model = self.repo[name]
         compared, skipped = [], []
         for path in model.golden_cases:
             case, _ = load_case(path, name)
