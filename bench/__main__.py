@@ -24,6 +24,7 @@ from pathlib import Path
 import docker
 
 from bench import pipeline, rebuild, report, requirements_change, scale, serve
+from bench.report import revision
 from bench.generate import generate_history
 
 
@@ -46,18 +47,6 @@ def machine() -> str:
     except docker.errors.DockerException:
         server = "?"
     return f"{platform.system()} {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, Docker {server}"
-
-
-def revision() -> str:
-    """The commit of the triton-release measured (the one this Python imports), "+modified" when its
-    src/ differs from that commit; "unknown" outside a git checkout."""
-    import triton_release
-    src = Path(triton_release.__file__).resolve().parent
-    head = subprocess.run(["git", "-C", str(src), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
-    if head.returncode != 0:
-        return "unknown"
-    dirty = subprocess.run(["git", "-C", str(src), "status", "--porcelain", "--", "."], capture_output=True, text=True)
-    return head.stdout.strip() + ("+modified" if dirty.stdout.strip() else "")
 
 
 def spread(values: list[float]) -> float:

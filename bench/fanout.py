@@ -27,6 +27,7 @@ from pathlib import Path
 import docker
 
 from bench.generate import generate_repository, git
+from bench.report import revision
 
 ROOT = Path(__file__).resolve().parents[1]
 ACT = Path(sys.executable).with_name("act")
@@ -105,7 +106,8 @@ def remove_images(client: docker.DockerClient, image: str) -> None:
 
 def measure(n_models: int, shard_counts: list[int], run_id: str) -> dict:
     client = docker.from_env(timeout=600)
-    figures: dict = {"models": n_models, "single_runner": {}, "shards": {}}
+    figures: dict = {"revision": revision(), "date": time.strftime("%Y-%m-%d"), "models": n_models,
+                     "single_runner": {}, "shards": {}}
     with tempfile.TemporaryDirectory() as tmp:
         # one release.yml run, not measured: the first act run after the stack starts pays for cold
         # images and caches (82 s of test against 18 s warm, once), which no later run pays
