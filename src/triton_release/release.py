@@ -146,7 +146,7 @@ def _release(request: ReleaseRequest, session: Session) -> None:
                 run = session.step("test", console.golden_run, steps.test, exported, built.image_id, to_test,
                                    request.load_timeout, shown_as=root, memory=request.server_memory,
                                    pids=request.server_pids, max_loaded=request.max_loaded, gpus=request.gpus,
-                                   gpu_models=request.gpu_models, drift=_new_versions(planned),
+                                   gpu_models=request.gpu_models, drift=steps.new_versions(planned),
                                    max_drift=request.max_drift)
                 if run.completed and version is not None:  # auto-complete models: their signatures, as served
                     signed = session.step("signatures", console.signed, steps.sign, image,
@@ -174,16 +174,6 @@ def _release(request: ReleaseRequest, session: Session) -> None:
         session.step("commit", console.committed, steps.commit, root, version, bump, planned.found.head)
     if request.keep is not None:
         session.step("retain", console.retained, steps.retain, repository, request.keep, request.channel)
-
-
-def _new_versions(planned: steps.ChangesResult) -> tuple[str, ...]:
-    """The models whose new version is compared with the one before (drift): bumped, given a new
-    version folder, or added (reported as having none before). Nothing on a first release."""
-    found = planned.found
-    if found.base is None:
-        return ()
-    return tuple(sorted({b.model for b in planned.bumps} | {name for name, change in found.models.items()
-                                                             if change.status == "added" or change.added_versions}))
 
 
 def _maybe_published(error: BaseException, repository: "RegistryRepository", version: str) -> bool:

@@ -255,6 +255,16 @@ def with_environment_changes(planned: ChangesResult, prepared: Prepared,
     return [*planned.to_test, *extra], version
 
 
+def new_versions(planned: ChangesResult) -> tuple[str, ...]:
+    """The models whose new version is compared with the one before (drift): bumped, given a new
+    version folder, or added (reported as having none before). Nothing on a first release."""
+    found = planned.found
+    if found.base is None:
+        return ()
+    return tuple(sorted({b.model for b in planned.bumps} | {name for name, change in found.models.items()
+                                                             if change.status == "added" or change.added_versions}))
+
+
 @dataclass(frozen=True)
 class ReleaseImage:
     """The built image and the decisions behind it."""

@@ -11,7 +11,9 @@ import pytest
 
 from triton_release import steps
 from triton_release.action.main import main as action_main
+from triton_release.cli.main import main as cli_main
 from triton_release.models.repository import Repository
+from triton_release.registry.records import read_record
 
 from support.models import (ACCUMULATOR_MODEL, PYTHON_MODEL, golden_case, python_model_files, sequence_case,
                             sequence_config, write_tree)
@@ -97,3 +99,46 @@ def test_both_versions_load_with_the_cpu_groups_and_the_environment_and_sequence
     assert drift["seq"].compared and drift["seq"].max_rel_diff == 0.0 and drift["seq"].outputs[0].cases == 1
     assert drift["seq"].skipped == ("seq/case step 2: expects an error",)
     assert "a new model" in drift["new"].note and not drift["new"].compared
+
+
+def test_a_staged_candidates_shard_measures_drift_and_max_drift_fails_its_record_and_the_promote(
+        git_repo, releaser, tmp_path, docker_client):
+    git_repo.write(python_model_files("a"))
+    git_repo.commit("a model")
+    releaser()  # 1.0.0: the version the candidate's new one is compared with
+    latest = releaser.registry.digest("latest")
+    model_py = git_repo.models / "a" / "1" / "model.py"
+    model_py.write_text(model_py.read_text().replace("(x + 1)", "((x + 1) * 1.01)"))
+    git_repo.write({"a/golden/basic.json": golden_case(out=SCALED)})
+    git_repo.commit("a: scaled by 1.01")
+
+    def run(*argv: str, code: int = 0) -> dict:
+        report = tmp_path / "fanout-report.json"
+        report.unlink(missing_ok=True)
+        exit_code = cli_main([*argv, "--report", str(report)])
+        found = json.loads(report.read_text())
+        assert exit_code == code, found.get("error")
+        return found
+
+    staged = run("stage", "--to", releaser.target, "--base-image", BASE_IMAGE)
+    candidate = staged["candidate"]
+    labels = releaser.registry.image_config(candidate.split("@", 1)[1])["config"]["Labels"]
+    assert json.loads(labels["triton-release.new-versions"]) == ["a"]
+    try:
+        tested = run("test", "--image", candidate, "--shard", "shard-1")  # no bound: reported, passed
+        [drift] = tested["steps"]["test"]["drift"]
+        assert (drift["model"], drift["from_version"], drift["to_version"]) == ("a", 1, 2)
+        assert 0.0099 < drift["max_rel_diff"] < 0.0101
+
+        refused = run("test", "--image", candidate, "--shard", "shard-1", "--max-drift", "0.001", code=1)
+        assert "drifted beyond max_drift 0.001" in refused["error"]["message"]
+        record = read_record(releaser.registry, candidate.split("@", 1)[1], "shard-1")
+        assert not record.passed and record.failed_cases == [] and "drifted beyond max_drift" in record.reason
+
+        promoted = run("promote", "--candidate", candidate, "--version", staged["version"], code=1)
+        assert "shard-1 failed: Model a drifted beyond max_drift 0.001" in promoted["error"]["message"]
+        assert "1.1.0" not in releaser.registry.tags() and releaser.registry.digest("latest") == latest
+    finally:
+        for image in docker_client.images.list(name=releaser.target):
+            docker_client.images.remove(image.id, force=True)
+

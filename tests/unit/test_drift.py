@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from google.protobuf import json_format, text_format
 
-from triton_release import release, steps
+from triton_release import steps
 from triton_release.action.inputs import ActionInputs
 from triton_release.action.outputs import summary
 from triton_release.cli.common import given_settings
@@ -190,8 +190,8 @@ def test_the_models_compared_in_a_release_are_those_with_a_new_version_never_on_
     models = {"bumped": change("modified"), "added_folder": change("modified", (3,)), "new": change("added", (1,)),
               "config_only": change("modified"), "gone": change("removed")}
     planned = NS(found=NS(base="abc", models=models), bumps=(NS(model="bumped"),))
-    assert release._new_versions(planned) == ("added_folder", "bumped", "new")
-    assert release._new_versions(NS(found=NS(base=None, models=models), bumps=())) == ()
+    assert steps.new_versions(planned) == ("added_folder", "bumped", "new")
+    assert steps.new_versions(NS(found=NS(base=None, models=models), bumps=())) == ()
 
 
 # -- the config that serves both versions ---------------------------------------------------------
@@ -305,3 +305,11 @@ def test_a_waves_models_are_reloaded_beside_their_previous_version_together_then
     assert by["c"].note == "version 1 did not load beside 2: out of memory"
     assert "a new model" in by["d"].note and "golden cases failed" in by["e"].note
     assert by["a"].note == "" and by["b"].note == ""
+
+
+def test_max_drift_for_a_plain_image_is_refused_before_a_server_starts(make_repo, monkeypatch, capsys):
+    from triton_release.cli.main import main
+
+    monkeypatch.chdir(make_repo(python_model_files("a")).parent)
+    assert main(["test", "--image", "local/anything:1", "--max-drift", "0.01"]) == 2
+    assert "only a staged candidate says which versions are new" in capsys.readouterr().err

@@ -121,7 +121,8 @@ def test_shard(inputs: ActionInputs, settings, env: Mapping[str, str], session: 
         model_repository=release.model_repository(settings, INPUT), repository=repository, digest=digest,
         shard=inputs.shard or None, models=tuple(m for m in inputs.models.split(",") if m),
         load_timeout=settings.load_timeout, memory=settings.server_memory, pids=settings.server_pids,
-        max_loaded=settings.max_loaded, gpus=settings.gpus, gpu_models=settings.gpu_models), session)
+        max_loaded=settings.max_loaded, gpus=settings.gpus, gpu_models=settings.gpu_models,
+        max_drift=settings.max_drift), session)
 
 
 def promote(inputs: ActionInputs, settings, env: Mapping[str, str], session: sessions.Session) -> None:

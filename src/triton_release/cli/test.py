@@ -1,7 +1,7 @@
 """`test`: serve an image, load the models, run their golden cases."""
 
 from triton_release import steps
-from triton_release.cli.common import Context, models_list, setting
+from triton_release.cli.common import SETTING_DEST, Context, models_list, setting
 from triton_release.errors import UsageError
 from triton_release.models.repository import Repository
 
@@ -18,6 +18,7 @@ def add_arguments(parser) -> None:
     setting(parser, "--max-loaded", "max_loaded", metavar="N")
     setting(parser, "--gpus", "gpus", metavar="all|N|IDS")
     setting(parser, "--gpu-models", "gpu_models", choices=("test", "require"))
+    setting(parser, "--max-drift", "max_drift", metavar="FRACTION")
     parser.add_argument("-k", dest="keyword", metavar="EXPR", help="only the golden cases matching this pytest -k expression")
     parser.add_argument("--junitxml", metavar="FILE", help="also write the golden results as JUnit XML")
 
@@ -31,6 +32,9 @@ def run(ctx: Context, session) -> None:
     if ctx.args.shard is not None:
         raise UsageError("--shard tests a staged candidate: give --image REPO@sha256:... (the stage's `candidate` "
                          "output).")
+    if getattr(ctx.args, SETTING_DEST + "max_drift", None) is not None:
+        raise UsageError("--max-drift bounds how far a new version drifts from its previous one, and only a staged "
+                         "candidate says which versions are new: give --image REPO@sha256:..., or use `release`.")
     repo = Repository.load(ctx.model_repository)
     names = models_list(ctx.args.models) or sorted(repo.models)
     session.step("test", ctx.console.golden_run, steps.test, repo, ctx.args.image, names, ctx.settings.load_timeout,
@@ -51,5 +55,6 @@ def serve_candidate(ctx: Context, session) -> None:
         model_repository=ctx.model_repository, repository=open_repository(where, ctx.env), digest=digest,
         shard=args.shard, models=tuple(models_list(args.models)), junitxml=args.junitxml, keyword=args.keyword,
         load_timeout=settings.load_timeout, memory=settings.server_memory, pids=settings.server_pids,
-        max_loaded=settings.max_loaded, gpus=settings.gpus, gpu_models=settings.gpu_models)
+        max_loaded=settings.max_loaded, gpus=settings.gpus, gpu_models=settings.gpu_models,
+        max_drift=settings.max_drift)
     run_candidate_test(request, session)

@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING
 from triton_release import steps
 from triton_release.cache import exclusive
 from triton_release.errors import Refused, UsageError
-from triton_release.models.shards import CHANGED_LABEL, SHARDS_LABEL, changed_label, check_shard_name, shards_label
+from triton_release.models.shards import (CHANGED_LABEL, NEW_VERSIONS_LABEL, SHARDS_LABEL, changed_label,
+                                          check_shard_name, shards_label)
 from triton_release.history import releases
 from triton_release.history.bump import checkout_at
 from triton_release.session import Session
@@ -79,7 +80,8 @@ def _stage(request: StageRequest, session: Session) -> None:
         to_test, version = steps.with_environment_changes(planned, prepared, planned.plan.version)
         plan = session.step("shards", console.shards_planned, steps.plan_shards, shipped.root, to_test,
                             request.shards, request.max_models)
-        labels = {SHARDS_LABEL: shards_label(list(plan.shards)), CHANGED_LABEL: changed_label(to_test)}
+        labels = {SHARDS_LABEL: shards_label(list(plan.shards)), CHANGED_LABEL: changed_label(to_test),
+                  NEW_VERSIONS_LABEL: changed_label(steps.new_versions(planned))}
         built = session.step("build", console.built, steps.build, shipped.root, request.base_image,
                              f"{repository}:{steps.CANDIDATE_TAG}", python=request.python, stub_mode=request.stub,
                              revision=planned.found.head, source=request.source, version=version or "",
@@ -105,6 +107,7 @@ class CandidateTestRequest:
     max_loaded: int = 50
     gpus: str | None = None
     gpu_models: str = "test"
+    max_drift: float | None = None     # refuse (the shard's record failed) a new version this far from its previous
 
 
 def run_candidate_test(request: CandidateTestRequest, session: Session) -> None:
@@ -125,15 +128,19 @@ def run_candidate_test(request: CandidateTestRequest, session: Session) -> None:
             from triton_release.models.repository import Repository
             names = sorted(Repository.load(root).models)
         junit = request.junitxml or str(Path(scratch) / "junit.xml")
+        drift = tuple(n for n in names if n in pulled.candidate.new_versions) if pulled.candidate else ()
         try:
             run = session.step("test", console.golden_run, steps.test, root, pulled.ref, names,
                                request.load_timeout, junitxml=junit, keyword=request.keyword,
                                shown_as=request.model_repository, memory=request.memory, pids=request.pids,
-                               max_loaded=request.max_loaded, gpus=request.gpus, gpu_models=request.gpu_models)
+                               max_loaded=request.max_loaded, gpus=request.gpus, gpu_models=request.gpu_models,
+                               drift=drift, max_drift=request.max_drift)
         except Refused as exc:  # a verdict: the shard failed, and its record says so
             if request.shard is not None:
-                record = GoldenRecord(request.digest, request.shard, tuple(names), False,
-                                      _cases(exc.result), pulled.revision)
+                cases = _cases(exc.result)
+                reason = "" if any(not c["passed"] for c in cases) else _first_sentence(str(exc))
+                record = GoldenRecord(request.digest, request.shard, tuple(names), False, cases, pulled.revision,
+                                      reason)
                 try:
                     session.step("golden-record", console.golden_recorded, steps.write_golden_record,
                                  request.repository, record, _read(junit))
@@ -164,6 +171,11 @@ def _golden_cases_of(model_repository: Path, revision: str, scratch: Path, sessi
 def _cases(run) -> tuple[dict, ...]:
     cases = getattr(run, "cases", None) or ()
     return tuple({"case": c.case, "passed": c.passed} for c in cases)
+
+
+def _first_sentence(text: str, limit: int = 300) -> str:
+    first = " ".join(text.split()).split(". ", 1)[0]
+    return first if len(first) <= limit else first[:limit - 3] + "..."
 
 
 def _read(path: str) -> bytes | None:

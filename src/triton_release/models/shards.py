@@ -34,6 +34,7 @@ from triton_release.models.repository import Repository
 
 SHARDS_LABEL = "triton-release.shards"    # the shard plan, JSON: [{"name": "shard-1", "models": [...]}, ...]
 CHANGED_LABEL = "triton-release.changed"  # the models the shards' records must cover, JSON list
+NEW_VERSIONS_LABEL = "triton-release.new-versions"  # the models given a new version: drift, JSON list
 CANDIDATE_PREFIX = "candidate-"
 DEFAULT_MODELS_PER_SHARD = 25  # without --shards or --max-models-per-shard: one shard per 25 models ...
 DEFAULT_MAX_SHARDS = 8         # ... and at most this many
@@ -178,6 +179,16 @@ def shards_from_label(text: str | None) -> list[Shard]:
 
 def changed_label(names: Iterable[str]) -> str:
     return json.dumps(sorted(set(names)), separators=(",", ":"))
+
+
+def new_versions_from_label(text: str | None) -> list[str]:
+    """The models with a new version (compared with their previous one: drift); none when the
+    candidate has no such label (staged by an earlier triton-release) or it is not a list."""
+    try:
+        data = json.loads(text or "[]")
+    except ValueError:
+        return []
+    return [m for m in data if isinstance(m, str)] if isinstance(data, list) else []
 
 
 def changed_from_label(text: str | None) -> list[str]:

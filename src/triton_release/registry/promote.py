@@ -22,7 +22,8 @@ import re
 from dataclasses import dataclass, field
 
 from triton_release.errors import InfrastructureError, Refused, UsageError
-from triton_release.models.shards import (CHANGED_LABEL, SHARDS_LABEL, Shard, changed_from_label, is_candidate_tag,
+from triton_release.models.shards import (CHANGED_LABEL, NEW_VERSIONS_LABEL, SHARDS_LABEL, Shard, changed_from_label,
+                                          is_candidate_tag, new_versions_from_label,
                                           shards_from_label)
 from triton_release.history.releases import BASE_LABEL, REVISION_LABEL, is_release_tag, parse_version, versions_in
 from triton_release.registry.client import Manifest, RegistryRepository
@@ -57,6 +58,7 @@ class Candidate:
     shards: tuple[Shard, ...]
     changed: tuple[str, ...]     # the models the shards' records must cover
     manifest: Manifest | None = field(default=None, repr=False, compare=False)
+    new_versions: tuple[str, ...] = ()  # the models given a new version: their drift is measured
 
     @property
     def ref(self) -> str:
@@ -70,7 +72,7 @@ class Candidate:
         changed = changed_from_label(labels.get(CHANGED_LABEL))
         return cls(repository, digest, labels.get(VERSION_LABEL, ""), labels.get(REVISION_LABEL, ""),
                    labels.get(BASE_LABEL, ""), labels.get(CREATED_LABEL, "") or created, tuple(shards),
-                   tuple(changed), manifest)
+                   tuple(changed), manifest, tuple(new_versions_from_label(labels.get(NEW_VERSIONS_LABEL))))
 
 
 def read_candidate(registry: RegistryRepository, digest: str) -> Candidate:
@@ -135,6 +137,7 @@ def problems(candidate: Candidate, records: dict[str, GoldenRecord | None], vers
         elif not record.passed:
             failed = record.failed_cases
             found.append(f"{shard.name} failed: {', '.join(failed)}" if failed else
+                         f"{shard.name} failed: {record.reason}" if record.reason else
                          f"{shard.name} failed before any case failed (a model did not load, or the test stopped)")
         else:
             covered.update(record.models)

@@ -35,6 +35,7 @@ class GoldenRecord:
     passed: bool
     cases: tuple[dict, ...]   # {"case": "a/basic", "passed": true}
     revision: str             # the commit
+    reason: str = ""          # why a shard whose cases all passed failed (a drift beyond max-drift)
 
     @property
     def failed_cases(self) -> list[str]:
@@ -42,7 +43,8 @@ class GoldenRecord:
 
     def to_json(self) -> dict:
         return {"candidate": self.candidate, "shard": self.shard, "models": list(self.models),
-                "passed": self.passed, "cases": [dict(case) for case in self.cases], "revision": self.revision}
+                "passed": self.passed, "cases": [dict(case) for case in self.cases], "revision": self.revision,
+                **({"reason": self.reason} if self.reason else {})}
 
     @classmethod
     def from_json(cls, data: object) -> "GoldenRecord":
@@ -59,7 +61,7 @@ class GoldenRecord:
                    for c in data["cases"]):
             raise ValueError("'cases' is not a list of {case, passed}")
         return cls(data["candidate"], data["shard"], tuple(data["models"]), data["passed"],
-                   tuple(dict(c) for c in data["cases"]), data["revision"])
+                   tuple(dict(c) for c in data["cases"]), data["revision"], str(data.get("reason") or ""))
 
 
 def record_tag(candidate: str, shard: str) -> str:
