@@ -312,7 +312,7 @@ class Console:
             record = records.get(shard.name)
             state = ("no record" if record is None else "record of another candidate"
                      if record.candidate != result.candidate.digest else "passed" if record.passed else
-                     f"FAILED ({', '.join(record.failed_cases) or 'before any case'})")
+                     f"FAILED ({', '.join(record.failed_cases) or record.reason or 'before any case'})")
             self.line(f"{shard.name}: {state} ({', '.join(shard.models)})")
         if result.ok:
             self.line(f"{result.candidate.ref}: every shard passed, covering the changed models "

@@ -138,7 +138,6 @@ def test_a_staged_candidates_shard_measures_drift_and_max_drift_fails_its_record
         promoted = run("promote", "--candidate", candidate, "--version", staged["version"], code=1)
         assert "shard-1 failed: Model a drifted beyond max_drift 0.001" in promoted["error"]["message"]
         assert "1.1.0" not in releaser.registry.tags() and releaser.registry.digest("latest") == latest
-    finally:
-        for image in docker_client.images.list(name=releaser.target):
-            docker_client.images.remove(image.id, force=True)
+    finally:  # the candidate as pulled by digest; the releaser removes its local tag
+        docker_client.images.remove(candidate, force=True)
 
