@@ -281,6 +281,9 @@ class Reloading:
     def model_ready(self, name, version):
         return False
 
+    def check_running(self, during):
+        self.checked = during
+
     def load_config(self, name, config, versions):
         raise AssertionError("models are reloaded together, through load_configs")
 
@@ -305,6 +308,7 @@ def test_a_waves_models_are_reloaded_beside_their_previous_version_together_then
     assert by["c"].note == "version 1 did not load beside 2: out of memory"
     assert "a new model" in by["d"].note and "golden cases failed" in by["e"].note
     assert by["a"].note == "" and by["b"].note == ""
+    assert "drift" in server.checked  # a reload failed: the server must still be running
 
 
 def test_max_drift_for_a_plain_image_is_refused_before_a_server_starts(make_repo, monkeypatch, capsys):

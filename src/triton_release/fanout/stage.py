@@ -128,7 +128,12 @@ def run_candidate_test(request: CandidateTestRequest, session: Session) -> None:
             from triton_release.models.repository import Repository
             names = sorted(Repository.load(root).models)
         junit = request.junitxml or str(Path(scratch) / "junit.xml")
-        drift = tuple(n for n in names if n in pulled.candidate.new_versions) if pulled.candidate else ()
+        labelled = pulled.candidate.new_versions if pulled.candidate is not None else None
+        drift = tuple(n for n in names if n in labelled) if labelled is not None else ()
+        if labelled is None and request.max_drift is not None:
+            console.warning(f"{pulled.ref} does not say which of its models have a new version (it was staged "
+                            "by an earlier triton-release): no drift is measured and max-drift bounds nothing. "
+                            "Stage the commit again to measure it.")
         try:
             run = session.step("test", console.golden_run, steps.test, root, pulled.ref, names,
                                request.load_timeout, junitxml=junit, keyword=request.keyword,

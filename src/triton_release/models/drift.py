@@ -56,6 +56,7 @@ class Server(Protocol):
     overrides: dict[str, str]
 
     def model_ready(self, name: str, version: int | None) -> bool: ...
+    def check_running(self, during: str) -> None: ...
     def load_config(self, name: str, config: str, versions: list[int]) -> str: ...
     def load_configs(self, loads: dict[str, tuple[str, list[int]]]) -> dict[str, str]: ...
 
@@ -322,10 +323,12 @@ class DriftMeter:
                 versions = [self.previous[name], self.versions[name]]
                 loads[name] = (drift_config(self.repo[name].config, versions, self.environments.get(name),
                                             on_cpu=name in self.server.overrides), versions)
-        for name, why in self.server.load_configs(loads).items():
-            if why:
-                notes[name] = self._note(name, f"version {self.previous[name]} did not load beside "
-                                               f"{self.versions[name]}: {why}")
+        failures = {name: why for name, why in self.server.load_configs(loads).items() if why}
+        if failures:  # a server that died while reloading (out of memory) is a failure, not notes
+            self.server.check_running("while loading models' previous versions to measure their drift")
+        for name, why in failures.items():
+            notes[name] = self._note(name, f"version {self.previous[name]} did not load beside "
+                                           f"{self.versions[name]}: {why}")
         self.results.extend(notes.get(name) or self._compare(name) for name in names)
 
     def _note(self, name: str, why: str) -> ModelDrift:

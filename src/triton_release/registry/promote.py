@@ -58,7 +58,7 @@ class Candidate:
     shards: tuple[Shard, ...]
     changed: tuple[str, ...]     # the models the shards' records must cover
     manifest: Manifest | None = field(default=None, repr=False, compare=False)
-    new_versions: tuple[str, ...] = ()  # the models given a new version: their drift is measured
+    new_versions: tuple[str, ...] | None = None  # the models given a new version (drift); None: not labelled
 
     @property
     def ref(self) -> str:
@@ -72,7 +72,11 @@ class Candidate:
         changed = changed_from_label(labels.get(CHANGED_LABEL))
         return cls(repository, digest, labels.get(VERSION_LABEL, ""), labels.get(REVISION_LABEL, ""),
                    labels.get(BASE_LABEL, ""), labels.get(CREATED_LABEL, "") or created, tuple(shards),
-                   tuple(changed), manifest, tuple(new_versions_from_label(labels.get(NEW_VERSIONS_LABEL))))
+                   tuple(changed), manifest, _tuple_or_none(new_versions_from_label(labels.get(NEW_VERSIONS_LABEL))))
+
+
+def _tuple_or_none(names: list[str] | None) -> tuple[str, ...] | None:
+    return tuple(names) if names is not None else None
 
 
 def read_candidate(registry: RegistryRepository, digest: str) -> Candidate:

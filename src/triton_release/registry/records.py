@@ -35,7 +35,7 @@ class GoldenRecord:
     passed: bool
     cases: tuple[dict, ...]   # {"case": "a/basic", "passed": true}
     revision: str             # the commit
-    reason: str = ""          # why a shard whose cases all passed failed (a drift beyond max-drift)
+    reason: str = ""          # why a shard failed when no case did (a drift beyond max-drift, a load)
 
     @property
     def failed_cases(self) -> list[str]:
