@@ -422,9 +422,9 @@ def _check_drift(run: "GoldenRun", bound: float) -> None:
     raise Refused(f"""
         Model {first.model}{others} drifted beyond max_drift {bound:g}: version {first.version} answers
         its golden inputs up to {show_fraction(first.max_rel_diff)} apart from version
-        {first.previous}{where}. Nothing is pushed. If the change is intended, release it without
-        --max-drift (the max_drift setting, the action's input max-drift) or with a larger bound;
-        else fix the model.""", result=run)
+        {first.previous}{where}. Nothing is released. If the change is intended, release it
+        without --max-drift (the max_drift setting, the action's input max-drift) or with a larger
+        bound; else fix the model.""", result=run)
 
 
 @dataclass(frozen=True)

@@ -172,7 +172,7 @@ def test_the_test_step_refuses_a_drift_above_max_drift_after_the_golden_cases_pa
         steps._check_drift(run, 0.001)
     message = refused.value.message
     assert "Model a drifted beyond max_drift 0.001: version 2 answers its golden inputs up to 1.00% apart from " \
-           "version 1 (output OUTPUT0: a/basic [0, " in message and "Nothing is pushed" in message
+           "version 1 (output OUTPUT0: a/basic [0, " in message and "Nothing is released" in message
     assert refused.value.result is run and run.to_json()["drift"][0]["model"] == "a"
 
 
