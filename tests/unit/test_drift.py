@@ -284,9 +284,6 @@ class Reloading:
     def check_running(self, during):
         self.checked = during
 
-    def load_config(self, name, config, versions):
-        raise AssertionError("models are reloaded together, through load_configs")
-
     def load_configs(self, loads):
         self.asked.append({name: versions for name, (_, versions) in loads.items()})
         return {name: self.refuse.get(name, "") for name in loads}

@@ -74,7 +74,7 @@ class _AsBlob:
     the expected id's length)."""
 
     def __init__(self, handle, size: int, expected: str) -> None:
-        self.handle, self.expected = handle, expected
+        self.handle = handle
         self.hash = hashlib.new("sha1" if len(expected) == 40 else "sha256", b"blob %d\0" % size)
 
     def read(self, n: int = -1) -> bytes:
@@ -329,8 +329,9 @@ class LayerTars:
         them into tars again)."""
         if self.known is None:
             return None
-        prints = [item.fingerprint or (f"content-sha256:{found}" if (found := entries_fingerprint(item.entries, self.blob_ids))
-                                       else "") for item in planned.items]
+        prints = [item.fingerprint or (f"content-sha256:{found}"
+                                       if (found := entries_fingerprint(item.entries, self.blob_ids)) else "")
+                  for item in planned.items]
         if not all(prints):
             return None
         text = "\n".join([LAYER_FORMAT, planned.name, *(f"{i.key}={p}" for i, p in zip(planned.items, prints))])

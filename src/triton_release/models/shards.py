@@ -181,14 +181,14 @@ def changed_label(names: Iterable[str]) -> str:
     return json.dumps(sorted(set(names)), separators=(",", ":"))
 
 
-def new_versions_from_label(text: str | None) -> list[str] | None:
+def new_versions_from_label(text: str | None) -> tuple[str, ...] | None:
     """The models with a new version (compared with their previous one: drift); None when the
     candidate has no such label (staged by an earlier triton-release) or it is not a list."""
     try:
         data = json.loads(text) if text is not None else None
     except ValueError:
         return None
-    return [m for m in data if isinstance(m, str)] if isinstance(data, list) else None
+    return tuple(m for m in data if isinstance(m, str)) if isinstance(data, list) else None
 
 
 def changed_from_label(text: str | None) -> list[str]:

@@ -279,6 +279,7 @@ def verdicts() -> Memo:
         _VERDICTS = Memo("model-verdict", _rules_version())
     return _VERDICTS
 
+
 Found = tuple[str | None, Problem]  # a problem, with the model whose absence makes it one (None: it stands alone)
 
 

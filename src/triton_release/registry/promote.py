@@ -72,11 +72,7 @@ class Candidate:
         changed = changed_from_label(labels.get(CHANGED_LABEL))
         return cls(repository, digest, labels.get(VERSION_LABEL, ""), labels.get(REVISION_LABEL, ""),
                    labels.get(BASE_LABEL, ""), labels.get(CREATED_LABEL, "") or created, tuple(shards),
-                   tuple(changed), manifest, _tuple_or_none(new_versions_from_label(labels.get(NEW_VERSIONS_LABEL))))
-
-
-def _tuple_or_none(names: list[str] | None) -> tuple[str, ...] | None:
-    return tuple(names) if names is not None else None
+                   tuple(changed), manifest, new_versions_from_label(labels.get(NEW_VERSIONS_LABEL)))
 
 
 def read_candidate(registry: RegistryRepository, digest: str) -> Candidate:
