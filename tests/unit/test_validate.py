@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from support.models import PYTHON_MODEL, golden_case, python_config, python_model_files
+from support.models import (PYTHON_MODEL, auto_complete_files, golden_case, python_config,
+                            python_model_files)
 from triton_release.cli.main import main
 from triton_release.models.validate import validate
 
@@ -126,7 +127,7 @@ def test_default_model_filename_is_respected(make_repo):
 
 
 def test_python_model_without_config_is_accepted(make_repo):
-    root = make_repo({"auto/1/model.py": PYTHON_MODEL, "auto/golden/basic.json": golden_case()})
+    root = make_repo(auto_complete_files("auto"))
     assert validate(root).ok
 
 

@@ -4,6 +4,7 @@ Triton's own schema (tritonclient's model_config_pb2)."""
 from __future__ import annotations
 
 import base64
+import difflib
 import hashlib
 import os
 import re
@@ -243,6 +244,11 @@ class Model:
         return self.config is None or self.config.backend == "python"
 
     @property
+    def auto_complete(self) -> bool:
+        """No config.pbtxt at all (not one that fails to parse): the model must complete its own."""
+        return self.config is None and not os.path.lexists(self.config_path)
+
+    @property
     def decoupled(self) -> bool:
         return self.config is not None and self.config.model_transaction_policy.decoupled
 
@@ -287,7 +293,39 @@ def parse_config(path: Path, text: str) -> tuple[model_config_pb2.ModelConfig | 
         match = re.match(r"^\d+:\d+ : (?:'.*?': )?(.*)$", message, re.S)
         if match:
             message = match.group(1)
-        return None, [Problem(path, f"{message} (Triton's model config schema)", line, col)]
+        hint = _enum_hint(message)
+        message = message.rstrip(".") if hint else message
+        return None, [Problem(path, f"{message}{hint} (Triton's model config schema)", line, col)]
+
+
+# common spellings of Triton's data types, by the name without TYPE_ (KServe's and numpy's among them)
+DATA_TYPE_SPELLINGS = {"FLOAT": "FP32", "FLOAT32": "FP32", "F32": "FP32", "SINGLE": "FP32",
+                       "FLOAT16": "FP16", "HALF": "FP16", "F16": "FP16", "FLOAT64": "FP64", "DOUBLE": "FP64",
+                       "F64": "FP64", "BFLOAT16": "BF16", "BFLOAT": "BF16", "INT": "INT32", "LONG": "INT64",
+                       "UINT": "UINT32", "BYTE": "UINT8", "CHAR": "INT8", "SHORT": "INT16", "BOOLEAN": "BOOL",
+                       "STRING": "STRING", "STR": "STRING", "BYTES": "STRING", "TEXT": "STRING", "OBJECT": "STRING"}
+_UNKNOWN_ENUM = re.compile(r'^Enum type "([\w.]+)" has no value named ("?)([^".\s]+)')
+
+
+def _enum_hint(message: str) -> str:
+    """'; did you mean TYPE_FP32?' for an unknown enum value in a parse error, or ''."""
+    match = _UNKNOWN_ENUM.match(message)
+    if match is None:
+        return ""
+    try:
+        enum = model_config_pb2.DESCRIPTOR.pool.FindEnumTypeByName(match.group(1))
+    except KeyError:
+        return ""
+    names = [name for name in enum.values_by_name if not name.endswith("_INVALID")]
+    given = match.group(3).upper()
+    if match.group(1) == "inference.DataType":
+        bare = given.removeprefix("TYPE_").removeprefix("TYPE")
+        spelled = "TYPE_" + DATA_TYPE_SPELLINGS.get(bare, bare)
+        given = spelled if spelled in names else given
+    if given in names:
+        return f"; write it without quotes: {given}" if match.group(2) else f"; did you mean {given}?"
+    close = difflib.get_close_matches(given, names, n=1, cutoff=0.6)
+    return f"; did you mean {close[0]}?" if close else f"; the values are {', '.join(names)}"
 
 
 def load_model(path: Path, root: Path | None = None) -> Model:

@@ -6,6 +6,7 @@ reported, not just the first.
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import os
 import re
@@ -96,7 +97,11 @@ def check_versions(model: Model, repo: Repository) -> Iterator[Problem]:
     for child in sorted(model.path.iterdir()):
         if child.is_file() and LOOKS_LIKE_VERSION.match(child.name):
             yield Problem(child, f"{child.name!r} is a file where a version folder is expected")
-    if not model.versions:
+    if not model.versions and model.is_ensemble:
+        yield Problem(model.path, "no version folder: Triton needs one even for an ensemble (an empty 1/), and git "
+                      "keeps no empty folders, so a checkout lacks it; add an empty file "
+                      f"{display_path(model.path / '1' / '.gitkeep')} and commit it")
+    elif not model.versions:
         yield Problem(model.path, "no version folder: put the model's files in "
                       f"{display_path(model.path / '1')}/")
     for version in model.versions:
@@ -112,10 +117,12 @@ def check_python_files(model: Model, repo: Repository) -> Iterator[Problem]:
     for version in model.versions:
         folder = model.path / str(version)
         if any(folder.iterdir()) and not (folder / filename).is_file():
-            what = "a python model" if model.config else "a model without config.pbtxt (auto-complete)"
+            what = "a model without config.pbtxt (auto-complete)" if model.auto_complete else "a python model"
             yield Problem(folder, f"no {filename}: {what} needs {display_path(folder / filename)}")
         elif (folder / filename).is_file():
             yield from _syntax(folder / filename)
+    if model.auto_complete and model.newest_version is not None:
+        yield from _auto_complete(model, model.path / str(model.newest_version) / filename)
 
 
 def _syntax(path: Path) -> Iterator[Problem]:
@@ -129,6 +136,52 @@ def _syntax(path: Path) -> Iterator[Problem]:
         yield Problem(path, f"not a Python source file ({exc})")
 
 
+def _auto_complete(model: Model, path: Path) -> Iterator[Problem]:
+    """Without config.pbtxt, tritonserver takes the whole config from TritonPythonModel's
+    auto_complete_config; a model.py lacking it does not load. Read as a syntax tree, never run.
+    A TritonPythonModel that is imported or has a base class may get it from elsewhere: not flagged."""
+    try:
+        tree = ast.parse(path.read_bytes())
+    except (OSError, SyntaxError, ValueError):
+        return  # unreadable or not Python: _syntax says so
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.Name):
+            names.add(node.id)
+        elif isinstance(node, ast.Attribute):
+            names.add(node.attr)
+        elif isinstance(node, ast.alias):
+            names.add(node.asname or node.name)
+    model_class = next((node for node in tree.body if isinstance(node, ast.ClassDef)
+                        and node.name == "TritonPythonModel"), None)
+    inherits = model_class is not None and any(not (isinstance(b, ast.Name) and b.id == "object")
+                                               for b in model_class.bases)
+    imported = model_class is None and "TritonPythonModel" in names
+    if "auto_complete_config" in names or inherits or imported:
+        return
+    yield Problem(path, f"{model.name} has no config.pbtxt and {path.name} defines no auto_complete_config: "
+                  "tritonserver cannot load the model without one of them. Add "
+                  f"{display_path(model.config_path)}, or define auto_complete_config(auto_complete_model_config) "
+                  "as a @staticmethod of TritonPythonModel", model_class.lineno if model_class else None)
+
+
+def _unknown_sources(model: Model, step, produced: set[str]) -> Iterator[Problem]:
+    """input_map values naming a tensor that is neither an ensemble input nor any step's output."""
+    inputs = set(model.tensors("input"))
+    for key, tensor in step.input_map.items():
+        if tensor in inputs or tensor in produced:
+            continue
+        found = re.search(rf'value\s*:\s*"{re.escape(tensor)}"', model.config_text)
+        line = model.config_text.count("\n", 0, found.start()) + 1 if found else line_of(
+            model.config_text, f'"{step.model_name}"')
+        yield Problem(model.config_path, f"step {step.model_name!r} maps its input {key!r} from tensor {tensor!r}, "
+                      "which is neither an ensemble input nor produced by any step's output_map (ensemble inputs: "
+                      f"{', '.join(sorted(inputs)) or 'none'}; step outputs: {', '.join(sorted(produced)) or 'none'}): "
+                      "fix the name, or add a step whose output_map produces it", line)
+
+
 def check_ensemble(model: Model, repo: Repository) -> Iterator[Problem]:
     if not model.is_ensemble:
         return
@@ -136,15 +189,15 @@ def check_ensemble(model: Model, repo: Repository) -> Iterator[Problem]:
     steps = model.config.ensemble_scheduling.step
     if not steps:
         yield Problem(model.config_path, "an ensemble needs ensemble_scheduling with at least one step")
-    produced = set()
+    produced = {tensor for step in steps for tensor in step.output_map.values()}
     for step in steps:
         line = line_of(text, f'"{step.model_name}"')
+        yield from _unknown_sources(model, step, produced)
         if step.model_name not in repo:
             yield Problem(model.config_path, f"step model {step.model_name!r} is not in the model repository "
                           f"(models: {', '.join(sorted(repo.models))})", line)
             continue
         target = repo[step.model_name]
-        produced.update(step.output_map.values())
         if target.config is None:
             continue
         for kind, mapping in (("input", step.input_map), ("output", step.output_map)):
@@ -171,8 +224,15 @@ def check_links(model: Model, repo: Repository) -> Iterator[Problem]:
 
 
 def check_requirements(model: Model, repo: Repository, options: str = "refuse") -> Iterator[Problem]:
-    """requirements.txt holds requirements only: pip options, paths and URLs only when allowed."""
+    """requirements.txt holds requirements only: pip options, paths and URLs only when allowed. One in
+    a version folder is read by nothing: only <model>/requirements.txt is installed."""
     path = model.path / REQUIREMENTS_FILE
+    for version in model.versions:
+        ignored = model.path / str(version) / REQUIREMENTS_FILE
+        if ignored.is_file():
+            fix = f"merge its lines into {display_path(path)}" if path.is_file() else f"move it to {display_path(path)}"
+            yield Problem(ignored, f"a requirements.txt inside version folder {version} is ignored: the release "
+                          f"installs a model's requirements from {model.name}/{REQUIREMENTS_FILE} only; {fix}")
     if path.is_file():
         yield from read_requirements(path, options)[1]
         config = model.config
