@@ -186,6 +186,11 @@ class Console:
         for bump in result.bumps:
             self.line(f"{result.prefix}/{bump.model}/{bump.to_version}: new version folder with the head contents; "
                       f"version {bump.from_version} restored to its released contents")
+        for item in result.carried:
+            where = f"{result.prefix}/{item.model}/{item.version}"
+            self.line(f"{where}: carried from {item.release}, which shipped it "
+                      + ("with other contents than the checkout holds (its bump was never committed)" if item.at_head
+                         else "and the checkout lacks it (its bump was never committed)"))
         if not result.bumps:
             self.line("no version folder to bump")
 

@@ -123,7 +123,7 @@ def _release(request: ReleaseRequest, session: Session) -> None:
     bumped = pushing = False
     try:
         bump = session.step("bump", console.bumped, steps.bump, root, planned)
-        bumped = bool(planned.bumps)
+        bumped = bool(planned.writes)
         git = Git(Git(root).toplevel())
         with tempfile.TemporaryDirectory(prefix="triton-release-") as scratch:
             shipped = session.step("export", console.exported, steps.export, root, planned, Path(scratch),
@@ -140,7 +140,8 @@ def _release(request: ReleaseRequest, session: Session) -> None:
                                  revision=planned.found.head, source=request.source, version=version or "",
                                  bumped_from=planned.found.base, channel=request.channel,
                                  requirements_options=request.requirements_options, prepared=prepared,
-                                 max_layers=request.max_layers, blob_ids=shipped.blob_ids)
+                                 max_layers=request.max_layers, blob_ids=shipped.blob_ids,
+                                 extra_labels=planned.record_label())
             image = built.image_id
             if to_test:  # a change that only removes models has nothing to test
                 run = session.step("test", console.golden_run, steps.test, exported, built.image_id, to_test,

@@ -20,10 +20,10 @@ from typing import TYPE_CHECKING, Mapping
 from triton_release.cache import write_atomic
 from triton_release.errors import InfrastructureError, Refused, UsageError, no_space
 from triton_release.history import releases
-from triton_release.history.bump import (FolderBump, apply_bumps, check_working_tree, checkout_at, extract_tree,
+from triton_release.history.bump import (Carried, FolderBump, Written, apply_bumps, check_working_tree, checkout_at, extract_tree,
                                          fill_lfs_pointers, holds_bump, plan_bumps, undo_bumps)
 from triton_release.history.changes import ChangeSet, Changes
-from triton_release.history import worktree
+from triton_release.history import record as released_record, worktree
 from triton_release.history.git import Git
 from triton_release.models.repository import Repository
 from triton_release.models.validate import ValidationResult, validate as validate_repository
@@ -72,15 +72,26 @@ class ChangesResult:
     kind: releases.ReleaseKind
     base_from: str
     plan: VersionPlan | None = None  # release only: the version the change makes
+    carried: tuple[Carried, ...] = ()  # released versions written from the registry's record
+    # release only: model -> version -> git tree of the image it builds (history/record.py)
+    record: Mapping[str, Mapping[int, str]] = field(default_factory=dict, repr=False)
 
     @property
     def to_test(self) -> list[str]:
         return self.found.to_test
 
+    @property
+    def writes(self) -> list[Written]:
+        """Every version folder the bump writes: the new versions, and the carried ones."""
+        return [*self.bumps, *self.carried]
+
+    def record_label(self) -> dict[str, str]:
+        return {released_record.LABEL: released_record.label(dict(self.record))} if self.record else {}
+
     def to_json(self) -> dict:
         data = {"base": self.found.base, "base_from": self.base_from, "head": self.found.head,
                 "changes": self.found.to_json(), "bumps": [b.to_json() for b in self.bumps],
-                "release": self.kind.to_json()}
+                "release": self.kind.to_json(), "carried": [c.to_json() for c in self.carried]}
         if self.plan is not None:
             data.update({"previous_version": self.plan.previous, "previous_from": self.plan.previous_from,
                          "version": self.plan.version})
@@ -104,14 +115,23 @@ def changes(root: Path, base: str | None, head: str = "HEAD", *, registry: "Regi
     elif base is None:
         base_from = "no --base: a first release of every model"
     found = Changes(root).between(base, head)
-    bumps = plan_bumps(found)
+    if not plan:
+        bumps = plan_bumps(found)
+        return ChangesResult(found, tuple(bumps), releases.release_kind(found, {b.model for b in bumps}), base_from)
+    previous, source = releases.previous_release(registry.tags() if registry is not None else [], git)
+    labels = (registry.image_config(str(previous)).get("config", {}).get("Labels") or {}) \
+        if registry is not None and source == "registry" else {}
+    shipped = released_record.parse(labels.get(released_record.LABEL))
+    bumps, carried = plan_bumps(found, edits=shipped is None), ()
+    head_record = released_record.trees_at(git, found.head, found.prefix)
+    if shipped is not None:
+        reconciled = released_record.reconcile(git, found, bumps, shipped, f"{registry}:{previous}", head_record)
+        found, bumps, carried = reconciled.changes, list(reconciled.bumps), reconciled.carried
+    record = released_record.shipped(git, found, head_record, [*bumps, *carried])
     kind = releases.release_kind(found, {b.model for b in bumps})
-    version_plan = None
-    if plan:
-        previous, source = releases.previous_release(registry.tags() if registry is not None else [], git)
-        version = releases.next_version(previous, kind.kind)
-        version_plan = VersionPlan(str(previous) if previous else None, source, str(version) if version else None)
-    return ChangesResult(found, tuple(bumps), kind, base_from, version_plan)
+    version = releases.next_version(previous, kind.kind)
+    version_plan = VersionPlan(str(previous) if previous else None, source, str(version) if version else None)
+    return ChangesResult(found, tuple(bumps), kind, base_from, version_plan, tuple(carried), record)
 
 
 @dataclass(frozen=True)
@@ -119,22 +139,29 @@ class BumpResult:
     prefix: str
     bumps: tuple[FolderBump, ...]
     undone: bool = False
+    carried: tuple[Carried, ...] = ()
 
     def to_json(self) -> dict:
-        return {"bumps": [b.to_json() for b in self.bumps], "undone": self.undone}
+        return {"bumps": [b.to_json() for b in self.bumps], "carried": [c.to_json() for c in self.carried],
+                "undone": self.undone}
+
+    @property
+    def folders(self) -> list[str]:
+        """Every version folder the bump wrote, as git names them."""
+        return [f"{self.prefix}/{b.model}/{v}" for b in (*self.bumps, *self.carried) for v in b.folders()]
 
 
 def bump(root: Path, planned: ChangesResult) -> BumpResult:
     """The next version folders in the working tree; refused before touching anything when the
     working tree holds anything but the commit there."""
-    check_working_tree(planned.found, list(planned.bumps), root)
-    apply_bumps(planned.found, list(planned.bumps), root)
-    return BumpResult(planned.found.prefix, planned.bumps)
+    check_working_tree(planned.found, planned.writes, root)
+    apply_bumps(planned.found, planned.writes, root)
+    return BumpResult(planned.found.prefix, planned.bumps, carried=planned.carried)
 
 
 def undo_bump(root: Path, planned: ChangesResult) -> BumpResult:
-    undo_bumps(planned.found, list(planned.bumps), root)
-    return BumpResult(planned.found.prefix, planned.bumps, undone=True)
+    undo_bumps(planned.found, planned.writes, root)
+    return BumpResult(planned.found.prefix, planned.bumps, undone=True, carried=planned.carried)
 
 
 @dataclass(frozen=True)
@@ -161,21 +188,21 @@ def export(root: Path, planned: ChangesResult, dest: Path, *, bumped: bool = Fal
     git = Git(Git(root).toplevel())
     found = planned.found
     why = "the version folders are bumped in the copy only"
-    if bumped or not planned.bumps:
-        why, blob_ids = worktree.in_place(git, found, list(planned.bumps), Path(root))
+    if bumped or not planned.writes:
+        why, blob_ids = worktree.in_place(git, found, planned.writes, Path(root))
         if not why:
             return Export(Path(root), found.head, (), in_place=True, blob_ids=blob_ids)
     target = dest / "model_repository"
     try:
         extract_tree(git, found.head, found.prefix, target)
-        apply_bumps(found, list(planned.bumps), target, git)
+        apply_bumps(found, planned.writes, target, git)
         fill_lfs_pointers(git, target)
     except OSError as exc:
         if exc.errno != errno.ENOSPC:
             raise
         raise no_space(dest, f"exporting commit {found.head[:12]} to build it") from None
     changed = git.run("status", "--porcelain=v1", "-z", "--untracked-files=all", "--", found.prefix).stdout
-    ours = worktree.bumped_folders(found.prefix, list(planned.bumps))
+    ours = worktree.bumped_folders(found.prefix, planned.writes)
     uncommitted = tuple(path for entry in changed.decode(errors="surrogateescape").split("\0") if len(entry) > 3
                         if not (path := entry[3:]).startswith(ours))
     if git.text("rev-parse", "HEAD") != found.head:
@@ -189,8 +216,8 @@ def still_in_place(shipped: Export, planned: ChangesResult) -> None:
     if not shipped.in_place:
         return
     git = Git(Git(shipped.root).toplevel())
-    why = (worktree.differs(git, planned.found, list(planned.bumps), shipped.root)
-           or worktree.bumps_intact(git, planned.found, list(planned.bumps), shipped.root))
+    why = (worktree.differs(git, planned.found, planned.writes, shipped.root)
+           or worktree.bumps_intact(git, planned.found, planned.writes, shipped.root))
     if why:
         raise Refused(f"The model repository changed while the release built and tested it in place ({why}): "
                       "the image may hold bytes that are not commit "
@@ -602,8 +629,7 @@ def commit(root: Path, version: str, bumped: "BumpResult | None" = None, revisio
     else the working tree or the index holds, and tag vX.Y.Z: that commit, or `revision` (the
     commit released) when there was nothing to commit."""
     git = Git(Git(root).toplevel())
-    paths = [f"{bumped.prefix}/{b.model}/{v}" for b in bumped.bumps for v in (b.from_version, b.to_version)] \
-        if bumped is not None else []
+    paths = bumped.folders if bumped is not None else []
     staged = False
     if paths:
         git.run("add", "--force", "--", *paths)  # exactly what git held, ignored patterns or not

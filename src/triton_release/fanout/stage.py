@@ -81,7 +81,8 @@ def _stage(request: StageRequest, session: Session) -> None:
         plan = session.step("shards", console.shards_planned, steps.plan_shards, shipped.root, to_test,
                             request.shards, request.max_models)
         labels = {SHARDS_LABEL: shards_label(list(plan.shards)), CHANGED_LABEL: changed_label(to_test),
-                  NEW_VERSIONS_LABEL: changed_label(steps.new_versions(planned))}
+                  NEW_VERSIONS_LABEL: changed_label(steps.new_versions(planned)),
+                  **planned.record_label()}
         built = session.step("build", console.built, steps.build, shipped.root, request.base_image,
                              f"{repository}:{steps.CANDIDATE_TAG}", python=request.python, stub_mode=request.stub,
                              revision=planned.found.head, source=request.source, version=version or "",

@@ -21,17 +21,74 @@ from triton_release.history.git import Git
 
 @dataclass(frozen=True)
 class FolderBump:
+    """A new version: `to_version` gets the contents `from_version` holds at head, and
+    `from_version` gets its released contents back."""
     model: str
     from_version: int
     to_version: int
+    new_tree: str = ""  # to_version's contents as a git tree id; "": from_version's at head
+    old_tree: str = ""  # from_version's released contents as a git tree id; "": its contents at base
+
+    def folders(self) -> tuple[int, ...]:
+        return (self.from_version, self.to_version)
 
     def to_json(self) -> dict:
         return {"model": self.model, "from": self.from_version, "to": self.to_version}
 
 
-def plan_bumps(changes: ChangeSet) -> list[FolderBump]:
-    """Which models get a new version folder. Refuses edits to released versions."""
-    refuse_released_edits(changes)
+@dataclass(frozen=True)
+class Carried:
+    """A released version written from the registry's record (history/record.py): the checkout
+    lacks it (`at_head` False), or holds other contents under its number (`at_head`: the working
+    folder of a model whose newer release was never committed)."""
+    model: str
+    version: int
+    tree: str            # its contents as released, a git tree id
+    release: str = ""    # the release it comes from, REPO:X.Y.Z
+    at_head: bool = False
+
+    def folders(self) -> tuple[int, ...]:
+        return (self.version,)
+
+    def to_json(self) -> dict:
+        return {"model": self.model, "version": self.version, "tree": self.tree, "from": self.release,
+                "replaces_checkout": self.at_head}
+
+
+Written = FolderBump | Carried  # what a bump writes into a model repository
+
+
+@dataclass(frozen=True)
+class FolderWrite:
+    model: str
+    version: int
+    tree: str      # the git tree id written there
+    at_head: bool  # the folder exists at head: undo restores it, else undo removes it
+
+
+def folder_writes(git: Git, changes: ChangeSet, items: list[Written]) -> list[FolderWrite]:
+    """Every folder the items write, with the git tree of its contents."""
+    def path(model: str, version: int) -> str:
+        return PurePosixPath(changes.prefix, model, str(version)).as_posix()
+
+    wanted = [f"{ref}:{path(b.model, b.from_version)}" for b in items if isinstance(b, FolderBump)
+              for tree, ref in ((b.old_tree, changes.base), (b.new_tree, changes.head)) if not tree]
+    found = dict(zip(wanted, git.text("rev-parse", *wanted).split())) if wanted else {}
+    writes = []
+    for item in items:
+        if isinstance(item, Carried):
+            writes.append(FolderWrite(item.model, item.version, item.tree, item.at_head))
+            continue
+        where = path(item.model, item.from_version)
+        writes.append(FolderWrite(item.model, item.from_version, item.old_tree or found[f"{changes.base}:{where}"], True))
+        writes.append(FolderWrite(item.model, item.to_version, item.new_tree or found[f"{changes.head}:{where}"], False))
+    return writes
+
+
+def plan_bumps(changes: ChangeSet, edits: bool = True) -> list[FolderBump]:
+    """Which models get a new version folder. Refuses edits to released versions (`edits` False:
+    only their removal)."""
+    refuse_released_edits(changes, edits)
     bumps = []
     for change in changes.models.values():
         if change.status == "modified" and change.edited_versions and not change.added_versions:
@@ -83,7 +140,7 @@ def _status(git: Git, paths: list[str]) -> list[tuple[str, str]]:
     return found
 
 
-def check_working_tree(changes: ChangeSet, bumps: list[FolderBump], model_repository: Path) -> None:
+def check_working_tree(changes: ChangeSet, bumps: list[Written], model_repository: Path) -> None:
     """Bump replaces version folder N of the working tree with what git holds: refuse, before
     touching anything, when the working tree holds anything else there (an ignored weights file,
     an uncommitted edit, a submodule), or when the commit released is not the one checked out."""
@@ -95,7 +152,10 @@ def check_working_tree(changes: ChangeSet, bumps: list[FolderBump], model_reposi
             The version folders are bumped in the working tree, which holds {git.text("rev-parse", "--short",
             "HEAD")}, not the commit released ({changes.head[:12]}). Check that commit out first (git checkout
             {changes.head[:12]}), or release HEAD.""")
-    paths = [f"{changes.prefix}/{b.model}/{b.from_version}" for b in bumps]
+    paths = [f"{changes.prefix}/{b.model}/{b.from_version}" for b in bumps if isinstance(b, FolderBump)]
+    paths += [f"{changes.prefix}/{b.model}/{b.version}" for b in bumps if isinstance(b, Carried) and b.at_head]
+    if not paths:
+        return
     tree = git.run("ls-tree", "-r", "-z", changes.head, "--", *paths).stdout.decode(errors="surrogateescape")
     found = [("a git submodule", entry.split("\t", 1)[1]) for entry in tree.split("\0")
              if entry and entry.split()[1] == "commit"]
@@ -109,8 +169,9 @@ def check_working_tree(changes: ChangeSet, bumps: list[FolderBump], model_reposi
             version folder, then run again. Nothing was changed.""")
 
 
-def apply_bumps(changes: ChangeSet, bumps: list[FolderBump], model_repository: Path, git: Git | None = None) -> None:
-    """Write N+1 with the head contents and restore N to its base contents, for every bump.
+def apply_bumps(changes: ChangeSet, bumps: list[Written], model_repository: Path, git: Git | None = None) -> None:
+    """Write every folder of the bumps: N+1 with the head contents and N restored to its released
+    contents, and each carried version as released.
 
     All-or-nothing: every folder is first staged beside its model, then swapped in by renames;
     a failure (or a signal) undoes the swaps done so far and removes the staging. `git`: the
@@ -118,24 +179,22 @@ def apply_bumps(changes: ChangeSet, bumps: list[FolderBump], model_repository: P
     """
     root = Path(model_repository)
     git = git or Git(Git(root).toplevel())
-    for bump in bumps:
-        for stale in (root / bump.model).glob(".triton-release-*"):
+    for model in {b.model for b in bumps}:
+        for stale in (root / model).glob(".triton-release-*"):
             if STAGING.match(stale.name):  # left by a run that was killed: ours, by name
                 shutil.rmtree(stale, ignore_errors=True)
-    for bump in bumps:
-        target = root / bump.model / str(bump.to_version)
-        if target.exists():
+    writes = folder_writes(git, changes, bumps)
+    for write in writes:
+        if not write.at_head and (root / write.model / str(write.version)).exists():
             raise Refused(f"""
-                {changes.prefix}/{bump.model}/{bump.to_version} already exists in the working tree but not
+                {changes.prefix}/{write.model}/{write.version} already exists in the working tree but not
                 at head: commit it, or remove it, and run again.""")
     staging = []
     try:
-        for bump in bumps:
-            stage = root / bump.model / f".triton-release-{uuid.uuid4().hex[:8]}"
+        for write in writes:
+            stage = root / write.model / f".triton-release-{uuid.uuid4().hex[:8]}"
             staging.append(stage)
-            path = f"{changes.prefix}/{bump.model}/{bump.from_version}"
-            extract_tree(git, changes.head, path, stage / "new")
-            extract_tree(git, changes.base, path, stage / "old")
+            extract_tree(git, write.tree, ".", stage / "new")
             fill_lfs_pointers(git, stage, required=False)  # the working tree keeps real files where it can
     except OSError as exc:
         for stage in staging:
@@ -151,10 +210,10 @@ def apply_bumps(changes: ChangeSet, bumps: list[FolderBump], model_repository: P
         raise
     done: list[tuple[Path, Path]] = []  # (from, to) renames, for undoing
     try:
-        for bump, stage in zip(bumps, staging):
-            current = root / bump.model / str(bump.from_version)
-            for src, dst in ((current, stage / "head"), (stage / "old", current),
-                             (stage / "new", root / bump.model / str(bump.to_version))):
+        for write, stage in zip(writes, staging):
+            target = root / write.model / str(write.version)
+            moves = ((target, stage / "head"),) if write.at_head else ()
+            for src, dst in (*moves, (stage / "new", target)):
                 os.rename(src, dst)
                 done.append((src, dst))
     except BaseException:
@@ -166,24 +225,27 @@ def apply_bumps(changes: ChangeSet, bumps: list[FolderBump], model_repository: P
             shutil.rmtree(stage, ignore_errors=True)
 
 
-def undo_bumps(changes: ChangeSet, bumps: list[FolderBump], model_repository: Path) -> None:
-    """Put the working tree back as it was before `apply_bumps`: N+1 gone, N with the head contents."""
+def undo_bumps(changes: ChangeSet, bumps: list[Written], model_repository: Path) -> None:
+    """Put the working tree back as it was before `apply_bumps`: every folder it wrote that
+    exists at head with the head contents, the others gone."""
     root = Path(model_repository)
     git = Git(Git(root).toplevel())
-    for bump in bumps:
-        path = f"{changes.prefix}/{bump.model}/{bump.from_version}"
-        stage = root / bump.model / f".triton-release-{uuid.uuid4().hex[:8]}"
+    for write in folder_writes(git, changes, bumps):
+        current = root / write.model / str(write.version)
+        if not write.at_head:
+            shutil.rmtree(current, ignore_errors=True)
+            continue
+        path = f"{changes.prefix}/{write.model}/{write.version}"
+        stage = root / write.model / f".triton-release-{uuid.uuid4().hex[:8]}"
         try:
             extract_tree(git, changes.head, path, stage / "head")
             fill_lfs_pointers(git, stage / "head", required=False)
-            current = root / bump.model / str(bump.from_version)
             os.rename(current, stage / "released")
             try:
                 os.rename(stage / "head", current)
-            except BaseException:  # a signal between the two renames: N goes back as it was
+            except BaseException:  # a signal between the two renames: the folder goes back as it was
                 os.rename(stage / "released", current)
                 raise
-            shutil.rmtree(root / bump.model / str(bump.to_version), ignore_errors=True)
         finally:
             shutil.rmtree(stage, ignore_errors=True)
 
@@ -249,21 +311,20 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def holds_bump(changes: ChangeSet, bumps: list[FolderBump], model_repository: Path) -> bool:
-    """Whether the working tree holds exactly these bumps: N+1 as head's N, N as base's N (the
-    bump a stopped run left behind, untouched since)."""
+def holds_bump(changes: ChangeSet, bumps: list[Written], model_repository: Path) -> bool:
+    """Whether the working tree holds exactly what these bumps write: N+1 as head's N, N as
+    released, each carried version as released (the bump a stopped run left behind, untouched
+    since)."""
     root = Path(model_repository)
     git = Git(Git(root).toplevel())
     with tempfile.TemporaryDirectory(prefix="triton-release-") as scratch:
-        for bump in bumps:
-            path = f"{changes.prefix}/{bump.model}/{bump.from_version}"
-            for ref, folder, name in ((changes.head, root / bump.model / str(bump.to_version), "head"),
-                                      (changes.base, root / bump.model / str(bump.from_version), "base")):
-                expected = Path(scratch) / bump.model / name
-                extract_tree(git, ref, path, expected)
-                fill_lfs_pointers(git, expected, required=False)
-                if not folder.is_dir() or not _same_tree(expected, folder):
-                    return False
+        for i, write in enumerate(folder_writes(git, changes, bumps)):
+            expected = Path(scratch) / str(i)
+            extract_tree(git, write.tree, ".", expected)
+            fill_lfs_pointers(git, expected, required=False)
+            folder = root / write.model / str(write.version)
+            if not folder.is_dir() or not _same_tree(expected, folder):
+                return False
     return True
 
 

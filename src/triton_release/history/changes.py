@@ -231,9 +231,10 @@ class Changes:
         return found
 
 
-def refuse_released_edits(changes: ChangeSet) -> None:
+def refuse_released_edits(changes: ChangeSet, edits: bool = True) -> None:
     """Released versions are immutable: only the highest may change (and then it is bumped), and
-    none may be removed while the model stays."""
+    none may be removed while the model stays. `edits` False: removals only (the registry's record
+    judges edits, history/record.py)."""
     for change in changes.models.values():
         if change.removed_versions:
             version = change.removed_versions[-1]
@@ -242,7 +243,7 @@ def refuse_released_edits(changes: ChangeSet) -> None:
                 {path}: version {version} of {change.name} was released and is removed at head; released
                 versions stay (they are rolled back to). Restore it with `git checkout {changes.base[:12]} --
                 {path}`, or remove the whole model.""")
-        if change.status != "modified" or not change.edited_versions:
+        if not edits or change.status != "modified" or not change.edited_versions:
             continue
         highest = change.highest_base
         frozen = [v for v in change.edited_versions if v != highest or change.added_versions]

@@ -24,18 +24,18 @@ import os
 import stat
 from pathlib import Path, PurePosixPath
 
-from triton_release.history.bump import FolderBump, holds_bump, lfs_pointer
+from triton_release.history.bump import Written, holds_bump, lfs_pointer
 from triton_release.history.changes import ChangeSet
 from triton_release.history.git import Git
 
 
-def differs(git: Git, changes: ChangeSet, bumps: list[FolderBump], root: Path) -> str | None:
+def differs(git: Git, changes: ChangeSet, bumps: list[Written], root: Path) -> str | None:
     """Why the model repository `root` in the checkout is not the commit `changes.head` with
     `bumps` applied (they must be applied already), or None when it is, byte for byte."""
     return in_place(git, changes, bumps, root)[0]
 
 
-def in_place(git: Git, changes: ChangeSet, bumps: list[FolderBump],
+def in_place(git: Git, changes: ChangeSet, bumps: list[Written],
              root: Path) -> tuple[str | None, dict[str, str]]:
     """`differs`, and when the checkout is the commit, the git object id of each committed file
     outside the bumped folders, by its absolute path under `root`: git status found it holds
@@ -71,13 +71,13 @@ def in_place(git: Git, changes: ChangeSet, bumps: list[FolderBump],
     return reason, {} if reason else blob_ids
 
 
-def bumped_folders(prefix: str, bumps: list[FolderBump]) -> tuple[str, ...]:
-    """The folders a bump rewrites (N and N+1 of each model), as git names them, each ending in /."""
-    return tuple(PurePosixPath(prefix, b.model, str(v)).as_posix() + "/" for b in bumps
-                 for v in (b.from_version, b.to_version))
+def bumped_folders(prefix: str, bumps: list[Written]) -> tuple[str, ...]:
+    """The folders a bump rewrites (N and N+1 of each model, and the carried versions), as git
+    names them, each ending in /."""
+    return tuple(PurePosixPath(prefix, b.model, str(v)).as_posix() + "/" for b in bumps for v in b.folders())
 
 
-def bumps_intact(git: Git, changes: ChangeSet, bumps: list[FolderBump], root: Path) -> str | None:
+def bumps_intact(git: Git, changes: ChangeSet, bumps: list[Written], root: Path) -> str | None:
     """Why the bumped folders no longer hold what the bump wrote (`differs` lets them differ from
     HEAD), or None."""
     return None if not bumps or holds_bump(changes, bumps, root) else "a bumped version folder changed"

@@ -1,0 +1,139 @@
+"""The registry's record of released versions: what each release shipped, version by version.
+
+A CI run starts from a fresh checkout, so whatever a release did to the working tree (a bump it
+did not commit, or committed and never pushed) is gone by the next run. The release image keeps
+what git may have lost: its label `triton-release.versions` names, for every model and version
+folder it holds, the git tree id of that folder's contents. A later release reads the last
+release's record and ships every version the record holds byte for byte:
+- a released version the checkout lacks is written from its tree (it is carried);
+- the highest folder in the checkout holds the model's working contents: when they are neither
+  that version as released nor the newest released version, they become a new version numbered
+  after the highest released one (not after the highest folder git has), and the folder gets
+  its released contents back;
+- any other folder that holds other contents under a released number is refused.
+A tree the clone does not hold (a shallow clone, history rewritten) is refused before any build.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, replace
+from pathlib import PurePosixPath
+
+from triton_release.errors import Refused
+from triton_release.history.bump import Carried, FolderBump, folder_writes
+from triton_release.history.changes import ChangeSet, ModelChange
+from triton_release.history.git import Git
+from triton_release.models.repository import VERSION_DIR
+
+LABEL = "triton-release.versions"  # model -> version -> git tree id of that version folder, in the image
+
+Record = dict[str, dict[int, str]]
+
+
+def parse(text: str | None) -> Record | None:
+    """The record of a label's text; None for none, or one this version cannot read."""
+    try:
+        found = json.loads(text or "null")
+        if not isinstance(found, dict):
+            return None
+        return {str(m): {int(v): str(t) for v, t in versions.items()} for m, versions in found.items()}
+    except (ValueError, TypeError, AttributeError):
+        return None
+
+
+def label(record: Record) -> str:
+    return json.dumps({m: {str(v): t for v, t in sorted(vs.items())} for m, vs in sorted(record.items())},
+                      sort_keys=True, separators=(",", ":"))
+
+
+def trees_at(git: Git, ref: str, prefix: str) -> Record:
+    """model -> version -> tree id of every numbered version folder of the model repository at `ref`."""
+    out = git.run("ls-tree", "-r", "-t", "-z", ref, "--", prefix if prefix != "." else ".").stdout
+    found: Record = {}
+    for entry in out.decode("utf-8", "surrogateescape").split("\0"):
+        if not entry:
+            continue
+        meta, path = entry.split("\t", 1)
+        _, kind, oid = meta.split()
+        parts = PurePosixPath(path).parts[0 if prefix == "." else len(PurePosixPath(prefix).parts):]
+        if kind == "tree" and len(parts) == 2 and VERSION_DIR.match(parts[1]):
+            found.setdefault(parts[0], {})[int(parts[1])] = oid
+    return found
+
+
+def shipped(git: Git, changes: ChangeSet, head: Record, written: list[FolderBump | Carried]) -> Record:
+    """The record of the image a release builds: head's version folders with every write applied."""
+    record = {m: dict(vs) for m, vs in head.items()}
+    for write in folder_writes(git, changes, written):
+        record.setdefault(write.model, {})[write.version] = write.tree
+    return record
+
+
+@dataclass(frozen=True)
+class Reconciled:
+    changes: ChangeSet                  # with models the record shows changed and git did not
+    bumps: tuple[FolderBump, ...]
+    carried: tuple[Carried, ...]
+
+
+def reconcile(git: Git, changes: ChangeSet, bumps: list[FolderBump], record: Record, release: str,
+              head: Record) -> Reconciled:
+    """The bumps and carried versions that make the next image ship every version `record`
+    (the release `release`, REPO:X.Y.Z) shipped, byte for byte, and number a new version after
+    the highest released one. `bumps`: what git's history alone would bump; `head`: the record
+    of the commit released (`trees_at`)."""
+    by_git = {b.model: b for b in bumps}
+    models = dict(changes.models)
+    new_bumps, carried = [], []
+    for name in sorted(set(head) | set(by_git)):
+        released, held = record.get(name), head.get(name, {})
+        if not released or not held:
+            if name in by_git:
+                new_bumps.append(by_git[name])  # a model the last release did not hold: git decides
+            continue
+        top, newest = max(held), max(released)
+        where = f"{changes.prefix}/{name}"
+        for version in sorted(held):
+            if version != top and version in released and held[version] != released[version]:
+                raise Refused(f"""
+                    {where}/{version}: version {version} of {name} was released in {release} with other
+                    contents (git tree {released[version][:12]}) than the checkout holds; released versions
+                    never change. Put the change in version {top} (it becomes {newest + 1}) and give version
+                    {version} back its released contents: `git archive {released[version]} | tar -x -C
+                    {where}/{version}` after emptying it. Nothing was changed.""")
+        if top in released and held[top] == released[top]:
+            pass
+        elif held[top] == released[newest]:  # the working folder holds the newest release: never committed
+            if top in released:
+                carried.append(Carried(name, top, released[top], release, at_head=True))
+        elif top not in released:
+            if top < newest:
+                raise Refused(f"""
+                    {where}/{top}: the checkout's newest version of {name} is {top}, which {release} never
+                    shipped, and {release} holds versions up to {newest}. Name the new version
+                    {newest + 1} (rename the folder), and run again. Nothing was changed.""")
+            # a new version folder the change adds itself: kept as it is
+        else:
+            new_bumps.append(FolderBump(name, top, newest + 1, new_tree=held[top], old_tree=released[top]))
+            if name not in models:
+                models[name] = ModelChange(name, "modified", edited_versions=(top,), base_versions=tuple(sorted(released)),
+                                           reasons=(f"version {top} differs from every version {release} "
+                                                    "shipped",))
+        carried += [Carried(name, v, released[v], release) for v in sorted(released) if v not in held]
+    _refuse_missing_trees(git, changes.prefix, carried, release)
+    return Reconciled(replace(changes, models=models), tuple(new_bumps), tuple(carried))
+
+
+def _refuse_missing_trees(git: Git, prefix: str, carried: list[Carried], release: str) -> None:
+    """Every carried version's tree must be in this clone: refused, before anything is written."""
+    if not carried:
+        return
+    out = git.run("cat-file", "--batch-check", input="".join(f"{c.tree}\n" for c in carried).encode()).stdout
+    for item, line in zip(carried, out.decode().splitlines()):
+        if line.endswith(" missing") or not line.split()[1:2] == ["tree"]:
+            raise Refused(f"""
+                {prefix}/{item.model}/{item.version}: version {item.version} of {item.model} was released in
+                {release}, and its contents (git tree {item.tree[:12]}) are not in this clone. Check out
+                the whole history (actions/checkout with fetch-depth: 0; locally `git fetch --unshallow`)
+                and run again. Nothing was built.""")

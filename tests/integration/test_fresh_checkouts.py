@@ -1,0 +1,177 @@
+"""Releases as a CI runner makes them: every run a fresh clone of the origin, the action's
+default inputs (no commit), so no bump of an earlier run survives in git. The registry's record
+keeps every released version byte for byte: real build, tritonserver and registry."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+import tarfile
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from triton_release.registry.client import RegistryRepository
+
+from support.models import python_model_files
+from support.stack import BASE_IMAGE, REGISTRY
+
+pytestmark = pytest.mark.integration
+
+
+def git(cwd: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout.strip()
+
+
+class Origin:
+    """A bare origin, an author's clone that pushes to it, and a fresh clone per release."""
+
+    def __init__(self, tmp_path: Path, target: str) -> None:
+        self.tmp, self.target = tmp_path, target
+        self.bare = tmp_path / "origin.git"
+        git(tmp_path, "init", "-q", "--bare", "-b", "main", str(self.bare))
+        self.author = tmp_path / "author"
+        git(tmp_path, "clone", "-q", str(self.bare), str(self.author))
+        for key, value in (("user.name", "author"), ("user.email", "author@example.com")):
+            git(self.author, "config", key, value)
+        self.runs = 0
+
+    def push(self, files: dict[str, str], message: str) -> None:
+        for rel, text in files.items():
+            path = self.author / "model_repository" / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+        git(self.author, "add", "-A")
+        git(self.author, "commit", "-q", "-m", message)
+        git(self.author, "push", "-q", "origin", "HEAD:main")
+
+    def edit(self, rel: str, line: str, message: str) -> None:
+        path = self.author / "model_repository" / rel
+        self.push({rel: path.read_text() + line}, message)
+
+    def release(self, *flags: str) -> tuple[dict, float]:
+        """A fresh clone of the origin (full history, as actions/checkout with fetch-depth: 0), and
+        `release` in it with the defaults."""
+        self.runs += 1
+        clone = self.tmp / f"run-{self.runs}"
+        git(self.tmp, "clone", "-q", str(self.bare), str(clone))
+        report = self.tmp / f"report-{self.runs}.json"
+        started = time.monotonic()
+        done = subprocess.run([sys.executable, "-m", "triton_release", "release", "--to", self.target,
+                               "--base-image", BASE_IMAGE, "--load-timeout", "60", "--report", str(report), *flags],
+                              cwd=clone, capture_output=True, text=True, env=dict(os.environ))
+        seconds = time.monotonic() - started
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
+        return json.loads(report.read_text()), seconds
+
+
+def version_folders(client, image: str) -> dict[str, bytes]:
+    """'model/version' -> the bytes of every file of that version folder in `image`, as one blob."""
+    repository, tag = image.rsplit(":", 1)
+    client.images.pull(repository, tag=tag)
+    container = client.containers.create(image, command=["true"], entrypoint=[])
+    try:
+        stream, _ = container.get_archive("/models")
+        data = io.BytesIO(b"".join(stream))
+    finally:
+        container.remove(force=True)
+    found: dict[str, list[tuple[str, bytes]]] = {}
+    with tarfile.open(fileobj=data) as tar:
+        for member in tar:
+            parts = member.name.split("/")
+            if member.isfile() and len(parts) > 3 and parts[2].isdigit():
+                found.setdefault(f"{parts[1]}/{parts[2]}", []).append(
+                    ("/".join(parts[3:]), tar.extractfile(member).read()))
+    return {key: b"\0".join(name.encode() + b"\0" + body for name, body in sorted(files))
+            for key, files in found.items()}
+
+
+@pytest.fixture
+def origin(tmp_path, docker_client):
+    target = f"{REGISTRY}/triton-release-test/fresh-{uuid.uuid4().hex[:12]}"
+    made = Origin(tmp_path, target)
+    yield made
+    registry = RegistryRepository.parse(target)
+    for tag in registry.tags():
+        for name in (f"{target}:{tag}",):
+            try:
+                docker_client.images.remove(name, force=True)
+            except Exception:
+                pass
+    try:
+        docker_client.images.remove(f"{target}:candidate", force=True)
+    except Exception:
+        pass
+
+
+def test_three_releases_from_fresh_clones_never_change_a_released_version(origin, docker_client, capsys):
+    origin.push({**python_model_files("a"), **python_model_files("b")}, "two models")
+    first, t1 = origin.release()
+    assert first["version"] == "1.0.0"
+    v1 = version_folders(docker_client, f"{origin.target}:1.0.0")
+    assert set(v1) == {"a/1", "b/1"}
+
+    origin.edit("a/1/model.py", "\n# change one\n", "a: change one")
+    second, t2 = origin.release()
+    assert second["version"] == "1.1.0"
+    v2 = version_folders(docker_client, f"{origin.target}:1.1.0")
+    assert set(v2) == {"a/1", "a/2", "b/1"}
+    assert v2["a/1"] == v1["a/1"] and v2["b/1"] == v1["b/1"]
+    assert b"# change one" in v2["a/2"]
+
+    # the runner's bump of a/2 died with it: git still has only a/1, with both changes
+    origin.edit("a/1/model.py", "\n# change two\n", "a: change two")
+    third, t3 = origin.release()
+    assert third["version"] == "1.2.0", third.get("error")
+    v3 = version_folders(docker_client, f"{origin.target}:1.2.0")
+    assert set(v3) == {"a/1", "a/2", "a/3", "b/1"}
+    for folder in ("a/1", "a/2", "b/1"):
+        assert v3[folder] == v2[folder], folder  # every released version, byte for byte
+    assert b"# change one" in v3["a/3"] and b"# change two" in v3["a/3"]
+    bump = third["steps"]["bump"]
+    assert bump["bumps"] == [{"model": "a", "from": 1, "to": 3}]
+    assert [(c["model"], c["version"]) for c in bump["carried"]] == [("a", 2)]
+    push = third["steps"]["push"]
+    assert push["layers_uploaded"] + push["layers_mounted"] == 1  # a/3 alone: carried versions upload nothing
+
+    # a fourth run finds nothing new to release
+    fourth, _ = origin.release()
+    assert fourth["released"] is False and "build" not in fourth["steps"]
+    registry = RegistryRepository.parse(origin.target)
+    new_bytes = [new_layer_bytes(registry, before, after) for before, after in (("1.0.0", "1.1.0"), ("1.1.0", "1.2.0"))]
+    assert new_bytes[1] < 4096  # a/3's small layer: nothing of a/1 or a/2 went up again
+    with capsys.disabled():
+        print(f"\nfresh-checkout releases: {t1:.1f} s, {t2:.1f} s, {t3:.1f} s; new layer bytes in the registry: "
+              f"1.1.0 {new_bytes[0]}, 1.2.0 {new_bytes[1]}")
+
+
+def new_layer_bytes(registry: RegistryRepository, before: str, after: str) -> int:
+    """Bytes of the layers `after` holds that `before` did not: what its push had to upload."""
+    held = {layer["digest"] for layer in registry.manifest(before).layers}
+    return sum(layer["size"] for layer in registry.manifest(after).layers if layer["digest"] not in held)
+
+
+def test_a_released_version_changed_in_git_is_refused_naming_the_release(origin, docker_client):
+    origin.push(python_model_files("a"), "one model")
+    origin.release()
+    origin.edit("a/1/model.py", "\n# change one\n", "a: change one")
+    origin.release()
+    # someone commits the bump by hand, but edits version 1 on the way
+    (origin.author / "model_repository" / "a" / "2").mkdir()
+    for name in ("model.py",):
+        source = origin.author / "model_repository" / "a" / "1" / name
+        (origin.author / "model_repository" / "a" / "2" / name).write_text(source.read_text() + "\n# three\n")
+    origin.edit("a/1/model.py", "\n# edited again\n", "a: a released version edited")
+    clone = origin.tmp / "refused"
+    git(origin.tmp, "clone", "-q", str(origin.bare), str(clone))
+    done = subprocess.run([sys.executable, "-m", "triton_release", "release", "--to", origin.target,
+                           "--base-image", BASE_IMAGE], cwd=clone, capture_output=True, text=True)
+    assert done.returncode == 1, done.stderr[-3000:]
+    assert "version 1 of a was released in" in done.stderr and ":1.1.0" in done.stderr
+    assert RegistryRepository.parse(origin.target).tags().count("1.2.0") == 0
+    assert git(clone, "status", "--porcelain") == ""
