@@ -667,20 +667,38 @@ def finish_commit(root: Path, repository: "RegistryRepository") -> Committed | N
                     f"{revision[:12] or 'an unknown commit'}, not the checked-out commit, so its release commit is "
                     "not made here")
         return None
-    return commit_shipped(root, version, changes(root, base or None, revision), f"{repository}:{version}")
+    released = f"{repository}:{version}"
+    shipped = released_record.parse(labels.get(released_record.LABEL))
+    planned = changes(root, base or None, revision) if shipped is None else as_recorded(root, revision, shipped,
+                                                                                       released)
+    return commit_shipped(root, version, planned, released)
+
+
+def as_recorded(root: Path, revision: str, shipped: Mapping, released: str) -> ChangesResult:
+    """The writes that make the checkout of `revision` hold every version folder as `released`
+    shipped it (its record): the exact bump, whatever git kept of earlier ones."""
+    git, repository = Git(Git(root).toplevel()), Changes(root)
+    found = ChangeSet(None, repository.resolve(None, revision)[1], repository.prefix)
+    held = released_record.trees_at(git, found.head, found.prefix)
+    carried = tuple(Carried(model, version, tree, released, at_head=version in held.get(model, {}))
+                    for model, versions in sorted(shipped.items()) if model in held
+                    for version, tree in sorted(versions.items()) if held[model].get(version) != tree)
+    return ChangesResult(found, (), releases.ReleaseKind(None, ()),
+                         f"the record of {released}", carried=carried, record=dict(shipped))
 
 
 def _holds_shipped_bump(root: Path, planned: ChangesResult, released: str) -> bool:
-    """Whether the working tree holds the new version folders already (a stopped run's bump);
-    refused when it holds them with other contents than `released` shipped."""
-    if not planned.bumps or not any((root / b.model / str(b.to_version)).exists() for b in planned.bumps):
+    """Whether the working tree holds the bump's folders already (a stopped run's bump); refused
+    when it holds new ones with other contents than `released` shipped."""
+    fresh = [f"{b.model}/{b.to_version}" for b in planned.bumps]
+    fresh += [f"{c.model}/{c.version}" for c in planned.carried if not c.at_head]
+    if not any((root / folder).exists() for folder in fresh):
         return False
-    if not holds_bump(planned.found, list(planned.bumps), root):
+    if not holds_bump(planned.found, planned.writes, root):
         raise Refused(f"""
             The working tree holds the new version folders of {released} with other contents than it
-            shipped: {', '.join(f'{b.model}/{b.to_version}' for b in planned.bumps)}. Put them back as shipped
-            (remove them and run again: the bump is redone from git), then commit the changes as a new
-            release.""")
+            shipped: {', '.join(fresh)}. Put them back as shipped (remove them and run again: the bump is
+            redone), then commit the changes as a new release.""")
     return True
 
 
@@ -688,9 +706,9 @@ def commit_shipped(root: Path, version: str, planned: ChangesResult, released: s
     """The bump `released` shipped, redone in the working tree from the same commits (bump is
     deterministic) unless it is there already, committed as `release X.Y.Z` and tagged."""
     if _holds_shipped_bump(root, planned, released):
-        bumped = BumpResult(planned.found.prefix, planned.bumps)  # the stopped run's bump, untouched
+        bumped = BumpResult(planned.found.prefix, planned.bumps, carried=planned.carried)  # a stopped run's, untouched
     else:
-        bumped = bump(root, planned) if planned.bumps else None
+        bumped = bump(root, planned) if planned.writes else None
     return commit(root, version, bumped, planned.found.head)
 
 
@@ -719,9 +737,10 @@ def plan_commit(root: Path, checked: "CandidateCheck") -> ChangesResult:
             --commit makes the release commit on the candidate's commit {candidate.revision[:12]}, and
             {head[:12]} is checked out. Check out {candidate.revision[:12]} (actions/checkout with ref:
             and fetch-depth: 0), or promote without --commit. Nothing was tagged.""")
-    planned = changes(root, candidate.base or None, candidate.revision)
+    planned = changes(root, candidate.base or None, candidate.revision) if candidate.record is None \
+        else as_recorded(root, candidate.revision, candidate.record, candidate.ref)
     if not _holds_shipped_bump(root, planned, candidate.ref):
-        check_working_tree(planned.found, list(planned.bumps), root)
+        check_working_tree(planned.found, planned.writes, root)
     return planned
 
 

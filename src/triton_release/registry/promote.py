@@ -21,6 +21,7 @@ import logging
 import re
 from dataclasses import dataclass, field
 
+from triton_release.history import record as released_record
 from triton_release.errors import InfrastructureError, Refused, UsageError
 from triton_release.models.shards import (CHANGED_LABEL, NEW_VERSIONS_LABEL, SHARDS_LABEL, Shard, changed_from_label,
                                           is_candidate_tag, new_versions_from_label,
@@ -59,6 +60,8 @@ class Candidate:
     changed: tuple[str, ...]     # the models the shards' records must cover
     manifest: Manifest | None = field(default=None, repr=False, compare=False)
     new_versions: tuple[str, ...] | None = None  # the models given a new version (drift); None: not labelled
+    # model -> version -> git tree of every version folder it holds (history/record.py); None: not labelled
+    record: dict | None = field(default=None, repr=False, compare=False)
 
     @property
     def ref(self) -> str:
@@ -72,7 +75,8 @@ class Candidate:
         changed = changed_from_label(labels.get(CHANGED_LABEL))
         return cls(repository, digest, labels.get(VERSION_LABEL, ""), labels.get(REVISION_LABEL, ""),
                    labels.get(BASE_LABEL, ""), labels.get(CREATED_LABEL, "") or created, tuple(shards),
-                   tuple(changed), manifest, new_versions_from_label(labels.get(NEW_VERSIONS_LABEL)))
+                   tuple(changed), manifest, new_versions_from_label(labels.get(NEW_VERSIONS_LABEL)),
+                   released_record.parse(labels.get(released_record.LABEL)))
 
 
 def read_candidate(registry: RegistryRepository, digest: str) -> Candidate:

@@ -1,0 +1,155 @@
+"""The registry's record of released versions (history/record.py), on git repositories made here
+and a registry stand-in that answers tags and labels: what a fresh checkout lacks is carried,
+a change is numbered after the highest released version, and a released version is never
+changed."""
+
+from __future__ import annotations
+
+import pytest
+
+from support.models import PYTHON_MODEL, python_model_files
+from triton_release import steps
+from triton_release.errors import Refused
+from triton_release.history import record, releases
+
+
+class Registry:
+    """What `changes` reads of a registry repository: its tags and each release's labels."""
+
+    def __init__(self) -> None:
+        self.labels: dict[str, dict] = {}
+
+    def release(self, version: str, revision: str, planned: steps.ChangesResult | dict) -> None:
+        shipped = planned if isinstance(planned, dict) else planned.record
+        self.labels[version] = {releases.REVISION_LABEL: revision, record.LABEL: record.label(dict(shipped))}
+
+    def tags(self) -> list[str]:
+        return list(self.labels)
+
+    def image_config(self, reference: str) -> dict:
+        return {"config": {"Labels": self.labels[reference]}}
+
+    def __str__(self) -> str:
+        return "127.0.0.1:5000/team/models"
+
+
+def edit(repo, model: str, version: int, line: str) -> str:
+    path = repo.models / model / str(version) / "model.py"
+    path.write_text(path.read_text() + line)
+    return repo.commit(f"{model}: {line.strip()}")
+
+
+def content(repo, model: str, version: int) -> str:
+    return (repo.models / model / str(version) / "model.py").read_text()
+
+
+@pytest.fixture
+def runner(git_repo):
+    """Releases as fresh checkouts make them: the bump of each release is never committed."""
+    git_repo.write({**python_model_files("a"), **python_model_files("b")})
+    first = git_repo.commit("two models")
+    registry = Registry()
+    registry.release("1.0.0", first, steps.changes(git_repo.models, None, plan=True, registry=registry))
+    return git_repo, registry
+
+
+def plan(repo, registry):
+    return steps.changes(repo.models, None, plan=True, registry=registry)
+
+
+def test_a_fresh_checkout_gets_every_released_version_and_the_next_number(runner):
+    repo, registry = runner
+    second = edit(repo, "a", 1, "# one\n")
+    planned = plan(repo, registry)
+    assert [(b.model, b.from_version, b.to_version) for b in planned.bumps] == [("a", 1, 2)]
+    assert planned.carried == () and planned.plan.version == "1.1.0"
+    registry.release("1.1.0", second, planned)  # and the runner's bump dies with it
+
+    edit(repo, "a", 1, "# two\n")
+    planned = plan(repo, registry)
+    assert [(b.model, b.from_version, b.to_version) for b in planned.bumps] == [("a", 1, 3)]
+    assert [(c.model, c.version, c.at_head) for c in planned.carried] == [("a", 2, False)]
+    assert planned.plan.version == "1.2.0"
+    steps.bump(repo.models, planned)
+    assert content(repo, "a", 1) == PYTHON_MODEL  # as 1.0.0 shipped it
+    assert content(repo, "a", 2) == PYTHON_MODEL + "# one\n"  # as 1.1.0 shipped it
+    assert content(repo, "a", 3) == PYTHON_MODEL + "# one\n# two\n"
+    assert dict(planned.record["a"]) == {**record.parse(registry.labels["1.1.0"][record.LABEL])["a"],
+                                         3: planned.bumps[0].new_tree}
+    steps.undo_bump(repo.models, planned)
+    assert repo.git("status", "--porcelain") == ""
+
+
+def test_a_model_that_did_not_change_keeps_its_released_versions_and_is_not_bumped(runner):
+    repo, registry = runner
+    second = edit(repo, "a", 1, "# one\n")
+    registry.release("1.1.0", second, plan(repo, registry))
+    edit(repo, "b", 1, "# b changes\n")
+    planned = plan(repo, registry)
+    assert [b.model for b in planned.bumps] == ["b"]
+    # git's a/1 holds what 1.1.0 shipped as a/2: a/1 gets its own contents back, a/2 is carried
+    assert sorted((c.model, c.version, c.at_head) for c in planned.carried) == [("a", 1, True), ("a", 2, False)]
+    assert planned.found.to_test == ["b"]
+
+
+def test_a_released_version_held_with_other_bytes_is_refused_naming_the_release(runner):
+    repo, registry = runner
+    second = edit(repo, "a", 1, "# one\n")
+    registry.release("1.1.0", second, plan(repo, registry))
+    repo.write({"a/2/model.py": PYTHON_MODEL + "# one, then more\n"})  # a bump made by hand, a/1 left edited
+    repo.commit("a: version 2 by hand")
+    with pytest.raises(Refused, match=r"version 1 of a was released in 127.0.0.1:5000/team/models:1.1.0 with "
+                                      r"other\s+contents"):
+        plan(repo, registry)
+
+
+def test_a_version_number_below_the_released_ones_is_refused(runner):
+    repo, registry = runner
+    registry.release("1.1.0", repo.git("rev-parse", "HEAD"), {"a": {1: record.trees_at(
+        steps.Git(repo.root), "HEAD", "model_repository")["a"][1], 3: "0" * 40}})
+    repo.write({"a/2/model.py": PYTHON_MODEL + "# new\n"})
+    repo.commit("a: version 2")
+    with pytest.raises(Refused, match="Name the new version\\s+4"):
+        plan(repo, registry)
+
+
+def test_a_carried_version_missing_from_the_clone_is_refused_before_anything_is_written(runner):
+    repo, registry = runner
+    trees = record.trees_at(steps.Git(repo.root), "HEAD", "model_repository")
+    registry.release("1.1.0", repo.git("rev-parse", "HEAD"), {"a": {**trees["a"], 2: "1" * 40}, "b": trees["b"]})
+    edit(repo, "b", 1, "# b\n")
+    with pytest.raises(Refused, match="fetch-depth: 0"):
+        plan(repo, registry)
+    assert repo.git("status", "--porcelain") == ""
+
+
+def test_the_release_commit_made_later_holds_exactly_what_the_release_shipped(runner):
+    """A rerun that finishes an uncommitted release writes its record, not a bump redone from git."""
+    repo, registry = runner
+    second = edit(repo, "a", 1, "# one\n")
+    registry.release("1.1.0", second, plan(repo, registry))
+    shipped = record.parse(registry.labels["1.1.0"][record.LABEL])
+    redo = steps.as_recorded(repo.models, second, shipped, "team/models:1.1.0")
+    assert sorted((c.model, c.version, c.at_head) for c in redo.carried) == [("a", 1, True), ("a", 2, False)]
+    committed = steps.commit_shipped(repo.models, "1.1.0", redo, "team/models:1.1.0")
+    assert committed.committed and repo.git("tag", "--list", "v*") == "v1.1.0"
+    assert record.trees_at(steps.Git(repo.root), "v1.1.0", "model_repository") == shipped
+    assert repo.git("status", "--porcelain") == ""
+
+
+def test_a_release_without_a_record_is_planned_from_git_as_before(git_repo):
+    git_repo.write(python_model_files("a"))
+    first = git_repo.commit("one model")
+    registry = Registry()
+    registry.labels["1.0.0"] = {releases.REVISION_LABEL: first}
+    edit(git_repo, "a", 1, "# one\n")
+    planned = plan(git_repo, registry)
+    assert [(b.model, b.from_version, b.to_version) for b in planned.bumps] == [("a", 1, 2)]
+    assert planned.carried == () and set(planned.record["a"]) == {1, 2}
+
+
+def test_the_record_label_round_trips_and_a_foreign_one_is_ignored():
+    shipped = {"a": {1: "a" * 40, 2: "b" * 40}}
+    assert record.parse(record.label(shipped)) == shipped
+    for text in (None, "", "[1, 2]", "{not json", '{"a": {"x": "y"}}'):
+        assert record.parse(text) is None
