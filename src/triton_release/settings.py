@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +38,13 @@ def _seconds(value: Any) -> int:
     if seconds < 1:
         raise ValueError("give at least 1 second")
     return seconds
+
+
+def _bool(value: Any) -> bool:
+    text = str(value).strip().lower()
+    if isinstance(value, bool) or text in ("true", "false"):
+        return text == "true"
+    raise ValueError(f"{value!r} is not true or false")
 
 
 def _text(value: Any) -> str:
@@ -80,6 +88,31 @@ def _choice(*choices: str) -> Callable[[Any], str]:
             raise ValueError(f"{value!r} is not one of {', '.join(choices)}")
         return value
     return convert
+
+
+STUB_PROVIDERS = ("auto", "stock", "wheel", "source")  # and path:FILE
+
+
+def _stub(value: Any) -> str:
+    text = _text(value)
+    if text in STUB_PROVIDERS or (text.startswith("path:") and text[len("path:"):].strip()):
+        return text
+    raise ValueError(f"{text!r} is not a stub provider; use one of {', '.join(STUB_PROVIDERS)}, path:FILE")
+
+
+def _registry_repository(value: Any) -> str:
+    from triton_release.registry.client import lower_cased  # the rule lives with the reference grammar
+
+    return lower_cased(_text(value))
+
+
+def _folder_path(value: str, folder: Path) -> str:
+    """A relative path written in the settings file, as seen from where the run is."""
+    return value if Path(value).is_absolute() else str(folder / value)
+
+
+def _stub_path(value: str, folder: Path) -> str:
+    return "path:" + _folder_path(value[len("path:"):], folder) if value.startswith("path:") else value
 
 
 def _python_version(value: Any) -> str | None:
@@ -140,17 +173,24 @@ class Setting:
     default: Any
     help: str
     convert: Callable[[Any], Any] = _text
+    # a value that names a path: re-anchored to the folder it was written relative to
+    anchor: Callable[[str, Path], str] | None = None
+    # a value the conversion changed: the warning saying so ({given} and {value})
+    notice: str | None = None
 
 
 SETTINGS: tuple[Setting, ...] = (
-    Setting("model_repository", "model_repository", "the folder holding the models"),
+    Setting("model_repository", "model_repository", "the folder holding the models", anchor=_folder_path),
     Setting("base_image", "nvcr.io/nvidia/tritonserver:24.10-py3", "the Triton image the release is built FROM"),
     Setting("python", None, "the Python the models run on (default: the base image's python3)", _python_version),
-    Setting("repository", None, "the registry repository releases are pushed to, e.g. ghcr.io/org/models"),
+    Setting("repository", None, "the registry repository releases are pushed to, e.g. ghcr.io/org/models "
+            "(lower-cased: Docker refuses upper case)", _registry_repository,
+            notice="registry repository {given} lower-cased to {value} (Docker refuses upper case)"),
     Setting("channel", "latest", "the moving tag consumers follow"),
     Setting("keep", None, "keep only the newest N releases (default: keep all)", _keep),
     Setting("load_timeout", 300, "seconds each tested model may take to become ready", _seconds),
-    Setting("stub", "auto", "where the Python backend stub comes from: auto|stock|wheel|source|path:FILE"),
+    Setting("stub", "auto", "where the Python backend stub comes from: auto|stock|wheel|source|path:FILE", _stub,
+            anchor=_stub_path),
     Setting("requirements_options", "refuse", "refuse|allow: pip options (-r, -c, -e, --index-url, -f), paths "
             "and URLs in models' requirements.txt", _choice("refuse", "allow")),
     Setting("server_memory", None, "memory limit of the tritonserver container, e.g. 8g (default: 3/4 of this "
@@ -165,6 +205,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("max_drift", None, "refuse a release whose new model version answers its golden inputs further "
             "than this from the version before (the largest relative difference of any output, e.g. 0.001: a "
             "tenth of a percent); default: drift is reported, never refused", _fraction),
+    Setting("push_commit", False, "with --commit, push the release commit and its vX.Y.Z tag to the checked-out "
+            "branch of origin once the release is published (a refused push is a warning)", _bool),
     Setting("max_layers", 120, "the image's layer budget, the base image's layers counted (overlay2 refuses "
             "about 125)", _count),
 )
@@ -191,6 +233,11 @@ class Settings:
 
 def read_config_file(path: Path) -> dict[str, Any]:
     """triton-release.yaml, refusing unknown keys with a 'did you mean' hint and the line."""
+    return _read_config(path)[0]
+
+
+def _read_config(path: Path) -> tuple[dict[str, Any], dict[str, int]]:
+    """The settings file's mapping, and the line of each of its keys."""
     try:
         text = path.read_text(encoding="utf-8")
         for event in yaml.parse(text):  # anchors and aliases can expand without bound: not in settings
@@ -209,7 +256,7 @@ def read_config_file(path: Path) -> dict[str, Any]:
         where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
         raise UsageError(f"{where}: not valid YAML ({getattr(exc, 'problem', exc)}). Fix the syntax.") from None
     if data is None:
-        return {}
+        return {}, {}
     if not isinstance(data, dict):
         raise UsageError(f"{path}:1: the settings file must be a mapping of keys such as base_image: ...")
     lines = {k.value: k.start_mark.line + 1 for k, _ in node.value} if isinstance(node, yaml.MappingNode) else {}
@@ -219,37 +266,94 @@ def read_config_file(path: Path) -> dict[str, Any]:
             hint = f" Did you mean {close[0]!r}?" if close else ""
             raise UsageError(f"{path}:{lines.get(key, 1)}: unknown setting {key!r}.{hint} "
                              f"Known settings: {', '.join(BY_KEY)}.")
-    return data
+    return data, lines
+
+
+def _git_top(folder: Path) -> Path | None:
+    """The top level of the git work tree holding `folder` (where .git is, a folder or a worktree's file)."""
+    for candidate in (folder, *folder.parents):
+        if (candidate / ".git").exists():
+            return candidate
+    return None
+
+
+def find_root(cwd: Path) -> tuple[Path, Path | None]:
+    """Where a run from `cwd` finds its settings file and its default model repository, as git finds
+    its repository from a subfolder: the nearest folder from `cwd` up to the git top level that holds
+    triton-release.yaml; else the nearest that holds a model_repository folder; else the git top
+    level; outside git, `cwd` itself. Returns that folder and its settings file (None: none)."""
+    cwd = Path(os.path.abspath(cwd))
+    top = _git_top(cwd)
+    folders = [cwd] if top is None else [cwd, *list(cwd.parents)[:len(cwd.relative_to(top).parts)]]
+    for folder in folders:
+        if (folder / CONFIG_FILE).is_file():
+            return folder, folder / CONFIG_FILE
+    for folder in folders:
+        if (folder / BY_KEY["model_repository"].default).is_dir():
+            return folder, None
+    return top or cwd, None
+
+
+@dataclass(frozen=True)
+class _Layer:
+    source: str                   # where its values came from, as messages name it
+    values: Mapping[str, Any]
+    lines: Mapping[str, int]      # key -> its line in the settings file
+    folder: Path | None = None    # relative paths in it are relative to this folder (None: as given)
+
+
+def _same_folder(a: Path, b: Path) -> bool:
+    return os.path.realpath(a) == os.path.realpath(b)
 
 
 def resolve(cli: Mapping[str, Any], config_file: str | None = None,
             action_inputs: Mapping[str, Any] | None = None, cwd: Path | None = None) -> Settings:
-    """Merge the layers. `cli` holds only flags the user gave (None means not given)."""
+    """Merge the layers. `cli` holds only flags the user gave (None means not given).
+
+    Run from a subfolder, the settings file and the default model repository are found as
+    `find_root` says. Relative paths in the settings file are relative to its folder; those given
+    on the command line or as action inputs stay as given (relative to where the run is)."""
     cwd = cwd or Path.cwd()
-    layers: list[tuple[str, Mapping[str, Any]]] = [("default", {s.key: s.default for s in SETTINGS})]
-    path = Path(config_file) if config_file else cwd / CONFIG_FILE
-    if config_file or path.is_file():
-        layers.append((str(path), read_config_file(path)))
-    layers.append(("action input", action_inputs or {}))
-    layers.append(("command line", {k: v for k, v in cli.items() if v is not None}))
+    root, found = find_root(cwd)
+    layers = [_Layer("default", {s.key: s.default for s in SETTINGS}, {},
+                     None if _same_folder(root, cwd) else root)]
+    path = Path(config_file) if config_file else found
+    if path is not None:
+        data, lines = _read_config(path)
+        layers.append(_Layer(str(path), data, lines, None if _same_folder(path.parent, cwd) else path.parent))
+    layers.append(_Layer("action input", action_inputs or {}, {}))
+    layers.append(_Layer("command line", {k: v for k, v in cli.items() if v is not None}, {}))
     values: dict[str, Any] = {}
     sources: dict[str, str] = {}
     warnings: list[str] = []
-    for source, layer in layers:
-        for key, value in layer.items():
+    for layer in layers:
+        for given_key, value in layer.values.items():
+            key = given_key
             if key in DEPRECATED and value is not None:
                 new = DEPRECATED[key]
-                warnings.append(f"{source}: {key!r} is deprecated; call it {new!r}")
-                if new in layer and layer[new] is not None:
+                warnings.append(f"{layer.source}: {key!r} is deprecated; call it {new!r}")
+                if new in layer.values and layer.values[new] is not None:
                     continue  # the new name wins within one layer
                 key = new
             if key not in BY_KEY:
                 continue
-            setting = BY_KEY[key]
-            try:
-                values[key] = setting.convert(value) if value is not None else None
-            except (TypeError, ValueError) as exc:
-                raise UsageError(f"{source}: {key}={value!r} is not valid ({exc}). {setting.help}.") from None
-            sources[key] = source
+            values[key] = _value(BY_KEY[key], value, layer, given_key, warnings)
+            sources[key] = layer.source
     return Settings(values, sources, tuple(warnings))
 
+
+def _value(setting: Setting, value: Any, layer: _Layer, given_key: str, warnings: list[str]) -> Any:
+    """One layer's value of `setting`, converted, its relative path anchored, its change noted."""
+    if value is None:
+        return None
+    try:
+        converted = setting.convert(value)
+    except (TypeError, ValueError) as exc:
+        line = layer.lines.get(given_key)
+        where = f"{layer.source}:{line}" if line else layer.source
+        raise UsageError(f"{where}: {setting.key}={value!r} is not valid ({exc}). {setting.help}.") from None
+    if setting.notice and isinstance(value, str) and converted != value:
+        warnings.append(setting.notice.format(given=value, value=converted))
+    if setting.anchor and layer.folder is not None and isinstance(converted, str):
+        converted = setting.anchor(converted, layer.folder)
+    return converted

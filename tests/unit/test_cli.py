@@ -60,3 +60,61 @@ def test_a_model_version_of_0_is_refused_as_such(tmp_path, monkeypatch):
     code, report = run(tmp_path, monkeypatch, "rollback", "--server", "127.0.0.1:9", "--model", "a",
                        "--to-model-version", "0")
     assert code == 2 and "versions start at 1" in report["error"]["message"]
+
+
+def test_an_upper_case_repository_flag_is_lower_cased_with_a_notice(tmp_path, monkeypatch, capsys):
+    code, report = run(tmp_path, monkeypatch, "rollback", "--repo", "127.0.0.1:9/MyOrg/Models",
+                       "--to-version", "1.0.0")
+    assert code == 3  # accepted, and looked for at 127.0.0.1:9 (nothing listens there)
+    out = capsys.readouterr().out
+    assert ("warning: registry repository 127.0.0.1:9/MyOrg/Models lower-cased to 127.0.0.1:9/myorg/models "
+            "(Docker refuses upper case)") in out.splitlines()
+    code, report = run(tmp_path, monkeypatch, "push", "--image", "m:c", "--to", "127.0.0.1:9/A/B", "--version", "01.0.0")
+    assert code == 2 and "--version '01.0.0'" in report["error"]["message"]  # refused for the version only
+    assert "lower-cased to 127.0.0.1:9/a/b" in capsys.readouterr().out
+
+
+def test_inside_actions_the_notice_is_a_warning_annotation(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    code = main(["rollback", "--repo", "127.0.0.1:9/MyOrg/Models", "--to-version", "1.0.0"],
+                env={"HOME": str(tmp_path), "GITHUB_ACTIONS": "true"})
+    assert code == 3
+    assert ("::warning::registry repository 127.0.0.1:9/MyOrg/Models lower-cased to 127.0.0.1:9/myorg/models "
+            "(Docker refuses upper case)") in capsys.readouterr().out.splitlines()
+
+
+def test_global_flags_go_before_or_after_the_command(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "models").mkdir()
+    (tmp_path / "s.yaml").write_text("channel: stable\n")
+    env = {"HOME": str(tmp_path)}
+    for argv in (["--json", "validate", "--model-repository", "models"],
+                 ["validate", "--json", "--model-repository", "models"],
+                 ["--model-repository", "models", "--config", "s.yaml", "--json", "validate"],
+                 ["--debug", "validate", "--model-repository", "models", "--json"]):
+        assert main(argv, env=env) == 0, argv
+        captured = capsys.readouterr()
+        assert json.loads(captured.out)["command"] == "validate", argv
+        assert "no problems" in captured.err, argv
+    assert main(["--report", "r1.json", "validate", "--model-repository", "models"], env=env) == 0
+    assert main(["validate", "--model-repository", "models", "--report", "r2.json"], env=env) == 0
+    assert json.loads((tmp_path / "r1.json").read_text())["ok"] and json.loads((tmp_path / "r2.json").read_text())["ok"]
+
+
+def test_a_flag_after_the_command_wins_over_the_same_flag_before_it(tmp_path, monkeypatch):
+    from triton_release.cli.main import parser
+
+    args = parser().parse_args(["--model-repository", "a", "--config", "x.yaml", "validate", "--model-repository", "b"])
+    assert (getattr(args, "setting.model_repository"), args.config, args.json, args.report) == ("b", "x.yaml", False,
+                                                                                               None)
+    args = parser().parse_args(["validate"])
+    assert (args.config, args.report, args.json, args.debug) == (None, None, False, False)
+    assert not hasattr(args, "setting.model_repository")  # not given: the settings file or the default decides
+
+
+def test_version_still_works(capsys):
+    import pytest
+
+    with pytest.raises(SystemExit) as done:
+        main(["--version"], env={})
+    assert done.value.code == 0 and capsys.readouterr().out.startswith("triton-release ")

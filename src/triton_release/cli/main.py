@@ -29,18 +29,35 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(f"{self.prog}: {message}. See `{self.prog} --help`.")
 
 
+# The flags every command takes, given before the command or after it, and their defaults.
+GLOBAL_DEFAULTS = {"config": None, "report": None, "json": False, "debug": False}
+
+
+def add_global_flags(parser: argparse.ArgumentParser) -> None:
+    """Declared on the top parser and on each command's, with no default of their own (argparse
+    copies a command's defaults over what the top parser read: `--json changed` would be lost).
+    Each parser gets actions of its own, so the top parser's defaults reach no command's."""
+    flags = parser.add_argument_group("every command")
+    flags.add_argument("--config", metavar="FILE", default=argparse.SUPPRESS,
+                       help=f"settings file (default: {CONFIG_FILE} where present, here or in the nearest parent "
+                       "folder up to the git top level)")
+    setting(flags, "--model-repository", "model_repository", metavar="DIR", default=argparse.SUPPRESS)
+    flags.add_argument("--report", metavar="FILE", default=argparse.SUPPRESS, help="write the JSON report there")
+    flags.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
+                       help="the JSON report on stdout; human lines on stderr")
+    flags.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show a traceback on failure")
+
+
 def parser() -> argparse.ArgumentParser:
-    common = _Parser(add_help=False)
-    common.add_argument("--config", metavar="FILE", help=f"settings file (default: {CONFIG_FILE} where present)")
-    setting(common, "--model-repository", "model_repository", metavar="DIR")
-    common.add_argument("--report", metavar="FILE", help="write the JSON report there")
-    common.add_argument("--json", action="store_true", help="the JSON report on stdout; human lines on stderr")
-    common.add_argument("--debug", action="store_true", help="show a traceback on failure")
     top = _Parser(prog="triton-release", description="Release NVIDIA Triton Python-backend models.")
     top.add_argument("--version", action="version", version=f"triton-release {__version__}")
+    add_global_flags(top)
+    top.set_defaults(**GLOBAL_DEFAULTS)
     sub = top.add_subparsers(dest="command", metavar="COMMAND", required=True, parser_class=_Parser)
     for name, module in COMMANDS.items():
-        module.add_arguments(sub.add_parser(name, help=module.HELP, parents=[common], description=module.HELP))
+        command = sub.add_parser(name, help=module.HELP, description=module.HELP)
+        module.add_arguments(command)
+        add_global_flags(command)
     return top
 
 

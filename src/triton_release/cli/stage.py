@@ -1,7 +1,7 @@
 """`stage`: build the release once and push it as a candidate, planned into shards for many runners."""
 
 from triton_release import release
-from triton_release.cli.common import Context, add_image_settings, add_refs, setting
+from triton_release.cli.common import SINCE_LAST_RELEASE, Context, add_image_settings, add_refs, setting
 from triton_release.models.shards import check_counts
 from triton_release.fanout.stage import StageRequest, run_stage
 
@@ -9,7 +9,7 @@ HELP = "validate, changed, build and push a candidate (candidate-<sha12>, no rel
 
 
 def add_arguments(parser) -> None:
-    add_refs(parser)
+    add_refs(parser, SINCE_LAST_RELEASE)
     setting(parser, "--to", "repository", metavar="REPO")
     count = parser.add_mutually_exclusive_group()
     count.add_argument("--shards", type=int, metavar="N",
