@@ -17,7 +17,7 @@ MODES = ("release", "test", "rollback", "stage", "promote")
 TRUE, FALSE = {"true", "1", "yes", "on"}, {"false", "0", "no", "off", ""}
 # inputs that are settings (`image`: the old name of `repository`)
 SETTING_INPUTS = ("model-repository", "repository", "image", "base-image", "python", "stub", "channel", "keep",
-                  "load-timeout", "max-loaded", "gpus", "gpu-models", "max-drift")
+                  "load-timeout", "max-loaded", "gpus", "gpu-models", "max-drift", "push-commit")
 
 
 def _flag(name: str, text: str) -> bool | None:

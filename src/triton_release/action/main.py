@@ -18,6 +18,7 @@ from triton_release.action.inputs import ActionInputs, Event
 from triton_release.action.outputs import ActionOutputs, summary
 from triton_release.console import Console
 from triton_release.errors import TritonReleaseError, UsageError
+from triton_release.history.push_back import PushTarget
 from triton_release.settings import resolve
 
 DEFAULT_REPORT = "triton-release-report.json"
@@ -82,7 +83,8 @@ def run(inputs: ActionInputs, settings, event: Event, env: Mapping[str, str], se
         commit=inputs.commit, source=release.provenance_source(env),
         requirements_options=settings.requirements_options, server_memory=settings.server_memory,
         server_pids=settings.server_pids, max_loaded=settings.max_loaded, max_layers=settings.max_layers,
-        gpus=settings.gpus, gpu_models=settings.gpu_models, max_drift=settings.max_drift), session)
+        gpus=settings.gpus, gpu_models=settings.gpu_models, max_drift=settings.max_drift,
+        push_back=PushTarget.from_env(env) if inputs.commit and settings.push_commit else None), session)
 
 
 def stage(inputs: ActionInputs, settings, event: Event, env: Mapping[str, str], repository,

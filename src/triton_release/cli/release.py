@@ -1,17 +1,20 @@
 """`release`: validate, changed, bump, build, test and push in one run."""
 
 from triton_release import release
-from triton_release.cli.common import Context, add_image_settings, add_refs, setting
+from triton_release.cli.common import SINCE_LAST_RELEASE, Context, add_image_settings, add_refs, setting
+from triton_release.errors import UsageError
+from triton_release.history.push_back import PushTarget
 
 HELP = "validate, changed, bump, build, test and push in one run"
 
 
 def add_arguments(parser) -> None:
-    add_refs(parser)
+    add_refs(parser, SINCE_LAST_RELEASE)
     setting(parser, "--to", "repository", metavar="REPO")
     parser.add_argument("--no-push", action="store_true", help="stop after the tests (pull requests, forks)")
     parser.add_argument("--commit", action="store_true",
                         help="commit the new version folders as `release X.Y.Z` and tag vX.Y.Z")
+    setting(parser, "--push-commit", "push_commit", action="store_const", const=True)
     add_image_settings(parser)
     setting(parser, "--load-timeout", "load_timeout", metavar="SECONDS")
     setting(parser, "--max-loaded", "max_loaded", metavar="N")
@@ -25,6 +28,8 @@ def add_arguments(parser) -> None:
 
 def run(ctx: Context, session) -> None:
     args, settings = ctx.args, ctx.settings
+    if settings.push_commit and not args.commit and settings.sources.get("push_commit") == "command line":
+        raise UsageError("--push-commit pushes the release commit that --commit makes: give --commit too.")
     request = release.ReleaseRequest(
         model_repository=ctx.model_repository, repository=ctx.repository("--to REPO", required=not args.no_push),
         base=args.base, head=args.head, base_image=settings.base_image, python=settings.python,
@@ -32,5 +37,6 @@ def run(ctx: Context, session) -> None:
         push=not args.no_push, commit=args.commit, source=release.provenance_source(ctx.env),
         requirements_options=settings.requirements_options, server_memory=settings.server_memory,
         server_pids=settings.server_pids, max_loaded=settings.max_loaded, max_layers=settings.max_layers,
-        gpus=settings.gpus, gpu_models=settings.gpu_models, max_drift=settings.max_drift)
+        gpus=settings.gpus, gpu_models=settings.gpu_models, max_drift=settings.max_drift,
+        push_back=PushTarget.from_env(ctx.env) if args.commit and settings.push_commit else None)
     release.run_release(request, session)

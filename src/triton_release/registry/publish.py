@@ -56,10 +56,16 @@ class Tagged:
     version: str
     tags: tuple[str, ...]
     channel_before: str | None  # the digest the channel pointed at before: roll forward with it
+    previous_version: str | None = None  # the release before this one in the registry, X.Y.Z ...
+    previous_digest: str | None = None   # ... and its manifest digest: roll back to it
 
     def to_json(self) -> dict:
         return {"repository": self.repository, "version": self.version, "tags": list(self.tags),
-                "channel_digest_before": self.channel_before}
+                "channel_digest_before": self.channel_before, "previous_version": self.previous_version,
+                "previous_digest": self.previous_digest}
+
+    def facts(self) -> dict:
+        return {"previous_version": self.previous_version, "previous_digest": self.previous_digest}
 
 
 def push(client: docker.DockerClient, image: str, registry: RegistryRepository, version: str) -> PushResult:
@@ -116,7 +122,8 @@ def published(registry: RegistryRepository, version: str) -> bool | None:
 def tag_release(registry: RegistryRepository, version: str, revision: str | None, channel: str,
                 digest: str | None = None) -> Tagged:
     """Point X.Y, X, sha-<12> and, last, the channel at release `version`'s manifest; with `digest`
-    (the push's), only while X.Y.Z is still that manifest."""
+    (the push's), only while X.Y.Z is still that manifest. Also reads the release before it (the
+    highest X.Y.Z below it) and its digest, the one to roll back to."""
     release = parse_version(version)
     manifest = registry.manifest(version)
     if digest is not None and (manifest is None or manifest.digest != digest):
@@ -125,10 +132,13 @@ def tag_release(registry: RegistryRepository, version: str, revision: str | None
             pushed: another release overwrote it, and no other tag was moved. Run the release again: it
             releases the next version.""")
     channel_before = registry.digest(channel)
+    earlier = [v for v in versions_in(registry.tags()) if v < release]
+    previous = str(earlier[-1]) if earlier else None
     tags = moving_tags(release, revision, channel)
     for tag in tags:
         registry.put_manifest(tag, manifest)
-    return Tagged(str(registry), version, tuple(tags), channel_before)
+    return Tagged(str(registry), version, tuple(tags), channel_before, previous,
+                  registry.digest(previous) if previous else None)
 
 
 @dataclass(frozen=True)
@@ -245,26 +255,59 @@ class _PushStream:
 class Retention:
     repository: str
     keep: int
-    deleted: tuple[str, ...]
+    deleted: tuple[str, ...]                              # the releases deleted, X.Y.Z
+    dropped: tuple[str, ...] = ()                         # the other tags that pointed at them, gone with them
+    kept_for: tuple[tuple[str, tuple[str, ...]], ...] = ()  # older releases kept: (X.Y.Z, the channels on it)
 
     def to_json(self) -> dict:
-        return {"repository": self.repository, "keep": self.keep, "deleted": list(self.deleted)}
+        return {"repository": self.repository, "keep": self.keep, "deleted": list(self.deleted),
+                "tags_dropped": list(self.dropped),
+                "kept_as_channel_targets": {version: list(channels) for version, channels in self.kept_for}}
 
 
 def retain(registry: RegistryRepository, keep: int, channel: str) -> Retention:
-    """Delete the oldest releases beyond `keep`, never one a moving tag or the channel points at."""
+    """Keep the newest `keep` releases and every release a channel points at; delete the others.
+
+    A channel is any tag outside the tool's own families that point at releases (X.Y.Z, the moving
+    X.Y and X, sha-<12 hex>, candidate-<12 hex>), and `channel` always. X.Y and X never keep a
+    release: each release is its own X.Y's target when it is made, so they would keep them all. The
+    registry deletes a manifest with every tag on it, so the X.Y, X, sha- and candidate tags that
+    pointed at a deleted release go with it: listed in `dropped`, and said."""
+    import logging
+    import re
+
+    from triton_release.models.shards import is_candidate_tag
+
     if keep < 1:  # the `keep` setting refuses it; a caller of this function may not have used it
         raise UsageError("--keep must be 1 or more (without it every release is kept).")
     tags = registry.tags()
     releases = versions_in(tags)
     if len(releases) <= keep:
         return Retention(str(registry), keep, ())
-    protected = {registry.digest(t) for t in tags if not is_release_tag(t) and not is_provenance_tag(t)}
-    protected.add(registry.digest(channel))
-    deleted = []
+    digests = {tag: registry.digest(tag) for tag in tags}
+    owned = [tag for tag in tags if is_release_tag(tag) or re.fullmatch(r"\d+(\.\d+)?", tag)  # X.Y, X
+             or is_provenance_tag(tag) or is_candidate_tag(tag)]
+    channels: dict[str, list[str]] = {}  # digest -> the channels on it
+    for tag in sorted({*(set(tags) - set(owned)), channel}):
+        digest = digests[tag] if tag in digests else registry.digest(tag)
+        if digest:
+            channels.setdefault(digest, []).append(tag)
+    newest = {digests.get(str(version)) for version in releases[-keep:]}  # a digest two versions share stays
+    deleted, gone, kept = [], set(), []
     for version in releases[:-keep]:
-        digest = registry.digest(str(version))
-        if digest and digest not in protected:
+        digest = digests.get(str(version))
+        if not digest or digest in newest:
+            continue
+        if digest in channels:
+            kept.append((str(version), tuple(channels[digest])))
+            continue
+        if digest not in gone:
             registry.delete(digest)
-            deleted.append(str(version))
-    return Retention(str(registry), keep, tuple(deleted))
+            gone.add(digest)
+        deleted.append(str(version))
+    dropped = tuple(tag for tag in tags if digests.get(tag) in gone and not is_release_tag(tag))
+    if dropped:
+        logging.getLogger("triton_release").warning(
+            f"--keep {keep} deleted {', '.join(deleted)} from {registry}, and with {'it' if len(deleted) == 1 else 'them'} "
+            f"the tags that pointed there: {', '.join(dropped)}. Pull a kept release by its X.Y.Z or a channel.")
+    return Retention(str(registry), keep, tuple(deleted), dropped, tuple(kept))
