@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import sys
 import time
 from contextlib import contextmanager
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING, Iterator, TextIO
 
 from triton_release.problems import Problem, display_path
 from triton_release.progress import LiveBars, PlainLines, Reporter, reporting
+from triton_release.signals import stop
 
 if TYPE_CHECKING:  # the results this console renders; never imported at run time
     from triton_release.errors import TritonReleaseError
@@ -61,11 +63,29 @@ class Console:
         return text
 
     def _print(self, text: str, stream: TextIO | None = None) -> None:
-        if self._live is None:
-            print(self._masked(text), file=stream or self.out, flush=True)
-            return
-        with self._live.paused():  # a line printed under a live bar: the bar moves below it
-            print(self._masked(text), file=stream or self.out, flush=True)
+        stream = stream or self.out
+        try:
+            if self._live is None:
+                print(self._masked(text), file=stream, flush=True)
+                return
+            with self._live.paused():  # a line printed under a live bar: the bar moves below it
+                print(self._masked(text), file=stream, flush=True)
+        except BrokenPipeError:
+            self._closed(stream)
+
+    def _closed(self, stream: TextIO) -> None:
+        """The reader of `stream` went away (`release | head -1`): what follows goes nowhere, and
+        the run stops as a SIGPIPE would, undoing what it does on any interruption."""
+        devnull = open(os.devnull, "w")
+        try:
+            os.dup2(devnull.fileno(), stream.fileno())  # nor does Python's last flush fail at exit
+        except (OSError, ValueError):
+            pass
+        if stream is self.out:
+            self.out = devnull
+        if stream is self.err:
+            self.err = devnull
+        stop("SIGPIPE", 128 + signal.SIGPIPE)
 
     def _text(self, text: str, stream: TextIO | None = None) -> None:
         """Lines that may hold user text (file names, model messages): in Actions, none of them may
@@ -181,6 +201,15 @@ class Console:
         else:
             self.line(f"release: {result.kind.kind or 'nothing'} -> {plan.version or '(none)'} "
                       f"(previous: {plan.previous or 'none'}; base: {result.base_from})")
+
+    def recovered(self, result) -> None:
+        if result is None:
+            return
+        what = {"undone": "its bump was never published: undone",
+                "kept": "its release was published: its bump is kept for the release commit",
+                "tagged": "its release commit is there: tagged"}[result.action]
+        self.line(f"a run ({result.owner}) was stopped during {result.phase} with its bump in "
+                  f"{', '.join(result.folders)}; {what}")
 
     def bumped(self, result) -> None:
         for bump in result.bumps:

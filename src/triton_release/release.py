@@ -22,6 +22,7 @@ from triton_release.cache import exclusive
 from triton_release.errors import UsageError
 from triton_release.history import releases
 from triton_release.history.git import Git
+from triton_release.history.push_back import PushTarget, push_release
 from triton_release.models.repository import Repository
 from triton_release.session import Session
 from triton_release.settings import CONFIG_FILE, Settings
@@ -52,6 +53,7 @@ class ReleaseRequest:
     gpus: str | None = None  # the server's GPUs; None: KIND_GPU models are tested on the CPU
     gpu_models: str = "test"  # test|require: a KIND_GPU model that cannot load on the CPU
     max_drift: float | None = None  # refuse a new version this far (relative) from its previous one
+    push_back: PushTarget | None = None  # with commit: push the release commit and tag there; None: local only
 
 
 def model_repository(settings: Settings, how: str) -> Path:
@@ -104,6 +106,8 @@ def _release(request: ReleaseRequest, session: Session) -> None:
     console, report = session.console, session.report
     root, repository = request.model_repository, request.repository
 
+    if steps.journaled(root):  # a run killed with its bump in the working tree: finish it first
+        session.step("recover", console.recovered, steps.recover, root, repository)
     session.step("validate", console.validation, steps.validate, root, request.requirements_options)
     planned = session.step("changed", console.changes, steps.changes, root, request.base, request.head,
                            registry=repository, plan=True)
@@ -114,7 +118,9 @@ def _release(request: ReleaseRequest, session: Session) -> None:
         if request.push and repository is not None:
             session.step("finish", console.finished, steps.finish_interrupted, repository, request.channel)
             if request.commit:
-                session.step("commit", console.committed, steps.finish_commit, root, repository)
+                committed = session.step("commit", console.committed, steps.finish_commit, root, repository)
+                if committed is not None and request.push_back is not None:
+                    session.step("push-back", None, push_release, root, committed, request.push_back)
             if request.keep is not None:
                 session.step("retain", console.retained, steps.retain, repository, request.keep, request.channel)
         return
@@ -122,7 +128,8 @@ def _release(request: ReleaseRequest, session: Session) -> None:
     # -- undone on failure, until X.Y.Z is in the registry ------------------------------------
     bumped = pushing = False
     try:
-        bump = session.step("bump", console.bumped, steps.bump, root, planned)
+        bump = session.step("bump", console.bumped, steps.bump, root, planned,
+                            str(repository) if request.push and repository is not None else "")
         bumped = bool(planned.writes)
         git = Git(Git(root).toplevel())
         with tempfile.TemporaryDirectory(prefix="triton-release-") as scratch:
@@ -160,9 +167,15 @@ def _release(request: ReleaseRequest, session: Session) -> None:
             report.facts["released"] = False
             console.not_released("only golden cases changed: tested, nothing to release" if version is None
                                  else f"--no-push: {version} built and tested, not pushed")
+            steps.journal_end(root)  # the bump stays in the working tree, as asked
             return
         pushing = True
+        steps.journal_phase(root, "pushing", version)
         pushed = session.step("push", console.pushed, steps.push, image, repository, version)
+        if request.commit:
+            steps.journal_phase(root, "committing")
+        else:
+            steps.journal_end(root)  # published: the bump stays in the working tree, as asked
     except BaseException as exc:
         if bumped and not (pushing and _maybe_published(exc, repository, version)):
             _undo_bump(session, root, planned)
@@ -172,7 +185,10 @@ def _release(request: ReleaseRequest, session: Session) -> None:
     session.step("tags", console.tagged, steps.tag, repository, version, planned.found.head, request.channel,
                  pushed.digest)
     if request.commit:
-        session.step("commit", console.committed, steps.commit, root, version, bump, planned.found.head)
+        committed = session.step("commit", console.committed, steps.commit, root, version, bump, planned.found.head)
+        steps.journal_end(root)
+        if request.push_back is not None:  # after the registry's tags: the release is out, a refusal only warns
+            session.step("push-back", None, push_release, root, committed, request.push_back)
     if request.keep is not None:
         session.step("retain", console.retained, steps.retain, repository, request.keep, request.channel)
 

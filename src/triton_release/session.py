@@ -22,7 +22,7 @@ from typing import Any, Callable, TypeVar
 from triton_release.cache import cache_dir, write_atomic
 from triton_release.console import Console
 from triton_release.errors import Interrupted, TritonReleaseError
-from triton_release.signals import closing, signals_as_interrupts
+from triton_release.signals import checkpoint, closing, signals_as_interrupts
 
 T = TypeVar("T")
 
@@ -93,10 +93,12 @@ class Session:
         self.timed = timed  # a "done in" line per step (multi-step commands)
 
     def step(self, name: str, show: Callable[[Any], None] | None, run: Callable[..., T], *args, **kwargs) -> T:
+        checkpoint()
         start = time.perf_counter()
         with self.console.group(name, timed=self.timed), self.console.progress():
             try:
                 result = run(*args, **kwargs)
+                checkpoint()
             except TritonReleaseError as exc:
                 found = None if getattr(exc, "recorded_by", None) else exc.result  # a nested step's result is its own
                 self.report.record(name, StepRecord(found, time.perf_counter() - start, False, exc.exit_code))

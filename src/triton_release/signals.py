@@ -1,19 +1,29 @@
-"""SIGINT and SIGTERM as an exception every `finally` sees, raised once.
+"""SIGINT, SIGTERM and SIGHUP as an exception every `finally` sees, raised once, and never lost.
 
 GitHub cancels a run with SIGINT, then SIGTERM about 7.5 s later, then SIGKILL: the first signal
-stops the work and starts the cleanup, which the second must not break.
+stops the work and starts the cleanup, which the second must not break. A dropped SSH session
+sends SIGHUP: the same stop.
+
+The handler records the signal and raises it where the main thread is. When that is a
+`weakref.finalize` callback or a `__del__`, Python reports the exception as unraisable and drops
+it; the hook below notes that, and the next `checkpoint()` (every step's start and end, every
+polling wait) raises it again, so no signal is ever lost.
 """
 
 from __future__ import annotations
 
 import signal
+import sys
 from contextlib import contextmanager
 from typing import Iterator
 
 from triton_release.errors import Interrupted
 
+SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
 _pending: Interrupted | None = None
 _closing = False  # the work is over, the report is being written: a signal now is noted, not raised
+_lost = False     # the raise landed where Python drops exceptions: raise it again at a checkpoint
 
 
 def pending_interrupt() -> Interrupted | None:
@@ -21,14 +31,32 @@ def pending_interrupt() -> Interrupted | None:
     return _pending
 
 
+def stop(name: str, exit_code: int) -> None:
+    """Stop the run as a signal would (a closed stdout is one): raised here unless a signal is
+    being cleaned up already or the work is over (then only noted)."""
+    global _pending
+    if _pending is not None:
+        return
+    _pending = Interrupted(name, exit_code)
+    if not _closing:
+        raise _pending
+
+
+def checkpoint() -> None:
+    """Raise the signal again when its first raise was dropped (see the module's docstring)."""
+    global _lost
+    if _lost and _pending is not None and not _closing:
+        _lost = False
+        raise _pending
+
+
 @contextmanager
 def signals_as_interrupts() -> Iterator[None]:
-    """SIGINT and SIGTERM (GitHub cancels with SIGINT, then SIGTERM) raise `Interrupted`, so every
-    `finally` runs: server containers are removed, staging folders too, the report is written.
-    Only the first signal raises: a second one (GitHub's SIGTERM after its SIGINT) must not break
-    the cleanup the first one started."""
-    global _pending, _closing
-    _pending, _closing = None, False
+    """SIGINT, SIGTERM and SIGHUP raise `Interrupted`, so every `finally` runs: server containers
+    are removed, staging folders too, the report is written. Only the first signal raises: a
+    second one (GitHub's SIGTERM after its SIGINT) must not break the cleanup the first one started."""
+    global _pending, _closing, _lost
+    _pending, _closing, _lost = None, False, False
 
     def handler(number, frame):
         global _pending
@@ -38,14 +66,23 @@ def signals_as_interrupts() -> Iterator[None]:
         if not _closing:
             raise _pending
 
+    def unraisable(info) -> None:
+        global _lost
+        if info.exc_value is not None and info.exc_value is _pending:
+            _lost = True  # dropped by a finalizer: the next checkpoint raises it
+            return
+        previous_hook(info)
+
     try:
-        previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+        previous = {s: signal.signal(s, handler) for s in SIGNALS}
     except ValueError:  # not the main thread: leave the process's handlers alone
         yield
         return
+    previous_hook, sys.unraisablehook = sys.unraisablehook, unraisable
     try:
         yield
     finally:
+        sys.unraisablehook = previous_hook
         for number, old in previous.items():
             signal.signal(number, old)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import errno
 import json
 import logging
+import shutil
 import tempfile
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
@@ -18,16 +19,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Mapping
 
 from triton_release.cache import write_atomic
-from triton_release.errors import InfrastructureError, Refused, UsageError, no_space
+from triton_release.errors import InfrastructureError, Refused, TritonReleaseError, UsageError, no_space
 from triton_release.history import releases
-from triton_release.history.bump import (Carried, FolderBump, Written, apply_bumps, check_working_tree, checkout_at, extract_tree,
-                                         fill_lfs_pointers, holds_bump, plan_bumps, undo_bumps)
+from triton_release.history.bump import (STAGING, Carried, FolderBump, Written, apply_bumps, check_working_tree,
+                                         checkout_at, extract_tree, fill_lfs_pointers, folder_writes, holds_bump,
+                                         plan_bumps, same_as_tree, undo_bumps)
 from triton_release.history.changes import ChangeSet, Changes
 from triton_release.history import record as released_record, worktree
+from triton_release.history.journal import Entry, Journal
 from triton_release.history.git import Git
 from triton_release.models.repository import Repository
 from triton_release.models.validate import ValidationResult, validate as validate_repository
 from triton_release.problems import display_path
+from triton_release.processes import alive
 
 log = logging.getLogger("triton_release")
 MODELS_LABEL = "triton-release.models"  # model -> its version folders, in the image
@@ -151,17 +155,169 @@ class BumpResult:
         return [f"{self.prefix}/{b.model}/{v}" for b in (*self.bumps, *self.carried) for v in b.folders()]
 
 
-def bump(root: Path, planned: ChangesResult) -> BumpResult:
+def bump(root: Path, planned: ChangesResult, release: str = "") -> BumpResult:
     """The next version folders in the working tree; refused before touching anything when the
-    working tree holds anything but the commit there."""
-    check_working_tree(planned.found, planned.writes, root)
-    apply_bumps(planned.found, planned.writes, root)
-    return BumpResult(planned.found.prefix, planned.bumps, carried=planned.carried)
+    working tree holds anything but the commit there. Journaled under .git/ until the run undoes
+    it or ends with it (`release`: the registry repository it is for), so that a killed run's bump
+    is finished by the next (`recover`)."""
+    found = planned.found
+    check_working_tree(found, planned.writes, root)
+    if planned.writes:
+        git = Git(Git(root).toplevel())
+        journal = Journal(git)
+        journal.begin(found.head, found.prefix, folder_writes(git, found, planned.writes), release)
+        try:
+            apply_bumps(found, planned.writes, root, git)  # all or nothing
+        except BaseException:
+            journal.end()
+            raise
+    return BumpResult(found.prefix, planned.bumps, carried=planned.carried)
 
 
 def undo_bump(root: Path, planned: ChangesResult) -> BumpResult:
     undo_bumps(planned.found, planned.writes, root)
+    journal_end(root)
     return BumpResult(planned.found.prefix, planned.bumps, undone=True, carried=planned.carried)
+
+
+def journaled(root: Path) -> bool:
+    """Whether a run left its journal in the git repository around `root`."""
+    try:
+        return Journal(Git(Git(root).toplevel())).path.exists()
+    except TritonReleaseError:
+        return False
+
+
+def journal_phase(root: Path, phase: str, version: str = "") -> None:
+    """How far the release got with its bump (history/journal.py)."""
+    Journal(Git(Git(root).toplevel())).phase(phase, version)
+
+
+def journal_end(root: Path) -> None:
+    """The run ends with its bump, or without one: nothing for a next run to finish."""
+    Journal(Git(Git(root).toplevel())).end()
+
+
+@dataclass(frozen=True)
+class Recovered:
+    """What a run found of an earlier one that was killed with its bump in the working tree."""
+    phase: str
+    action: str          # undone | kept | tagged
+    folders: tuple[str, ...]
+    owner: str
+
+    def to_json(self) -> dict:
+        return {"phase": self.phase, "action": self.action, "folders": list(self.folders), "owner": self.owner}
+
+
+def recover(root: Path, repository: "RegistryRepository | None") -> Recovered | None:
+    """Finish what a killed run left (its journal, history/journal.py): a bump never published is
+    undone; one published is kept for its commit; a release commit left without its tag is tagged,
+    and git's stale index.lock removed. None when no run was stopped; refused while it still runs."""
+    from triton_release.image.engine import running_container
+
+    git = Git(Git(root).toplevel())
+    journal = Journal(git)
+    entry = journal.read()
+    if entry is None:
+        return None
+    who = f"pid {entry.owner.get('pid')} on {entry.owner.get('host')}"
+    if alive(entry.owner, running_container):
+        raise UsageError(f"""
+            Another triton-release run ({who}) is bumping this checkout ({journal.path} says so). Wait
+            for it to end, or stop it; a run that was killed is recognised and finished by the next.""")
+    _remove_orphaned_servers()
+    found = ChangeSet(None, entry.head, entry.prefix)
+    folders = tuple(f"{entry.prefix}/{w.model}/{w.version}" for w in entry.writes)
+    if entry.phase == "committing":
+        action = _finish_release_commit(git, entry)
+        journal.end()
+        return Recovered(entry.phase, action, folders, who)
+    if entry.phase == "pushing" and entry.release and entry.version:
+        published_now = _published_from(git, entry, repository)
+        if published_now is None:
+            raise InfrastructureError(f"""
+                A run ({who}) was stopped while pushing {entry.release}:{entry.version}, and the registry does
+                not answer whether it went up; its bump stays in {', '.join(folders)}. Run again when the
+                registry answers.""")
+        if published_now:
+            journal.end()
+            return Recovered(entry.phase, "kept", folders, who)
+    if git.text("rev-parse", "HEAD") != entry.head:
+        raise Refused(f"""
+            A run ({who}) was stopped with its bump of commit {entry.head[:12]} in {', '.join(folders)}, and
+            {git.text("rev-parse", "--short", "HEAD")} is checked out now. Check {entry.head[:12]} out and run
+            again (the bump is undone), or remove {journal.path} after restoring those folders by hand.""")
+    undo_bumps(found, _undoable(git, entry, root), root)
+    journal.end()
+    return Recovered(entry.phase, "undone", folders, who)
+
+
+def _remove_orphaned_servers() -> None:
+    """The server a killed run left (image/server.py), before the rerun's own; no daemon, no servers."""
+    from triton_release.image.engine import docker_client
+    from triton_release.image.server import remove_orphans
+
+    try:
+        remove_orphans(docker_client(ping_timeout=5))
+    except InfrastructureError:
+        pass
+
+
+def _undoable(git: Git, entry: Entry, root: Path) -> list[Carried]:
+    """The killed run's writes, each checked to hold what it wrote, what git holds, or nothing
+    (a kill mid-bump): refused before anything is undone when someone changed one since."""
+    for write in entry.writes:
+        folder = root / write.model / str(write.version)
+        for stale in (root / write.model).glob(".triton-release-*"):
+            if STAGING.match(stale.name):
+                shutil.rmtree(stale, ignore_errors=True)  # a staging folder of the killed run
+        ours = not folder.exists() or same_as_tree(git, write.tree, folder)
+        head = write.at_head and git.run("rev-parse", "-q", "--verify",
+                                         f"{entry.head}:{entry.prefix}/{write.model}/{write.version}", check=False)
+        if not ours and not (head and head.returncode == 0
+                             and same_as_tree(git, head.stdout.decode().strip(), folder)):
+            raise Refused(f"""
+                {entry.prefix}/{write.model}/{write.version} changed after a run that bumped it was killed:
+                it holds neither what that run wrote nor what git holds. Commit it or move it away, then run
+                again: the rest of the bump is undone then.""")
+    return entry.carried()
+
+
+def _published_from(git: Git, entry: Entry, repository: "RegistryRepository | None") -> bool | None:
+    """Whether the killed run's X.Y.Z went up, built from its commit; None when the registry
+    does not answer."""
+    from triton_release.registry import publish
+    from triton_release.registry.client import RegistryRepository
+
+    registry = repository if repository is not None and str(repository) == entry.release \
+        else RegistryRepository.parse(entry.release)
+    try:
+        if publish.published(registry, entry.version) is not True:
+            return publish.published(registry, entry.version)
+        labels = registry.image_config(entry.version).get("config", {}).get("Labels") or {}
+    except InfrastructureError:
+        return None
+    return labels.get(releases.REVISION_LABEL) == entry.head
+
+
+def _finish_release_commit(git: Git, entry: Entry) -> str:
+    """A run killed inside `git commit` leaves git's index.lock; one killed before `git tag`, the
+    commit without its tag. Both are finished here; a commit never made is left to be made by
+    the next --commit (its bump stays, published)."""
+    lock = Path(git.text("rev-parse", "--git-dir"))
+    lock = (lock if lock.is_absolute() else git.cwd / lock) / "index.lock"
+    lock.unlink(missing_ok=True)  # its writer is dead: the journal's owner was committing
+    head = git.text("rev-parse", "HEAD")
+    subject = git.text("log", "-1", "--format=%s")
+    parent = git.run("rev-parse", "-q", "--verify", "HEAD^", check=False).stdout.decode().strip()
+    if entry.version and subject == f"release {entry.version}" and parent == entry.head:
+        tag = releases.git_tag(entry.version)
+        if not git.has_commit(tag):
+            git.run("tag", tag, head)
+        return "tagged"
+    return "kept"
+
 
 
 @dataclass(frozen=True)
@@ -394,7 +550,8 @@ def test(root: Path | Repository, image: str, names: list[str], load_timeout: fl
     from triton_release.image.engine import docker_client
     from triton_release.image.server import TritonServer
     from triton_release.models.drift import DriftMeter, previous_version
-    from triton_release.models.suite import (GoldenRun, cpu_overrides, deferred, load_cases, models_to_load,
+    from triton_release.models.devices import image_cpu_overrides
+    from triton_release.models.suite import (GoldenRun, deferred, load_cases, models_to_load,
                                              plan_waves, run_waves, wave_label)
 
     repo = root if isinstance(root, Repository) else Repository.load(root)
@@ -405,7 +562,7 @@ def test(root: Path | Repository, image: str, names: list[str], load_timeout: fl
     load_cases(repo, names)  # every case file well-formed before any server starts
     waves = plan_waves(repo, names, max_loaded)
     environments = _image_environments(client, image)
-    overrides = {} if gpus else cpu_overrides(repo, load, environments)
+    overrides = {} if gpus else image_cpu_overrides(client, image, repo, load, environments)  # the image's configs
     every = len(waves) == 1 and set(load) == set(repo.models) and not overrides
     previous = {name: previous_version(shipped.get(name) or repo[name].versions, load[name])
                 for name in drift if name in load and name in names}
@@ -543,7 +700,8 @@ def record(root: Path, image: str, names: list[str], load_timeout: float = 300, 
     from triton_release.image.server import TritonServer
     from triton_release.models.answers import NotRecorded, recorded
     from triton_release.models.inference import ask
-    from triton_release.models.suite import cpu_overrides, deferred, load_cases, models_to_load, plan_waves
+    from triton_release.models.devices import image_cpu_overrides
+    from triton_release.models.suite import deferred, load_cases, models_to_load, plan_waves
 
     repo = Repository.load(root)
     todo = [c for c in load_cases(repo, names) if overwrite or c.unrecorded]  # unrecorded: "error": true too
@@ -554,7 +712,7 @@ def record(root: Path, image: str, names: list[str], load_timeout: float = 300, 
     load = models_to_load(repo, models)
     waves = plan_waves(repo, models, max_loaded)
     client = docker_client()
-    overrides = {} if gpus else cpu_overrides(repo, load, _image_environments(client, image))
+    overrides = {} if gpus else image_cpu_overrides(client, image, repo, load, _image_environments(client, image))
     with TritonServer(image, {m: load[m] for m in waves[0].load}, load_timeout=load_timeout, client=client,
                       memory=memory, pids=pids, overrides=overrides, deferred=deferred(repo, load, overrides),
                       gpus=gpus, gpu_models="require") as server:

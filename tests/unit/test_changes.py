@@ -217,16 +217,16 @@ def test_bump_is_all_or_nothing(released, monkeypatch):
     released.commit()
     found = detect(released)
     bumps = plan_bumps(found)
-    real_archive = Git.archive_stream
+    real_cat_file = Git.cat_file
     calls = []
 
-    def failing_archive(self, ref, path):
-        calls.append(path)
+    def failing_cat_file(self, oids):
+        calls.append(1)
         if len(calls) == 3:
             raise OSError(28, "No space left on device")
-        return real_archive(self, ref, path)
+        return real_cat_file(self, oids)
 
-    monkeypatch.setattr(Git, "archive_stream", failing_archive)
+    monkeypatch.setattr(Git, "cat_file", failing_cat_file)
     before = {p.as_posix(): p.read_bytes() for p in released.models.rglob("*") if p.is_file()}
     with pytest.raises(InfrastructureError, match="No space left.*nothing was changed"):
         apply_bumps(found, bumps, released.models)

@@ -8,7 +8,6 @@ import hashlib
 import os
 import re
 import shutil
-import subprocess
 import tempfile
 import uuid
 from dataclasses import dataclass
@@ -98,25 +97,40 @@ def plan_bumps(changes: ChangeSet, edits: bool = True) -> list[FolderBump]:
 
 
 def extract_tree(git: Git, ref: str, strip: str, dest: Path) -> None:
-    """Unpack the files under `strip` at `ref` into `dest` (nothing outside it), streamed from
-    `git archive` into `tar` (thousands of small files in a fraction of Python's time; a large
-    weights file never sits in memory). Git stores no `..` and no absolute path; links are
-    unpacked as links, and the layers refuse one that leaves the repository."""
+    """Write the files under `strip` at `ref` (a commit or a tree id) into `dest`, as git stores
+    them: the committed bytes, whatever the attributes say (`git archive` would drop
+    export-ignore files and rewrite export-subst ones), executables 0755, links as links (the
+    layers refuse one that leaves the repository). Blobs stream through one `git cat-file`, so a
+    large weights file never sits in memory."""
     dest.mkdir(parents=True)
     strip = PurePosixPath(strip).as_posix()  # "./a/1" -> "a/1"; "." is the whole tree
-    depth = 0 if strip == "." else len(PurePosixPath(strip).parts)
-    with git.archive_stream(ref, strip) as stream:
-        try:
-            done = subprocess.run(["tar", "-x", "-f", "-", "-C", str(dest), f"--strip-components={depth}",
-                                   "--no-same-owner", "--no-same-permissions"],
-                                  stdin=stream, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        except FileNotFoundError:
-            raise InfrastructureError("tar is not installed: install it (apt-get install tar).") from None
-    if done.returncode != 0:
-        why = done.stderr.decode(errors="replace").strip()
-        if "No space left" in why:
-            raise OSError(errno.ENOSPC, why)
-        raise InfrastructureError(f"unpacking {strip} at {ref[:12]} failed: {why}")
+    under = "" if strip == "." else strip + "/"
+    listed = git.run("--literal-pathspecs", "ls-tree", "-r", "-z", ref, "--", strip).stdout
+    entries = []
+    for entry in filter(None, listed.decode("utf-8", "surrogateescape").split("\0")):
+        meta, path = entry.split("\t", 1)
+        mode, kind, oid = meta.split()
+        if kind != "blob":
+            continue  # a submodule: git archive too writes no files for it
+        relative = path[len(under):] if path.startswith(under) else path
+        parts = PurePosixPath(relative).parts
+        if not parts or relative.startswith("/") or ".." in parts:
+            raise InfrastructureError(f"git holds a path that leaves its tree at {ref[:12]}: {path!r}")
+        entries.append((mode, oid, dest.joinpath(*parts)))
+    made = {dest}
+    with git.cat_file([oid for _, oid, _ in entries]) as blobs:
+        for (mode, _, target), chunks in zip(entries, blobs):
+            if target.parent not in made:
+                os.makedirs(target.parent, exist_ok=True)
+                made.add(target.parent)
+            if mode == "120000":
+                os.symlink(b"".join(chunks).decode("utf-8", "surrogateescape"), target)
+                continue
+            with open(target, "wb") as handle:
+                for chunk in chunks:
+                    handle.write(chunk)
+            if mode == "100755":
+                os.chmod(target, 0o755)
 
 
 STAGING = re.compile(r"^\.triton-release-[0-9a-f]{8}$")  # our own staging folders, by name
@@ -240,6 +254,9 @@ def undo_bumps(changes: ChangeSet, bumps: list[Written], model_repository: Path)
         try:
             extract_tree(git, changes.head, path, stage / "head")
             fill_lfs_pointers(git, stage / "head", required=False)
+            if not current.exists():  # a run killed between its two renames left no folder there
+                os.rename(stage / "head", current)
+                continue
             os.rename(current, stage / "released")
             try:
                 os.rename(stage / "head", current)
@@ -311,21 +328,24 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
+def same_as_tree(git: Git, tree: str, folder: Path) -> bool:
+    """Whether `folder` holds exactly the files of git tree `tree` (git LFS objects filled in
+    where this clone has them)."""
+    with tempfile.TemporaryDirectory(prefix="triton-release-") as scratch:
+        expected = Path(scratch) / "tree"
+        extract_tree(git, tree, ".", expected)
+        fill_lfs_pointers(git, expected, required=False)
+        return folder.is_dir() and _same_tree(expected, folder)
+
+
 def holds_bump(changes: ChangeSet, bumps: list[Written], model_repository: Path) -> bool:
     """Whether the working tree holds exactly what these bumps write: N+1 as head's N, N as
     released, each carried version as released (the bump a stopped run left behind, untouched
     since)."""
     root = Path(model_repository)
     git = Git(Git(root).toplevel())
-    with tempfile.TemporaryDirectory(prefix="triton-release-") as scratch:
-        for i, write in enumerate(folder_writes(git, changes, bumps)):
-            expected = Path(scratch) / str(i)
-            extract_tree(git, write.tree, ".", expected)
-            fill_lfs_pointers(git, expected, required=False)
-            folder = root / write.model / str(write.version)
-            if not folder.is_dir() or not _same_tree(expected, folder):
-                return False
-    return True
+    return all(same_as_tree(git, write.tree, root / write.model / str(write.version))
+               for write in folder_writes(git, changes, bumps))
 
 
 def _same_tree(a: Path, b: Path) -> bool:

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import re
 import subprocess
+import threading
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Iterator
+from typing import Callable, Iterator
 
 from triton_release.errors import InfrastructureError, UsageError
 
@@ -104,26 +105,44 @@ class Git:
         return {path: contents[ids[path]] if path in ids else None for path in paths}
 
     @contextmanager
-    def archive_stream(self, ref: str, path: str) -> Iterator[IO[bytes]]:
-        """A tar of `path` at `ref`, read as `git archive` writes it."""
+    def cat_file(self, oids: list[str]) -> Iterator[Iterator[Iterator[bytes]]]:
+        """Each of `oids`' bytes in chunks, in order, from one `git cat-file --batch` fed by a
+        thread (a large file never sits in memory). Consume each object's chunks before the next."""
         try:
-            process = subprocess.Popen(["git", "archive", "--format=tar", ref, "--", path], cwd=self.cwd,
-                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            process = subprocess.Popen(["git", "cat-file", "--batch", "--buffer"], cwd=self.cwd,
+                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
         except FileNotFoundError:
             raise InfrastructureError("git is not installed: install it (apt-get install git).") from None
+
+        def feed() -> None:
+            try:
+                process.stdin.write("".join(f"{oid}\n" for oid in oids).encode())
+                process.stdin.close()
+            except (BrokenPipeError, ValueError, OSError):
+                pass  # the reader stopped early
+
+        def chunks(oid: str) -> Iterator[bytes]:
+            header = process.stdout.readline().split()
+            if len(header) != 3:
+                raise GitFailed(f"git cat-file has no object {oid} in {self.cwd}")
+            left = int(header[2])
+            while left:
+                chunk = process.stdout.read(min(left, 1 << 20))
+                if not chunk:
+                    raise GitFailed(f"git cat-file stopped while reading {oid} in {self.cwd}")
+                left -= len(chunk)
+                yield chunk
+            process.stdout.read(1)  # the newline after each object
+
+        writer = threading.Thread(target=feed, daemon=True)
+        writer.start()
         try:
-            yield process.stdout
-            process.stdout.read()  # drain, so git can finish
-        except BaseException:
+            yield (chunks(oid) for oid in oids)
+        finally:
             process.kill()
             process.wait()
-            raise
-        finally:
+            writer.join()
             process.stdout.close()
-        error = process.stderr.read().decode(errors="replace").strip()
-        process.stderr.close()
-        if process.wait() != 0:
-            raise GitFailed(f"git archive failed in {self.cwd}: {error}")
 
     def tags(self, pattern: str) -> list[str]:
         return self.text("tag", "--list", pattern).splitlines()

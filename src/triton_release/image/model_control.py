@@ -21,7 +21,8 @@ import docker
 import requests
 
 from triton_release import progress
-from triton_release.errors import Refused
+from triton_release.errors import InfrastructureError, Refused
+from triton_release.signals import checkpoint
 
 log = logging.getLogger("triton_release")
 # Lines after which no model of this server will ever load: fail now, not at --load-timeout.
@@ -152,10 +153,23 @@ class ModelControl:
             time.sleep(0.25)
 
     def check_running(self, during: str) -> None:
+        """Refused when the server exited on its own; an infrastructure failure when something
+        killed it (the daemon's OOM killer, `docker kill`). Every polling wait passes here, so a
+        signal that was dropped is raised again here too."""
+        checkpoint()
         self.container.reload()
-        if self.container.status in ("exited", "dead"):
-            raise Refused(f"tritonserver exited {during} (image {self.image}).",
-                          details=self.logs().splitlines()[-30:])
+        if self.container.status not in ("exited", "dead"):
+            return
+        state = self.container.attrs.get("State") or {}
+        if state.get("OOMKilled") or state.get("ExitCode") == 137:
+            why = "out of memory, the daemon says" if state.get("OOMKilled") else "SIGKILL, exit code 137"
+            raise InfrastructureError(f"""
+                The tritonserver container {self.name} was killed {during} ({why}): nothing is wrong with
+                the golden files. Give the server more memory (server_memory in triton-release.yaml, or a
+                runner with more), or fewer models at once (--max-loaded), and run again.""",
+                details=self.logs().splitlines()[-30:])
+        raise Refused(f"tritonserver exited {during} (image {self.image}, exit code {state.get('ExitCode', '?')}).",
+                      details=self.logs().splitlines()[-30:])
 
     @staticmethod
     def unserved(name: str, version: int | None, states: list[ModelState]) -> bool:

@@ -15,6 +15,7 @@ load its steps from their files), after it. With `gpus` the container gets those
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
@@ -29,9 +30,11 @@ import requests
 from triton_release.settings import memory_bytes
 from triton_release.errors import InfrastructureError, UsageError
 from triton_release.image.model_control import ModelControl
+from triton_release.processes import alive, owner
 
 HTTP_PORT, GRPC_PORT = "8000/tcp", "8001/tcp"
 CONTAINER_LABEL = "triton-release.server"
+OWNER_LABEL = "triton-release.owner"  # the run that started it (processes.py): removed once that run is gone
 RUN_ID_VARIABLE = "TRITON_RELEASE_RUN_ID"  # the label's value: the run's, so parallel runs on one daemon can tell theirs
 _CONTAINER_ID = re.compile(r"/containers/([0-9a-f]{64})/")
 log = logging.getLogger("triton_release")
@@ -58,6 +61,39 @@ def memory_limit(value: str | int | None, meminfo: str | None = None) -> int | N
         raise UsageError(f"""
             server_memory {value!r} is not a memory size of at least 64m: give bytes or a number with k,
             m or g (e.g. 8g) in triton-release.yaml, or leave it out for 3/4 of this machine's memory.""") from None
+
+
+def remove_orphans(client: docker.DockerClient) -> list[str]:
+    """Remove the server containers whose run is gone (killed: no cleanup code of its ran), as
+    their owner label tells; a server whose owner may still run is left alone. Returns their names."""
+    def running(host: str) -> bool:
+        try:
+            return client.containers.get(host).status == "running"
+        except docker.errors.NotFound:
+            return False
+        except docker.errors.APIError:
+            return True  # cannot tell: leave its servers alone
+
+    removed = []
+    try:
+        found = client.containers.list(all=True, filters={"label": OWNER_LABEL})
+    except docker.errors.APIError:
+        return removed
+    for container in found:
+        try:
+            who = json.loads(container.labels.get(OWNER_LABEL) or "{}")
+        except ValueError:
+            continue
+        if not isinstance(who, dict) or alive(who, running):
+            continue
+        try:
+            container.remove(force=True)
+            removed.append(container.name)
+        except docker.errors.APIError:
+            continue  # gone meanwhile, or another run removes it
+    if removed:
+        log.warning(f"removed {len(removed)} server container(s) left by runs that were killed: {', '.join(removed)}")
+    return removed
 
 
 def own_container(client: docker.DockerClient):
@@ -177,8 +213,9 @@ class TritonServer(ModelControl):
     def __enter__(self) -> "TritonServer":
         try:
             here = own_container(self.client)
-            common = dict(name=self.name, detach=True, labels={CONTAINER_LABEL: os.environ.get(RUN_ID_VARIABLE) or "1"}, shm_size="256m",
-                          **self.limits())
+            remove_orphans(self.client)
+            labels = {CONTAINER_LABEL: os.environ.get(RUN_ID_VARIABLE) or "1", OWNER_LABEL: json.dumps(owner())}
+            common = dict(name=self.name, detach=True, labels=labels, shm_size="256m", **self.limits())
             self._created = True  # from here a failed run may leave a container: removed by its name
             if here is not None:
                 ports = free_ports(3)

@@ -1,0 +1,31 @@
+"""Who runs: this process as another run can find it again, and whether such a process still
+lives. A run killed with SIGKILL leaves what it owned (a journal, a server container) for the next
+run to finish or remove, once its owner is gone."""
+
+from __future__ import annotations
+
+import os
+import socket
+from pathlib import Path
+from typing import Callable
+
+
+def owner() -> dict:
+    """This process, as another run can tell whether it still lives."""
+    return {"host": socket.gethostname(), "pid": os.getpid(), "started": _started(os.getpid())}
+
+
+def _started(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return ""
+
+
+def alive(who: dict, running_elsewhere: Callable[[str], bool] | None = None) -> bool:
+    """Whether the process `who` still runs: on this host by its pid and start time; on another
+    (an earlier action container) as `running_elsewhere(host)` says, else not."""
+    if who.get("host") == socket.gethostname():
+        pid = who.get("pid")
+        return isinstance(pid, int) and _started(pid) != "" and _started(pid) == who.get("started")
+    return bool(running_elsewhere and running_elsewhere(who.get("host", "")))

@@ -1,0 +1,131 @@
+"""A runner that dies (SIGKILL: no cleanup code runs) at any step of a real release, and the rerun
+in the same workspace, as a self-hosted runner makes it: it converges. One release of the change,
+the earlier release unchanged, the bump committed and tagged once, the tree clean, no container
+left. A signal at a random moment stops the run within seconds with its cleanup done."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+
+import pytest
+
+from triton_release.history.releases import versions_in
+
+from support.models import PYTHON_MODEL
+from support.stack import BASE_IMAGE, REGISTRY, SERVERS
+from support.workspace import Workspace
+
+pytestmark = pytest.mark.integration
+
+
+def release_command(ws: Workspace, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "triton_release", "release", "--to", ws.image, "--base-image", BASE_IMAGE,
+            "--load-timeout", "60", *extra]
+
+
+def run_until(ws: Workspace, trigger, *, sig: int = signal.SIGKILL, delay: float = 0.0) -> tuple[int, str, bool]:
+    """Run a release and send `sig` `delay` seconds after the first line `trigger` accepts. Returns
+    the exit code, the output, and whether the signal was sent."""
+    process = subprocess.Popen(release_command(ws, "--commit"), cwd=ws.root, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True, env={**os.environ, "CI": ""})
+    lines, sent, at = [], threading.Event(), []
+
+    def fire():
+        time.sleep(delay)
+        if process.poll() is None:
+            at.append(time.monotonic())
+            process.send_signal(sig)
+            sent.set()
+
+    for line in process.stdout:
+        lines.append(line)
+        if not sent.is_set() and trigger(line):
+            threading.Thread(target=fire, daemon=True).start()
+            trigger = lambda _line: False  # noqa: E731 - once
+    code = process.wait(timeout=300)
+    if at:  # a signal stops the run within seconds, cleanup included (generous on a loaded runner)
+        assert time.monotonic() - at[0] < 30, "".join(lines)[-2000:]
+    return code, "".join(lines), sent.is_set()
+
+
+@pytest.fixture
+def fresh(docker_client, tmp_path):
+    """A workspace of its own, released once as 1.0.0 into a registry repository of its own."""
+    ws = Workspace(tmp_path / "work", f"{REGISTRY}/triton-release-faults/crash-{uuid.uuid4().hex[:10]}", docker_client)
+    yield ws
+    for tag in ("candidate",):
+        try:
+            docker_client.images.remove(f"{ws.image}:{tag}", force=True)
+        except Exception:
+            pass
+
+
+def change_a(ws: Workspace) -> None:
+    ws.write({"a/1/model.py": "# a change\n" + PYTHON_MODEL})
+    ws.commit("a: a change")
+
+
+def assert_converged(ws: Workspace, first_digest: str) -> None:
+    rerun = subprocess.run(release_command(ws, "--commit"), cwd=ws.root, capture_output=True, text=True,
+                           env={**os.environ, "CI": ""}, timeout=600)
+    assert rerun.returncode == 0, rerun.stdout[-3000:] + rerun.stderr[-3000:]
+    assert [str(v) for v in versions_in(ws.registry.tags())] == ["1.0.0", "1.1.0"]
+    assert ws.registry.digest("1.0.0") == first_digest
+    assert ws.git_repo.git("log", "-1", "--format=%s") == "release 1.1.0"
+    assert ws.git_repo.git("tag", "--points-at", "HEAD") == "v1.1.0"
+    assert ws.git_repo.git("tag", "--list", "v*") == "v1.1.0"
+    assert ws.git_repo.git("status", "--porcelain", "--ignored") == ""
+    assert (ws.models / "a" / "1" / "model.py").read_text() == PYTHON_MODEL
+    assert (ws.models / "a" / "2" / "model.py").read_text().startswith("# a change")
+    assert not ws.docker.containers.list(all=True, filters={"label": SERVERS})
+    assert not (ws.root / ".git" / "triton-release" / "bump.json").exists()
+
+
+STEPS = ["bump", "export", "environments", "build", "test", "push", "tags"]
+
+
+@pytest.mark.parametrize("after", STEPS)
+def test_a_kill_after_any_step_converges_on_the_rerun(fresh, after):
+    first = fresh.registry.digest("1.0.0")
+    change_a(fresh)
+    code, out, sent = run_until(fresh, lambda line: line.startswith(f"{after}: done"))
+    assert sent and code == -signal.SIGKILL, out[-2000:]
+    assert_converged(fresh, first)
+
+
+@pytest.mark.parametrize("during, delay", [("test", 0.3), ("build", 0.05), ("commit", 0.0)])
+def test_a_kill_inside_a_step_converges_on_the_rerun(fresh, during, delay):
+    first = fresh.registry.digest("1.0.0")
+    change_a(fresh)
+    previous = {"test": "build", "build": "environments", "commit": "tags"}[during]
+    code, out, sent = run_until(fresh, lambda line: line.startswith(f"{previous}: done"), delay=delay)
+    assert sent, out[-2000:]
+    if during == "commit":  # git itself killed, holding its index.lock: the state a kill in git leaves
+        (fresh.root / ".git" / "index.lock").write_text("")
+    assert_converged(fresh, first)
+
+
+def test_a_signal_at_random_moments_always_stops_within_seconds_and_cleans_up(fresh):
+    """30 SIGTERMs at random points of real releases: each run exits 143 (or had finished), within
+    seconds, with the tree as it was and no container; never a traceback, never a lost signal."""
+    change_a(fresh)
+    rng = random.Random(25)
+    for trial in range(30):
+        code, out, sent = run_until(fresh, lambda line: True, sig=signal.SIGTERM, delay=rng.uniform(0.0, 3.0))
+        assert "Traceback" not in out and "Exception ignored" not in out, out[-3000:]
+        assert not fresh.docker.containers.list(all=True, filters={"label": SERVERS}), trial
+        assert not (fresh.root / ".git" / "triton-release" / "bump.json").exists(), (trial, out[-2000:])
+        assert fresh.git_repo.git("status", "--porcelain") == "", (trial, out[-2000:])
+        if code == 143:
+            assert "interrupted by SIGTERM: stopped and cleaned up" in out, out[-2000:]
+            continue
+        assert code in (0, -signal.SIGTERM), (trial, code, out[-2000:])  # done before, or as it exited
+        fresh.write({"a/1/model.py": f"# change {trial}\n" + PYTHON_MODEL})  # released: the next trial's change
+        fresh.commit(f"a: change {trial}")
