@@ -4,12 +4,19 @@ Steps return typed results; this module alone turns them into lines. One method 
 result (`validation`, `changes`, `golden_run`, `pushed` ...), used by the single commands and
 by `release` alike, so the two can never drift. Warnings logged by domain code (the
 `triton_release` logger) arrive here too. Secrets given to `mask` never leave it.
+
+Text that users and models wrote (file names, a model's error message, a server's log lines) is
+shown, never obeyed: every line printed has its control characters escaped (`escape_controls`),
+so none colours, moves the cursor or rewrites a line; a model's text is kept on the line that
+shows it (its line feeds escaped too); and in Actions no line of it becomes a workflow command
+(`defuse_commands`).
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import re
 import signal
 import sys
 import time
@@ -33,6 +40,38 @@ def escape_data(text: str) -> str:
 def escape_property(text: str) -> str:
     """A workflow command's property value (file=...): also ':' and ','."""
     return escape_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+_CONTROLS = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f]")        # C0 but tab, DEL, C1
+_CONTROLS_BUT_LF = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_NAMED = {"\n": "\\n", "\r": "\\r"}
+
+
+def _escaped(match: re.Match) -> str:
+    char = match.group()
+    return _NAMED.get(char) or f"\\x{ord(char):02x}"
+
+
+def escape_controls(text: str, lines: bool = False) -> str:
+    """Text written by a user or a model as a log may show it: each control character (C0 but
+    tab, DEL, C1: ESC, CR, backspace, NEL ...) written as Python writes it in a string, `\\x1b`,
+    `\\r`, `\\n`, so that none colours, moves the cursor, rewrites a line or starts one. With
+    `lines`, line feeds stay (text of several lines that the tool itself wrote)."""
+    return (_CONTROLS_BUT_LF if lines else _CONTROLS).sub(_escaped, text)
+
+
+def defuse_commands(line: str) -> str:
+    """One line of user text that the Actions runner would obey as a workflow command, made inert
+    and still readable. The runner takes a line as a command when, after leading white space, it
+    starts with '::' (`::error::`, `::set-output name=..::`, `::stop-commands::`), or when it holds
+    '##[' anywhere (the older syntax): the first ':' of such a line is written `\\x3a`, and every
+    '##[' as '#\\x23['. Escaping is stateless, so it holds whatever came before; ::stop-commands::
+    would need a token per block and would also silence the tool's own annotations after a crash."""
+    line = line.replace("##[", "#\\x23[")
+    stripped = line.lstrip()
+    if stripped.startswith("::"):
+        line = line[:len(line) - len(stripped)] + "\\x3a" + stripped[1:]
+    return line
 
 
 class Console:
@@ -64,12 +103,13 @@ class Console:
 
     def _print(self, text: str, stream: TextIO | None = None) -> None:
         stream = stream or self.out
+        text = escape_controls(self._masked(text), lines=True)  # every line written: no control character
         try:
             if self._live is None:
-                print(self._masked(text), file=stream, flush=True)
+                print(text, file=stream, flush=True)
                 return
             with self._live.paused():  # a line printed under a live bar: the bar moves below it
-                print(self._masked(text), file=stream, flush=True)
+                print(text, file=stream, flush=True)
         except BrokenPipeError:
             self._closed(stream)
 
@@ -89,10 +129,9 @@ class Console:
 
     def _text(self, text: str, stream: TextIO | None = None) -> None:
         """Lines that may hold user text (file names, model messages): in Actions, none of them may
-        start a workflow command, however the text was made."""
+        be a workflow command, however the text was made (a CR starts no line: it is escaped)."""
         if self.ci:
-            text = "\n".join(" " + line if line.lstrip().startswith("::") else line
-                             for line in text.replace("\r", "\n").split("\n"))
+            text = "\n".join(defuse_commands(line) for line in text.split("\n"))
         self._print(text, stream)
 
     def line(self, text: str = "") -> None:
@@ -256,10 +295,10 @@ class Console:
 
     def golden_run(self, run) -> None:
         on_cpu = set(getattr(run, "on_cpu", ()))
-        for case in run.cases:
+        for case in run.cases:  # a case's message holds the model's own text: kept on its line
             where = ", tested on CPU" if case.case.split("/", 1)[0] in on_cpu else ""
             self.line(f"{'PASS' if case.passed else 'FAIL'} {case.case} ({case.latency_ms:.1f} ms{where})"
-                      + (f": {case.message}" if case.message else ""))
+                      + (f": {escape_controls(case.message)}" if case.message else ""))
         for name in run.untested:
             self.warning(f"{name} has no golden cases; it loaded, nothing more is proven")
         for name, why in getattr(run, "needs_gpu", ()):
@@ -267,7 +306,7 @@ class Console:
         if on_cpu:
             self.line(f"tested on CPU (KIND_GPU instance groups loaded as KIND_CPU): {', '.join(sorted(on_cpu))}")
         for case in run.failed:
-            self.problem(Problem(Path(case.path), f"{case.case}: {case.message}"))
+            self.problem(Problem(Path(case.path), f"{case.case}: {escape_controls(case.message)}"))
         if len(run.waves) > 1:
             for wave in run.waves:
                 over = " (more than max_loaded: an ensemble and what it needs)" if wave.oversized else ""
@@ -283,21 +322,24 @@ class Console:
         """One line per model with a new version: its largest difference from the version before."""
         from triton_release.models.drift import show_fraction
 
-        for found in drifts:
+        for found in drifts:  # notes and output names come from the server: each line kept one line
             if not found.compared:
-                self.line(f"drift {found.model}: not compared: {found.note}")
+                self.line(escape_controls(f"drift {found.model}: not compared: {found.note}"))
                 continue
+            changed = "".join(f"; {kind} in {found.version}: {', '.join(names)} (not compared)" for kind, names
+                              in (("new outputs", found.new_outputs), ("outputs gone", found.gone_outputs)) if names)
             worst = found.worst
             if worst is None:
-                self.line(f"drift {found.model} {found.previous} -> {found.version}: no output compared "
-                          f"({'; '.join(found.skipped[:2]) or 'no case'})")
+                self.line(escape_controls(f"drift {found.model} {found.previous} -> {found.version}: no output "
+                                          f"compared ({'; '.join(found.skipped[:2]) or 'no case'}){changed}"))
                 continue
             beyond = max(o.cases_beyond_tolerance for o in found.outputs)
             size = f", max abs diff {worst.max_abs_diff:.3g}" if worst.max_abs_diff is not None else ""
-            self.line(f"drift {found.model} {found.previous} -> {found.version}: up to "
-                      f"{show_fraction(found.max_rel_diff)} ({worst.name}{size}) over {found.cases} case(s), "
-                      + (f"BEYOND TOLERANCE in {beyond}" if beyond else "within tolerance")
-                      + (f"; {len(found.skipped)} not compared (the report says why)" if found.skipped else ""))
+            self.line(escape_controls(
+                f"drift {found.model} {found.previous} -> {found.version}: up to "
+                f"{show_fraction(found.max_rel_diff)} ({worst.name}{size}) over {found.cases} case(s), "
+                + (f"BEYOND TOLERANCE in {beyond}" if beyond else "within tolerance") + changed
+                + (f"; {len(found.skipped)} not compared (the report says why)" if found.skipped else "")))
 
     def recorded(self, result) -> None:
         for path in result.written:

@@ -7,6 +7,7 @@ import re
 import uuid
 from dataclasses import dataclass, replace
 
+from triton_release.console import escape_controls
 from triton_release.session import Report
 
 _VERSION = re.compile(r"^(\d+\.\d+\.\d+)?$")
@@ -158,7 +159,7 @@ class ActionOutputs:
 
 def _md(text: object) -> str:
     """User text in a Markdown table cell: no pipes, no line breaks, no markup."""
-    return re.sub(r"([\\`*_{}\[\]<>|])", r"\\\1", str(text)).replace("\r", " ").replace("\n", " ")
+    return re.sub(r"([\\`*_{}\[\]<>|])", r"\\\1", escape_controls(str(text), lines=True)).replace("\r", " ").replace("\n", " ")
 
 
 def _drift_table(drifts) -> list[str]:

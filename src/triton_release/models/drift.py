@@ -14,10 +14,17 @@ Per element, with the case's tolerances for the output's data type (`answers.tol
   nothing: the relative difference is 0 when the change is within atol, else infinite (a value
   that was zero no longer is). NaN against NaN and an infinity against the same one are equal;
 - beyond tolerance where |new - old| > atol + rtol * |old|, the golden comparison's own rule.
-Integers compare with atol 0. BOOL and BYTES elements are equal or not: a difference has no
-size (its relative difference is infinite). An output whose data type or shape changed, or that
-one version answered and the other did not, differs beyond tolerance, infinitely; so do the
-outputs of a decoupled model whose number of responses changed.
+Integers compare exactly, as integers (never through floats, where 2**53 + 1 equals 2**53): any
+difference is beyond tolerance, its relative difference |new - old| / |old| (infinite from 0).
+BOOL and BYTES elements are equal or not: a difference has no size (its relative difference is
+infinite). An output whose data type or shape changed differs beyond tolerance, infinitely; so
+do the outputs of a decoupled model whose number of responses changed.
+
+Only the outputs both versions answer are compared. An output that N+1 answers and N never did
+is new, and one that N answered and N+1 never does is gone: both are reported as such, not as
+drift (adding an output is a minor release, removing one a major; a difference in kind, which no
+size measures). An output both versions answer, missing from one version's answer to one step or
+response, differs beyond tolerance, infinitely.
 
 What is compared: each step of a sequence case (with a correlation id of its own per version),
 each response of a decoupled model in order. Not compared, and noted: steps that expect an
@@ -42,6 +49,7 @@ from triton_release.models.answers import tolerances
 from triton_release.models.config_schema import model_config_pb2
 from triton_release.models.devices import ENV_PARAMETER, cpu_config
 from triton_release.models.golden import FLOATS, GoldenCase, element_index, load_case
+from triton_release.models.tensors import INTEGERS
 from triton_release.models.inference import Exchange, ask
 from triton_release.models.repository import Repository
 
@@ -82,6 +90,8 @@ def difference(old: np.ndarray | None, old_type: str, new: np.ndarray | None, ne
         return Difference(None, INFINITE, True, f"shape {list(old.shape)} -> {list(new.shape)}")
     shape = tuple(old.shape)
     a, b = np.asarray(old).reshape(-1), np.asarray(new).reshape(-1)
+    if old_type in INTEGERS:
+        return _integer_difference(a, b, shape)
     if old_type in ("BYTES", "BOOL"):
         differ = np.flatnonzero(np.array([x != y for x, y in zip(a, b)], dtype=bool))
         if not differ.size:
@@ -89,14 +99,9 @@ def difference(old: np.ndarray | None, old_type: str, new: np.ndarray | None, ne
         i = int(differ[0])
         return Difference(None, INFINITE, True, f"{differ.size} of {a.size} element(s) differ; first "
                           f"{element_index(i, shape)}: {_shown(a[i])} -> {_shown(b[i])}")
-    exact = old_type not in FLOATS
-    if exact:
-        atol = rtol = 0.0
-    equal = a == b
     shown_a, shown_b = a, b
     a, b = a.astype(np.float64), b.astype(np.float64)
-    if not exact:
-        equal = equal | (np.isnan(a) & np.isnan(b))
+    equal = (a == b) | (np.isnan(a) & np.isnan(b))
     with np.errstate(invalid="ignore", over="ignore"):
         abs_diff = np.where(equal, 0.0, np.nan_to_num(np.abs(b - a), nan=INFINITE, posinf=INFINITE))
         magnitude = np.abs(a)
@@ -115,6 +120,21 @@ def difference(old: np.ndarray | None, old_type: str, new: np.ndarray | None, ne
     return Difference(float(abs_diff.max()), float(rel_diff.max()), bool(beyond.any()), where)
 
 
+def _integer_difference(a: np.ndarray, b: np.ndarray, shape: tuple[int, ...]) -> Difference:
+    """Integer elements compared exactly: as Python integers, which neither round (INT64 and UINT64
+    beyond 2**53 do as floats) nor overflow (|INT64 max - INT64 min| fits no int64)."""
+    differ = np.flatnonzero(a != b) if a.dtype == b.dtype else \
+        np.array([i for i, (x, y) in enumerate(zip(a.tolist(), b.tolist())) if x != y], dtype=np.intp)
+    if not differ.size:
+        return Difference(0.0, 0.0, False)
+    olds, news = a[differ].tolist(), b[differ].tolist()
+    sizes = [abs(y - x) for x, y in zip(olds, news)]
+    relative = [size / abs(x) if x else INFINITE for x, size in zip(olds, sizes)]  # int / int: rounded once
+    worst = max(range(len(sizes)), key=lambda k: (relative[k], sizes[k]))
+    return Difference(float(max(sizes)), relative[worst], True,
+                      f"{element_index(int(differ[worst]), shape)}: {olds[worst]} -> {news[worst]}")
+
+
 def _shown(value) -> str:
     if isinstance(value, bytes):
         try:
@@ -128,18 +148,29 @@ def _shown(value) -> str:
 
 @dataclass(frozen=True)
 class CaseDrift:
-    """A case's outputs compared (output -> its differences over steps and responses), and what
-    of it was not compared."""
+    """A case's outputs compared (output -> its differences over steps and responses), what of it
+    was not compared, and the outputs only one version answered (in any step or response)."""
     case: str
     outputs: tuple[tuple[str, tuple[Difference, ...]], ...]
     skipped: tuple[str, ...] = ()
+    new_outputs: tuple[str, ...] = ()   # answered by N+1 only
+    gone_outputs: tuple[str, ...] = ()  # answered by N only
+
+
+def _answered(replies) -> set[str]:
+    return {name for reply in replies if reply.error is None for answer in reply.answers for name in answer.outputs}
 
 
 def compare_case(case: GoldenCase, old: Exchange, new: Exchange) -> CaseDrift:
-    """Both versions' replies to `case`, step by step and response by response."""
+    """Both versions' replies to `case`, step by step and response by response: the outputs both
+    versions answered; those only one did are named apart."""
     label = f"{case.model}/{case.name}"
     found: dict[str, list[Difference]] = {}
     skipped: list[str] = []
+    compared_steps = [i for i, step in enumerate(case.steps) if step.error is None]
+    before_names = _answered(old.replies[i] for i in compared_steps if i < len(old.replies))
+    after_names = _answered(new.replies[i] for i in compared_steps if i < len(new.replies))
+    both = before_names & after_names
     for index, step in enumerate(case.steps):
         where = f"{label} step {index + 1}" if case.sequence is not None else label
         if step.error is not None:
@@ -157,7 +188,7 @@ def compare_case(case: GoldenCase, old: Exchange, new: Exchange) -> CaseDrift:
             continue
         for response, (x, y) in enumerate(zip(before.answers, after.answers)):
             prefix = f"{where} response {response + 1}" if len(before.answers) > 1 else where
-            for name in sorted(set(x.outputs) | set(y.outputs)):
+            for name in sorted((set(x.outputs) | set(y.outputs)) & both):
                 old_array, old_type, _ = x.outputs.get(name, (None, "", ""))
                 new_array, new_type, _ = y.outputs.get(name, (None, "", ""))
                 atol, rtol = tolerances(case, old_type or new_type)
@@ -167,7 +198,9 @@ def compare_case(case: GoldenCase, old: Exchange, new: Exchange) -> CaseDrift:
             for name in {n for answer in (*before.answers, *after.answers) for n in answer.outputs}:
                 found.setdefault(name, []).append(Difference(
                     None, INFINITE, True, f"{where}: {len(before.answers)} -> {len(after.answers)} responses"))
-    return CaseDrift(label, tuple((name, tuple(diffs)) for name, diffs in sorted(found.items())), tuple(skipped))
+    return CaseDrift(label, tuple((name, tuple(diffs)) for name, diffs in sorted(found.items())), tuple(skipped),
+                     tuple(sorted(after_names - before_names - set(found))),
+                     tuple(sorted(before_names - after_names - set(found))))
 
 
 # -- a model: its outputs over every case ---------------------------------------------------------
@@ -200,6 +233,8 @@ class ModelDrift:
     cases: int = 0                    # cases compared
     skipped: tuple[str, ...] = ()     # parts of cases not compared, and why
     note: str = ""                    # why the model was not compared at all
+    new_outputs: tuple[str, ...] = ()   # answered by N+1 and never by N: nothing to compare them with
+    gone_outputs: tuple[str, ...] = ()  # answered by N and never by N+1
 
     @property
     def compared(self) -> bool:
@@ -222,7 +257,8 @@ class ModelDrift:
         return {"model": self.model, "from_version": self.previous, "to_version": self.version,
                 "compared": self.compared, "note": self.note, "cases": self.cases,
                 "max_rel_diff": _number(self.max_rel_diff), "beyond_tolerance": self.beyond_tolerance,
-                "outputs": [o.to_json() for o in self.outputs], "skipped": list(self.skipped)}
+                "outputs": [o.to_json() for o in self.outputs], "skipped": list(self.skipped),
+                "new_outputs": list(self.new_outputs), "gone_outputs": list(self.gone_outputs)}
 
 
 def _number(value: float | None) -> float | str | None:
@@ -234,11 +270,22 @@ def _number(value: float | None) -> float | str | None:
 
 def model_drift(model: str, version: int, previous: int, cases: list[CaseDrift],
                 skipped: Iterable[str] = ()) -> ModelDrift:
-    """The cases' differences gathered per output: the largest of each, the cases beyond tolerance."""
+    """The cases' differences gathered per output: the largest of each, the cases beyond tolerance.
+    An output only one version answered is new (or gone) when no case has both versions answer it;
+    else, in the cases where one version left it out, it differs infinitely."""
     by_output: dict[str, list[tuple[str, tuple[Difference, ...]]]] = {}
     for case in cases:
         for name, diffs in case.outputs:
             by_output.setdefault(name, []).append((case.case, diffs))
+    compared = set(by_output)
+    for case in cases:
+        for names, which in ((case.new_outputs, "N"), (case.gone_outputs, "N+1")):
+            for name in names:
+                if name in compared:
+                    by_output[name].append((case.case, (Difference(
+                        None, INFINITE, True, f"{case.case}: version {which} did not answer it"),)))
+    new = sorted({name for case in cases for name in case.new_outputs} - compared)
+    gone = sorted({name for case in cases for name in case.gone_outputs} - compared)
     outputs = []
     for name, found in sorted(by_output.items()):
         diffs = [d for _, ds in found for d in ds]
@@ -247,8 +294,12 @@ def model_drift(model: str, version: int, previous: int, cases: list[CaseDrift],
         outputs.append(OutputDrift(name, max(sized) if sized else None, worst.max_rel_diff, len(found),
                                    sum(any(d.beyond_tolerance for d in ds) for _, ds in found),
                                    worst.where if worst.max_rel_diff > 0 else ""))
-    notes = [*skipped, *(s for case in cases for s in case.skipped)]
-    return ModelDrift(model, version, previous, tuple(outputs), sum(bool(c.outputs) for c in cases), tuple(notes))
+    notes = [*skipped, *(s for case in cases for s in case.skipped),
+             *(f"output {name!r} is new in version {version}: version {previous} never answered it, so there is "
+               "nothing to compare it with" for name in new),
+             *(f"output {name!r} is gone in version {version}: version {previous} answered it" for name in gone)]
+    return ModelDrift(model, version, previous, tuple(outputs), sum(bool(c.outputs) for c in cases), tuple(notes),
+                      new_outputs=tuple(new), gone_outputs=tuple(gone))
 
 
 def over(drifts: Iterable[ModelDrift], bound: float) -> list[ModelDrift]:

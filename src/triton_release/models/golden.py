@@ -13,10 +13,14 @@ The format is the spec's (KServe v2 tensors under "inputs" and "outputs"), with:
 - "data" is flat row-major, or nested lists at most 64 deep.
 - "error" instead of "outputs": the case expects the server to answer with an error whose message
   contains this text (or {"regex": "..."} searched in it; `true`: any error, which `record` fills
-  in). An answer, or another error, fails the case.
+  in). An answer, or another error, fails the case. A regex is matched with RE2, whose time grows
+  with the message's length alone, whatever the pattern: no backreferences, no lookaround.
 - "sequence" instead of "inputs"/"outputs"/"error": a model with sequence_batching gets a list of
   steps, each {"inputs", "outputs" or "error"}, sent in order with one correlation id, START on the
   first, END on the last. Every other key ("timeout" included) holds for the whole sequence.
+  A model with `sequence_batching { iterative_sequence: true }` is the exception: each request is a
+  sequence of its own that the model reschedules until it is done, so its cases are plain ones,
+  sent without a correlation id as NVIDIA's own tests send them.
 - "parameters" may not name what Triton reserves (sequence_id, sequence_start, sequence_end,
   priority, timeout, headers, triton_*).
 """
@@ -27,7 +31,10 @@ import json
 import math
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
+
+import re2
 
 from triton_release.models.repository import Model, datatype_name
 from triton_release.models.tensors import (DATATYPES, FLOAT_MAX, FLOATS, INTEGERS, MAX_DEPTH, SPECIAL_FLOATS,
@@ -56,14 +63,45 @@ class ExpectedError:
         return self.text is None and self.pattern is None
 
     def matches(self, message: str) -> bool:
-        if self.pattern is not None:
-            return re.search(self.pattern, message) is not None
+        if self.pattern is not None:  # RE2: linear in the message, so no pattern outlasts the case
+            return regex(self.pattern).search(message) is not None
         return self.text is None or self.text in message
 
     def __str__(self) -> str:
         if self.pattern is not None:
             return f"an error matching /{self.pattern}/"
         return "an error" if self.text is None else f"an error containing {self.text!r}"
+
+
+def _re2_options() -> re2.Options:
+    options = re2.Options()
+    options.log_errors = False  # a refused pattern is the golden file's problem, said once by validate
+    return options
+
+
+@lru_cache(maxsize=256)
+def regex(pattern: str):
+    """An expected error's pattern compiled by RE2 (raises re2.error where RE2 refuses it)."""
+    return re2.compile(pattern, _re2_options())
+
+
+def regex_problem(pattern: str) -> str | None:
+    """Why an expected error's pattern cannot be used, or None. Python's syntax is checked first,
+    then RE2's, which refuses what could take exponential time (backreferences, lookaround) and
+    patterns too large for its memory limit."""
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        return f"does not compile ({exc})"
+    try:
+        regex(pattern)
+    except re2.error as exc:
+        reason = exc.args[0].decode(errors="replace") if exc.args and isinstance(exc.args[0], bytes) else str(exc)
+        return (f"is refused ({reason}): expected errors are matched with RE2, whose time is linear in the "
+                "message whatever the pattern; RE2 has no backreferences (\\1) or lookaround ((?=...), (?<=...)) "
+                "and limits repetition counts to 1000. Rewrite the pattern without them, or expect a text the "
+                "message contains")
+    return None
 
 
 @dataclass(frozen=True)
@@ -238,10 +276,9 @@ class _CaseReader:
         if isinstance(raw, str) and raw:
             return ExpectedError(text=raw)
         if isinstance(raw, dict) and set(raw) == {"regex"} and isinstance(raw["regex"], str) and raw["regex"]:
-            try:
-                re.compile(raw["regex"])
-            except re.error as exc:
-                self.problem(f"\"error\": the regex {raw['regex']!r} does not compile ({exc})", "error")
+            why = regex_problem(raw["regex"])
+            if why is not None:
+                self.problem(f"\"error\": the regex {raw['regex']!r} {why}", "error")
                 return None
             return ExpectedError(pattern=raw["regex"])
         self.problem("\"error\" must be text the expected error message contains, {\"regex\": \"...\"}, or "
@@ -377,8 +414,17 @@ def shape_fits(shape: tuple[int, ...], dims: list[int], max_batch_size: int) -> 
 
 
 def sequence_model(model: Model) -> bool:
-    """The model's config has sequence_batching: each request needs a correlation id."""
-    return model.config is not None and model.config.HasField("sequence_batching")
+    """The model's config has sequence_batching, not iterative: each request needs a correlation id."""
+    return (model.config is not None and model.config.HasField("sequence_batching")
+            and not model.config.sequence_batching.iterative_sequence)
+
+
+def iterative_model(model: Model) -> bool:
+    """`sequence_batching { iterative_sequence: true }`: each request is a sequence of its own, which
+    the model reschedules until it is done. NVIDIA's own tests (qa/L0_backend_python/
+    request_rescheduling) send such a model plain requests without a correlation id; so do its cases."""
+    return (model.config is not None and model.config.HasField("sequence_batching")
+            and model.config.sequence_batching.iterative_sequence)
 
 
 def check_against_config(case: GoldenCase, model: Model) -> list[Problem]:
@@ -393,7 +439,13 @@ def check_against_config(case: GoldenCase, model: Model) -> list[Problem]:
                                 "needs a correlation id and START/END flags, which only a sequence case sends; "
                                 "write it as {\"sequence\": [{\"inputs\": [...], \"outputs\": [...]}, ...]} "
                                 "(one step is a sequence too)", line_of(text, '"inputs"')))
-    if case.sequence is not None and not sequence_model(model):
+    if case.sequence is not None and iterative_model(model):
+        problems.append(Problem(case.path, f"a sequence case, but {model.name}/config.pbtxt has sequence_batching "
+                                "with iterative_sequence: true, whose every request is a sequence of its own that "
+                                "the model reschedules until it is done (no correlation id, no START/END). Write "
+                                "each request as a case of its own with \"inputs\" and \"outputs\" (a decoupled "
+                                "model's responses as a list of responses)", line_of(text, '"sequence"')))
+    elif case.sequence is not None and not sequence_model(model):
         problems.append(Problem(case.path, f"a sequence case, but {model.name}/config.pbtxt has no "
                                 "sequence_batching: add it to the config, or write each request as a case of "
                                 "its own with \"inputs\" and \"outputs\"", line_of(text, '"sequence"')))
