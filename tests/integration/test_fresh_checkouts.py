@@ -175,3 +175,41 @@ def test_a_released_version_changed_in_git_is_refused_naming_the_release(origin,
     assert "version 1 of a was released in" in done.stderr and ":1.1.0" in done.stderr
     assert RegistryRepository.parse(origin.target).tags().count("1.2.0") == 0
     assert git(clone, "status", "--porcelain") == ""
+
+
+def test_the_pushed_back_bump_is_what_the_next_fresh_clone_builds_on(origin, docker_client):
+    origin.push(python_model_files("a"), "one model")
+    origin.release("--commit", "--push-commit")
+    assert git(origin.tmp, "--git-dir", str(origin.bare), "tag", "--list") == "v1.0.0"
+    origin.edit("a/1/model.py", "\n# change one\n", "a: change one")
+    second, _ = origin.release("--commit", "--push-commit")
+    assert second["steps"]["push-back"]["outcome"] == "pushed"
+    assert git(origin.tmp, "--git-dir", str(origin.bare), "log", "-1", "--format=%s", "main") == "release 1.1.0"
+    git(origin.author, "pull", "-q", "--ff-only", "origin", "main")
+    origin.edit("a/2/model.py", "\n# change two\n", "a: change two, in version 2 as committed")
+    third, _ = origin.release("--commit", "--push-commit")
+    assert third["version"] == "1.2.0" and third["steps"]["bump"]["carried"] == []
+    assert third["steps"]["bump"]["bumps"] == [{"model": "a", "from": 2, "to": 3}]
+    v2, v3 = (version_folders(docker_client, f"{origin.target}:{v}") for v in ("1.1.0", "1.2.0"))
+    assert v3["a/1"] == v2["a/1"] and v3["a/2"] == v2["a/2"]
+
+
+def test_a_refused_push_back_warns_and_the_next_fresh_clone_still_keeps_every_version(origin, docker_client):
+    hook = origin.bare / "hooks" / "pre-receive"
+    origin.push(python_model_files("a"), "one model")
+    hook.write_text("#!/bin/sh\necho 'protected branch: pushes are refused' >&2\nexit 1\n")
+    hook.chmod(0o755)
+    origin.release("--commit", "--push-commit")
+    hook.unlink()  # the author may push; the runner's token may not (the hook is back below)
+    origin.edit("a/1/model.py", "\n# change one\n", "a: change one")
+    hook.write_text("#!/bin/sh\necho 'protected branch: pushes are refused' >&2\nexit 1\n")
+    hook.chmod(0o755)
+    second, _ = origin.release("--commit", "--push-commit")
+    assert second["released"] is True and second["steps"]["push-back"]["outcome"] == "refused"
+    assert "protected branch" in second["steps"]["push-back"]["reason"]
+    hook.unlink()
+    origin.edit("a/1/model.py", "\n# change two\n", "a: change two")
+    third, _ = origin.release()
+    assert third["version"] == "1.2.0"
+    v2, v3 = (version_folders(docker_client, f"{origin.target}:{v}") for v in ("1.1.0", "1.2.0"))
+    assert v3["a/1"] == v2["a/1"] and v3["a/2"] == v2["a/2"] and set(v3) == {"a/1", "a/2", "a/3"}
