@@ -112,3 +112,14 @@ def test_summary_names_models_versions_stub_cases_and_tags_escaping_user_text():
                      "version 1 -> 2", "nvidia-pytriton 0.7.0 (wheel)", "| `a/basic` | **fail**: got \\| 2 ::warning::x | 1.5 | 0 |",
                      "`1.1.0`, `1.1`, `latest`"):
         assert expected in text, expected
+
+
+def test_the_summary_names_versions_carried_from_the_registry_and_an_uncommitted_bump():
+    report = Report("release")
+    bump = NS(bumps=(NS(model="a", from_version=1, to_version=3),),
+              carried=(NS(model="a", version=2, release="127.0.0.1:5000/t/m:1.1.0"),))
+    report.steps["bump"] = StepRecord(bump, 0.1, True)
+    text = summary(report)
+    assert "`a`: version 1 -> 3" in text
+    assert "`a`: version 2 carried from `127.0.0.1:5000/t/m:1.1.0`" in text
+    assert "The bump is not committed" in text

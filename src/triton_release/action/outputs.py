@@ -219,6 +219,13 @@ def summary(report: Report) -> str:
     undone = " (undone: the release failed)" if report.result("undo-bump") is not None else ""
     for bump in (bumped.bumps if bumped is not None else ()):
         lines.append(f"- `{bump.model}`: version {bump.from_version} -> {bump.to_version}{undone}")
+    carried = getattr(bumped, "carried", ())
+    for item in carried:
+        lines.append(f"- `{_md(item.model)}`: version {item.version} carried from `{_md(item.release)}`, the "
+                     "registry's record (its bump was never committed to git)")
+    if bumped is not None and (bumped.bumps or carried) and report.result("commit") is None and not undone:
+        lines.append("- The bump is not committed (commit: false): the registry keeps the record of released "
+                     "versions, and the next release carries them.")
     built = report.result("build")
     if built is not None:
         stub = built.stub
