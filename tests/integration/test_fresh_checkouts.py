@@ -213,3 +213,22 @@ def test_a_refused_push_back_warns_and_the_next_fresh_clone_still_keeps_every_ve
     assert third["version"] == "1.2.0"
     v2, v3 = (version_folders(docker_client, f"{origin.target}:{v}") for v in ("1.1.0", "1.2.0"))
     assert v3["a/1"] == v2["a/1"] and v3["a/2"] == v2["a/2"] and set(v3) == {"a/1", "a/2", "a/3"}
+
+
+def test_a_mixed_case_repository_is_released_under_its_lower_cased_name(tmp_path, docker_client):
+    name = f"triton-release-test/MixedCase-{uuid.uuid4().hex[:8]}"
+    made = Origin(tmp_path, f"{REGISTRY}/{name}")
+    made.push(python_model_files("a"), "one model")
+    clone = tmp_path / "clone"
+    git(tmp_path, "clone", "-q", str(made.bare), str(clone))
+    done = subprocess.run([sys.executable, "-m", "triton_release", "release", "--to", made.target,
+                           "--base-image", BASE_IMAGE], cwd=clone, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    lower = f"{REGISTRY}/{name.lower()}"
+    assert f"lower-cased to {lower}" in done.stdout + done.stderr
+    assert "1.0.0" in RegistryRepository.parse(lower).tags()
+    for tag in ("1.0.0", "candidate"):
+        try:
+            docker_client.images.remove(f"{lower}:{tag}", force=True)
+        except Exception:
+            pass
