@@ -13,6 +13,7 @@ from typing import Protocol
 
 import semver
 
+from triton_release import contract
 from triton_release.errors import UsageError
 from triton_release.history.changes import ChangeSet
 from triton_release.history.git import Git
@@ -62,14 +63,16 @@ DOCKER_TAG = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
 
 
 def check_channel(channel: str) -> str:
-    """A channel is a moving tag of its own: never one that names a release (X.Y.Z), a moving
-    version tag (X.Y, X) or a provenance tag (sha-...), which it would overwrite."""
+    """A channel is a moving tag of its own: never a tag of a family the tool writes or reads
+    (contract.py), which it would overwrite or be mistaken for."""
     if not DOCKER_TAG.match(channel or ""):
         raise UsageError(f"channel {channel!r} is not a valid tag: letters, digits, '_', '.', '-' (up to 128), "
                          "e.g. latest or stable.")
-    if re.match(r"^\d+(\.\d+){0,2}$", channel) or is_provenance_tag(channel):
-        raise UsageError(f"channel {channel!r} looks like a release, version or provenance tag, which it would "
-                         "overwrite; name it like latest, stable or prod.")
+    family = contract.owned_family(channel)
+    if family is not None:
+        raise UsageError(f"channel {channel!r} is a tag of triton-release's own ({family}: "
+                         f"{contract.FAMILIES[family][0]}), which it would overwrite or be mistaken for; name it "
+                         "like latest, stable or prod.")
     return channel
 
 

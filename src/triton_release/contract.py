@@ -1,0 +1,61 @@
+"""The contract between runs: every tag family the tool writes to or reads from a registry
+repository, each with its maker and its test, so that stage, test, promote, verify, rollback and
+a rerun agree, and a channel (a user's moving tag) can never be one of them.
+
+| family     | example                          | written by                     |
+| ---------- | -------------------------------- | ------------------------------ |
+| release    | 1.4.0                            | push, promote (immutable)      |
+| moving     | 1.4, 1                           | push, promote                  |
+| provenance | sha-0123456789ab                 | push, promote                  |
+| candidate  | candidate-0123456789ab           | stage                          |
+| local      | candidate                        | the local build's tag          |
+| record     | sha256-<hex>.golden-<shard>      | test of a candidate's shard    |
+| rollback   | triton-release.rollback.<channel>| rollback (the channel's past)  |
+| evidence   | sha256-<hex>.att, .sig, sha256-<hex> | release evidence (cosign's layout, OCI tag schema) |
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Callable
+
+RELEASE = re.compile(r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)$")  # semver: no leading zeros
+MOVING = re.compile(r"^\d+(\.\d+)?$")
+PROVENANCE_PREFIX = "sha-"
+CANDIDATE_PREFIX = "candidate-"
+CANDIDATE = re.compile(rf"^{CANDIDATE_PREFIX}[0-9a-f]{{12}}$")
+LOCAL_CANDIDATE = "candidate"  # the local build tag; the previous candidate's layer order keeps the cache warm
+RECORD = re.compile(r"^sha256-(?P<hex>[0-9a-f]{64})\.golden-(?P<shard>[A-Za-z0-9_][A-Za-z0-9_.-]*)$")
+ROLLBACK_PREFIX = "triton-release.rollback."
+EVIDENCE = re.compile(r"^sha256-[0-9a-f]{64}(\.(att|sig|sbom))?$")
+
+# family -> what a tag of it looks like, and its test: the channel check refuses every one
+FAMILIES: dict[str, tuple[str, Callable[[str], object]]] = {
+    "release": ("X.Y.Z", lambda tag: re.match(r"^\d+\.\d+\.\d+$", tag)),
+    "moving version": ("X.Y or X", MOVING.match),
+    "provenance": ("sha-<12 hex>", lambda tag: tag.startswith(PROVENANCE_PREFIX)),
+    "candidate": ("candidate-<12 hex>", lambda tag: tag.startswith(CANDIDATE_PREFIX)),
+    "local build": (LOCAL_CANDIDATE, lambda tag: tag == LOCAL_CANDIDATE),
+    "golden record or release evidence": ("sha256-<hex>...", lambda tag: tag.startswith("sha256-")),
+    "rollback record": ("triton-release.rollback.<channel>", lambda tag: tag.startswith("triton-release.")),
+}
+
+
+def owned_family(tag: str) -> str | None:
+    """The name of the tool's tag family `tag` belongs to (or would collide with), else None."""
+    for name, (_, test) in FAMILIES.items():
+        if test(tag):
+            return name
+    return None
+
+
+def candidate_tag(revision: str) -> str:
+    return f"{CANDIDATE_PREFIX}{revision[:12]}"
+
+
+def record_tag(candidate_digest: str, shard: str) -> str:
+    return f"sha256-{candidate_digest.split(':', 1)[1]}.golden-{shard}"
+
+
+def rollback_tag(channel: str) -> str:
+    return f"{ROLLBACK_PREFIX}{channel}"
