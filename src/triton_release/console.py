@@ -246,7 +246,8 @@ class Console:
             return
         what = {"undone": "its bump was never published: undone",
                 "kept": "its release was published: its bump is kept for the release commit",
-                "tagged": "its release commit is there: tagged"}[result.action]
+                "tagged": "its release commit is there: tagged",
+                "gone": "a checkout since removed it"}[result.action]
         self.line(f"a run ({result.owner}) was stopped during {result.phase} with its bump in "
                   f"{', '.join(result.folders)}; {what}")
 

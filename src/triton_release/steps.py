@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING, Mapping
 from triton_release.cache import write_atomic
 from triton_release.errors import InfrastructureError, Refused, TritonReleaseError, UsageError, no_space
 from triton_release.history import releases
-from triton_release.history.bump import (STAGING, Carried, FolderBump, Written, apply_bumps, check_working_tree,
-                                         checkout_at, extract_tree, fill_lfs_pointers, folder_writes, holds_bump,
-                                         plan_bumps, same_as_tree, undo_bumps)
+from triton_release.history.bump import (STAGING, Carried, FolderBump, Written, apply_bumps, changed_paths,
+                                         check_working_tree, checkout_at, extract_tree, fill_lfs_pointers,
+                                         folder_writes, holds_bump, plan_bumps, same_as_tree, undo_bumps)
 from triton_release.history.changes import ChangeSet, Changes
 from triton_release.history import record as released_record, worktree
 from triton_release.history.journal import Entry, Journal
@@ -244,6 +244,9 @@ def recover(root: Path, repository: "RegistryRepository | None") -> Recovered | 
             journal.end()
             return Recovered(entry.phase, "kept", folders, who)
     if git.text("rev-parse", "HEAD") != entry.head:
+        if not changed_paths(git, list(folders)):  # a checkout since (actions/checkout cleans): nothing left
+            journal.end()
+            return Recovered(entry.phase, "gone", folders, who)
         raise Refused(f"""
             A run ({who}) was stopped with its bump of commit {entry.head[:12]} in {', '.join(folders)}, and
             {git.text("rev-parse", "--short", "HEAD")} is checked out now. Check {entry.head[:12]} out and run

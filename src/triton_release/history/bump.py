@@ -154,6 +154,11 @@ def _status(git: Git, paths: list[str]) -> list[tuple[str, str]]:
     return found
 
 
+def changed_paths(git: Git, paths: list[str]) -> list[str]:
+    """The files under `paths` that differ from HEAD: modified, untracked or ignored."""
+    return [path for _, path in _status(git, paths)]
+
+
 def check_working_tree(changes: ChangeSet, bumps: list[Written], model_repository: Path) -> None:
     """Bump replaces version folder N of the working tree with what git holds: refuse, before
     touching anything, when the working tree holds anything else there (an ignored weights file,

@@ -42,8 +42,8 @@ class Entry:
 
 class Journal:
     def __init__(self, git: Git) -> None:
-        common = Path(git.text("rev-parse", "--git-common-dir"))
-        self.path = (common if common.is_absolute() else git.cwd / common) / FILE
+        own = Path(git.text("rev-parse", "--git-dir"))  # this worktree's: each has its own bump
+        self.path = (own if own.is_absolute() else git.cwd / own) / FILE
 
     def begin(self, head: str, prefix: str, writes: list[FolderWrite], release: str = "") -> None:
         self._write({"phase": "bumped", "head": head, "prefix": prefix, "release": release, "version": "",
