@@ -206,8 +206,8 @@ def _undo_bump(session: Session, root: Path, planned: steps.ChangesResult) -> No
     try:
         session.step("undo-bump", None, steps.undo_bump, root, planned)
     except Exception as exc:
-        session.console.warning(f"could not undo the bump ({exc}); restore the version folders with "
-                                f"`git checkout -- {planned.found.prefix}` and remove the new ones")
+        session.console.warning(f"could not undo the bump ({exc}); the next run of triton-release in this "
+                                "checkout finishes the undo (its journal is kept under .git/)")
 
 
 @dataclass(frozen=True)
