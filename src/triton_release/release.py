@@ -155,7 +155,8 @@ def _release(request: ReleaseRequest, session: Session) -> None:
                                    request.load_timeout, shown_as=root, memory=request.server_memory,
                                    pids=request.server_pids, max_loaded=request.max_loaded, gpus=request.gpus,
                                    gpu_models=request.gpu_models, drift=steps.new_versions(planned),
-                                   max_drift=request.max_drift)
+                                   max_drift=request.max_drift,
+                                   drift_unmeasurable=steps.unmeasurable_drift(prepared))
                 if run.completed and version is not None:  # auto-complete models: their signatures, as served
                     signed = session.step("signatures", console.signed, steps.sign, image,
                                           local_candidate(request, git), run, planned, prepared.previous_labels,

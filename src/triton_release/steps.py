@@ -441,6 +441,13 @@ def with_environment_changes(planned: ChangesResult, prepared: Prepared,
     return [*planned.to_test, *extra], version
 
 
+def unmeasurable_drift(prepared: Prepared) -> dict[str, str]:
+    """Models whose drift this image cannot measure: their environment changed since the last
+    release, so version N would answer with N+1's environment, not the one it was released with."""
+    return {m: f"its environment changed since {prepared.compared_with}: version N would run with the new "
+               "environment here, so its drift cannot be measured" for m in prepared.changed}
+
+
 def new_versions(planned: ChangesResult) -> tuple[str, ...]:
     """The models whose new version is compared with the one before (drift): bumped, given a new
     version folder, or added (reported as having none before). Nothing on a first release."""
@@ -539,7 +546,8 @@ def build(root: Path | Repository, base_image: str, tag: str, *, python: str | N
 def test(root: Path | Repository, image: str, names: list[str], load_timeout: float = 300, *,
          junitxml: str | None = None, keyword: str | None = None, shown_as: Path | None = None,
          memory: str | None = None, pids: int = 4096, max_loaded: int = 50, gpus: str | None = None,
-         gpu_models: str = "test", drift: tuple[str, ...] = (), max_drift: float | None = None) -> "GoldenRun":
+         gpu_models: str = "test", drift: tuple[str, ...] = (), max_drift: float | None = None,
+         drift_unmeasurable: Mapping[str, str] | None = None) -> "GoldenRun":
     """Serve `image` with the models (and what they need) loaded; run their golden cases. More
     than `max_loaded` models are tested in waves, in the same server.
     `shown_as`: the model repository the user knows, when `root` is an export of it: the cases'
@@ -547,7 +555,8 @@ def test(root: Path | Repository, image: str, names: list[str], load_timeout: fl
     models are loaded on the CPU, and one that fails there is reported untested (`gpu_models`
     "test") or refused ("require"). `drift`: models with a new version, whose golden inputs are
     also sent to their previous version once their cases passed (models/drift.py); a drift above
-    `max_drift` refuses, after the golden cases."""
+    `max_drift` refuses, after the golden cases; `drift_unmeasurable`: model -> why its drift
+    cannot be measured in this image (reported so, never as 0)."""
     import time
 
     from triton_release.image.engine import docker_client
@@ -575,7 +584,7 @@ def test(root: Path | Repository, image: str, names: list[str], load_timeout: fl
                           deferred=deferred(repo, load, overrides), gpus=gpus, gpu_models=gpu_models)
     server.wave = wave_label(1, len(waves))  # wave 1 loads as the server starts
     with server:
-        meter = DriftMeter(repo, server, previous, load, environments) if previous else None
+        meter = DriftMeter(repo, server, previous, load, environments, drift_unmeasurable) if previous else None
         cases, ran = run_waves(repo, server, waves, load, junitxml=junitxml, keyword=keyword, started=started,
                                after_wave=meter.after_wave if meter else None)
     if shown_as is not None:

@@ -351,9 +351,11 @@ class DriftMeter:
     its environment's path in the image."""
 
     def __init__(self, repo: Repository, server: Server, previous: Mapping[str, int | None],
-                 versions: Mapping[str, int | None], environments: Mapping[str, str] | None = None) -> None:
+                 versions: Mapping[str, int | None], environments: Mapping[str, str] | None = None,
+                 unmeasurable: Mapping[str, str] | None = None) -> None:
         self.repo, self.server = repo, server
         self.previous = dict(previous)
+        self.unmeasurable = dict(unmeasurable or {})  # model -> why its drift cannot be measured here
         self.versions = dict(versions)
         self.environments = dict(environments or {})
         self.results: list[ModelDrift] = []
@@ -387,6 +389,8 @@ class DriftMeter:
     def _not_comparable(self, name: str) -> str:
         """Why `name`'s new version cannot be compared with its previous one, or ""."""
         version, previous = self.versions.get(name), self.previous.get(name)
+        if name in self.unmeasurable:
+            return self.unmeasurable[name]
         if version is None:
             return "no numbered version folder"
         if previous is None:

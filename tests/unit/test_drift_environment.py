@@ -1,0 +1,34 @@
+"""Drift is never 0.0 for a model whose environment changed: version N would answer with N+1's
+environment in this image, so the report says its drift could not be measured."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace as NS
+
+from support.models import PYTHON_MODEL, python_model_files
+from triton_release import steps
+from triton_release.models.drift import DriftMeter
+from triton_release.models.repository import Repository
+
+
+class Server:
+    unloadable: dict = {}
+    overrides: dict = {}
+
+    def model_ready(self, name, version):
+        raise AssertionError("a model whose drift cannot be measured is not reloaded")
+
+    def load_configs(self, loads):
+        assert not loads
+        return {}
+
+
+def test_a_model_whose_environment_changed_is_reported_unmeasured_never_zero(make_repo):
+    root = make_repo({**python_model_files("a"), "a/2/model.py": PYTHON_MODEL})
+    prepared = NS(changed=("a",), compared_with="127.0.0.1:5000/t/m:1.0.0")
+    why = steps.unmeasurable_drift(prepared)
+    meter = DriftMeter(Repository.load(root), Server(), {"a": 1}, {"a": 2}, unmeasurable=why)
+    meter.after_wave(["a"], [])
+    (found,) = meter.results
+    assert not found.compared and "environment changed since 127.0.0.1:5000/t/m:1.0.0" in found.note
+    assert "cannot be measured" in found.to_json()["note"]
