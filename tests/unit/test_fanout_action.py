@@ -58,6 +58,8 @@ def test_every_input_and_output_of_the_modes_is_declared_in_action_yml():
     ({"mode": "promote", "candidate": CANDIDATE}, "needs the input version"),
     ({"mode": "test", "candidate": "127.0.0.1:5000/team/models:latest"}, "give REPO@sha256"),
     ({"mode": "stage", "shards": "2", "max_models_per_shard": "3", "repository": "127.0.0.1:5000/x/y"}, "not both"),
+    ({"mode": "test", "shard": "shard-1"}, "was given the input shard but no candidate"),
+    ({"mode": "test", "models": "a,b"}, "was given the input models but no candidate"),
 ])
 def test_a_mode_without_what_it_needs_is_a_usage_error_with_outputs_written(tmp_path, capsys, inputs, match):
     (tmp_path / "model_repository").mkdir()

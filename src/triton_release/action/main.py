@@ -55,6 +55,12 @@ def main(env: Mapping[str, str] | None = None) -> int:
 
 
 def run(inputs: ActionInputs, settings, event: Event, env: Mapping[str, str], session: sessions.Session) -> None:
+    if inputs.mode == "test" and not inputs.candidate and (inputs.shard or inputs.models):
+        given = "shard" if inputs.shard else "models"
+        raise UsageError(f"""
+            mode test was given the input {given} but no candidate: {given} selects part of a staged
+            candidate. Give candidate: the stage job's `candidate` output (needs.stage.outputs.candidate),
+            or leave {given} out to test this checkout's release.""")
     if inputs.mode == "test" and inputs.candidate:
         test_shard(inputs, settings, env, session)
         return
