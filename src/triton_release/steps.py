@@ -884,12 +884,14 @@ def commit_shipped(root: Path, version: str, planned: ChangesResult, released: s
 
 # -- promote: a staged candidate becomes the release --------------------------------------------
 
-def check_candidate(repository: "RegistryRepository", digest: str, version: str) -> "CandidateCheck":
+def check_candidate(repository: "RegistryRepository", digest: str, version: str,
+                    gpu_models: str = "require") -> "CandidateCheck":
     """The candidate's labels and its shards' golden records; refused, naming every shard at
-    fault, unless they let it become release `version`."""
+    fault, unless they let it become release `version` (`gpu_models` "test": GPU-only models
+    may ship untested, said so)."""
     from triton_release.registry import promote
 
-    return promote.check_candidate(repository, digest, version)
+    return promote.check_candidate(repository, digest, version, gpu_models)
 
 
 def plan_commit(root: Path, checked: "CandidateCheck") -> ChangesResult:
@@ -947,11 +949,12 @@ def plan_shards(root: Path | Repository, names: list[str], shards: int | None = 
     return ShardPlan(tuple(plan(repo, names, shards=shards, max_models=max_models)))
 
 
-def find_candidate(registry: "RegistryRepository", revision: str, base: str | None) -> "Staged | None":
-    """The candidate staged before for this commit and base, to reuse; None: stage it."""
+def find_candidate(registry: "RegistryRepository", revision: str, base: str | None,
+                   inputs: Mapping[str, str]) -> "Staged | None":
+    """The candidate staged before for this commit, base and build `inputs`, to reuse; None: stage it."""
     from triton_release.registry.candidate import find_reusable
 
-    return find_reusable(registry, revision, base)
+    return find_reusable(registry, revision, base, inputs)
 
 
 def push_candidate(image: str, registry: "RegistryRepository", revision: str) -> "Staged":

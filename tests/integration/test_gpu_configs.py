@@ -117,3 +117,61 @@ def test_gpus_on_a_docker_host_without_a_gpu_runtime_exits_3_and_leaves_no_conta
     assert code == 3, message
     assert "no GPU runtime" in message and "NVIDIA Container Toolkit" in message and "--gpus" in message
     assert servers(docker_client) == before
+
+
+OFFSET_MODEL = '''\
+import json
+
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    """Adds its config's OFFSET parameter to INPUT0: it answers with whichever config it was loaded with."""
+
+    def initialize(self, args):
+        self.offset = float(json.loads(args["model_config"])["parameters"]["OFFSET"]["string_value"])
+
+    def execute(self, requests):
+        responses = []
+        for request in requests:
+            x = pb_utils.get_input_tensor_by_name(request, "INPUT0").as_numpy()
+            out = pb_utils.Tensor("OUTPUT0", (x + self.offset).astype(np.float32))
+            responses.append(pb_utils.InferenceResponse([out]))
+        return responses
+'''
+
+
+def offset_model(offset: int) -> dict[str, str]:
+    files = gpu_model("offset")
+    files["offset/config.pbtxt"] += f'parameters {{ key: "OFFSET" value: {{ string_value: "{offset}" }} }}\n'
+    files["offset/1/model.py"] = OFFSET_MODEL
+    return files
+
+
+def test_test_image_serves_the_kind_gpu_config_inside_the_image_not_the_checkouts(docker_client, unique,
+                                                                                  tmp_path, image_tags):
+    """The image was built with OFFSET 5 (a wrong answer); the checkout says 1, as its golden case
+    does. The CPU config is made from the image's config.pbtxt, so the image's answer is tested."""
+    built = write_tree(tmp_path / "built" / "model_repository", offset_model(5))
+    tag = f"triton-release-test/gpu-offset:{unique}"
+    image_tags.append(tag)
+    steps.build(Repository.load(built), BASE_IMAGE, tag)
+    checkout = write_tree(tmp_path / "checkout" / "model_repository", offset_model(1))
+    before = servers(docker_client)
+    report = tmp_path / "report.json"
+    code = main(["test", "--image", tag, "--model-repository", str(checkout), "--models", "offset",
+                 "--report", str(report)])
+    tested = json.loads(report.read_text())
+    assert code == 1, tested.get("error")
+    assert "1 of 1 golden cases failed" in tested["error"]["message"]
+    [case] = tested["steps"]["test"]["cases"]
+    assert case["case"] == "offset/basic" and not case["passed"]
+    assert tested["steps"]["test"]["tested_on_cpu"] == ["offset"]
+    # the image's answer is what its golden case must hold: +5 passes, whatever the checkout's config says
+    write_tree(checkout, {"offset/golden/basic.json": golden_case(out=(6, 7, 8, 9))})
+    code = main(["test", "--image", tag, "--model-repository", str(checkout), "--models", "offset",
+                 "--report", str(report)])
+    assert code == 0, json.loads(report.read_text()).get("error")
+    assert servers(docker_client) == before
+    assert not docker_client.containers.list(all=True, filters={"ancestor": tag})  # the config reader is gone too

@@ -22,7 +22,7 @@ from support.stack import REGISTRY, built_image
 
 pytestmark = pytest.mark.integration
 
-PLAN = [Shard("shard-1", ("a",), ("a",), 1, False), Shard("shard-2", ("b",), ("b",), 1, False)]
+PLAN = [Shard("shard-1", ("a",), ("a",), 1, False, (1,)), Shard("shard-2", ("b",), ("b",), 1, False, (1,))]
 JUNIT = b'<?xml version="1.0"?><testsuites><testsuite name="golden" tests="1" failures="0"/></testsuites>'
 
 
@@ -109,7 +109,8 @@ def test_promote_refuses_a_missing_a_foreign_and_a_failed_record(stage, tmp_path
     assert code == 1 and "no record for shard-2" in report["error"]["message"]
     assert report["steps"]["records"]["shards"][1] == {"name": "shard-2", "models": ["b"], "found": False,
                                                        "passed": False, "failed_cases": [],
-                                                       "record": record_tag(digest, "shard-2")}
+                                                       "record": record_tag(digest, "shard-2"),
+                                                       "cases_planned": 1, "cases_run": 0}
 
     other, _ = stage.candidate("1.0.0")
     stage.registry.put_manifest(record_tag(digest, "shard-2"),

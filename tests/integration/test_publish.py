@@ -124,6 +124,49 @@ def test_keep_deletes_the_oldest_but_never_a_channels_target(docker_client, imag
     assert repo.tags() == ["1", "1.0", "1.0.0", "1.0.2", "latest", "stable", "triton-release.rollback.stable"]
 
 
+def emptied(docker_client, repo):
+    """Delete every manifest left under `repo`'s tags (the test's registry tags go with them), and
+    the local tags the pushes made."""
+    for digest in {repo.digest(tag) for tag in repo.tags()} - {None}:
+        repo.delete(digest)
+    for image in docker_client.images.list(name=str(repo)):
+        for tag in image.tags:
+            if tag.startswith(f"{repo}:"):
+                docker_client.images.remove(tag)
+
+
+def test_keep_1_deletes_the_older_releases_each_its_own_x_y_target(docker_client, images, repo,
+                                                                   caplog):
+    try:
+        for minor, image in enumerate(images):
+            release(docker_client, image, repo, f"1.{minor}.0", f"{minor}" * 40)
+        assert repo.digest("1.0") == repo.digest("1.0.0") and repo.digest("1.1") == repo.digest("1.1.0")
+        retained = retain(repo, 1, "latest")
+        assert retained.deleted == ("1.0.0", "1.1.0")
+        assert retained.dropped == ("1.0", "1.1", f"sha-{'0' * 12}", f"sha-{'1' * 12}")
+        assert retained.to_json()["tags_dropped"] == list(retained.dropped)
+        assert repo.tags() == ["1", "1.2", "1.2.0", "latest", f"sha-{'2' * 12}"]
+        assert any("deleted 1.0.0, 1.1.0" in r.getMessage() and "1.0, 1.1" in r.getMessage() for r in caplog.records)
+        assert retain(repo, 1, "latest").deleted == ()  # nothing more to delete
+    finally:
+        emptied(docker_client, repo)
+
+
+def test_keep_keeps_what_a_channel_points_at_whatever_its_x_y_tags_say(docker_client, images, repo):
+    try:
+        for minor, image in enumerate(images):
+            release(docker_client, image, repo, f"1.{minor}.0")
+        rollback(repo, "1.1.0", channel="stable")
+        repo.put_manifest("1.0", repo.manifest("1.2.0"))  # an X.Y pointing elsewhere is never dropped with 1.0.0
+        retained = retain(repo, 1, "latest")
+        assert retained.deleted == ("1.0.0",) and retained.dropped == ()
+        assert retained.to_json()["kept_as_channel_targets"] == {"1.1.0": ["stable"]}
+        assert repo.tags() == ["1", "1.0", "1.1", "1.1.0", "1.2", "1.2.0", "latest", "stable",
+                               "triton-release.rollback.stable"]
+    finally:
+        emptied(docker_client, repo)
+
+
 def test_model_level_rollback_serves_an_earlier_version(docker_client, images):
     with TritonServer(images[1], {"a": 2}, load_timeout=60, client=docker_client) as server:
         done = rollback_model(server.http_url, "a", 1)

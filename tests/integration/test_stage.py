@@ -5,16 +5,19 @@ and tested shard by shard, each shard's record written to the registry."""
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 
 from triton_release.cli.main import main
+from triton_release.errors import Refused
 from triton_release.models.shards import shards_from_label
 from triton_release.registry.client import RegistryRepository
+from triton_release.registry.promote import check_candidate
 from triton_release.registry.records import read_record
 
 from support.models import python_model_files
-from support.stack import BASE_IMAGE, REGISTRY
+from support.stack import BASE_IMAGE, REGISTRY, ROOT
 
 pytestmark = pytest.mark.integration
 
@@ -33,12 +36,25 @@ def staged(git_repo, unique, tmp_path, monkeypatch, docker_client):
         code = main([*argv, "--report", str(report)])
         return code, json.loads(report.read_text())
 
-    code, report = run("stage", "--to", target, "--base-image", BASE_IMAGE, "--shards", "2")
-    assert code == 0, report.get("error")
-    yield git_repo, head, RegistryRepository.parse(target), report, run
-    docker_client.images.remove(f"{target}:candidate", force=True)
+    try:
+        code, report = run("stage", "--to", target, "--base-image", BASE_IMAGE, "--shards", "2")
+        assert code == 0, report.get("error")
+        yield git_repo, head, RegistryRepository.parse(target), report, run
+    finally:
+        removed(docker_client, target)
+
+
+def removed(docker_client, target: str) -> None:
+    """Remove the local images of `target` and every manifest its registry tags name (the tags go too)."""
     for image in docker_client.images.list(name=target):
         docker_client.images.remove(image.id, force=True)
+    try:
+        docker_client.images.remove(f"{target}:candidate", force=True)
+    except Exception:
+        pass
+    registry = RegistryRepository.parse(target)
+    for digest in {registry.digest(tag) for tag in registry.tags()} - {None}:
+        registry.delete(digest)
 
 
 def test_stage_pushes_a_candidate_with_its_plan_and_no_release_tag(staged):
@@ -118,8 +134,7 @@ def test_a_wrong_answer_records_a_failed_shard(git_repo, unique, tmp_path, monke
         record = read_record(RegistryRepository.parse(target), candidate.split("@", 1)[1], "shard-1")
         assert record is not None and not record.passed and record.cases == ({"case": "a/basic", "passed": False},)
     finally:
-        for image in docker_client.images.list(name=target):
-            docker_client.images.remove(image.id, force=True)
+        removed(docker_client, target)
 
 
 def test_a_digest_the_registry_does_not_have_is_refused(staged):
@@ -127,3 +142,110 @@ def test_a_digest_the_registry_does_not_have_is_refused(staged):
     code, tested = run("test", "--image", f"{repo}@sha256:{'0' * 64}", "--shard", "shard-1")
     assert code == 1 and "is not in the registry" in tested["error"]["message"]
     assert "test" not in tested["steps"]
+
+
+# -- a shard that tested less than its plan never promotes (issue 26, item 4) ------------------
+
+def test_a_shard_run_from_a_checkout_without_the_golden_folders_records_a_failure(staged, tmp_path):
+    git_repo, _, repo, report, run = staged
+    bare = tmp_path / "no-golden" / "model_repository"  # not a git checkout: its files are taken as they are
+    shutil.copytree(git_repo.models, bare, ignore=shutil.ignore_patterns("golden"))
+    digest = report["candidate"].split("@", 1)[1]
+    code, tested = run("test", "--image", report["candidate"], "--shard", "shard-1", "--model-repository", str(bare))
+    assert code == 1, tested.get("error")
+    assert "ran 0 of 1 planned golden cases of a (0 of 1)" in tested["error"]["message"]
+    assert "fetch-depth: 0" in tested["error"]["message"]
+    record = read_record(repo, digest, "shard-1")
+    assert record is not None and not record.passed and record.cases == ()
+    assert record.planned_cases == (("a", 1),) and "0 of 1" in record.reason
+    assert run("test", "--image", report["candidate"], "--shard", "shard-2")[0] == 0
+    code, promoted = run("promote", "--candidate", report["candidate"], "--version", "1.0.0")
+    assert code == 1 and "shard-1 failed: ran 0 of 1 planned golden cases of a (0 of 1)" in promoted["error"]["message"]
+    assert [t for t in repo.tags() if not t.startswith(("candidate-", "sha256-"))] == []  # nothing released
+
+
+GPU_ONLY_MODEL = '''\
+class TritonPythonModel:
+    def initialize(self, args):
+        if args["model_instance_kind"] != "GPU":
+            raise RuntimeError("CUDA is required")
+
+    def execute(self, requests):
+        return []
+'''
+
+
+def test_a_gpu_only_shard_tested_on_a_cpu_runner_is_refused_by_promote_naming_the_model(
+        git_repo, unique, tmp_path, monkeypatch, docker_client):
+    files = {**python_model_files("a"), **python_model_files("gpuonly")}
+    files["gpuonly/config.pbtxt"] += "instance_group [ { kind: KIND_GPU count: 1 } ]\n"
+    files["gpuonly/1/model.py"] = GPU_ONLY_MODEL
+    git_repo.write(files)
+    git_repo.commit("a, and a model that runs on a GPU only")
+    monkeypatch.chdir(git_repo.root)
+    target = f"{REGISTRY}/triton-release-test/gpu-shard-{unique}-{tmp_path.name[-12:].lower().strip('_')}"
+    report_path = tmp_path / "report.json"
+
+    def run(*argv: str) -> tuple[int, dict]:
+        code = main([*argv, "--report", str(report_path)])
+        return code, json.loads(report_path.read_text())
+
+    try:
+        code, staged = run("stage", "--to", target, "--base-image", BASE_IMAGE, "--shards", "2")
+        assert code == 0, staged.get("error")
+        assert [(s["name"], s["models"], s["gpu"]) for s in staged["shards"]] == [("shard-1", "a", False),
+                                                                                  ("shard-2", "gpuonly", True)]
+        candidate = staged["candidate"]
+        digest = candidate.split("@", 1)[1]
+        assert run("test", "--image", candidate, "--shard", "shard-1")[0] == 0
+        code, tested = run("test", "--image", candidate, "--shard", "shard-2")  # gpu_models test: set aside
+        assert code == 0, tested.get("error")
+        record = read_record(RegistryRepository.parse(target), digest, "shard-2")
+        assert record.passed and record.cases == () and record.planned_cases == (("gpuonly", 1),)
+        assert [name for name, _ in record.needs_gpu] == ["gpuonly"] and "CUDA is required" in record.needs_gpu[0][1]
+        code, promoted = run("promote", "--candidate", candidate, "--version", "1.0.0")
+        message = promoted["error"]["message"]
+        assert code == 1 and "shard-2 left gpuonly (needs a GPU: " in message
+        assert "ran 0 of 1 planned golden case) untested" in message and "--gpus all" in message
+        assert [t for t in RegistryRepository.parse(target).tags() if not t.startswith(("candidate-", "sha256-"))] \
+            == []
+        # an explicit policy accepts it, naming what ships untested
+        accepted = check_candidate(RegistryRepository.parse(target), digest, "1.0.0", gpu_models="test")
+        assert [name for name, _ in accepted.untested] == ["gpuonly"]
+        assert "gpuonly" in accepted.to_json()["shipped_untested"]
+        with pytest.raises(Refused, match="gpuonly"):
+            check_candidate(RegistryRepository.parse(target), digest, "1.0.0")
+    finally:
+        removed(docker_client, target)
+
+
+# -- a re-stage with other build inputs builds again (issue 26, item 5) -------------------------
+
+STUB_311 = ROOT / ".stack" / "triton-2.51.0" / "stubs" / "3.11" / "triton_python_backend_stub"
+
+
+def test_a_restage_with_another_base_image_builds_again_and_moves_the_candidate_tag(staged, capfd):
+    assert STUB_311.is_file(), f"{STUB_311} is missing: run `make stack`"
+    _, head, repo, first, run = staged
+    made = [first["candidate"]]
+    try:
+        code, other = run("stage", "--to", str(repo), "--base-image", "local/tritonserver:24.10-py3-stub38",
+                          "--stub", f"path:{STUB_311}", "--shards", "2")
+        assert code == 0, other.get("error")
+        made.append(other["candidate"])
+        assert "reused" not in other["steps"]["reuse"] and "build" in other["steps"]
+        assert other["steps"]["candidate"]["reused"] is False and other["candidate"] != first["candidate"]
+        assert "other build inputs (base_image_id " in "".join(capfd.readouterr())
+        code, back = run("stage", "--to", str(repo), "--base-image", BASE_IMAGE, "--shards", "2")
+        assert code == 0, back.get("error")
+        made.append(back["candidate"])
+        assert "build" in back["steps"] and back["candidate"] != other["candidate"]  # not the stub38 candidate
+        assert repo.digest(f"candidate-{head[:12]}") == back["candidate"].split("@", 1)[1]
+        built_from = json.loads(repo.image_config(back["candidate"].split("@", 1)[1])["config"]["Labels"]
+                                ["triton-release.build-inputs"])
+        assert (built_from["stub"], built_from["max_layers"]) == ("auto", 120)
+        code, again = run("stage", "--to", str(repo), "--base-image", BASE_IMAGE, "--shards", "2")
+        assert code == 0 and again["steps"]["reuse"]["reused"] is True and again["candidate"] == back["candidate"]
+    finally:  # the candidates the tag moved away from are untagged: deleted by digest
+        for ref in made:
+            repo.delete(ref.split("@", 1)[1])

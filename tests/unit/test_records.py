@@ -10,7 +10,7 @@ import pytest
 
 from triton_release.errors import Refused, UsageError
 from triton_release.models.shards import CHANGED_LABEL, SHARDS_LABEL, Shard, shards_label
-from triton_release.registry.promote import Candidate, CandidateCheck, parse_reference, problems, refusal
+from triton_release.registry.promote import Candidate, CandidateCheck, parse_reference, problems, refusal, review
 from triton_release.registry.client import RegistryRepository
 from triton_release.registry.credentials import Credentials
 from triton_release.registry.records import GoldenRecord, record_tag
@@ -23,8 +23,10 @@ COMMIT = "0123456789abcdef" * 2 + "01234567"
 
 
 def candidate(*shards: tuple[str, tuple[str, ...]], changed: tuple[str, ...] | None = None,
-              version: str = "1.2.0") -> Candidate:
-    plan = [Shard(name, models, models, 1, False) for name, models in shards]
+              version: str = "1.2.0", cases: int = 1) -> Candidate:
+    """A staged candidate whose plan holds `cases` golden cases of each model."""
+    plan = [Shard(name, models, models, cases * len(models), False, (cases,) * len(models))
+            for name, models in shards]
     labels = {SHARDS_LABEL: shards_label(plan),
               CHANGED_LABEL: json.dumps(sorted(changed if changed is not None else {m for _, ms in shards for m in ms})),
               "org.opencontainers.image.version": version, "org.opencontainers.image.revision": COMMIT}
@@ -47,7 +49,22 @@ def test_a_record_survives_its_json():
     assert original.failed_cases == ["b/basic"]
     assert json.loads(text) == {"candidate": DIGEST, "shard": "shard-1", "models": ["a", "b"], "passed": False,
                                 "cases": [{"case": "a/basic", "passed": True}, {"case": "b/basic", "passed": False}],
-                                "revision": COMMIT}
+                                "revision": COMMIT, "cases_run": 2}
+
+
+def test_a_record_states_the_cases_planned_and_run_and_the_models_set_aside():
+    original = GoldenRecord(DIGEST, "shard-1", ("a", "gpu"), True, ({"case": "a/basic", "passed": True},), COMMIT,
+                            planned_cases=(("a", 2), ("gpu", 1)), needs_gpu=(("gpu", "CUDA is required"),))
+    data = json.loads(json.dumps(original.to_json()))
+    assert (data["planned_cases"], data["cases_run"], data["needs_gpu"]) == (
+        {"a": 2, "gpu": 1}, 1, {"gpu": "CUDA is required"})
+    assert GoldenRecord.from_json(data) == original
+    assert original.untested({"a": 2, "gpu": 1}) == [("a", 1, 2, ""), ("gpu", 0, 1, "CUDA is required")]
+    assert original.untested({"a": 1}) == [("gpu", 0, 0, "CUDA is required")]  # set aside: untested, cases or not
+    with pytest.raises(ValueError, match="'cases_run' is 3"):
+        GoldenRecord.from_json({**data, "cases_run": 3})
+    with pytest.raises(ValueError, match="'planned_cases'"):
+        GoldenRecord.from_json({**data, "planned_cases": {"a": -1}})
 
 
 @pytest.mark.parametrize("broken, why", [
@@ -106,6 +123,44 @@ def test_a_failed_shard_names_its_failed_cases():
                                        "shard-2": record("shard-2", ("c",), passed=False)}, "1.2.0")
     assert found == ["shard-1 failed: b/basic",
                      "shard-2 failed before any case failed (a model did not load, or the test stopped)"]
+
+
+def passed_without_cases(shard: str, models: tuple[str, ...], needs_gpu: tuple = ()) -> GoldenRecord:
+    return GoldenRecord(DIGEST, shard, models, True, (), COMMIT, needs_gpu=needs_gpu)
+
+
+def test_a_passing_record_that_ran_fewer_cases_than_planned_is_refused_naming_its_models():
+    plan = candidate(("shard-1", ("a", "b")), ("shard-2", ("c",)), cases=2)
+    short = GoldenRecord(DIGEST, "shard-1", ("a", "b"), True, ({"case": "a/basic", "passed": True},
+                                                               {"case": "a/more", "passed": True}), COMMIT)
+    found = problems(plan, {"shard-1": short, "shard-2": passed_without_cases("shard-2", ("c",))}, "1.2.0")
+    assert found == ["shard-1 left b (ran 0 of 2 planned golden cases) untested",
+                     "shard-2 left c (ran 0 of 2 planned golden cases) untested"]
+    assert "no passing record covers" not in " ".join(found)  # named once, where it happened
+
+
+def test_a_model_set_aside_for_lacking_a_gpu_is_refused_unless_gpu_models_test_accepts_it():
+    plan = candidate(("shard-1", ("a",)), ("shard-2", ("gpu",)))
+    records = {"shard-1": record("shard-1", ("a",)),
+               "shard-2": passed_without_cases("shard-2", ("gpu",), (("gpu", "RuntimeError: CUDA is required"),))}
+    found = problems(plan, records, "1.2.0")
+    assert found == ["shard-2 left gpu (needs a GPU: RuntimeError: CUDA is required; ran 0 of 1 planned golden "
+                     "case) untested"]
+    check = CandidateCheck(plan, tuple(records.items()), tuple(found))
+    assert "--gpus all" in refusal(check).message and "gpu_models test" in refusal(check).message
+    assert review(plan, records, "1.2.0", "test") == ([], [("gpu", "RuntimeError: CUDA is required")])
+    accepted = CandidateCheck(plan, tuple(records.items()), (), (("gpu", "RuntimeError: CUDA is required"),))
+    assert accepted.to_json()["shipped_untested"] == {"gpu": "RuntimeError: CUDA is required"}
+    assert [(s["cases_planned"], s["cases_run"]) for s in accepted.to_json()["shards"]] == [(1, 1), (1, 0)]
+
+
+def test_a_shard_plan_that_does_not_count_each_models_cases_is_refused():
+    labels = {SHARDS_LABEL: '[{"name": "shard-1", "models": ["a"], "cases": 1}]', CHANGED_LABEL: '["a"]',
+              "org.opencontainers.image.version": "1.2.0"}
+    plan = Candidate.from_labels("127.0.0.1:5000/team/models", DIGEST, labels)
+    assert problems(plan, {"shard-1": record("shard-1", ("a",))}, "1.2.0") == [
+        "the plan of shard-1 does not say how many golden cases of each model it must run (the candidate was "
+        "staged by an earlier triton-release)"]
 
 
 def test_records_must_cover_every_changed_model():
@@ -180,3 +235,12 @@ def test_an_upload_sent_to_another_host_is_refused_and_nothing_goes_there():
         with pytest.raises(Refused, match="198.51.100.7:5000") as refused:
             repo.put_blob(b"{}")
     assert "s3cret-pw" not in refused.value.message and uploads == []
+
+
+def test_promote_ships_gpu_only_models_untested_only_when_the_user_says_gpu_models_test(tmp_path):
+    from triton_release.fanout.promote import gpu_policy
+    from triton_release.settings import resolve
+
+    assert gpu_policy(resolve({}, cwd=tmp_path)) == "require"  # the default tests on CPU; ships nothing untested
+    (tmp_path / "triton-release.yaml").write_text("gpu_models: test\n")
+    assert gpu_policy(resolve({}, cwd=tmp_path)) == "test"

@@ -145,9 +145,21 @@ def test_the_label_round_trips_and_the_matrix_entry_is_flat(make_repo):
     assert json.loads(json.dumps([s.matrix_entry() for s in plan]))  # what fromJSON() takes
 
 
+def test_the_plan_counts_each_models_golden_cases_in_its_label(make_repo):
+    repo = repo_of(make_repo, {**models("a", cases=3), **models("b")})
+    [shard] = plan_shards(repo, ["a", "b"], shards=1)
+    assert shard.case_counts() == {"a": 3, "b": 1} and shard.cases == 4
+    assert json.loads(shards_label([shard]))[0]["model_cases"] == {"a": 3, "b": 1}
+    assert shards_from_label(shards_label([shard])) == [shard]
+    assert "model_cases" not in shard.matrix_entry()
+    with pytest.raises(Refused, match="triton-release.shards"):
+        shards_from_label('[{"name": "shard-1", "models": ["a", "b"], "model_cases": {"a": 3}}]')
+
+
 def test_a_short_label_of_names_and_models_is_read_too():
     plan = shards_from_label('[{"name": "shard-1", "models": ["a", "b"]}]')
     assert plan == [Shard("shard-1", ("a", "b"), ("a", "b"), 0, False)]
+    assert plan[0].case_counts() is None  # a plan from before: promote refuses it
 
 
 @pytest.mark.parametrize("text", [None, "", "{}", "[1]", '[{"name": "x; rm", "models": []}]', "[{"])

@@ -135,7 +135,7 @@ def test_shard(inputs: ActionInputs, settings, env: Mapping[str, str], session: 
 
 def promote(inputs: ActionInputs, settings, env: Mapping[str, str], session: sessions.Session) -> None:
     """mode promote: the candidate becomes release X.Y.Z once every shard's record passed."""
-    from triton_release.fanout.promote import PromoteRequest, run_promote
+    from triton_release.fanout.promote import PromoteRequest, gpu_policy, run_promote
 
     if not inputs.candidate:
         raise UsageError("mode promote needs the input candidate: the stage job's `candidate` output.")
@@ -144,7 +144,7 @@ def promote(inputs: ActionInputs, settings, env: Mapping[str, str], session: ses
     repository, digest = _candidate(inputs, env)
     run_promote(PromoteRequest(repository, digest, inputs.version, settings.channel, commit=inputs.commit,
                                model_repository=release.model_repository(settings, INPUT) if inputs.commit
-                               else None), session)
+                               else None, gpu_models=gpu_policy(settings)), session)
 
 
 def finish(report: sessions.Report, report_path: str, env: Mapping[str, str], console: Console) -> None:

@@ -1,7 +1,7 @@
 """`promote`: a staged candidate becomes release X.Y.Z once every shard's golden record passed."""
 
 from triton_release.cli.common import Context, setting
-from triton_release.fanout.promote import PromoteRequest, run_promote
+from triton_release.fanout.promote import PromoteRequest, gpu_policy, run_promote
 
 HELP = "tag a staged candidate X.Y.Z once every shard's golden record passed, then move the other tags"
 
@@ -26,5 +26,6 @@ def run(ctx: Context, session) -> None:
     args, settings = ctx.args, ctx.settings
     repository, digest = parse_reference(args.candidate)
     request = PromoteRequest(open_repository(repository, ctx.env), digest, args.version, settings.channel,
-                             args.keep_candidates, args.commit, ctx.model_repository if args.commit else None)
+                             args.keep_candidates, args.commit, ctx.model_repository if args.commit else None,
+                             gpu_models=gpu_policy(settings))
     run_promote(request, session)

@@ -1,9 +1,11 @@
 """The last stage of a release over many runners, composed from the steps as `release` is.
 
 `promote`: read the candidate and its shards' golden records (refused, naming every shard at
-fault, before anything moves); with `--commit`, redo the bump it shipped and check the working
-tree can take it; then put the candidate's manifest under X.Y.Z and move the other tags, the
-channel last; commit and tag the release; and delete the candidates older than it.
+fault, before anything moves: a shard that ran fewer golden cases than its plan holds is at
+fault, and so is one that left a model untested for lack of a GPU, unless `gpu_models` is
+"test"); with `--commit`, redo the bump it shipped and check the working tree can take it; then
+put the candidate's manifest under X.Y.Z and move the other tags, the channel last; commit and
+tag the release; and delete the candidates older than it.
 
 As in `release`, nothing is undone once X.Y.Z is in the registry: a rerun finishes the tags,
 the commit and the retention.
@@ -25,6 +27,13 @@ if TYPE_CHECKING:
     from triton_release.registry.client import RegistryRepository
 
 
+def gpu_policy(settings) -> str:
+    """What promote does with models a shard set aside for lacking a GPU: refuse ("require"),
+    unless the user set gpu_models: test themselves (its default, test, is for testing on the CPU,
+    not for shipping untested)."""
+    return settings.gpu_models if settings.sources.get("gpu_models", "default") != "default" else "require"
+
+
 @dataclass(frozen=True)
 class PromoteRequest:
     repository: "RegistryRepository"   # the candidate's repository, with its credentials
@@ -34,6 +43,7 @@ class PromoteRequest:
     keep_candidates: int = 0            # older candidates kept besides the released one
     commit: bool = False
     model_repository: Path | None = None  # with commit: the checkout of the candidate's commit
+    gpu_models: str = "require"         # "test": models a shard set aside for lacking a GPU ship untested
 
 
 def run_promote(request: PromoteRequest, session: Session) -> None:
@@ -41,9 +51,11 @@ def run_promote(request: PromoteRequest, session: Session) -> None:
     releases.check_channel(request.channel)
     if request.keep_candidates < 0:
         raise UsageError(f"--keep-candidates {request.keep_candidates}: give 0 or more.")
+    if request.gpu_models not in ("test", "require"):
+        raise UsageError(f"gpu_models {request.gpu_models!r}: give test or require.")
     console = session.console
     checked = session.step("records", console.candidate_checked, steps.check_candidate, request.repository,
-                           request.digest, request.version)
+                           request.digest, request.version, request.gpu_models)
     planned = None
     if request.commit:
         planned = session.step("changed", console.changes, steps.plan_commit, request.model_repository, checked)

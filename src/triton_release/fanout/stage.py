@@ -3,26 +3,31 @@
 `stage`: validate, changed, export (the bump applied in the export only: the working tree is
 never bumped), environments, the shard plan, build, then push the candidate to
 `candidate-<sha12>` in the release repository. Nothing is tagged X.Y.Z and no channel moves, so
-a failed stage leaves nothing to undo; a rerun for the same commit and base finds the candidate
-and reuses it.
+a failed stage leaves nothing to undo; a rerun for the same commit, base and build inputs (the
+base image's id, the stub, the Python, the settings that shape the image: its label
+`triton-release.build-inputs`) finds the candidate and reuses it. With any input changed, the
+commit is built again and its candidate tag moves to the new candidate.
 
 `test` of a candidate: pull REPO@sha256:... by digest, run the golden cases of one shard (or the
 given models) against the commit it was built from, and with a shard name write the shard's
-record to the registry, passed or failed, before the run ends with the test's outcome.
+record to the registry, passed or failed, before the run ends with the test's outcome. The
+record states the golden cases the plan holds of each model and the cases run; a shard that ran
+fewer than planned (its checkout lacks them) failed, and one that set a model aside for lacking
+a GPU says so, for promote to refuse or, with gpu_models test, to accept.
 """
 
 from __future__ import annotations
 
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from triton_release import steps
 from triton_release.cache import exclusive
 from triton_release.errors import Refused, UsageError
-from triton_release.models.shards import (CHANGED_LABEL, NEW_VERSIONS_LABEL, SHARDS_LABEL, changed_label,
-                                          check_shard_name, shards_label)
+from triton_release.models.shards import (BUILD_INPUTS_LABEL, CHANGED_LABEL, NEW_VERSIONS_LABEL, SHARDS_LABEL,
+                                          build_inputs_label, changed_label, check_shard_name, shards_label)
 from triton_release.history import releases
 from triton_release.history.bump import checkout_at
 from triton_release.session import Session
@@ -68,7 +73,7 @@ def _stage(request: StageRequest, session: Session) -> None:
         console.not_released("no model changed: nothing staged")
         return
     found = session.step("reuse", console.candidate_reused, steps.find_candidate, repository, planned.found.head,
-                         planned.found.base)
+                         planned.found.base, _build_inputs(request))
     if found is not None:
         return
     with tempfile.TemporaryDirectory(prefix="triton-release-") as scratch:
@@ -82,6 +87,7 @@ def _stage(request: StageRequest, session: Session) -> None:
                             request.shards, request.max_models)
         labels = {SHARDS_LABEL: shards_label(list(plan.shards)), CHANGED_LABEL: changed_label(to_test),
                   NEW_VERSIONS_LABEL: changed_label(steps.new_versions(planned)),
+                  BUILD_INPUTS_LABEL: build_inputs_label(_build_inputs(request, prepared.base.image_id)),
                   **planned.record_label()}
         built = session.step("build", console.built, steps.build, shipped.root, request.base_image,
                              f"{repository}:{steps.CANDIDATE_TAG}", python=request.python, stub_mode=request.stub,
@@ -91,6 +97,21 @@ def _stage(request: StageRequest, session: Session) -> None:
                              max_layers=request.max_layers, extra_labels=labels)
     session.step("candidate", console.candidate_pushed, steps.push_candidate, built.image_id, repository,
                  planned.found.head)
+
+
+def _build_inputs(request: StageRequest, base_image_id: str | None = None) -> dict:
+    """What the candidate is built from besides its commit (registry/candidate.py), the base image
+    by its id (`base_image_id`, else looked up: pulled when the daemon lacks it, as the build would)."""
+    from triton_release.registry.candidate import build_inputs
+
+    if base_image_id is None:
+        from triton_release.image.base import image_id
+        from triton_release.image.engine import docker_client
+
+        base_image_id = image_id(docker_client(), request.base_image)
+    return build_inputs(base_image_id=base_image_id, stub=request.stub, python=request.python,
+                        requirements_options=request.requirements_options, max_layers=request.max_layers,
+                        channel=request.channel, source=request.source)
 
 
 @dataclass(frozen=True)
@@ -121,8 +142,11 @@ def run_candidate_test(request: CandidateTestRequest, session: Session) -> None:
                          "not both.")
     console = session.console
     pulled = session.step("pull", console.candidate_pulled, steps.pull_candidate, request.repository, request.digest)
-    names = list(request.models) or (list(pulled.shard(request.shard).models) if request.shard is not None
+    shard = pulled.shard(request.shard) if request.shard is not None else None
+    names = list(request.models) or (list(shard.models) if shard is not None
                                      else list(pulled.candidate.changed) if pulled.candidate is not None else [])
+    counts = shard.case_counts() if shard is not None else None
+    planned = tuple((name, counts.get(name, 0)) for name in names) if counts is not None else None
     with tempfile.TemporaryDirectory(prefix="triton-release-") as scratch:
         root = _golden_cases_of(request.model_repository, pulled.revision, Path(scratch), session)
         if not names:
@@ -146,7 +170,7 @@ def run_candidate_test(request: CandidateTestRequest, session: Session) -> None:
                 cases = _cases(exc.result)
                 reason = "" if any(not c["passed"] for c in cases) else _first_sentence(str(exc))
                 record = GoldenRecord(request.digest, request.shard, tuple(names), False, cases, pulled.revision,
-                                      reason)
+                                      reason, planned, tuple(getattr(exc.result, "needs_gpu", None) or ()))
                 try:
                     session.step("golden-record", console.golden_recorded, steps.write_golden_record,
                                  request.repository, record, _read(junit))
@@ -155,9 +179,24 @@ def run_candidate_test(request: CandidateTestRequest, session: Session) -> None:
                                     "none for it and refuses all the same")
             raise
         if request.shard is not None:
-            record = GoldenRecord(request.digest, request.shard, tuple(names), True, _cases(run), pulled.revision)
+            record = GoldenRecord(request.digest, request.shard, tuple(names), True, _cases(run), pulled.revision,
+                                  planned_cases=planned, needs_gpu=tuple(run.needs_gpu))
+            short = [u for u in record.untested(dict(planned or ())) if not u[3]]  # u[3]: the GPU it needs
+            if short:  # cases the plan holds and the checkout lacks: not tested, so the shard failed
+                ran, wanted = sum(u[1] for u in short), sum(u[2] for u in short)
+                where = (request.model_repository if root == request.model_repository
+                         else f"commit {pulled.revision[:12]} as checked out here")
+                reason = (f"ran {ran} of {wanted} planned golden cases of "
+                          f"{', '.join(f'{m} ({r} of {n})' for m, r, n, _ in short)}: {where} lacks them")
+                record = replace(record, passed=False, reason=reason)
             session.step("golden-record", console.golden_recorded, steps.write_golden_record, request.repository,
                          record, _read(junit))
+            if short:
+                raise Refused(f"""
+                    {request.shard} of {pulled.ref} {reason}, so they were not tested; its record says it
+                    failed, and promote refuses it. Run the shard's test from a checkout of the candidate's
+                    commit {pulled.revision[:12] or '(not labelled)'} (actions/checkout with fetch-depth: 0),
+                    whose golden folders hold them.""", result=run)
 
 
 def _golden_cases_of(model_repository: Path, revision: str, scratch: Path, session: Session) -> Path:

@@ -14,8 +14,9 @@ its files: 10 MiB count as one case). The same repository and names always make
 the same plan, named shard-1, shard-2, ... in the order of their first model.
 
 The plan travels as the candidate image's label (`SHARDS_LABEL`), so `promote` knows which
-records it needs without anything else, and as the `shards` output: a JSON list that a
-workflow's `strategy.matrix.include` takes as it is.
+records it needs, and how many golden cases of each model each must have run, without anything
+else; and as the `shards` output: a JSON list that a workflow's `strategy.matrix.include` takes as
+it is.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from triton_release.models.repository import Repository
 SHARDS_LABEL = "triton-release.shards"    # the shard plan, JSON: [{"name": "shard-1", "models": [...]}, ...]
 CHANGED_LABEL = "triton-release.changed"  # the models the shards' records must cover, JSON list
 NEW_VERSIONS_LABEL = "triton-release.new-versions"  # the models given a new version: drift, JSON list
+BUILD_INPUTS_LABEL = "triton-release.build-inputs"  # what the candidate was built from besides its commit, JSON
 CANDIDATE_PREFIX = "candidate-"
 DEFAULT_MODELS_PER_SHARD = 25  # without --shards or --max-models-per-shard: one shard per 25 models ...
 DEFAULT_MAX_SHARDS = 8         # ... and at most this many
@@ -49,10 +51,19 @@ class Shard:
     load: tuple[str, ...]    # the models its server loads: those and what they need
     cases: int               # golden case files of its models
     gpu: bool                # a model it loads has a KIND_GPU instance group
+    model_cases: tuple[int, ...] | None = None  # each model's golden case files (None: a plan from before)
 
     def to_json(self) -> dict:
-        return {"name": self.name, "models": list(self.models), "load": list(self.load), "cases": self.cases,
+        data = {"name": self.name, "models": list(self.models), "load": list(self.load), "cases": self.cases,
                 "gpu": self.gpu}
+        if self.model_cases is not None:
+            data["model_cases"] = dict(zip(self.models, self.model_cases))
+        return data
+
+    def case_counts(self) -> dict[str, int] | None:
+        """Each tested model -> the golden cases the shard must run of it; None for a plan made
+        before the plan said (then only `cases`, their sum, is known)."""
+        return dict(zip(self.models, self.model_cases)) if self.model_cases is not None else None
 
     def matrix_entry(self) -> dict:
         """One `strategy.matrix.include` entry: lists as the comma-separated text `--models` takes."""
@@ -141,7 +152,7 @@ def plan_shards(repo: Repository, names: Iterable[str], *, shards: int | None = 
                          f"workflow's matrix runs at most {MAX_SHARDS} jobs. Give a larger --max-models-per-shard.")
     filled = sorted((sorted(members), sorted(load)) for members, load, _ in bins if members)
     return [Shard(f"shard-{i}", tuple(members), tuple(load), sum(cases[m] for m in members),
-                  any(needs_gpu(repo[m].config) for m in load if m in repo))
+                  any(needs_gpu(repo[m].config) for m in load if m in repo), tuple(cases[m] for m in members))
             for i, (members, load) in enumerate(filled, start=1)]
 
 
@@ -167,14 +178,38 @@ def shards_from_label(text: str | None) -> list[Shard]:
         data = json.loads(text or "")
         if not isinstance(data, list):
             raise TypeError(data)
-        shards = [Shard(check_shard_name(str(entry["name"])), tuple(str(m) for m in entry["models"]),
-                        tuple(str(m) for m in entry.get("load", entry["models"])), int(entry.get("cases", 0)),
-                        bool(entry.get("gpu", False))) for entry in data]
+        shards = [_shard(entry) for entry in data]
     except (ValueError, TypeError, KeyError, AttributeError, UsageError):
         raise Refused(f"""
             The candidate's label {SHARDS_LABEL} is {'missing' if not text else 'not a shard plan'}: it was not
             staged by `triton-release stage`. Stage the commit again.""") from None
     return shards
+
+
+def _shard(entry: dict) -> Shard:
+    models = tuple(str(m) for m in entry["models"])
+    counts = entry.get("model_cases")
+    if counts is not None:
+        if not isinstance(counts, dict) or set(counts) != set(models):
+            raise ValueError("model_cases does not count the shard's models")
+        counts = tuple(int(counts[m]) for m in models)
+    load = tuple(str(m) for m in entry.get("load", entry["models"]))
+    return Shard(check_shard_name(str(entry["name"])), models, load, int(entry.get("cases", 0)),
+                 bool(entry.get("gpu", False)), counts)
+
+
+def build_inputs_label(inputs: dict) -> str:
+    return json.dumps(inputs, sort_keys=True, separators=(",", ":"))
+
+
+def build_inputs_from_label(text: str | None) -> dict | None:
+    """What a candidate says it was built from; None when it does not say (staged by an earlier
+    triton-release) or the label is not an object."""
+    try:
+        data = json.loads(text) if text else None
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) else None
 
 
 def changed_label(names: Iterable[str]) -> str:

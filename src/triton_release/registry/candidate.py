@@ -10,17 +10,24 @@ that manifest before serving it.
 
 from __future__ import annotations
 
+import hashlib
+import logging
 from dataclasses import dataclass
+from pathlib import Path
 
 import docker
 import requests
 
+from triton_release import __version__
 from triton_release.errors import InfrastructureError, Refused, UsageError
-from triton_release.models.shards import CHANGED_LABEL, SHARDS_LABEL, Shard, candidate_tag
+from triton_release.models.shards import (BUILD_INPUTS_LABEL, CHANGED_LABEL, SHARDS_LABEL, Shard,
+                                          build_inputs_from_label, candidate_tag)
 from triton_release.history.releases import BASE_LABEL, REVISION_LABEL
 from triton_release.registry.client import RegistryRepository
 from triton_release.registry.promote import CANDIDATE_REF, Candidate
 from triton_release.registry.publish import daemon_push
+
+log = logging.getLogger("triton_release")
 
 
 def parse_candidate(image: str) -> tuple[str, str] | None:
@@ -54,9 +61,37 @@ class Staged:
                 "shards": [s.matrix_entry() for s in self.candidate.shards], "released": False}
 
 
-def find_reusable(registry: RegistryRepository, revision: str, base: str | None) -> Staged | None:
-    """The candidate staged before for this commit from the same base (the same bump, so the same
-    image); None when there is none, or it was staged from another base or by something else."""
+def build_inputs(*, base_image_id: str, stub: str, python: str | None, requirements_options: str, max_layers: int,
+                 channel: str, source: str) -> dict:
+    """Every input of a stage's build besides the commit and the base of its bump: the base image
+    (by its id, whatever name it was given by), the stub provider (a stub file by its content), the
+    target Python, the settings that shape the layers and the environments, the labels given, and
+    this tool's version. A candidate is reused only when all of them are what it was built from."""
+    inputs = {"base_image_id": base_image_id, "stub": stub, "python": python or "",
+              "requirements_options": requirements_options, "max_layers": max_layers, "channel": channel,
+              "source": source, "triton_release": __version__}
+    if stub.startswith("path:"):
+        try:
+            inputs["stub_sha256"] = hashlib.sha256(Path(stub.removeprefix("path:")).read_bytes()).hexdigest()
+        except OSError:
+            inputs["stub_sha256"] = ""  # the build says what is wrong with the file
+    return inputs
+
+
+def differences(built_from: dict | None, inputs: dict) -> list[str]:
+    """The build inputs a candidate was built with that differ from `inputs`, as `key was -> now`;
+    one entry when the candidate does not say what it was built from."""
+    if built_from is None:
+        return [f"it does not say what it was built from (no {BUILD_INPUTS_LABEL} label)"]
+    return [f"{key} {built_from.get(key, '(none)')!s:.80} -> {inputs.get(key, '(none)')!s:.80}"
+            for key in sorted(set(built_from) | set(inputs)) if built_from.get(key) != inputs.get(key)]
+
+
+def find_reusable(registry: RegistryRepository, revision: str, base: str | None,
+                  inputs: dict | None = None) -> Staged | None:
+    """The candidate staged before for this commit from the same base and the same build `inputs`
+    (`build_inputs`: so the same image); None when there is none, or it was staged from another
+    base, of other inputs, or by something else. Without `inputs`, none is reused."""
     tag = candidate_tag(revision)
     manifest = registry.manifest(tag)
     if manifest is None:
@@ -65,7 +100,13 @@ def find_reusable(registry: RegistryRepository, revision: str, base: str | None)
     labels = (config.get("config") or {}).get("Labels") or {}
     if labels.get(REVISION_LABEL) != revision or labels.get(BASE_LABEL, "") != (base or ""):
         return None
-    if SHARDS_LABEL not in labels or CHANGED_LABEL not in labels:
+    if SHARDS_LABEL not in labels or CHANGED_LABEL not in labels or inputs is None:
+        return None
+    changed = differences(build_inputs_from_label(labels.get(BUILD_INPUTS_LABEL)), inputs)
+    if changed:
+        log.warning(f"{registry}:{tag} was staged from this commit with other build inputs ({'; '.join(changed)}): "
+                    f"it is built again, and {tag} moves to the new candidate; the records of "
+                    f"{registry}@{manifest.digest} do not count for it")
         return None
     try:
         candidate = Candidate.from_labels(str(registry), manifest.digest, labels, str(config.get("created", "")),

@@ -4,10 +4,12 @@ The candidate is an image in the release repository under `candidate-<sha12>`, k
 manifest digest. Its labels carry what promote needs: the shard plan, the changed models, the
 planned version, the commit it was built from and the base of its bump. Each shard's test job
 left a golden record beside it (registry/records.py). Promote reads them all and refuses, naming
-every shard at fault, unless each shard has a passing record for this very digest and together
-they cover every changed model. Then the candidate's manifest is put under X.Y.Z (never over
-another release's), and the moving tags follow as `push` moves them, the channel last: no layer
-moves.
+every shard at fault, unless each shard has a passing record for this very digest that ran every
+golden case its plan holds of each of its models, and together they cover every changed model. A
+model set aside because it needs a GPU the runner lacked is untested, and refused too, unless the
+promote's `gpu_models` is "test": then it ships untested, and the promote says so. Then the
+candidate's manifest is put under X.Y.Z (never over another release's), and the moving tags
+follow as `push` moves them, the channel last: no layer moves.
 
 After a promote, candidates older than the release are deleted with their records, except the
 newest `keep` of them and any whose manifest a release is: the registry deletes by digest, which
@@ -96,6 +98,7 @@ class CandidateCheck:
     candidate: Candidate
     records: tuple[tuple[str, GoldenRecord | None], ...]
     problems: tuple[str, ...]
+    untested: tuple[tuple[str, str], ...] = ()  # (model, why): accepted to ship untested (gpu_models "test")
 
     @property
     def ok(self) -> bool:
@@ -109,19 +112,35 @@ class CandidateCheck:
             shards.append({"name": shard.name, "models": list(shard.models),
                            "record": record_tag(self.candidate.digest, shard.name), "found": record is not None,
                            "passed": bool(record and record.passed and record.candidate == self.candidate.digest),
-                           "failed_cases": record.failed_cases if record else []})
+                           "failed_cases": record.failed_cases if record else [],
+                           "cases_planned": shard.cases, "cases_run": len(record.cases) if record else 0})
         return {"candidate": self.candidate.ref, "planned_version": self.candidate.version or None,
                 "revision": self.candidate.revision, "base": self.candidate.base or None,
-                "changed_models": list(self.candidate.changed), "shards": shards, "problems": list(self.problems)}
+                "changed_models": list(self.candidate.changed), "shards": shards, "problems": list(self.problems),
+                "shipped_untested": dict(self.untested)}
 
     def facts(self) -> dict:
         return {"candidate": self.candidate.ref, "changed_models": sorted(self.candidate.changed)}
 
 
-def problems(candidate: Candidate, records: dict[str, GoldenRecord | None], version: str) -> list[str]:
+def problems(candidate: Candidate, records: dict[str, GoldenRecord | None], version: str,
+             gpu_models: str = "require") -> list[str]:
     """What stops `candidate` from becoming release `version`, naming every shard at fault; []
-    when nothing does."""
+    when nothing does. `gpu_models` "test" accepts models set aside for needing a GPU (`review`)."""
+    return review(candidate, records, version, gpu_models)[0]
+
+
+def _untested_text(model: str, ran: int, planned: int, why: str) -> str:
+    cases = f"ran {ran} of {planned} planned golden case{'s' if planned != 1 else ''}"
+    return f"{model} ({'needs a GPU: ' + why + '; ' if why else ''}{cases})"
+
+
+def review(candidate: Candidate, records: dict[str, GoldenRecord | None], version: str,
+           gpu_models: str = "require") -> tuple[list[str], list[tuple[str, str]]]:
+    """What stops `candidate` from becoming release `version`, and the models that ship untested
+    because `gpu_models` is "test" and their shard's runner had no GPU: (model, why)."""
     found: list[str] = []
+    accepted: list[tuple[str, str]] = []
     if version != candidate.version:
         found.append(f"--version {version} is not the candidate's planned version "
                      f"{candidate.version or '(none: it has no version label)'}")
@@ -143,15 +162,24 @@ def problems(candidate: Candidate, records: dict[str, GoldenRecord | None], vers
             found.append(f"{shard.name} failed: {', '.join(failed)}" if failed else
                          f"{shard.name} failed: {record.reason}" if record.reason else
                          f"{shard.name} failed before any case failed (a model did not load, or the test stopped)")
+        elif (planned := shard.case_counts()) is None:
+            found.append(f"the plan of {shard.name} does not say how many golden cases of each model it must run "
+                         "(the candidate was staged by an earlier triton-release)")
         else:
-            covered.update(record.models)
+            short = record.untested(planned)
+            refused = [u for u in short if not (u[3] and gpu_models == "test")]  # u[3]: the GPU it needs
+            accepted += [(model, why) for model, _, _, why in short if why and gpu_models == "test"]
+            if refused:
+                found.append(f"{shard.name} left {', '.join(_untested_text(*u) for u in refused)} untested")
+            covered.update(m for m in record.models if m not in {u[0] for u in refused})
+            explained.update(u[0] for u in refused)
             continue
         explained.update(shard.models)
     uncovered = sorted(set(candidate.changed) - covered - explained)
     if uncovered:
         found.append(f"no passing record covers the changed model{'s' if len(uncovered) > 1 else ''} "
                      f"{', '.join(uncovered)}")
-    return found
+    return found, accepted
 
 
 def refusal(check: CandidateCheck) -> Refused:
@@ -159,7 +187,10 @@ def refusal(check: CandidateCheck) -> Refused:
     fixes = []
     if any(not p.startswith("--version") for p in check.problems):
         fixes.append(f"run the test job of each shard named again (`triton-release test --image {candidate.ref} "
-                     "--models ... --shard NAME`), or stage the commit again")
+                     "--shard NAME`) from a checkout of the candidate's commit, or stage the commit again")
+    if any("needs a GPU" in p for p in check.problems):
+        fixes.append("test a shard that needs a GPU on a runner with one (--gpus all; its `gpu` in the stage's "
+                     "`shards` output says so), or accept its models shipping untested with gpu_models test")
     if candidate.version and any(p.startswith("--version") for p in check.problems):
         fixes.append(f"promote it as --version {candidate.version}")
     fix = "; ".join(fixes) or "stage the commit again"
@@ -168,15 +199,21 @@ def refusal(check: CandidateCheck) -> Refused:
         {fix}.""", result=check)
 
 
-def check_candidate(registry: RegistryRepository, digest: str, version: str) -> CandidateCheck:
+def check_candidate(registry: RegistryRepository, digest: str, version: str,
+                    gpu_models: str = "require") -> CandidateCheck:
     """The candidate and its shards' records; refused, naming every problem, unless they allow
-    the candidate to become release `version`."""
+    the candidate to become release `version`. `gpu_models` "test": models set aside for needing
+    a GPU ship untested, with a warning naming them."""
     parse_version(version)
     candidate = read_candidate(registry, digest)
     records = {shard.name: read_record(registry, digest, shard.name) for shard in candidate.shards}
-    check = CandidateCheck(candidate, tuple(records.items()), tuple(problems(candidate, records, version)))
+    found, untested = review(candidate, records, version, gpu_models)
+    check = CandidateCheck(candidate, tuple(records.items()), tuple(found), tuple(untested))
     if not check.ok:
         raise refusal(check)
+    for model, why in untested:
+        log.warning(f"{model} ships untested in {version}: it needs a GPU ({why}) and its shard ran on a runner "
+                    "without one; gpu_models test accepts that")
     return check
 
 

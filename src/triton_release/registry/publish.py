@@ -268,11 +268,11 @@ class Retention:
 def retain(registry: RegistryRepository, keep: int, channel: str) -> Retention:
     """Keep the newest `keep` releases and every release a channel points at; delete the others.
 
-    A channel is any tag outside the tool's own families that point at releases (X.Y.Z, the moving
-    X.Y and X, sha-<12 hex>, candidate-<12 hex>), and `channel` always. X.Y and X never keep a
-    release: each release is its own X.Y's target when it is made, so they would keep them all. The
-    registry deletes a manifest with every tag on it, so the X.Y, X, sha- and candidate tags that
-    pointed at a deleted release go with it: listed in `dropped`, and said."""
+    A channel is any tag outside the tool's own families (X.Y.Z, the moving X.Y and X, sha-<12 hex>,
+    candidate-<12 hex>, and the sha256-<hex>.* records and evidence), and `channel` always. X.Y and
+    X never keep a release: each release is its own X.Y's target when it is made, so they would
+    keep them all. The registry deletes a manifest with every tag on it, so the X.Y, X, sha- and
+    candidate tags that pointed at a deleted release go with it: listed in `dropped`, and said."""
     import logging
     import re
 
@@ -286,7 +286,8 @@ def retain(registry: RegistryRepository, keep: int, channel: str) -> Retention:
         return Retention(str(registry), keep, ())
     digests = {tag: registry.digest(tag) for tag in tags}
     owned = [tag for tag in tags if is_release_tag(tag) or re.fullmatch(r"\d+(\.\d+)?", tag)  # X.Y, X
-             or is_provenance_tag(tag) or is_candidate_tag(tag)]
+             or is_provenance_tag(tag) or is_candidate_tag(tag)
+             or tag.startswith("sha256-")]  # records and evidence: artifacts of their own, never a release
     channels: dict[str, list[str]] = {}  # digest -> the channels on it
     for tag in sorted({*(set(tags) - set(owned)), channel}):
         digest = digests[tag] if tag in digests else registry.digest(tag)
@@ -307,7 +308,8 @@ def retain(registry: RegistryRepository, keep: int, channel: str) -> Retention:
         deleted.append(str(version))
     dropped = tuple(tag for tag in tags if digests.get(tag) in gone and not is_release_tag(tag))
     if dropped:
+        them = "it" if len(deleted) == 1 else "them"
         logging.getLogger("triton_release").warning(
-            f"--keep {keep} deleted {', '.join(deleted)} from {registry}, and with {'it' if len(deleted) == 1 else 'them'} "
-            f"the tags that pointed there: {', '.join(dropped)}. Pull a kept release by its X.Y.Z or a channel.")
+            f"--keep {keep} deleted {', '.join(deleted)} from {registry}, and with {them} the tags that pointed "
+            f"there: {', '.join(dropped)}. Pull a kept release by its X.Y.Z or a channel.")
     return Retention(str(registry), keep, tuple(deleted), dropped, tuple(kept))

@@ -6,13 +6,20 @@ A record is a small OCI artifact in the release repository, tagged
 (JSON, media type RECORD_TYPE, also its `artifactType`) and whose one layer is the shard's JUnit
 XML (an empty JSON layer when there is none). The registry is the one place every runner of a
 matrix can reach, so the test jobs write records there and `promote` reads them.
+
+A record states what was planned and what ran: the golden cases the shard's plan holds of each
+model, the cases run (each by name, passed or not), and the models set aside because they need a
+GPU the runner lacks. A record whose cases all passed can still have tested less than planned;
+`untested` says what, and promote refuses it.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from dataclasses import dataclass
+from typing import Mapping
 
 from triton_release.errors import Refused, UsageError
 from triton_release.registry.client import Manifest, RegistryRepository, content_digest
@@ -36,15 +43,34 @@ class GoldenRecord:
     cases: tuple[dict, ...]   # {"case": "a/basic", "passed": true}
     revision: str             # the commit
     reason: str = ""          # why a shard failed when no case did (a drift beyond max-drift, a load)
+    planned_cases: tuple[tuple[str, int], ...] | None = None  # model -> the golden cases the plan holds of it
+    needs_gpu: tuple[tuple[str, str], ...] = ()         # (model, why): set aside, it did not load on the CPU
 
     @property
     def failed_cases(self) -> list[str]:
         return [str(case.get("case", "?")) for case in self.cases if not case.get("passed")]
 
+    def ran(self) -> Counter:
+        """Model -> the cases of it that ran (a case is named <model>/<case>)."""
+        return Counter(str(case.get("case", "")).split("/", 1)[0] for case in self.cases)
+
+    def untested(self, planned: Mapping[str, int]) -> list[tuple[str, int, int, str]]:
+        """(model, cases run, cases planned, why it did not run: "" or the GPU it needs) of each of
+        the record's models that ran fewer golden cases than `planned` holds of it, or was set
+        aside for lacking a GPU, in the record's order."""
+        ran, aside = self.ran(), dict(self.needs_gpu)
+        return [(model, ran[model], planned.get(model, 0), aside.get(model, "")) for model in self.models
+                if model in aside or ran[model] < planned.get(model, 0)]
+
     def to_json(self) -> dict:
-        return {"candidate": self.candidate, "shard": self.shard, "models": list(self.models),
+        data = {"candidate": self.candidate, "shard": self.shard, "models": list(self.models),
                 "passed": self.passed, "cases": [dict(case) for case in self.cases], "revision": self.revision,
-                **({"reason": self.reason} if self.reason else {})}
+                "cases_run": len(self.cases), **({"reason": self.reason} if self.reason else {})}
+        if self.planned_cases is not None:
+            data["planned_cases"] = dict(self.planned_cases)
+        if self.needs_gpu:
+            data["needs_gpu"] = dict(self.needs_gpu)
+        return data
 
     @classmethod
     def from_json(cls, data: object) -> "GoldenRecord":
@@ -60,8 +86,18 @@ class GoldenRecord:
         if not all(isinstance(c, dict) and isinstance(c.get("case"), str) and isinstance(c.get("passed"), bool)
                    for c in data["cases"]):
             raise ValueError("'cases' is not a list of {case, passed}")
+        if "cases_run" in data and data["cases_run"] != len(data["cases"]):
+            raise ValueError(f"'cases_run' is {data['cases_run']!r}, and 'cases' lists {len(data['cases'])}")
+        planned = data.get("planned_cases")
+        if planned is not None and not (isinstance(planned, dict) and all(
+                isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in planned.values())):
+            raise ValueError("'planned_cases' is not an object of model -> a count")
+        aside = data.get("needs_gpu") or {}
+        if not isinstance(aside, dict) or not all(isinstance(why, str) for why in aside.values()):
+            raise ValueError("'needs_gpu' is not an object of model -> why")
         return cls(data["candidate"], data["shard"], tuple(data["models"]), data["passed"],
-                   tuple(dict(c) for c in data["cases"]), data["revision"], str(data.get("reason") or ""))
+                   tuple(dict(c) for c in data["cases"]), data["revision"], str(data.get("reason") or ""),
+                   tuple(planned.items()) if planned is not None else None, tuple(aside.items()))
 
 
 def record_tag(candidate: str, shard: str) -> str:
