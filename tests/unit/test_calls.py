@@ -16,10 +16,14 @@ DECLARED = '\nparameters { key: "triton_release.depends_on" value: { string_valu
 def test_callees_are_read_from_the_syntax_tree():
     source = ("import triton_python_backend_utils as pb_utils\n"
               "a = pb_utils.InferenceRequest(model_name='add_sub', inputs=[], requested_output_names=[])\n"
-              "b = InferenceRequest('positional', [], [])\n"
+              "b = InferenceRequest('request-7', 0, [], [], 'positional')\n"
               "c = pb_utils.InferenceRequest(model_name=f'm_{x}', inputs=[], requested_output_names=[])\n"
-              "'InferenceRequest(model_name=\"in_a_string\")'\n")
-    assert calls.calls_in(source) == [calls.Call("add_sub", 2), calls.Call("positional", 3), calls.Call(None, 4)]
+              "'InferenceRequest(model_name=\"in_a_string\")'\n"
+              "d = InferenceRequest('request-7', [], [])\n")
+    # model_name is the fifth positional argument (request_id, correlation_id, inputs, outputs, model_name):
+    # a request id is no model's name
+    assert calls.calls_in(source) == [calls.Call("add_sub", 2), calls.Call("positional", 3), calls.Call(None, 4),
+                                      calls.Call(None, 6)]
     assert calls.calls_in("def broken(:\n") == []
 
 

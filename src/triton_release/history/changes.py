@@ -8,7 +8,7 @@ from pathlib import Path, PurePosixPath
 
 from triton_release.errors import Refused, UsageError
 from triton_release.history.git import Git
-from triton_release.models.calls import callees, model_file
+from triton_release.models.calls import callees, calls_any, folder_calls, model_file
 from triton_release.models.graph import ensemble_needs, users
 from triton_release.models.repository import CONFIG_FILE, GOLDEN_DIR, VERSION_DIR, model_name_problem, parse_config_text
 
@@ -207,25 +207,39 @@ class Changes:
         configs = {("head", n): c for n, c in head_configs.items()}
         configs.update({("base", n): c for n, c in self.configs(base, base_names).items()} if base else {})
         steps = ensemble_needs(head_configs)
-        calls = self.calls(head, head_configs, head_versions)
+        calls = self.calls(head, head_configs, head_versions, changes.removed)
         dependents = users(changes.changed, {m: steps.get(m, set()) | calls.get(m, set())
                                              for m in set(steps) | set(calls)})
+        dependents |= users(changes.removed, calls)  # callers of a removed model: validate refuses named ones
         ensembles = {m for m in dependents if m in steps}
         callers = dependents - ensembles
         return ChangeSet(changes.base, changes.head, changes.prefix, changes.models, tuple(sorted(ensembles)),
                          configs, tuple(sorted(callers)))
 
-    def calls(self, ref: str, configs: dict, versions: dict[str, set[int]]) -> dict[str, set[str]]:
-        """model -> the models its newest version's code calls or its config declares (BLS)."""
-        paths = {}
-        for name, config in configs.items():
-            if versions.get(name) and (config is None or config.backend == "python"):
-                relative = f"{name}/{max(versions[name])}/{model_file(config)}"
-                paths[name] = relative if self.prefix == "." else f"{self.prefix}/{relative}"
-        blobs = self.git.blobs(ref, list(paths.values()))
+    def calls(self, ref: str, configs: dict, versions: dict[str, set[int]],
+              removed: list[str] | tuple[str, ...] = ()) -> dict[str, set[str]]:
+        """model -> the models its newest version calls (BLS: in its model file or the modules of
+        its version folder it imports) or its config declares. A model building a request whose
+        model its code does not tell, and declaring nothing, calls every other model (`removed`
+        included): it is re-tested on any change. Three git commands, however many models."""
+        folders = {(name, str(max(versions[name]))): model_file(config) for name, config in configs.items()
+                   if versions.get(name) and (config is None or config.backend == "python")}
+        wanted: dict[str, tuple[str, str]] = {}  # path in git -> (model, path inside its version folder)
+        for path in self.files(ref):
+            parts = path.split("/", 2)
+            if len(parts) == 3 and (parts[0], parts[1]) in folders and (
+                    parts[2].endswith(".py") or parts[2] == folders[parts[0], parts[1]]):
+                wanted[path if self.prefix == "." else f"{self.prefix}/{path}"] = (parts[0], parts[2])
+        blobs = self.git.blobs(ref, list(wanted))
+        sources: dict[str, dict[str, bytes]] = {}
+        for path, (name, inside) in wanted.items():
+            if blobs.get(path) is not None:
+                sources.setdefault(name, {})[inside] = blobs[path]
+        every = set(configs) | set(removed)
         found = {}
         for name, config in configs.items():
-            called = callees(config, blobs.get(paths.get(name, ""))) - {name}
+            made = folder_calls(model_file(config), sources.get(name, {}))
+            called = (every if calls_any(config, made) else callees(config, made)) - {name}
             if called:
                 found[name] = called
         return found

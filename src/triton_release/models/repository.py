@@ -4,6 +4,7 @@ Triton's own schema (tritonclient's model_config_pb2)."""
 from __future__ import annotations
 
 import base64
+import binascii
 import difflib
 import hashlib
 import os
@@ -18,7 +19,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from triton_release.models.config_schema import model_config_pb2
 
 from triton_release.cache import Memo
-from triton_release.models.calls import callees, source_of
+from triton_release.models.calls import callees, version_calls
 from triton_release.models.graph import ensemble_needs
 from triton_release.problems import Problem
 
@@ -277,12 +278,24 @@ def parse_config_text(text: str) -> model_config_pb2.ModelConfig | None:
 PARSED = Memo("config-pbtxt", "1")  # text -> the config, serialized: parsed once per content
 
 
+def _parsed(answer: object) -> model_config_pb2.ModelConfig:
+    """A config the memo kept (serialized, base64); ValueError for one of another shape."""
+    from google.protobuf.message import DecodeError
+
+    if not isinstance(answer, str):
+        raise ValueError("not a serialized config")
+    config = model_config_pb2.ModelConfig()
+    try:
+        config.ParseFromString(base64.b64decode(answer, validate=True))
+    except (DecodeError, binascii.Error) as exc:
+        raise ValueError(str(exc)) from None
+    return config
+
+
 def parse_config(path: Path, text: str) -> tuple[model_config_pb2.ModelConfig | None, list[Problem]]:
-    known = PARSED.get(text)
-    if isinstance(known, str):
-        config = model_config_pb2.ModelConfig()
-        config.ParseFromString(base64.b64decode(known))
-        return config, []
+    known = PARSED.get(text, _parsed)
+    if known is not None:
+        return known, []
     try:
         config = text_format.Parse(text, model_config_pb2.ModelConfig())
         PARSED.put(text, base64.b64encode(config.SerializeToString()).decode())
@@ -401,11 +414,13 @@ class Repository:
 
     def needs(self) -> dict[str, set[str]]:
         """model -> the models it needs loaded: an ensemble's steps, the models a Python model
-        calls (BLS: named in its code or declared in its config)."""
+        calls (BLS: named in its code, the version folder's modules it imports included, or
+        declared in its config). A request whose model the code does not tell loads nothing: its
+        model is re-tested on every change instead (history/changes.py), and validate warns."""
         found = ensemble_needs({m.name: m.config for m in self})
         for model in self:
             if model.is_python:
-                called = callees(model.config, source_of(model.path, model.config, model.newest_version))
+                called = callees(model.config, version_calls(model.path, model.config, model.newest_version))
                 if called - {model.name}:
                     found.setdefault(model.name, set()).update(called - {model.name})
         return found

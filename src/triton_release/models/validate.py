@@ -266,19 +266,19 @@ def check_version_policy(model: Model, repo: Repository) -> Iterator[Problem]:
 
 
 def _model_calls(model: Model) -> tuple[Path, list[calls.Call]]:
-    path = model.path / str(model.newest_version) / calls.model_file(model.config)
-    source = calls.source_of(model.path, model.config, model.newest_version)
-    return path, calls.calls_in(source) if model.is_python and source is not None else []
+    """The newest version folder, and the requests its model file and the modules it imports build."""
+    folder = model.path / str(model.newest_version)
+    return folder, calls.version_calls(model.path, model.config, model.newest_version) if model.is_python else []
 
 
 def called(model: Model) -> Iterator[tuple[str, Problem]]:
     """Each model a model calls (BLS), named in its code or declared, with the problem it is when
     that model is not in the repository."""
-    path, found = _model_calls(model)
+    folder, found = _model_calls(model)
     for call in found:
         if call.callee is not None:
-            yield call.callee, Problem(path, f"calls model {call.callee!r} (InferenceRequest), which is not in "
-                                       "the model repository: add it, or fix the name", call.line)
+            yield call.callee, Problem(folder / call.file, f"calls model {call.callee!r} (InferenceRequest), which is "
+                                       "not in the model repository: add it (back), or fix the name", call.line)
     for name in calls.declared(model.config):
         yield name, Problem(model.config_path, f"{calls.DEPENDS_PARAMETER} names model {name!r}, which is not in "
                             "the model repository: add it, or fix the name",
@@ -286,16 +286,18 @@ def called(model: Model) -> Iterator[tuple[str, Problem]]:
 
 
 def warn_calls(model: Model, repo: Repository) -> Iterator[Problem]:
-    """A callee named at run time: unknown to the release unless declared."""
+    """A request whose model the code does not tell: re-tested on every change until declared."""
     if calls.declared(model.config):
         return
-    path, found = _model_calls(model)
+    folder, found = _model_calls(model)
     for call in found:
         if call.callee is None:
-            yield Problem(path, "InferenceRequest's model_name is computed at run time, so the release cannot tell "
-                          "which model this calls: it is neither loaded for the tests nor re-tested with it. "
-                          f'Declare it: parameters {{ key: "{calls.DEPENDS_PARAMETER}" value: {{ string_value: '
-                          '"model_a,model_b" } } in config.pbtxt', call.line)
+            yield Problem(folder / call.file, "InferenceRequest's model_name is computed at run time (or the request "
+                          "is built in a way the release does not read), so the release cannot tell which model this "
+                          f"calls: until you declare it, {model.name} is re-tested on every change of any other model, "
+                          "and none of them is loaded for its tests. Declare the models it calls in "
+                          f'{display_path(model.config_path)}: parameters {{ key: "{calls.DEPENDS_PARAMETER}" value: '
+                          '{ string_value: "model_a,model_b" } }', call.line)
 
 
 def warn_golden(model: Model, repo: Repository) -> Iterator[Problem]:
@@ -359,16 +361,29 @@ class Verdict:
                 "warnings": [_problem_json(p) for p in self.warnings], "golden_cases": self.golden_cases}
 
     @classmethod
-    def from_json(cls, data: dict) -> "Verdict":
-        return cls(tuple((needed, _problem(p)) for needed, p in data["problems"]),
-                   tuple(_problem(p) for p in data["warnings"]), data["golden_cases"])
+    def from_json(cls, data: object) -> "Verdict":
+        """A verdict kept in the memo; TypeError or ValueError when it has another shape (the memo
+        discards it)."""
+        if not isinstance(data, dict) or not isinstance(data.get("golden_cases"), int):
+            raise TypeError("not a verdict")
+        problems = tuple((_named(needed), _problem(p)) for needed, p in data["problems"])
+        return cls(problems, tuple(_problem(p) for p in data["warnings"]), data["golden_cases"])
+
+
+def _named(needed: object) -> str | None:
+    if needed is not None and not isinstance(needed, str):
+        raise TypeError("not a model name")
+    return needed
 
 
 def _problem_json(problem: Problem) -> list:
     return [os.fspath(problem.path), problem.message, problem.line, problem.col]
 
 
-def _problem(data: list) -> Problem:
+def _problem(data: object) -> Problem:
+    if (not isinstance(data, list) or len(data) != 4 or not all(isinstance(d, str) for d in data[:2])
+            or not all(d is None or type(d) is int for d in data[2:])):
+        raise TypeError("not a problem")
     return Problem(Path(data[0]), data[1], data[2], data[3])
 
 
@@ -395,9 +410,9 @@ def verdict(repo: Repository, name: str, requirements_options: str) -> Verdict:
     key = fingerprint(repo.root / name)
     # problems name the path as given, some shown relative to the working directory
     memo_key = f"{key} {requirements_options} {os.fspath(repo.root / name)} {os.getcwd()}"
-    known = verdicts().get(memo_key) if key is not None else None
-    if isinstance(known, dict):
-        return Verdict.from_json(known)
+    known = verdicts().get(memo_key, Verdict.from_json) if key is not None else None
+    if known is not None:
+        return known
     model = repo[name]
     found = judge(model, repo, requirements_options)
     if key is not None and not model.is_ensemble:
