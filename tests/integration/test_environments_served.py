@@ -1,10 +1,14 @@
 """Per-model environments in a real image, served by the real tritonserver and pushed to the real
-registry: models pin one package apart, a changed dependency re-tests its model, and a push
-uploads only the distribution that changed."""
+registry: models pin one package apart, a changed dependency re-tests its model, a push uploads
+only the distribution that changed, console scripts run in the environment, and a poisoned cache
+never ships."""
 
 from __future__ import annotations
 
+import hashlib
+import io
 import json
+import tarfile
 
 import pytest
 
@@ -30,6 +34,8 @@ def needing(model: str, version: str, requirements: str) -> dict[str, str]:
 
 @pytest.fixture
 def index(tmp_path, monkeypatch):
+    """Wheels made here, and a cache folder of the test's own (one test poisons it)."""
+    monkeypatch.setenv("TRITON_RELEASE_CACHE", str(tmp_path / "cache"))
     folder = tmp_path / "index"
     for version in ("1.0", "2.0"):
         make_wheel(folder, "shared", version)
@@ -98,3 +104,69 @@ def test_a_dependency_change_retests_its_model_and_ships_only_that_distribution(
     added = new_layers(registry, "1.0.1", "1.1.0")
     assert shared_layer["digest"] not in {layer["digest"] for layer in added}
     assert all(layer["size"] < 4096 for layer in added)
+
+
+CLI_MODEL = """\
+import shutil
+import subprocess
+
+# the environment's bin is first on PATH (its activate), and its console script runs in it
+found = shutil.which("shared-version")
+assert found == "/opt/triton-release/envs/cli/bin/shared-version", found
+shown = subprocess.run([found], capture_output=True, text=True, check=True).stdout.split()
+assert shown == [found, "2.0"], shown
+
+"""
+
+
+def test_a_requirements_console_script_runs_in_the_models_environment(make_repo, index, unique, image_tags):
+    entry_points = "[console_scripts]\nshared-version = shared_cli:show\n"
+    make_wheel(index, "shared-cli", "1.0", {"shared_cli/__init__.py": "import shared, sys\n\ndef show():\n"
+                                            "    print(sys.argv[0], shared.__version__)\n",
+                                            "shared_cli-1.0.dist-info/entry_points.txt": entry_points},
+               requires=("shared",))
+    files = python_model_files("cli")
+    files["cli/1/model.py"] = CLI_MODEL + PYTHON_MODEL
+    files["cli/requirements.txt"] = "shared-cli==1.0\nshared==2.0\n"
+    repo = Repository.load(make_repo(files))
+    tag = f"trt-envs/scripts:{unique}"
+    image_tags.append(tag)
+    steps.build(repo, BASE_IMAGE, tag)
+    run = steps.test(repo, tag, ["cli"], load_timeout=60)
+    assert run.passed and len(run.cases) == 1
+
+
+def read_from_image(docker_client, image: str, path: str) -> bytes:
+    container = docker_client.containers.create(image, command=["true"], entrypoint=[])
+    try:
+        stream, _ = container.get_archive(path)
+        with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as tar:
+            return tar.extractfile(path.rsplit("/", 1)[1]).read()
+    finally:
+        container.remove(force=True)
+
+
+def test_a_poisoned_cache_never_ships(released, index, tmp_path, docker_client):
+    """The cache restored on a fresh runner holds an unpacked wheel someone edited: the next release
+    of another model ships the wheel's own bytes, not the edit (its model's tests still stand)."""
+    git_repo, release, _ = released
+    wheel = index / "shared-1.0-py3-none-any.whl"
+    sha = hashlib.sha256(wheel.read_bytes()).hexdigest()
+    module = tmp_path / "cache" / "dists" / sha / "shared" / "__init__.py"
+    genuine = module.read_bytes()
+    module.write_text("__version__ = '1.0'\nimport os  # anything at all, under the wheel's name\n")
+    docker_client.images.remove(f"{release.target}:candidate", force=True)  # a fresh runner's daemon
+    model_py = git_repo.models / "c" / "1" / "model.py"
+    model_py.write_text(model_py.read_text() + "# c changes\n")
+    git_repo.commit("c: a change")
+    report = release()
+    assert report["version"] == "1.1.0"
+    shipped = f"{release.target}:1.1.0"
+    docker_client.images.pull(shipped)
+    try:
+        in_image = read_from_image(docker_client, shipped, f"/opt/triton-release/dists/shared-1.0-{sha[:12]}"
+                                                           "/shared/__init__.py")
+    finally:
+        docker_client.images.remove(shipped, force=True)
+    assert in_image == genuine
+    assert module.read_bytes() == genuine  # the cache entry was made again

@@ -3,6 +3,8 @@ one content-addressed folder per wheel, the image's config.pbtxt given the param
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import zipfile
 
 import pytest
@@ -76,7 +78,7 @@ def test_the_environment_is_a_virtual_environment_of_the_images_python(make_repo
     assert files[f"{home}/pyvenv.cfg"].decode().splitlines() == [
         "home = /usr/bin", "include-system-site-packages = true", "version = 3.11"]
     assert 'export PATH="/opt/triton-release/envs/a/bin:$PATH"' in files[f"{home}/bin/activate"].decode()
-    assert files[f"{home}/bin/python3"] == b'#!/bin/sh\nexec /usr/bin/python3.11 "$@"\n'
+    assert files[f"{home}/bin/python3"] == b'#!/bin/bash\nexec -a "$0" /usr/bin/python3.11 "$@"\n'
     assert isinstance(files[f"{home}/bin/python3"], layers.Executable)
     pth = files[f"{home}/lib/python3.11/site-packages/triton-release.pth"].decode()
     assert pth.splitlines() == [f"/opt/triton-release/dists/{d.ident}" for d in env.distributions]
@@ -137,6 +139,7 @@ def test_validate_refuses_a_model_setting_its_own_environment_beside_requirement
     assert len(problems) == 1 and "EXECUTION_ENV_PATH" in problems[0].message and problems[0].line
 
 
+
 def test_unpinned_requirements_follow_the_index_and_exact_pins_are_kept(make_repo, index, monkeypatch, tmp_path):
     make_wheel(index, "loose", "1.0")
     repo = repo_with(make_repo, {"a": "loose\n", "b": "shared==1.0\n"})
@@ -145,5 +148,131 @@ def test_unpinned_requirements_follow_the_index_and_exact_pins_are_kept(make_rep
     after = environments.resolve(repo, INSTALL, "2.35")
     assert before.by_model["a"].packages == {"loose": "1.0"} and after.by_model["a"].packages == {"loose": "1.1"}
     assert after.changed_since(before.label()) == ["a"]
-    offline_index(monkeypatch, tmp_path / "nothing")  # b's exact pins need no index again
+    (index / "shared-1.0-py3-none-any.whl").rename(tmp_path / "away.whl")  # b's exact pins need no index again
     assert environments.resolve(repo, INSTALL, "2.35", models=["b"]).by_model["b"].packages == {"shared": "1.0"}
+
+
+def test_a_kept_resolution_is_used_only_under_the_index_settings_it_was_made_under(make_repo, index, monkeypatch,
+                                                                                   tmp_path):
+    repo = repo_with(make_repo, {"b": "shared==1.0\n"})
+    environments.resolve(repo, INSTALL, "2.35")
+    asked = []
+    run = subprocess.run
+    monkeypatch.setattr(subprocess, "run",
+                        lambda command, **kw: (asked.append(command) if "download" in command else None)
+                        or run(command, **kw))
+    environments.resolve(repo, INSTALL, "2.35")
+    assert asked == []  # the settings it was made under: kept, pip not asked
+    elsewhere = tmp_path / "another-index"
+    make_wheel(elsewhere, "shared", "2.0")
+    monkeypatch.setenv("PIP_FIND_LINKS", str(elsewhere))  # another index, which has no shared 1.0: asked again
+    with pytest.raises(Refused, match="No wheel of shared==1.0"):
+        environments.resolve(repo, INSTALL, "2.35")
+    monkeypatch.setenv("PIP_FIND_LINKS", str(index))
+    constraints = tmp_path / "constraints.txt"
+    for name, value in (("PIP_INDEX_URL", "https://mirror.example/simple"),
+                        ("PIP_EXTRA_INDEX_URL", "https://extra.example/simple"), ("PIP_CONSTRAINT", str(constraints))):
+        constraints.write_text("shared==1.0\n")
+        monkeypatch.setenv(name, value)
+        asked.clear()
+        assert environments.resolve(repo, INSTALL, "2.35").by_model["b"].packages == {"shared": "1.0"}
+        assert len(asked) == 1, name  # asked again under these settings ...
+        environments.resolve(repo, INSTALL, "2.35")
+        assert len(asked) == 1, name  # ... and kept under them
+    constraints.write_text("shared==1.0\n# edited\n")  # a constraint file's text counts too
+    environments.resolve(repo, INSTALL, "2.35")
+    assert len(asked) == 2
+
+
+# -- the image's Python, not the tool's ---------------------------------------------------------
+
+def python(version: str) -> PythonInstall:
+    return PythonInstall(version, f"/usr/bin/python{version}", f"libpython{version}.so.1.0", "", "", "")
+
+
+def test_markers_are_evaluated_for_the_images_python_not_the_tools(make_repo, index):
+    assert sys.version_info[:2] == (3, 11)  # the tool's own Python; the images' below are others
+    make_wheel(index, "gated", "0.1", requires=('shared==2.0; python_version >= "3.12"',))
+    make_wheel(index, "older", "0.1", requires=('shared==1.0; python_version < "3.12"',))
+    repo = repo_with(make_repo, {"new_only": 'shared==2.0; python_version >= "3.12"\n',
+                                 "old_only": 'shared==1.0; python_version < "3.12"\n',
+                                 "gated": "gated==0.1\n", "older": "older==0.1\n"})
+    on_312 = environments.resolve(repo, python("3.12"), "2.35")
+    assert on_312.by_model["new_only"].packages == {"shared": "2.0"}
+    assert on_312.by_model["old_only"].packages == {}
+    assert on_312.by_model["gated"].packages == {"gated": "0.1", "shared": "2.0"}  # a dependency's marker too
+    assert on_312.by_model["older"].packages == {"older": "0.1"}
+    on_310 = environments.resolve(repo, python("3.10"), "2.35")
+    assert on_310.by_model["new_only"].packages == {} and on_310.by_model["old_only"].packages == {"shared": "1.0"}
+    assert on_310.by_model["gated"].packages == {"gated": "0.1"}
+    assert on_310.by_model["older"].packages == {"older": "0.1", "shared": "1.0"}
+
+
+def test_markers_see_the_images_platform_and_full_version(make_repo, index):
+    repo = repo_with(make_repo, {"a": 'shared==1.0; python_full_version < "3.9" and sys_platform == "linux"\n'})
+    assert environments.resolve(repo, python("3.8"), "2.35").by_model["a"].packages == {"shared": "1.0"}
+    from triton_release.image.requirements import marker_environment
+    values = marker_environment("3.8")
+    assert (values["python_version"], values["python_full_version"], values["sys_platform"],
+            values["platform_machine"], values["implementation_name"]) == ("3.8", "3.8.0", "linux", "x86_64", "cpython")
+
+
+# -- console scripts ------------------------------------------------------------------------------
+
+CLI_MODULE = "import shared, sys\n\ndef run():\n    print(sys.argv[0], shared.__version__)\n    return 0\n"
+
+
+def test_console_scripts_are_written_to_the_environments_bin_as_pip_would(make_repo, index, tmp_path):
+    entry_points = ("[console_scripts]\nshared-version = shared_cli.main:run\n../escape = shared_cli.main:run\n"
+                    "python3 = shared_cli.main:run\n[gui_scripts]\nshared-gui = shared_cli.main:Gui.start\n")
+    make_wheel(index, "shared-cli", "1.0", {"shared_cli/__init__.py": "", "shared_cli/main.py": CLI_MODULE,
+                                            "shared_cli-1.0.dist-info/entry_points.txt": entry_points},
+               requires=("shared",))
+    repo = repo_with(make_repo, {"a": "shared-cli==1.0\nshared==1.0\n"})
+    env = environments.resolve(repo, INSTALL, "2.35").by_model["a"]
+    files = env.files()
+    bin_ = "opt/triton-release/envs/a/bin"
+    assert sorted(n.rsplit("/", 1)[1] for n in files if n.startswith(bin_)) == [
+        "activate", "python", "python3", "python3.11", "shared-gui", "shared-version"]  # no ../escape; ours stay
+    script = files[f"{bin_}/shared-version"]
+    assert isinstance(script, layers.Executable)
+    assert script.startswith(b"#!/opt/triton-release/envs/a/bin/python\n")
+    assert b"from shared_cli.main import run\n" in script and b"sys.exit(run())" in script
+    gui = files[f"{bin_}/shared-gui"]
+    assert b"from shared_cli.main import Gui\n" in gui and b"sys.exit(Gui.start())" in gui
+    local = tmp_path / "shared-version"  # it runs as the image's python runs it
+    local.write_bytes(script)
+    paths = ":".join(str(d.folder) for d in env.distributions)
+    done = subprocess.run([sys.executable, str(local)], capture_output=True, text=True, env={"PYTHONPATH": paths})
+    assert done.returncode == 0 and done.stdout.split() == [str(local), "1.0"], done.stderr
+
+
+def test_a_long_environment_path_gets_pips_sh_launcher():
+    long = "/opt/triton-release/envs/" + "m" * 120 + "/bin/python"
+    script = environments._script(long, ("pkg.cli", "main"))
+    assert script.startswith(b"#!/bin/sh\n'''exec' \"" + long.encode() + b"\" \"$0\" \"$@\"\n' '''\n")
+    compile(script, "script", "exec")  # still Python, for the interpreter it starts
+
+
+# -- a conflict names every line taking part ------------------------------------------------------
+
+def test_conflicting_pins_name_both_lines(make_repo, index):
+    make_wheel(index, "needy", "0.1", requires=("shared>=2",))
+    repo = repo_with(make_repo, {"a": "# tools\nneedy==0.1\n\nshared==1.0\n"})
+    with pytest.raises(Refused) as refused:
+        environments.resolve(repo, INSTALL, "2.35")
+    message = str(refused.value)
+    assert "needy==0.1 (" in message and "a/requirements.txt:2)" in message
+    assert "shared==1.0 (" in message and "a/requirements.txt:4)" in message
+
+
+def test_a_pin_conflicting_with_a_constraint_names_both_files_and_lines(make_repo, index, monkeypatch, tmp_path):
+    constraints = tmp_path / "constraints.txt"
+    constraints.write_text("# the platform's pins\nshared==2.0\n")
+    monkeypatch.setenv("PIP_CONSTRAINT", str(constraints))
+    repo = repo_with(make_repo, {"a": "shared==1.0\n"})
+    with pytest.raises(Refused) as refused:
+        environments.resolve(repo, INSTALL, "2.35")
+    message = str(refused.value)
+    assert "shared==1.0 (" in message and "a/requirements.txt:1)" in message
+    assert f"the constraint shared==2.0 ({constraints}:2)" in message and "or the constraint" in message

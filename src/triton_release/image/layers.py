@@ -19,13 +19,14 @@ from __future__ import annotations
 import hashlib
 import io
 import os
+import re
 import tarfile
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from stat import S_ISDIR, S_ISREG
 from typing import Mapping
 
-from triton_release.cache import write_atomic
+from triton_release.cache import discard, write_atomic
 from triton_release.errors import Refused
 from triton_release.image.base import STUB_PATH
 from triton_release.image.plan import Item, Planned, check_disjoint, layer_name, layer_slots, plan
@@ -304,6 +305,7 @@ def plan_image(repo: Repository, base_image: str, models: list[str] | None = Non
     return plan(items, slots)
 
 
+_SHA256_HEX = re.compile(r"[0-9a-f]{64}")
 LAYER_FORMAT = "2"  # in every remembered digest's key: change it when write_layer_tar's bytes change
 
 
@@ -346,10 +348,24 @@ class LayerTars:
             digest = write_layer_tar(handle, entries, self.blob_ids)
         return digest, path
 
+    def _remembered(self, path: Path | None) -> str:
+        """The digest remembered in `path`, or "" (none, or one of the wrong shape: discarded with
+        a warning; the cache folder may come from anywhere)."""
+        if path is None or not path.exists():
+            return ""
+        try:
+            digest = path.read_text(encoding="ascii").strip() if path.is_file() else ""
+        except (OSError, ValueError):  # UnicodeDecodeError is a ValueError
+            digest = ""
+        if _SHA256_HEX.fullmatch(digest):
+            return digest
+        discard(path, "is not a layer digest (64 hex digits)")
+        return ""
+
     def layer(self, planned: Planned) -> Layer:
         key = self._key(planned)
         remembered = self.known / key if key else None
-        digest = remembered.read_text().strip() if remembered is not None and remembered.is_file() else ""
+        digest = self._remembered(remembered)
         if not digest:
             digest, self._paths[digest] = self._write(planned)
             if remembered is not None and self._key(planned) == key:  # unchanged while it was written
