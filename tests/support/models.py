@@ -163,6 +163,7 @@ def case_file(tmp_path: Path, model: str, text: str):
     from triton_release.models import golden
 
     path = tmp_path / f"{model}-case.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
     case, problems = golden.load_case(path, model)
     assert not problems, problems

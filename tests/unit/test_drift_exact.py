@@ -18,7 +18,7 @@ from triton_release.models.drift import compare_case, difference, model_drift
 from triton_release.models.inference import Exchange
 from triton_release.models.suite import GoldenRun
 
-from support.models import golden_case
+from support.models import case_file, golden_case
 
 I64, U64 = np.iinfo(np.int64), np.iinfo(np.uint64)
 
@@ -54,22 +54,13 @@ def test_equal_integers_do_not_differ_and_a_change_from_zero_is_infinite():
 
 # -- an added output is new, not drift ----------------------------------------------------------------
 
-def case_of(tmp_path, text: str, model: str = "m") -> golden.GoldenCase:
-    path = tmp_path / model / "golden" / "case.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
-    case, problems = golden.load_case(path, model)
-    assert not problems, [str(p) for p in problems]
-    return case
-
-
 def exchange(**outputs) -> Exchange:
     answer = Answer({name: (np.asarray(value, np.float32), "FP32", "") for name, value in outputs.items()})
     return Exchange((Reply((answer,)),), 1.0)
 
 
 def test_an_output_only_the_new_version_answers_is_new_and_the_shared_ones_are_compared(tmp_path):
-    case = case_of(tmp_path, golden_case())
+    case = case_file(tmp_path, "m", golden_case())
     old = exchange(OUTPUT0=[[2, 3, 4, 5]])
     new = exchange(OUTPUT0=[[2, 3, 4, 5]], EXTRA=[[1, 1, 1, 1]])
     found = compare_case(case, old, new)
@@ -86,15 +77,15 @@ def test_an_output_only_the_new_version_answers_is_new_and_the_shared_ones_are_c
 
 
 def test_an_output_the_new_version_no_longer_answers_is_gone_not_drift(tmp_path):
-    case = case_of(tmp_path, golden_case())
+    case = case_file(tmp_path, "m", golden_case())
     found = compare_case(case, exchange(OUTPUT0=[[2, 3, 4, 5]], OLD=[[0, 0, 0, 0]]), exchange(OUTPUT0=[[2, 3, 4, 5]]))
     drift = model_drift("m", 2, 1, [found])
     assert drift.gone_outputs == ("OLD",) and drift.max_rel_diff == 0.0 and [o.name for o in drift.outputs] == ["OUTPUT0"]
 
 
 def test_an_output_both_versions_answer_elsewhere_but_one_leaves_out_of_a_case_still_differs(tmp_path):
-    first = case_of(tmp_path / "a", golden_case())
-    second = case_of(tmp_path / "b", golden_case())
+    first = case_file(tmp_path / "a", "m", golden_case())
+    second = case_file(tmp_path / "b", "m", golden_case())
     both = compare_case(first, exchange(OUTPUT0=[[2, 3, 4, 5]], AUX=[[1, 1, 1, 1]]),
                         exchange(OUTPUT0=[[2, 3, 4, 5]], AUX=[[1, 1, 1, 1]]))
     dropped = compare_case(second, exchange(OUTPUT0=[[2, 3, 4, 5]]), exchange(OUTPUT0=[[2, 3, 4, 5]],
@@ -106,7 +97,7 @@ def test_an_output_both_versions_answer_elsewhere_but_one_leaves_out_of_a_case_s
 
 
 def test_a_run_with_a_new_output_reads_as_such_on_the_console(tmp_path):
-    case = case_of(tmp_path, golden_case())
+    case = case_file(tmp_path, "m", golden_case())
     drift = model_drift("m", 2, 1, [compare_case(case, exchange(OUTPUT0=[[2, 3, 4, 5]]),
                                                  exchange(OUTPUT0=[[2, 3, 4, 5]], EXTRA=[[0, 0, 0, 0]]))])
     out = io.StringIO()
@@ -121,7 +112,7 @@ def test_a_stream_that_lost_its_responses_still_differs_infinitely(tmp_path):
     the number of responses changed."""
     text = json.dumps({"inputs": [{"name": "COUNT", "datatype": "INT32", "shape": [1], "data": [2]}],
                        "outputs": [[{"name": "OUT", "datatype": "INT32", "shape": [1], "data": [i]}] for i in (0, 1)]})
-    case = case_of(tmp_path, text)
+    case = case_file(tmp_path, "m", text)
     two = Exchange((Reply(tuple(Answer({"OUT": (np.array([i], np.int32), "INT32", "")}) for i in (0, 1))),), 1.0)
     found = compare_case(case, two, Exchange((Reply(()),), 1.0))
     assert found.gone_outputs == () and math.isinf(dict(found.outputs)["OUT"][0].max_rel_diff)
