@@ -20,14 +20,20 @@ import re
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Mapping
+from typing import Mapping, Protocol
 
 from triton_release.errors import InfrastructureError
 
-if TYPE_CHECKING:
-    from triton_release.steps import Committed
-
 log = logging.getLogger("triton_release")
+
+
+class Committed(Protocol):
+    """What the commit step made (steps.Committed): the release commit, if any, and its tag."""
+    committed: bool
+    tag: str
+    commit: str
+    version: str
+
 
 REMOTE = "origin"
 TIMEOUT = 300  # seconds: a remote that stops answering is a refusal, not a stuck release
@@ -123,7 +129,7 @@ def _push(root: Path, remote: str, refs: list[str], atomic: bool) -> subprocess.
     return _git(root, "push", *(["--atomic"] if atomic else []), "--porcelain", remote, *refs, timeout=TIMEOUT)
 
 
-def push_release(root: Path, committed: "Committed", target: PushTarget) -> PushedBack:
+def push_release(root: Path, committed: Committed, target: PushTarget) -> PushedBack:
     """Push the release commit (when one was made) to `target`'s branch and the tag, atomically
     where the remote supports it; only the tag when the release needed no commit. Never raises
     for a refusal: it is logged as a warning with the fix and returned."""
