@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 TR := $(VENV)/bin/triton-release
 
-.PHONY: install lock stack stack-down demo test bench clean
+.PHONY: install lock stack stack-down demo test bench clean docs docs-gen
 
 install: $(VENV)/.installed
 
@@ -40,7 +40,20 @@ demo: stack
 	  git -C $(DEMO_DIR) -c user.name=demo -c user.email=demo@example.com commit -q -m "the example models"; fi
 	cd $(DEMO_DIR) && $(abspath $(TR)) release --to $(DEMO_REPO) --base-image $(DEMO_BASE) --commit
 
+# The docs site (mkdocs.yml, docs/): `make docs` serves it at http://127.0.0.1:$(DOCS_PORT), on this
+# machine only, rebuilt as the pages change; `make test` builds it with --strict, so a broken link
+# or anchor fails. docs/reference/ is generated from the code: `make docs-gen`, then commit it.
+MKDOCS := NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs
+DOCS_PORT ?= 8000
+
+docs: install
+	$(MKDOCS) serve --dev-addr 127.0.0.1:$(DOCS_PORT)
+
+docs-gen: install
+	$(PY) docs/gen.py
+
 test: stack
+	$(MKDOCS) build --strict --quiet
 	$(PY) -m pytest
 
 bench: stack
