@@ -4,10 +4,19 @@ run to finish or remove, once its owner is gone."""
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 from pathlib import Path
 from typing import Callable
+
+
+OWNER_LABEL = "triton-release.owner"  # on every container the tool makes: removed once its run is gone
+
+
+def owner_labels() -> dict[str, str]:
+    """The labels that name this process as the owner of a container it makes."""
+    return {OWNER_LABEL: json.dumps(owner())}
 
 
 def owner() -> dict:

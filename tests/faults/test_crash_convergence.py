@@ -5,6 +5,7 @@ left. A signal at a random moment stops the run within seconds with its cleanup 
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import signal
@@ -17,6 +18,7 @@ import uuid
 import pytest
 
 from triton_release.history.releases import versions_in
+from triton_release.processes import OWNER_LABEL, alive
 
 from support.models import PYTHON_MODEL
 from support.stack import BASE_IMAGE, REGISTRY, SERVERS
@@ -85,7 +87,14 @@ def assert_converged(ws: Workspace, first_digest: str) -> None:
     assert (ws.models / "a" / "1" / "model.py").read_text() == PYTHON_MODEL
     assert (ws.models / "a" / "2" / "model.py").read_text().startswith("# a change")
     assert not ws.docker.containers.list(all=True, filters={"label": SERVERS})
+    assert not orphans(ws)
     assert not (ws.root / ".git" / "triton-release" / "bump.json").exists()
+
+
+def orphans(ws: Workspace) -> list[str]:
+    """Containers (servers, probes) whose owning run is gone: a killed run's, never removed."""
+    found = ws.docker.containers.list(all=True, filters={"label": OWNER_LABEL})
+    return [c.name for c in found if not alive(json.loads(c.labels[OWNER_LABEL]))]
 
 
 STEPS = ["bump", "export", "environments", "build", "test", "push", "tags"]
@@ -121,6 +130,7 @@ def test_a_signal_at_random_moments_always_stops_within_seconds_and_cleans_up(fr
         code, out, sent = run_until(fresh, lambda line: True, sig=signal.SIGTERM, delay=rng.uniform(0.0, 3.0))
         assert "Traceback" not in out and "Exception ignored" not in out, out[-3000:]
         assert not fresh.docker.containers.list(all=True, filters={"label": SERVERS}), trial
+        assert not orphans(fresh), (trial, out[-2000:])
         assert not (fresh.root / ".git" / "triton-release" / "bump.json").exists(), (trial, out[-2000:])
         assert fresh.git_repo.git("status", "--porcelain") == "", (trial, out[-2000:])
         if code == 143:

@@ -14,6 +14,7 @@ import docker
 
 from triton_release.errors import InfrastructureError, Refused
 from triton_release.cache import cache_dir, write_atomic
+from triton_release.processes import owner_labels
 
 STUB_PATH = "/opt/tritonserver/backends/python/triton_python_backend_stub"
 CACHE_FORMAT = 1
@@ -153,19 +154,30 @@ def parse_probe(image: str, image_id: str, output: str) -> BaseImage:
 
 def run_probe(client: docker.DockerClient, image: str, script: str, env: dict[str, str]) -> str:
     """Run `script` with /bin/sh in a throwaway container of `image`, no network; its output."""
+    container = None
     try:
-        output = client.containers.run(image, entrypoint=["/bin/sh", "-c", script], environment=env,
-                                       network_disabled=True, remove=True, stdout=True, stderr=True,
-                                       labels={"triton-release.probe": "1"})
+        container = client.containers.create(image, entrypoint=["/bin/sh", "-c", script], environment=env,
+                                             network_disabled=True,
+                                             labels={"triton-release.probe": "1", **owner_labels()})
+        container.start()
+        status = container.wait().get("StatusCode", 1)
+        output = container.logs(stdout=True, stderr=False)
+        if status != 0:
+            errors = container.logs(stdout=False, stderr=True).decode(errors="replace").splitlines()[-5:]
+            raise Refused(f"Inspecting {image} failed: /bin/sh exited with {status}. Is it a Linux image with a "
+                          "shell?", details=errors)
     except docker.errors.ImageNotFound:
         raise Refused(f"""
             The base image {image} is not on this Docker host and cannot be pulled. Pull or build it
             first, or give another with --base-image.""") from None
-    except docker.errors.ContainerError as exc:
-        raise Refused(f"Inspecting {image} failed: /bin/sh exited with {exc.exit_status}. Is it a Linux image "
-                      f"with a shell?", details=(exc.stderr or b"").decode(errors="replace").splitlines()[-5:]) from None
     except docker.errors.APIError as exc:
         raise InfrastructureError(f"The Docker daemon failed while inspecting {image}: {exc.explanation or exc}") from None
+    finally:  # whatever stopped the probe (a signal too): never left behind
+        if container is not None:
+            try:
+                container.remove(force=True)
+            except docker.errors.APIError:
+                pass
     return output.decode("utf-8", errors="replace")
 
 

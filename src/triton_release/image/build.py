@@ -25,6 +25,7 @@ from triton_release.image.engine import docker_client
 from triton_release.image.layers import (ORDER_LABEL, SERVER_COMMAND, Layer, LayerTars, Runtime, StaleDigest,
                                          order_layers, plan_image)
 from triton_release.models.repository import Repository
+from triton_release.processes import owner_labels
 
 
 @dataclass(frozen=True)
@@ -145,7 +146,7 @@ def compile_stub(client: docker.DockerClient, stage: str) -> Path:
             raise Refused(f"Compiling the stub failed: {exc.msg}", details=log.splitlines()[-10:]) from None
         except docker.errors.APIError as exc:
             raise InfrastructureError(f"The Docker daemon failed while compiling the stub: {exc.explanation or exc}") from None
-    container = client.containers.create(image.id, command=["true"], entrypoint=[])
+    container = client.containers.create(image.id, command=["true"], entrypoint=[], labels=owner_labels())
     try:
         stream, _ = container.get_archive(f"/build/{STUB_NAME}")
         with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as tar:

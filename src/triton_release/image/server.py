@@ -30,11 +30,10 @@ import requests
 from triton_release.settings import memory_bytes
 from triton_release.errors import InfrastructureError, UsageError
 from triton_release.image.model_control import ModelControl
-from triton_release.processes import alive, owner
+from triton_release.processes import OWNER_LABEL, alive, owner_labels
 
 HTTP_PORT, GRPC_PORT = "8000/tcp", "8001/tcp"
 CONTAINER_LABEL = "triton-release.server"
-OWNER_LABEL = "triton-release.owner"  # the run that started it (processes.py): removed once that run is gone
 RUN_ID_VARIABLE = "TRITON_RELEASE_RUN_ID"  # the label's value: the run's, so parallel runs on one daemon can tell theirs
 _CONTAINER_ID = re.compile(r"/containers/([0-9a-f]{64})/")
 log = logging.getLogger("triton_release")
@@ -64,8 +63,8 @@ def memory_limit(value: str | int | None, meminfo: str | None = None) -> int | N
 
 
 def remove_orphans(client: docker.DockerClient) -> list[str]:
-    """Remove the server containers whose run is gone (killed: no cleanup code of its ran), as
-    their owner label tells; a server whose owner may still run is left alone. Returns their names."""
+    """Remove the containers (servers, probes) whose run is gone (killed: no cleanup code of its
+    ran), as their owner label tells; one whose owner may still run is left alone. Returns their names."""
     def running(host: str) -> bool:
         try:
             return client.containers.get(host).status == "running"
@@ -92,7 +91,7 @@ def remove_orphans(client: docker.DockerClient) -> list[str]:
         except docker.errors.APIError:
             continue  # gone meanwhile, or another run removes it
     if removed:
-        log.warning(f"removed {len(removed)} server container(s) left by runs that were killed: {', '.join(removed)}")
+        log.warning(f"removed {len(removed)} container(s) left by runs that were killed: {', '.join(removed)}")
     return removed
 
 
@@ -214,7 +213,7 @@ class TritonServer(ModelControl):
         try:
             here = own_container(self.client)
             remove_orphans(self.client)
-            labels = {CONTAINER_LABEL: os.environ.get(RUN_ID_VARIABLE) or "1", OWNER_LABEL: json.dumps(owner())}
+            labels = {CONTAINER_LABEL: os.environ.get(RUN_ID_VARIABLE) or "1", **owner_labels()}
             common = dict(name=self.name, detach=True, labels=labels, shm_size="256m", **self.limits())
             self._created = True  # from here a failed run may leave a container: removed by its name
             if here is not None:

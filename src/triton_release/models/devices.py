@@ -23,6 +23,7 @@ from google.protobuf import json_format, text_format
 
 from triton_release.errors import InfrastructureError
 from triton_release.models.config_schema import model_config_pb2
+from triton_release.processes import owner_labels
 
 if TYPE_CHECKING:
     import docker
@@ -69,7 +70,8 @@ def image_configs(client: "docker.DockerClient", image: str,
     if not names:
         return {}
     try:
-        container = client.containers.create(image, command=["true"], entrypoint=[], network_disabled=True)
+        container = client.containers.create(image, command=["true"], entrypoint=[], network_disabled=True,
+                                             labels=owner_labels())
     except docker.errors.APIError as exc:
         raise InfrastructureError(f"The Docker daemon could not read the model configs inside {image}: "
                                   f"{exc.explanation or exc}. Run again when the daemon is back.") from None
