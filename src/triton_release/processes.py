@@ -20,8 +20,10 @@ def owner_labels() -> dict[str, str]:
 
 
 def owner() -> dict:
-    """This process, as another run can tell whether it still lives."""
-    return {"host": socket.gethostname(), "pid": os.getpid(), "started": _started(os.getpid())}
+    """This process, as another run can tell whether it still lives: its host, pid and start
+    time, and whether the host is a container (an action's, which the daemon can be asked about)."""
+    return {"host": socket.gethostname(), "pid": os.getpid(), "started": _started(os.getpid()),
+            "container": Path("/.dockerenv").exists()}
 
 
 def _started(pid: int) -> str:
@@ -32,9 +34,13 @@ def _started(pid: int) -> str:
 
 
 def alive(who: dict, running_elsewhere: Callable[[str], bool] | None = None) -> bool:
-    """Whether the process `who` still runs: on this host by its pid and start time; on another
-    (an earlier action container) as `running_elsewhere(host)` says, else not."""
+    """Whether the process `who` still runs: on this host by its pid and start time; in another
+    container (an earlier action's) as `running_elsewhere(host)` says. A process on another host
+    that is no container cannot be looked at from here: it counts as alive, and what it owns is
+    left alone."""
     if who.get("host") == socket.gethostname():
         pid = who.get("pid")
         return isinstance(pid, int) and _started(pid) != "" and _started(pid) == who.get("started")
-    return bool(running_elsewhere and running_elsewhere(who.get("host", "")))
+    if who.get("container") is True and running_elsewhere is not None:
+        return running_elsewhere(str(who.get("host", "")))
+    return True
