@@ -1,0 +1,29 @@
+"""`verify`: check the evidence attached to a release: its envelopes verify with the key, every
+Statement is about the image's digest, its golden results say every tested case passed, and its
+SBOM and provenance are there."""
+
+from triton_release import steps
+from triton_release.cli.common import Context, setting
+from triton_release.errors import UsageError
+
+HELP = "check a release's evidence (signatures, subject, golden results, SBOM, provenance) with a public key"
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("reference", metavar="REPO:TAG|REPO@DIGEST", help="the image whose evidence to check")
+    setting(parser, "--key", "verify_key", metavar="PUB")
+
+
+def run(ctx: Context, session) -> None:
+    from triton_release.evidence.signing import load_public_key
+    from triton_release.evidence.verify import parse_reference
+    from triton_release.registry.client import open_repository
+
+    if not ctx.settings.verify_key:
+        raise UsageError("verify needs --key PUB: the public key (cosign.pub) of the key releases are signed with "
+                         "(or verify_key: in triton-release.yaml).")
+    key = load_public_key(ctx.settings.verify_key)
+    repository, tag, digest = parse_reference(ctx.args.reference)
+    registry = open_repository(repository, ctx.env)
+    session.step("check-evidence", ctx.console.evidence_checked, steps.check_evidence, registry, ctx.args.reference,
+                 key, tag=tag, digest=digest)
