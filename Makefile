@@ -58,6 +58,7 @@ test: stack
 
 bench: stack
 	$(PY) -m bench
+	$(PY) -m bench.latency
 
 clean: stack-down
 	rm -rf $(VENV) .stack

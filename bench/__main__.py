@@ -28,7 +28,7 @@ from bench.report import revision
 from bench.generate import generate_history
 
 
-KEPT = ("fanout",)  # sections of an earlier bench/results.json that this run does not measure
+KEPT = ("fanout", "latency")  # sections of an earlier bench/results.json that this run does not measure
 
 
 def time_command(cmd: list[str], repeat: int) -> list[float]:

@@ -318,6 +318,7 @@ class Console:
         if run.passed:
             self.line(f"{len(run.cases)} golden cases passed in {run.image}")
         self.drift(getattr(run, "drift", ()))
+        self.latency(getattr(run, "latency", None))
 
     def drift(self, drifts) -> None:
         """One line per model with a new version: its largest difference from the version before."""
@@ -342,6 +343,37 @@ class Console:
                 + (f"BEYOND TOLERANCE in {beyond}" if beyond else "within tolerance") + changed
                 + (f"; {len(found.skipped)} not compared (the report says why)" if found.skipped else "")))
 
+    def latency(self, found) -> None:
+        """The latency gate: per model with a new version, both versions' figures, the ratio and its
+        interval, the verdict; cold starts; what was not measured and why."""
+        if found is None:
+            return
+        if found.note:
+            self.line(escape_controls(f"latency: {found.note}"))
+        bound = f"max_latency_increase {found.bound:g}" if found.bound is not None else "no bound: reported only"
+        for model in found.models:
+            if not model.measured:
+                self.line(escape_controls(f"latency {model.model}: {model.note or 'not measured'}"))
+                continue
+            for c in model.comparisons:
+                self.line(escape_controls(
+                    f"latency {model.model} {model.previous} -> {model.version} (concurrency {c.concurrency}, "
+                    f"{c.pairs} rounds each): p50 {c.before.p50_us / 1000:.2f} -> {c.after.p50_us / 1000:.2f} ms, "
+                    f"p99 {c.before.p99_us / 1000:.2f} -> {c.after.p99_us / 1000:.2f} ms, throughput "
+                    f"{c.before.throughput:.0f} -> {c.after.throughput:.0f} infer/s; p50 ratio {c.p50.shown()}: "
+                    f"{c.verdict.upper() if c.verdict != 'measured' else 'measured'} ({bound})"))
+            if model.verdict == "inconclusive":
+                self.warning(f"latency {model.model}: inconclusive: the p50 ratio's interval straddles "
+                             f"1 + {found.bound:g}; run more rounds (--latency-rounds, now {found.rounds}) or on a "
+                             "quieter runner to decide")
+            if len(model.cold_start) == 2:
+                before, after = model.cold_start
+                self.line(f"latency {model.model} cold start: load {_seconds(before.load_s)} -> "
+                          f"{_seconds(after.load_s)}, first request {_ms(before.first_request_ms)} -> "
+                          f"{_ms(after.first_request_ms)}")
+            for warning in model.warnings:
+                self.warning(escape_controls(warning))
+
     def recorded(self, result) -> None:
         for path in result.written:
             self.line(f"{path}: answers recorded from {result.image} (outputs, or the error text a case expects); "
@@ -352,6 +384,25 @@ class Console:
     def pushed(self, result) -> None:
         self.line(f"pushed {result.repository}:{result.version} ({result.digest}); {result.layers_uploaded} layers "
                   f"uploaded, {result.layers_mounted + result.layers_present} already in the registry")
+
+    def evidence(self, result) -> None:
+        from triton_release.evidence.statements import KINDS
+
+        kinds = ", ".join(KINDS.get(layer.predicate_type, layer.predicate_type) for layer in result.layers)
+        how = " (its golden cases run again: the run that pushed it stopped before)" if result.how == "rerun" else ""
+        self.line(f"evidence of {result.repository}@{result.digest}{how}: {kinds} as "
+                  f"{result.repository}:{result.tag} ({result.bytes} bytes), {result.signed_by}")
+        if result.signing == "none":
+            self.warning("the evidence is unsigned: give a signing key (--signing-key, the action's signing-key) "
+                         "so that `triton-release verify --key` and admission policies can trust it")
+
+    def evidence_checked(self, result) -> None:
+        for found in result.found:
+            state = "verified" if not found.problems else "; ".join(found.problems)
+            self.line(f"{found.predicate_type}: {state}")
+        if result.ok:
+            self.line(f"the evidence of {result.repository}@{result.digest} verifies with {result.key}: "
+                      f"{len(result.found)} statements, every golden case passed")
 
     def tagged(self, result) -> None:
         self.line(f"tags {', '.join(result.tags)} -> {result.version} (the channel pointed at "
@@ -459,3 +510,11 @@ class _ConsoleHandler(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         self.console.warning(record.getMessage())
+
+
+def _seconds(value: float | None) -> str:
+    return "?" if value is None else f"{value:.2f} s"
+
+
+def _ms(value: float | None) -> str:
+    return "?" if value is None else f"{value:.1f} ms"

@@ -27,7 +27,8 @@ CANDIDATE = re.compile(rf"^{CANDIDATE_PREFIX}[0-9a-f]{{12}}$")
 LOCAL_CANDIDATE = "candidate"  # the local build tag; the previous candidate's layer order keeps the cache warm
 RECORD = re.compile(r"^sha256-(?P<hex>[0-9a-f]{64})\.golden-(?P<shard>[A-Za-z0-9_][A-Za-z0-9_.-]*)$")
 ROLLBACK_PREFIX = "triton-release.rollback."
-EVIDENCE = re.compile(r"^sha256-[0-9a-f]{64}(\.(att|sig|sbom))?$")
+EVIDENCE = re.compile(r"^sha256-(?P<hex>[0-9a-f]{64})(\.(att|sig|sbom))?$")
+ATTESTATIONS_SUFFIX = ".att"  # cosign's attestations of a digest: the tool writes these
 
 # family -> what a tag of it looks like, and its test: the channel check refuses every one
 FAMILIES: dict[str, tuple[str, Callable[[str], object]]] = {
@@ -59,3 +60,15 @@ def record_tag(candidate_digest: str, shard: str) -> str:
 
 def rollback_tag(channel: str) -> str:
     return f"{ROLLBACK_PREFIX}{channel}"
+
+
+def evidence_tag(digest: str) -> str:
+    """The tag of the attestations (release evidence) of the manifest `digest`, as cosign names it."""
+    return f"sha256-{digest.split(':', 1)[1]}{ATTESTATIONS_SUFFIX}"
+
+
+def evidence_subject(tag: str) -> str | None:
+    """The manifest digest whose evidence (or cosign signature, or SBOM) `tag` holds; None when it
+    is not such a tag."""
+    match = EVIDENCE.match(tag)
+    return f"sha256:{match['hex']}" if match else None

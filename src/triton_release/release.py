@@ -7,6 +7,10 @@ Two halves with a different answer to failure:
 - Once X.Y.Z is in the registry the release is published, and nothing is rolled back. The
   steps after it are idempotent: a rerun resumes the push of the same image, and a rerun that
   finds nothing new points the newest release's moving tags at it and applies `--keep`.
+- The evidence (evidence/) is attached right after the push, before any moving tag: a run that
+  stops between the two leaves X.Y.Z without evidence and the channel where it was. The rerun of
+  that commit finds nothing new, runs X.Y.Z's golden cases again against its digest, attaches
+  the evidence that run makes, and then moves the tags.
 """
 
 from __future__ import annotations
@@ -28,6 +32,9 @@ from triton_release.session import Session
 from triton_release.settings import CONFIG_FILE, Settings
 
 if TYPE_CHECKING:
+    from triton_release.evidence.signing import Signing
+    from triton_release.evidence.statements import Invocation
+    from triton_release.models.latency import LatencyOptions
     from triton_release.registry.client import RegistryRepository
 
 @dataclass(frozen=True)
@@ -53,7 +60,11 @@ class ReleaseRequest:
     gpus: str | None = None  # the server's GPUs; None: KIND_GPU models are tested on the CPU
     gpu_models: str = "test"  # test|require: a KIND_GPU model that cannot load on the CPU
     max_drift: float | None = None  # refuse a new version this far (relative) from its previous one
+    latency: "LatencyOptions | None" = None  # measure new versions against their previous one; None: not at all
+    warmup: str = "off"  # golden: model_warmup from the golden inputs in the image's config copies
     push_back: PushTarget | None = None  # with commit: push the release commit and tag there; None: local only
+    signing: "Signing | None" = None  # how the evidence is signed (evidence/signing.py); None: unsigned
+    invocation: "Invocation | None" = None  # the builder and the GitHub run, for the provenance
 
 
 def model_repository(settings: Settings, how: str) -> Path:
@@ -116,6 +127,9 @@ def _release(request: ReleaseRequest, session: Session) -> None:
         report.facts["released"] = False
         console.not_released("no model changed: nothing built, nothing pushed")
         if request.push and repository is not None:
+            session.step("evidence", console.evidence, steps.finish_evidence, repository, root, planned.found.head,
+                         *evidence_of(request), request.load_timeout, request.server_memory, request.server_pids,
+                         request.max_loaded, request.gpus, request.gpu_models)
             session.step("finish", console.finished, steps.finish_interrupted, repository, request.channel)
             if request.commit:
                 committed = session.step("commit", console.committed, steps.finish_commit, root, repository)
@@ -148,7 +162,7 @@ def _release(request: ReleaseRequest, session: Session) -> None:
                                  bumped_from=planned.found.base, channel=request.channel,
                                  requirements_options=request.requirements_options, prepared=prepared,
                                  max_layers=request.max_layers, blob_ids=shipped.blob_ids,
-                                 extra_labels=planned.record_label())
+                                 extra_labels=planned.record_label(), warmup=request.warmup)
             image = built.image_id
             if to_test:  # a change that only removes models has nothing to test
                 run = session.step("test", console.golden_run, steps.test, exported, built.image_id, to_test,
@@ -156,7 +170,7 @@ def _release(request: ReleaseRequest, session: Session) -> None:
                                    pids=request.server_pids, max_loaded=request.max_loaded, gpus=request.gpus,
                                    gpu_models=request.gpu_models, drift=steps.new_versions(planned),
                                    max_drift=request.max_drift,
-                                   drift_unmeasurable=steps.unmeasurable_drift(prepared))
+                                   drift_unmeasurable=steps.unmeasurable_drift(prepared), latency=request.latency)
                 if run.completed and version is not None:  # auto-complete models: their signatures, as served
                     signed = session.step("signatures", console.signed, steps.sign, image,
                                           local_candidate(request, git), run, planned, prepared.previous_labels,
@@ -183,6 +197,10 @@ def _release(request: ReleaseRequest, session: Session) -> None:
         raise
 
     # -- published: finished forward by a rerun, never rolled back -----------------------------
+    # the evidence before the channel moves: an admission policy that wants it never sees the
+    # channel on a release without it; a failure here is finished by a rerun (finish_evidence)
+    session.step("evidence", console.evidence, steps.attach_evidence, repository, pushed, root, planned,
+                 report.result("environments"), report.result("test"), list(to_test), *evidence_of(request))
     session.step("tags", console.tagged, steps.tag, repository, version, planned.found.head, request.channel,
                  pushed.digest)
     if request.commit:
@@ -192,6 +210,21 @@ def _release(request: ReleaseRequest, session: Session) -> None:
             session.step("push-back", None, push_release, root, committed, request.push_back)
     if request.keep is not None:
         session.step("retain", console.retained, steps.retain, repository, request.keep, request.channel)
+
+
+def evidence_of(request: ReleaseRequest) -> tuple["Signing", "Invocation", dict]:
+    """How the release's evidence is signed, who built it, and the settings that shaped the build
+    and the test (for the provenance: never a credential, a key or the environment)."""
+    from triton_release.evidence.signing import Signing
+    from triton_release.evidence.statements import CLI_BUILDER, Invocation
+
+    settings = {"build": {"base_image": request.base_image, "python": request.python, "stub": request.stub,
+                          "requirements_options": request.requirements_options, "max_layers": request.max_layers,
+                          "channel": request.channel},
+                "test": {"load_timeout": request.load_timeout, "max_loaded": request.max_loaded, "gpus": request.gpus,
+                         "gpu_models": request.gpu_models, "max_drift": request.max_drift},
+                "base_image": request.base_image}
+    return request.signing or Signing("none"), request.invocation or Invocation(CLI_BUILDER), settings
 
 
 def _maybe_published(error: BaseException, repository: "RegistryRepository", version: str) -> bool:
@@ -224,12 +257,22 @@ class RollbackRequest:
     max_loaded: int = 50
     gpus: str | None = None
     gpu_models: str = "test"
+    verify_key: str | None = None  # a public key: the target's evidence must verify with it first
 
 
 def run_rollback(request: RollbackRequest, session: Session) -> None:
-    """Point the channel at release X.Y.Z; with `verify`, only after its own golden cases pass."""
+    """Point the channel at release X.Y.Z; with `verify_key`, only when its evidence verifies with
+    it; with `verify`, only after its own golden cases pass."""
     releases.check_channel(request.channel)
     releases.parse_version(request.version, "the version to roll back to")
+    key = None
+    if request.verify_key:
+        from triton_release.evidence.signing import load_public_key
+
+        key = load_public_key(request.verify_key, "verify_key")
+    if key is not None:
+        session.step("check-evidence", session.console.evidence_checked, steps.check_evidence, request.repository,
+                     f"{request.repository}:{request.version}", key, version=request.version)
     verified = None
     if request.verify:
         verified = session.step("verify", session.console.golden_run, steps.verify_release, request.repository,

@@ -75,6 +75,29 @@ def _size(value: Any) -> int | None:
     return None if value in (None, "") else memory_bytes(value)
 
 
+def _rounds(value: Any) -> int:
+    rounds = _int(value)
+    if not 2 <= rounds <= 100:
+        raise ValueError("give 2 to 100 rounds: a confidence interval needs at least 2 pairs of rounds to resample")
+    return rounds
+
+
+def _warmup(value: Any) -> str:
+    """off or golden; YAML reads a bare `off` as false, which means off too."""
+    if value is False or value == "off":
+        return "off"
+    if value == "golden":
+        return "golden"
+    raise ValueError(f"{value!r} is not one of off, golden")
+
+
+def _milliseconds(value: Any) -> int:
+    milliseconds = _int(value)
+    if not 50 <= milliseconds <= 60_000:
+        raise ValueError("give 50 to 60000 milliseconds")
+    return milliseconds
+
+
 def _count(value: Any) -> int:
     count = _int(value)
     if count < 1:
@@ -205,10 +228,31 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("max_drift", None, "refuse a release whose new model version answers its golden inputs further "
             "than this from the version before (the largest relative difference of any output, e.g. 0.001: a "
             "tenth of a percent); default: drift is reported, never refused", _fraction),
+    Setting("max_latency_increase", None, "refuse a release whose new model version is slower than the version "
+            "before by more than this fraction (0.2, or the same as a percentage: refused when the whole confidence "
+            "interval of its p50 latency ratio, measured with perf_analyzer, lies above 1.2); default: latency is "
+            "reported, never refused",
+            _fraction),
+    Setting("latency_rounds", 4, "perf_analyzer rounds per version in the latency comparison, alternating N, N+1, "
+            "N+1, N, ...: more rounds give tighter intervals and take longer", _rounds),
+    Setting("latency_interval", 300, "milliseconds of one perf_analyzer measurement window (a round is three; "
+            "longer for a model too slow for 30 requests in one)", _milliseconds),
+    Setting("perf_analyzer", None, "the perf_analyzer binary the latency gate runs (default: perf_analyzer on "
+            "PATH, else /opt/perf_analyzer/bin/perf_analyzer, the action image's)", anchor=_folder_path),
+    Setting("warmup", "off", "off|golden: golden writes model_warmup from each model's golden inputs into the "
+            "image's copy of its config.pbtxt (the user's is untouched), so the server reports the model ready "
+            "only once warm", _warmup),
     Setting("push_commit", False, "with --commit, push the release commit and its vX.Y.Z tag to the checked-out "
             "branch of origin once the release is published (a refused push is a warning)", _bool),
     Setting("max_layers", 120, "the image's layer budget, the base image's layers counted (overlay2 refuses "
             "about 125)", _count),
+    Setting("signing_key", None, "a PKCS#8 PEM ECDSA P-256 private key file that signs each release's evidence "
+            "(its golden results, provenance and SBOM); default: the evidence is attached unsigned",
+            anchor=_folder_path),
+    Setting("signing", "key", "key|keyless: sign the evidence with signing_key, or keyless with sigstore and the "
+            "workflow's OIDC token (GitHub Actions with id-token: write)", _choice("key", "keyless")),
+    Setting("verify_key", None, "a PEM public key (cosign.pub): rollback refuses a release whose evidence does not "
+            "verify with it, and verify checks with it when --key is not given", anchor=_folder_path),
 )
 BY_KEY = {s.key: s for s in SETTINGS}
 # Old names that still work, with a warning: workflows and settings files already use them.

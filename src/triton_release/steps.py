@@ -43,12 +43,18 @@ if TYPE_CHECKING:
     from triton_release.image.base import BaseImage
     from triton_release.image.environments import Environments
     from triton_release.image.stub import StubChoice
+    from triton_release.image.warmup import Warmup
+    from triton_release.models.latency import LatencyOptions
     from triton_release.models.suite import GoldenRun
     from triton_release.registry.client import RegistryRepository
     from triton_release.registry.promote import CandidateCheck, CandidateRetention, Promoted
     from triton_release.registry.publish import Finished, PushResult, Retention, Tagged
     from triton_release.registry.records import GoldenRecord
     from triton_release.registry.rollback import ModelRollback, Rollback
+    from triton_release.evidence.attach import Evidence
+    from triton_release.evidence.signing import PublicKey, Signing
+    from triton_release.evidence.statements import Invocation
+    from triton_release.evidence.verify import EvidenceCheck
 
 
 # -- validate, changed, bump ------------------------------------------------------------------
@@ -464,6 +470,7 @@ class ReleaseImage:
     build: "BuildResult"
     prepared: Prepared
     warnings: tuple[str, ...]
+    warmup: "Warmup | None" = None  # warmup: golden: the model_warmup written into the image's configs
 
     @property
     def image_id(self) -> str:
@@ -491,18 +498,20 @@ class ReleaseImage:
 
     def to_json(self) -> dict:
         return {**self.build.to_json(), "stub": self.stub.to_json(), "base": self.base.to_json(),
-                "environments": self.environments.to_json(), "warnings": list(self.warnings)}
+                "environments": self.environments.to_json(), "warnings": list(self.warnings),
+                **({"warmup": self.warmup.to_json()} if self.warmup is not None else {})}
 
 
 def build(root: Path | Repository, base_image: str, tag: str, *, python: str | None = None, stub_mode: str = "auto",
           revision: str | None = None, source: str = "", version: str = "", bumped_from: str | None = None,
           channel: str = "", requirements_options: str = "refuse", prepared: Prepared | None = None,
           max_layers: int = 120, extra_labels: dict[str, str] | None = None,
-          blob_ids: Mapping[str, str] | None = None) -> ReleaseImage:
+          blob_ids: Mapping[str, str] | None = None, warmup: str = "off") -> ReleaseImage:
     """Inspect the base, choose the stub, resolve the environments (unless `prepared`), build, and
     prove the stub loads. `revision`: the commit built (default: the git HEAD around the model
     repository, if any). `extra_labels`: more labels for the image (a staged candidate's plan).
-    `blob_ids`: files known to hold their committed content (`Export.blob_ids`)."""
+    `blob_ids`: files known to hold their committed content (`Export.blob_ids`). `warmup`
+    "golden": the image's config copies get model_warmup from the golden inputs (image/warmup.py)."""
     from triton_release.image import environments as envs_in_image, stub
     from triton_release.image.build import build_image
     from triton_release.image.engine import docker_client
@@ -533,12 +542,18 @@ def build(root: Path | Repository, base_image: str, tag: str, *, python: str | N
         **(extra_labels or {}),
     }
     items, configs = envs_in_image.environment_items(envs, repo)
+    warmed = None
+    if warmup == "golden":
+        from triton_release.image.warmup import with_warmup
+
+        configs, warmed = with_warmup(repo, configs)
+        warnings += [f"{model}: no model_warmup written (warmup: golden): {why}" for model, why in warmed.left_out]
     runtime = Runtime(choice.stub_file, choice.builder_stage, extra=tuple(items), model_files=configs)
     built = build_image(repo, base_image, tag, {k: v for k, v in labels.items() if v}, client=client,
                         runtime=runtime, max_layers=max_layers, base_layers=base.layers or None,
                         blob_ids=blob_ids)
     stub.check_built(client, tag, install)
-    return ReleaseImage(built, prepared, tuple(warnings))
+    return ReleaseImage(built, prepared, tuple(warnings), warmed)
 
 
 # -- test, record -----------------------------------------------------------------------------
@@ -547,7 +562,8 @@ def test(root: Path | Repository, image: str, names: list[str], load_timeout: fl
          junitxml: str | None = None, keyword: str | None = None, shown_as: Path | None = None,
          memory: str | None = None, pids: int = 4096, max_loaded: int = 50, gpus: str | None = None,
          gpu_models: str = "test", drift: tuple[str, ...] = (), max_drift: float | None = None,
-         drift_unmeasurable: Mapping[str, str] | None = None) -> "GoldenRun":
+         drift_unmeasurable: Mapping[str, str] | None = None,
+         latency: "LatencyOptions | None" = None) -> "GoldenRun":
     """Serve `image` with the models (and what they need) loaded; run their golden cases. More
     than `max_loaded` models are tested in waves, in the same server.
     `shown_as`: the model repository the user knows, when `root` is an export of it: the cases'
@@ -556,7 +572,9 @@ def test(root: Path | Repository, image: str, names: list[str], load_timeout: fl
     "test") or refused ("require"). `drift`: models with a new version, whose golden inputs are
     also sent to their previous version once their cases passed (models/drift.py); a drift above
     `max_drift` refuses, after the golden cases; `drift_unmeasurable`: model -> why its drift
-    cannot be measured in this image (reported so, never as 0)."""
+    cannot be measured in this image (reported so, never as 0). `latency`: those models' new and
+    previous versions are then measured with perf_analyzer (models/latency.py); a slowdown beyond
+    its bound refuses."""
     import time
 
     from triton_release.image.engine import docker_client
@@ -578,21 +596,30 @@ def test(root: Path | Repository, image: str, names: list[str], load_timeout: fl
     every = len(waves) == 1 and set(load) == set(repo.models) and not overrides
     previous = {name: previous_version(shipped.get(name) or repo[name].versions, load[name])
                 for name in drift if name in load and name in names}
+    analyzer, latency_note = _perf_analyzer(latency, [n for n, v in previous.items() if v is not None])
     started = time.monotonic()
     server = TritonServer(image, {m: load[m] for m in waves[0].load}, all_models=every, load_timeout=load_timeout,
                           client=client, memory=memory, pids=pids, overrides=overrides,
                           deferred=deferred(repo, load, overrides), gpus=gpus, gpu_models=gpu_models)
     server.wave = wave_label(1, len(waves))  # wave 1 loads as the server starts
-    with server:
+    with server, _latency_meter(repo, server, client, image, previous, load, latency, analyzer,
+                                environments) as timing:
         meter = DriftMeter(repo, server, previous, load, environments, drift_unmeasurable) if previous else None
+
+        def after_wave(tested: list[str], found: list) -> None:
+            meter.after_wave(tested, found)
+            if timing is not None:  # after drift: both versions are loaded side by side
+                timing.after_wave(tested, found)
+
         cases, ran = run_waves(repo, server, waves, load, junitxml=junitxml, keyword=keyword, started=started,
-                               after_wave=meter.after_wave if meter else None)
+                               after_wave=after_wave if meter else None)
     if shown_as is not None:
         cases = [replace(c, path=str(_shown(Path(c.path), repo.root, shown_as))) for c in cases]
     run = GoldenRun(image, tuple(load), tuple(cases), tuple(n for n in names if not repo[n].golden_cases),
                     tuple(ran), server.peak_memory, tuple(sorted(server.on_cpu)),
                     tuple((n, server.unloadable[n]) for n in sorted(names) if n in server.unloadable),
-                    tuple(sorted(server.completed.items())), tuple(meter.results) if meter else ())
+                    tuple(sorted(server.completed.items())), tuple(meter.results) if meter else (),
+                    _latency_run(latency, analyzer, latency_note, timing))
     if not run.passed:
         failed = run.failed
         raise Refused(f"""
@@ -600,7 +627,74 @@ def test(root: Path | Repository, image: str, names: list[str], load_timeout: fl
             {failed[0].message}). Fix the model or, if the new answer is right, the golden file.""", result=run)
     if max_drift is not None:
         _check_drift(run, max_drift)
+    if run.latency is not None and run.latency.bound is not None:
+        _check_latency(run, run.latency.bound)
     return run
+
+
+def _perf_analyzer(options: "LatencyOptions | None", measurable: list[str]):
+    """perf_analyzer for the latency gate, and a note when it does not run: nothing to compare (a
+    first release), or perf_analyzer missing while only measuring. Missing while a bound is asked
+    for is an infrastructure failure (exit 3), before any server starts."""
+    if options is None:
+        return None, ""
+    if not measurable:
+        return None, ("no model has a version before its new one (a first release, or only new models): no "
+                      "latency to compare" if options.max_increase is not None else "")
+    from triton_release.models.perf_analyzer import PerfAnalyzerMissing, find
+
+    try:
+        return find(options.perf_analyzer, options.env), ""
+    except PerfAnalyzerMissing as exc:
+        if options.max_increase is None:
+            return None, f"latency not measured: {exc}"
+        raise InfrastructureError(f"--max-latency-increase {options.max_increase:g} asks for the latency gate, "
+                                  f"and {exc}") from None
+
+
+def _latency_meter(repo: Repository, server, client, image: str, previous: Mapping, load: Mapping,
+                   options: "LatencyOptions | None", analyzer, environments: Mapping):
+    """The latency meter of the models with a version before (a context: its scratch folder is
+    removed), or a null context when nothing is measured."""
+    import contextlib
+
+    if options is None or analyzer is None:
+        return contextlib.nullcontext()
+    from triton_release.models.devices import image_configs
+    from triton_release.models.latency import LatencyMeter
+
+    configs = image_configs(client, image, [n for n, v in previous.items() if v is not None])  # the image's copies
+    return LatencyMeter(repo, server, previous, load, options, analyzer, configs, environments)
+
+
+def _latency_run(options: "LatencyOptions | None", analyzer, note: str, timing):
+    if options is None:
+        return None
+    from triton_release.models.latency import LatencyRun
+
+    return LatencyRun(options.max_increase, options.rounds, options.interval_ms, analyzer, note,
+                      tuple(timing.results) if timing is not None else ())
+
+
+def _check_latency(run: "GoldenRun", bound: float) -> None:
+    """Refuse a new version whose p50 latency interval lies wholly above 1 + `bound` of its
+    previous version's (models/latency.py), naming both versions' figures."""
+    found = run.latency.refused
+    if not found:
+        return
+    first = found[0]
+    compared = first.deciding
+    others = f" (and {', '.join(m.model for m in found[1:])})" if len(found) > 1 else ""
+    raise Refused(f"""
+        Model {first.model}{others} version {first.version} is slower than version {first.previous}
+        beyond max_latency_increase {bound:g} at concurrency {compared.concurrency}: p50
+        {compared.after.p50_us / 1000:.2f} ms against {compared.before.p50_us / 1000:.2f} ms, p99
+        {compared.after.p99_us / 1000:.2f} ms against {compared.before.p99_us / 1000:.2f} ms, throughput
+        {compared.after.throughput:.0f} against {compared.before.throughput:.0f} infer/s; p50 ratio
+        {compared.p50.estimate:.2f}x with the interval {compared.p50.low:.2f}x to {compared.p50.high:.2f}x
+        over {compared.pairs} rounds each, wholly above {1 + bound:.2f}x. Nothing is released. If the new
+        version must be slower, release it with a larger --max-latency-increase (the max_latency_increase
+        setting, the action's input max-latency-increase) or without it; else make it faster.""", result=run)
 
 
 def _check_drift(run: "GoldenRun", bound: float) -> None:
@@ -1042,3 +1136,89 @@ def verify_release(repository: "RegistryRepository", version: str, model_reposit
         except Refused as exc:
             raise Refused(f"{image} fails its own golden cases; the channel was not moved. {exc.message}",
                           result=exc.result) from None
+
+
+# -- evidence: the release's signed Statements, attached in the registry (evidence/) -------------
+
+def attach_evidence(repository: "RegistryRepository", pushed: "PushResult", root: Path, planned: ChangesResult,
+                    prepared: Prepared, run: "GoldenRun | None", tested: list[str], signing: "Signing",
+                    invocation: "Invocation", settings: Mapping, latency=None) -> "Evidence":
+    """The golden results, provenance and SBOM of the release just pushed, attached to its digest."""
+    from triton_release.evidence import attach
+
+    return attach.release(repository, pushed.digest, pushed.version, root=root, planned=planned, prepared=prepared,
+                          run=run, tested=tested, signing=signing, invocation=invocation, settings=settings,
+                          latency=latency)
+
+
+def finish_evidence(repository: "RegistryRepository", root: Path, head: str, signing: "Signing",
+                    invocation: "Invocation", settings: Mapping, load_timeout: float = 300,
+                    memory: str | None = None, pids: int = 4096, max_loaded: int = 50, gpus: str | None = None,
+                    gpu_models: str = "test") -> "Evidence | None":
+    """The evidence of the newest release when the run that pushed it (from this commit) stopped
+    before attaching it: its golden cases run again against its digest, then attached. None when
+    there is nothing to finish. Golden cases that fail now are attached as failed, and refused."""
+    from triton_release import contract
+    from triton_release.evidence import attach
+
+    versions = releases.versions_in(repository.tags())
+    if not versions:
+        return None
+    version = str(versions[-1])
+    digest = repository.digest(version)
+    if digest is None or repository.digest(contract.evidence_tag(digest)) is not None:
+        return None
+    revision = (repository.image_config(version).get("config", {}).get("Labels") or {}).get(releases.REVISION_LABEL)
+    git = Git(Git(root).toplevel())
+    tagged = git.run("rev-parse", "-q", "--verify", f"{releases.git_tag(version)}^{{commit}}", check=False)
+    if not revision or revision not in (head, tagged.stdout.decode().strip() if tagged.returncode == 0 else ""):
+        return None  # released from another commit: not this run's to finish
+    failure = None
+    try:
+        run = verify_release(repository, version, root, load_timeout, memory, pids, max_loaded, gpus, gpu_models)
+    except UsageError:  # no golden case of its models here: attached as such
+        run = None
+    except Refused as exc:
+        if exc.result is None:
+            raise
+        run, failure = exc.result, exc
+    evidence = attach.rerun(repository, digest, version, root=root, run=run, signing=signing, invocation=invocation,
+                            settings=settings)
+    if failure is not None:
+        raise Refused(f"{failure.message} Its evidence, attached now, says so.", result=evidence)
+    return evidence
+
+
+def check_evidence(repository: "RegistryRepository", reference: str, key: "PublicKey", *, tag: str | None = None,
+                   digest: str | None = None, version: str | None = None) -> "EvidenceCheck":
+    """The evidence of REPO:TAG, REPO@DIGEST or release `version` checked with `key`; refused,
+    naming every problem, unless every envelope verifies, every subject is the digest, every
+    tested case passed, and the SBOM and provenance are there."""
+    from triton_release.evidence.verify import check
+    from triton_release.registry.rollback import release_manifest
+
+    if version is not None:
+        digest = release_manifest(repository, version).digest  # an unknown version refused first
+    elif digest is None:
+        digest = repository.digest(tag or "")
+        if digest is None:
+            raise Refused(f"{repository}:{tag} does not exist, so it has no evidence to check.")
+    return check(repository, reference, digest, key)
+
+
+def stage_evidence(repository: "RegistryRepository", staged: "Staged", planned: ChangesResult, prepared: Prepared,
+                   signing: "Signing", invocation: "Invocation", settings: Mapping) -> "Evidence":
+    from triton_release.evidence import attach
+
+    candidate = staged.candidate
+    return attach.stage(repository, candidate.digest, candidate.version, planned=planned, prepared=prepared,
+                        signing=signing, invocation=invocation, settings=settings)
+
+
+def promote_evidence(repository: "RegistryRepository", checked: "CandidateCheck", promoted: "Promoted",
+                     signing: "Signing", invocation: "Invocation") -> "Evidence":
+    from triton_release.evidence import attach
+
+    return attach.promote(repository, promoted.digest, promoted.version,
+                          records=[r for _, r in checked.records if r is not None], untested=checked.untested,
+                          signing=signing, invocation=invocation)

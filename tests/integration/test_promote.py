@@ -138,6 +138,9 @@ def test_promote_tags_the_candidate_and_never_overwrites_a_release(stage, tmp_pa
     assert report["steps"]["promote"]["tags"] == tags
     assert {stage.registry.digest(t) for t in tags} == {digest}
     assert (report["version"], report["digest"], report["released"]) == ("1.0.0", digest, True)
+    evidence = report["steps"]["evidence"]  # the shards' golden results (beside what a stage attached: none here)
+    assert [s["predicate_type"] for s in evidence["statements"]] == ["https://triton-release.dev/golden/v1"]
+    assert evidence["golden_passed"] is True and evidence["digest"] == digest
 
     rival, _ = stage.candidate("1.0.0")
     for shard in ("shard-1", "shard-2"):

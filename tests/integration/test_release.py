@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from triton_release import contract
 from triton_release.cli.main import main
 from triton_release.registry.client import RegistryRepository
 
@@ -36,7 +37,8 @@ def released(git_repo, unique, tmp_path, monkeypatch, docker_client):
 
 def test_first_release_is_1_0_0_with_every_step_timed(released):
     git_repo, repo, _ = released
-    assert repo.tags() == ["1", "1.0", "1.0.0", "latest", f"sha-{git_repo.git('rev-parse', 'HEAD')[:12]}"]
+    assert repo.tags() == ["1", "1.0", "1.0.0", "latest", f"sha-{git_repo.git('rev-parse', 'HEAD')[:12]}",
+                           contract.evidence_tag(repo.digest("1.0.0"))]  # and its evidence (docs/evidence.md)
     config = repo.image_config("1.0.0")["config"]
     assert config["Labels"]["org.opencontainers.image.revision"] == git_repo.git("rev-parse", "HEAD")
     assert config["Labels"]["org.opencontainers.image.version"] == "1.0.0"
@@ -52,7 +54,7 @@ def test_a_one_model_change_is_bumped_committed_and_pushed_as_one_new_layer(rele
     assert code == 0, report.get("error")
     assert report["version"] == "1.1.0" and report["changed_models"] == ["a"]
     assert list(report["steps"]) == ["validate", "changed", "bump", "export", "environments", "build", "test",
-                                    "push", "tags", "commit"]
+                                    "push", "evidence", "tags", "commit"]
     assert all(step["seconds"] >= 0 for step in report["steps"].values())
     push = report["steps"]["push"]
     assert push["layers_uploaded"] + push["layers_mounted"] == 1  # a's version 2

@@ -4,11 +4,14 @@ and tested shard by shard, each shard's record written to the registry."""
 
 from __future__ import annotations
 
+import io
 import json
 import shutil
+import tarfile
 
 import pytest
 
+from triton_release import contract
 from triton_release.cli.main import main
 from triton_release.errors import Refused
 from triton_release.models.shards import shards_from_label
@@ -17,7 +20,7 @@ from triton_release.registry.promote import check_candidate
 from triton_release.registry.records import read_record
 
 from support.models import python_model_files
-from support.stack import BASE_IMAGE, REGISTRY, ROOT
+from support.stack import BASE_IMAGE, REGISTRY
 
 pytestmark = pytest.mark.integration
 
@@ -59,15 +62,17 @@ def removed(docker_client, target: str) -> None:
 
 def test_stage_pushes_a_candidate_with_its_plan_and_no_release_tag(staged):
     git_repo, head, repo, report, _ = staged
-    assert repo.tags() == [f"candidate-{head[:12]}"]  # no X.Y.Z, no channel, nothing else
     digest = repo.digest(f"candidate-{head[:12]}")
+    assert repo.tags() == [f"candidate-{head[:12]}", contract.evidence_tag(digest)]  # no X.Y.Z, no channel
+    assert [s["predicate_type"] for s in report["steps"]["evidence"]["statements"]] == [
+        "https://slsa.dev/provenance/v1", "https://cyclonedx.org/bom"]  # promote adds the golden results
     assert report["candidate"] == f"{repo}@{digest}"
     assert report["version"] == "1.0.0" and report["released"] is False
     assert report["shards"] == [
         {"name": "shard-1", "models": "a", "load": "a", "cases": 1, "gpu": False},
         {"name": "shard-2", "models": "b", "load": "b", "cases": 1, "gpu": False}]
     assert list(report["steps"]) == ["validate", "changed", "reuse", "export", "environments", "shards", "build",
-                                    "candidate"]
+                                    "candidate", "evidence"]
     labels = repo.image_config(digest)["config"]["Labels"]
     assert [s.models for s in shards_from_label(labels["triton-release.shards"])] == [("a",), ("b",)]
     assert json.loads(labels["triton-release.changed"]) == ["a", "b"]
@@ -83,7 +88,7 @@ def test_staging_the_same_commit_again_reuses_the_candidate(staged):
     assert again["candidate"] == first["candidate"] and again["shards"] == first["shards"]
     assert again["steps"]["reuse"]["reused"] is True
     assert "build" not in again["steps"] and "candidate" not in again["steps"]
-    assert repo.tags() == [f"candidate-{head[:12]}"]
+    assert repo.tags() == [f"candidate-{head[:12]}", contract.evidence_tag(repo.digest(f"candidate-{head[:12]}"))]
 
 
 def test_each_shard_is_tested_by_digest_and_its_record_written(staged, docker_client):
@@ -221,16 +226,27 @@ def test_a_gpu_only_shard_tested_on_a_cpu_runner_is_refused_by_promote_naming_th
 
 # -- a re-stage with other build inputs builds again (issue 26, item 5) -------------------------
 
-STUB_311 = ROOT / ".stack" / "triton-2.51.0" / "stubs" / "3.11" / "triton_python_backend_stub"
+def stub_311(docker_client, folder) -> str:
+    """The Python 3.11 stub of the stand-in base image, copied out of it (whatever the stack's
+    own folder holds on this machine)."""
+    container = docker_client.containers.create(BASE_IMAGE, command=["true"], entrypoint=[])
+    try:
+        stream, _ = container.get_archive("/opt/tritonserver/backends/python/triton_python_backend_stub")
+        with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as tar:
+            tar.extract("triton_python_backend_stub", folder)
+    finally:
+        container.remove(force=True)
+    return str(folder / "triton_python_backend_stub")
 
 
-def test_a_restage_with_another_base_image_builds_again_and_moves_the_candidate_tag(staged, capfd):
-    assert STUB_311.is_file(), f"{STUB_311} is missing: run `make stack`"
+def test_a_restage_with_another_base_image_builds_again_and_moves_the_candidate_tag(staged, capfd, docker_client,
+                                                                                    tmp_path):
+    stub = stub_311(docker_client, tmp_path)
     _, head, repo, first, run = staged
     made = [first["candidate"]]
     try:
         code, other = run("stage", "--to", str(repo), "--base-image", "local/tritonserver:24.10-py3-stub38",
-                          "--stub", f"path:{STUB_311}", "--shards", "2")
+                          "--stub", f"path:{stub}", "--shards", "2")
         assert code == 0, other.get("error")
         made.append(other["candidate"])
         assert "reused" not in other["steps"]["reuse"] and "build" in other["steps"]

@@ -17,6 +17,8 @@ REGISTRY = "127.0.0.1:5000"
 # a run counts and removes its own, never those of a benchmark or another run on the daemon.
 RUN_ID = os.environ.setdefault(RUN_ID_VARIABLE, f"tests-{uuid.uuid4().hex[:12]}")
 SERVERS = f"{CONTAINER_LABEL}={RUN_ID}"
+# perf_analyzer as `make stack` installs it (stack/stack.py): the latency gate's tests name it
+PERF_ANALYZER = ROOT / ".stack" / "perf_analyzer" / "bin" / "perf_analyzer"
 
 
 @contextmanager

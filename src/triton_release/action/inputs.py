@@ -7,7 +7,7 @@ as a JSON file at $GITHUB_EVENT_PATH. Both are read from the environment handed 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
@@ -17,7 +17,8 @@ MODES = ("release", "test", "rollback", "stage", "promote")
 TRUE, FALSE = {"true", "1", "yes", "on"}, {"false", "0", "no", "off", ""}
 # inputs that are settings (`image`: the old name of `repository`)
 SETTING_INPUTS = ("model-repository", "repository", "image", "base-image", "python", "stub", "channel", "keep",
-                  "load-timeout", "max-loaded", "gpus", "gpu-models", "max-drift", "push-commit")
+                  "load-timeout", "max-loaded", "gpus", "gpu-models", "max-drift", "push-commit",
+                  "max-latency-increase", "latency-rounds", "warmup", "signing")
 
 
 def _flag(name: str, text: str) -> bool | None:
@@ -83,6 +84,8 @@ class ActionInputs:
     shards: int | None = None         # mode stage: this many shards ...
     max_models_per_shard: int | None = None  # ... or as many as hold at most this many models
     version: str = ""                 # mode promote: the release X.Y.Z (the stage job's version output)
+    signing_key: str = field(default="", repr=False)  # the PEM itself (a secret): written to a 0600 file, masked
+    verify_key: str = ""              # a PEM public key, or the path of one in the workspace
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> "ActionInputs":
@@ -99,7 +102,7 @@ class ActionInputs:
                    value("report") or "triton-release-report.json", candidate=value("candidate"),
                    shard=value("shard"), models=value("models"), shards=_count("shards", value("shards")),
                    max_models_per_shard=_count("max-models-per-shard", value("max-models-per-shard")),
-                   version=value("version"))
+                   version=value("version"), signing_key=value("signing-key"), verify_key=value("verify-key"))
 
     def pushes(self, event: Event) -> bool:
         """mode test never pushes (a candidate's test writes only its record); else the push input,

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Mapping
+from typing import Iterator, Mapping
 
 from triton_release import cache, release, session as sessions
 from triton_release.action.inputs import ActionInputs, Event
@@ -29,8 +31,9 @@ def main(env: Mapping[str, str] | None = None) -> int:
     env = dict(os.environ if env is None else env)
     cache.configure(env)
     console = Console(ci=True)
-    if env.get("INPUT_PASSWORD", "").strip():  # before anything else can print
-        console.mask(env["INPUT_PASSWORD"].strip())
+    for secret in ("INPUT_PASSWORD", "INPUT_SIGNING-KEY"):  # before anything else can print
+        if env.get(secret, "").strip():
+            console.mask(env[secret].strip())
     workspace = Path(env.get("GITHUB_WORKSPACE") or ".")
     try:
         inputs: ActionInputs | TritonReleaseError = ActionInputs.from_env(env)
@@ -46,9 +49,11 @@ def main(env: Mapping[str, str] | None = None) -> int:
     def body(session: sessions.Session) -> None:
         if not isinstance(inputs, ActionInputs):
             raise inputs
-        settings = resolve({}, action_inputs=inputs.settings, cwd=workspace if workspace.is_dir() else None)
-        console.settings(settings)
-        run(inputs, settings, Event.from_env(env), env, session)
+        with key_files(inputs, env) as keys:  # the PEM inputs as files, removed when the run ends
+            settings = resolve({}, action_inputs={**inputs.settings, **keys},
+                               cwd=workspace if workspace.is_dir() else None)
+            console.settings(settings)
+            run(inputs, settings, Event.from_env(env), env, session)
 
     return sessions.run(session, body, report_path=str(workspace / report_path),
                         after=lambda report: finish(report, report_path, env, console))
@@ -77,7 +82,8 @@ def run(inputs: ActionInputs, settings, event: Event, env: Mapping[str, str], se
         release.run_rollback(release.RollbackRequest(
             repository, inputs.rollback_to, settings.channel, inputs.verify,
             release.model_repository(settings, INPUT) if inputs.verify else None, settings.load_timeout, settings.server_memory,
-            settings.server_pids, settings.max_loaded, settings.gpus, settings.gpu_models), session)
+            settings.server_pids, settings.max_loaded, settings.gpus, settings.gpu_models,
+            verify_key=settings.verify_key), session)
         return
     if inputs.mode == "stage":
         stage(inputs, settings, event, env, repository, session)
@@ -90,7 +96,58 @@ def run(inputs: ActionInputs, settings, event: Event, env: Mapping[str, str], se
         requirements_options=settings.requirements_options, server_memory=settings.server_memory,
         server_pids=settings.server_pids, max_loaded=settings.max_loaded, max_layers=settings.max_layers,
         gpus=settings.gpus, gpu_models=settings.gpu_models, max_drift=settings.max_drift,
-        push_back=PushTarget.from_env(env) if inputs.commit and settings.push_commit else None), session)
+        latency=_latency(settings, env), warmup=settings.warmup,
+        push_back=PushTarget.from_env(env) if inputs.commit and settings.push_commit else None,
+        **_signing(settings, env, pushes)), session)
+
+
+def _latency(settings, env: Mapping[str, str]):
+    """The latency gate's options (models/latency.py), imported when a run measures."""
+    from triton_release.models.latency import LatencyOptions
+
+    return LatencyOptions.from_settings(settings, env)
+
+
+def _signing(settings, env: Mapping[str, str], signs: bool = True) -> dict:
+    """How the evidence is signed (the key read and checked now, before anything is pushed), and
+    the builder: this action."""
+    from triton_release.evidence.signing import prepare
+    from triton_release.evidence.statements import Invocation
+
+    if not signs:
+        return {}
+    return {"signing": prepare(settings.signing, settings.signing_key, env),
+            "invocation": Invocation.from_env(env, action=True)}
+
+
+@contextmanager
+def key_files(inputs: ActionInputs, env: Mapping[str, str]) -> Iterator[dict]:
+    """The signing-key input (a PEM from a secret) in a file only this user can read, and the
+    verify-key input when it is a PEM rather than a path: the settings they make. The files are
+    removed when the run ends; the key's text is never printed (main masks it first)."""
+    made: list[str] = []
+    keys: dict = {}
+    folder = env.get("RUNNER_TEMP") or None
+    try:
+        for name, text in (("signing_key", inputs.signing_key), ("verify_key", inputs.verify_key)):
+            if not text:
+                continue
+            if name == "verify_key" and not text.startswith("-----BEGIN"):
+                keys[name] = text  # a path in the workspace
+                continue
+            descriptor, path = tempfile.mkstemp(prefix="triton-release-", suffix=".pem",
+                                                dir=folder if folder and os.path.isdir(folder) else None)
+            made.append(path)
+            with os.fdopen(descriptor, "w", encoding="utf-8") as out:  # mkstemp: mode 0600
+                out.write(text.strip() + "\n")
+            keys[name] = path
+        yield keys
+    finally:
+        for path in made:
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
 
 
 def stage(inputs: ActionInputs, settings, event: Event, env: Mapping[str, str], repository,
@@ -105,7 +162,7 @@ def stage(inputs: ActionInputs, settings, event: Event, env: Mapping[str, str], 
         base=inputs.base_ref or event.base, head="HEAD", base_image=settings.base_image, python=settings.python,
         stub=settings.stub, channel=settings.channel, shards=inputs.shards, max_models=inputs.max_models_per_shard,
         source=release.provenance_source(env), requirements_options=settings.requirements_options,
-        max_layers=settings.max_layers), session)
+        max_layers=settings.max_layers, warmup=settings.warmup, **_signing(settings, env)), session)
 
 
 def _candidate(inputs: ActionInputs, env: Mapping[str, str]):
@@ -130,7 +187,7 @@ def test_shard(inputs: ActionInputs, settings, env: Mapping[str, str], session: 
         shard=inputs.shard or None, models=tuple(m for m in inputs.models.split(",") if m),
         load_timeout=settings.load_timeout, memory=settings.server_memory, pids=settings.server_pids,
         max_loaded=settings.max_loaded, gpus=settings.gpus, gpu_models=settings.gpu_models,
-        max_drift=settings.max_drift), session)
+        max_drift=settings.max_drift, latency=_latency(settings, env)), session)
 
 
 def promote(inputs: ActionInputs, settings, env: Mapping[str, str], session: sessions.Session) -> None:
@@ -144,7 +201,7 @@ def promote(inputs: ActionInputs, settings, env: Mapping[str, str], session: ses
     repository, digest = _candidate(inputs, env)
     run_promote(PromoteRequest(repository, digest, inputs.version, settings.channel, commit=inputs.commit,
                                model_repository=release.model_repository(settings, INPUT) if inputs.commit
-                               else None, gpu_models=gpu_policy(settings)), session)
+                               else None, gpu_models=gpu_policy(settings), **_signing(settings, env)), session)
 
 
 def finish(report: sessions.Report, report_path: str, env: Mapping[str, str], console: Console) -> None:

@@ -198,6 +198,71 @@ def _drift_table(drifts) -> list[str]:
     return lines + ([""] + notes if notes else [])
 
 
+def _latency_table(found) -> list[str]:
+    """One table for the release: each new model version's latency against the one before, per
+    concurrency; a ratio beyond the bound and a refusal in bold."""
+    if found is None or not (found.models or found.note):
+        return []
+    bound = f"max-latency-increase {found.bound:g}" if found.bound is not None else "no bound: reported only"
+    lines = ["", f"**Latency** (perf_analyzer, {found.rounds} rounds per version, {bound}): each new model "
+             "version against the one before, on the same golden inputs", ""]
+    rows = ["| model | versions | concurrency | p50 (ms) | p99 (ms) | throughput (infer/s) | p50 ratio [95% interval] "
+            "| verdict |", "| --- | --- | ---: | ---: | ---: | ---: | ---: | --- |"]
+    notes = [f"- {_md(found.note)}"] if found.note else []
+    for model in found.models:
+        if not model.measured:
+            notes.append(f"- `{_md(model.model)}`: {_md(model.note or 'not measured')}")
+            continue
+        for c in model.comparisons:
+            ratio = c.p50.shown()
+            beyond = found.bound is not None and c.p50.estimate > 1 + found.bound
+            verdict = f"**{c.verdict}**" if c.verdict in ("refused", "inconclusive") else c.verdict
+            rows.append(f"| `{_md(model.model)}` | {model.previous} -> {model.version} | {c.concurrency} | "
+                        f"{c.before.p50_us / 1000:.2f} -> {c.after.p50_us / 1000:.2f} | "
+                        f"{c.before.p99_us / 1000:.2f} -> {c.after.p99_us / 1000:.2f} | "
+                        f"{c.before.throughput:.0f} -> {c.after.throughput:.0f} | "
+                        f"{f'**{ratio}**' if beyond else ratio} | {verdict} |")
+        if len(model.cold_start) == 2 and all(c.load_s is not None for c in model.cold_start):
+            before, after = model.cold_start
+            first = ""
+            if before.first_request_ms is not None and after.first_request_ms is not None:
+                first = f", first request {before.first_request_ms:.1f} -> {after.first_request_ms:.1f} ms"
+            notes.append(f"- `{_md(model.model)}` cold start: load {before.load_s:.2f} -> {after.load_s:.2f} s{first}")
+        notes += [f"- **warning**: {_md(w)}" for w in model.warnings]
+    return lines + (rows if len(rows) > 2 else []) + ([""] + notes if notes else [])
+
+
+def _evidence_lines(evidence, checked) -> list[str]:
+    """The release's evidence by its digests, and how to check it; or the check a rollback made."""
+    from triton_release.evidence.statements import GOLDEN_TYPE, KINDS
+
+    lines: list[str] = []
+    if evidence is not None:
+        where = f"{evidence.repository}@{evidence.digest}"
+        signed = (f"signed with {_md(evidence.signed_by)}" if evidence.signing != "none" else
+                  "**unsigned**: give the action a signing-key (a PKCS#8 PEM ECDSA P-256 key from a secret) to sign it")
+        rerun = " (its golden cases run again by this run: the run that pushed it stopped before)" \
+            if evidence.how == "rerun" else ""
+        lines += ["", f"**Evidence** of `{_md(where)}`{rerun}: `{_md(evidence.repository)}:{_md(evidence.tag)}` "
+                  f"(manifest {evidence.manifest}, {evidence.bytes} bytes), {signed}", "",
+                  "| statement | predicate type | layer digest |", "| --- | --- | --- |"]
+        lines += [f"| {KINDS.get(layer.predicate_type, 'other')} | `{_md(layer.predicate_type)}` | {layer.digest} |"
+                  for layer in evidence.layers]
+        if evidence.signing == "key":
+            lines += ["", f"Verify it: `triton-release verify {_md(where)} --key cosign.pub`, or `cosign "
+                      f"verify-attestation --key cosign.pub --insecure-ignore-tlog=true --type {GOLDEN_TYPE} "
+                      f"{_md(where)}`"]
+        elif evidence.signing == "keyless":
+            lines += ["", f"Verify it: `cosign verify-attestation --type {GOLDEN_TYPE} --certificate-identity-regexp "
+                      f"'^https://github.com/' --certificate-oidc-issuer https://token.actions.githubusercontent.com "
+                      f"{_md(where)}`"]
+    if checked is not None:
+        state = "verified" if checked.ok else "**does not verify**: " + _md("; ".join(checked.problems))
+        lines += ["", f"**Evidence** of `{_md(checked.repository)}@{checked.digest}` checked with key "
+                  f"{checked.key}: {state}"]
+    return lines
+
+
 def summary(report: Report) -> str:
     """The Markdown a reviewer reads in the run's summary, from the run's typed results."""
     lines = ["## triton-release", ""]
@@ -249,6 +314,7 @@ def summary(report: Report) -> str:
     if needs_gpu:
         lines += ["", *(f"- `{_md(name)}`: **not tested**: needs a GPU: {_md(why)}" for name, why in needs_gpu)]
     lines += _drift_table(getattr(run, "drift", ()))
+    lines += _latency_table(getattr(run, "latency", None))
     staged = report.result("candidate") or report.result("reuse")
     if staged is not None:
         candidate = staged.candidate
@@ -272,6 +338,7 @@ def summary(report: Report) -> str:
         tags = [pushed.version, *(tagged.tags if tagged is not None else ())]
         lines += ["", f"**Pushed** `{pushed.repository}:{pushed.version}` ({pushed.digest}): tags "
                   + ", ".join(f"`{t}`" for t in tags)]
+    lines += _evidence_lines(report.result("evidence"), report.result("check-evidence"))
     back = report.result("push-back")
     if back is not None:
         what = "the release commit and " if back.with_commit else ""

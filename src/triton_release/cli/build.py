@@ -11,10 +11,12 @@ def add_arguments(parser) -> None:
     parser.add_argument("--tag", metavar="IMAGE", required=True, help="the local image to build, e.g. models:candidate")
     add_image_settings(parser)
     setting(parser, "--max-layers", "max_layers", metavar="N")
+    setting(parser, "--warmup", "warmup", choices=("off", "golden"))
 
 
 def run(ctx: Context, session) -> None:
     settings = ctx.settings
     session.step("build", ctx.console.built, steps.build, ctx.model_repository, settings.base_image, ctx.args.tag,
                  python=settings.python, stub_mode=settings.stub, source=provenance_source(ctx.env),
-                 requirements_options=settings.requirements_options, max_layers=settings.max_layers)
+                 requirements_options=settings.requirements_options, max_layers=settings.max_layers,
+                 warmup=settings.warmup)

@@ -62,5 +62,27 @@ def add_image_settings(parser: argparse.ArgumentParser) -> None:
     setting(parser, "--stub", "stub", metavar="PROVIDER")
 
 
+def add_latency_settings(parser: argparse.ArgumentParser) -> None:
+    """The latency gate's flags (models/latency.py)."""
+    setting(parser, "--max-latency-increase", "max_latency_increase", metavar="FRACTION")
+    setting(parser, "--latency-rounds", "latency_rounds", metavar="N")
+    setting(parser, "--latency-interval", "latency_interval", metavar="MS")
+    setting(parser, "--perf-analyzer", "perf_analyzer", metavar="FILE")
+
+
+def add_signing(parser: argparse.ArgumentParser) -> None:
+    """The flags of the evidence's signing (evidence/signing.py)."""
+    setting(parser, "--signing-key", "signing_key", metavar="FILE")
+    setting(parser, "--signing", "signing", choices=("key", "keyless"))
+
+
+def signing(ctx: "Context"):
+    """The run's signing, its key read and checked before the first side effect; and the builder."""
+    from triton_release.evidence.signing import prepare
+    from triton_release.evidence.statements import Invocation
+
+    return prepare(ctx.settings.signing, ctx.settings.signing_key, ctx.env), Invocation.from_env(ctx.env)
+
+
 def models_list(text: str | None) -> list[str]:
     return [name for name in (text or "").split(",") if name]

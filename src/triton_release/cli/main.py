@@ -10,7 +10,7 @@ from typing import Mapping
 
 from triton_release import __version__, cache, session as sessions
 from triton_release.cli import (bump, build, changed, promote, push, record, release, rollback, stage, test,
-                                validate)
+                                validate, verify)
 from triton_release.cli.common import Context, given_settings, setting
 from triton_release.console import Console
 from triton_release.errors import UsageError
@@ -19,7 +19,7 @@ from triton_release.settings import CONFIG_FILE, resolve
 COMMANDS: dict[str, ModuleType] = {
     "validate": validate, "changed": changed, "bump": bump, "build": build, "test": test,
     "record": record, "push": push, "release": release, "rollback": rollback, "stage": stage,
-    "promote": promote,
+    "promote": promote, "verify": verify,
 }
 MULTI_STEP = {"release", "bump", "push", "rollback", "stage", "promote"}  # commands whose steps each print their time
 

@@ -1,6 +1,8 @@
 """`promote`: a staged candidate becomes release X.Y.Z once every shard's golden record passed."""
 
-from triton_release.cli.common import Context, setting
+from dataclasses import replace
+
+from triton_release.cli.common import Context, add_signing, setting, signing
 from triton_release.fanout.promote import PromoteRequest, gpu_policy, run_promote
 
 HELP = "tag a staged candidate X.Y.Z once every shard's golden record passed, then move the other tags"
@@ -15,6 +17,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--commit", action="store_true",
                         help="redo the candidate's bump in the working tree, commit it as `release X.Y.Z` and tag "
                              "vX.Y.Z")
+    add_signing(parser)
     parser.add_argument("--keep-candidates", type=int, default=0, metavar="N",
                         help="keep the newest N candidates older than the release (default 0: delete them all)")
 
@@ -28,4 +31,5 @@ def run(ctx: Context, session) -> None:
     request = PromoteRequest(open_repository(repository, ctx.env), digest, args.version, settings.channel,
                              args.keep_candidates, args.commit, ctx.model_repository if args.commit else None,
                              gpu_models=gpu_policy(settings))
-    run_promote(request, session)
+    signed_by, invocation = signing(ctx)
+    run_promote(replace(request, signing=signed_by, invocation=invocation), session)

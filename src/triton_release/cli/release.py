@@ -1,7 +1,9 @@
 """`release`: validate, changed, bump, build, test and push in one run."""
 
 from triton_release import release
-from triton_release.cli.common import SINCE_LAST_RELEASE, Context, add_image_settings, add_refs, setting
+from triton_release.cli.common import (SINCE_LAST_RELEASE, Context, add_image_settings, add_latency_settings,
+                                       add_refs, setting)
+from triton_release.cli.common import add_signing, signing
 from triton_release.errors import UsageError
 from triton_release.history.push_back import PushTarget
 
@@ -24,12 +26,18 @@ def add_arguments(parser) -> None:
     setting(parser, "--keep", "keep", metavar="N")
     setting(parser, "--max-layers", "max_layers", metavar="N")
     setting(parser, "--max-drift", "max_drift", metavar="FRACTION")
+    add_latency_settings(parser)
+    setting(parser, "--warmup", "warmup", choices=("off", "golden"))
+    add_signing(parser)
 
 
 def run(ctx: Context, session) -> None:
+    from triton_release.models.latency import LatencyOptions
+
     args, settings = ctx.args, ctx.settings
     if settings.push_commit and not args.commit and settings.sources.get("push_commit") == "command line":
         raise UsageError("--push-commit pushes the release commit that --commit makes: give --commit too.")
+    signed_by, invocation = signing(ctx) if not args.no_push else (None, None)
     request = release.ReleaseRequest(
         model_repository=ctx.model_repository, repository=ctx.repository("--to REPO", required=not args.no_push),
         base=args.base, head=args.head, base_image=settings.base_image, python=settings.python,
@@ -38,5 +46,7 @@ def run(ctx: Context, session) -> None:
         requirements_options=settings.requirements_options, server_memory=settings.server_memory,
         server_pids=settings.server_pids, max_loaded=settings.max_loaded, max_layers=settings.max_layers,
         gpus=settings.gpus, gpu_models=settings.gpu_models, max_drift=settings.max_drift,
-        push_back=PushTarget.from_env(ctx.env) if args.commit and settings.push_commit else None)
+        latency=LatencyOptions.from_settings(settings, ctx.env), warmup=settings.warmup,
+        push_back=PushTarget.from_env(ctx.env) if args.commit and settings.push_commit else None,
+        signing=signed_by, invocation=invocation)
     release.run_release(request, session)

@@ -20,6 +20,9 @@ def add_arguments(parser) -> None:
     setting(parser, "--max-loaded", "max_loaded", metavar="N")
     setting(parser, "--gpus", "gpus", metavar="all|N|IDS")
     setting(parser, "--gpu-models", "gpu_models", choices=("test", "require"))
+    setting(parser, "--key", "verify_key", metavar="PUB",
+            help="refuse unless the release's evidence verifies with this public key (cosign.pub); the channel "
+                 "is not moved otherwise (default: the verify_key setting)")
 
 
 def run(ctx: Context, session) -> None:
@@ -37,4 +40,5 @@ def run(ctx: Context, session) -> None:
     release.run_rollback(release.RollbackRequest(
         ctx.repository("--repo REPO"), args.to_version, settings.channel, args.verify,
         ctx.model_repository if args.verify else None, settings.load_timeout, settings.server_memory,
-        settings.server_pids, settings.max_loaded, settings.gpus, settings.gpu_models), session)
+        settings.server_pids, settings.max_loaded, settings.gpus, settings.gpu_models,
+        verify_key=settings.verify_key), session)

@@ -1,7 +1,10 @@
 """`stage`: build the release once and push it as a candidate, planned into shards for many runners."""
 
+from dataclasses import replace
+
 from triton_release import release
 from triton_release.cli.common import SINCE_LAST_RELEASE, Context, add_image_settings, add_refs, setting
+from triton_release.cli.common import add_signing, signing
 from triton_release.models.shards import check_counts
 from triton_release.fanout.stage import StageRequest, run_stage
 
@@ -19,6 +22,8 @@ def add_arguments(parser) -> None:
     add_image_settings(parser)
     setting(parser, "--channel", "channel", metavar="TAG")
     setting(parser, "--max-layers", "max_layers", metavar="N")
+    setting(parser, "--warmup", "warmup", choices=("off", "golden"))
+    add_signing(parser)
 
 
 def run(ctx: Context, session) -> None:
@@ -29,5 +34,6 @@ def run(ctx: Context, session) -> None:
         head=args.head, base_image=settings.base_image, python=settings.python, stub=settings.stub,
         channel=settings.channel, shards=args.shards, max_models=args.max_models_per_shard,
         source=release.provenance_source(ctx.env), requirements_options=settings.requirements_options,
-        max_layers=settings.max_layers)
-    run_stage(request, session)
+        max_layers=settings.max_layers, warmup=settings.warmup)
+    signed_by, invocation = signing(ctx)
+    run_stage(replace(request, signing=signed_by, invocation=invocation), session)

@@ -1,7 +1,7 @@
 """`test`: serve an image, load the models, run their golden cases."""
 
 from triton_release import steps
-from triton_release.cli.common import SETTING_DEST, Context, models_list, setting
+from triton_release.cli.common import SETTING_DEST, Context, add_latency_settings, models_list, setting
 from triton_release.errors import UsageError
 from triton_release.models.repository import Repository
 
@@ -19,6 +19,7 @@ def add_arguments(parser) -> None:
     setting(parser, "--gpus", "gpus", metavar="all|N|IDS")
     setting(parser, "--gpu-models", "gpu_models", choices=("test", "require"))
     setting(parser, "--max-drift", "max_drift", metavar="FRACTION")
+    add_latency_settings(parser)
     parser.add_argument("-k", dest="keyword", metavar="EXPR", help="only the golden cases matching this pytest -k expression")
     parser.add_argument("--junitxml", metavar="FILE", help="also write the golden results as JUnit XML")
 
@@ -35,6 +36,10 @@ def run(ctx: Context, session) -> None:
     if getattr(ctx.args, SETTING_DEST + "max_drift", None) is not None:
         raise UsageError("--max-drift bounds how far a new version drifts from its previous one, and only a staged "
                          "candidate says which versions are new: give --image REPO@sha256:..., or use `release`.")
+    if getattr(ctx.args, SETTING_DEST + "max_latency_increase", None) is not None:
+        raise UsageError("--max-latency-increase bounds how much slower a new version is than its previous one, and "
+                         "only a staged candidate says which versions are new: give --image REPO@sha256:..., or use "
+                         "`release`.")
     repo = Repository.load(ctx.model_repository)
     names = models_list(ctx.args.models) or sorted(repo.models)
     session.step("test", ctx.console.golden_run, steps.test, repo, ctx.args.image, names, ctx.settings.load_timeout,
@@ -47,6 +52,7 @@ def serve_candidate(ctx: Context, session) -> None:
     """A staged candidate, pulled by digest; with --shard, its record written to the registry."""
     from triton_release.registry.candidate import parse_candidate
     from triton_release.fanout.stage import CandidateTestRequest, run_candidate_test
+    from triton_release.models.latency import LatencyOptions
     from triton_release.registry.client import open_repository
 
     args, settings = ctx.args, ctx.settings
@@ -56,5 +62,5 @@ def serve_candidate(ctx: Context, session) -> None:
         shard=args.shard, models=tuple(models_list(args.models)), junitxml=args.junitxml, keyword=args.keyword,
         load_timeout=settings.load_timeout, memory=settings.server_memory, pids=settings.server_pids,
         max_loaded=settings.max_loaded, gpus=settings.gpus, gpu_models=settings.gpu_models,
-        max_drift=settings.max_drift)
+        max_drift=settings.max_drift, latency=LatencyOptions.from_settings(settings, ctx.env))
     run_candidate_test(request, session)

@@ -44,6 +44,8 @@ class PromoteRequest:
     commit: bool = False
     model_repository: Path | None = None  # with commit: the checkout of the candidate's commit
     gpu_models: str = "require"         # "test": models a shard set aside for lacking a GPU ship untested
+    signing: object = None              # evidence/signing.py's Signing: the golden results added to the evidence
+    invocation: object = None           # evidence/statements.py's Invocation
 
 
 def run_promote(request: PromoteRequest, session: Session) -> None:
@@ -64,8 +66,18 @@ def run_promote(request: PromoteRequest, session: Session) -> None:
         promoted = session.step("promote", console.promoted, steps.promote, request.repository, checked,
                                 request.version, request.channel)
     # -- published: finished forward by a rerun, never rolled back -----------------------------
+    session.step("evidence", console.evidence, steps.promote_evidence, request.repository, checked, promoted,
+                 *_evidence_of(request))
     if planned is not None:
         session.step("commit", console.committed, steps.commit_shipped, request.model_repository, request.version,
                      planned, f"{request.repository}:{request.version}")
     session.step("retain-candidates", console.candidates_retained, steps.retain_candidates, request.repository,
                  promoted.digest, request.keep_candidates)
+
+
+def _evidence_of(request: PromoteRequest):
+    """How the golden results of the promoted candidate are signed, and who promoted it."""
+    from triton_release.evidence.signing import Signing
+    from triton_release.evidence.statements import CLI_BUILDER, Invocation
+
+    return request.signing or Signing("none"), request.invocation or Invocation(CLI_BUILDER)

@@ -33,6 +33,7 @@ from triton_release.history.bump import checkout_at
 from triton_release.session import Session
 
 if TYPE_CHECKING:
+    from triton_release.models.latency import LatencyOptions
     from triton_release.registry.client import RegistryRepository
 
 
@@ -51,6 +52,9 @@ class StageRequest:
     source: str = ""
     requirements_options: str = "refuse"
     max_layers: int = 120
+    warmup: str = "off"                # golden: model_warmup from the golden inputs in the image's configs
+    signing: object = None             # evidence/signing.py's Signing: the candidate's provenance and SBOM
+    invocation: object = None          # evidence/statements.py's Invocation
 
 
 def run_stage(request: StageRequest, session: Session) -> None:
@@ -94,9 +98,23 @@ def _stage(request: StageRequest, session: Session) -> None:
                              revision=planned.found.head, source=request.source, version=version or "",
                              bumped_from=planned.found.base, channel=request.channel,
                              requirements_options=request.requirements_options, prepared=prepared,
-                             max_layers=request.max_layers, extra_labels=labels)
-    session.step("candidate", console.candidate_pushed, steps.push_candidate, built.image_id, repository,
-                 planned.found.head)
+                             max_layers=request.max_layers, extra_labels=labels, warmup=request.warmup)
+    staged = session.step("candidate", console.candidate_pushed, steps.push_candidate, built.image_id, repository,
+                          planned.found.head)
+    session.step("evidence", console.evidence, steps.stage_evidence, repository, staged, planned, prepared,
+                 *_evidence_of(request))
+
+
+def _evidence_of(request: StageRequest):
+    """How the candidate's provenance and SBOM are signed, who built it, the settings it was built with."""
+    from triton_release.evidence.signing import Signing
+    from triton_release.evidence.statements import CLI_BUILDER, Invocation
+
+    settings = {"build": {"base_image": request.base_image, "python": request.python, "stub": request.stub,
+                          "requirements_options": request.requirements_options, "max_layers": request.max_layers,
+                          "channel": request.channel, "warmup": request.warmup},
+                "base_image": request.base_image}
+    return request.signing or Signing("none"), request.invocation or Invocation(CLI_BUILDER), settings
 
 
 def _build_inputs(request: StageRequest, base_image_id: str | None = None) -> dict:
@@ -109,9 +127,10 @@ def _build_inputs(request: StageRequest, base_image_id: str | None = None) -> di
         from triton_release.image.engine import docker_client
 
         base_image_id = image_id(docker_client(), request.base_image)
-    return build_inputs(base_image_id=base_image_id, stub=request.stub, python=request.python,
-                        requirements_options=request.requirements_options, max_layers=request.max_layers,
-                        channel=request.channel, source=request.source)
+    inputs = build_inputs(base_image_id=base_image_id, stub=request.stub, python=request.python,
+                          requirements_options=request.requirements_options, max_layers=request.max_layers,
+                          channel=request.channel, source=request.source)
+    return {**inputs, "warmup": request.warmup} if request.warmup != "off" else inputs
 
 
 @dataclass(frozen=True)
@@ -130,6 +149,7 @@ class CandidateTestRequest:
     gpus: str | None = None
     gpu_models: str = "test"
     max_drift: float | None = None     # refuse (the shard's record failed) a new version this far from its previous
+    latency: "LatencyOptions | None" = None  # measure new versions' latency; beyond its bound the record fails
 
 
 def run_candidate_test(request: CandidateTestRequest, session: Session) -> None:
@@ -164,7 +184,7 @@ def run_candidate_test(request: CandidateTestRequest, session: Session) -> None:
                                request.load_timeout, junitxml=junit, keyword=request.keyword,
                                shown_as=request.model_repository, memory=request.memory, pids=request.pids,
                                max_loaded=request.max_loaded, gpus=request.gpus, gpu_models=request.gpu_models,
-                               drift=drift, max_drift=request.max_drift)
+                               drift=drift, max_drift=request.max_drift, latency=request.latency)
         except Refused as exc:  # a verdict: the shard failed, and its record says so
             if request.shard is not None:
                 cases = _cases(exc.result)

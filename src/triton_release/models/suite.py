@@ -31,6 +31,7 @@ from triton_release.signals import pending_interrupt
 
 if TYPE_CHECKING:
     from triton_release.models.drift import ModelDrift
+    from triton_release.models.latency import LatencyRun
 
 
 class Server(Protocol):
@@ -82,6 +83,7 @@ class GoldenRun:
     needs_gpu: tuple[tuple[str, str], ...] = ()  # (model, why): not tested, they did not load on the CPU
     completed: tuple[tuple[str, dict], ...] = ()  # auto-complete models: (model, its config as served)
     drift: tuple["ModelDrift", ...] = ()  # new versions against their previous one (models/drift.py)
+    latency: "LatencyRun | None" = None  # their latency against the previous one's (models/latency.py)
 
     @property
     def passed(self) -> bool:
@@ -97,7 +99,8 @@ class GoldenRun:
                 "waves": [w.to_json() for w in self.waves], "peak_memory_bytes": self.peak_memory_bytes,
                 "tested_on_cpu": list(self.on_cpu), "not_tested_needs_gpu": dict(self.needs_gpu),
                 "auto_completed": sorted(name for name, _ in self.completed),
-                "drift": [d.to_json() for d in self.drift]}
+                "drift": [d.to_json() for d in self.drift],
+                "latency": self.latency.to_json() if self.latency is not None else None}
 
 
 def models_to_load(repo: Repository, names: list[str]) -> dict[str, int | None]:

@@ -332,6 +332,19 @@ class RegistryRepository:
         self._raise_for(answer, f"write tag {tag} of")
         return content_digest(manifest.body)
 
+    def referrers(self, digest: str) -> dict | None:
+        """The OCI 1.1 referrers index of `digest`; None when the registry has no referrers API (it
+        answers 404, as docker-registry 2.8 does, or anything but an image index)."""
+        answer = self._request("GET", f"referrers/{digest}",
+                               headers={"Accept": "application/vnd.oci.image.index.v1+json"})
+        if answer.status_code != 200:
+            return None
+        try:
+            index = json.loads(answer.content)
+        except ValueError:
+            return None
+        return index if isinstance(index, dict) and isinstance(index.get("manifests"), list) else None
+
     def delete(self, digest: str) -> None:
         answer = self._request("DELETE", f"manifests/{digest}")
         if answer.status_code == 404:

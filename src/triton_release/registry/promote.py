@@ -29,6 +29,7 @@ from triton_release.models.shards import (CHANGED_LABEL, NEW_VERSIONS_LABEL, SHA
                                           is_candidate_tag, new_versions_from_label,
                                           shards_from_label)
 from triton_release.history.releases import BASE_LABEL, REVISION_LABEL, is_release_tag, parse_version, versions_in
+from triton_release.registry import attestations
 from triton_release.registry.client import Manifest, RegistryRepository
 from triton_release.registry.publish import AlreadyReleased, tag_release
 from triton_release.registry.records import RECORD_TAG, GoldenRecord, read_record, record_tag
@@ -276,10 +277,12 @@ class CandidateRetention:
     records: tuple[str, ...]         # their records, deleted
     released: tuple[str, ...]        # older candidate tags left: a release is their manifest
     warning: str = ""                # why deleting stopped part way ("" when it did not)
+    evidence: tuple[str, ...] = ()   # their evidence (provenance and SBOM from the stage), deleted
 
     def to_json(self) -> dict:
         data = {"repository": self.repository, "keep_candidates": self.keep, "deleted": list(self.deleted),
-                "records_deleted": list(self.records), "kept_as_released": list(self.released)}
+                "records_deleted": list(self.records), "kept_as_released": list(self.released),
+                "evidence_deleted": list(self.evidence)}
         return {**data, "warning": self.warning} if self.warning else data
 
 
@@ -307,6 +310,7 @@ def retain_candidates(registry: RegistryRepository, released: str, keep: int = 0
     deleted: list[str] = []
     gone: list[str] = []
     kept: list[str] = []
+    attested: list[str] = []
     try:
         tags = registry.tags()
         released_manifest = registry.manifest(released)
@@ -331,9 +335,13 @@ def retain_candidates(registry: RegistryRepository, released: str, keep: int = 0
                 if record_digest is not None:
                     registry.delete(record_digest)
                 gone.append(record)
+            evidence = attestations.delete(registry, digest)  # what its stage attached to it
+            if evidence is not None:
+                attested.append(evidence)
     except (InfrastructureError, Refused) as exc:
         warning = (f"old candidates of {registry} could not all be deleted ({exc.message}); they stay, and the "
                    "next promote tries again")
         log.warning(warning)
-        return CandidateRetention(str(registry), keep, tuple(deleted), tuple(gone), tuple(kept), warning)
-    return CandidateRetention(str(registry), keep, tuple(deleted), tuple(gone), tuple(kept))
+        return CandidateRetention(str(registry), keep, tuple(deleted), tuple(gone), tuple(kept), warning,
+                                  tuple(attested))
+    return CandidateRetention(str(registry), keep, tuple(deleted), tuple(gone), tuple(kept), evidence=tuple(attested))

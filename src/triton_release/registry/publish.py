@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import docker
 import requests
 
-from triton_release import progress
+from triton_release import contract, progress
 from triton_release.errors import InfrastructureError, Refused, UsageError
 from triton_release.history.releases import (CHANNEL_LABEL, REVISION_LABEL, is_provenance_tag, is_release_tag,
                                              moving_tags, parse_version, versions_in)
@@ -258,10 +258,11 @@ class Retention:
     deleted: tuple[str, ...]                              # the releases deleted, X.Y.Z
     dropped: tuple[str, ...] = ()                         # the other tags that pointed at them, gone with them
     kept_for: tuple[tuple[str, tuple[str, ...]], ...] = ()  # older releases kept: (X.Y.Z, the channels on it)
+    evidence: tuple[str, ...] = ()                        # the evidence tags of the deleted releases, deleted
 
     def to_json(self) -> dict:
         return {"repository": self.repository, "keep": self.keep, "deleted": list(self.deleted),
-                "tags_dropped": list(self.dropped),
+                "tags_dropped": list(self.dropped), "evidence_deleted": list(self.evidence),
                 "kept_as_channel_targets": {version: list(channels) for version, channels in self.kept_for}}
 
 
@@ -307,9 +308,17 @@ def retain(registry: RegistryRepository, keep: int, channel: str) -> Retention:
             gone.add(digest)
         deleted.append(str(version))
     dropped = tuple(tag for tag in tags if digests.get(tag) in gone and not is_release_tag(tag))
+    # a deleted release's evidence goes with it; never a manifest that a kept release's evidence tag
+    # names too (the registry deletes by digest: that would delete the kept one's evidence)
+    kept_evidence = {digests.get(tag) for tag in tags if contract.evidence_subject(tag) not in (None, *gone)}
+    evidence = []
+    for tag in tags:
+        if contract.evidence_subject(tag) in gone and digests.get(tag) and digests[tag] not in kept_evidence:
+            registry.delete(digests[tag])
+            evidence.append(tag)
     if dropped:
         them = "it" if len(deleted) == 1 else "them"
         logging.getLogger("triton_release").warning(
             f"--keep {keep} deleted {', '.join(deleted)} from {registry}, and with {them} the tags that pointed "
             f"there: {', '.join(dropped)}. Pull a kept release by its X.Y.Z or a channel.")
-    return Retention(str(registry), keep, tuple(deleted), dropped, tuple(kept))
+    return Retention(str(registry), keep, tuple(deleted), dropped, tuple(kept), tuple(evidence))
