@@ -8,7 +8,6 @@ import json
 import os
 import socket
 from pathlib import Path
-from typing import Callable
 
 
 OWNER_LABEL = "triton-release.owner"  # on every container the tool makes: removed once its run is gone
@@ -20,10 +19,17 @@ def owner_labels() -> dict[str, str]:
 
 
 def owner() -> dict:
-    """This process, as another run can tell whether it still lives: its host, pid and start
-    time, and whether the host is a container (an action's, which the daemon can be asked about)."""
-    return {"host": socket.gethostname(), "pid": os.getpid(), "started": _started(os.getpid()),
-            "container": Path("/.dockerenv").exists()}
+    """This process, as another run can tell whether it still lives: its host, its pid namespace
+    (containers on one daemon may share a host name, never a pid namespace), pid and start time."""
+    return {"host": socket.gethostname(), "pidns": _pid_namespace(), "pid": os.getpid(),
+            "started": _started(os.getpid())}
+
+
+def _pid_namespace() -> str:
+    try:
+        return os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return ""
 
 
 def _started(pid: int) -> str:
@@ -33,14 +39,13 @@ def _started(pid: int) -> str:
         return ""
 
 
-def alive(who: dict, running_elsewhere: Callable[[str], bool] | None = None) -> bool:
-    """Whether the process `who` still runs: on this host by its pid and start time; in another
-    container (an earlier action's) as `running_elsewhere(host)` says. A process on another host
-    that is no container cannot be looked at from here: it counts as alive, and what it owns is
-    left alone."""
-    if who.get("host") == socket.gethostname():
+def alive(who: dict, *, elsewhere: bool) -> bool:
+    """Whether the process `who` may still run. On this host, in this pid namespace, it is looked
+    up by pid and start time. A process elsewhere (another host, another container) cannot be
+    looked at from here: `elsewhere` says what to assume (True for a
+    container on a shared daemon, which another job may be using; False for a journal in this
+    checkout, which no other host bumps while this run does)."""
+    if who.get("host") == socket.gethostname() and who.get("pidns") == _pid_namespace() != "":
         pid = who.get("pid")
         return isinstance(pid, int) and _started(pid) != "" and _started(pid) == who.get("started")
-    if who.get("container") is True and running_elsewhere is not None:
-        return running_elsewhere(str(who.get("host", "")))
-    return True
+    return elsewhere

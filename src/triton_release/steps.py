@@ -220,15 +220,13 @@ def recover(root: Path, repository: "RegistryRepository | None") -> Recovered | 
     """Finish what a killed run left (its journal, history/journal.py): a bump never published is
     undone; one published is kept for its commit; a release commit left without its tag is tagged,
     and git's stale index.lock removed. None when no run was stopped; refused while it still runs."""
-    from triton_release.image.engine import running_container
-
     git = Git(Git(root).toplevel())
     journal = Journal(git)
     entry = journal.read()
     if entry is None:
         return None
     who = f"pid {entry.owner.get('pid')} on {entry.owner.get('host')}"
-    if alive(entry.owner, running_container):
+    if alive(entry.owner, elsewhere=False):
         raise UsageError(f"""
             Another triton-release run ({who}) is bumping this checkout ({journal.path} says so). Wait
             for it to end, or stop it; a run that was killed is recognised and finished by the next.""")

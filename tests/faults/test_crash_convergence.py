@@ -94,7 +94,7 @@ def assert_converged(ws: Workspace, first_digest: str) -> None:
 def orphans(ws: Workspace) -> list[str]:
     """Containers (servers, probes) whose owning run is gone: a killed run's, never removed."""
     found = ws.docker.containers.list(all=True, filters={"label": OWNER_LABEL})
-    return [c.name for c in found if not alive(json.loads(c.labels[OWNER_LABEL]))]
+    return [c.name for c in found if not alive(json.loads(c.labels[OWNER_LABEL]), elsewhere=True)]
 
 
 STEPS = ["bump", "export", "environments", "build", "test", "push", "tags"]

@@ -31,13 +31,3 @@ def docker_client(timeout: int = 600, env: Mapping[str, str] | None = None,
     client.api.timeout = timeout
     return client
 
-
-def running_container(name: str) -> bool:
-    """Whether a container of that name or id runs on the daemon (an action container that wrote
-    a journal, history/journal.py); False when none does or no daemon answers."""
-    if not name:
-        return False
-    try:
-        return docker_client(ping_timeout=5).containers.get(name).status == "running"
-    except (InfrastructureError, docker.errors.DockerException, requests.RequestException):
-        return False

@@ -65,14 +65,6 @@ def memory_limit(value: str | int | None, meminfo: str | None = None) -> int | N
 def remove_orphans(client: docker.DockerClient) -> list[str]:
     """Remove the containers (servers, probes) whose run is gone (killed: no cleanup code of its
     ran), as their owner label tells; one whose owner may still run is left alone. Returns their names."""
-    def running(host: str) -> bool:
-        try:
-            return client.containers.get(host).status == "running"
-        except docker.errors.NotFound:
-            return False
-        except docker.errors.APIError:
-            return True  # cannot tell: leave its servers alone
-
     removed = []
     try:
         found = client.containers.list(all=True, filters={"label": OWNER_LABEL})
@@ -83,7 +75,7 @@ def remove_orphans(client: docker.DockerClient) -> list[str]:
             who = json.loads(container.labels.get(OWNER_LABEL) or "{}")
         except ValueError:
             continue
-        if not isinstance(who, dict) or alive(who, running):
+        if not isinstance(who, dict) or alive(who, elsewhere=True):  # another job's, maybe
             continue
         try:
             container.remove(force=True)
