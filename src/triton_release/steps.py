@@ -611,6 +611,8 @@ def test(root: Path | Repository, image: str, names: list[str], load_timeout: fl
 
         cases, ran = run_waves(repo, server, waves, load, junitxml=junitxml, keyword=keyword, started=started,
                                after_wave=after_wave if meter else None)
+        if any(not c.passed for c in cases):  # a server the daemon killed is no model's fault
+            server.check_running("while its golden cases ran")
     if shown_as is not None:
         cases = [replace(c, path=str(_shown(Path(c.path), repo.root, shown_as))) for c in cases]
     run = GoldenRun(image, tuple(load), tuple(cases), tuple(n for n in names if not repo[n].golden_cases),

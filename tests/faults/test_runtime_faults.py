@@ -4,10 +4,14 @@ the model's own words in the output, nothing pushed, the bump undone, no contain
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+import time
 
 import pytest
 
 from support.models import DECOUPLED_CONFIG, DECOUPLED_MODEL, PYTHON_MODEL, PYTHON_MODEL_RAISING, SLEEPY_MODEL
+from support.stack import BASE_IMAGE, SERVERS
 from support.workspace import assert_refused_cleanly
 
 pytestmark = pytest.mark.integration
@@ -95,6 +99,40 @@ def test_a_cancelled_release_removes_the_server_undoes_the_bump_and_exits_143(ws
     assert run.returncode == 143, out[-3000:]
     assert time.monotonic() - started < 30
     assert json.loads(report.read_text())["error"]["exit_code"] == 143
+    after = ws.state()
+    assert after.tags == before.tags and after.status == before.status and after.files == before.files
+    assert not ws.docker.containers.list(all=True, filters={"label": SERVERS})
+
+
+SLOW_EXECUTE = PYTHON_MODEL.replace("        responses = []\n", "        import time\n        time.sleep(30)\n"
+                                    "        responses = []\n")
+
+
+def test_a_server_the_daemon_kills_during_a_case_is_an_infrastructure_failure(ws):
+    """`docker kill` (or the OOM killer) takes the server down while a golden case waits: exit 3
+    saying the server was killed, not "fix the model or the golden file"; nothing half-done."""
+    ws.write({"a/1/model.py": SLOW_EXECUTE})
+    ws.commit("a: slow")
+    before = ws.state()
+    report = ws.root.parent / "report.json"
+    report.unlink(missing_ok=True)
+    process = subprocess.Popen([sys.executable, "-m", "triton_release", "release", "--to", ws.image, "--base-image",
+                                BASE_IMAGE, "--load-timeout", "30", "--report", str(report)], cwd=ws.root,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines = []
+    for line in process.stdout:
+        lines.append(line)
+        if line.startswith("golden cases:") or line.startswith("load:") and "ready in" in line:
+            time.sleep(1.0)  # the case is in flight: the model sleeps in execute
+            for container in ws.docker.containers.list(filters={"label": SERVERS}):
+                container.kill()
+            break
+    lines += process.stdout.read().splitlines(keepends=True)
+    code = process.wait(timeout=120)
+    out = "".join(lines)
+    assert code == 3, out[-3000:]
+    message = json.loads(report.read_text())["error"]["message"]
+    assert "was killed while its golden cases ran" in message and "Fix the model" not in message, message
     after = ws.state()
     assert after.tags == before.tags and after.status == before.status and after.files == before.files
     assert not ws.docker.containers.list(all=True, filters={"label": SERVERS})

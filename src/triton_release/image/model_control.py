@@ -162,7 +162,8 @@ class ModelControl:
             return
         state = self.container.attrs.get("State") or {}
         if state.get("OOMKilled") or state.get("ExitCode") == 137:
-            why = "out of memory, the daemon says" if state.get("OOMKilled") else "SIGKILL, exit code 137"
+            why = ("out of memory, the daemon says" if state.get("OOMKilled")
+                   else "SIGKILL, exit code 137: `docker kill`, or the kernel's OOM killer")
             raise InfrastructureError(f"""
                 The tritonserver container {self.name} was killed {during} ({why}): nothing is wrong with
                 the golden files. Give the server more memory (server_memory in triton-release.yaml, or a
