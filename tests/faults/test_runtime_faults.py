@@ -136,3 +136,25 @@ def test_a_server_the_daemon_kills_during_a_case_is_an_infrastructure_failure(ws
     after = ws.state()
     assert after.tags == before.tags and after.status == before.status and after.files == before.files
     assert not ws.docker.containers.list(all=True, filters={"label": SERVERS})
+
+
+def test_a_closed_stdout_after_the_bump_stops_the_release_and_undoes_it(ws):
+    """`release | grep -m1 "bump: done"`: the reader goes away after the bump; the release stops
+    as SIGPIPE would (exit 141), the bump undone, no container, no traceback."""
+    ws.write({"a/1/model.py": PYTHON_MODEL + "\n# a change\n"})
+    ws.commit("a: a change")
+    before = ws.state()
+    process = subprocess.Popen([sys.executable, "-m", "triton_release", "release", "--to", ws.image, "--base-image",
+                                BASE_IMAGE, "--no-push"], cwd=ws.root, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    for line in process.stdout:
+        if line.startswith("bump: done"):
+            break
+    process.stdout.close()  # the reader is gone
+    errors = process.stderr.read()
+    assert process.wait(timeout=120) == 141, errors[-3000:]
+    assert "Traceback" not in errors and "this is a bug" not in errors.lower(), errors[-3000:]
+    assert "interrupted by SIGPIPE" in errors
+    after = ws.state()
+    assert after.status == before.status and after.files == before.files and after.tags == before.tags
+    assert not ws.docker.containers.list(all=True, filters={"label": SERVERS})
