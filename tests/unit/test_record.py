@@ -153,3 +153,27 @@ def test_the_record_label_round_trips_and_a_foreign_one_is_ignored():
     assert record.parse(record.label(shipped)) == shipped
     for text in (None, "", "[1, 2]", "{not json", '{"a": {"x": "y"}}'):
         assert record.parse(text) is None
+
+
+def test_following_the_refusals_advice_converges(runner):
+    """The refusal of an edited released version says how to give it back its released bytes:
+    done as said, the next release ships it unchanged and numbers the change after the newest."""
+    import re
+    import shutil
+    import subprocess
+
+    repo, registry = runner
+    second = edit(repo, "a", 1, "# one\n")
+    registry.release("1.1.0", second, plan(repo, registry))
+    repo.write({"a/2/model.py": PYTHON_MODEL + "# one, then more\n"})
+    repo.commit("a: version 2 by hand, version 1 left edited")
+    with pytest.raises(Refused) as refused:
+        plan(repo, registry)
+    command = re.search(r"`(git archive \S+ \| tar -x -C \S+)`", refused.value.message).group(1)
+    shutil.rmtree(repo.models / "a" / "1")
+    (repo.models / "a" / "1").mkdir()
+    subprocess.run(["bash", "-c", command], cwd=repo.root, check=True)  # as the message says, from the top
+    repo.commit("a: version 1 as released")
+    planned = plan(repo, registry)
+    assert [(b.model, b.from_version, b.to_version) for b in planned.bumps] == [("a", 2, 3)]
+    assert content(repo, "a", 1) == PYTHON_MODEL
