@@ -57,3 +57,16 @@ def releaser(git_repo, tmp_path, monkeypatch, docker_client):
     release = Releaser(f"{REGISTRY}/triton-release-test/release-{uuid.uuid4().hex[:12]}", tmp_path)
     yield release
     docker_client.images.remove(f"{release.target}:candidate", force=True)
+
+
+@pytest.fixture
+def cli_report(tmp_path):
+    """`run(*argv, code=0)`: the CLI in this process with a report, checked for its exit code; the report."""
+    def run(*argv: str, code: int = 0) -> dict:
+        report = tmp_path / "cli-report.json"
+        report.unlink(missing_ok=True)
+        exit_code = main([*argv, "--report", str(report)])
+        found = json.loads(report.read_text())
+        assert exit_code == code, found.get("error")
+        return found
+    return run

@@ -12,7 +12,6 @@ import pytest
 
 from triton_release import steps
 from triton_release.action.main import main as action_main
-from triton_release.cli.main import main as cli_main
 from triton_release.models.repository import Repository
 from triton_release.registry.records import read_record
 
@@ -103,7 +102,7 @@ def test_both_versions_load_with_the_cpu_groups_and_the_environment_and_sequence
 
 
 def test_a_staged_candidates_shard_measures_drift_and_max_drift_fails_its_record_and_the_promote(
-        git_repo, releaser, tmp_path, docker_client):
+        git_repo, releaser, tmp_path, docker_client, cli_report):
     git_repo.write(python_model_files("a"))
     git_repo.commit("a model")
     releaser()  # 1.0.0: the version the candidate's new one is compared with
@@ -113,13 +112,7 @@ def test_a_staged_candidates_shard_measures_drift_and_max_drift_fails_its_record
     git_repo.write({"a/golden/basic.json": golden_case(out=SCALED)})
     git_repo.commit("a: scaled by 1.01")
 
-    def run(*argv: str, code: int = 0) -> dict:
-        report = tmp_path / "fanout-report.json"
-        report.unlink(missing_ok=True)
-        exit_code = cli_main([*argv, "--report", str(report)])
-        found = json.loads(report.read_text())
-        assert exit_code == code, found.get("error")
-        return found
+    run = cli_report
 
     staged = run("stage", "--to", releaser.target, "--base-image", BASE_IMAGE)
     candidate = staged["candidate"]

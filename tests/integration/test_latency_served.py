@@ -163,8 +163,7 @@ def test_only_error_cases_are_skipped_with_the_reason_and_warmup_golden_warms_th
 
 
 def test_a_shard_of_a_staged_candidate_measures_its_models_and_the_gate_fails_its_record_and_the_promote(
-        git_repo, releaser, tmp_path, docker_client):
-    from triton_release.cli.main import main as cli_main
+        git_repo, releaser, tmp_path, docker_client, cli_report):
     from triton_release.registry.records import read_record
 
     git_repo.write(sleeping("a", 2))
@@ -173,13 +172,7 @@ def test_a_shard_of_a_staged_candidate_measures_its_models_and_the_gate_fails_it
     git_repo.write(sleeping("a", 8))
     git_repo.commit("a sleeps 8 ms")
 
-    def run(*argv: str, code: int = 0) -> dict:
-        report = tmp_path / "fanout-report.json"
-        report.unlink(missing_ok=True)
-        exit_code = cli_main([*argv, "--report", str(report)])
-        found = json.loads(report.read_text())
-        assert exit_code == code, found.get("error")
-        return found
+    run = cli_report
 
     staged = run("stage", "--to", releaser.target, "--base-image", BASE_IMAGE)
     candidate = staged["candidate"]

@@ -138,17 +138,10 @@ def release(registry: "RegistryRepository", digest: str, version: str, *, root: 
             prepared: "Prepared", run: "GoldenRun | None", tested: Iterable[str], signing: Signing,
             invocation: st.Invocation, settings: Mapping[str, Any], latency: Any = None) -> Evidence:
     """The evidence of release `version` (`digest`), from the run that built, tested and pushed it."""
-    from triton_release.evidence.packages import image_packages
-    from triton_release.image.engine import docker_client
-
     labels, config_digest = _image(registry, digest)
     models = _models(labels)
     base, choice = prepared.base, prepared.stub
-    client = docker_client()
-    install = base.pythons.get(choice.target_python)
-    found = image_packages(client, base.image_id, install.executable if install else "python3")
-    envs = {model: tuple(Package(d.name, d.version, d.sha256, location=f"/{d.in_image}") for d in env.distributions)
-            for model, env in prepared.environments.by_model.items()}
+    client, found, envs = _packages(prepared)
     name = str(registry)
     golden = st.golden_predicate(image=f"{name}:{version}", digest=digest, config_digest=config_digest,
                                  triton=base.triton_version, models=models, run=run,
@@ -225,16 +218,9 @@ def rerun(registry: "RegistryRepository", digest: str, version: str, *, root: Pa
 def stage(registry: "RegistryRepository", digest: str, version: str, *, planned: "ChangesResult",
           prepared: "Prepared", signing: Signing, invocation: st.Invocation, settings: Mapping[str, Any]) -> Evidence:
     """Provenance and SBOM of a staged candidate; promote adds the golden results."""
-    from triton_release.evidence.packages import image_packages
-    from triton_release.image.engine import docker_client
-
     labels, _ = _image(registry, digest)
     base, choice = prepared.base, prepared.stub
-    client = docker_client()
-    install = base.pythons.get(choice.target_python)
-    found = image_packages(client, base.image_id, install.executable if install else "python3")
-    envs = {model: tuple(Package(d.name, d.version, d.sha256, location=f"/{d.in_image}") for d in env.distributions)
-            for model, env in prepared.environments.by_model.items()}
+    client, found, envs = _packages(prepared)
     name = str(registry)
     facts = st.BuildFacts(planned.found.head, labels.get(SOURCE_LABEL, ""), base.image, base.image_id,
                           _base_digests(client, base.image_id), {**choice.to_json(), "sha256": _file_sha256(choice.stub_file)},
@@ -272,3 +258,18 @@ def _json(body: bytes) -> Any:
         return json.loads(body)
     except ValueError:
         return None
+
+
+def _packages(prepared: "Prepared"):
+    """The daemon, the Python packages of the base image's target Python, and each model
+    environment's distributions, for the SBOM."""
+    from triton_release.evidence.packages import image_packages
+    from triton_release.image.engine import docker_client
+
+    base, choice = prepared.base, prepared.stub
+    client = docker_client()
+    install = base.pythons.get(choice.target_python)
+    found = image_packages(client, base.image_id, install.executable if install else "python3")
+    envs = {model: tuple(Package(d.name, d.version, d.sha256, location=f"/{d.in_image}") for d in env.distributions)
+            for model, env in prepared.environments.by_model.items()}
+    return client, found, envs
