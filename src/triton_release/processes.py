@@ -5,11 +5,13 @@ run to finish or remove, once its owner is gone."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import socket
 from pathlib import Path
 
 
+log = logging.getLogger("triton_release")
 OWNER_LABEL = "triton-release.owner"  # on every container the tool makes: removed once its run is gone
 
 
@@ -49,3 +51,18 @@ def alive(who: dict, *, elsewhere: bool) -> bool:
         pid = who.get("pid")
         return isinstance(pid, int) and _started(pid) != "" and _started(pid) == who.get("started")
     return elsewhere
+
+
+def remove_by_name(client, name: str) -> None:
+    """Remove the container `name` (a docker client's) if it exists: a container made under a name
+    chosen before its create is removed even when a signal came during the create. A failure here
+    is a warning, never the error reported."""
+    import docker
+
+    try:
+        client.api.remove_container(name, force=True)
+    except docker.errors.NotFound:
+        pass
+    except docker.errors.APIError as exc:
+        log.warning(f"could not remove the container {name} ({exc.explanation or exc}); remove it with "
+                    f"`docker rm -f {name}`")

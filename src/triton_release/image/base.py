@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import json
 import re
+import uuid
 from dataclasses import asdict, dataclass, field, replace
 
 import docker
 
 from triton_release.errors import InfrastructureError, Refused
 from triton_release.cache import cache_dir, write_atomic
-from triton_release.processes import owner_labels
+from triton_release.processes import owner_labels, remove_by_name
+
 
 STUB_PATH = "/opt/tritonserver/backends/python/triton_python_backend_stub"
 CACHE_FORMAT = 1
@@ -154,10 +156,10 @@ def parse_probe(image: str, image_id: str, output: str) -> BaseImage:
 
 def run_probe(client: docker.DockerClient, image: str, script: str, env: dict[str, str]) -> str:
     """Run `script` with /bin/sh in a throwaway container of `image`, no network; its output."""
-    container = None
+    name = f"triton-release-probe-{uuid.uuid4().hex[:12]}"  # known before it exists: removed by it
     try:
         container = client.containers.create(image, entrypoint=["/bin/sh", "-c", script], environment=env,
-                                             network_disabled=True,
+                                             network_disabled=True, name=name,
                                              labels={"triton-release.probe": "1", **owner_labels()})
         container.start()
         status = container.wait().get("StatusCode", 1)
@@ -172,12 +174,8 @@ def run_probe(client: docker.DockerClient, image: str, script: str, env: dict[st
             first, or give another with --base-image.""") from None
     except docker.errors.APIError as exc:
         raise InfrastructureError(f"The Docker daemon failed while inspecting {image}: {exc.explanation or exc}") from None
-    finally:  # whatever stopped the probe (a signal too): never left behind
-        if container is not None:
-            try:
-                container.remove(force=True)
-            except docker.errors.APIError:
-                pass
+    finally:  # whatever stopped the probe (a signal too, even one during its create): never left behind
+        remove_by_name(client, name)
     return output.decode("utf-8", errors="replace")
 
 

@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import io
 import tarfile
+import uuid
 from typing import TYPE_CHECKING, Iterable, Mapping
 
 from google.protobuf import json_format, text_format
 
 from triton_release.errors import InfrastructureError
 from triton_release.models.config_schema import model_config_pb2
-from triton_release.processes import owner_labels
+from triton_release.processes import owner_labels, remove_by_name
 
 if TYPE_CHECKING:
     import docker
@@ -69,14 +70,11 @@ def image_configs(client: "docker.DockerClient", image: str,
     names = sorted(set(names))
     if not names:
         return {}
-    try:
-        container = client.containers.create(image, command=["true"], entrypoint=[], network_disabled=True,
-                                             labels=owner_labels())
-    except docker.errors.APIError as exc:
-        raise InfrastructureError(f"The Docker daemon could not read the model configs inside {image}: "
-                                  f"{exc.explanation or exc}. Run again when the daemon is back.") from None
+    reader = f"triton-release-configs-{uuid.uuid4().hex[:12]}"  # known before it exists: removed by it
     found: dict[str, model_config_pb2.ModelConfig | None] = {}
     try:
+        container = client.containers.create(image, command=["true"], entrypoint=[], network_disabled=True,
+                                             labels=owner_labels(), name=reader)
         for name in names:
             try:
                 stream, _ = container.get_archive(f"/models/{name}/config.pbtxt")
@@ -91,11 +89,8 @@ def image_configs(client: "docker.DockerClient", image: str,
     except docker.errors.APIError as exc:
         raise InfrastructureError(f"The Docker daemon could not read the model configs inside {image}: "
                                   f"{exc.explanation or exc}. Run again when the daemon is back.") from None
-    finally:
-        try:
-            container.remove(force=True)
-        except docker.errors.APIError:
-            pass  # cleanup never masks the error being reported
+    finally:  # by its name: a signal during the create leaves none behind either
+        remove_by_name(client, reader)
     return found
 
 
