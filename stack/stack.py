@@ -18,6 +18,7 @@ import io
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tarfile
@@ -134,19 +135,50 @@ def docker_answers() -> bool:
         return False
 
 
+def listening(address: str | Path) -> bool:
+    """Something accepts connections there (a unix socket path or HOST:PORT): a daemon that is
+    running, however slow it is to answer, which must be waited for, never replaced."""
+    unix = isinstance(address, Path)
+    try:
+        with socket.socket(socket.AF_UNIX if unix else socket.AF_INET) as sock:
+            sock.settimeout(2)
+            if unix:
+                sock.connect(str(address))
+            else:
+                host, port = address.rsplit(":", 1)
+                sock.connect((host, int(port)))
+        return True
+    except OSError:
+        return False
+
+
+def pid_alive(pidfile: Path) -> bool:
+    try:
+        os.kill(int(pidfile.read_text().strip()), 0)
+        return True
+    except (OSError, ValueError):
+        return False
+
+
 def ensure_docker() -> None:
     if docker_answers():
         return
     if os.environ.get("DOCKER_HOST"):
         raise StackError(f"DOCKER_HOST={os.environ['DOCKER_HOST']} does not answer; start that daemon or unset DOCKER_HOST.")
+    pidfile = STATE / "dockerd.pid"
+    logfile = STATE / "dockerd.log"
+    if listening(DOCKER_SOCKET) or pid_alive(pidfile):
+        # Busy (removing images, a loaded runner), not gone: unlinking its socket and starting a
+        # second daemon would cut every client off from the one that holds the containers.
+        log(f"dockerd is running but slow to answer on {DOCKER_SOCKET}; waiting for it")
+        wait_for("dockerd (running, not answering)", docker_answers, 120, logfile)
+        return
     if os.geteuid() != 0:
         raise StackError("no Docker daemon answers on /var/run/docker.sock and starting one needs root: run `sudo make stack`.")
     state = STATE / "docker"
     state.mkdir(parents=True, exist_ok=True)
-    pidfile = STATE / "dockerd.pid"
-    logfile = STATE / "dockerd.log"
     if DOCKER_SOCKET.exists():
-        DOCKER_SOCKET.unlink()
+        DOCKER_SOCKET.unlink()  # nothing listens on it: a stale socket from a daemon that died
     log(f"starting dockerd (state in {state})")
     with open(logfile, "ab") as out:
         subprocess.Popen(
@@ -168,6 +200,11 @@ def registry_answers() -> bool:
 
 def ensure_registry() -> None:
     if registry_answers():
+        return
+    if listening(REGISTRY_ADDR):
+        log(f"{REGISTRY_ADDR} is bound but slow to answer; waiting for the registry there")
+        wait_for(f"the registry on {REGISTRY_ADDR} (bound, not answering)", registry_answers, 60,
+                 STATE / "registry.log")
         return
     storage = STATE / "registry"
     storage.mkdir(parents=True, exist_ok=True)

@@ -10,12 +10,13 @@ from pathlib import Path
 
 import docker
 import pytest
+import requests
 
 
 from support.git import GitRepo
 from support.models import write_tree
 from support.registries import LocalRegistry
-from support.stack import ROOT, SERVERS
+from support.stack import REGISTRY, ROOT, SERVERS
 
 
 @pytest.fixture
@@ -93,3 +94,47 @@ def pytest_collection_modifyitems(config, items):
         raise pytest.UsageError("these tests use the local stack but are marked neither integration nor e2e "
                                 "(add `pytestmark = pytest.mark.integration` to their module):\n  "
                                 + "\n  ".join(unmarked))
+
+
+# -- a run that loses its stack stops at once and says why, rather than failing every later test
+# slowly (each one waiting out its own readiness timeout) until CI's clock runs out.
+
+STACK_LOGS = ("dockerd.log", "registry.log")
+
+
+def stack_down_reason() -> str | None:
+    try:
+        docker.from_env(timeout=30).ping()
+    except Exception as exc:  # noqa: BLE001 - any failure to answer is the finding
+        return f"the Docker daemon stopped answering: {exc}"
+    try:
+        requests.get(f"http://{REGISTRY}/v2/", timeout=30).raise_for_status()
+    except requests.RequestException as exc:
+        return f"the registry on {REGISTRY} stopped answering: {exc}"
+    return None
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item, nextitem):
+    if "stack" not in item.fixturenames:
+        return
+    reason = stack_down_reason()
+    if reason:
+        tails = []
+        for name in STACK_LOGS:
+            log = ROOT / ".stack" / name
+            if log.exists():
+                tails.append(f"--- the end of {log}:\n" + "\n".join(log.read_text(errors="replace").splitlines()[-20:]))
+        pytest.exit(f"after {item.nodeid}: {reason}\n" + "\n".join(tails), returncode=3)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A failure's cause printed as it happens (the end of its traceback), not only in the summary at
+    the end: a run cut short by a timeout still shows why its first tests failed."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.failed:
+        terminal = item.config.pluginmanager.get_plugin("terminalreporter")
+        tail = "\n".join(report.longreprtext.splitlines()[-25:])
+        terminal.write_line(f"\n--- {report.nodeid} ({report.when}) failed:\n{tail}\n---")
