@@ -24,9 +24,8 @@ from pathlib import Path
 import docker
 
 from bench import pipeline, rebuild, report, requirements_change, scale, serve
-from bench.report import revision
 from bench.generate import generate_history
-
+from bench.report import revision
 
 KEPT = ("fanout", "latency")  # sections of an earlier bench/results.json that this run does not measure
 

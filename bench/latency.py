@@ -203,7 +203,7 @@ def plot(figures: dict, out: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, axis = plt.subplots(figsize=(7, 4.5))
-    for index, (name, scenario) in enumerate(figures["scenarios"].items()):
+    for scenario in figures["scenarios"].values():
         rows = scenario["trials_detail"]
         xs = [scenario["sleep_ratio"] + (i - len(rows) / 2) * 0.004 for i in range(len(rows))]
         ratios = [r["ratio"] for r in rows]

@@ -12,11 +12,10 @@ import docker
 import pytest
 import requests
 
-
 from support.git import GitRepo
 from support.models import write_tree
 from support.registries import LocalRegistry
-from support.stack import REGISTRY, ROOT, SERVERS
+from support.stack import BASE_IMAGE, REGISTRY, ROOT, SERVERS
 
 
 @pytest.fixture
@@ -104,9 +103,14 @@ STACK_LOGS = ("dockerd.log", "registry.log")
 
 def stack_down_reason() -> str | None:
     try:
-        docker.from_env(timeout=30).ping()
+        client = docker.from_env(timeout=30)
+        client.ping()
     except Exception as exc:  # noqa: BLE001 - any failure to answer is the finding
         return f"the Docker daemon stopped answering: {exc}"
+    try:
+        client.images.get(BASE_IMAGE)
+    except docker.errors.ImageNotFound:
+        return f"the base image {BASE_IMAGE}, which every later test builds on, is gone"
     try:
         requests.get(f"http://{REGISTRY}/v2/", timeout=30).raise_for_status()
     except requests.RequestException as exc:

@@ -14,9 +14,10 @@ import logging
 import os
 import shutil
 import uuid
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterator, Mapping, TypeVar, overload
+from typing import TypeVar, overload
 
 from triton_release.errors import InfrastructureError
 

@@ -20,9 +20,10 @@ import re
 import signal
 import sys
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator, TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from triton_release.problems import Problem, display_path
 from triton_release.progress import LiveBars, PlainLines, Reporter, reporting
@@ -158,7 +159,7 @@ class Console:
                 props += f",col={problem.col}"
         return " " + props
 
-    def failure(self, error: "TritonReleaseError | str", details: list[str] = ()) -> None:
+    def failure(self, error: TritonReleaseError | str, details: list[str] = ()) -> None:
         message = error if isinstance(error, str) else error.message
         for line in details or getattr(error, "details", ()):
             self._text(line)

@@ -17,7 +17,7 @@ a rerun agree, and a channel (a user's moving tag) can never be one of them.
 from __future__ import annotations
 
 import re
-from typing import Callable
+from collections.abc import Callable
 
 RELEASE = re.compile(r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)$")  # semver: no leading zeros
 MOVING = re.compile(r"^\d+(\.\d+)?$")

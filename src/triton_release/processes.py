@@ -10,7 +10,6 @@ import os
 import socket
 from pathlib import Path
 
-
 log = logging.getLogger("triton_release")
 OWNER_LABEL = "triton-release.owner"  # on every container the tool makes: removed once its run is gone
 

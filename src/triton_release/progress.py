@@ -25,9 +25,10 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Callable, Iterator, TextIO
+from typing import TextIO
 
 EVERY = 5.0  # seconds between two plain lines of one task, at least
 BYTES = "B"  # the unit of sizes: shown as KiB, MiB, GiB, with throughput
@@ -37,7 +38,7 @@ class Task:
     """One long piece of work: `done` of `total` (None: not known yet) `unit`s, and a detail
     (what it is doing now: "layer 2 of 5", "wave 1 of 3", a model's name)."""
 
-    def __init__(self, label: str, total: float | None, unit: str, reporter: "Reporter") -> None:
+    def __init__(self, label: str, total: float | None, unit: str, reporter: Reporter) -> None:
         self.label, self.total, self.unit = label, total, unit
         self.done: float = 0
         self.detail = ""

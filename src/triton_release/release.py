@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import re
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Mapping
+from typing import TYPE_CHECKING
 
 from triton_release import steps
 from triton_release.cache import exclusive
@@ -40,7 +41,7 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class ReleaseRequest:
     model_repository: Path
-    repository: "RegistryRepository | None"  # None: --no-push without a registry (pull requests)
+    repository: RegistryRepository | None  # None: --no-push without a registry (pull requests)
     base: str | None
     head: str
     base_image: str
@@ -60,11 +61,11 @@ class ReleaseRequest:
     gpus: str | None = None  # the server's GPUs; None: KIND_GPU models are tested on the CPU
     gpu_models: str = "test"  # test|require: a KIND_GPU model that cannot load on the CPU
     max_drift: float | None = None  # refuse a new version this far (relative) from its previous one
-    latency: "LatencyOptions | None" = None  # measure new versions against their previous one; None: not at all
+    latency: LatencyOptions | None = None  # measure new versions against their previous one; None: not at all
     warmup: str = "off"  # golden: model_warmup from the golden inputs in the image's config copies
     push_back: PushTarget | None = None  # with commit: push the release commit and tag there; None: local only
-    signing: "Signing | None" = None  # how the evidence is signed (evidence/signing.py); None: unsigned
-    invocation: "Invocation | None" = None  # the builder and the GitHub run, for the provenance
+    signing: Signing | None = None  # how the evidence is signed (evidence/signing.py); None: unsigned
+    invocation: Invocation | None = None  # the builder and the GitHub run, for the provenance
 
 
 def model_repository(settings: Settings, how: str) -> Path:
@@ -77,7 +78,7 @@ def model_repository(settings: Settings, how: str) -> Path:
 
 
 def open_repository(settings: Settings, env: Mapping[str, str], *, required: bool, how: str,
-                    username: str | None = None, password: str | None = None) -> "RegistryRepository | None":
+                    username: str | None = None, password: str | None = None) -> RegistryRepository | None:
     """The registry repository of the `repository` setting with its credentials; `how` tells the
     user where to give it when it is required and missing."""
     if not settings.repository:
@@ -212,7 +213,7 @@ def _release(request: ReleaseRequest, session: Session) -> None:
         session.step("retain", console.retained, steps.retain, repository, request.keep, request.channel)
 
 
-def evidence_of(request: ReleaseRequest) -> tuple["Signing", "Invocation", dict]:
+def evidence_of(request: ReleaseRequest) -> tuple[Signing, Invocation, dict]:
     """How the release's evidence is signed, who built it, and the settings that shaped the build
     and the test (for the provenance: never a credential, a key or the environment)."""
     from triton_release.evidence.signing import Signing
@@ -227,7 +228,7 @@ def evidence_of(request: ReleaseRequest) -> tuple["Signing", "Invocation", dict]
     return request.signing or Signing("none"), request.invocation or Invocation(CLI_BUILDER), settings
 
 
-def _maybe_published(error: BaseException, repository: "RegistryRepository", version: str) -> bool:
+def _maybe_published(error: BaseException, repository: RegistryRepository, version: str) -> bool:
     """Whether a failed push may have put X.Y.Z up: then the release is finished forward by a rerun,
     and the bump that it shipped stays. Unknown (the registry does not answer) counts as maybe."""
     if getattr(error, "already_released", False):  # X.Y.Z is someone else's: ours never went up
@@ -246,7 +247,7 @@ def _undo_bump(session: Session, root: Path, planned: steps.ChangesResult) -> No
 
 @dataclass(frozen=True)
 class RollbackRequest:
-    repository: "RegistryRepository"
+    repository: RegistryRepository
     version: str
     channel: str
     verify: bool = False

@@ -14,10 +14,11 @@ import os
 import tempfile
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Callable, TypeVar
+from typing import Any, TypeVar
 
 from triton_release.cache import cache_dir, write_atomic
 from triton_release.console import Console
@@ -124,7 +125,7 @@ class Session:
 def _log_traceback(exc: BaseException) -> str:
     """The traceback of an unexpected error, in a file the message names."""
     text = "".join(traceback.format_exception(exc))
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
     for folder in (cache_dir() / "logs", Path(tempfile.gettempdir())):
         path = folder / f"triton-release-{stamp}-{os.getpid()}.log"
         try:

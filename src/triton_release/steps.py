@@ -13,23 +13,39 @@ import json
 import logging
 import shutil
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Mapping
+from typing import TYPE_CHECKING
 
 from triton_release.cache import write_atomic
 from triton_release.errors import InfrastructureError, Refused, TritonReleaseError, UsageError, no_space
-from triton_release.history import releases
-from triton_release.history.bump import (STAGING, Carried, FolderBump, Written, apply_bumps, changed_paths,
-                                         check_working_tree, checkout_at, extract_tree, fill_lfs_pointers,
-                                         folder_writes, holds_bump, plan_bumps, same_as_tree, undo_bumps)
-from triton_release.history.changes import ChangeSet, Changes
-from triton_release.history import record as released_record, worktree
-from triton_release.history.journal import Entry, Journal
+from triton_release.history import record as released_record
+from triton_release.history import releases, worktree
+from triton_release.history.bump import (
+    STAGING,
+    Carried,
+    FolderBump,
+    Written,
+    apply_bumps,
+    changed_paths,
+    check_working_tree,
+    checkout_at,
+    extract_tree,
+    fill_lfs_pointers,
+    folder_writes,
+    holds_bump,
+    plan_bumps,
+    same_as_tree,
+    undo_bumps,
+)
+from triton_release.history.changes import Changes, ChangeSet
 from triton_release.history.git import Git
+from triton_release.history.journal import Entry, Journal
 from triton_release.models.repository import Repository
-from triton_release.models.validate import ValidationResult, validate as validate_repository
+from triton_release.models.validate import ValidationResult
+from triton_release.models.validate import validate as validate_repository
 from triton_release.problems import display_path
 from triton_release.processes import alive
 
@@ -37,24 +53,24 @@ log = logging.getLogger("triton_release")
 MODELS_LABEL = "triton-release.models"  # model -> its version folders, in the image
 
 if TYPE_CHECKING:
-    from triton_release.models.shards import Shard
-    from triton_release.registry.candidate import Pulled, Staged
-    from triton_release.image.build import BuildResult
+    from triton_release.evidence.attach import Evidence
+    from triton_release.evidence.signing import PublicKey, Signing
+    from triton_release.evidence.statements import Invocation
+    from triton_release.evidence.verify import EvidenceCheck
     from triton_release.image.base import BaseImage
+    from triton_release.image.build import BuildResult
     from triton_release.image.environments import Environments
     from triton_release.image.stub import StubChoice
     from triton_release.image.warmup import Warmup
     from triton_release.models.latency import LatencyOptions
+    from triton_release.models.shards import Shard
     from triton_release.models.suite import GoldenRun
+    from triton_release.registry.candidate import Pulled, Staged
     from triton_release.registry.client import RegistryRepository
     from triton_release.registry.promote import CandidateCheck, CandidateRetention, Promoted
     from triton_release.registry.publish import Finished, PushResult, Retention, Tagged
     from triton_release.registry.records import GoldenRecord
     from triton_release.registry.rollback import ModelRollback, Rollback
-    from triton_release.evidence.attach import Evidence
-    from triton_release.evidence.signing import PublicKey, Signing
-    from triton_release.evidence.statements import Invocation
-    from triton_release.evidence.verify import EvidenceCheck
 
 
 # -- validate, changed, bump ------------------------------------------------------------------
@@ -114,7 +130,7 @@ class ChangesResult:
         return facts
 
 
-def changes(root: Path, base: str | None, head: str = "HEAD", *, registry: "RegistryRepository | None" = None,
+def changes(root: Path, base: str | None, head: str = "HEAD", *, registry: RegistryRepository | None = None,
             plan: bool = False) -> ChangesResult:
     """The change between `base` and `head`; without `base` and with `plan`, since the last release.
     With `plan`, also the version it makes (the previous release read from the registry)."""
@@ -216,7 +232,7 @@ class Recovered:
         return {"phase": self.phase, "action": self.action, "folders": list(self.folders), "owner": self.owner}
 
 
-def recover(root: Path, repository: "RegistryRepository | None") -> Recovered | None:
+def recover(root: Path, repository: RegistryRepository | None) -> Recovered | None:
     """Finish what a killed run left (its journal, history/journal.py): a bump never published is
     undone; one published is kept for its commit; a release commit left without its tag is tagged,
     and git's stale index.lock removed. None when no run was stopped; refused while it still runs."""
@@ -291,7 +307,7 @@ def _undoable(git: Git, entry: Entry, root: Path) -> list[Carried]:
     return entry.carried()
 
 
-def _published_from(git: Git, entry: Entry, repository: "RegistryRepository | None") -> bool | None:
+def _published_from(git: Git, entry: Entry, repository: RegistryRepository | None) -> bool | None:
     """Whether the killed run's X.Y.Z went up, built from its commit; None when the registry
     does not answer."""
     from triton_release.registry import publish
@@ -395,9 +411,9 @@ CANDIDATE_TAG = "candidate"  # the local build tag; the previous candidate's lay
 @dataclass(frozen=True)
 class Prepared:
     """What the image is built on: the base, the stub, and each model's environment."""
-    base: "BaseImage"
-    stub: "StubChoice"
-    environments: "Environments"
+    base: BaseImage
+    stub: StubChoice
+    environments: Environments
     changed: tuple[str, ...] = ()   # models whose environment differs from the last release's
     compared_with: str = ""         # that release, "" when none was compared
     previous_labels: dict = field(default_factory=dict, repr=False)  # that release's image labels
@@ -411,12 +427,13 @@ class Prepared:
 
 
 def environments(root: Path | Repository, base_image: str, *, python: str | None = None, stub_mode: str = "auto",
-                 requirements_options: str = "refuse", registry: "RegistryRepository | None" = None,
+                 requirements_options: str = "refuse", registry: RegistryRepository | None = None,
                  previous: str | None = None) -> Prepared:
     """Inspect the base, choose the stub, and resolve each model's requirements into its own
     environment; with `registry` and `previous`, name the models whose environment changed since
     that release (its image's label)."""
-    from triton_release.image import base as baseimage, stub
+    from triton_release.image import base as baseimage
+    from triton_release.image import stub
     from triton_release.image.engine import docker_client
     from triton_release.image.environments import LABEL, resolve
 
@@ -465,25 +482,25 @@ def new_versions(planned: ChangesResult) -> tuple[str, ...]:
 @dataclass(frozen=True)
 class ReleaseImage:
     """The built image and the decisions behind it."""
-    build: "BuildResult"
+    build: BuildResult
     prepared: Prepared
     warnings: tuple[str, ...]
-    warmup: "Warmup | None" = None  # warmup: golden: the model_warmup written into the image's configs
+    warmup: Warmup | None = None  # warmup: golden: the model_warmup written into the image's configs
 
     @property
     def image_id(self) -> str:
         return self.build.image_id
 
     @property
-    def base(self) -> "BaseImage":
+    def base(self) -> BaseImage:
         return self.prepared.base
 
     @property
-    def stub(self) -> "StubChoice":
+    def stub(self) -> StubChoice:
         return self.prepared.stub
 
     @property
-    def environments(self) -> "Environments":
+    def environments(self) -> Environments:
         return self.prepared.environments
 
     def summary(self) -> str:
@@ -510,7 +527,8 @@ def build(root: Path | Repository, base_image: str, tag: str, *, python: str | N
     repository, if any). `extra_labels`: more labels for the image (a staged candidate's plan).
     `blob_ids`: files known to hold their committed content (`Export.blob_ids`). `warmup`
     "golden": the image's config copies get model_warmup from the golden inputs (image/warmup.py)."""
-    from triton_release.image import environments as envs_in_image, stub
+    from triton_release.image import environments as envs_in_image
+    from triton_release.image import stub
     from triton_release.image.build import build_image
     from triton_release.image.engine import docker_client
     from triton_release.image.layers import Runtime
@@ -527,7 +545,7 @@ def build(root: Path | Repository, base_image: str, tag: str, *, python: str | N
     install = base.pythons[choice.target_python]
     warnings = list(choice.warnings)
     labels = {
-        "org.opencontainers.image.created": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "org.opencontainers.image.created": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         releases.REVISION_LABEL: revision,
         releases.BASE_LABEL: bumped_from or "",
         releases.CHANNEL_LABEL: channel,
@@ -561,7 +579,7 @@ def test(root: Path | Repository, image: str, names: list[str], load_timeout: fl
          memory: str | None = None, pids: int = 4096, max_loaded: int = 50, gpus: str | None = None,
          gpu_models: str = "test", drift: tuple[str, ...] = (), max_drift: float | None = None,
          drift_unmeasurable: Mapping[str, str] | None = None,
-         latency: "LatencyOptions | None" = None) -> "GoldenRun":
+         latency: LatencyOptions | None = None) -> GoldenRun:
     """Serve `image` with the models (and what they need) loaded; run their golden cases. More
     than `max_loaded` models are tested in waves, in the same server.
     `shown_as`: the model repository the user knows, when `root` is an export of it: the cases'
@@ -577,10 +595,17 @@ def test(root: Path | Repository, image: str, names: list[str], load_timeout: fl
 
     from triton_release.image.engine import docker_client
     from triton_release.image.server import TritonServer
-    from triton_release.models.drift import DriftMeter, previous_version
     from triton_release.models.devices import image_cpu_overrides
-    from triton_release.models.suite import (GoldenRun, deferred, load_cases, models_to_load,
-                                             plan_waves, run_waves, wave_label)
+    from triton_release.models.drift import DriftMeter, previous_version
+    from triton_release.models.suite import (
+        GoldenRun,
+        deferred,
+        load_cases,
+        models_to_load,
+        plan_waves,
+        run_waves,
+        wave_label,
+    )
 
     repo = root if isinstance(root, Repository) else Repository.load(root)
     client = docker_client()
@@ -632,7 +657,7 @@ def test(root: Path | Repository, image: str, names: list[str], load_timeout: fl
     return run
 
 
-def _perf_analyzer(options: "LatencyOptions | None", measurable: list[str]):
+def _perf_analyzer(options: LatencyOptions | None, measurable: list[str]):
     """perf_analyzer for the latency gate, and a note when it does not run: nothing to compare (a
     first release), or perf_analyzer missing while only measuring. Missing while a bound is asked
     for is an infrastructure failure (exit 3), before any server starts."""
@@ -653,7 +678,7 @@ def _perf_analyzer(options: "LatencyOptions | None", measurable: list[str]):
 
 
 def _latency_meter(repo: Repository, server, client, image: str, previous: Mapping, load: Mapping,
-                   options: "LatencyOptions | None", analyzer, environments: Mapping):
+                   options: LatencyOptions | None, analyzer, environments: Mapping):
     """The latency meter of the models with a version before (a context: its scratch folder is
     removed), or a null context when nothing is measured."""
     import contextlib
@@ -667,7 +692,7 @@ def _latency_meter(repo: Repository, server, client, image: str, previous: Mappi
     return LatencyMeter(repo, server, previous, load, options, analyzer, configs, environments)
 
 
-def _latency_run(options: "LatencyOptions | None", analyzer, note: str, timing):
+def _latency_run(options: LatencyOptions | None, analyzer, note: str, timing):
     if options is None:
         return None
     from triton_release.models.latency import LatencyRun
@@ -676,7 +701,7 @@ def _latency_run(options: "LatencyOptions | None", analyzer, note: str, timing):
                       tuple(timing.results) if timing is not None else ())
 
 
-def _check_latency(run: "GoldenRun", bound: float) -> None:
+def _check_latency(run: GoldenRun, bound: float) -> None:
     """Refuse a new version whose p50 latency interval lies wholly above 1 + `bound` of its
     previous version's (models/latency.py), naming both versions' figures."""
     found = run.latency.refused
@@ -697,7 +722,7 @@ def _check_latency(run: "GoldenRun", bound: float) -> None:
         setting, the action's input max-latency-increase) or without it; else make it faster.""", result=run)
 
 
-def _check_drift(run: "GoldenRun", bound: float) -> None:
+def _check_drift(run: GoldenRun, bound: float) -> None:
     """Refuse a drift above `bound`: the largest relative difference of a model's new version
     from its previous one (models/drift.py)."""
     from triton_release.models.drift import over, show_fraction
@@ -730,7 +755,7 @@ class Signed:
                 "models": sorted(self.signatures)}
 
 
-def sign(image: str, tag: str, run: "GoldenRun", planned: ChangesResult, previous_labels: dict,
+def sign(image: str, tag: str, run: GoldenRun, planned: ChangesResult, previous_labels: dict,
          version: str) -> Signed:
     """Label the tested image with the signatures its auto-complete models were served with (no
     layer changes), and count them in the release: a signature changed since the previous release
@@ -805,8 +830,8 @@ def record(root: Path, image: str, names: list[str], load_timeout: float = 300, 
     from triton_release.image.engine import docker_client
     from triton_release.image.server import TritonServer
     from triton_release.models.answers import NotRecorded, recorded
-    from triton_release.models.inference import ask
     from triton_release.models.devices import image_cpu_overrides
+    from triton_release.models.inference import ask
     from triton_release.models.suite import deferred, load_cases, models_to_load, plan_waves
 
     repo = Repository.load(root)
@@ -841,34 +866,34 @@ def record(root: Path, image: str, names: list[str], load_timeout: float = 300, 
 
 # -- push, retain, commit ---------------------------------------------------------------------
 
-def push(image: str, repository: "RegistryRepository", version: str) -> "PushResult":
+def push(image: str, repository: RegistryRepository, version: str) -> PushResult:
     from triton_release.image.engine import docker_client
     from triton_release.registry import publish
 
     return publish.push(docker_client(), image, repository, version)
 
 
-def published(repository: "RegistryRepository", version: str) -> bool | None:
+def published(repository: RegistryRepository, version: str) -> bool | None:
     from triton_release.registry import publish
 
     return publish.published(repository, version)
 
 
-def tag(repository: "RegistryRepository", version: str, revision: str | None, channel: str,
-        digest: str | None = None) -> "Tagged":
+def tag(repository: RegistryRepository, version: str, revision: str | None, channel: str,
+        digest: str | None = None) -> Tagged:
     """The moving tags; with `digest` (the push's), only while X.Y.Z is still what was pushed."""
     from triton_release.registry import publish
 
     return publish.tag_release(repository, version, revision, channel, digest)
 
 
-def retain(registry: "RegistryRepository", keep: int, channel: str) -> "Retention":
+def retain(registry: RegistryRepository, keep: int, channel: str) -> Retention:
     from triton_release.registry import publish
 
     return publish.retain(registry, keep, channel)
 
 
-def finish_interrupted(registry: "RegistryRepository", channel: str) -> "Finished":
+def finish_interrupted(registry: RegistryRepository, channel: str) -> Finished:
     from triton_release.registry import publish
 
     return publish.finish_interrupted(registry, channel)
@@ -888,7 +913,7 @@ class Committed:
         return {"version": self.version} if self.version else {}
 
 
-def commit(root: Path, version: str, bumped: "BumpResult | None" = None, revision: str | None = None) -> Committed:
+def commit(root: Path, version: str, bumped: BumpResult | None = None, revision: str | None = None) -> Committed:
     """Commit exactly the bumped version folders (N+1 new, N restored) as `release X.Y.Z`, nothing
     else the working tree or the index holds, and tag vX.Y.Z: that commit, or `revision` (the
     commit released) when there was nothing to commit."""
@@ -913,7 +938,7 @@ def commit(root: Path, version: str, bumped: "BumpResult | None" = None, revisio
     return Committed(staged, tag, target, version)
 
 
-def finish_commit(root: Path, repository: "RegistryRepository") -> Committed | None:
+def finish_commit(root: Path, repository: RegistryRepository) -> Committed | None:
     """The commit and git tag of the newest release, when the run that pushed it stopped before
     making them: its bump is redone from the commits in its labels (bump is deterministic), on
     the checkout of the commit it was built from. None when there is nothing to finish."""
@@ -978,8 +1003,8 @@ def commit_shipped(root: Path, version: str, planned: ChangesResult, released: s
 
 # -- promote: a staged candidate becomes the release --------------------------------------------
 
-def check_candidate(repository: "RegistryRepository", digest: str, version: str,
-                    gpu_models: str = "require") -> "CandidateCheck":
+def check_candidate(repository: RegistryRepository, digest: str, version: str,
+                    gpu_models: str = "require") -> CandidateCheck:
     """The candidate's labels and its shards' golden records; refused, naming every shard at
     fault, unless they let it become release `version` (`gpu_models` "test": GPU-only models
     may ship untested, said so)."""
@@ -988,7 +1013,7 @@ def check_candidate(repository: "RegistryRepository", digest: str, version: str,
     return promote.check_candidate(repository, digest, version, gpu_models)
 
 
-def plan_commit(root: Path, checked: "CandidateCheck") -> ChangesResult:
+def plan_commit(root: Path, checked: CandidateCheck) -> ChangesResult:
     """The bump the candidate shipped, recomputed from its base and revision labels, checked
     against the working tree before anything is tagged: the candidate's commit must be checked
     out, and the version folders to bump hold nothing git does not (or this very bump)."""
@@ -1010,13 +1035,13 @@ def plan_commit(root: Path, checked: "CandidateCheck") -> ChangesResult:
     return planned
 
 
-def promote(repository: "RegistryRepository", checked: "CandidateCheck", version: str, channel: str) -> "Promoted":
+def promote(repository: RegistryRepository, checked: CandidateCheck, version: str, channel: str) -> Promoted:
     from triton_release.registry import promote as promoting
 
     return promoting.promote(repository, checked, version, channel)
 
 
-def retain_candidates(repository: "RegistryRepository", released: str, keep: int) -> "CandidateRetention":
+def retain_candidates(repository: RegistryRepository, released: str, keep: int) -> CandidateRetention:
     from triton_release.registry.promote import retain_candidates as retain_older
 
     return retain_older(repository, released, keep)
@@ -1026,7 +1051,7 @@ def retain_candidates(repository: "RegistryRepository", released: str, keep: int
 
 @dataclass(frozen=True)
 class ShardPlan:
-    shards: tuple["Shard", ...]
+    shards: tuple[Shard, ...]
 
     def to_json(self) -> dict:
         return {"shards": [s.to_json() for s in self.shards]}
@@ -1043,24 +1068,24 @@ def plan_shards(root: Path | Repository, names: list[str], shards: int | None = 
     return ShardPlan(tuple(plan(repo, names, shards=shards, max_models=max_models)))
 
 
-def find_candidate(registry: "RegistryRepository", revision: str, base: str | None,
-                   inputs: Mapping[str, str]) -> "Staged | None":
+def find_candidate(registry: RegistryRepository, revision: str, base: str | None,
+                   inputs: Mapping[str, str]) -> Staged | None:
     """The candidate staged before for this commit, base and build `inputs`, to reuse; None: stage it."""
     from triton_release.registry.candidate import find_reusable
 
     return find_reusable(registry, revision, base, inputs)
 
 
-def push_candidate(image: str, registry: "RegistryRepository", revision: str) -> "Staged":
-    from triton_release.registry.candidate import push_candidate as push_to_candidate_tag
+def push_candidate(image: str, registry: RegistryRepository, revision: str) -> Staged:
     from triton_release.image.engine import docker_client
+    from triton_release.registry.candidate import push_candidate as push_to_candidate_tag
 
     return push_to_candidate_tag(docker_client(), image, registry, revision)
 
 
-def pull_candidate(registry: "RegistryRepository", digest: str) -> "Pulled":
-    from triton_release.registry.candidate import pull_candidate as pull_by_digest
+def pull_candidate(registry: RegistryRepository, digest: str) -> Pulled:
     from triton_release.image.engine import docker_client
+    from triton_release.registry.candidate import pull_candidate as pull_by_digest
 
     return pull_by_digest(docker_client(), registry, digest)
 
@@ -1078,7 +1103,7 @@ class RecordWritten:
                 "cases": self.cases}
 
 
-def write_golden_record(registry: "RegistryRepository", record: "GoldenRecord",
+def write_golden_record(registry: RegistryRepository, record: GoldenRecord,
                         junit: bytes | None = None) -> RecordWritten:
     """The shard's outcome, kept in the registry beside the candidate for `promote` to read."""
     from triton_release.registry.records import write_record
@@ -1089,22 +1114,22 @@ def write_golden_record(registry: "RegistryRepository", record: "GoldenRecord",
 
 # -- rollback ---------------------------------------------------------------------------------
 
-def rollback(repository: "RegistryRepository", version: str, channel: str = "latest",
-             verified: "GoldenRun | None" = None) -> "Rollback":
+def rollback(repository: RegistryRepository, version: str, channel: str = "latest",
+             verified: GoldenRun | None = None) -> Rollback:
     from triton_release.registry.rollback import rollback as point_channel
 
     return point_channel(repository, version, channel, verified.to_json() if verified is not None else None)
 
 
-def rollback_model(server: str, model: str, version: int) -> "ModelRollback":
+def rollback_model(server: str, model: str, version: int) -> ModelRollback:
     from triton_release.registry.rollback import rollback_model as serve_version
 
     return serve_version(server, model, version)
 
 
-def verify_release(repository: "RegistryRepository", version: str, model_repository: Path,
+def verify_release(repository: RegistryRepository, version: str, model_repository: Path,
                    load_timeout: float = 300, memory: str | None = None, pids: int = 4096,
-                   max_loaded: int = 50, gpus: str | None = None, gpu_models: str = "test") -> "GoldenRun":
+                   max_loaded: int = 50, gpus: str | None = None, gpu_models: str = "test") -> GoldenRun:
     """Pull release X.Y.Z and run the golden cases of the commit it was built from."""
     import docker
 
@@ -1140,9 +1165,9 @@ def verify_release(repository: "RegistryRepository", version: str, model_reposit
 
 # -- evidence: the release's signed Statements, attached in the registry (evidence/) -------------
 
-def attach_evidence(repository: "RegistryRepository", pushed: "PushResult", root: Path, planned: ChangesResult,
-                    prepared: Prepared, run: "GoldenRun | None", tested: list[str], signing: "Signing",
-                    invocation: "Invocation", settings: Mapping, latency=None) -> "Evidence":
+def attach_evidence(repository: RegistryRepository, pushed: PushResult, root: Path, planned: ChangesResult,
+                    prepared: Prepared, run: GoldenRun | None, tested: list[str], signing: Signing,
+                    invocation: Invocation, settings: Mapping, latency=None) -> Evidence:
     """The golden results, provenance and SBOM of the release just pushed, attached to its digest."""
     from triton_release.evidence import attach
 
@@ -1151,10 +1176,10 @@ def attach_evidence(repository: "RegistryRepository", pushed: "PushResult", root
                           latency=latency)
 
 
-def finish_evidence(repository: "RegistryRepository", root: Path, head: str, signing: "Signing",
-                    invocation: "Invocation", settings: Mapping, load_timeout: float = 300,
+def finish_evidence(repository: RegistryRepository, root: Path, head: str, signing: Signing,
+                    invocation: Invocation, settings: Mapping, load_timeout: float = 300,
                     memory: str | None = None, pids: int = 4096, max_loaded: int = 50, gpus: str | None = None,
-                    gpu_models: str = "test") -> "Evidence | None":
+                    gpu_models: str = "test") -> Evidence | None:
     """The evidence of the newest release when the run that pushed it (from this commit) stopped
     before attaching it: its golden cases run again against its digest, then attached. None when
     there is nothing to finish. Golden cases that fail now are attached as failed, and refused."""
@@ -1189,8 +1214,8 @@ def finish_evidence(repository: "RegistryRepository", root: Path, head: str, sig
     return evidence
 
 
-def check_evidence(repository: "RegistryRepository", reference: str, key: "PublicKey", *, tag: str | None = None,
-                   digest: str | None = None, version: str | None = None) -> "EvidenceCheck":
+def check_evidence(repository: RegistryRepository, reference: str, key: PublicKey, *, tag: str | None = None,
+                   digest: str | None = None, version: str | None = None) -> EvidenceCheck:
     """The evidence of REPO:TAG, REPO@DIGEST or release `version` checked with `key`; refused,
     naming every problem, unless every envelope verifies, every subject is the digest, every
     tested case passed, and the SBOM and provenance are there."""
@@ -1206,8 +1231,8 @@ def check_evidence(repository: "RegistryRepository", reference: str, key: "Publi
     return check(repository, reference, digest, key)
 
 
-def stage_evidence(repository: "RegistryRepository", staged: "Staged", planned: ChangesResult, prepared: Prepared,
-                   signing: "Signing", invocation: "Invocation", settings: Mapping) -> "Evidence":
+def stage_evidence(repository: RegistryRepository, staged: Staged, planned: ChangesResult, prepared: Prepared,
+                   signing: Signing, invocation: Invocation, settings: Mapping) -> Evidence:
     from triton_release.evidence import attach
 
     candidate = staged.candidate
@@ -1215,8 +1240,8 @@ def stage_evidence(repository: "RegistryRepository", staged: "Staged", planned: 
                         signing=signing, invocation=invocation, settings=settings)
 
 
-def promote_evidence(repository: "RegistryRepository", checked: "CandidateCheck", promoted: "Promoted",
-                     signing: "Signing", invocation: "Invocation") -> "Evidence":
+def promote_evidence(repository: RegistryRepository, checked: CandidateCheck, promoted: Promoted,
+                     signing: Signing, invocation: Invocation) -> Evidence:
     from triton_release.evidence import attach
 
     return attach.promote(repository, promoted.digest, promoted.version,

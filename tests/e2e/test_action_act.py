@@ -16,12 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from triton_release.registry.client import RegistryRepository
-
 from stack.stack import HASH_LABEL, action_image
 from support.git import GitRepo
 from support.models import python_model_files
 from support.stack import BASE_IMAGE, REGISTRY, ROOT
+from triton_release.registry.client import RegistryRepository
 
 pytestmark = pytest.mark.e2e
 

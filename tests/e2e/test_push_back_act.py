@@ -14,12 +14,11 @@ from __future__ import annotations
 import json
 
 import pytest
+from e2e.test_action_act import ACT, ActionCheckout
 
+from support.stack import BASE_IMAGE, REGISTRY
 from triton_release.cli.main import main
 from triton_release.registry.client import RegistryRepository
-
-from e2e.test_action_act import ACT, ActionCheckout
-from support.stack import BASE_IMAGE, REGISTRY
 
 pytestmark = pytest.mark.e2e
 

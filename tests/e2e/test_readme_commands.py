@@ -7,9 +7,8 @@ import subprocess
 
 import pytest
 
-from triton_release.registry.client import RegistryRepository
-
 from support.stack import ROOT
+from triton_release.registry.client import RegistryRepository
 
 pytestmark = pytest.mark.e2e
 

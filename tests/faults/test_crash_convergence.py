@@ -17,12 +17,11 @@ import uuid
 
 import pytest
 
-from triton_release.history.releases import versions_in
-from triton_release.processes import OWNER_LABEL, alive
-
 from support.models import PYTHON_MODEL
 from support.stack import BASE_IMAGE, REGISTRY, SERVERS
 from support.workspace import Workspace
+from triton_release.history.releases import versions_in
+from triton_release.processes import OWNER_LABEL, alive
 
 pytestmark = pytest.mark.integration
 

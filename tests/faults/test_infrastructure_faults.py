@@ -12,12 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from triton_release.registry.client import RegistryRepository
-
 from support.registries import FakeRegistry, LocalRegistry
 from support.stack import BASE_IMAGE
 from support.workspace import assert_refused_cleanly, change_a
-
+from triton_release.registry.client import RegistryRepository
 
 pytestmark = pytest.mark.integration
 

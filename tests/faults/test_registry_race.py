@@ -12,11 +12,10 @@ import threading
 import docker
 import pytest
 
-from triton_release.registry.client import RegistryRepository
-from triton_release.registry.publish import LostRace, PushResult, push, tag_release
-
 from support.registries import RegistryProxy
 from support.stack import REGISTRY
+from triton_release.registry.client import RegistryRepository
+from triton_release.registry.publish import LostRace, PushResult, push, tag_release
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 

@@ -14,11 +14,10 @@ import time
 
 import pytest
 
-from triton_release.history.releases import versions_in
-
 from support.models import PYTHON_MODEL
 from support.registries import RegistryProxy
 from support.stack import BASE_IMAGE, SERVERS
+from triton_release.history.releases import versions_in
 
 pytestmark = pytest.mark.integration
 

@@ -10,11 +10,10 @@ import threading
 
 import pytest
 
-from triton_release.image.server import TritonServer
-
 from support.models import python_model_files
 from support.stack import BASE_IMAGE, SERVERS
 from support.workspace import change_a
+from triton_release.image.server import TritonServer
 
 pytestmark = pytest.mark.integration
 

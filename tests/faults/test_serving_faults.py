@@ -16,14 +16,23 @@ import time
 import pytest
 import requests
 
+from support.models import (
+    FLOODING_MODEL,
+    HANGING_MODEL,
+    MEMORY_HOG_MODEL,
+    NEVER_FINAL_MODEL,
+    PYTHON_MODEL,
+    case_file,
+    decoupled_config,
+    golden_case,
+    python_config,
+    write_tree,
+)
+from support.stack import ROOT, SERVERS, built_image
 from triton_release.errors import Refused
 from triton_release.image.server import TritonServer, memory_limit
 from triton_release.models import inference
 from triton_release.models.repository import Repository
-
-from support.models import (FLOODING_MODEL, HANGING_MODEL, MEMORY_HOG_MODEL, NEVER_FINAL_MODEL, PYTHON_MODEL,
-                            case_file, decoupled_config, golden_case, python_config, write_tree)
-from support.stack import ROOT, SERVERS, built_image
 
 pytestmark = pytest.mark.integration
 

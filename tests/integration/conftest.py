@@ -8,12 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from support.stack import BASE_IMAGE, REGISTRY, ROOT
 from triton_release.cli.main import main
 from triton_release.image.build import build_image
 from triton_release.models.repository import Repository
 from triton_release.registry.client import RegistryRepository
-
-from support.stack import BASE_IMAGE, REGISTRY, ROOT
 
 
 @pytest.fixture(scope="session")

@@ -10,15 +10,21 @@ import os
 import docker
 import pytest
 
+from support.models import (
+    ACCUMULATOR_MODEL,
+    PYTHON_MODEL,
+    golden_case,
+    python_model_files,
+    sequence_case,
+    sequence_config,
+    write_tree,
+)
+from support.stack import BASE_IMAGE
+from support.wheels import make_wheel, offline_index
 from triton_release import steps
 from triton_release.action.main import main as action_main
 from triton_release.models.repository import Repository
 from triton_release.registry.records import read_record
-
-from support.models import (ACCUMULATOR_MODEL, PYTHON_MODEL, golden_case, python_model_files, sequence_case,
-                            sequence_config, write_tree)
-from support.stack import BASE_IMAGE
-from support.wheels import make_wheel, offline_index
 
 pytestmark = pytest.mark.integration
 

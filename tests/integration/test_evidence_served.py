@@ -14,13 +14,12 @@ import pytest
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
+from support.models import python_model_files
+from support.wheels import make_wheel, offline_index
 from triton_release import contract
 from triton_release.cli.main import main
 from triton_release.evidence.sbom import listed_packages
 from triton_release.registry.client import Manifest
-
-from support.models import python_model_files
-from support.wheels import make_wheel, offline_index
 
 pytestmark = pytest.mark.integration
 

@@ -16,10 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from triton_release.registry.client import RegistryRepository
-
 from support.models import python_model_files
 from support.stack import BASE_IMAGE, REGISTRY
+from triton_release.registry.client import RegistryRepository
 
 pytestmark = pytest.mark.integration
 

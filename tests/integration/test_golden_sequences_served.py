@@ -10,15 +10,23 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from support.models import (
+    ACCUMULATOR_MODEL,
+    REFUSING_MODEL,
+    STREAMING_ACCUMULATOR_MODEL,
+    case_file,
+    int_tensor,
+    python_config,
+    sequence_case,
+    sequence_config,
+    write_tree,
+)
+from support.stack import SERVERS, built_image
 from triton_release import steps
 from triton_release.errors import Refused
+from triton_release.image.server import TritonServer
 from triton_release.models import inference
 from triton_release.models.repository import Repository
-from triton_release.image.server import TritonServer
-
-from support.models import (ACCUMULATOR_MODEL, REFUSING_MODEL, STREAMING_ACCUMULATOR_MODEL, case_file, int_tensor,
-                            python_config, sequence_case, sequence_config, write_tree)
-from support.stack import SERVERS, built_image
 
 pytestmark = pytest.mark.integration
 

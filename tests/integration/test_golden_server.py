@@ -11,16 +11,23 @@ import time
 
 import pytest
 
-from triton_release.models import golden, inference
+from support.models import (
+    DECOUPLED_CONFIG,
+    DECOUPLED_MODEL,
+    PYTHON_MODEL,
+    SLEEPY_MODEL,
+    case_file,
+    golden_case,
+    python_config,
+    write_tree,
+)
+from support.stack import BASE_IMAGE, SERVERS, built_image
 from triton_release.cli.main import main
 from triton_release.errors import Refused
 from triton_release.image.build import build_image
-from triton_release.models.repository import Repository
 from triton_release.image.server import TritonServer
-
-from support.models import (DECOUPLED_CONFIG, case_file, DECOUPLED_MODEL, PYTHON_MODEL, SLEEPY_MODEL, golden_case,
-                            python_config, write_tree)
-from support.stack import BASE_IMAGE, SERVERS, built_image
+from triton_release.models import golden, inference
+from triton_release.models.repository import Repository
 
 pytestmark = pytest.mark.integration
 

@@ -13,16 +13,21 @@ import xml.etree.ElementTree as ElementTree
 
 import pytest
 
+from support.models import (
+    PYTHON_MODEL_RAISING,
+    golden_case,
+    pipeline_files,
+    python_config,
+    python_model_files,
+    write_tree,
+)
+from support.stack import SERVERS, built_image
 from triton_release import steps
 from triton_release.console import Console
 from triton_release.errors import Refused
 from triton_release.image.server import TritonServer
 from triton_release.models.repository import Repository
 from triton_release.session import Session
-
-from support.models import (PYTHON_MODEL_RAISING, golden_case, pipeline_files, python_config, python_model_files,
-                            write_tree)
-from support.stack import SERVERS, built_image
 
 pytestmark = pytest.mark.integration
 

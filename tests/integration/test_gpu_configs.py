@@ -11,15 +11,14 @@ import json
 
 import pytest
 
+from support.models import PYTHON_MODEL, golden_case, pipeline_files, python_model_files, write_tree
+from support.stack import BASE_IMAGE, SERVERS
+from support.wheels import make_wheel, offline_index
 from triton_release import steps
 from triton_release.cli.main import main
 from triton_release.console import Console
 from triton_release.errors import Refused
 from triton_release.models.repository import Repository
-
-from support.models import PYTHON_MODEL, golden_case, pipeline_files, python_model_files, write_tree
-from support.stack import BASE_IMAGE, SERVERS
-from support.wheels import make_wheel, offline_index
 
 pytestmark = pytest.mark.integration
 

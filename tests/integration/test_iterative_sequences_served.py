@@ -11,12 +11,11 @@ import json
 
 import pytest
 
+from support.models import int_tensor, python_config, write_tree
+from support.stack import SERVERS, built_image
 from triton_release import steps
 from triton_release.models.repository import Repository
 from triton_release.models.validate import validate
-
-from support.models import int_tensor, python_config, write_tree
-from support.stack import SERVERS, built_image
 
 pytestmark = pytest.mark.integration
 

@@ -11,15 +11,14 @@ import os
 import docker
 import pytest
 
+from support.models import golden_case, python_config, write_tree
+from support.stack import BASE_IMAGE, PERF_ANALYZER
 from triton_release import steps
 from triton_release.action.main import main as action_main
 from triton_release.image.server import TritonServer
 from triton_release.models.devices import image_configs
 from triton_release.models.latency import LatencyOptions
 from triton_release.models.repository import Repository
-
-from support.models import golden_case, python_config, write_tree
-from support.stack import BASE_IMAGE, PERF_ANALYZER
 
 pytestmark = pytest.mark.integration
 

@@ -7,11 +7,10 @@ import shutil
 
 import pytest
 
-from triton_release.image.build import build_image
-from triton_release.models.repository import Repository
-
 from support.models import PYTHON_MODEL, python_config, python_model_files, write_tree
 from support.stack import BASE_IMAGE, ROOT
+from triton_release.image.build import build_image
+from triton_release.models.repository import Repository
 
 pytestmark = pytest.mark.integration
 

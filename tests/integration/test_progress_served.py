@@ -11,11 +11,10 @@ import uuid
 
 import pytest
 
-from triton_release.cli.main import main
-from triton_release.registry.client import RegistryRepository
-
 from support.stack import REGISTRY
 from support.throttle import ThrottlingProxy
+from triton_release.cli.main import main
+from triton_release.registry.client import RegistryRepository
 
 pytestmark = pytest.mark.integration
 

@@ -3,22 +3,22 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC
 
 import pytest
 import requests
 
+from support.models import golden_case, python_model_files, write_tree
+from support.stack import BASE_IMAGE, REGISTRY
 from triton_release.cli.main import main
 from triton_release.errors import Refused
 from triton_release.image.build import build_image
-from triton_release.registry.publish import push, retain, tag_release
-from triton_release.registry.rollback import rollback, rollback_model
+from triton_release.image.server import TritonServer
+from triton_release.models.repository import Repository
 from triton_release.registry.client import RegistryRepository
 from triton_release.registry.credentials import Credentials
-from triton_release.models.repository import Repository
-from triton_release.image.server import TritonServer
-
-from support.models import golden_case, python_model_files, write_tree
-from support.stack import BASE_IMAGE, REGISTRY
+from triton_release.registry.publish import push, retain, tag_release
+from triton_release.registry.rollback import rollback, rollback_model
 
 pytestmark = pytest.mark.integration
 
@@ -217,7 +217,7 @@ def test_a_push_stopped_after_its_version_tag_is_finished_not_refused(docker_cli
 
 def test_a_channel_left_behind_is_finished_and_a_rollback_is_respected(docker_client, images, repo, image_tags):
     import io
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     from triton_release.registry.publish import finish_interrupted
 
@@ -243,7 +243,7 @@ def test_a_channel_left_behind_is_finished_and_a_rollback_is_respected(docker_cl
     assert finish_interrupted(repo, "latest").tags == ()
     assert repo.digest("latest") == first.digest
     # a release built after that rollback, stopped before its tags: the rerun moves the channel again
-    created = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    created = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     third = push(docker_client, made_for(images[2], "latest", created), repo, "1.2.0")
     assert finish_interrupted(repo, "latest").tags == ("1.2", "1", "latest")
     assert repo.digest("latest") == third.digest

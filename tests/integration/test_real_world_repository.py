@@ -10,9 +10,20 @@ import time
 
 import pytest
 
-from support.models import (ACCUMULATOR_MODEL, NEVER_FINAL_MODEL, PYTHON_MODEL, REFUSING_MODEL, bls_caller_files,
-                            decoupled_config, golden_case, int_tensor, python_config, python_model_files,
-                            sequence_case, sequence_config)
+from support.models import (
+    ACCUMULATOR_MODEL,
+    NEVER_FINAL_MODEL,
+    PYTHON_MODEL,
+    REFUSING_MODEL,
+    bls_caller_files,
+    decoupled_config,
+    golden_case,
+    int_tensor,
+    python_config,
+    python_model_files,
+    sequence_case,
+    sequence_config,
+)
 from support.stack import built_image
 from triton_release import steps
 from triton_release.errors import Refused

@@ -6,12 +6,11 @@ import json
 
 import pytest
 
+from support.models import python_model_files
+from support.stack import BASE_IMAGE, REGISTRY
 from triton_release import contract
 from triton_release.cli.main import main
 from triton_release.registry.client import RegistryRepository
-
-from support.models import python_model_files
-from support.stack import BASE_IMAGE, REGISTRY
 
 pytestmark = pytest.mark.integration
 

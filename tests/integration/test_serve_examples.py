@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from triton_release.models import golden, inference
-from triton_release.errors import Refused
-from triton_release.image.build import build_image
-from triton_release.models.suite import models_to_load
-from triton_release.models.repository import Repository
-from triton_release.image.server import TritonServer
-
 from support.models import PYTHON_MODEL_RAISING
 from support.stack import BASE_IMAGE, ROOT
+from triton_release.errors import Refused
+from triton_release.image.build import build_image
+from triton_release.image.server import TritonServer
+from triton_release.models import golden, inference
+from triton_release.models.repository import Repository
+from triton_release.models.suite import models_to_load
 
 pytestmark = pytest.mark.integration
 
@@ -72,6 +71,7 @@ def test_a_model_raising_in_initialize_is_refused_with_its_message(docker_client
 def test_cli_test_command_fails_on_a_golden_mismatch_naming_the_file(example_image, tmp_path, capsys):
     import json
     import shutil
+
     from triton_release.cli.main import main
     repo = tmp_path / "model_repository"
     shutil.copytree(ROOT / "model_repository", repo)

@@ -12,10 +12,9 @@ import pytest
 import requests
 import semver
 
-from triton_release.registry.client import RegistryRepository
-from triton_release.history.releases import next_version, previous_release
-
 from support.stack import REGISTRY, ROOT
+from triton_release.history.releases import next_version, previous_release
+from triton_release.registry.client import RegistryRepository
 
 pytestmark = pytest.mark.integration
 

@@ -11,6 +11,8 @@ import tarfile
 
 import pytest
 
+from support.models import python_model_files
+from support.stack import BASE_IMAGE, REGISTRY
 from triton_release import contract
 from triton_release.cli.main import main
 from triton_release.errors import Refused
@@ -18,9 +20,6 @@ from triton_release.models.shards import shards_from_label
 from triton_release.registry.client import RegistryRepository
 from triton_release.registry.promote import check_candidate
 from triton_release.registry.records import read_record
-
-from support.models import python_model_files
-from support.stack import BASE_IMAGE, REGISTRY
 
 pytestmark = pytest.mark.integration
 

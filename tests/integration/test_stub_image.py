@@ -8,17 +8,16 @@ import os
 import docker
 import pytest
 
-from triton_release.image import base as baseimage
-from triton_release.models import golden, inference
-from triton_release.image import stub
-from triton_release.cli.main import main
-from triton_release.errors import Refused
-from triton_release import steps
-from triton_release.models.repository import Repository
-from triton_release.image.server import TritonServer
-
 from support.models import PYTHON_MODEL, python_model_files
 from support.stack import BASE_IMAGE, SERVERS
+from triton_release import steps
+from triton_release.cli.main import main
+from triton_release.errors import Refused
+from triton_release.image import base as baseimage
+from triton_release.image import stub
+from triton_release.image.server import TritonServer
+from triton_release.models import golden, inference
+from triton_release.models.repository import Repository
 
 pytestmark = pytest.mark.integration
 

@@ -202,7 +202,7 @@ class RegistryProxy:
         self.server.shutdown()
         self.server.server_close()
 
-    def __enter__(self) -> "RegistryProxy":
+    def __enter__(self) -> RegistryProxy:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import os
 import uuid
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 from triton_release.image.server import CONTAINER_LABEL, RUN_ID_VARIABLE
 

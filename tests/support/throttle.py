@@ -104,7 +104,7 @@ class ThrottlingProxy:
         for thread in self.threads:
             thread.join(5)
 
-    def __enter__(self) -> "ThrottlingProxy":
+    def __enter__(self) -> ThrottlingProxy:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -12,11 +12,10 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from triton_release.registry.client import RegistryRepository
-
 from support.git import GitRepo
 from support.models import python_model_files
 from support.stack import BASE_IMAGE, SERVERS
+from triton_release.registry.client import RegistryRepository
 
 PROBE_LABEL = "triton-release.probe"
 

@@ -9,10 +9,9 @@ import os
 
 import pytest
 
+from support.models import PYTHON_MODEL, golden_case, python_config, python_model_files
 from triton_release.cli import main
 from triton_release.models.validate import validate
-
-from support.models import PYTHON_MODEL, golden_case, python_config, python_model_files
 
 ENSEMBLE = '''name: "e"
 platform: "ensemble"

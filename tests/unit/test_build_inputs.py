@@ -9,12 +9,18 @@ import json
 
 import pytest
 
-from triton_release.models.shards import (BUILD_INPUTS_LABEL, CHANGED_LABEL, SHARDS_LABEL, Shard, build_inputs_label,
-                                          candidate_tag, shards_label)
+from support.registries import FakeRegistry
+from triton_release.models.shards import (
+    BUILD_INPUTS_LABEL,
+    CHANGED_LABEL,
+    SHARDS_LABEL,
+    Shard,
+    build_inputs_label,
+    candidate_tag,
+    shards_label,
+)
 from triton_release.registry.candidate import build_inputs, differences, find_reusable
 from triton_release.registry.client import RegistryRepository
-
-from support.registries import FakeRegistry
 
 COMMIT = "0123456789abcdef" * 2 + "01234567"
 BASE = "sha256:" + "4a" * 32

@@ -9,11 +9,11 @@ import pytest
 import semver
 
 from support.models import PYTHON_MODEL, golden_case, python_config, python_model_files, write_tree
-from triton_release.history.changes import Changes
 from triton_release.cli.main import main
 from triton_release.errors import InfrastructureError, Refused, UsageError
-from triton_release.history.git import Git
 from triton_release.history.bump import apply_bumps, plan_bumps
+from triton_release.history.changes import Changes
+from triton_release.history.git import Git
 from triton_release.history.releases import next_version, previous_release
 from triton_release.history.releases import release_kind as _release_kind
 

@@ -14,6 +14,7 @@ from types import SimpleNamespace as NS
 import pytest
 from google.protobuf import json_format, text_format
 
+from support.models import PYTHON_MODEL, bls_caller_files, python_config, python_model_files, write_tree
 from triton_release.action.inputs import ActionInputs
 from triton_release.action.outputs import summary
 from triton_release.cli.main import main
@@ -27,8 +28,6 @@ from triton_release.models.repository import Repository
 from triton_release.models.suite import GoldenRun, cpu_overrides, deferred
 from triton_release.session import Report, StepRecord
 from triton_release.settings import resolve
-
-from support.models import PYTHON_MODEL, bls_caller_files, python_config, python_model_files, write_tree
 
 GPU_GROUPS = 'instance_group [ { name: "main" kind: KIND_GPU count: 2 gpus: [ 0, 1 ] } ]\n'
 PRODUCTION = python_config("m") + textwrap.dedent('''\

@@ -10,10 +10,9 @@ import sys
 import pytest
 import yaml
 
+from support.stack import ROOT
 from triton_release.cli.main import parser
 from triton_release.settings import DEPRECATED, SETTINGS
-
-from support.stack import ROOT
 
 
 def load_generator():

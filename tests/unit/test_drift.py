@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 from google.protobuf import json_format, text_format
 
+from support.models import golden_case, python_config, python_model_files, sequence_case
 from triton_release import steps
 from triton_release.action.inputs import ActionInputs
 from triton_release.action.outputs import summary
@@ -26,15 +27,24 @@ from triton_release.models import golden
 from triton_release.models.answers import Answer, Reply
 from triton_release.models.config_schema import model_config_pb2
 from triton_release.models.devices import ENV_PARAMETER
-from triton_release.models.drift import (CaseDrift, DriftMeter, ModelDrift, OutputDrift, compare_case, difference,
-                                         drift_config, model_drift, over, previous_version, show_fraction)
+from triton_release.models.drift import (
+    CaseDrift,
+    DriftMeter,
+    ModelDrift,
+    OutputDrift,
+    compare_case,
+    difference,
+    drift_config,
+    model_drift,
+    over,
+    previous_version,
+    show_fraction,
+)
 from triton_release.models.inference import Exchange
 from triton_release.models.repository import Repository
 from triton_release.models.suite import GoldenRun
 from triton_release.session import Report, StepRecord
 from triton_release.settings import resolve
-
-from support.models import golden_case, python_config, python_model_files, sequence_case
 
 F32 = np.float32
 

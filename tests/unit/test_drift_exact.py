@@ -11,14 +11,12 @@ import math
 import numpy as np
 import pytest
 
+from support.models import case_file, golden_case
 from triton_release.console import Console
-from triton_release.models import golden
 from triton_release.models.answers import Answer, Reply
 from triton_release.models.drift import compare_case, difference, model_drift
 from triton_release.models.inference import Exchange
 from triton_release.models.suite import GoldenRun
-
-from support.models import case_file, golden_case
 
 I64, U64 = np.iinfo(np.int64), np.iinfo(np.uint64)
 

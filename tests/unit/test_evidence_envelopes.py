@@ -16,7 +16,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from triton_release.errors import Refused, UsageError
-from triton_release.evidence import keyless, signing, statements as st
+from triton_release.evidence import keyless, signing
+from triton_release.evidence import statements as st
 from triton_release.evidence.sbom import Package, listed_packages, sbom
 from triton_release.evidence.verify import check, parse_reference
 from triton_release.models.answers import OutputResult
@@ -35,8 +36,8 @@ def pae(payload_type: str, payload: bytes) -> bytes:
     return b"DSSEv1 " + str(len(kind)).encode() + b" " + kind + b" " + str(len(payload)).encode() + b" " + payload
 
 
-def write_key(folder: Path, name: str = "key", curve=ec.SECP256R1()) -> tuple[Path, Path, ec.EllipticCurvePrivateKey]:
-    key = ec.generate_private_key(curve)
+def write_key(folder: Path, name: str = "key", curve: ec.EllipticCurve | None = None) -> tuple[Path, Path, ec.EllipticCurvePrivateKey]:
+    key = ec.generate_private_key(curve or ec.SECP256R1())
     private = folder / f"{name}.pem"
     public = folder / f"{name}.pub"
     private.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,

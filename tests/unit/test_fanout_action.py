@@ -15,8 +15,8 @@ from triton_release.action.main import main as action_main
 from triton_release.action.outputs import ActionOutputs, summary
 from triton_release.cli.main import main
 from triton_release.errors import UsageError
-from triton_release.registry.candidate import Staged, parse_candidate
 from triton_release.models.shards import Shard
+from triton_release.registry.candidate import Staged, parse_candidate
 from triton_release.registry.promote import Candidate
 from triton_release.session import Report, StepRecord
 

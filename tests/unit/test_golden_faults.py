@@ -9,13 +9,12 @@ import json
 import numpy as np
 import pytest
 
+from support.models import golden_case, python_config, write_tree
 from triton_release.errors import UsageError
 from triton_release.image import server
 from triton_release.models import answers, golden
 from triton_release.models.repository import Repository, load_model
 from triton_release.models.validate import check_version_policy
-
-from support.models import golden_case, python_config, write_tree
 
 
 def load(tmp_path, text: str, model: str = "m"):

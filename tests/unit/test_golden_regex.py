@@ -13,11 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from triton_release.models import golden
-from triton_release.models.validate import validate
-
 from support.models import golden_case, python_model_files, write_tree
 from support.stack import ROOT
+from triton_release.models import golden
+from triton_release.models.validate import validate
 
 INPUTS = json.loads(golden_case())["inputs"]
 SOURCE = str(Path(golden.__file__).parents[2])  # the package under test, for a child process

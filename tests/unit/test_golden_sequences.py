@@ -8,13 +8,11 @@ import json
 import numpy as np
 import pytest
 
+from support.models import ACCUMULATOR_MODEL, golden_case, python_config, sequence_case, sequence_config, write_tree
 from triton_release.models import answers, golden
 from triton_release.models.inference import Answer, Reply, judge
 from triton_release.models.repository import load_model
 from triton_release.models.validate import validate
-
-from support.models import (ACCUMULATOR_MODEL, golden_case, python_config, sequence_case, sequence_config,
-                            write_tree)
 
 
 def load(tmp_path, text: str, model: str = "acc"):

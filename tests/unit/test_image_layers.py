@@ -11,13 +11,21 @@ from pathlib import Path
 
 import pytest
 
+from support.models import python_config, python_model_files, write_tree
 from triton_release.errors import Refused
-from triton_release.image.layers import (Executable, Layer, LayerTars, Runtime, StaleDigest, entries_fingerprint,
-                                         order_layers, plan_image, write_layer_tar)
+from triton_release.image.layers import (
+    Executable,
+    Layer,
+    LayerTars,
+    Runtime,
+    StaleDigest,
+    entries_fingerprint,
+    order_layers,
+    plan_image,
+    write_layer_tar,
+)
 from triton_release.image.plan import MIN_SLOTS, Item, group_count, group_of, layer_name, layer_slots, plan
 from triton_release.models.repository import Repository
-
-from support.models import python_config, python_model_files, write_tree
 
 SLOTS = 114  # 120 - the stand-in base's 4 layers - 2 kept free
 

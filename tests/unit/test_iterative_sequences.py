@@ -7,11 +7,10 @@ from __future__ import annotations
 
 import json
 
+from support.models import int_tensor, python_config, sequence_case, sequence_config, write_tree
 from triton_release.models import golden
 from triton_release.models.repository import load_model
 from triton_release.models.validate import validate
-
-from support.models import int_tensor, python_config, sequence_case, sequence_config, write_tree
 
 
 def iterative_config(name: str, decoupled: bool = False) -> str:

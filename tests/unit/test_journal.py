@@ -11,8 +11,8 @@ import pytest
 from support.models import PYTHON_MODEL, python_model_files
 from triton_release import steps
 from triton_release.errors import Refused, UsageError
-from triton_release.history.journal import Journal
 from triton_release.history.git import Git
+from triton_release.history.journal import Journal
 
 
 @pytest.fixture

@@ -11,22 +11,35 @@ import numpy as np
 import pytest
 from google.protobuf import text_format
 
+from support.models import golden_case, python_config, python_model_files, sequence_case, sequence_config, write_tree
 from triton_release import steps
 from triton_release.action.outputs import _latency_table
 from triton_release.errors import InfrastructureError
 from triton_release.image.warmup import entries, raw_bytes, with_warmup
 from triton_release.models import latency_stats as stats
 from triton_release.models.config_schema import model_config_pb2
-from triton_release.models.latency import (ColdStart, LatencyOptions, LatencyRun, ModelLatency, Round, cold_warnings,
-                                           compare, instance_count)
-from triton_release.models.perf_analyzer import (Level, PerfAnalyzerMissing, find, input_data, parameter_args,
-                                                 parse_csv, shape_args)
+from triton_release.models.latency import (
+    ColdStart,
+    LatencyOptions,
+    LatencyRun,
+    ModelLatency,
+    Round,
+    cold_warnings,
+    compare,
+    instance_count,
+)
+from triton_release.models.perf_analyzer import (
+    Level,
+    PerfAnalyzerMissing,
+    find,
+    input_data,
+    parameter_args,
+    parse_csv,
+    shape_args,
+)
 from triton_release.models.repository import Repository
 from triton_release.models.workload import workload
 from triton_release.settings import resolve
-
-from support.models import golden_case, python_config, python_model_files, sequence_case, sequence_config, write_tree
-
 
 # -- statistics -------------------------------------------------------------------------------------
 

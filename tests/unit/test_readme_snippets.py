@@ -19,10 +19,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from support.stack import ROOT
 from triton_release.errors import UsageError
 from triton_release.settings import BY_KEY, DEPRECATED, read_config_file, resolve
-
-from support.stack import ROOT
 
 ACTION = yaml.safe_load((ROOT / "action.yml").read_text())
 INPUTS = set(ACTION["inputs"])

@@ -8,11 +8,10 @@ import json
 
 import pytest
 
+from support.registries import FakeRegistry
 from triton_release.errors import InfrastructureError, Refused
 from triton_release.registry.client import RegistryRepository
 from triton_release.registry.credentials import Credentials, docker_config_credentials, find_credentials
-
-from support.registries import FakeRegistry
 
 USER, PASSWORD, TOKEN = "bot", "s3cret-pw", "tok-123"
 

@@ -14,12 +14,11 @@ from http.server import BaseHTTPRequestHandler
 
 import pytest
 
+from support.registries import FakeRegistry
 from triton_release.errors import InfrastructureError, Refused
 from triton_release.image.engine import docker_client
 from triton_release.registry.client import Manifest, RegistryRepository
 from triton_release.registry.credentials import Credentials
-
-from support.registries import FakeRegistry
 
 USER, PASSWORD = "bot", "s3cret-pw"
 MANIFEST_TYPE = "application/vnd.oci.image.manifest.v1+json"

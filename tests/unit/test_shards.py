@@ -6,12 +6,19 @@ import json
 
 import pytest
 
-from triton_release.errors import Refused, UsageError
-from triton_release.models.shards import (Shard, candidate_tag, changed_from_label, changed_label, check_shard_name,
-                                          plan_shards, shards_from_label, shards_label)
-from triton_release.models.repository import Repository
-
 from support.models import golden_case, pipeline_files, python_model_files
+from triton_release.errors import Refused, UsageError
+from triton_release.models.repository import Repository
+from triton_release.models.shards import (
+    Shard,
+    candidate_tag,
+    changed_from_label,
+    changed_label,
+    check_shard_name,
+    plan_shards,
+    shards_from_label,
+    shards_label,
+)
 
 GPU_GROUP = 'instance_group [ { kind: KIND_GPU count: 1 } ]\n'
 

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-
 import pytest
 
-from triton_release.image import requirements
-from triton_release.image import stub
-from triton_release.image.base import parse_ldd, parse_probe
 from triton_release.errors import Refused, UsageError
+from triton_release.image import requirements, stub
+from triton_release.image.base import parse_ldd, parse_probe
 
 LDD_311 = """\
 \tlinux-vdso.so.1 (0x00007ffc)

@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from support.models import (PYTHON_MODEL, auto_complete_files, golden_case, python_config,
-                            python_model_files)
+from support.models import PYTHON_MODEL, auto_complete_files, golden_case, python_config, python_model_files
 from triton_release.cli.main import main
 from triton_release.models.validate import validate
 

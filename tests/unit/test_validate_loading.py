@@ -9,11 +9,16 @@ import json
 
 import pytest
 
-from support.models import (PYTHON_MODEL, auto_complete_files, ensemble_files, golden_case, python_config,
-                            python_model_files)
+from support.models import (
+    PYTHON_MODEL,
+    auto_complete_files,
+    ensemble_files,
+    golden_case,
+    python_config,
+    python_model_files,
+)
 from triton_release.cli.main import main
 from triton_release.models.validate import validate
-
 
 ENSEMBLE_CASE = golden_case().replace('"INPUT0"', '"IN"').replace('"OUTPUT0"', '"OUT"')
 

@@ -9,6 +9,7 @@ import xml.etree.ElementTree as ElementTree
 
 import pytest
 
+from support.models import ensemble_files, python_model_files, write_tree
 from triton_release import progress
 from triton_release.console import Console
 from triton_release.image import model_control
@@ -17,8 +18,6 @@ from triton_release.models import suite
 from triton_release.models.inference import CaseResult
 from triton_release.models.repository import Repository
 from triton_release.models.suite import GoldenRun, Wave, WaveRun, merge_junit, plan_waves, run_waves, wave_label
-
-from support.models import ensemble_files, python_model_files, write_tree
 
 
 @pytest.fixture

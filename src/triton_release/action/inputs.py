@@ -7,9 +7,9 @@ as a JSON file at $GITHUB_EVENT_PATH. Both are read from the environment handed 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping
 
 from triton_release.errors import UsageError
 
@@ -45,7 +45,7 @@ class Event:
     payload: dict
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str]) -> "Event":
+    def from_env(cls, env: Mapping[str, str]) -> Event:
         try:
             payload = json.loads(Path(env["GITHUB_EVENT_PATH"]).read_text())
         except (KeyError, OSError, ValueError):
@@ -88,7 +88,7 @@ class ActionInputs:
     verify_key: str = ""              # a PEM public key, or the path of one in the workspace
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str]) -> "ActionInputs":
+    def from_env(cls, env: Mapping[str, str]) -> ActionInputs:
         def value(name: str) -> str:
             return env.get(f"INPUT_{name.upper()}", "").strip()
 

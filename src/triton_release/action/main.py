@@ -11,11 +11,12 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator, Mapping
 
-from triton_release import cache, release, session as sessions
+from triton_release import cache, release
+from triton_release import session as sessions
 from triton_release.action.inputs import ActionInputs, Event
 from triton_release.action.outputs import ActionOutputs, summary
 from triton_release.console import Console
@@ -153,8 +154,8 @@ def key_files(inputs: ActionInputs, env: Mapping[str, str]) -> Iterator[dict]:
 def stage(inputs: ActionInputs, settings, event: Event, env: Mapping[str, str], repository,
           session: sessions.Session) -> None:
     """mode stage: build once, push the candidate, plan the shards (the `shards` output)."""
-    from triton_release.models.shards import check_counts
     from triton_release.fanout.stage import StageRequest, run_stage
+    from triton_release.models.shards import check_counts
 
     check_counts(inputs.shards, inputs.max_models_per_shard)
     run_stage(StageRequest(

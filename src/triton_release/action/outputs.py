@@ -86,7 +86,7 @@ class ActionOutputs:
     planned_version: str = ""
 
     @classmethod
-    def from_report(cls, report: Report, report_path: str) -> "ActionOutputs":
+    def from_report(cls, report: Report, report_path: str) -> ActionOutputs:
         facts = report.facts
         planned = str(facts.get("version") or "")
         released = facts.get("released") is True
@@ -126,7 +126,7 @@ class ActionOutputs:
         """Values that are not what their output promises."""
         return [problem for _, ok, problem in self._checks() if not ok]
 
-    def valid(self) -> "ActionOutputs":
+    def valid(self) -> ActionOutputs:
         """These outputs with every value that is not what it promises left empty (a list: only
         its entries that are)."""
         kept: dict = {}

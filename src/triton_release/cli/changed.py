@@ -7,8 +7,9 @@ registry it cannot read is a warning, and the last release is then found from gi
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from triton_release import steps
 from triton_release.cli.common import SINCE_LAST_RELEASE, Context, add_refs

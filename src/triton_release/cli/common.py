@@ -4,9 +4,10 @@ repository and the registry repository it works on."""
 from __future__ import annotations
 
 import argparse
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Mapping
+from typing import TYPE_CHECKING
 
 from triton_release.console import Console
 from triton_release.release import model_repository, open_repository
@@ -29,7 +30,7 @@ class Context:
     def model_repository(self) -> Path:
         return model_repository(self.settings, "--model-repository DIR")
 
-    def repository(self, how: str, required: bool = True) -> "RegistryRepository | None":
+    def repository(self, how: str, required: bool = True) -> RegistryRepository | None:
         """The registry repository (--to/--repo, else the `repository` setting) with its credentials."""
         return open_repository(self.settings, self.env, required=required, how=how)
 
@@ -76,7 +77,7 @@ def add_signing(parser: argparse.ArgumentParser) -> None:
     setting(parser, "--signing", "signing", choices=("key", "keyless"))
 
 
-def signing(ctx: "Context"):
+def signing(ctx: Context):
     """The run's signing, its key read and checked before the first side effect; and the builder."""
     from triton_release.evidence.signing import prepare
     from triton_release.evidence.statements import Invocation

@@ -5,12 +5,25 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Mapping
 from types import ModuleType
-from typing import Mapping
 
-from triton_release import __version__, cache, session as sessions
-from triton_release.cli import (bump, build, changed, promote, push, record, release, rollback, stage, test,
-                                validate, verify)
+from triton_release import __version__, cache
+from triton_release import session as sessions
+from triton_release.cli import (
+    build,
+    bump,
+    changed,
+    promote,
+    push,
+    record,
+    release,
+    rollback,
+    stage,
+    test,
+    validate,
+    verify,
+)
 from triton_release.cli.common import Context, given_settings, setting
 from triton_release.console import Console
 from triton_release.errors import UsageError

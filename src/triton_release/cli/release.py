@@ -1,9 +1,16 @@
 """`release`: validate, changed, bump, build, test and push in one run."""
 
 from triton_release import release
-from triton_release.cli.common import (SINCE_LAST_RELEASE, Context, add_image_settings, add_latency_settings,
-                                       add_refs, setting)
-from triton_release.cli.common import add_signing, signing
+from triton_release.cli.common import (
+    SINCE_LAST_RELEASE,
+    Context,
+    add_image_settings,
+    add_latency_settings,
+    add_refs,
+    add_signing,
+    setting,
+    signing,
+)
 from triton_release.errors import UsageError
 from triton_release.history.push_back import PushTarget
 

@@ -3,10 +3,17 @@
 from dataclasses import replace
 
 from triton_release import release
-from triton_release.cli.common import SINCE_LAST_RELEASE, Context, add_image_settings, add_refs, setting
-from triton_release.cli.common import add_signing, signing
-from triton_release.models.shards import check_counts
+from triton_release.cli.common import (
+    SINCE_LAST_RELEASE,
+    Context,
+    add_image_settings,
+    add_refs,
+    add_signing,
+    setting,
+    signing,
+)
 from triton_release.fanout.stage import StageRequest, run_stage
+from triton_release.models.shards import check_counts
 
 HELP = "validate, changed, build and push a candidate (candidate-<sha12>, no release tag), planned into shards"
 

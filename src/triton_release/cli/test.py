@@ -50,9 +50,9 @@ def run(ctx: Context, session) -> None:
 
 def serve_candidate(ctx: Context, session) -> None:
     """A staged candidate, pulled by digest; with --shard, its record written to the registry."""
-    from triton_release.registry.candidate import parse_candidate
     from triton_release.fanout.stage import CandidateTestRequest, run_candidate_test
     from triton_release.models.latency import LatencyOptions
+    from triton_release.registry.candidate import parse_candidate
     from triton_release.registry.client import open_repository
 
     args, settings = ctx.args, ctx.settings

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from triton_release.evidence import statements as st
 from triton_release.evidence.sbom import Package, sbom
@@ -66,7 +67,7 @@ class Evidence:
         return {"evidence": f"{self.repository}:{self.tag}", "evidence_signed": self.signing != "none"}
 
 
-def _image(registry: "RegistryRepository", digest: str) -> tuple[dict, str]:
+def _image(registry: RegistryRepository, digest: str) -> tuple[dict, str]:
     """The labels and the config digest of the manifest `digest`."""
     manifest = registry.manifest(digest)
     config = registry.image_config(digest)
@@ -111,7 +112,7 @@ def _sign(signing: Signing, payloads: list[tuple[str, bytes]]) -> list[tuple[byt
     return out
 
 
-def store(registry: "RegistryRepository", digest: str, version: str, layers: list[tuple[bytes, dict, str]],
+def store(registry: RegistryRepository, digest: str, version: str, layers: list[tuple[bytes, dict, str]],
           signing: Signing, how: str, passed: bool | None) -> Evidence:
     tag, manifest, sent, referred = attestations.write(registry, digest, [(body, ann) for body, ann, _ in layers])
     described = tuple(Layer(kind, "sha256:" + hashlib.sha256(body).hexdigest(), len(body), ann[attestations.SIGNING])
@@ -134,8 +135,8 @@ def _file_sha256(path: Path | None) -> str:
         return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
-def release(registry: "RegistryRepository", digest: str, version: str, *, root: Path, planned: "ChangesResult",
-            prepared: "Prepared", run: "GoldenRun | None", tested: Iterable[str], signing: Signing,
+def release(registry: RegistryRepository, digest: str, version: str, *, root: Path, planned: ChangesResult,
+            prepared: Prepared, run: GoldenRun | None, tested: Iterable[str], signing: Signing,
             invocation: st.Invocation, settings: Mapping[str, Any], latency: Any = None) -> Evidence:
     """The evidence of release `version` (`digest`), from the run that built, tested and pushed it."""
     labels, config_digest = _image(registry, digest)
@@ -163,7 +164,7 @@ def release(registry: "RegistryRepository", digest: str, version: str, *, root: 
     return store(registry, digest, version, _sign(signing, payloads), signing, "release", golden["passed"])
 
 
-def _from_image(registry: "RegistryRepository", digest: str, version: str, image: str, labels: Mapping[str, str],
+def _from_image(registry: RegistryRepository, digest: str, version: str, image: str, labels: Mapping[str, str],
                 settings: Mapping[str, Any], invocation: st.Invocation, how: str) -> tuple[list, dict, str]:
     """Provenance and SBOM read from a pushed image itself (pulled as `image`) and its labels; and
     the Triton version its environment names."""
@@ -198,7 +199,7 @@ def _from_image(registry: "RegistryRepository", digest: str, version: str, image
             (st.SBOM_TYPE, st.statement(name, digest, st.SBOM_TYPE, bom))], models, triton
 
 
-def rerun(registry: "RegistryRepository", digest: str, version: str, *, root: Path, run: "GoldenRun | None",
+def rerun(registry: RegistryRepository, digest: str, version: str, *, root: Path, run: GoldenRun | None,
           signing: Signing, invocation: st.Invocation, settings: Mapping[str, Any]) -> Evidence:
     """The evidence of release `version`, made by a later run: `run` re-ran its golden cases against
     `REPO:version` (that digest, pulled)."""
@@ -215,8 +216,8 @@ def rerun(registry: "RegistryRepository", digest: str, version: str, *, root: Pa
     return store(registry, digest, version, _sign(signing, payloads), signing, "rerun", golden["passed"])
 
 
-def stage(registry: "RegistryRepository", digest: str, version: str, *, planned: "ChangesResult",
-          prepared: "Prepared", signing: Signing, invocation: st.Invocation, settings: Mapping[str, Any]) -> Evidence:
+def stage(registry: RegistryRepository, digest: str, version: str, *, planned: ChangesResult,
+          prepared: Prepared, signing: Signing, invocation: st.Invocation, settings: Mapping[str, Any]) -> Evidence:
     """Provenance and SBOM of a staged candidate; promote adds the golden results."""
     labels, _ = _image(registry, digest)
     base, choice = prepared.base, prepared.stub
@@ -236,7 +237,7 @@ def stage(registry: "RegistryRepository", digest: str, version: str, *, planned:
     return store(registry, digest, version, _sign(signing, payloads), signing, "stage", None)
 
 
-def promote(registry: "RegistryRepository", digest: str, version: str, *, records: Iterable[Any],
+def promote(registry: RegistryRepository, digest: str, version: str, *, records: Iterable[Any],
             untested: Iterable[tuple[str, str]], signing: Signing, invocation: st.Invocation) -> Evidence:
     """The golden results of a promoted candidate (its shards' records), added to what its stage
     attached (kept as they were, signed by the stage)."""
@@ -260,7 +261,7 @@ def _json(body: bytes) -> Any:
         return None
 
 
-def _packages(prepared: "Prepared"):
+def _packages(prepared: Prepared):
     """The daemon, the Python packages of the base image's target Python, and each model
     environment's distributions, for the SBOM."""
     from triton_release.evidence.packages import image_packages

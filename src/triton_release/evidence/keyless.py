@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import base64
 import json
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from triton_release.errors import InfrastructureError, UsageError
 from triton_release.evidence.signing import Signed
@@ -77,7 +78,7 @@ class KeylessSigner:
         return "KeylessSigner(sigstore)"
 
     @classmethod
-    def prepare(cls, env: Mapping[str, str]) -> "KeylessSigner":
+    def prepare(cls, env: Mapping[str, str]) -> KeylessSigner:
         try:
             import sigstore  # noqa: F401 - only whether it is there
             importable = True

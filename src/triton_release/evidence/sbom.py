@@ -11,8 +11,8 @@ their location in a property).
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Iterable, Mapping
 
 from triton_release import __version__
 

@@ -19,9 +19,10 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any
 
 from triton_release.errors import UsageError
 
@@ -54,7 +55,7 @@ def fingerprint(public_key: Any) -> str:
     return "sha256:" + hashlib.sha256(der).hexdigest()
 
 
-def _cosign_key(public_key: Any) -> "SSlibKey":
+def _cosign_key(public_key: Any) -> SSlibKey:
     """The securesystemslib key of `public_key`, with the empty keyid cosign's envelopes carry."""
     from securesystemslib.signer import SSlibKey
 
@@ -72,7 +73,7 @@ def _p256(key: Any) -> bool:
 class KeySigner:
     path: str
     fingerprint: str
-    signer: "CryptoSigner" = field(repr=False, compare=False)
+    signer: CryptoSigner = field(repr=False, compare=False)
 
     def sign(self, payload: bytes) -> Signed:
         from securesystemslib.dsse import Envelope

@@ -20,9 +20,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any, Iterable, Mapping
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
 
 from triton_release import __version__
 
@@ -65,7 +66,7 @@ class Invocation:
     server: str = ""
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str], action: bool = False) -> "Invocation":
+    def from_env(cls, env: Mapping[str, str], action: bool = False) -> Invocation:
         """`action`: the run is the GitHub Action's (else the CLI's, maybe inside a workflow)."""
         server = env.get("GITHUB_SERVER_URL", "https://github.com") if env.get("GITHUB_ACTIONS") == "true" else ""
         github = {name: env[key] for key, name in GITHUB_FIELDS.items() if env.get(key)} if server else {}
@@ -158,7 +159,7 @@ def _case_version(content: bytes | None, newest: int | None) -> int | None:
 
 
 def golden_predicate(*, image: str, digest: str, config_digest: str, triton: str, models: Mapping[str, list[int]],
-                     run: "GoldenRun | None", case_files: Mapping[str, bytes | None], tested: Iterable[str] = (),
+                     run: GoldenRun | None, case_files: Mapping[str, bytes | None], tested: Iterable[str] = (),
                      previous: str | None = None, latency: Any = None, how: str = "release") -> dict:
     """The golden predicate of a run (None: nothing had to be tested) against `image`.
     `models`: the image's models and versions; `tested`: the models the run was asked to test;
@@ -273,7 +274,7 @@ def provenance_predicate(facts: BuildFacts, invocation: Invocation, how: str = "
                              "digest": {"sha256": stub["sha256"]}, "annotations": {"origin": stub.get("origin", "")}})
     dependencies += [{"uri": f"pkg:pypi/{name}@{version}", "digest": {"sha256": digest}}
                      for name, version, digest in facts.wheels if digest]
-    now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     metadata: dict = {"finishedOn": now, **({"startedOn": facts.created} if facts.created else {})}
     if invocation.run_url:
         metadata["invocationId"] = invocation.run_url

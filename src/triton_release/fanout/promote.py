@@ -36,7 +36,7 @@ def gpu_policy(settings) -> str:
 
 @dataclass(frozen=True)
 class PromoteRequest:
-    repository: "RegistryRepository"   # the candidate's repository, with its credentials
+    repository: RegistryRepository   # the candidate's repository, with its credentials
     digest: str                         # the candidate's manifest digest
     version: str
     channel: str

@@ -26,10 +26,18 @@ from typing import TYPE_CHECKING
 from triton_release import steps
 from triton_release.cache import exclusive
 from triton_release.errors import Refused, UsageError
-from triton_release.models.shards import (BUILD_INPUTS_LABEL, CHANGED_LABEL, NEW_VERSIONS_LABEL, SHARDS_LABEL,
-                                          build_inputs_label, changed_label, check_shard_name, shards_label)
 from triton_release.history import releases
 from triton_release.history.bump import checkout_at
+from triton_release.models.shards import (
+    BUILD_INPUTS_LABEL,
+    CHANGED_LABEL,
+    NEW_VERSIONS_LABEL,
+    SHARDS_LABEL,
+    build_inputs_label,
+    changed_label,
+    check_shard_name,
+    shards_label,
+)
 from triton_release.session import Session
 
 if TYPE_CHECKING:
@@ -40,7 +48,7 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class StageRequest:
     model_repository: Path
-    repository: "RegistryRepository"
+    repository: RegistryRepository
     base: str | None
     head: str
     base_image: str
@@ -136,7 +144,7 @@ def _build_inputs(request: StageRequest, base_image_id: str | None = None) -> di
 @dataclass(frozen=True)
 class CandidateTestRequest:
     model_repository: Path
-    repository: "RegistryRepository"
+    repository: RegistryRepository
     digest: str                        # sha256:... of the candidate in `repository`
     shard: str | None                  # with a shard: its models (unless `models`), and its record written
     models: tuple[str, ...] = ()
@@ -149,7 +157,7 @@ class CandidateTestRequest:
     gpus: str | None = None
     gpu_models: str = "test"
     max_drift: float | None = None     # refuse (the shard's record failed) a new version this far from its previous
-    latency: "LatencyOptions | None" = None  # measure new versions' latency; beyond its bound the record fails
+    latency: LatencyOptions | None = None  # measure new versions' latency; beyond its bound the record fails
 
 
 def run_candidate_test(request: CandidateTestRequest, session: Session) -> None:

@@ -13,8 +13,8 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from triton_release.history.changes import ChangeSet, refuse_released_edits
 from triton_release.errors import InfrastructureError, Refused, UsageError
+from triton_release.history.changes import ChangeSet, refuse_released_edits
 from triton_release.history.git import Git
 
 

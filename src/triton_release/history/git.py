@@ -5,12 +5,13 @@ from __future__ import annotations
 import re
 import subprocess
 import threading
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator
 
 from triton_release.errors import InfrastructureError, UsageError
+
 
 class GitFailed(InfrastructureError):
     """A git command that should have worked did not: the repository or git is broken. Refs the

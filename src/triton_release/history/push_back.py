@@ -18,9 +18,10 @@ import logging
 import os
 import re
 import subprocess
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Protocol
+from typing import Protocol
 
 from triton_release.errors import InfrastructureError
 
@@ -48,7 +49,7 @@ class PushTarget:
     remote: str = REMOTE
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str]) -> "PushTarget":
+    def from_env(cls, env: Mapping[str, str]) -> PushTarget:
         """Inside GitHub Actions, the branch the workflow runs for: a pull request's head branch
         (GITHUB_HEAD_REF), else the pushed or dispatched branch (GITHUB_REF, when it is a branch:
         a tag's run names no branch). Elsewhere None: the checkout's current branch."""

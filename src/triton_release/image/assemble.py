@@ -17,8 +17,8 @@ import io
 import json
 import tarfile
 import tempfile
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Callable, Mapping, Sequence
 
 import docker
 

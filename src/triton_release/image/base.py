@@ -13,10 +13,9 @@ from dataclasses import asdict, dataclass, field, replace
 
 import docker
 
-from triton_release.errors import InfrastructureError, Refused
 from triton_release.cache import cache_dir, write_atomic
+from triton_release.errors import InfrastructureError, Refused
 from triton_release.processes import owner_labels, remove_by_name
-
 
 STUB_PATH = "/opt/tritonserver/backends/python/triton_python_backend_stub"
 CACHE_FORMAT = 1
@@ -118,7 +117,7 @@ class BaseImage:
         return data
 
     @classmethod
-    def from_json(cls, data: dict) -> "BaseImage":
+    def from_json(cls, data: dict) -> BaseImage:
         pythons = {k: PythonInstall(**v) for k, v in data["pythons"].items()}
         stub = data["stub"]
         stub = StubLinks(**{**stub, "missing": tuple(stub["missing"])})

@@ -11,9 +11,9 @@ import io
 import json
 import tarfile
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Mapping
 
 import docker
 
@@ -22,8 +22,16 @@ from triton_release.cache import cache_dir
 from triton_release.errors import InfrastructureError, Refused, no_space
 from triton_release.image.assemble import assemble, image_config
 from triton_release.image.engine import docker_client
-from triton_release.image.layers import (ORDER_LABEL, SERVER_COMMAND, Layer, LayerTars, Runtime, StaleDigest,
-                                         order_layers, plan_image)
+from triton_release.image.layers import (
+    ORDER_LABEL,
+    SERVER_COMMAND,
+    Layer,
+    LayerTars,
+    Runtime,
+    StaleDigest,
+    order_layers,
+    plan_image,
+)
 from triton_release.models.repository import Repository
 from triton_release.processes import owner_labels
 
@@ -42,11 +50,12 @@ class BuildResult:
 
 
 STUB_NAME = "triton_python_backend_stub"
+NOTHING_EXTRA = Runtime()  # the models alone: the base image's stub, no environments
 
 
 def build_image(repo: Repository, base_image: str, tag: str, labels: dict[str, str] | None = None,
                 models: list[str] | None = None, client: docker.DockerClient | None = None,
-                runtime: Runtime = Runtime(), *, max_layers: int = 120,
+                runtime: Runtime = NOTHING_EXTRA, *, max_layers: int = 120,
                 base_layers: int | None = None, blob_ids: Mapping[str, str] | None = None) -> BuildResult:
     """Put `tag` together FROM `base_image` with the repository's models (all, or `models`) and
     the runtime's items, in at most `max_layers` layers: our layer tars and a config written

@@ -21,17 +21,24 @@ import io
 import os
 import re
 import tarfile
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from stat import S_ISDIR, S_ISREG
-from typing import Mapping
 
 from triton_release.cache import discard, write_atomic
 from triton_release.errors import Refused
 from triton_release.image.base import STUB_PATH
 from triton_release.image.plan import Item, Planned, check_disjoint, layer_name, layer_slots, plan
-from triton_release.models.repository import (GOLDEN_DIR, Model, Repository, kind_problem,
-                                               link_problem, model_name_problem, walk)
+from triton_release.models.repository import (
+    GOLDEN_DIR,
+    Model,
+    Repository,
+    kind_problem,
+    link_problem,
+    model_name_problem,
+    walk,
+)
 from triton_release.problems import Problem
 
 MODELS_DIR = PurePosixPath("models")

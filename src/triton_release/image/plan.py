@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Mapping
 
 from triton_release.errors import Refused
 from triton_release.models.repository import VERSION_DIR, model_name_problem

@@ -27,8 +27,8 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel
 from packaging.version import Version
 
 from triton_release.cache import cache_dir, discard, exclusive, write_atomic
-from triton_release.image.base import PythonInstall
 from triton_release.errors import InfrastructureError, Refused
+from triton_release.image.base import PythonInstall
 from triton_release.models.repository import REQUIREMENTS_FILE, Repository, read_requirements
 from triton_release.problems import display_path
 

@@ -21,16 +21,16 @@ import os
 import re
 import socket
 import uuid
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Iterable, Mapping
 
 import docker
 import requests
 
-from triton_release.settings import memory_bytes
 from triton_release.errors import InfrastructureError, UsageError
 from triton_release.image.model_control import ModelControl
 from triton_release.processes import OWNER_LABEL, alive, owner_labels
+from triton_release.settings import memory_bytes
 
 HTTP_PORT, GRPC_PORT = "8000/tcp", "8001/tcp"
 CONTAINER_LABEL = "triton-release.server"
@@ -201,7 +201,7 @@ class TritonServer(ModelControl):
 
     # -- life ---------------------------------------------------------------------------------
 
-    def __enter__(self) -> "TritonServer":
+    def __enter__(self) -> TritonServer:
         try:
             here = own_container(self.client)
             remove_orphans(self.client)

@@ -18,9 +18,9 @@ import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from triton_release.image.base import STUB_PATH, BaseImage, PythonInstall, check_stub
-from triton_release.errors import InfrastructureError, Refused, UsageError
 from triton_release.cache import atomic_path, cache_dir, write_atomic
+from triton_release.errors import InfrastructureError, Refused, UsageError
+from triton_release.image.base import STUB_PATH, BaseImage, PythonInstall, check_stub
 
 # Triton version -> the nvidia-pytriton wheel that carries it (and its stubs for 3.8 to 3.13).
 PYTRITON_WHEELS = {"2.46.0": "0.5.8", "2.48.0": "0.5.10", "2.50.0": "0.5.12", "2.51.0": "0.7.0"}
@@ -223,7 +223,7 @@ def check_source_reachable(ngc_release: str, url: str = PYTHON_BACKEND_URL) -> N
 
 # -- the decision -----------------------------------------------------------------------------
 
-def old_pybind11(choice: "StubChoice") -> bool:
+def old_pybind11(choice: StubChoice) -> bool:
     """Whether the chosen stub is compiled with pybind11 older than 2.12, which breaks every output
     tensor under numpy 2: NVIDIA's stubs (an image's own, the nvidia-pytriton wheel's) up to
     Triton 2.51. The `source` builder compiles against pybind11 2.13; a stub you give is yours."""
@@ -234,7 +234,7 @@ def old_pybind11(choice: "StubChoice") -> bool:
     return choice.provider in ("stock", "wheel") and triton <= NUMPY2_UNTIL
 
 
-def refuse_numpy2(choice: "StubChoice", numpy: str, where: str, fix: str) -> None:
+def refuse_numpy2(choice: StubChoice, numpy: str, where: str, fix: str) -> None:
     """Refused before any build when numpy 2 meets a stub compiled with an old pybind11."""
     try:
         major = int(numpy.split(".")[0]) if numpy else 0

@@ -7,8 +7,8 @@ from __future__ import annotations
 import base64
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 

@@ -24,9 +24,9 @@ import ast
 import json
 import os
 import re
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Iterator, Mapping
 
 from triton_release.cache import Memo
 
@@ -63,7 +63,7 @@ class _Facts:
                 "loads_any": self.loads_any, "exports": dict(self.exports)}
 
     @classmethod
-    def from_json(cls, data: dict) -> "_Facts":
+    def from_json(cls, data: dict) -> _Facts:
         """The facts a memo kept; ValueError for anything of another shape."""
         calls = tuple((callee, line) for callee, line in data["calls"])
         imports = tuple(tuple(entry) for entry in data["imports"])

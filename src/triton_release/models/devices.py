@@ -18,7 +18,8 @@ from __future__ import annotations
 import io
 import tarfile
 import uuid
-from typing import TYPE_CHECKING, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
 
 from google.protobuf import json_format, text_format
 
@@ -60,7 +61,7 @@ def cpu_override(config: model_config_pb2.ModelConfig, env_path: str | None = No
                                      sort_keys=True)
 
 
-def image_configs(client: "docker.DockerClient", image: str,
+def image_configs(client: docker.DockerClient, image: str,
                   names: Iterable[str]) -> dict[str, model_config_pb2.ModelConfig | None]:
     """Each model's config as `image` holds it (/models/<model>/config.pbtxt), read from one container
     created from the image and never started; None for a model whose config the image lacks or
@@ -94,7 +95,7 @@ def image_configs(client: "docker.DockerClient", image: str,
     return found
 
 
-def image_cpu_overrides(client: "docker.DockerClient", image: str, repo: "Repository", names: Iterable[str],
+def image_cpu_overrides(client: docker.DockerClient, image: str, repo: Repository, names: Iterable[str],
                         environments: Mapping[str, str] | None = None) -> dict[str, str]:
     """The models among `names` that ask for a GPU in `image` -> the config they load with on a
     machine without GPUs (the load's `config` parameter), made from the image's own config.pbtxt.

@@ -39,8 +39,9 @@ reloaded for it keeps both versions loaded until its wave's models are unloaded.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
-from typing import Iterable, Mapping, Protocol
+from typing import Protocol
 
 import numpy as np
 from google.protobuf import json_format
@@ -48,10 +49,10 @@ from google.protobuf import json_format
 from triton_release.models.answers import tolerances
 from triton_release.models.config_schema import model_config_pb2
 from triton_release.models.devices import ENV_PARAMETER, cpu_config
-from triton_release.models.golden import FLOATS, GoldenCase, element_index, load_case
-from triton_release.models.tensors import INTEGERS
+from triton_release.models.golden import GoldenCase, element_index, load_case
 from triton_release.models.inference import Exchange, ask
 from triton_release.models.repository import Repository
+from triton_release.models.tensors import INTEGERS
 
 INFINITE = math.inf
 

@@ -37,9 +37,22 @@ from pathlib import Path
 import re2
 
 from triton_release.models.repository import Model, datatype_name
-from triton_release.models.tensors import (DATATYPES, FLOAT_MAX, FLOATS, INTEGERS, MAX_DEPTH, SPECIAL_FLOATS,
-                                            TENSOR_KEYS, Tensor, bytes_element, element_index, flatten, kind_of,
-                                            out_of_range, short)
+from triton_release.models.tensors import (
+    DATATYPES,
+    FLOAT_MAX,
+    FLOATS,
+    INTEGERS,
+    MAX_DEPTH,
+    SPECIAL_FLOATS,
+    TENSOR_KEYS,
+    Tensor,
+    bytes_element,
+    element_index,
+    flatten,
+    kind_of,
+    out_of_range,
+    short,
+)
 from triton_release.problems import Problem, line_of
 
 CASE_KEYS = {"inputs", "outputs", "error", "sequence", "atol", "rtol", "version", "protocol", "parameters",

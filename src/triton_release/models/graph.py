@@ -6,7 +6,7 @@ some models change) walk the same edges, so loading and re-testing can never dis
 
 from __future__ import annotations
 
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 Needs = Mapping[str, Iterable[str]]  # model -> the models it needs loaded
 

@@ -27,9 +27,10 @@ import math
 import statistics
 import tempfile
 import time
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Iterable, Mapping, Protocol
+from typing import Protocol
 
 from triton_release import progress
 from triton_release.models import latency_stats as stats
@@ -57,7 +58,7 @@ class LatencyOptions:
     env: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)  # PATH, LD_LIBRARY_PATH
 
     @classmethod
-    def from_settings(cls, settings, env: Mapping[str, str]) -> "LatencyOptions":
+    def from_settings(cls, settings, env: Mapping[str, str]) -> LatencyOptions:
         return cls(max_increase=settings.max_latency_increase, rounds=settings.latency_rounds,
                    interval_ms=settings.latency_interval, perf_analyzer=settings.perf_analyzer, env=dict(env))
 
@@ -116,7 +117,7 @@ def compare(rounds: Iterable[Round], previous: int, version: int, bound: float |
     levels = sorted({lv.concurrency for r in counted for lv in r.levels})
     found = []
     for level in levels:
-        def series(v: int) -> list[Level]:
+        def series(v: int, level: int = level) -> list[Level]:
             return [lv for r in counted if r.version == v for lv in r.levels if lv.concurrency == level]
         before, after = series(previous), series(version)
         pairs = min(len(before), len(after))
@@ -261,7 +262,7 @@ class LatencyMeter:
     def close(self) -> None:
         self._scratch.cleanup()
 
-    def __enter__(self) -> "LatencyMeter":
+    def __enter__(self) -> LatencyMeter:
         return self
 
     def __exit__(self, *exc) -> None:

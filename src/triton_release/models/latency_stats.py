@@ -13,8 +13,8 @@ interval straddling it is inconclusive; one wholly at or below it passes.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 

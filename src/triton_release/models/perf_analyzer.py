@@ -20,9 +20,9 @@ import json
 import os
 import shutil
 import subprocess
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping
 
 from triton_release.models.golden import FLOATS
 from triton_release.models.workload import Workload

@@ -10,16 +10,16 @@ import hashlib
 import os
 import re
 import stat
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator, Mapping
 
 from google.protobuf import text_format
 from packaging.requirements import InvalidRequirement, Requirement
-from triton_release.models.config_schema import model_config_pb2
 
 from triton_release.cache import Memo
 from triton_release.models.calls import callees, version_calls
+from triton_release.models.config_schema import model_config_pb2
 from triton_release.models.graph import ensemble_needs
 from triton_release.problems import Problem
 
@@ -395,7 +395,7 @@ class Repository:
     models: Mapping[str, Model]
 
     @classmethod
-    def load(cls, root: Path, lazy: bool = False) -> "Repository":
+    def load(cls, root: Path, lazy: bool = False) -> Repository:
         """The models below `root`; with `lazy`, each is read when first asked for, so a caller that
         needs a few of a thousand reads a few."""
         root = Path(root)

@@ -24,9 +24,9 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
 
 from triton_release.errors import Refused, UsageError
 from triton_release.models.devices import needs_gpu

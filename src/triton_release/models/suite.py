@@ -16,9 +16,10 @@ import logging
 import tempfile
 import time
 import xml.etree.ElementTree as ElementTree
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Mapping, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from triton_release import progress
 from triton_release.errors import Interrupted, Refused, UsageError
@@ -82,8 +83,8 @@ class GoldenRun:
     on_cpu: tuple[str, ...] = ()          # KIND_GPU models loaded (and tested) on the CPU
     needs_gpu: tuple[tuple[str, str], ...] = ()  # (model, why): not tested, they did not load on the CPU
     completed: tuple[tuple[str, dict], ...] = ()  # auto-complete models: (model, its config as served)
-    drift: tuple["ModelDrift", ...] = ()  # new versions against their previous one (models/drift.py)
-    latency: "LatencyRun | None" = None  # their latency against the previous one's (models/latency.py)
+    drift: tuple[ModelDrift, ...] = ()  # new versions against their previous one (models/drift.py)
+    latency: LatencyRun | None = None  # their latency against the previous one's (models/latency.py)
 
     @property
     def passed(self) -> bool:

@@ -12,16 +12,25 @@ import os
 import re
 import sys
 from collections import Counter
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Callable, Iterator
 
 from triton_release.cache import Memo
 from triton_release.models import calls, golden
 from triton_release.models.devices import ENV_PARAMETER
-from triton_release.models.repository import (GOLDEN_DIR, REQUIREMENTS_FILE, Model, Repository, link_problem,
-                                               fingerprint, model_name_problem, read_requirements, walk)
+from triton_release.models.repository import (
+    GOLDEN_DIR,
+    REQUIREMENTS_FILE,
+    Model,
+    Repository,
+    fingerprint,
+    link_problem,
+    model_name_problem,
+    read_requirements,
+    walk,
+)
 from triton_release.problems import Problem, display_path, line_of
 
 LOOKS_LIKE_VERSION = re.compile(r"^(v|version)?-?[0-9]+$", re.I)
@@ -361,7 +370,7 @@ class Verdict:
                 "warnings": [_problem_json(p) for p in self.warnings], "golden_cases": self.golden_cases}
 
     @classmethod
-    def from_json(cls, data: object) -> "Verdict":
+    def from_json(cls, data: object) -> Verdict:
         """A verdict kept in the memo; TypeError or ValueError when it has another shape (the memo
         discards it)."""
         if not isinstance(data, dict) or not isinstance(data.get("golden_cases"), int):

@@ -15,8 +15,8 @@ stage attached); retention deletes it with its release (publish.retain).
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Mapping
 
 from triton_release import contract
 from triton_release.errors import Refused
@@ -69,9 +69,9 @@ def write(registry: RegistryRepository, subject: str, layers: list[tuple[bytes, 
     tag, the manifest's digest, the bytes uploaded at most (blobs and manifest) and whether the
     manifest was also made a referrer of `subject`."""
     descriptors, sent = [], 0
-    for body, annotations in layers:
+    for body, notes in layers:
         descriptors.append({"mediaType": DSSE_TYPE, "size": len(body), "digest": registry.put_blob(body),
-                            "annotations": dict(annotations)})
+                            "annotations": dict(notes)})
         sent += len(body)
     config = cosign_config([d["digest"] for d in descriptors])
     manifest: dict = {"schemaVersion": 2, "mediaType": OCI_MANIFEST,

@@ -20,9 +20,15 @@ import requests
 
 from triton_release import __version__
 from triton_release.errors import InfrastructureError, Refused, UsageError
-from triton_release.models.shards import (BUILD_INPUTS_LABEL, CHANGED_LABEL, SHARDS_LABEL, Shard,
-                                          build_inputs_from_label, candidate_tag)
 from triton_release.history.releases import BASE_LABEL, REVISION_LABEL
+from triton_release.models.shards import (
+    BUILD_INPUTS_LABEL,
+    CHANGED_LABEL,
+    SHARDS_LABEL,
+    Shard,
+    build_inputs_from_label,
+    candidate_tag,
+)
 from triton_release.registry.client import RegistryRepository
 from triton_release.registry.promote import CANDIDATE_REF, Candidate
 from triton_release.registry.publish import daemon_push

@@ -16,8 +16,8 @@ import hashlib
 import json
 import re
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Mapping
 from urllib.parse import quote, urljoin, urlsplit
 
 import requests
@@ -45,7 +45,7 @@ _CHALLENGE = re.compile(r'(\w+)="([^"]*)"')
 
 
 def open_repository(ref: str, env: Mapping[str, str], username: str | None = None,
-                    password: str | None = None) -> "RegistryRepository":
+                    password: str | None = None) -> RegistryRepository:
     """The registry repository `ref` with the credentials found for its host."""
     host = RegistryRepository.parse(ref).host
     return RegistryRepository.parse(ref, find_credentials(host, env, username, password))
@@ -71,7 +71,7 @@ class Manifest:
     digest: str  # content_digest(body)
 
     @classmethod
-    def of(cls, media_type: str, body: bytes) -> "Manifest":
+    def of(cls, media_type: str, body: bytes) -> Manifest:
         """Manifest bytes to send, named by their digest."""
         return cls(media_type, body, content_digest(body))
 
@@ -99,7 +99,7 @@ class RegistryRepository:
         self.max_pages = MAX_PAGES   # of a tag list
 
     @classmethod
-    def parse(cls, ref: str, credentials: Credentials | None = None) -> "RegistryRepository":
+    def parse(cls, ref: str, credentials: Credentials | None = None) -> RegistryRepository:
         match = REPO_REF.match(ref or "")
         if not match:
             raise UsageError(f"""

@@ -23,12 +23,19 @@ import logging
 import re
 from dataclasses import dataclass, field
 
-from triton_release.history import record as released_record
 from triton_release.errors import InfrastructureError, Refused, UsageError
-from triton_release.models.shards import (CHANGED_LABEL, NEW_VERSIONS_LABEL, SHARDS_LABEL, Shard, changed_from_label,
-                                          is_candidate_tag, new_versions_from_label,
-                                          shards_from_label)
+from triton_release.history import record as released_record
 from triton_release.history.releases import BASE_LABEL, REVISION_LABEL, is_release_tag, parse_version, versions_in
+from triton_release.models.shards import (
+    CHANGED_LABEL,
+    NEW_VERSIONS_LABEL,
+    SHARDS_LABEL,
+    Shard,
+    changed_from_label,
+    is_candidate_tag,
+    new_versions_from_label,
+    shards_from_label,
+)
 from triton_release.registry import attestations
 from triton_release.registry.client import Manifest, RegistryRepository
 from triton_release.registry.publish import AlreadyReleased, tag_release
@@ -72,7 +79,7 @@ class Candidate:
 
     @classmethod
     def from_labels(cls, repository: str, digest: str, labels: dict, created: str = "",
-                    manifest: Manifest | None = None) -> "Candidate":
+                    manifest: Manifest | None = None) -> Candidate:
         """The candidate its labels describe; refused when they hold no shard plan or changed models."""
         shards = shards_from_label(labels.get(SHARDS_LABEL))
         changed = changed_from_label(labels.get(CHANGED_LABEL))

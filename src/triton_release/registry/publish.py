@@ -14,10 +14,18 @@ import requests
 
 from triton_release import contract, progress
 from triton_release.errors import InfrastructureError, Refused, UsageError
-from triton_release.history.releases import (CHANNEL_LABEL, REVISION_LABEL, is_provenance_tag, is_release_tag,
-                                             moving_tags, parse_version, versions_in)
+from triton_release.history.releases import (
+    CHANNEL_LABEL,
+    REVISION_LABEL,
+    is_provenance_tag,
+    is_release_tag,
+    moving_tags,
+    parse_version,
+    versions_in,
+)
 from triton_release.registry.client import RegistryRepository
 from triton_release.registry.rollback import CREATED_LABEL, rolled_back_since
+
 
 class AlreadyReleased(Refused):
     """X.Y.Z exists with other contents: nothing of this release was published."""

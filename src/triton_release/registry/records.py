@@ -18,8 +18,8 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 from triton_release.errors import Refused, UsageError
 from triton_release.registry.client import Manifest, RegistryRepository, content_digest
@@ -73,7 +73,7 @@ class GoldenRecord:
         return data
 
     @classmethod
-    def from_json(cls, data: object) -> "GoldenRecord":
+    def from_json(cls, data: object) -> GoldenRecord:
         """The record `data` holds; ValueError naming what is wrong when it is not one."""
         if not isinstance(data, dict):
             raise ValueError("not a JSON object")

@@ -12,7 +12,7 @@ import hashlib
 import json
 import logging
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import requests
 
@@ -33,7 +33,7 @@ def record_rollback(registry: RegistryRepository, channel: str, version: str, ma
     body = json.loads(manifest.body)
     body["annotations"] = {**(body.get("annotations") or {}), "org.triton-release.rollback.channel": channel,
                            "org.triton-release.rollback.version": version,
-                           ROLLBACK_AT: datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
+                           ROLLBACK_AT: datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")}
     raw = json.dumps(body, indent=3).encode()
     record = Manifest(manifest.media_type, raw, "sha256:" + hashlib.sha256(raw).hexdigest())
     try:

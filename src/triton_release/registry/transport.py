@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import socket
 import threading
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 import requests
 import urllib3
@@ -104,7 +104,7 @@ def watched_session() -> requests.Session:
 
 
 @contextmanager
-def deadline(seconds: float) -> Iterator["_Watch"]:
+def deadline(seconds: float) -> Iterator[_Watch]:
     """Cut the connections of the requests made inside after `seconds`; `.expired` tells."""
     watch = _Watch()
     timer = threading.Timer(seconds, watch.cut)
