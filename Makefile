@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 TR := $(VENV)/bin/triton-release
 
-.PHONY: install lock stack stack-down demo test bench clean docs docs-gen
+.PHONY: install lock stack stack-down demo lint test bench clean docs docs-gen
 
 install: $(VENV)/.installed
 
@@ -52,7 +52,12 @@ docs: install
 docs-gen: install
 	$(PY) docs/gen.py
 
-test: stack
+# ruff (pyflakes, bugbear, pyupgrade, import order) and mypy, as configured in pyproject.toml.
+lint: install
+	$(VENV)/bin/ruff check --quiet src tests stack bench docs
+	$(VENV)/bin/mypy
+
+test: stack lint
 	$(MKDOCS) build --strict --quiet
 	$(PY) -m pytest
 

@@ -77,7 +77,7 @@ def _folder(folder: Path) -> None:
         folder.mkdir(parents=True, exist_ok=True)
         if os.access(folder, os.W_OK):
             return
-        error = PermissionError(13, "Permission denied")
+        error: OSError = PermissionError(13, "Permission denied")
     except OSError as exc:
         error = exc
     root = cache_dir()

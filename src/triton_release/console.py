@@ -20,7 +20,7 @@ import re
 import signal
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
@@ -159,7 +159,7 @@ class Console:
                 props += f",col={problem.col}"
         return " " + props
 
-    def failure(self, error: TritonReleaseError | str, details: list[str] = ()) -> None:
+    def failure(self, error: TritonReleaseError | str, details: Sequence[str] = ()) -> None:
         message = error if isinstance(error, str) else error.message
         for line in details or getattr(error, "details", ()):
             self._text(line)
@@ -190,7 +190,7 @@ class Console:
         lines, at most one every few seconds per task (inside the step's group)."""
         live = not self.ci and _terminal(self.out)
         reporter = LiveBars(self.out) if live else PlainLines(self.line)
-        outer, self._live = self._live, reporter if live else self._live
+        outer, self._live = self._live, reporter if isinstance(reporter, LiveBars) else self._live
         try:
             with reporting(reporter):
                 yield reporter

@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import TextIO
+from typing import Protocol, TextIO
 
 EVERY = 5.0  # seconds between two plain lines of one task, at least
 BYTES = "B"  # the unit of sizes: shown as KiB, MiB, GiB, with throughput
@@ -185,6 +185,27 @@ class PlainLines(Reporter):
 
 # -- a live bar: terminals ---------------------------------------------------------------------
 
+class _Bar(Protocol):
+    """What is used of a tqdm bar."""
+
+    total: float | None
+    n: float
+    start_t: float
+    delay: float
+    last_print_t: float
+    mininterval: float
+
+    def set_postfix_str(self, s: str = "", refresh: bool = True) -> None: ...
+
+    def update(self, n: float = 1) -> bool | None: ...
+
+    def refresh(self) -> None: ...
+
+    def clear(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
 class LiveBars(Reporter):
     """A live bar per task on a terminal (tqdm), cleared when the task ends so that only the
     step's own lines stay; `paused()` clears the bars while another line is printed."""
@@ -193,7 +214,7 @@ class LiveBars(Reporter):
 
     def __init__(self, stream: TextIO) -> None:
         self.stream = stream
-        self._bars: dict[Task, object] = {}
+        self._bars: dict[Task, _Bar] = {}
         self._lock = threading.RLock()
 
     def started(self, task: Task) -> None:
@@ -247,6 +268,6 @@ class LiveBars(Reporter):
                     bar.refresh()
 
 
-def _shown(bar) -> bool:
+def _shown(bar: _Bar) -> bool:
     """Whether a bar is on the screen yet (it waits `delay` seconds first)."""
     return bar.last_print_t >= bar.start_t + bar.delay

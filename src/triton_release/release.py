@@ -123,6 +123,7 @@ def _release(request: ReleaseRequest, session: Session) -> None:
     session.step("validate", console.validation, steps.validate, root, request.requirements_options)
     planned = session.step("changed", console.changes, steps.changes, root, request.base, request.head,
                            registry=repository, plan=True)
+    assert planned.plan is not None
     version = planned.plan.version
     if version is None and not planned.to_test:
         report.facts["released"] = False
@@ -193,7 +194,8 @@ def _release(request: ReleaseRequest, session: Session) -> None:
         else:
             steps.journal_end(root)  # published: the bump stays in the working tree, as asked
     except BaseException as exc:
-        if bumped and not (pushing and _maybe_published(exc, repository, version)):
+        if bumped and not (pushing and repository is not None and version is not None
+                           and _maybe_published(exc, repository, version)):
             _undo_bump(session, root, planned)
         raise
 

@@ -103,7 +103,7 @@ class Session:
             except TritonReleaseError as exc:
                 found = None if getattr(exc, "recorded_by", None) else exc.result  # a nested step's result is its own
                 self.report.record(name, StepRecord(found, time.perf_counter() - start, False, exc.exit_code))
-                exc.recorded_by = getattr(exc, "recorded_by", None) or name
+                exc.recorded_by = getattr(exc, "recorded_by", None) or name  # type: ignore[attr-defined]
                 if found is not None and show is not None:
                     show(found)
                 raise

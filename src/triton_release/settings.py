@@ -64,8 +64,8 @@ def memory_bytes(value: Any) -> int:
     size = None
     if isinstance(value, int) and not isinstance(value, bool):
         size = value
-    elif isinstance(value, str) and _SIZE.match(value):
-        number, unit = _SIZE.match(value).groups()
+    elif isinstance(value, str) and (match := _SIZE.match(value)):
+        number, unit = match.groups()
         size = int(float(number) * _UNITS[unit.lower()])
     if size is None or size < MIN_MEMORY:
         raise ValueError(f"{value!r} is not a memory size of at least 64m, such as 8g or 512m")
@@ -288,6 +288,7 @@ def _read_config(path: Path) -> tuple[dict[str, Any], dict[str, int]]:
         for event in yaml.parse(text):  # anchors and aliases can expand without bound: not in settings
             if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
                 mark = event.start_mark
+                assert mark is not None
                 raise UsageError(f"{path}:{mark.line + 1}:{mark.column + 1}: YAML anchors and aliases are not "
                                  "allowed in the settings file; write each value out.")
         node = yaml.compose(text)

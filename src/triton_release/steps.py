@@ -112,7 +112,8 @@ class ChangesResult:
         return [*self.bumps, *self.carried]
 
     def record_label(self) -> dict[str, str]:
-        return {released_record.LABEL: released_record.label(dict(self.record))} if self.record else {}
+        record = {m: dict(vs) for m, vs in self.record.items()}
+        return {released_record.LABEL: released_record.label(record)} if self.record else {}
 
     def to_json(self) -> dict:
         data = {"base": self.found.base, "base_from": self.base_from, "head": self.found.head,
@@ -148,7 +149,8 @@ def changes(root: Path, base: str | None, head: str = "HEAD", *, registry: Regis
     labels = (registry.image_config(str(previous)).get("config", {}).get("Labels") or {}) \
         if registry is not None and source == "registry" else {}
     shipped = released_record.parse(labels.get(released_record.LABEL))
-    bumps, carried = plan_bumps(found, edits=shipped is None), ()
+    bumps = plan_bumps(found, edits=shipped is None)
+    carried: tuple[Carried, ...] = ()
     head_record = released_record.trees_at(git, found.head, found.prefix)
     if shipped is not None:
         reconciled = released_record.reconcile(git, found, bumps, shipped, f"{registry}:{previous}", head_record)
@@ -174,7 +176,8 @@ class BumpResult:
     @property
     def folders(self) -> list[str]:
         """Every version folder the bump wrote, as git names them."""
-        return [f"{self.prefix}/{b.model}/{v}" for b in (*self.bumps, *self.carried) for v in b.folders()]
+        writes: tuple[Written, ...] = (*self.bumps, *self.carried)
+        return [f"{self.prefix}/{b.model}/{v}" for b in writes for v in b.folders()]
 
 
 def bump(root: Path, planned: ChangesResult, release: str = "") -> BumpResult:
@@ -287,7 +290,7 @@ def _remove_orphaned_servers() -> None:
         pass
 
 
-def _undoable(git: Git, entry: Entry, root: Path) -> list[Carried]:
+def _undoable(git: Git, entry: Entry, root: Path) -> list[Written]:
     """The killed run's writes, each checked to hold what it wrote, what git holds, or nothing
     (a kill mid-bump): refused before anything is undone when someone changed one since."""
     for write in entry.writes:
@@ -304,7 +307,7 @@ def _undoable(git: Git, entry: Entry, root: Path) -> list[Carried]:
                 {entry.prefix}/{write.model}/{write.version} changed after a run that bumped it was killed:
                 it holds neither what that run wrote nor what git holds. Commit it or move it away, then run
                 again: the rest of the bump is undone then.""")
-    return entry.carried()
+    return list(entry.carried())
 
 
 def _published_from(git: Git, entry: Entry, repository: RegistryRepository | None) -> bool | None:
@@ -368,9 +371,10 @@ def export(root: Path, planned: ChangesResult, dest: Path, *, bumped: bool = Fal
     found = planned.found
     why = "the version folders are bumped in the copy only"
     if bumped or not planned.writes:
-        why, blob_ids = worktree.in_place(git, found, planned.writes, Path(root))
-        if not why:
+        differs, blob_ids = worktree.in_place(git, found, planned.writes, Path(root))
+        if not differs:
             return Export(Path(root), found.head, (), in_place=True, blob_ids=blob_ids)
+        why = differs
     target = dest / "model_repository"
     try:
         extract_tree(git, found.head, found.prefix, target)
@@ -457,6 +461,7 @@ def with_environment_changes(planned: ChangesResult, prepared: Prepared,
     changed: tested, not bumped, and at least a patch release."""
     extra = [m for m in prepared.changed if m not in planned.to_test]
     if extra and version is None:
+        assert planned.plan is not None and planned.plan.previous is not None
         previous = releases.parse_version(planned.plan.previous, "the previous release")
         version = str(releases.next_version(previous, "patch"))
     return [*planned.to_test, *extra], version
@@ -630,6 +635,7 @@ def test(root: Path | Repository, image: str, names: list[str], load_timeout: fl
         meter = DriftMeter(repo, server, previous, load, environments, drift_unmeasurable) if previous else None
 
         def after_wave(tested: list[str], found: list) -> None:
+            assert meter is not None
             meter.after_wave(tested, found)
             if timing is not None:  # after drift: both versions are loaded side by side
                 timing.after_wave(tested, found)
@@ -704,11 +710,13 @@ def _latency_run(options: LatencyOptions | None, analyzer, note: str, timing):
 def _check_latency(run: GoldenRun, bound: float) -> None:
     """Refuse a new version whose p50 latency interval lies wholly above 1 + `bound` of its
     previous version's (models/latency.py), naming both versions' figures."""
+    assert run.latency is not None
     found = run.latency.refused
     if not found:
         return
     first = found[0]
     compared = first.deciding
+    assert compared is not None
     others = f" (and {', '.join(m.model for m in found[1:])})" if len(found) > 1 else ""
     raise Refused(f"""
         Model {first.model}{others} version {first.version} is slower than version {first.previous}
@@ -994,6 +1002,7 @@ def _holds_shipped_bump(root: Path, planned: ChangesResult, released: str) -> bo
 def commit_shipped(root: Path, version: str, planned: ChangesResult, released: str) -> Committed:
     """The bump `released` shipped, redone in the working tree from the same commits (bump is
     deterministic) unless it is there already, committed as `release X.Y.Z` and tagged."""
+    bumped: BumpResult | None
     if _holds_shipped_bump(root, planned, released):
         bumped = BumpResult(planned.found.prefix, planned.bumps, carried=planned.carried)  # a stopped run's, untouched
     else:
@@ -1069,7 +1078,7 @@ def plan_shards(root: Path | Repository, names: list[str], shards: int | None = 
 
 
 def find_candidate(registry: RegistryRepository, revision: str, base: str | None,
-                   inputs: Mapping[str, str]) -> Staged | None:
+                   inputs: dict[str, str]) -> Staged | None:
     """The candidate staged before for this commit, base and build `inputs`, to reuse; None: stage it."""
     from triton_release.registry.candidate import find_reusable
 

@@ -18,6 +18,7 @@ import uuid
 import pytest
 
 from support.models import PYTHON_MODEL
+from support.registries import LocalRegistry, RegistryProxy
 from support.stack import BASE_IMAGE, REGISTRY, SERVERS
 from support.workspace import Workspace
 from triton_release.history.releases import versions_in
@@ -138,3 +139,41 @@ def test_a_signal_at_random_moments_always_stops_within_seconds_and_cleans_up(fr
         assert code in (0, -signal.SIGTERM), (trial, code, out[-2000:])  # done before, or as it exited
         fresh.write({"a/1/model.py": f"# change {trial}\n" + PYTHON_MODEL})  # released: the next trial's change
         fresh.commit(f"a: change {trial}")
+
+
+def test_the_registry_killed_while_the_bumped_release_uploads_then_the_rerun_converges(docker_client, tmp_path):
+    """The registry process dies (SIGKILL) at the first blob upload of the second release, after its
+    bump: exit 3, nothing tagged; with the registry back, the rerun in the same workspace releases
+    1.1.0 once, with version 1 as 1.0.0 shipped it."""
+    registry = LocalRegistry(tmp_path / "registry")
+    killed = threading.Event()
+
+    def kill_registry(proxy, path, forward):
+        if not killed.is_set():
+            killed.set()
+            registry.stop()
+        return forward()
+
+    with RegistryProxy("1.1.0", lambda proxy, path, forward: forward(), upstream=registry.address) as proxy:
+        try:
+            ws = Workspace(tmp_path / "work", f"{proxy.address}/team/models", docker_client)
+            first = ws.registry.digest("1.0.0")
+            change_a(ws)
+            proxy.on_blob_put = kill_registry
+            failed = subprocess.run(release_command(ws, "--commit"), cwd=ws.root, capture_output=True, text=True,
+                                    env={**os.environ, "CI": ""}, timeout=600)
+            out = failed.stdout + failed.stderr
+            assert killed.is_set(), out[-3000:]
+            assert failed.returncode == 3, out[-3000:]
+            assert "Traceback" not in out, out[-3000:]
+            # the registry did not answer whether 1.1.0 went up: the bump stays, journalled, for the rerun
+            assert (ws.root / ".git" / "triton-release" / "bump.json").exists()
+            assert ws.git_repo.git("log", "-1", "--format=%s") == "a: a change"
+            registry.start()
+            proxy.on_blob_put = None
+            assert [str(v) for v in versions_in(ws.registry.tags())] == ["1.0.0"]
+            assert_converged(ws, first)
+        finally:
+            registry.stop()
+            for found in docker_client.images.list(name=f"{proxy.address}/team/models"):
+                docker_client.images.remove(found.id, force=True)

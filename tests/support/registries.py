@@ -185,12 +185,14 @@ HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "te", "trailer", 
 
 
 class RegistryProxy:
-    """A loopback HTTP proxy to the real registry. `on_manifest_put(proxy, path, forward)` runs for
-    every manifest PUT of tag `tag` instead of the plain forward: it calls `forward()` (which sends
-    the PUT on and returns the registry's answer) when and as it likes."""
+    """A loopback HTTP proxy to a real registry (`upstream`, the stack's by default).
+    `on_manifest_put(proxy, path, forward)` runs for every manifest PUT of tag `tag` instead of the
+    plain forward: it calls `forward()` (which sends the PUT on and returns the registry's answer)
+    when and as it likes; `on_blob_put` likewise for each blob upload's closing PUT."""
 
-    def __init__(self, tag: str, on_manifest_put) -> None:
-        self.tag, self.on_manifest_put = tag, on_manifest_put
+    def __init__(self, tag: str, on_manifest_put, *, upstream: str = REGISTRY, on_blob_put=None) -> None:
+        self.tag, self.on_manifest_put, self.upstream = tag, on_manifest_put, upstream
+        self.on_blob_put = on_blob_put  # (proxy, path, forward), for every blob upload's closing PUT
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), _Forward)
         self.server.daemon_threads = True
         self.server.proxy = self
@@ -209,10 +211,11 @@ class RegistryProxy:
         self.close()
 
 
-def send(method: str, path: str, headers: dict, body: bytes) -> tuple[int, list[tuple[str, str]], bytes]:
+def send(method: str, path: str, headers: dict, body: bytes, upstream: str = REGISTRY
+         ) -> tuple[int, list[tuple[str, str]], bytes]:
     """One request to the real registry; the Host header stays the proxy's, so that the upload
     locations it answers point back through the proxy."""
-    connection = http.client.HTTPConnection(REGISTRY, timeout=120)
+    connection = http.client.HTTPConnection(upstream, timeout=120)
     try:
         connection.putrequest(method, path, skip_host=True, skip_accept_encoding=True)
         for key, value in headers.items():
@@ -251,10 +254,15 @@ class _Forward(BaseHTTPRequestHandler):
         headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP_BY_HOP | {"content-length"}}
 
         def forward():
-            return send(self.command, self.path, headers, body)
+            try:
+                return send(self.command, self.path, headers, body, proxy.upstream)
+            except OSError as exc:  # the registry is gone: what a proxy in front of it answers
+                return 502, [("Content-Type", "text/plain")], f"upstream {proxy.upstream}: {exc}".encode()
 
         if self.command == "PUT" and self.path.split("?")[0].endswith(f"/manifests/{proxy.tag}"):
             status, answer_headers, answer_body = proxy.on_manifest_put(proxy, self.path, forward)
+        elif self.command == "PUT" and "/blobs/uploads/" in self.path and proxy.on_blob_put is not None:
+            status, answer_headers, answer_body = proxy.on_blob_put(proxy, self.path, forward)
         else:
             status, answer_headers, answer_body = forward()
         self.send_response(status)

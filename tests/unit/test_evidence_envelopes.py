@@ -115,6 +115,8 @@ def test_the_invocation_takes_the_github_run_and_nothing_else_from_the_environme
     text = json.dumps(invocation.github)
     assert "ghs_secret" not in text and "hunter2" not in text
     assert st.Invocation.from_env({}).builder_id == st.CLI_BUILDER and st.Invocation.from_env({}).github == {}
+    # the action run where the runner does not name the action's repository (a docker:// step, act)
+    assert st.Invocation.from_env({"GITHUB_ACTIONS": "true"}, action=True).builder_id == st.ACTION_BUILDER
 
 
 # -- keys and envelopes -----------------------------------------------------------------------

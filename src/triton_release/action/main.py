@@ -80,6 +80,7 @@ def run(inputs: ActionInputs, settings, event: Event, env: Mapping[str, str], se
     if inputs.mode == "rollback":
         if not inputs.rollback_to:
             raise UsageError("mode rollback needs the input rollback-to: the release X.Y.Z to point the channel at.")
+        assert repository is not None
         release.run_rollback(release.RollbackRequest(
             repository, inputs.rollback_to, settings.channel, inputs.verify,
             release.model_repository(settings, INPUT) if inputs.verify else None, settings.load_timeout, settings.server_memory,

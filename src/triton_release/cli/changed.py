@@ -60,7 +60,7 @@ class ReadOrGitTags:
 
     def tags(self) -> list[str]:
         if self._tags is None:
-            self._tags = self._read(self.repository.tags, [])
+            self._tags = self._read(self.repository.tags, list[str]())
         return self._tags
 
     def image_config(self, reference: str) -> dict:

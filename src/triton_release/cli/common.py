@@ -7,7 +7,7 @@ import argparse
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal, overload
 
 from triton_release.console import Console
 from triton_release.release import model_repository, open_repository
@@ -30,12 +30,18 @@ class Context:
     def model_repository(self) -> Path:
         return model_repository(self.settings, "--model-repository DIR")
 
+    @overload
+    def repository(self, how: str, required: Literal[True] = ...) -> RegistryRepository: ...
+
+    @overload
+    def repository(self, how: str, required: bool) -> RegistryRepository | None: ...
+
     def repository(self, how: str, required: bool = True) -> RegistryRepository | None:
         """The registry repository (--to/--repo, else the `repository` setting) with its credentials."""
         return open_repository(self.settings, self.env, required=required, how=how)
 
 
-def setting(parser: argparse.ArgumentParser, flag: str, key: str, **kwargs) -> None:
+def setting(parser: argparse._ActionsContainer, flag: str, key: str, **kwargs) -> None:
     """A flag that sets the setting `key` (and wins over triton-release.yaml)."""
     kwargs.setdefault("help", BY_KEY[key].help)
     parser.add_argument(flag, dest=SETTING_DEST + key, **kwargs)

@@ -56,7 +56,9 @@ def serve_candidate(ctx: Context, session) -> None:
     from triton_release.registry.client import open_repository
 
     args, settings = ctx.args, ctx.settings
-    where, digest = parse_candidate(args.image)
+    candidate = parse_candidate(args.image)
+    assert candidate is not None
+    where, digest = candidate
     request = CandidateTestRequest(
         model_repository=ctx.model_repository, repository=open_repository(where, ctx.env), digest=digest,
         shard=args.shard, models=tuple(models_list(args.models)), junitxml=args.junitxml, keyword=args.keyword,

@@ -56,7 +56,7 @@ def _b64(value: Any) -> str:
     return base64.b64encode(value).decode() if isinstance(value, (bytes, bytearray)) else str(value)
 
 
-def annotations(bundle: Any) -> dict[str, str]:
+def cosign_annotations(bundle: Any) -> dict[str, str]:
     """The certificate, chain and Rekor entry of a sigstore bundle, as cosign annotates a layer."""
     from cryptography.hazmat.primitives.serialization import Encoding
 
@@ -115,4 +115,4 @@ class KeylessSigner:
         envelope = json.loads(bundle._dsse_envelope.to_json())
         for signature in envelope.get("signatures", []):
             signature.setdefault("keyid", "")
-        return Signed(envelope, annotations(bundle))
+        return Signed(envelope, cosign_annotations(bundle))

@@ -70,9 +70,9 @@ class Invocation:
         """`action`: the run is the GitHub Action's (else the CLI's, maybe inside a workflow)."""
         server = env.get("GITHUB_SERVER_URL", "https://github.com") if env.get("GITHUB_ACTIONS") == "true" else ""
         github = {name: env[key] for key, name in GITHUB_FIELDS.items() if env.get(key)} if server else {}
-        action, ref = env.get("GITHUB_ACTION_REPOSITORY", ""), env.get("GITHUB_ACTION_REF", "")
-        if action:
-            builder = f"{server or 'https://github.com'}/{action}{'@' + ref if ref else ''}"
+        repository, ref = env.get("GITHUB_ACTION_REPOSITORY", ""), env.get("GITHUB_ACTION_REF", "")
+        if repository:
+            builder = f"{server or 'https://github.com'}/{repository}{'@' + ref if ref else ''}"
         else:
             builder = ACTION_BUILDER if action else CLI_BUILDER
         return cls(builder, github, server)

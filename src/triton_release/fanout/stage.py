@@ -80,6 +80,7 @@ def _stage(request: StageRequest, session: Session) -> None:
     session.step("validate", console.validation, steps.validate, root, request.requirements_options)
     planned = session.step("changed", console.changes, steps.changes, root, request.base, request.head,
                            registry=repository, plan=True)
+    assert planned.plan is not None
     if planned.plan.version is None and not planned.to_test:
         report.facts.update({"released": False, "shards": []})
         console.not_released("no model changed: nothing staged")

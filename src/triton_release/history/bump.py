@@ -92,6 +92,7 @@ def plan_bumps(changes: ChangeSet, edits: bool = True) -> list[FolderBump]:
     for change in changes.models.values():
         if change.status == "modified" and change.edited_versions and not change.added_versions:
             highest = change.highest_base
+            assert highest is not None
             bumps.append(FolderBump(change.name, highest, highest + 1))
     return sorted(bumps, key=lambda b: b.model)
 

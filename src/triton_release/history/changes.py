@@ -162,7 +162,9 @@ class Changes:
         if head is None:
             return ModelChange(name, "removed", tuple(files), base_versions=tuple(sorted(base)),
                                reasons=("model removed",))
-        edited, added, reasons = set(), set(), []
+        edited: set[int] = set()
+        added: set[int] = set()
+        reasons: list[str] = []
         for path in files:
             parts = PurePosixPath(path).parts
             if len(parts) > 2 and VERSION_DIR.match(parts[1]):
@@ -233,8 +235,9 @@ class Changes:
         blobs = self.git.blobs(ref, list(wanted))
         sources: dict[str, dict[str, bytes]] = {}
         for path, (name, inside) in wanted.items():
-            if blobs.get(path) is not None:
-                sources.setdefault(name, {})[inside] = blobs[path]
+            blob = blobs.get(path)
+            if blob is not None:
+                sources.setdefault(name, {})[inside] = blob
         every = set(configs) | set(removed)
         found = {}
         for name, config in configs.items():
@@ -253,6 +256,7 @@ def refuse_released_edits(changes: ChangeSet, edits: bool = True) -> None:
         if change.removed_versions:
             version = change.removed_versions[-1]
             path = f"{changes.prefix}/{change.name}/{version}"
+            assert changes.base is not None
             raise Refused(f"""
                 {path}: version {version} of {change.name} was released and is removed at head; released
                 versions stay (they are rolled back to). Restore it with `git checkout {changes.base[:12]} --
@@ -265,8 +269,12 @@ def refuse_released_edits(changes: ChangeSet, edits: bool = True) -> None:
             continue
         version = frozen[0]
         path = next(f for f in change.files if PurePosixPath(f).parts[1] == str(version))
-        hint = (f"you already add version {', '.join(map(str, change.added_versions))}: put the change there"
-                if change.added_versions else f"put the change in version {highest} (it becomes {highest + 1})")
+        if change.added_versions:
+            hint = f"you already add version {', '.join(map(str, change.added_versions))}: put the change there"
+        else:
+            assert highest is not None
+            hint = f"put the change in version {highest} (it becomes {highest + 1})"
+        assert changes.base is not None
         raise Refused(f"""
             {changes.prefix}/{path}: version {version} of {change.name} is a released version and cannot change; {hint},
             and restore the file with `git checkout {changes.base[:12]} -- {changes.prefix}/{path}`.""")

@@ -114,26 +114,28 @@ class Git:
                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
         except FileNotFoundError:
             raise InfrastructureError("git is not installed: install it (apt-get install git).") from None
+        stdin, stdout = process.stdin, process.stdout
+        assert stdin is not None and stdout is not None
 
         def feed() -> None:
             try:
-                process.stdin.write("".join(f"{oid}\n" for oid in oids).encode())
-                process.stdin.close()
+                stdin.write("".join(f"{oid}\n" for oid in oids).encode())
+                stdin.close()
             except (BrokenPipeError, ValueError, OSError):
                 pass  # the reader stopped early
 
         def chunks(oid: str) -> Iterator[bytes]:
-            header = process.stdout.readline().split()
+            header = stdout.readline().split()
             if len(header) != 3:
                 raise GitFailed(f"git cat-file has no object {oid} in {self.cwd}")
             left = int(header[2])
             while left:
-                chunk = process.stdout.read(min(left, 1 << 20))
+                chunk = stdout.read(min(left, 1 << 20))
                 if not chunk:
                     raise GitFailed(f"git cat-file stopped while reading {oid} in {self.cwd}")
                 left -= len(chunk)
                 yield chunk
-            process.stdout.read(1)  # the newline after each object
+            stdout.read(1)  # the newline after each object
 
         writer = threading.Thread(target=feed, daemon=True)
         writer.start()
@@ -143,7 +145,7 @@ class Git:
             process.kill()
             process.wait()
             writer.join()
-            process.stdout.close()
+            stdout.close()
 
     def tags(self, pattern: str) -> list[str]:
         return self.text("tag", "--list", pattern).splitlines()

@@ -104,7 +104,7 @@ def last_release_commit(registry: Releases | None, git: Git, head: str = "HEAD")
         return git.has_commit(ref) and git.is_ancestor(ref, head)
 
     versions = versions_in(registry.tags()) if registry is not None else []
-    if versions:
+    if registry is not None and versions:
         tag = git_tag(versions[-1])
         if on_this_line(tag):
             return tag, f"git tag {tag} of the latest release {registry}:{versions[-1]}"

@@ -160,6 +160,7 @@ def compile_stub(client: docker.DockerClient, stage: str) -> Path:
         stream, _ = container.get_archive(f"/build/{STUB_NAME}")
         with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as tar:
             member = tar.extractfile(STUB_NAME)
+            assert member is not None
             write_atomic(target, member.read(), mode=0o755)
     finally:
         container.remove(force=True)

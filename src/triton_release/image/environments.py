@@ -38,6 +38,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from stat import S_ISREG
+from typing import cast
 
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
@@ -316,7 +317,7 @@ def _differs(folder: Path, expected: dict[str, _File], archive: zipfile.ZipFile)
         if want.digest:
             ok = base64.urlsafe_b64encode(found).rstrip(b"=").decode() == want.digest
         else:
-            with archive.open(want.member) as source:
+            with cast(zipfile.ZipExtFile, archive.open(want.member)) as source:
                 ok = hashlib.file_digest(source, algorithm).digest() == found
         if not ok:
             return f"holds {relative} with other bytes than the wheel's"

@@ -25,6 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from stat import S_ISDIR, S_ISREG
+from typing import BinaryIO, cast
 
 from triton_release.cache import discard, write_atomic
 from triton_release.errors import Refused
@@ -109,7 +110,7 @@ def write_layer_tar(out, entries: Mapping[str, Path | bytes], blob_ids: Mapping[
         for parent in PurePosixPath(arcname).parents:
             if str(parent) not in (".", "/"):
                 names.setdefault(str(parent), None)
-    with tarfile.open(fileobj=Hashing(), mode="w|", format=tarfile.GNU_FORMAT) as tar:
+    with tarfile.open(fileobj=cast(BinaryIO, Hashing()), mode="w|", format=tarfile.GNU_FORMAT) as tar:
         for arcname in sorted(names):
             path = names[arcname]
             if isinstance(path, bytes):
@@ -124,7 +125,7 @@ def write_layer_tar(out, entries: Mapping[str, Path | bytes], blob_ids: Mapping[
                 with open(path, "rb") as handle:
                     source = _AsBlob(handle, stat.st_size, blob) if blob else handle
                     tar.addfile(_info(arcname, False, stat.st_size, bool(stat.st_mode & 0o100)), source)
-                if blob and source.hash.hexdigest() != blob:
+                if blob and isinstance(source, _AsBlob) and source.hash.hexdigest() != blob:
                     raise Refused(f"""
                         {path} changed while the release read it in place: it no longer holds the
                         committed file (git blob {blob[:12]}). Nothing was pushed. Leave the checkout
@@ -223,7 +224,7 @@ def plan_layers(model: Model, root: Path | None = None) -> list[tuple[str, int |
     other_paths: list[Path] = [model.path]
     for path in others:
         other_paths.extend(_model_tree(path, root))
-    plan = [(layer_name(model_key(model.name)), None, other_paths)]
+    plan: list[tuple[str, int | None, list[Path]]] = [(layer_name(model_key(model.name)), None, other_paths)]
     for version in model.versions:
         folder = model.path / str(version)
         plan.append((layer_name(model_key(model.name, version)), version, _model_tree(folder, root)))
@@ -371,7 +372,7 @@ class LayerTars:
 
     def layer(self, planned: Planned) -> Layer:
         key = self._key(planned)
-        remembered = self.known / key if key else None
+        remembered = self.known / key if key and self.known is not None else None
         digest = self._remembered(remembered)
         if not digest:
             digest, self._paths[digest] = self._write(planned)

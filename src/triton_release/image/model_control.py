@@ -14,8 +14,10 @@ import logging
 import re
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import docker
 import requests
@@ -23,6 +25,9 @@ import requests
 from triton_release import progress
 from triton_release.errors import InfrastructureError, Refused
 from triton_release.signals import checkpoint
+
+if TYPE_CHECKING:
+    from docker.models.containers import Container
 
 log = logging.getLogger("triton_release")
 # Lines after which no model of this server will ever load: fail now, not at --load-timeout.
@@ -49,6 +54,23 @@ class ModelControl:
     """The models of the server at `http_url`, in the container `container` (set by TritonServer)."""
 
     wave = ""  # "wave 2 of 3" while a wave loads (set by run_waves), shown with the progress
+    image: str
+    name: str
+    http_url: str
+    client: docker.DockerClient
+    container: Container | None
+    models: dict[str, int | None]
+    overrides: dict[str, str]
+    deferred: dict[str, frozenset[str]]
+    gpu_models: str
+    unloadable: dict[str, str]
+    on_cpu: set[str]
+    completed: dict[str, dict]
+    load_timeout: float
+    loaded: dict[str, int | None]
+    peak_memory: int | None
+    _cgroup_peak: bool
+    logs: Callable[[], str]
 
     # -- readiness ----------------------------------------------------------------------------
 
@@ -144,11 +166,11 @@ class ModelControl:
             if not pending:
                 return
             for name, version in pending.items():
-                if self.unserved(name, version, states):
+                if version is not None and self.unserved(name, version, states):
                     raise self.version_failure(name, version, states)
             if time.monotonic() > deadline:
-                states = {s.name: s for s in self.index()}
-                raise self.load_failure([states.get(n, ModelState(n, "", "LOADING", "still loading"))
+                known = {s.name: s for s in self.index()}
+                raise self.load_failure([known.get(n, ModelState(n, "", "LOADING", "still loading"))
                                          for n in pending], timed_out=True)
             time.sleep(0.25)
 
@@ -157,6 +179,7 @@ class ModelControl:
         killed it (the daemon's OOM killer, `docker kill`). Every polling wait passes here, so a
         signal that was dropped is raised again here too."""
         checkpoint()
+        assert self.container is not None
         self.container.reload()
         if self.container.status not in ("exited", "dead"):
             return

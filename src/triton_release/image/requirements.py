@@ -20,6 +20,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import cast
 
 from packaging.markers import default_environment
 from packaging.requirements import InvalidRequirement, Requirement
@@ -66,7 +67,8 @@ def marker_environment(python: str) -> dict[str, str]:
     image's CPython X.Y on linux x86-64, not the tool's own Python. The kernel's values stay the
     host's (a container runs on it); the image's micro version is not inspected: X.Y.0."""
     full = f"{python}.0"
-    return {**default_environment(), "implementation_name": "cpython", "implementation_version": full,
+    defaults = cast("dict[str, str]", default_environment())
+    return {**defaults, "implementation_name": "cpython", "implementation_version": full,
             "os_name": "posix", "platform_machine": "x86_64", "platform_python_implementation": "CPython",
             "platform_system": "Linux", "python_full_version": full, "python_version": python,
             "sys_platform": "linux"}
@@ -202,7 +204,9 @@ def _valid(requirement: str) -> bool:
 def _involved(lines: list[str], pins: list[Pin]) -> tuple[list[Pin], list[str]]:
     """The pins pip names in a conflict (requested, in "Cannot install A and B", or as the
     distribution whose dependency conflicts), and the constraints it names."""
-    requested, constraints, named = [], [], set()
+    requested: list[str] = []
+    constraints: list[str] = []
+    named: set[str] = set()
     for line in lines:
         if line.startswith("The user requested "):
             text = line.removeprefix("The user requested ").strip()

@@ -65,7 +65,7 @@ def memory_limit(value: str | int | None, meminfo: str | None = None) -> int | N
 def remove_orphans(client: docker.DockerClient) -> list[str]:
     """Remove the containers (servers, probes) whose run is gone (killed: no cleanup code of its
     ran), as their owner label tells; one whose owner may still run is left alone. Returns their names."""
-    removed = []
+    removed: list[str] = []
     try:
         found = client.containers.list(all=True, filters={"label": OWNER_LABEL})
     except docker.errors.APIError:

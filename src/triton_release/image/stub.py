@@ -17,6 +17,7 @@ import sys
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from triton_release.cache import atomic_path, cache_dir, write_atomic
 from triton_release.errors import InfrastructureError, Refused, UsageError
@@ -268,8 +269,8 @@ def _choose(base: BaseImage, python: str | None, mode: str) -> StubChoice:
         raise Refused(f"""
             {base.image} has no Python backend stub at {STUB_PATH}. Use a Triton image with the
             Python backend (e.g. nvcr.io/nvidia/tritonserver:24.10-py3).""")
-    common = dict(mode=mode, triton_version=base.triton_version, ngc_release=base.ngc_release,
-                  base_python=base.python3, target_python=target, stock_python=stock.python)
+    common: dict[str, Any] = dict(mode=mode, triton_version=base.triton_version, ngc_release=base.ngc_release,
+                                  base_python=base.python3, target_python=target, stock_python=stock.python)
     matches = stock.python == target and stock.loads
     if mode in ("auto", "stock") and matches:
         return StubChoice(kept=True, provider="stock", origin=base.image, **common)
@@ -305,7 +306,7 @@ def _choose(base: BaseImage, python: str | None, mode: str) -> StubChoice:
         is reachable and give it with --stub path:FILE, or use a base image whose stub matches.""")
 
 
-def _from_path(path: Path, install: PythonInstall, common: dict) -> StubChoice:
+def _from_path(path: Path, install: PythonInstall, common: dict[str, Any]) -> StubChoice:
     if not path.is_file():
         raise UsageError(f"--stub path:{path}: no such file. Give the triton_python_backend_stub you built.")
     needed = needed_libpython(path)

@@ -67,7 +67,9 @@ def entries(model: Model) -> tuple[str, dict[str, bytes], tuple[str, ...]] | str
     load = workload(model)
     if not load.usable:
         return load.skipped
-    blocks, files, cases = [], {}, []
+    blocks: list[str] = []
+    files: dict[str, bytes] = {}
+    cases: list[str] = []
     seen = set()
     for sample in load.samples:
         if sample.case in seen:

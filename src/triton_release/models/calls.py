@@ -27,6 +27,7 @@ import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 from triton_release.cache import Memo
 
@@ -93,7 +94,8 @@ def folder_calls(model_file: str, sources: Mapping[str, bytes]) -> list[Call]:
     the folder's Python files (iterated only when the code loads modules by computed names)."""
     if model_file not in sources:
         return []
-    reached, aliases = {model_file}, {model_file: {}}
+    reached = {model_file}
+    aliases: dict[str, dict[str, str]] = {model_file: {}}
     read: dict[str, tuple[dict, _Facts]] = {}
     for _ in range(MAX_ROUNDS):
         for name in sorted(reached):
@@ -249,9 +251,9 @@ def _constants(tree: ast.Module) -> dict[str, str]:
             names = list(node.names) * 2  # rebound elsewhere: never a constant
         elif isinstance(node, ast.ExceptHandler) and node.name:
             names = [node.name]
-        elif type(node).__name__ in ("MatchAs", "MatchStar") and getattr(node, "name", None):
+        elif isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name:
             names = [node.name]
-        elif type(node).__name__ == "MatchMapping" and getattr(node, "rest", None):
+        elif isinstance(node, ast.MatchMapping) and node.rest:
             names = [node.rest]
         for name in names:
             counts[name] = counts.get(name, 0) + 1
@@ -356,7 +358,7 @@ class _Reader:
             body, orelse = self.names(node.body), self.names(node.orelse)
             return body | orelse if body is not None and orelse is not None else None
         if isinstance(node, ast.JoinedStr) and all(isinstance(v, ast.Constant) for v in node.values):
-            return {"".join(str(v.value) for v in node.values)}
+            return {"".join(str(cast(ast.Constant, v).value) for v in node.values)}
         return None
 
     def _named(self, argument: ast.AST | str | None, line: int) -> list[tuple[str | None, int]]:

@@ -23,6 +23,7 @@ def _load():
         raise ImportError("tritonclient is not installed: reinstall triton-release")
     path = Path(list(package.submodule_search_locations)[0]) / "grpc" / "model_config_pb2.py"
     spec = importlib.util.spec_from_file_location(_NAME, path)
+    assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[_NAME] = module
     try:

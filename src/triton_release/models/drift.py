@@ -289,9 +289,9 @@ def model_drift(model: str, version: int, previous: int, cases: list[CaseDrift],
     gone = sorted({name for case in cases for name in case.gone_outputs} - compared)
     outputs = []
     for name, found in sorted(by_output.items()):
-        diffs = [d for _, ds in found for d in ds]
-        sized = [d.max_abs_diff for d in diffs if d.max_abs_diff is not None]
-        worst = max(diffs, key=lambda d: d.max_rel_diff)
+        differences = [d for _, ds in found for d in ds]
+        sized = [d.max_abs_diff for d in differences if d.max_abs_diff is not None]
+        worst = max(differences, key=lambda d: d.max_rel_diff)
         outputs.append(OutputDrift(name, max(sized) if sized else None, worst.max_rel_diff, len(found),
                                    sum(any(d.beyond_tolerance for d in ds) for _, ds in found),
                                    worst.where if worst.max_rel_diff > 0 else ""))
@@ -373,7 +373,7 @@ class DriftMeter:
         loads = {}
         for name in names:
             if name not in notes and not self.server.model_ready(name, self.previous[name]):
-                versions = [self.previous[name], self.versions[name]]
+                versions = list(self._versions(name))
                 loads[name] = (drift_config(self.repo[name].config, versions, self.environments.get(name),
                                             on_cpu=name in self.server.overrides), versions)
         failures = {name: why for name, why in self.server.load_configs(loads).items() if why}
@@ -383,6 +383,11 @@ class DriftMeter:
             notes[name] = self._note(name, f"version {self.previous[name]} did not load beside "
                                            f"{self.versions[name]}: {why}")
         self.results.extend(notes.get(name) or self._compare(name) for name in names)
+
+    def _versions(self, name: str) -> tuple[int, int]:
+        previous, version = self.previous[name], self.versions[name]
+        assert previous is not None and version is not None
+        return previous, version
 
     def _note(self, name: str, why: str) -> ModelDrift:
         return ModelDrift(name, self.versions.get(name) or 0, self.previous.get(name), note=why)
@@ -403,7 +408,7 @@ class DriftMeter:
         return ""
 
     def _compare(self, name: str) -> ModelDrift:
-        version, previous = self.versions[name], self.previous[name]
+        previous, version = self._versions(name)
         model = self.repo[name]
         compared, skipped = [], []
         for path in model.golden_cases:

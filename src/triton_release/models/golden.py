@@ -269,7 +269,8 @@ class _CaseReader:
         if "inputs" not in raw:
             self.problem("no \"inputs\": a golden case sends at least one input tensor")
         inputs = self.tensors(raw.get("inputs", []), "inputs")
-        outputs, responses = (), None
+        outputs: tuple[Tensor, ...] = ()
+        responses: tuple[tuple[Tensor, ...], ...] | None = None
         raw_outputs = raw.get("outputs", [])
         if isinstance(raw_outputs, list) and raw_outputs and all(isinstance(r, list) for r in raw_outputs):
             responses = tuple(self.tensors(r, "outputs") for r in raw_outputs)
@@ -345,6 +346,12 @@ def line_in(text: str, needle: str, span: tuple[int, int] | None = None) -> int 
 _BLANK = re.compile(r"[ \t\r\n]*")
 
 
+def _past_blanks(text: str, at: int) -> int:
+    found = _BLANK.match(text, at)
+    assert found is not None
+    return found.end()
+
+
 def _spans(text: str, key: str, count: int) -> list[tuple[int, int]]:
     """Where each of the `count` elements of the list under `key` is in `text` (start and end
     offsets), or [] when that list is not found."""
@@ -352,19 +359,19 @@ def _spans(text: str, key: str, count: int) -> list[tuple[int, int]]:
     needle = json.dumps(key)
     at = text.find(needle)
     while at >= 0:
-        i = _BLANK.match(text, at + len(needle)).end()
+        i = _past_blanks(text, at + len(needle))
         if text.startswith(":", i):
-            i = _BLANK.match(text, i + 1).end()
+            i = _past_blanks(text, i + 1)
         if text.startswith("[", i):
             spans: list[tuple[int, int]] = []
-            i = _BLANK.match(text, i + 1).end()
+            i = _past_blanks(text, i + 1)
             try:
                 while len(spans) < count and not text.startswith("]", i):
                     _, end = decoder.raw_decode(text, i)
                     spans.append((i, end))
-                    i = _BLANK.match(text, end).end()
+                    i = _past_blanks(text, end)
                     if text.startswith(",", i):
-                        i = _BLANK.match(text, i + 1).end()
+                        i = _past_blanks(text, i + 1)
             except (ValueError, RecursionError):
                 spans = []
             if len(spans) == count:

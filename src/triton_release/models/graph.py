@@ -7,11 +7,15 @@ some models change) walk the same edges, so loading and re-testing can never dis
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from triton_release.models.config_schema import model_config_pb2
 
 Needs = Mapping[str, Iterable[str]]  # model -> the models it needs loaded
 
 
-def ensemble_needs(configs: Mapping[str, object]) -> dict[str, set[str]]:
+def ensemble_needs(configs: Mapping[str, model_config_pb2.ModelConfig | None]) -> dict[str, set[str]]:
     """model -> its ensemble steps, from parsed configs (None: no config.pbtxt)."""
     return {name: {step.model_name for step in config.ensemble_scheduling.step}
             for name, config in configs.items()

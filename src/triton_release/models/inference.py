@@ -187,7 +187,7 @@ def _stream(case: GoldenCase, step: Step, grpc_url: str, timeout: float, control
     received: queue.Queue = queue.Queue()
     client.start_stream(callback=lambda result, error: received.put((result, error)),
                         stream_timeout=timeout + STREAM_GRACE)
-    answers = []
+    answers: list[Answer] = []
     finished = False
     start = time.perf_counter()
     names = dict.fromkeys(t.name for t in step.expected)

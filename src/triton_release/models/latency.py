@@ -291,7 +291,8 @@ class LatencyMeter:
     def measure(self, name: str) -> ModelLatency:
         """Warm-ups, the alternating rounds, the comparison, then the cold starts."""
         started = time.monotonic()
-        version, previous = int(self.versions[name]), int(self.previous[name])
+        version, previous = self.versions[name], self.previous[name]
+        assert version is not None and previous is not None
         model = self.repo[name]
         served = self.server.completed.get(name) or {}
         load = workload(model, max_batch_size=int(served.get("max_batch_size") or 0))

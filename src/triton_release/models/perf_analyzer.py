@@ -122,6 +122,7 @@ def input_data(load: Workload) -> dict:
     for sample in load.samples:
         entry = {}
         for name, datatype, shape, data in sample.tensors:
+            content: list[object]
             if datatype in FLOATS:
                 content = [float(v) for v in data]
             elif datatype == "BOOL":

@@ -81,6 +81,7 @@ class GoldenItem(pytest.Item):
         case, problems = golden.load_case(self.path, self.model)
         if problems:
             raise GoldenMismatch("; ".join(str(p) for p in problems))
+        assert case is not None
         http = config.getoption("triton_url")
         grpc = config.getoption("triton_grpc_url") or f"{http.rsplit(':', 1)[0]}:8001"
         repo = _repository(config)

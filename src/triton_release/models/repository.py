@@ -369,7 +369,8 @@ class _Models(Mapping[str, Model]):
     """The models of a repository by name, each read the first time it is asked for."""
 
     def __init__(self, root: Path, names: list[str]) -> None:
-        self._root, self._names, self._loaded = root, names, {}
+        self._root, self._names = root, names
+        self._loaded: dict[str, Model] = {}
         self._known = set(names)
 
     def __getitem__(self, name: str) -> Model:

@@ -173,12 +173,13 @@ def wave_label(index: int, count: int) -> str:
 
 def load_cases(repo: Repository, names: list[str]) -> list[golden.GoldenCase]:
     """Every case of `names`, all well-formed, before any server starts."""
-    cases = []
+    cases: list[golden.GoldenCase] = []
     for name in names:
         for path in repo[name].golden_cases:
             case, problems = golden.load_case(path, name)
             if problems:
                 raise Refused(f"{problems[0]}. Fix the golden file (run `triton-release validate` to see all).")
+            assert case is not None
             cases.append(case)
     return cases
 
@@ -296,7 +297,7 @@ def run_waves(repo: Repository, server: Server, waves: list[Wave], versions: dic
             loaded = tuple(name for name in wave.load if name not in server.unloadable)
             ran.append(WaveRun(wave.index, loaded, tuple(tested), len(found), time.monotonic() - start,
                                wave.oversized))
-        if parts:
+        if parts and junitxml:
             merge_junit(parts, junitxml)
     return cases, ran
 

@@ -87,7 +87,8 @@ def out_of_range(datatype: str, data: list) -> int | None:
         low, high = INTEGERS[datatype]
         return next((i for i, v in enumerate(data) if not low <= v <= high), None)
     if datatype in FLOAT_MAX:
-        numpy_type = {"FP16": np.float16, "FP32": np.float32, "FP64": np.float64}.get(datatype)
+        numpy_types: dict[str, type[np.floating]] = {"FP16": np.float16, "FP32": np.float32, "FP64": np.float64}
+        numpy_type = numpy_types.get(datatype)
         for i, v in enumerate(data):
             try:
                 value = float(v)

@@ -192,7 +192,7 @@ def _unknown_sources(model: Model, step, produced: set[str]) -> Iterator[Problem
 
 
 def check_ensemble(model: Model, repo: Repository) -> Iterator[Problem]:
-    if not model.is_ensemble:
+    if not model.is_ensemble or model.config is None:
         return
     text = model.config_text
     steps = model.config.ensemble_scheduling.step

@@ -96,6 +96,7 @@ def workload(model: Model, max_batch_size: int | None = None) -> Workload:
             left_out.append(f"{label}: other request parameters than {cases[0]}")
             continue
         if batches:
+            assert rows is not None
             if batch_size is not None and rows != batch_size:
                 left_out.append(f"{label}: batch size {rows}, the first replayed case's is {batch_size}")
                 continue

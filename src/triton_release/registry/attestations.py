@@ -68,7 +68,8 @@ def write(registry: RegistryRepository, subject: str, layers: list[tuple[bytes, 
     """Put `layers` (envelope bytes, annotations) under the evidence tag of `subject`; returns the
     tag, the manifest's digest, the bytes uploaded at most (blobs and manifest) and whether the
     manifest was also made a referrer of `subject`."""
-    descriptors, sent = [], 0
+    descriptors: list[dict] = []
+    sent = 0
     for body, notes in layers:
         descriptors.append({"mediaType": DSSE_TYPE, "size": len(body), "digest": registry.put_blob(body),
                             "annotations": dict(notes)})

@@ -244,7 +244,8 @@ class RegistryRepository:
 
     def tags(self) -> list[str]:
         found: list[str] = []
-        path, read = "tags/list?n=1000", set()
+        path = "tags/list?n=1000"
+        read: set[str] = set()
         while path and path not in read:  # a link back to a page already read: the list is complete
             if len(read) >= self.max_pages:
                 raise InfrastructureError(f"""

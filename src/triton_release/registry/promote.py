@@ -156,7 +156,8 @@ def review(candidate: Candidate, records: dict[str, GoldenRecord | None], versio
     if missing:
         found.append(f"no record for {', '.join(missing)} (the test job of {'that shard' if len(missing) == 1 else 'those shards'} "
                      "did not run or did not finish)")
-    covered, explained = set(), set()
+    covered: set[str] = set()
+    explained: set[str] = set()
     for shard in candidate.shards:
         record = records.get(shard.name)
         if record is None:

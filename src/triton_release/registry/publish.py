@@ -109,7 +109,9 @@ def push(client: docker.DockerClient, image: str, registry: RegistryRepository, 
                 (docker pull), then rerun: the same image is resumed, another is refused.""")
     else:  # this very image went up before and the run stopped: resume
         pushed = existing
-        uploaded, mounted, present = 0, 0, len(registry.manifest(version).layers)
+        resumed = registry.manifest(version)
+        assert resumed is not None
+        uploaded, mounted, present = 0, 0, len(resumed.layers)
     digest = registry.digest(version)  # read back: the manifest X.Y.Z names now, by its bytes
     if digest != pushed:
         raise LostRace(f"""
@@ -143,6 +145,7 @@ def tag_release(registry: RegistryRepository, version: str, revision: str | None
     earlier = [v for v in versions_in(registry.tags()) if v < release]
     previous = str(earlier[-1]) if earlier else None
     tags = moving_tags(release, revision, channel)
+    assert manifest is not None
     for tag in tags:
         registry.put_manifest(tag, manifest)
     return Tagged(str(registry), version, tuple(tags), channel_before, previous,
@@ -321,8 +324,9 @@ def retain(registry: RegistryRepository, keep: int, channel: str) -> Retention:
     kept_evidence = {digests.get(tag) for tag in tags if contract.evidence_subject(tag) not in (None, *gone)}
     evidence = []
     for tag in tags:
-        if contract.evidence_subject(tag) in gone and digests.get(tag) and digests[tag] not in kept_evidence:
-            registry.delete(digests[tag])
+        digest = digests.get(tag)
+        if contract.evidence_subject(tag) in gone and digest and digest not in kept_evidence:
+            registry.delete(digest)
             evidence.append(tag)
     if dropped:
         them = "it" if len(deleted) == 1 else "them"

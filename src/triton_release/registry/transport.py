@@ -11,6 +11,7 @@ import socket
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 import requests
 import urllib3
@@ -51,7 +52,13 @@ def _shut(connection) -> None:
             pass
 
 
-class _Watched:
+if TYPE_CHECKING:
+    _Connection = urllib3.connection.HTTPConnection
+else:
+    _Connection = object
+
+
+class _Watched(_Connection):
     """A urllib3 connection that joins the watch of the request in flight on its thread."""
 
     def connect(self) -> None:
