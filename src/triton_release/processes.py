@@ -8,7 +8,10 @@ import json
 import logging
 import os
 import socket
+import time
 from pathlib import Path
+
+from triton_release.signals import pending_interrupt, shielded
 
 log = logging.getLogger("triton_release")
 OWNER_LABEL = "triton-release.owner"  # on every container the tool makes: removed once its run is gone
@@ -52,16 +55,32 @@ def alive(who: dict, *, elsewhere: bool) -> bool:
     return elsewhere
 
 
-def remove_by_name(client, name: str) -> None:
+SETTLE_SECONDS = 5.0  # how long a create that a signal cut short may take to finish on the daemon
+
+
+def remove_by_name(client, name: str, *, created: bool = True) -> None:
     """Remove the container `name` (a docker client's) if it exists: a container made under a name
-    chosen before its create is removed even when a signal came during the create. A failure here
-    is a warning, never the error reported."""
+    chosen before its create is removed even when a signal came during the create. `created`:
+    whether the create returned; when a signal cut it short, the daemon may still be making the
+    container, so a missing one is looked for again for a few seconds. A signal during the removal
+    waits for it to finish. A failure here is a warning, never the error reported."""
     import docker
 
-    try:
-        client.api.remove_container(name, force=True)
-    except docker.errors.NotFound:
-        pass
-    except docker.errors.APIError as exc:
-        log.warning(f"could not remove the container {name} ({exc.explanation or exc}); remove it with "
-                    f"`docker rm -f {name}`")
+    settle = not created and pending_interrupt() is not None
+    deadline = time.monotonic() + (SETTLE_SECONDS if settle else 0.0)
+    with shielded():
+        while True:
+            try:
+                client.api.remove_container(name, force=True)
+                return
+            except docker.errors.NotFound:
+                if time.monotonic() >= deadline:
+                    return
+                time.sleep(0.2)
+            except docker.errors.APIError as exc:
+                if settle and time.monotonic() < deadline:  # still being created: "removal already in progress"
+                    time.sleep(0.2)
+                    continue
+                log.warning(f"could not remove the container {name} ({exc.explanation or exc}); remove it with "
+                            f"`docker rm -f {name}`")
+                return

@@ -24,6 +24,8 @@ SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 _pending: Interrupted | None = None
 _closing = False  # the work is over, the report is being written: a signal now is noted, not raised
 _lost = False     # the raise landed where Python drops exceptions: raise it again at a checkpoint
+_shields = 0      # inside cleanup that must finish (shielded()): a signal is raised when it ends
+_held = False     # a signal came while shielded, not raised yet
 
 
 def pending_interrupt() -> Interrupted | None:
@@ -59,11 +61,13 @@ def signals_as_interrupts() -> Iterator[None]:
     _pending, _closing, _lost = None, False, False
 
     def handler(number, frame):
-        global _pending
+        global _pending, _held
         if _pending is not None:
             return  # cleaning up already
         _pending = Interrupted(signal.Signals(number).name, 128 + number)
-        if not _closing:
+        if _shields:
+            _held = True
+        elif not _closing:
             raise _pending
 
     def unraisable(info) -> None:
@@ -85,6 +89,22 @@ def signals_as_interrupts() -> Iterator[None]:
         sys.unraisablehook = previous_hook
         for number, old in previous.items():
             signal.signal(number, old)
+
+
+@contextmanager
+def shielded() -> Iterator[None]:
+    """Cleanup that a signal must not cut in half (the removal of a container: a raise inside its
+    request can leave it behind): a signal during it is raised when it ends."""
+    global _shields, _held
+    _shields += 1
+    try:
+        yield
+    finally:
+        _shields -= 1
+    if not _shields and _held:
+        _held = False
+        if _pending is not None and not _closing:
+            raise _pending
 
 
 def closing() -> Interrupted | None:

@@ -75,3 +75,61 @@ def test_a_closed_stdout_stops_the_run_as_a_signal_and_undoes(tmp_path):
     assert undone == ["bump undone"]
     report = json.loads((tmp_path / "r.json").read_text())
     assert report["error"]["message"] == "interrupted by SIGPIPE"
+
+
+def test_a_signal_during_a_container_removal_waits_for_it_then_stops_the_run(tmp_path):
+    """The removal of a probe (processes.remove_by_name) is shielded: the signal that lands inside its
+    request is raised once the container is gone, never in the middle, which would leave it behind."""
+    from triton_release.processes import remove_by_name
+
+    removed = []
+
+    class Api:
+        def __init__(self):
+            self.calls = 0
+
+        def remove_container(self, name, force):
+            self.calls += 1
+            if self.calls == 1:
+                os.kill(os.getpid(), signal.SIGTERM)  # the signal lands inside the request
+            removed.append(name)
+
+    class Client:
+        api = Api()
+
+    session = Session("release", Console(out=io.StringIO(), err=io.StringIO()))
+    assert run(session, lambda s: s.step("build", None, remove_by_name, Client(), "probe-1"),
+               report_path=str(tmp_path / "r.json")) == 143
+    assert removed == ["probe-1"]
+
+
+def test_a_create_cut_short_by_a_signal_is_looked_for_until_the_daemon_has_made_it(tmp_path, monkeypatch):
+    """SIGTERM while `containers.create` waits for the daemon: the container does not exist yet when
+    the cleanup first looks; it is removed once it appears, not left behind."""
+    import docker
+
+    from triton_release import processes
+
+    monkeypatch.setattr(processes, "SETTLE_SECONDS", 3.0)
+    seen = []
+
+    class Api:
+        def remove_container(self, name, force):
+            seen.append(name)
+            if len(seen) < 3:  # the daemon is still making it
+                raise docker.errors.NotFound("no such container")
+
+    class Client:
+        api = Api()
+
+    def probe():
+        created = False
+        try:
+            os.kill(os.getpid(), signal.SIGTERM)  # during the create: it never returned
+            created = True
+        finally:
+            processes.remove_by_name(Client(), "probe-2", created=created)
+
+    session = Session("release", Console(out=io.StringIO(), err=io.StringIO()))
+    assert run(session, lambda s: s.step("build", None, probe), report_path=str(tmp_path / "r.json")) == 143
+    assert seen == ["probe-2"] * 3

@@ -156,6 +156,7 @@ def parse_probe(image: str, image_id: str, output: str) -> BaseImage:
 def run_probe(client: docker.DockerClient, image: str, script: str, env: dict[str, str]) -> str:
     """Run `script` with /bin/sh in a throwaway container of `image`, no network; its output."""
     name = f"triton-release-probe-{uuid.uuid4().hex[:12]}"  # known before it exists: removed by it
+    container = None
     try:
         container = client.containers.create(image, entrypoint=["/bin/sh", "-c", script], environment=env,
                                              network_disabled=True, name=name,
@@ -174,7 +175,7 @@ def run_probe(client: docker.DockerClient, image: str, script: str, env: dict[st
     except docker.errors.APIError as exc:
         raise InfrastructureError(f"The Docker daemon failed while inspecting {image}: {exc.explanation or exc}") from None
     finally:  # whatever stopped the probe (a signal too, even one during its create): never left behind
-        remove_by_name(client, name)
+        remove_by_name(client, name, created=container is not None)
     return output.decode("utf-8", errors="replace")
 
 

@@ -73,6 +73,7 @@ def image_configs(client: docker.DockerClient, image: str,
         return {}
     reader = f"triton-release-configs-{uuid.uuid4().hex[:12]}"  # known before it exists: removed by it
     found: dict[str, model_config_pb2.ModelConfig | None] = {}
+    container = None
     try:
         container = client.containers.create(image, command=["true"], entrypoint=[], network_disabled=True,
                                              labels=owner_labels(), name=reader)
@@ -91,7 +92,7 @@ def image_configs(client: docker.DockerClient, image: str,
         raise InfrastructureError(f"The Docker daemon could not read the model configs inside {image}: "
                                   f"{exc.explanation or exc}. Run again when the daemon is back.") from None
     finally:  # by its name: a signal during the create leaves none behind either
-        remove_by_name(client, reader)
+        remove_by_name(client, reader, created=container is not None)
     return found
 
 
