@@ -32,3 +32,28 @@ def test_a_model_whose_environment_changed_is_reported_unmeasured_never_zero(mak
     (found,) = meter.results
     assert not found.compared and "environment changed since 127.0.0.1:5000/t/m:1.0.0" in found.note
     assert "cannot be measured" in found.to_json()["note"]
+
+
+def test_the_fanout_candidate_carries_which_models_drift_cannot_be_measured_for():
+    """stage labels the candidate with steps.unmeasurable_drift; each shard's test reads it back, so a
+    shard never reports drift 0.0 for a model whose environment changed."""
+    from triton_release.models.shards import (
+        CHANGED_LABEL,
+        DRIFT_UNMEASURABLE_LABEL,
+        SHARDS_LABEL,
+        Shard,
+        shards_label,
+        unmeasurable_from_label,
+        unmeasurable_label,
+    )
+    from triton_release.registry.promote import Candidate
+
+    why = steps.unmeasurable_drift(NS(changed=("a",), compared_with="127.0.0.1:5000/t/m:1.0.0"))
+    labels = {SHARDS_LABEL: shards_label([Shard("shard-1", ("a",), ("a",), 1, False, (1,))]),
+              CHANGED_LABEL: '["a"]', DRIFT_UNMEASURABLE_LABEL: unmeasurable_label(why)}
+    found = Candidate.from_labels("127.0.0.1:5000/t/m", "sha256:" + "ab" * 32, labels)
+    assert found.drift_unmeasurable == why
+    assert "environment changed" in found.drift_unmeasurable["a"]
+    # a candidate staged before the label, or a label someone else wrote: drift measured as before
+    assert unmeasurable_from_label(None) == unmeasurable_from_label("[1]") == unmeasurable_from_label("{") == {}
+    assert unmeasurable_from_label('{"a": 3, "b": "why"}') == {"b": "why"}

@@ -31,12 +31,14 @@ from triton_release.history.bump import checkout_at
 from triton_release.models.shards import (
     BUILD_INPUTS_LABEL,
     CHANGED_LABEL,
+    DRIFT_UNMEASURABLE_LABEL,
     NEW_VERSIONS_LABEL,
     SHARDS_LABEL,
     build_inputs_label,
     changed_label,
     check_shard_name,
     shards_label,
+    unmeasurable_label,
 )
 from triton_release.session import Session
 
@@ -100,6 +102,7 @@ def _stage(request: StageRequest, session: Session) -> None:
                             request.shards, request.max_models)
         labels = {SHARDS_LABEL: shards_label(list(plan.shards)), CHANGED_LABEL: changed_label(to_test),
                   NEW_VERSIONS_LABEL: changed_label(steps.new_versions(planned)),
+                  DRIFT_UNMEASURABLE_LABEL: unmeasurable_label(steps.unmeasurable_drift(prepared)),
                   BUILD_INPUTS_LABEL: build_inputs_label(_build_inputs(request, prepared.base.image_id)),
                   **planned.record_label()}
         built = session.step("build", console.built, steps.build, shipped.root, request.base_image,
@@ -183,6 +186,7 @@ def run_candidate_test(request: CandidateTestRequest, session: Session) -> None:
             names = sorted(Repository.load(root).models)
         junit = request.junitxml or str(Path(scratch) / "junit.xml")
         labelled = pulled.candidate.new_versions if pulled.candidate is not None else None
+        unmeasurable = pulled.candidate.drift_unmeasurable if pulled.candidate is not None else {}
         drift = tuple(n for n in names if n in labelled) if labelled is not None else ()
         if labelled is None and request.max_drift is not None:
             console.warning(f"{pulled.ref} does not say which of its models have a new version (it was staged "
@@ -193,7 +197,8 @@ def run_candidate_test(request: CandidateTestRequest, session: Session) -> None:
                                request.load_timeout, junitxml=junit, keyword=request.keyword,
                                shown_as=request.model_repository, memory=request.memory, pids=request.pids,
                                max_loaded=request.max_loaded, gpus=request.gpus, gpu_models=request.gpu_models,
-                               drift=drift, max_drift=request.max_drift, latency=request.latency)
+                               drift=drift, max_drift=request.max_drift, latency=request.latency,
+                               drift_unmeasurable=unmeasurable)
         except Refused as exc:  # a verdict: the shard failed, and its record says so
             if request.shard is not None:
                 cases = _cases(exc.result)

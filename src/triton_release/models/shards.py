@@ -36,6 +36,8 @@ from triton_release.models.repository import Repository
 SHARDS_LABEL = "triton-release.shards"    # the shard plan, JSON: [{"name": "shard-1", "models": [...]}, ...]
 CHANGED_LABEL = "triton-release.changed"  # the models the shards' records must cover, JSON list
 NEW_VERSIONS_LABEL = "triton-release.new-versions"  # the models given a new version: drift, JSON list
+# model -> why its drift cannot be measured in the candidate (its environment changed), JSON object
+DRIFT_UNMEASURABLE_LABEL = "triton-release.drift-unmeasurable"
 BUILD_INPUTS_LABEL = "triton-release.build-inputs"  # what the candidate was built from besides its commit, JSON
 CANDIDATE_PREFIX = "candidate-"
 DEFAULT_MODELS_PER_SHARD = 25  # without --shards or --max-models-per-shard: one shard per 25 models ...
@@ -224,6 +226,22 @@ def new_versions_from_label(text: str | None) -> tuple[str, ...] | None:
     except ValueError:
         return None
     return tuple(m for m in data if isinstance(m, str)) if isinstance(data, list) else None
+
+
+def unmeasurable_label(why: dict[str, str]) -> str:
+    return json.dumps(why, sort_keys=True, separators=(",", ":"))
+
+
+def unmeasurable_from_label(text: str | None) -> dict[str, str]:
+    """Model -> why its drift cannot be measured; a label that is absent or not such an object names
+    none (drift is then measured, as before the label existed)."""
+    try:
+        data = json.loads(text) if text is not None else None
+    except ValueError:
+        return {}
+    if not isinstance(data, dict):
+        return {}
+    return {m: why for m, why in data.items() if isinstance(m, str) and isinstance(why, str)}
 
 
 def changed_from_label(text: str | None) -> list[str]:

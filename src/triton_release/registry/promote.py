@@ -28,6 +28,7 @@ from triton_release.history import record as released_record
 from triton_release.history.releases import BASE_LABEL, REVISION_LABEL, is_release_tag, parse_version, versions_in
 from triton_release.models.shards import (
     CHANGED_LABEL,
+    DRIFT_UNMEASURABLE_LABEL,
     NEW_VERSIONS_LABEL,
     SHARDS_LABEL,
     Shard,
@@ -35,6 +36,7 @@ from triton_release.models.shards import (
     is_candidate_tag,
     new_versions_from_label,
     shards_from_label,
+    unmeasurable_from_label,
 )
 from triton_release.registry import attestations
 from triton_release.registry.client import Manifest, RegistryRepository
@@ -72,6 +74,8 @@ class Candidate:
     new_versions: tuple[str, ...] | None = None  # the models given a new version (drift); None: not labelled
     # model -> version -> git tree of every version folder it holds (history/record.py); None: not labelled
     record: dict | None = field(default=None, repr=False, compare=False)
+    # model -> why its drift cannot be measured here: its environment changed since the last release
+    drift_unmeasurable: dict[str, str] = field(default_factory=dict, compare=False)
 
     @property
     def ref(self) -> str:
@@ -86,7 +90,8 @@ class Candidate:
         return cls(repository, digest, labels.get(VERSION_LABEL, ""), labels.get(REVISION_LABEL, ""),
                    labels.get(BASE_LABEL, ""), labels.get(CREATED_LABEL, "") or created, tuple(shards),
                    tuple(changed), manifest, new_versions_from_label(labels.get(NEW_VERSIONS_LABEL)),
-                   released_record.parse(labels.get(released_record.LABEL)))
+                   released_record.parse(labels.get(released_record.LABEL)),
+                   unmeasurable_from_label(labels.get(DRIFT_UNMEASURABLE_LABEL)))
 
 
 def read_candidate(registry: RegistryRepository, digest: str) -> Candidate:
