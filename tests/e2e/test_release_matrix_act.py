@@ -19,7 +19,7 @@ from e2e.test_action_act import ACT, RUNNER, ActionCheckout
 from support.models import python_model_files
 from support.stack import BASE_IMAGE, REGISTRY
 from triton_release.cli.main import main
-from triton_release.models.shards import candidate_tag
+from triton_release.contract import candidate_tag
 from triton_release.registry.client import RegistryRepository
 from triton_release.registry.records import read_record
 

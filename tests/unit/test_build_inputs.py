@@ -10,13 +10,13 @@ import json
 import pytest
 
 from support.registries import FakeRegistry
+from triton_release.contract import candidate_tag
 from triton_release.models.shards import (
     BUILD_INPUTS_LABEL,
     CHANGED_LABEL,
     SHARDS_LABEL,
     Shard,
     build_inputs_label,
-    candidate_tag,
     shards_label,
 )
 from triton_release.registry.candidate import build_inputs, differences, find_reusable

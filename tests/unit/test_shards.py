@@ -7,11 +7,11 @@ import json
 import pytest
 
 from support.models import golden_case, pipeline_files, python_model_files
+from triton_release.contract import candidate_tag
 from triton_release.errors import Refused, UsageError
 from triton_release.models.repository import Repository
 from triton_release.models.shards import (
     Shard,
-    candidate_tag,
     changed_from_label,
     changed_label,
     check_shard_name,

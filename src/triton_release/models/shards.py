@@ -39,7 +39,6 @@ NEW_VERSIONS_LABEL = "triton-release.new-versions"  # the models given a new ver
 # model -> why its drift cannot be measured in the candidate (its environment changed), JSON object
 DRIFT_UNMEASURABLE_LABEL = "triton-release.drift-unmeasurable"
 BUILD_INPUTS_LABEL = "triton-release.build-inputs"  # what the candidate was built from besides its commit, JSON
-CANDIDATE_PREFIX = "candidate-"
 DEFAULT_MODELS_PER_SHARD = 25  # without --shards or --max-models-per-shard: one shard per 25 models ...
 DEFAULT_MAX_SHARDS = 8         # ... and at most this many
 MAX_SHARDS = 256               # a GitHub Actions matrix runs at most 256 jobs
@@ -71,17 +70,6 @@ class Shard:
         """One `strategy.matrix.include` entry: lists as the comma-separated text `--models` takes."""
         return {"name": self.name, "models": ",".join(self.models), "load": ",".join(self.load),
                 "cases": self.cases, "gpu": self.gpu}
-
-
-def candidate_tag(revision: str) -> str:
-    """The candidate's tag in the release repository: candidate-<first 12 hex of the commit>."""
-    if not re.fullmatch(r"[0-9a-f]{12,64}", revision or ""):
-        raise UsageError(f"{revision!r} is not a commit id; a candidate is named after the commit it was built from.")
-    return f"{CANDIDATE_PREFIX}{revision[:12]}"
-
-
-def is_candidate_tag(tag: str) -> bool:
-    return re.fullmatch(rf"{CANDIDATE_PREFIX}[0-9a-f]{{12}}", tag) is not None
 
 
 def check_shard_name(name: str) -> str:

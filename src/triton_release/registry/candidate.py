@@ -19,6 +19,7 @@ import docker
 import requests
 
 from triton_release import __version__
+from triton_release.contract import candidate_tag
 from triton_release.errors import InfrastructureError, Refused, UsageError
 from triton_release.history.releases import BASE_LABEL, REVISION_LABEL
 from triton_release.models.shards import (
@@ -27,7 +28,6 @@ from triton_release.models.shards import (
     SHARDS_LABEL,
     Shard,
     build_inputs_from_label,
-    candidate_tag,
 )
 from triton_release.registry.client import RegistryRepository
 from triton_release.registry.promote import CANDIDATE_REF, Candidate

@@ -23,6 +23,7 @@ import logging
 import re
 from dataclasses import dataclass, field
 
+from triton_release.contract import RECORD_TAG, is_candidate_tag, record_tag
 from triton_release.errors import InfrastructureError, Refused, UsageError
 from triton_release.history import record as released_record
 from triton_release.history.releases import BASE_LABEL, REVISION_LABEL, is_release_tag, parse_version, versions_in
@@ -33,7 +34,6 @@ from triton_release.models.shards import (
     SHARDS_LABEL,
     Shard,
     changed_from_label,
-    is_candidate_tag,
     new_versions_from_label,
     shards_from_label,
     unmeasurable_from_label,
@@ -41,7 +41,7 @@ from triton_release.models.shards import (
 from triton_release.registry import attestations
 from triton_release.registry.client import Manifest, RegistryRepository
 from triton_release.registry.publish import AlreadyReleased, tag_release
-from triton_release.registry.records import RECORD_TAG, GoldenRecord, read_record, record_tag
+from triton_release.registry.records import GoldenRecord, read_record
 from triton_release.registry.rollback import CREATED_LABEL
 
 VERSION_LABEL = "org.opencontainers.image.version"

@@ -288,7 +288,7 @@ def retain(registry: RegistryRepository, keep: int, channel: str) -> Retention:
     import logging
     import re
 
-    from triton_release.models.shards import is_candidate_tag
+    from triton_release.contract import is_candidate_tag
 
     if keep < 1:  # the `keep` setting refuses it; a caller of this function may not have used it
         raise UsageError("--keep must be 1 or more (without it every release is kept).")

@@ -16,12 +16,12 @@ GPU the runner lacks. A record whose cases all passed can still have tested less
 from __future__ import annotations
 
 import json
-import re
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from triton_release.errors import Refused, UsageError
+from triton_release.contract import CANDIDATE_DIGEST, record_tag
+from triton_release.errors import Refused
 from triton_release.registry.client import Manifest, RegistryRepository, content_digest
 
 RECORD_TYPE = "application/vnd.triton-release.golden.v1+json"
@@ -29,9 +29,6 @@ OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 JUNIT_TYPE = "application/xml"
 EMPTY_TYPE = "application/vnd.oci.empty.v1+json"
 EMPTY = b"{}"
-CANDIDATE_DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
-SHARD_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,48}$")  # the record tag stays within 128 characters
-RECORD_TAG = re.compile(r"^sha256-(?P<hex>[0-9a-f]{64})\.golden-(?P<shard>[A-Za-z0-9_][A-Za-z0-9_.-]*)$")
 
 
 @dataclass(frozen=True)
@@ -98,16 +95,6 @@ class GoldenRecord:
         return cls(data["candidate"], data["shard"], tuple(data["models"]), data["passed"],
                    tuple(dict(c) for c in data["cases"]), data["revision"], str(data.get("reason") or ""),
                    tuple(planned.items()) if planned is not None else None, tuple(aside.items()))
-
-
-def record_tag(candidate: str, shard: str) -> str:
-    """The tag of the record of `shard` for the candidate whose manifest digest is `candidate`."""
-    if not CANDIDATE_DIGEST.match(candidate or ""):
-        raise UsageError(f"{candidate!r} is not a candidate's manifest digest (sha256: and 64 hex digits).")
-    if not SHARD_NAME.match(shard or ""):
-        raise UsageError(f"shard {shard!r}: a shard name is letters, digits, '_', '.', '-' (up to 49), "
-                         "such as shard-1.")
-    return f"sha256-{candidate.split(':', 1)[1]}.golden-{shard}"
 
 
 def write_record(registry: RegistryRepository, record: GoldenRecord, junit: bytes | None = None) -> str:

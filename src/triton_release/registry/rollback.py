@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 
 import requests
 
+from triton_release.contract import rollback_tag
 from triton_release.errors import InfrastructureError, Refused
 from triton_release.history.releases import parse_version, versions_in
 from triton_release.registry.client import Manifest, RegistryRepository
@@ -23,10 +24,6 @@ from triton_release.registry.client import Manifest, RegistryRepository
 CREATED_LABEL = "org.opencontainers.image.created"
 ROLLBACK_AT = "org.triton-release.rollback.at"
 log = logging.getLogger("triton_release")
-
-
-def record_tag(channel: str) -> str:
-    return f"triton-release.rollback.{channel}"
 
 
 def record_rollback(registry: RegistryRepository, channel: str, version: str, manifest: Manifest) -> None:
@@ -37,7 +34,7 @@ def record_rollback(registry: RegistryRepository, channel: str, version: str, ma
     raw = json.dumps(body, indent=3).encode()
     record = Manifest(manifest.media_type, raw, "sha256:" + hashlib.sha256(raw).hexdigest())
     try:
-        registry.put_manifest(record_tag(channel), record)
+        registry.put_manifest(rollback_tag(channel), record)
     except (Refused, InfrastructureError) as exc:
         log.warning(f"{channel} was rolled back to {version}, but the record of it could not be written ({exc}); "
                     "a rerun of an interrupted release could move the channel forward again")
@@ -45,7 +42,7 @@ def record_rollback(registry: RegistryRepository, channel: str, version: str, ma
 
 def rolled_back_since(registry: RegistryRepository, channel: str, created: str) -> bool:
     """Whether a rollback of `channel` was recorded after `created` (an image's creation time)."""
-    record = registry.manifest(record_tag(channel))
+    record = registry.manifest(rollback_tag(channel))
     if record is None:
         return False
     try:
