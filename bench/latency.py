@@ -126,6 +126,7 @@ def ten_model_change(args, client, tmp: Path) -> dict:
     from triton_release import steps
     from triton_release.models.latency import LatencyOptions
     from triton_release.models.repository import Repository
+    from triton_release.settings import ServerOptions
 
     names = {f"m{i}": 1.0 for i in range(args.ten)}
     repo = Repository.load(write_models(tmp / "ten" / "model_repository", names, 1.0))
@@ -135,10 +136,10 @@ def ten_model_change(args, client, tmp: Path) -> dict:
                              perf_analyzer=args.perf_analyzer, env=dict(os.environ))
     try:
         start = time.perf_counter()
-        steps.test(repo, tag, list(names), load_timeout=120, drift=tuple(names))
+        steps.test(repo, tag, list(names), ServerOptions(load_timeout=120), drift=tuple(names))
         without = time.perf_counter() - start
         start = time.perf_counter()
-        run = steps.test(repo, tag, list(names), load_timeout=120, drift=tuple(names), latency=options)
+        run = steps.test(repo, tag, list(names), ServerOptions(load_timeout=120), drift=tuple(names), latency=options)
         gated = time.perf_counter() - start
     finally:
         client.images.remove(tag, force=True)

@@ -30,7 +30,7 @@ from triton_release.history.git import Git
 from triton_release.history.push_back import PushTarget, push_release
 from triton_release.models.repository import Repository
 from triton_release.session import Session
-from triton_release.settings import CONFIG_FILE, Settings
+from triton_release.settings import CONFIG_FILE, ServerOptions, Settings
 
 if TYPE_CHECKING:
     from triton_release.evidence.signing import Signing
@@ -47,19 +47,14 @@ class ReleaseRequest:
     base_image: str
     python: str | None
     stub: str
-    load_timeout: float
     channel: str
     keep: int | None
     push: bool
     commit: bool
+    server: ServerOptions = ServerOptions()  # how tritonserver runs the golden cases
     source: str = ""  # the source repository's URL, for the image's label
     requirements_options: str = "refuse"
-    server_memory: str | None = None  # the server container's limits
-    server_pids: int = 4096
-    max_loaded: int = 50  # at most this many models loaded at once while testing
     max_layers: int = 120  # the image's layer budget, the base image's layers counted
-    gpus: str | None = None  # the server's GPUs; None: KIND_GPU models are tested on the CPU
-    gpu_models: str = "test"  # test|require: a KIND_GPU model that cannot load on the CPU
     max_drift: float | None = None  # refuse a new version this far (relative) from its previous one
     latency: LatencyOptions | None = None  # measure new versions against their previous one; None: not at all
     warmup: str = "off"  # golden: model_warmup from the golden inputs in the image's config copies
@@ -130,8 +125,7 @@ def _release(request: ReleaseRequest, session: Session) -> None:
         console.not_released("no model changed: nothing built, nothing pushed")
         if request.push and repository is not None:
             session.step("evidence", console.evidence, steps.finish_evidence, repository, root, planned.found.head,
-                         *evidence_of(request), request.load_timeout, request.server_memory, request.server_pids,
-                         request.max_loaded, request.gpus, request.gpu_models)
+                         *evidence_of(request), request.server)
             session.step("finish", console.finished, steps.finish_interrupted, repository, request.channel)
             if request.commit:
                 committed = session.step("commit", console.committed, steps.finish_commit, root, repository)
@@ -168,9 +162,7 @@ def _release(request: ReleaseRequest, session: Session) -> None:
             image = built.image_id
             if to_test:  # a change that only removes models has nothing to test
                 run = session.step("test", console.golden_run, steps.test, exported, built.image_id, to_test,
-                                   request.load_timeout, shown_as=root, memory=request.server_memory,
-                                   pids=request.server_pids, max_loaded=request.max_loaded, gpus=request.gpus,
-                                   gpu_models=request.gpu_models, drift=steps.new_versions(planned),
+                                   request.server, shown_as=root, drift=steps.new_versions(planned),
                                    max_drift=request.max_drift,
                                    drift_unmeasurable=steps.unmeasurable_drift(prepared), latency=request.latency)
                 if run.completed and version is not None:  # auto-complete models: their signatures, as served
@@ -224,8 +216,7 @@ def evidence_of(request: ReleaseRequest) -> tuple[Signing, Invocation, dict]:
     settings = {"build": {"base_image": request.base_image, "python": request.python, "stub": request.stub,
                           "requirements_options": request.requirements_options, "max_layers": request.max_layers,
                           "channel": request.channel},
-                "test": {"load_timeout": request.load_timeout, "max_loaded": request.max_loaded, "gpus": request.gpus,
-                         "gpu_models": request.gpu_models, "max_drift": request.max_drift},
+                "test": {**request.server.to_json(), "max_drift": request.max_drift},
                 "base_image": request.base_image}
     return request.signing or Signing("none"), request.invocation or Invocation(CLI_BUILDER), settings
 
@@ -254,12 +245,7 @@ class RollbackRequest:
     channel: str
     verify: bool = False
     model_repository: Path | None = None  # with verify: the golden cases' repository (and its git)
-    load_timeout: float = 300
-    server_memory: str | None = None
-    server_pids: int = 4096
-    max_loaded: int = 50
-    gpus: str | None = None
-    gpu_models: str = "test"
+    server: ServerOptions = ServerOptions()  # with verify: how tritonserver runs its golden cases
     verify_key: str | None = None  # a public key: the target's evidence must verify with it first
 
 
@@ -279,8 +265,6 @@ def run_rollback(request: RollbackRequest, session: Session) -> None:
     verified = None
     if request.verify:
         verified = session.step("verify", session.console.golden_run, steps.verify_release, request.repository,
-                                request.version, request.model_repository, request.load_timeout,
-                                request.server_memory, request.server_pids, request.max_loaded, request.gpus,
-                                request.gpu_models)
+                                request.version, request.model_repository, request.server)
     session.step("rollback", session.console.rolled_back, steps.rollback, request.repository, request.version,
                  request.channel, verified)

@@ -261,10 +261,31 @@ DEPRECATED = {"image": "repository"}
 
 
 @dataclass(frozen=True)
+class ServerOptions:
+    """How tritonserver runs the golden cases: one group of settings, built once (Settings.server)
+    and passed whole to the code that starts the server (steps.test, record, verify_release)."""
+    load_timeout: float = 300      # seconds for the models to load
+    memory: int | None = None      # the container's memory limit in bytes; None: 3/4 of this machine's
+    pids: int = 4096               # the container's process limit
+    max_loaded: int = 50           # at most this many models loaded at once; more are tested in waves
+    gpus: str | None = None        # the GPUs it gets; None: KIND_GPU models are tested on the CPU
+    gpu_models: str = "test"       # test|require: a KIND_GPU model that cannot load on the CPU
+
+    def to_json(self) -> dict:
+        return {"load_timeout": self.load_timeout, "max_loaded": self.max_loaded, "gpus": self.gpus,
+                "gpu_models": self.gpu_models}
+
+
+@dataclass(frozen=True)
 class Settings:
     values: Mapping[str, Any]
     sources: Mapping[str, str]  # key -> where its value came from
     warnings: tuple[str, ...] = ()
+
+    @property
+    def server(self) -> ServerOptions:
+        return ServerOptions(self.load_timeout, self.server_memory, self.server_pids, self.max_loaded, self.gpus,
+                             self.gpu_models)
 
     def __getattr__(self, key: str) -> Any:
         try:

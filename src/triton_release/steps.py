@@ -48,9 +48,11 @@ from triton_release.models.validate import ValidationResult
 from triton_release.models.validate import validate as validate_repository
 from triton_release.problems import display_path
 from triton_release.processes import alive
+from triton_release.settings import ServerOptions
 
 log = logging.getLogger("triton_release")
 MODELS_LABEL = "triton-release.models"  # model -> its version folders, in the image
+DEFAULT_SERVER = ServerOptions()
 
 if TYPE_CHECKING:
     from triton_release.evidence.attach import Evidence
@@ -409,7 +411,7 @@ def still_in_place(shipped: Export, planned: ChangesResult) -> None:
 
 # -- build ------------------------------------------------------------------------------------
 
-CANDIDATE_TAG = "candidate"  # the local build tag; the previous candidate's layer order keeps the cache warm
+from triton_release.contract import CANDIDATE_TAG  # noqa: F401 - read as steps.CANDIDATE_TAG
 
 
 @dataclass(frozen=True)
@@ -579,18 +581,16 @@ def build(root: Path | Repository, base_image: str, tag: str, *, python: str | N
 
 # -- test, record -----------------------------------------------------------------------------
 
-def test(root: Path | Repository, image: str, names: list[str], load_timeout: float = 300, *,
+def test(root: Path | Repository, image: str, names: list[str], server_options: ServerOptions = DEFAULT_SERVER, *,
          junitxml: str | None = None, keyword: str | None = None, shown_as: Path | None = None,
-         memory: str | None = None, pids: int = 4096, max_loaded: int = 50, gpus: str | None = None,
-         gpu_models: str = "test", drift: tuple[str, ...] = (), max_drift: float | None = None,
+         drift: tuple[str, ...] = (), max_drift: float | None = None,
          drift_unmeasurable: Mapping[str, str] | None = None,
          latency: LatencyOptions | None = None) -> GoldenRun:
-    """Serve `image` with the models (and what they need) loaded; run their golden cases. More
-    than `max_loaded` models are tested in waves, in the same server.
+    """Serve `image` with the models (and what they need) loaded, as `server_options` say; run their
+    golden cases. More than its `max_loaded` models are tested in waves, in the same server.
     `shown_as`: the model repository the user knows, when `root` is an export of it: the cases'
-    files are named as they are there. `gpus`: the GPUs the server gets; without any, KIND_GPU
-    models are loaded on the CPU, and one that fails there is reported untested (`gpu_models`
-    "test") or refused ("require"). `drift`: models with a new version, whose golden inputs are
+    files are named as they are there. Without `gpus`, KIND_GPU models are loaded on the CPU, and
+    one that fails there is reported untested (`gpu_models` "test") or refused ("require"). `drift`: models with a new version, whose golden inputs are
     also sent to their previous version once their cases passed (models/drift.py); a drift above
     `max_drift` refuses, after the golden cases; `drift_unmeasurable`: model -> why its drift
     cannot be measured in this image (reported so, never as 0). `latency`: those models' new and
@@ -618,17 +618,17 @@ def test(root: Path | Repository, image: str, names: list[str], load_timeout: fl
     load = {name: max(shipped[name]) if shipped.get(name) else version
             for name, version in models_to_load(repo, names).items()}
     load_cases(repo, names)  # every case file well-formed before any server starts
-    waves = plan_waves(repo, names, max_loaded)
+    waves = plan_waves(repo, names, server_options.max_loaded)
     environments = _image_environments(client, image)
-    overrides = {} if gpus else image_cpu_overrides(client, image, repo, load, environments)  # the image's configs
+    overrides = ({} if server_options.gpus else  # the image's configs
+                 image_cpu_overrides(client, image, repo, load, environments))
     every = len(waves) == 1 and set(load) == set(repo.models) and not overrides
     previous = {name: previous_version(shipped.get(name) or repo[name].versions, load[name])
                 for name in drift if name in load and name in names}
     analyzer, latency_note = _perf_analyzer(latency, [n for n, v in previous.items() if v is not None])
     started = time.monotonic()
-    server = TritonServer(image, {m: load[m] for m in waves[0].load}, all_models=every, load_timeout=load_timeout,
-                          client=client, memory=memory, pids=pids, overrides=overrides,
-                          deferred=deferred(repo, load, overrides), gpus=gpus, gpu_models=gpu_models)
+    server = TritonServer.started_as(server_options, image, {m: load[m] for m in waves[0].load}, all_models=every,
+                                     client=client, overrides=overrides, deferred=deferred(repo, load, overrides))
     server.wave = wave_label(1, len(waves))  # wave 1 loads as the server starts
     with server, _latency_meter(repo, server, client, image, previous, load, latency, analyzer,
                                 environments) as timing:
@@ -830,8 +830,8 @@ class Recorded:
         return {"image": self.image, "written": list(self.written)}
 
 
-def record(root: Path, image: str, names: list[str], load_timeout: float = 300, overwrite: bool = False,
-           memory: str | None = None, pids: int = 4096, max_loaded: int = 50, gpus: str | None = None) -> Recorded:
+def record(root: Path, image: str, names: list[str], server_options: ServerOptions = DEFAULT_SERVER,
+           overwrite: bool = False) -> Recorded:
     """Fill in the outputs of golden cases that have none with what the server answers; in waves
     of at most `max_loaded` models, as `test`. Without `gpus`, KIND_GPU models answer from the
     CPU; one that cannot load there is refused (there is no answer to record)."""
@@ -849,12 +849,13 @@ def record(root: Path, image: str, names: list[str], load_timeout: float = 300, 
     written = []
     models = sorted({c.model for c in todo})
     load = models_to_load(repo, models)
-    waves = plan_waves(repo, models, max_loaded)
+    waves = plan_waves(repo, models, server_options.max_loaded)
     client = docker_client()
-    overrides = {} if gpus else image_cpu_overrides(client, image, repo, load, _image_environments(client, image))
-    with TritonServer(image, {m: load[m] for m in waves[0].load}, load_timeout=load_timeout, client=client,
-                      memory=memory, pids=pids, overrides=overrides, deferred=deferred(repo, load, overrides),
-                      gpus=gpus, gpu_models="require") as server:
+    overrides = ({} if server_options.gpus else
+                 image_cpu_overrides(client, image, repo, load, _image_environments(client, image)))
+    with TritonServer.started_as(replace(server_options, gpu_models="require"), image,
+                                 {m: load[m] for m in waves[0].load}, client=client, overrides=overrides,
+                                 deferred=deferred(repo, load, overrides)) as server:
         for wave in waves:
             server.switch_to({m: load[m] for m in wave.load})
             for case in (c for c in todo if c.model in wave.tested):
@@ -1137,8 +1138,7 @@ def rollback_model(server: str, model: str, version: int) -> ModelRollback:
 
 
 def verify_release(repository: RegistryRepository, version: str, model_repository: Path,
-                   load_timeout: float = 300, memory: str | None = None, pids: int = 4096,
-                   max_loaded: int = 50, gpus: str | None = None, gpu_models: str = "test") -> GoldenRun:
+                   server_options: ServerOptions = DEFAULT_SERVER) -> GoldenRun:
     """Pull release X.Y.Z and run the golden cases of the commit it was built from."""
     import docker
 
@@ -1165,8 +1165,7 @@ def verify_release(repository: RegistryRepository, version: str, model_repositor
                 cases here: its commit is not in this git repository and {model_repository} does not hold them.
                 Fetch the history (fetch-depth: 0), or roll back without --verify.""")
         try:
-            return test(repo, image, names, load_timeout, memory=memory, pids=pids, max_loaded=max_loaded,
-                        gpus=gpus, gpu_models=gpu_models)
+            return test(repo, image, names, server_options)
         except Refused as exc:
             raise Refused(f"{image} fails its own golden cases; the channel was not moved. {exc.message}",
                           result=exc.result) from None
@@ -1186,9 +1185,8 @@ def attach_evidence(repository: RegistryRepository, pushed: PushResult, root: Pa
 
 
 def finish_evidence(repository: RegistryRepository, root: Path, head: str, signing: Signing,
-                    invocation: Invocation, settings: Mapping, load_timeout: float = 300,
-                    memory: str | None = None, pids: int = 4096, max_loaded: int = 50, gpus: str | None = None,
-                    gpu_models: str = "test") -> Evidence | None:
+                    invocation: Invocation, settings: Mapping,
+                    server_options: ServerOptions = DEFAULT_SERVER) -> Evidence | None:
     """The evidence of the newest release when the run that pushed it (from this commit) stopped
     before attaching it: its golden cases run again against its digest, then attached. None when
     there is nothing to finish. Golden cases that fail now are attached as failed, and refused."""
@@ -1209,7 +1207,7 @@ def finish_evidence(repository: RegistryRepository, root: Path, head: str, signi
         return None  # released from another commit: not this run's to finish
     failure = None
     try:
-        run = verify_release(repository, version, root, load_timeout, memory, pids, max_loaded, gpus, gpu_models)
+        run = verify_release(repository, version, root, server_options)
     except UsageError:  # no golden case of its models here: attached as such
         run = None
     except Refused as exc:

@@ -25,6 +25,7 @@ from triton_release import steps
 from triton_release.action.main import main as action_main
 from triton_release.models.repository import Repository
 from triton_release.registry.records import read_record
+from triton_release.settings import ServerOptions
 
 pytestmark = pytest.mark.integration
 
@@ -97,7 +98,7 @@ def test_both_versions_load_with_the_cpu_groups_and_the_environment_and_sequence
     image_tags.append(tag)
     steps.build(repo, BASE_IMAGE, tag)
 
-    run = steps.test(repo, tag, ["envgpu", "new", "seq"], load_timeout=60, drift=("envgpu", "new", "seq"))
+    run = steps.test(repo, tag, ["envgpu", "new", "seq"], ServerOptions(load_timeout=60), drift=("envgpu", "new", "seq"))
     assert run.passed and run.on_cpu == ("envgpu",)
     drift = {d.model: d for d in run.drift}
     assert (drift["envgpu"].previous, drift["envgpu"].version) == (1, 2)

@@ -19,6 +19,7 @@ from triton_release import steps
 from triton_release.image.environments import LABEL
 from triton_release.models.repository import Repository
 from triton_release.registry.client import RegistryRepository
+from triton_release.settings import ServerOptions
 
 pytestmark = pytest.mark.integration
 
@@ -51,7 +52,7 @@ def test_two_models_pinning_one_package_apart_both_pass_in_one_image(make_repo, 
     built = steps.build(repo, BASE_IMAGE, tag)
     assert {m: e.packages for m, e in built.environments.by_model.items()} == {"old": {"shared": "1.0"},
                                                                                "new": {"shared": "2.0"}}
-    run = steps.test(repo, tag, ["new", "old", "plain"], load_timeout=60)
+    run = steps.test(repo, tag, ["new", "old", "plain"], ServerOptions(load_timeout=60))
     assert run.passed and len(run.cases) == 3
     assert (repo["old"].path / "config.pbtxt").read_text() == python_model_files("old")["old/config.pbtxt"]
 
@@ -132,7 +133,7 @@ def test_a_requirements_console_script_runs_in_the_models_environment(make_repo,
     tag = f"trt-envs/scripts:{unique}"
     image_tags.append(tag)
     steps.build(repo, BASE_IMAGE, tag)
-    run = steps.test(repo, tag, ["cli"], load_timeout=60)
+    run = steps.test(repo, tag, ["cli"], ServerOptions(load_timeout=60))
     assert run.passed and len(run.cases) == 1
 
 

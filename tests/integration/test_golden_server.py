@@ -247,6 +247,7 @@ def test_an_image_is_tested_at_the_versions_it_holds_not_the_working_trees(docke
     """An older image against a newer working tree: the versions come from the image's label, so
     the server is not asked to wait for a version folder the image does not have."""
     from triton_release import steps
+    from triton_release.settings import ServerOptions
 
     root = write_tree(tmp_path / "model_repository", {
         "addone/config.pbtxt": python_config("addone"), "addone/1/model.py": PYTHON_MODEL,
@@ -256,5 +257,5 @@ def test_an_image_is_tested_at_the_versions_it_holds_not_the_working_trees(docke
     build_image(Repository.load(root), BASE_IMAGE, tag, {"triton-release.models": json.dumps({"addone": [1]})},
                 client=docker_client)
     write_tree(root, {"addone/2/model.py": PYTHON_MODEL})  # the working tree moved on
-    run = steps.test(root, tag, ["addone"], load_timeout=60)
+    run = steps.test(root, tag, ["addone"], ServerOptions(load_timeout=60))
     assert run.passed and run.cases[0].case == "addone/basic" and run.loaded == ("addone",)

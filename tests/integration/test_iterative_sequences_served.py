@@ -16,6 +16,7 @@ from support.stack import SERVERS, built_image
 from triton_release import steps
 from triton_release.models.repository import Repository
 from triton_release.models.validate import validate
+from triton_release.settings import ServerOptions
 
 pytestmark = pytest.mark.integration
 
@@ -111,7 +112,7 @@ def test_plain_cases_of_iterative_models_pass_validate_and_the_server(docker_cli
     result = validate(repo.root)
     assert result.problems == (), [str(p) for p in result.problems]
     before = {c.id for c in docker_client.containers.list(all=True, filters={"label": SERVERS})}
-    run = steps.test(repo.root, image, ["countdown", "resched"], load_timeout=60)  # one server, both models
+    run = steps.test(repo.root, image, ["countdown", "resched"], ServerOptions(load_timeout=60))  # one server, both models
     by_case = {c.case: c for c in run.cases}
     assert sorted(by_case) == ["countdown/one", "countdown/three", "resched/grpc", "resched/http"]
     assert run.passed, {c.case: c.message for c in run.failed}

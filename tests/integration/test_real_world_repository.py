@@ -28,6 +28,7 @@ from support.stack import built_image
 from triton_release import steps
 from triton_release.errors import Refused
 from triton_release.models.repository import Repository
+from triton_release.settings import ServerOptions
 
 pytestmark = pytest.mark.integration
 
@@ -76,7 +77,7 @@ def served(tmp_path_factory, docker_client, unique):
 
 def test_every_shape_is_tested_on_the_real_server(served):
     repo, tag = served
-    run = steps.test(repo, tag, ["caller", "counter", "gpu", "router", "strict"], load_timeout=60)
+    run = steps.test(repo, tag, ["caller", "counter", "gpu", "router", "strict"], ServerOptions(load_timeout=60))
     assert run.passed, [c.message for c in run.failed]
     assert sorted(c.case for c in run.cases) == ["caller/basic", "counter/three", "gpu/basic", "router/basic",
                                                  "strict/doubles", "strict/refuses"]
@@ -89,7 +90,7 @@ def test_a_stream_that_never_ends_fails_at_its_deadline_naming_the_case(served):
     repo, tag = served
     start = time.monotonic()
     with pytest.raises(Refused) as refused:
-        steps.test(repo, tag, ["neverfinal"], load_timeout=60)
+        steps.test(repo, tag, ["neverfinal"], ServerOptions(load_timeout=60))
     assert time.monotonic() - start < 60
     assert "neverfinal/golden/one.json" in str(refused.value) and "no final response" in str(refused.value)
 

@@ -135,7 +135,7 @@ def test_a_hotfix_branch_release_does_not_block_the_next_release_of_main(release
 
 
 def test_a_checkout_folder_of_any_name_makes_a_valid_local_tag(tmp_path):
-    request = ReleaseRequest(tmp_path, None, None, "HEAD", "b", None, "auto", 1, "latest", None, False, False)
+    request = ReleaseRequest(tmp_path, None, None, "HEAD", "b", None, "auto", "latest", None, False, False)
     for name in ("Ü..Models", "---", "a__b..c"):
         tag = local_candidate(request, Git(tmp_path / name))
         assert tag.split(":")[0].split("/")[1] in ("u-models", "models", "a-b-c")

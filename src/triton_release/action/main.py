@@ -83,8 +83,7 @@ def run(inputs: ActionInputs, settings, event: Event, env: Mapping[str, str], se
         assert repository is not None
         release.run_rollback(release.RollbackRequest(
             repository, inputs.rollback_to, settings.channel, inputs.verify,
-            release.model_repository(settings, INPUT) if inputs.verify else None, settings.load_timeout, settings.server_memory,
-            settings.server_pids, settings.max_loaded, settings.gpus, settings.gpu_models,
+            release.model_repository(settings, INPUT) if inputs.verify else None, settings.server,
             verify_key=settings.verify_key), session)
         return
     if inputs.mode == "stage":
@@ -93,11 +92,9 @@ def run(inputs: ActionInputs, settings, event: Event, env: Mapping[str, str], se
     release.run_release(release.ReleaseRequest(
         model_repository=release.model_repository(settings, INPUT), repository=repository, base=inputs.base_ref or event.base,
         head="HEAD", base_image=settings.base_image, python=settings.python, stub=settings.stub,
-        load_timeout=settings.load_timeout, channel=settings.channel, keep=settings.keep, push=pushes,
-        commit=inputs.commit, source=release.provenance_source(env),
-        requirements_options=settings.requirements_options, server_memory=settings.server_memory,
-        server_pids=settings.server_pids, max_loaded=settings.max_loaded, max_layers=settings.max_layers,
-        gpus=settings.gpus, gpu_models=settings.gpu_models, max_drift=settings.max_drift,
+        channel=settings.channel, keep=settings.keep, push=pushes, commit=inputs.commit, server=settings.server,
+        source=release.provenance_source(env), requirements_options=settings.requirements_options,
+        max_layers=settings.max_layers, max_drift=settings.max_drift,
         latency=_latency(settings, env), warmup=settings.warmup,
         push_back=PushTarget.from_env(env) if inputs.commit and settings.push_commit else None,
         **_signing(settings, env, pushes)), session)
@@ -187,9 +184,7 @@ def test_shard(inputs: ActionInputs, settings, env: Mapping[str, str], session: 
     run_candidate_test(CandidateTestRequest(
         model_repository=release.model_repository(settings, INPUT), repository=repository, digest=digest,
         shard=inputs.shard or None, models=tuple(m for m in inputs.models.split(",") if m),
-        load_timeout=settings.load_timeout, memory=settings.server_memory, pids=settings.server_pids,
-        max_loaded=settings.max_loaded, gpus=settings.gpus, gpu_models=settings.gpu_models,
-        max_drift=settings.max_drift, latency=_latency(settings, env)), session)
+        server=settings.server, max_drift=settings.max_drift, latency=_latency(settings, env)), session)
 
 
 def promote(inputs: ActionInputs, settings, env: Mapping[str, str], session: sessions.Session) -> None:

@@ -69,6 +69,15 @@ def add_image_settings(parser: argparse.ArgumentParser) -> None:
     setting(parser, "--stub", "stub", metavar="PROVIDER")
 
 
+def add_server_settings(parser: argparse.ArgumentParser, gpu_models: bool = True) -> None:
+    """The flags of the server that runs the golden cases (settings.ServerOptions)."""
+    setting(parser, "--load-timeout", "load_timeout", metavar="SECONDS")
+    setting(parser, "--max-loaded", "max_loaded", metavar="N")
+    setting(parser, "--gpus", "gpus", metavar="all|N|IDS")
+    if gpu_models:
+        setting(parser, "--gpu-models", "gpu_models", choices=("test", "require"))
+
+
 def add_latency_settings(parser: argparse.ArgumentParser) -> None:
     """The latency gate's flags (models/latency.py)."""
     setting(parser, "--max-latency-increase", "max_latency_increase", metavar="FRACTION")

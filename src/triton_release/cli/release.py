@@ -7,6 +7,7 @@ from triton_release.cli.common import (
     add_image_settings,
     add_latency_settings,
     add_refs,
+    add_server_settings,
     add_signing,
     setting,
     signing,
@@ -25,10 +26,7 @@ def add_arguments(parser) -> None:
                         help="commit the new version folders as `release X.Y.Z` and tag vX.Y.Z")
     setting(parser, "--push-commit", "push_commit", action="store_const", const=True)
     add_image_settings(parser)
-    setting(parser, "--load-timeout", "load_timeout", metavar="SECONDS")
-    setting(parser, "--max-loaded", "max_loaded", metavar="N")
-    setting(parser, "--gpus", "gpus", metavar="all|N|IDS")
-    setting(parser, "--gpu-models", "gpu_models", choices=("test", "require"))
+    add_server_settings(parser)
     setting(parser, "--channel", "channel", metavar="TAG")
     setting(parser, "--keep", "keep", metavar="N")
     setting(parser, "--max-layers", "max_layers", metavar="N")
@@ -48,11 +46,10 @@ def run(ctx: Context, session) -> None:
     request = release.ReleaseRequest(
         model_repository=ctx.model_repository, repository=ctx.repository("--to REPO", required=not args.no_push),
         base=args.base, head=args.head, base_image=settings.base_image, python=settings.python,
-        stub=settings.stub, load_timeout=settings.load_timeout, channel=settings.channel, keep=settings.keep,
-        push=not args.no_push, commit=args.commit, source=release.provenance_source(ctx.env),
-        requirements_options=settings.requirements_options, server_memory=settings.server_memory,
-        server_pids=settings.server_pids, max_loaded=settings.max_loaded, max_layers=settings.max_layers,
-        gpus=settings.gpus, gpu_models=settings.gpu_models, max_drift=settings.max_drift,
+        stub=settings.stub, channel=settings.channel, keep=settings.keep, push=not args.no_push, commit=args.commit,
+        server=settings.server, source=release.provenance_source(ctx.env),
+        requirements_options=settings.requirements_options, max_layers=settings.max_layers,
+        max_drift=settings.max_drift,
         latency=LatencyOptions.from_settings(settings, ctx.env), warmup=settings.warmup,
         push_back=PushTarget.from_env(ctx.env) if args.commit and settings.push_commit else None,
         signing=signed_by, invocation=invocation)

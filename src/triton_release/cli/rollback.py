@@ -2,7 +2,7 @@
 version of one model."""
 
 from triton_release import release, steps
-from triton_release.cli.common import Context, setting
+from triton_release.cli.common import Context, add_server_settings, setting
 from triton_release.errors import UsageError
 
 HELP = "point a channel back at an earlier release"
@@ -16,10 +16,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--server", metavar="URL", help="model-level rollback: a running tritonserver (explicit mode)")
     parser.add_argument("--model", metavar="NAME", help="model-level rollback: the model")
     parser.add_argument("--to-model-version", type=int, metavar="N", help="model-level rollback: the version to serve")
-    setting(parser, "--load-timeout", "load_timeout", metavar="SECONDS")
-    setting(parser, "--max-loaded", "max_loaded", metavar="N")
-    setting(parser, "--gpus", "gpus", metavar="all|N|IDS")
-    setting(parser, "--gpu-models", "gpu_models", choices=("test", "require"))
+    add_server_settings(parser)
     setting(parser, "--key", "verify_key", metavar="PUB",
             help="refuse unless the release's evidence verifies with this public key (cosign.pub); the channel "
                  "is not moved otherwise (default: the verify_key setting)")
@@ -39,6 +36,4 @@ def run(ctx: Context, session) -> None:
         raise UsageError("rollback needs --to-version X.Y.Z (or --server, --model and --to-model-version).")
     release.run_rollback(release.RollbackRequest(
         ctx.repository("--repo REPO"), args.to_version, settings.channel, args.verify,
-        ctx.model_repository if args.verify else None, settings.load_timeout, settings.server_memory,
-        settings.server_pids, settings.max_loaded, settings.gpus, settings.gpu_models,
-        verify_key=settings.verify_key), session)
+        ctx.model_repository if args.verify else None, settings.server, verify_key=settings.verify_key), session)

@@ -1,7 +1,14 @@
 """`test`: serve an image, load the models, run their golden cases."""
 
 from triton_release import steps
-from triton_release.cli.common import SETTING_DEST, Context, add_latency_settings, models_list, setting
+from triton_release.cli.common import (
+    SETTING_DEST,
+    Context,
+    add_latency_settings,
+    add_server_settings,
+    models_list,
+    setting,
+)
 from triton_release.errors import UsageError
 from triton_release.models.repository import Repository
 
@@ -14,10 +21,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--shard", metavar="NAME",
                         help="with a candidate: test this shard of its plan and record the outcome in the registry")
     parser.add_argument("--models", metavar="A,B", help="the models to test (default: all)")
-    setting(parser, "--load-timeout", "load_timeout", metavar="SECONDS")
-    setting(parser, "--max-loaded", "max_loaded", metavar="N")
-    setting(parser, "--gpus", "gpus", metavar="all|N|IDS")
-    setting(parser, "--gpu-models", "gpu_models", choices=("test", "require"))
+    add_server_settings(parser)
     setting(parser, "--max-drift", "max_drift", metavar="FRACTION")
     add_latency_settings(parser)
     parser.add_argument("-k", dest="keyword", metavar="EXPR", help="only the golden cases matching this pytest -k expression")
@@ -42,10 +46,8 @@ def run(ctx: Context, session) -> None:
                          "`release`.")
     repo = Repository.load(ctx.model_repository)
     names = models_list(ctx.args.models) or sorted(repo.models)
-    session.step("test", ctx.console.golden_run, steps.test, repo, ctx.args.image, names, ctx.settings.load_timeout,
-                 junitxml=ctx.args.junitxml, keyword=ctx.args.keyword, memory=ctx.settings.server_memory,
-                 pids=ctx.settings.server_pids, max_loaded=ctx.settings.max_loaded, gpus=ctx.settings.gpus,
-                 gpu_models=ctx.settings.gpu_models)
+    session.step("test", ctx.console.golden_run, steps.test, repo, ctx.args.image, names, ctx.settings.server,
+                 junitxml=ctx.args.junitxml, keyword=ctx.args.keyword)
 
 
 def serve_candidate(ctx: Context, session) -> None:
@@ -62,7 +64,5 @@ def serve_candidate(ctx: Context, session) -> None:
     request = CandidateTestRequest(
         model_repository=ctx.model_repository, repository=open_repository(where, ctx.env), digest=digest,
         shard=args.shard, models=tuple(models_list(args.models)), junitxml=args.junitxml, keyword=args.keyword,
-        load_timeout=settings.load_timeout, memory=settings.server_memory, pids=settings.server_pids,
-        max_loaded=settings.max_loaded, gpus=settings.gpus, gpu_models=settings.gpu_models,
-        max_drift=settings.max_drift, latency=LatencyOptions.from_settings(settings, ctx.env))
+        server=settings.server, max_drift=settings.max_drift, latency=LatencyOptions.from_settings(settings, ctx.env))
     run_candidate_test(request, session)

@@ -41,6 +41,7 @@ from triton_release.models.shards import (
     unmeasurable_label,
 )
 from triton_release.session import Session
+from triton_release.settings import ServerOptions
 
 if TYPE_CHECKING:
     from triton_release.models.latency import LatencyOptions
@@ -154,12 +155,7 @@ class CandidateTestRequest:
     models: tuple[str, ...] = ()
     junitxml: str | None = None
     keyword: str | None = None
-    load_timeout: float = 300
-    memory: str | None = None
-    pids: int = 4096
-    max_loaded: int = 50
-    gpus: str | None = None
-    gpu_models: str = "test"
+    server: ServerOptions = ServerOptions()  # how tritonserver runs the shard's golden cases
     max_drift: float | None = None     # refuse (the shard's record failed) a new version this far from its previous
     latency: LatencyOptions | None = None  # measure new versions' latency; beyond its bound the record fails
 
@@ -194,10 +190,8 @@ def run_candidate_test(request: CandidateTestRequest, session: Session) -> None:
                             "Stage the commit again to measure it.")
         try:
             run = session.step("test", console.golden_run, steps.test, root, pulled.ref, names,
-                               request.load_timeout, junitxml=junit, keyword=request.keyword,
-                               shown_as=request.model_repository, memory=request.memory, pids=request.pids,
-                               max_loaded=request.max_loaded, gpus=request.gpus, gpu_models=request.gpu_models,
-                               drift=drift, max_drift=request.max_drift, latency=request.latency,
+                               request.server, junitxml=junit, keyword=request.keyword,
+                               shown_as=request.model_repository, drift=drift, max_drift=request.max_drift, latency=request.latency,
                                drift_unmeasurable=unmeasurable)
         except Refused as exc:  # a verdict: the shard failed, and its record says so
             if request.shard is not None:

@@ -30,7 +30,7 @@ import requests
 from triton_release.errors import InfrastructureError, UsageError
 from triton_release.image.model_control import ModelControl
 from triton_release.processes import OWNER_LABEL, alive, owner_labels
-from triton_release.settings import memory_bytes
+from triton_release.settings import ServerOptions, memory_bytes
 
 HTTP_PORT, GRPC_PORT = "8000/tcp", "8001/tcp"
 CONTAINER_LABEL = "triton-release.server"
@@ -141,6 +141,12 @@ class TritonServer(ModelControl):
     an overridden model that fails to load is set aside in `unloadable` (with the models that
     need it) and the others go on; "require", it is refused like any model failing to load.
     """
+
+    @classmethod
+    def started_as(cls, options: ServerOptions, image: str, models: dict[str, int | None], **kwargs) -> TritonServer:
+        """The server `options` describe (settings.ServerOptions: its timeout, limits and GPUs)."""
+        return cls(image, models, load_timeout=options.load_timeout, memory=options.memory, pids=options.pids,
+                   gpus=options.gpus, gpu_models=options.gpu_models, **kwargs)
 
     def __init__(self, image: str, models: dict[str, int | None], *, all_models: bool = False,
                  load_timeout: float = 300, client: docker.DockerClient | None = None,

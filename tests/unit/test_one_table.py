@@ -1,0 +1,77 @@
+"""One table of settings (settings.SETTINGS): the CLI's flags, the action's inputs and the typed
+option groups agree with it on names, defaults and descriptions, so a new setting is declared once
+and the rest is checked against it."""
+
+from __future__ import annotations
+
+import argparse
+import re
+
+import pytest
+import yaml
+
+from support.stack import ROOT
+from triton_release.action.inputs import SETTING_INPUTS
+from triton_release.cli.common import SETTING_DEST
+from triton_release.cli.main import parser
+from triton_release.settings import BY_KEY, DEPRECATED, SETTINGS, ServerOptions, resolve
+
+ACTION = yaml.safe_load((ROOT / "action.yml").read_text(encoding="utf-8"))["inputs"]
+# Flags named after the command's noun rather than the setting (`release --to REPO`).
+FLAG_ALIASES = {"--to": "repository", "--repo": "repository", "--key": "verify_key"}
+# Flags whose help says more than the setting's, for that command.
+OWN_HELP = {("rollback", "--key")}
+# Action inputs whose default is not the setting's, on purpose: in a workflow, `commit: true` is
+# lost with the runner unless the commit is pushed, so the action pushes it unless told not to.
+ACTION_DEFAULTS = {"push-commit": "true"}
+# Inputs that give a setting's file as its contents (a PEM from a secret), written to a file first.
+PEM_INPUTS = {"signing-key", "verify-key"}
+
+
+def setting_flags():
+    top = parser()
+    [sub] = [a for a in top._actions if isinstance(a, argparse._SubParsersAction)]
+    for name, command in [("", top), *sub.choices.items()]:
+        for action in command._actions:
+            if action.dest.startswith(SETTING_DEST):
+                yield name, action.option_strings[0], action.dest[len(SETTING_DEST):], action.help
+
+
+@pytest.mark.parametrize(("command", "flag", "key", "help_text"), list(setting_flags()),
+                         ids=lambda v: v if isinstance(v, str) and v.startswith("--") else "")
+def test_every_flag_that_sets_a_setting_is_named_and_described_as_the_setting(command, flag, key, help_text):
+    assert key in BY_KEY, f"{command} {flag} sets {key!r}, which SETTINGS does not declare"
+    assert flag == "--" + key.replace("_", "-") or FLAG_ALIASES.get(flag) == key, f"{command} {flag} sets {key}"
+    if (command, flag) not in OWN_HELP:
+        assert help_text == BY_KEY[key].help, f"{command} {flag}: its help is not the setting's"
+
+
+@pytest.mark.parametrize("name", [n for n in SETTING_INPUTS if n not in DEPRECATED])
+def test_every_input_that_is_a_setting_is_declared_once_with_the_settings_default(name):
+    key = name.replace("-", "_")
+    assert key in BY_KEY, f"the action's input {name} is no setting"
+    assert name in ACTION, f"action.yml does not declare the input {name}"
+    declared = ACTION[name].get("default", "")
+    assert declared == ACTION_DEFAULTS.get(name, ""), (
+        f"action.yml's {name} defaults to {declared!r}: leave it empty, so triton-release.yaml and then the "
+        f"setting's default ({BY_KEY[key].default!r}) decide")
+    description = ACTION[name]["description"]
+    said = re.search(r"\(default: (\d+)\)", description) or re.search(r"^(\w+) \(default\)", description)
+    if said and name not in ACTION_DEFAULTS:
+        assert said.group(1) == str(BY_KEY[key].default), f"action.yml says {name} defaults to {said.group(1)}"
+
+
+def test_every_setting_the_action_reads_is_an_input_and_every_such_input_a_setting():
+    declared = {n for n in ACTION if n.replace("-", "_") in BY_KEY or n in DEPRECATED}
+    assert declared - PEM_INPUTS == set(SETTING_INPUTS), "action.yml's setting inputs and action/inputs.py's differ"
+
+
+def test_the_server_options_are_the_settings_defaults_grouped(tmp_path):
+    assert resolve({}, cwd=tmp_path).server == ServerOptions()
+    keys = {"load_timeout": "load_timeout", "memory": "server_memory", "pids": "server_pids",
+            "max_loaded": "max_loaded", "gpus": "gpus", "gpu_models": "gpu_models"}
+    for field, key in keys.items():
+        assert getattr(ServerOptions(), field) == BY_KEY[key].default, field
+    given = resolve({"load_timeout": 12, "server_memory": "1g", "gpus": "all"}, cwd=tmp_path).server
+    assert (given.load_timeout, given.memory, given.gpus) == (12, 1 << 30, "all")
+    assert all(s.key in BY_KEY for s in SETTINGS)
