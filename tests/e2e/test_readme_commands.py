@@ -25,3 +25,5 @@ def test_make_demo_releases_the_example_into_the_local_registry(stack, tmp_path)
     tags = RegistryRepository.parse("127.0.0.1:5000/triton-release-demo/models").tags()
     assert version in tags and "latest" in tags
     assert subprocess.run(["git", "tag"], cwd=demo, capture_output=True, text=True).stdout.strip() == f"v{version}"
+    for found in stack.images.list(name="127.0.0.1:5000/triton-release-demo/models"):
+        stack.images.remove(found.id, force=True)

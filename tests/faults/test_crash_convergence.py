@@ -23,6 +23,7 @@ from support.stack import BASE_IMAGE, REGISTRY, SERVERS
 from support.workspace import Workspace
 from triton_release.history.releases import versions_in
 from triton_release.processes import OWNER_LABEL, alive
+from triton_release.registry.client import RegistryRepository
 
 pytestmark = pytest.mark.integration
 
@@ -158,8 +159,10 @@ def test_the_registry_killed_as_the_bumped_release_puts_its_manifest_then_the_re
 
     armed = threading.Event()
     with RegistryProxy("1.1.0", kill_registry, upstream=registry.address) as proxy:
-        try:
-            ws = Workspace(tmp_path / "work", f"{proxy.address}/team/models", docker_client)
+        try:  # 1.0.0 straight to the registry (the whole base image); the second release through the proxy
+            ws = Workspace(tmp_path / "work", f"{registry.address}/team/models", docker_client)
+            ws.image = f"{proxy.address}/team/models"
+            ws.registry = RegistryRepository.parse(ws.image)
             first = ws.registry.digest("1.0.0")
             change_a(ws)
             armed.set()
@@ -176,5 +179,6 @@ def test_the_registry_killed_as_the_bumped_release_puts_its_manifest_then_the_re
             assert_converged(ws, first)
         finally:
             registry.stop()
-            for found in docker_client.images.list(name=f"{proxy.address}/team/models"):
-                docker_client.images.remove(found.id, force=True)
+            for name in (registry.address, proxy.address):
+                for found in docker_client.images.list(name=f"{name}/team/models"):
+                    docker_client.images.remove(found.id, force=True)
