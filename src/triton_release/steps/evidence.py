@@ -1,0 +1,113 @@
+"""Evidence: the release's signed Statements attached in the registry, finished after a stopped
+run, and checked."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from triton_release.errors import Refused, UsageError
+from triton_release.history import releases
+from triton_release.history.git import Git
+from triton_release.steps.golden import DEFAULT_SERVER
+from triton_release.steps.rollbacks import verify_release
+
+if TYPE_CHECKING:
+    from triton_release.evidence.attach import Evidence
+    from triton_release.evidence.signing import PublicKey, Signing
+    from triton_release.evidence.statements import Invocation
+    from triton_release.evidence.verify import EvidenceCheck
+    from triton_release.models.suite import GoldenRun
+    from triton_release.registry.candidate import Staged
+    from triton_release.registry.client import RegistryRepository
+    from triton_release.registry.promote import CandidateCheck, Promoted
+    from triton_release.registry.publish import PushResult
+    from triton_release.settings import ServerOptions
+    from triton_release.steps.changed import ChangesResult
+    from triton_release.steps.image import Prepared
+
+
+# -- evidence: the release's signed Statements, attached in the registry (evidence/) -------------
+
+def attach_evidence(repository: RegistryRepository, pushed: PushResult, root: Path, planned: ChangesResult,
+                    prepared: Prepared, run: GoldenRun | None, tested: list[str], signing: Signing,
+                    invocation: Invocation, settings: Mapping, latency=None) -> Evidence:
+    """The golden results, provenance and SBOM of the release just pushed, attached to its digest."""
+    from triton_release.evidence import attach
+
+    return attach.release(repository, pushed.digest, pushed.version, root=root, planned=planned, prepared=prepared,
+                          run=run, tested=tested, signing=signing, invocation=invocation, settings=settings,
+                          latency=latency)
+
+
+def finish_evidence(repository: RegistryRepository, root: Path, head: str, signing: Signing,
+                    invocation: Invocation, settings: Mapping,
+                    server_options: ServerOptions = DEFAULT_SERVER) -> Evidence | None:
+    """The evidence of the newest release when the run that pushed it (from this commit) stopped
+    before attaching it: its golden cases run again against its digest, then attached. None when
+    there is nothing to finish. Golden cases that fail now are attached as failed, and refused."""
+    from triton_release import contract
+    from triton_release.evidence import attach
+
+    versions = releases.versions_in(repository.tags())
+    if not versions:
+        return None
+    version = str(versions[-1])
+    digest = repository.digest(version)
+    if digest is None or repository.digest(contract.evidence_tag(digest)) is not None:
+        return None
+    revision = (repository.image_config(version).get("config", {}).get("Labels") or {}).get(releases.REVISION_LABEL)
+    git = Git(Git(root).toplevel())
+    tagged = git.run("rev-parse", "-q", "--verify", f"{releases.git_tag(version)}^{{commit}}", check=False)
+    if not revision or revision not in (head, tagged.stdout.decode().strip() if tagged.returncode == 0 else ""):
+        return None  # released from another commit: not this run's to finish
+    failure = None
+    try:
+        run = verify_release(repository, version, root, server_options)
+    except UsageError:  # no golden case of its models here: attached as such
+        run = None
+    except Refused as exc:
+        if exc.result is None:
+            raise
+        run, failure = exc.result, exc
+    evidence = attach.rerun(repository, digest, version, root=root, run=run, signing=signing, invocation=invocation,
+                            settings=settings)
+    if failure is not None:
+        raise Refused(f"{failure.message} Its evidence, attached now, says so.", result=evidence)
+    return evidence
+
+
+def check_evidence(repository: RegistryRepository, reference: str, key: PublicKey, *, tag: str | None = None,
+                   digest: str | None = None, version: str | None = None) -> EvidenceCheck:
+    """The evidence of REPO:TAG, REPO@DIGEST or release `version` checked with `key`; refused,
+    naming every problem, unless every envelope verifies, every subject is the digest, every
+    tested case passed, and the SBOM and provenance are there."""
+    from triton_release.evidence.verify import check
+    from triton_release.registry.rollback import release_manifest
+
+    if version is not None:
+        digest = release_manifest(repository, version).digest  # an unknown version refused first
+    elif digest is None:
+        digest = repository.digest(tag or "")
+        if digest is None:
+            raise Refused(f"{repository}:{tag} does not exist, so it has no evidence to check.")
+    return check(repository, reference, digest, key)
+
+
+def stage_evidence(repository: RegistryRepository, staged: Staged, planned: ChangesResult, prepared: Prepared,
+                   signing: Signing, invocation: Invocation, settings: Mapping) -> Evidence:
+    from triton_release.evidence import attach
+
+    candidate = staged.candidate
+    return attach.stage(repository, candidate.digest, candidate.version, planned=planned, prepared=prepared,
+                        signing=signing, invocation=invocation, settings=settings)
+
+
+def promote_evidence(repository: RegistryRepository, checked: CandidateCheck, promoted: Promoted,
+                     signing: Signing, invocation: Invocation) -> Evidence:
+    from triton_release.evidence import attach
+
+    return attach.promote(repository, promoted.digest, promoted.version,
+                          records=[r for _, r in checked.records if r is not None], untested=checked.untested,
+                          signing=signing, invocation=invocation)

@@ -1,0 +1,135 @@
+"""Promote, stage and candidate tests: a release over many runners, its candidate staged, tested in
+shards with their golden records, and promoted to the release."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from triton_release.errors import Refused, UsageError
+from triton_release.history import releases
+from triton_release.history.bump import check_working_tree
+from triton_release.history.git import Git
+from triton_release.models.repository import Repository
+from triton_release.steps.changed import changes
+from triton_release.steps.publish import _holds_shipped_bump, as_recorded
+
+if TYPE_CHECKING:
+    from triton_release.models.shards import Shard
+    from triton_release.registry.candidate import Pulled, Staged
+    from triton_release.registry.client import RegistryRepository
+    from triton_release.registry.promote import CandidateCheck, CandidateRetention, Promoted
+    from triton_release.registry.records import GoldenRecord
+    from triton_release.steps.changed import ChangesResult
+
+
+# -- promote: a staged candidate becomes the release --------------------------------------------
+
+def check_candidate(repository: RegistryRepository, digest: str, version: str,
+                    gpu_models: str = "require") -> CandidateCheck:
+    """The candidate's labels and its shards' golden records; refused, naming every shard at
+    fault, unless they let it become release `version` (`gpu_models` "test": GPU-only models
+    may ship untested, said so)."""
+    from triton_release.registry import promote
+
+    return promote.check_candidate(repository, digest, version, gpu_models)
+
+
+def plan_commit(root: Path, checked: CandidateCheck) -> ChangesResult:
+    """The bump the candidate shipped, recomputed from its base and revision labels, checked
+    against the working tree before anything is tagged: the candidate's commit must be checked
+    out, and the version folders to bump hold nothing git does not (or this very bump)."""
+    candidate = checked.candidate
+    git = Git(Git(root).toplevel())
+    if not candidate.revision:
+        raise Refused(f"{candidate.ref} has no {releases.REVISION_LABEL} label, so its bump cannot be redone for "
+                      "--commit. Promote it without --commit, or stage the commit again.")
+    head = git.text("rev-parse", "HEAD")
+    if head != candidate.revision:
+        raise UsageError(f"""
+            --commit makes the release commit on the candidate's commit {candidate.revision[:12]}, and
+            {head[:12]} is checked out. Check out {candidate.revision[:12]} (actions/checkout with ref:
+            and fetch-depth: 0), or promote without --commit. Nothing was tagged.""")
+    planned = changes(root, candidate.base or None, candidate.revision) if candidate.record is None \
+        else as_recorded(root, candidate.revision, candidate.record, candidate.ref)
+    if not _holds_shipped_bump(root, planned, candidate.ref):
+        check_working_tree(planned.found, planned.writes, root)
+    return planned
+
+
+def promote(repository: RegistryRepository, checked: CandidateCheck, version: str, channel: str) -> Promoted:
+    from triton_release.registry import promote as promoting
+
+    return promoting.promote(repository, checked, version, channel)
+
+
+def retain_candidates(repository: RegistryRepository, released: str, keep: int) -> CandidateRetention:
+    from triton_release.registry.promote import retain_candidates as retain_older
+
+    return retain_older(repository, released, keep)
+
+
+# -- stage and candidate tests: a release over many runners ------------------------------------
+
+@dataclass(frozen=True)
+class ShardPlan:
+    shards: tuple[Shard, ...]
+
+    def to_json(self) -> dict:
+        return {"shards": [s.to_json() for s in self.shards]}
+
+    def facts(self) -> dict:
+        return {"shards": [s.matrix_entry() for s in self.shards]}
+
+
+def plan_shards(root: Path | Repository, names: list[str], shards: int | None = None,
+                max_models: int | None = None) -> ShardPlan:
+    from triton_release.models.shards import plan_shards as plan
+
+    repo = root if isinstance(root, Repository) else Repository.load(root)
+    return ShardPlan(tuple(plan(repo, names, shards=shards, max_models=max_models)))
+
+
+def find_candidate(registry: RegistryRepository, revision: str, base: str | None,
+                   inputs: dict[str, str]) -> Staged | None:
+    """The candidate staged before for this commit, base and build `inputs`, to reuse; None: stage it."""
+    from triton_release.registry.candidate import find_reusable
+
+    return find_reusable(registry, revision, base, inputs)
+
+
+def push_candidate(image: str, registry: RegistryRepository, revision: str) -> Staged:
+    from triton_release.image.engine import docker_client
+    from triton_release.registry.candidate import push_candidate as push_to_candidate_tag
+
+    return push_to_candidate_tag(docker_client(), image, registry, revision)
+
+
+def pull_candidate(registry: RegistryRepository, digest: str) -> Pulled:
+    from triton_release.image.engine import docker_client
+    from triton_release.registry.candidate import pull_candidate as pull_by_digest
+
+    return pull_by_digest(docker_client(), registry, digest)
+
+
+@dataclass(frozen=True)
+class RecordWritten:
+    repository: str
+    tag: str
+    shard: str
+    passed: bool
+    cases: int
+
+    def to_json(self) -> dict:
+        return {"record": f"{self.repository}:{self.tag}", "shard": self.shard, "passed": self.passed,
+                "cases": self.cases}
+
+
+def write_golden_record(registry: RegistryRepository, record: GoldenRecord,
+                        junit: bytes | None = None) -> RecordWritten:
+    """The shard's outcome, kept in the registry beside the candidate for `promote` to read."""
+    from triton_release.registry.records import write_record
+
+    tag = write_record(registry, record, junit)
+    return RecordWritten(str(registry), tag, record.shard, record.passed, len(record.cases))

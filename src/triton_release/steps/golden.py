@@ -1,0 +1,318 @@
+"""Test, record: the golden cases run against an image (with the drift and latency gates), the
+image signed with its served signatures, and golden outputs recorded."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from triton_release.cache import write_atomic
+from triton_release.errors import InfrastructureError, Refused
+from triton_release.history import releases
+from triton_release.models.repository import Repository
+from triton_release.settings import ServerOptions
+from triton_release.steps.image import MODELS_LABEL
+
+DEFAULT_SERVER = ServerOptions()
+
+if TYPE_CHECKING:
+    from triton_release.models.latency import LatencyOptions
+    from triton_release.models.suite import GoldenRun
+    from triton_release.steps.changed import ChangesResult
+
+
+# -- test, record -----------------------------------------------------------------------------
+
+def test(root: Path | Repository, image: str, names: list[str], server_options: ServerOptions = DEFAULT_SERVER, *,
+         junitxml: str | None = None, keyword: str | None = None, shown_as: Path | None = None,
+         drift: tuple[str, ...] = (), max_drift: float | None = None,
+         drift_unmeasurable: Mapping[str, str] | None = None,
+         latency: LatencyOptions | None = None) -> GoldenRun:
+    """Serve `image` with the models (and what they need) loaded, as `server_options` say; run their
+    golden cases. More than its `max_loaded` models are tested in waves, in the same server.
+    `shown_as`: the model repository the user knows, when `root` is an export of it: the cases'
+    files are named as they are there. Without `gpus`, KIND_GPU models are loaded on the CPU, and
+    one that fails there is reported untested (`gpu_models` "test") or refused ("require"). `drift`: models with a new version, whose golden inputs are
+    also sent to their previous version once their cases passed (models/drift.py); a drift above
+    `max_drift` refuses, after the golden cases; `drift_unmeasurable`: model -> why its drift
+    cannot be measured in this image (reported so, never as 0). `latency`: those models' new and
+    previous versions are then measured with perf_analyzer (models/latency.py); a slowdown beyond
+    its bound refuses."""
+    import time
+
+    from triton_release.image.engine import docker_client
+    from triton_release.image.server import TritonServer
+    from triton_release.models.devices import image_cpu_overrides
+    from triton_release.models.drift import DriftMeter, previous_version
+    from triton_release.models.suite import (
+        GoldenRun,
+        deferred,
+        load_cases,
+        models_to_load,
+        plan_waves,
+        run_waves,
+        wave_label,
+    )
+
+    repo = root if isinstance(root, Repository) else Repository.load(root)
+    client = docker_client()
+    shipped = _image_models(client, image)  # the image is the truth: the versions it holds
+    load = {name: max(shipped[name]) if shipped.get(name) else version
+            for name, version in models_to_load(repo, names).items()}
+    load_cases(repo, names)  # every case file well-formed before any server starts
+    waves = plan_waves(repo, names, server_options.max_loaded)
+    environments = _image_environments(client, image)
+    overrides = ({} if server_options.gpus else  # the image's configs
+                 image_cpu_overrides(client, image, repo, load, environments))
+    every = len(waves) == 1 and set(load) == set(repo.models) and not overrides
+    previous = {name: previous_version(shipped.get(name) or repo[name].versions, load[name])
+                for name in drift if name in load and name in names}
+    analyzer, latency_note = _perf_analyzer(latency, [n for n, v in previous.items() if v is not None])
+    started = time.monotonic()
+    server = TritonServer.started_as(server_options, image, {m: load[m] for m in waves[0].load}, all_models=every,
+                                     client=client, overrides=overrides, deferred=deferred(repo, load, overrides))
+    server.wave = wave_label(1, len(waves))  # wave 1 loads as the server starts
+    with server, _latency_meter(repo, server, client, image, previous, load, latency, analyzer,
+                                environments) as timing:
+        meter = DriftMeter(repo, server, previous, load, environments, drift_unmeasurable) if previous else None
+
+        def after_wave(tested: list[str], found: list) -> None:
+            assert meter is not None
+            meter.after_wave(tested, found)
+            if timing is not None:  # after drift: both versions are loaded side by side
+                timing.after_wave(tested, found)
+
+        cases, ran = run_waves(repo, server, waves, load, junitxml=junitxml, keyword=keyword, started=started,
+                               after_wave=after_wave if meter else None)
+        if any(not c.passed for c in cases):  # a server the daemon killed is no model's fault
+            server.check_running("while its golden cases ran")
+    if shown_as is not None:
+        cases = [replace(c, path=str(_shown(Path(c.path), repo.root, shown_as))) for c in cases]
+    run = GoldenRun(image, tuple(load), tuple(cases), tuple(n for n in names if not repo[n].golden_cases),
+                    tuple(ran), server.peak_memory, tuple(sorted(server.on_cpu)),
+                    tuple((n, server.unloadable[n]) for n in sorted(names) if n in server.unloadable),
+                    tuple(sorted(server.completed.items())), tuple(meter.results) if meter else (),
+                    _latency_run(latency, analyzer, latency_note, timing))
+    if not run.passed:
+        failed = run.failed
+        raise Refused(f"""
+            {len(failed)} of {len(run.cases)} golden cases failed in {image} (first: {failed[0].path}:
+            {failed[0].message}). Fix the model or, if the new answer is right, the golden file.""", result=run)
+    if max_drift is not None:
+        _check_drift(run, max_drift)
+    if run.latency is not None and run.latency.bound is not None:
+        _check_latency(run, run.latency.bound)
+    return run
+
+
+def _perf_analyzer(options: LatencyOptions | None, measurable: list[str]):
+    """perf_analyzer for the latency gate, and a note when it does not run: nothing to compare (a
+    first release), or perf_analyzer missing while only measuring. Missing while a bound is asked
+    for is an infrastructure failure (exit 3), before any server starts."""
+    if options is None:
+        return None, ""
+    if not measurable:
+        return None, ("no model has a version before its new one (a first release, or only new models): no "
+                      "latency to compare" if options.max_increase is not None else "")
+    from triton_release.models.perf_analyzer import PerfAnalyzerMissing, find
+
+    try:
+        return find(options.perf_analyzer, options.env), ""
+    except PerfAnalyzerMissing as exc:
+        if options.max_increase is None:
+            return None, f"latency not measured: {exc}"
+        raise InfrastructureError(f"--max-latency-increase {options.max_increase:g} asks for the latency gate, "
+                                  f"and {exc}") from None
+
+
+def _latency_meter(repo: Repository, server, client, image: str, previous: Mapping, load: Mapping,
+                   options: LatencyOptions | None, analyzer, environments: Mapping):
+    """The latency meter of the models with a version before (a context: its scratch folder is
+    removed), or a null context when nothing is measured."""
+    import contextlib
+
+    if options is None or analyzer is None:
+        return contextlib.nullcontext()
+    from triton_release.models.devices import image_configs
+    from triton_release.models.latency import LatencyMeter
+
+    configs = image_configs(client, image, [n for n, v in previous.items() if v is not None])  # the image's copies
+    return LatencyMeter(repo, server, previous, load, options, analyzer, configs, environments)
+
+
+def _latency_run(options: LatencyOptions | None, analyzer, note: str, timing):
+    if options is None:
+        return None
+    from triton_release.models.latency import LatencyRun
+
+    return LatencyRun(options.max_increase, options.rounds, options.interval_ms, analyzer, note,
+                      tuple(timing.results) if timing is not None else ())
+
+
+def _check_latency(run: GoldenRun, bound: float) -> None:
+    """Refuse a new version whose p50 latency interval lies wholly above 1 + `bound` of its
+    previous version's (models/latency.py), naming both versions' figures."""
+    assert run.latency is not None
+    found = run.latency.refused
+    if not found:
+        return
+    first = found[0]
+    compared = first.deciding
+    assert compared is not None
+    others = f" (and {', '.join(m.model for m in found[1:])})" if len(found) > 1 else ""
+    raise Refused(f"""
+        Model {first.model}{others} version {first.version} is slower than version {first.previous}
+        beyond max_latency_increase {bound:g} at concurrency {compared.concurrency}: p50
+        {compared.after.p50_us / 1000:.2f} ms against {compared.before.p50_us / 1000:.2f} ms, p99
+        {compared.after.p99_us / 1000:.2f} ms against {compared.before.p99_us / 1000:.2f} ms, throughput
+        {compared.after.throughput:.0f} against {compared.before.throughput:.0f} infer/s; p50 ratio
+        {compared.p50.estimate:.2f}x with the interval {compared.p50.low:.2f}x to {compared.p50.high:.2f}x
+        over {compared.pairs} rounds each, wholly above {1 + bound:.2f}x. Nothing is released. If the new
+        version must be slower, release it with a larger --max-latency-increase (the max_latency_increase
+        setting, the action's input max-latency-increase) or without it; else make it faster.""", result=run)
+
+
+def _check_drift(run: GoldenRun, bound: float) -> None:
+    """Refuse a drift above `bound`: the largest relative difference of a model's new version
+    from its previous one (models/drift.py)."""
+    from triton_release.models.drift import over, show_fraction
+
+    found = over(run.drift, bound)
+    if not found:
+        return
+    first = found[0]
+    worst = first.worst
+    where = f" (output {worst.name}{': ' + worst.worst if worst.worst else ''})" if worst else ""
+    others = f" (and {', '.join(d.model for d in found[1:])})" if len(found) > 1 else ""
+    raise Refused(f"""
+        Model {first.model}{others} drifted beyond max_drift {bound:g}: version {first.version} answers
+        its golden inputs up to {show_fraction(first.max_rel_diff)} apart from version
+        {first.previous}{where}. Nothing is released. If the change is intended, release it
+        without --max-drift (the max_drift setting, the action's input max-drift) or with a larger
+        bound; else fix the model.""", result=run)
+
+
+@dataclass(frozen=True)
+class Signed:
+    """The tested image labelled with its auto-complete models' signatures, and the version they make."""
+    image_id: str
+    version: str
+    kind: releases.ReleaseKind
+    signatures: dict
+
+    def to_json(self) -> dict:
+        return {"image_id": self.image_id, "version": self.version, "release": self.kind.to_json(),
+                "models": sorted(self.signatures)}
+
+
+def sign(image: str, tag: str, run: GoldenRun, planned: ChangesResult, previous_labels: dict,
+         version: str) -> Signed:
+    """Label the tested image with the signatures its auto-complete models were served with (no
+    layer changes), and count them in the release: a signature changed since the previous release
+    can make it major."""
+    from triton_release.image.build import relabel
+
+    served = {name: sig for name, config in run.completed if (sig := releases.served_signature(config))}
+    before = releases.signatures_from_label(previous_labels.get(releases.SIGNATURES_LABEL))
+    given = {("base", m): s for m, s in before.items()} | {("head", m): s for m, s in served.items()}
+    kind = releases.release_kind(planned.found, {b.model for b in planned.bumps}, given)
+    if releases.ORDER[kind.kind] > releases.ORDER[planned.kind.kind] and planned.plan is not None:
+        previous = releases.parse_version(planned.plan.previous) if planned.plan.previous else None
+        version = str(releases.next_version(previous, kind.kind))
+    else:
+        kind = planned.kind
+    current = {m: s for m, s in before.items() if m not in planned.found.removed} | served
+    labels = {releases.SIGNATURES_LABEL: releases.signatures_label(current), "org.opencontainers.image.version": version}
+    return Signed(relabel(image, labels, tag), version, kind, current)
+
+
+def _image_models(client, image: str) -> dict[str, list[int]]:
+    """The models and version folders an image built by this tool holds (its label); {} for others."""
+    import docker
+
+    try:
+        text = (client.images.get(image).labels or {}).get(MODELS_LABEL, "")
+        found = json.loads(text) if text else {}
+    except (docker.errors.DockerException, ValueError):
+        return {}
+    if not isinstance(found, dict):
+        return {}
+    return {str(name): [v for v in versions if isinstance(v, int)] for name, versions in found.items()
+            if isinstance(versions, list)}
+
+
+def _image_environments(client, image: str) -> dict[str, str]:
+    """The models with their own environment in an image built by this tool (its label) -> that
+    environment's path in the image; {} for others."""
+    import docker
+
+    from triton_release.image.environments import ENVS, LABEL
+
+    try:
+        text = (client.images.get(image).labels or {}).get(LABEL, "")
+        found = json.loads(text) if text else {}
+    except (docker.errors.DockerException, ValueError):
+        return {}
+    return {str(name): f"/{ENVS / str(name)}" for name in found} if isinstance(found, dict) else {}
+
+
+def _shown(path: Path, root: Path, shown_as: Path) -> Path:
+    try:
+        return shown_as / path.resolve().relative_to(root.resolve())
+    except ValueError:
+        return path
+
+
+@dataclass(frozen=True)
+class Recorded:
+    image: str
+    written: tuple[str, ...]
+
+    def to_json(self) -> dict:
+        return {"image": self.image, "written": list(self.written)}
+
+
+def record(root: Path, image: str, names: list[str], server_options: ServerOptions = DEFAULT_SERVER,
+           overwrite: bool = False) -> Recorded:
+    """Fill in the outputs of golden cases that have none with what the server answers; in waves
+    of at most `max_loaded` models, as `test`. Without `gpus`, KIND_GPU models answer from the
+    CPU; one that cannot load there is refused (there is no answer to record)."""
+    from triton_release.image.engine import docker_client
+    from triton_release.image.server import TritonServer
+    from triton_release.models.answers import NotRecorded, recorded
+    from triton_release.models.devices import image_cpu_overrides
+    from triton_release.models.inference import ask
+    from triton_release.models.suite import deferred, load_cases, models_to_load, plan_waves
+
+    repo = Repository.load(root)
+    todo = [c for c in load_cases(repo, names) if overwrite or c.unrecorded]  # unrecorded: "error": true too
+    if not todo:
+        return Recorded(image, ())
+    written = []
+    models = sorted({c.model for c in todo})
+    load = models_to_load(repo, models)
+    waves = plan_waves(repo, models, server_options.max_loaded)
+    client = docker_client()
+    overrides = ({} if server_options.gpus else
+                 image_cpu_overrides(client, image, repo, load, _image_environments(client, image)))
+    with TritonServer.started_as(replace(server_options, gpu_models="require"), image,
+                                 {m: load[m] for m in waves[0].load}, client=client, overrides=overrides,
+                                 deferred=deferred(repo, load, overrides)) as server:
+        for wave in waves:
+            server.switch_to({m: load[m] for m in wave.load})
+            for case in (c for c in todo if c.model in wave.tested):
+                decoupled = repo[case.model].decoupled
+                exchange = ask(case, server.http_url, server.grpc_url, decoupled=decoupled)
+                if exchange.failure:
+                    raise Refused(f"{case.path}: inference failed ({exchange.failure}); nothing was written to it.")
+                raw = json.loads(case.path.read_text(encoding="utf-8"))
+                try:
+                    recorded(case, raw, exchange.replies, decoupled, overwrite)
+                except NotRecorded as exc:
+                    raise Refused(f"{case.path}: {exc}. Nothing was written to it.") from None
+                write_atomic(case.path, json.dumps(raw, indent=2, ensure_ascii=False) + "\n")
+                written.append(str(case.path))
+    return Recorded(image, tuple(written))

@@ -1,0 +1,194 @@
+"""Build: the environments the image is built on, the models whose environment changed, and the
+release image itself."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from triton_release.history import releases
+from triton_release.history.git import Git
+from triton_release.models.repository import Repository
+from triton_release.problems import display_path
+
+MODELS_LABEL = "triton-release.models"  # model -> its version folders, in the image
+
+if TYPE_CHECKING:
+    from triton_release.image.base import BaseImage
+    from triton_release.image.build import BuildResult
+    from triton_release.image.environments import Environments
+    from triton_release.image.stub import StubChoice
+    from triton_release.image.warmup import Warmup
+    from triton_release.registry.client import RegistryRepository
+    from triton_release.steps.changed import ChangesResult
+
+
+# -- build ------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Prepared:
+    """What the image is built on: the base, the stub, and each model's environment."""
+    base: BaseImage
+    stub: StubChoice
+    environments: Environments
+    changed: tuple[str, ...] = ()   # models whose environment differs from the last release's
+    compared_with: str = ""         # that release, "" when none was compared
+    previous_labels: dict = field(default_factory=dict, repr=False)  # that release's image labels
+
+    def to_json(self) -> dict:
+        return {"environments": self.environments.to_json(), "environment_changed_models": list(self.changed),
+                "compared_with": self.compared_with}
+
+    def facts(self) -> dict:
+        return {"environment_changed_models": list(self.changed)} if self.changed else {}
+
+
+def environments(root: Path | Repository, base_image: str, *, python: str | None = None, stub_mode: str = "auto",
+                 requirements_options: str = "refuse", registry: RegistryRepository | None = None,
+                 previous: str | None = None) -> Prepared:
+    """Inspect the base, choose the stub, and resolve each model's requirements into its own
+    environment; with `registry` and `previous`, name the models whose environment changed since
+    that release (its image's label)."""
+    from triton_release.image import base as baseimage
+    from triton_release.image import stub
+    from triton_release.image.engine import docker_client
+    from triton_release.image.environments import LABEL, resolve
+
+    repo = root if isinstance(root, Repository) else Repository.load(root)
+    base = baseimage.inspect(docker_client(), base_image)
+    choice = stub.choose(base, python, stub_mode)
+    envs = resolve(repo, base.pythons[choice.target_python], base.glibc, options=requirements_options)
+    for model, env in sorted(envs.by_model.items()):
+        stub.refuse_numpy2(choice, env.packages.get("numpy", ""), f"model {model}'s environment",
+                           f"numpy<2 in {display_path(env.requirements)}")
+    if registry is None or previous is None:
+        return Prepared(base, choice, envs)
+    labels = registry.image_config(previous).get("config", {}).get("Labels") or {}
+    changed = [m for m in envs.changed_since(labels.get(LABEL)) if m in repo]
+    return Prepared(base, choice, envs, tuple(changed), f"{registry}:{previous}", dict(labels))
+
+
+def with_environment_changes(planned: ChangesResult, prepared: Prepared,
+                             version: str | None) -> tuple[list[str], str | None]:
+    """The models to test and the version, once models whose environment changed count as
+    changed: tested, not bumped, and at least a patch release."""
+    extra = [m for m in prepared.changed if m not in planned.to_test]
+    if extra and version is None:
+        assert planned.plan is not None and planned.plan.previous is not None
+        previous = releases.parse_version(planned.plan.previous, "the previous release")
+        version = str(releases.next_version(previous, "patch"))
+    return [*planned.to_test, *extra], version
+
+
+def unmeasurable_drift(prepared: Prepared) -> dict[str, str]:
+    """Models whose drift this image cannot measure: their environment changed since the last
+    release, so version N would answer with N+1's environment, not the one it was released with."""
+    return {m: f"its environment changed since {prepared.compared_with}: version N would run with the new "
+               "environment here, so its drift cannot be measured" for m in prepared.changed}
+
+
+def new_versions(planned: ChangesResult) -> tuple[str, ...]:
+    """The models whose new version is compared with the one before (drift): bumped, given a new
+    version folder, or added (reported as having none before). Nothing on a first release."""
+    found = planned.found
+    if found.base is None:
+        return ()
+    return tuple(sorted({b.model for b in planned.bumps} | {name for name, change in found.models.items()
+                                                             if change.status == "added" or change.added_versions}))
+
+
+@dataclass(frozen=True)
+class ReleaseImage:
+    """The built image and the decisions behind it."""
+    build: BuildResult
+    prepared: Prepared
+    warnings: tuple[str, ...]
+    warmup: Warmup | None = None  # warmup: golden: the model_warmup written into the image's configs
+
+    @property
+    def image_id(self) -> str:
+        return self.build.image_id
+
+    @property
+    def base(self) -> BaseImage:
+        return self.prepared.base
+
+    @property
+    def stub(self) -> StubChoice:
+        return self.prepared.stub
+
+    @property
+    def environments(self) -> Environments:
+        return self.prepared.environments
+
+    def summary(self) -> str:
+        envs = self.environments
+        extra = (f", {len(envs.by_model)} model environments of {len(envs.distributions)} distributions"
+                 if envs.by_model else "")
+        return (f"{self.build.tag}: built FROM {self.base.image}, {len(self.build.layers)} layers "
+                f"({self.build.sent} sent to the daemon){extra}; "
+                f"{self.stub.summary()}")
+
+    def to_json(self) -> dict:
+        return {**self.build.to_json(), "stub": self.stub.to_json(), "base": self.base.to_json(),
+                "environments": self.environments.to_json(), "warnings": list(self.warnings),
+                **({"warmup": self.warmup.to_json()} if self.warmup is not None else {})}
+
+
+def build(root: Path | Repository, base_image: str, tag: str, *, python: str | None = None, stub_mode: str = "auto",
+          revision: str | None = None, source: str = "", version: str = "", bumped_from: str | None = None,
+          channel: str = "", requirements_options: str = "refuse", prepared: Prepared | None = None,
+          max_layers: int = 120, extra_labels: dict[str, str] | None = None,
+          blob_ids: Mapping[str, str] | None = None, warmup: str = "off") -> ReleaseImage:
+    """Inspect the base, choose the stub, resolve the environments (unless `prepared`), build, and
+    prove the stub loads. `revision`: the commit built (default: the git HEAD around the model
+    repository, if any). `extra_labels`: more labels for the image (a staged candidate's plan).
+    `blob_ids`: files known to hold their committed content (`Export.blob_ids`). `warmup`
+    "golden": the image's config copies get model_warmup from the golden inputs (image/warmup.py)."""
+    from triton_release.image import environments as envs_in_image
+    from triton_release.image import stub
+    from triton_release.image.build import build_image
+    from triton_release.image.engine import docker_client
+    from triton_release.image.layers import Runtime
+
+    repo = root if isinstance(root, Repository) else Repository.load(root)
+    if revision is None:
+        found = Git(repo.root).run("rev-parse", "HEAD", check=False)
+        revision = found.stdout.decode().strip() if found.returncode == 0 else ""
+    client = docker_client()
+    if prepared is None:
+        prepared = environments(repo, base_image, python=python, stub_mode=stub_mode,
+                                requirements_options=requirements_options)
+    base, choice, envs = prepared.base, prepared.stub, prepared.environments
+    install = base.pythons[choice.target_python]
+    warnings = list(choice.warnings)
+    labels = {
+        "org.opencontainers.image.created": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        releases.REVISION_LABEL: revision,
+        releases.BASE_LABEL: bumped_from or "",
+        releases.CHANNEL_LABEL: channel,
+        "org.opencontainers.image.source": source,
+        "org.opencontainers.image.version": version,
+        MODELS_LABEL: json.dumps({m.name: list(m.versions) for m in repo}, sort_keys=True),
+        envs_in_image.LABEL: envs.label() if envs.by_model else "",
+        "triton-release.python": choice.target_python,
+        "triton-release.stub": f"{choice.provider}: {choice.origin}",
+        **(extra_labels or {}),
+    }
+    items, configs = envs_in_image.environment_items(envs, repo)
+    warmed = None
+    if warmup == "golden":
+        from triton_release.image.warmup import with_warmup
+
+        configs, warmed = with_warmup(repo, configs)
+        warnings += [f"{model}: no model_warmup written (warmup: golden): {why}" for model, why in warmed.left_out]
+    runtime = Runtime(choice.stub_file, choice.builder_stage, extra=tuple(items), model_files=configs)
+    built = build_image(repo, base_image, tag, {k: v for k, v in labels.items() if v}, client=client,
+                        runtime=runtime, max_layers=max_layers, base_layers=base.layers or None,
+                        blob_ids=blob_ids)
+    stub.check_built(client, tag, install)
+    return ReleaseImage(built, prepared, tuple(warnings), warmed)

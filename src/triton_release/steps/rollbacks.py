@@ -1,0 +1,71 @@
+"""Rollback: a channel pointed back at an earlier release (verified first by its own golden cases),
+and a served model rolled back to a version."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from triton_release.errors import InfrastructureError, Refused, UsageError
+from triton_release.history import releases
+from triton_release.history.bump import checkout_at
+from triton_release.models.repository import Repository
+from triton_release.steps.golden import DEFAULT_SERVER, test
+from triton_release.steps.image import MODELS_LABEL
+
+if TYPE_CHECKING:
+    from triton_release.models.suite import GoldenRun
+    from triton_release.registry.client import RegistryRepository
+    from triton_release.registry.rollback import ModelRollback, Rollback
+    from triton_release.settings import ServerOptions
+
+
+# -- rollback ---------------------------------------------------------------------------------
+
+def rollback(repository: RegistryRepository, version: str, channel: str = "latest",
+             verified: GoldenRun | None = None) -> Rollback:
+    from triton_release.registry.rollback import rollback as point_channel
+
+    return point_channel(repository, version, channel, verified.to_json() if verified is not None else None)
+
+
+def rollback_model(server: str, model: str, version: int) -> ModelRollback:
+    from triton_release.registry.rollback import rollback_model as serve_version
+
+    return serve_version(server, model, version)
+
+
+def verify_release(repository: RegistryRepository, version: str, model_repository: Path,
+                   server_options: ServerOptions = DEFAULT_SERVER) -> GoldenRun:
+    """Pull release X.Y.Z and run the golden cases of the commit it was built from."""
+    import docker
+
+    from triton_release.image.engine import docker_client
+    from triton_release.registry.rollback import release_manifest
+
+    release_manifest(repository, version)  # an unknown version is refused before any pull
+    image = f"{repository}:{version}"
+    client = docker_client()
+    credentials = repository.credentials
+    try:
+        client.images.pull(str(repository), tag=version, auth_config=credentials.docker_auth() if credentials else None)
+    except docker.errors.APIError as exc:
+        raise InfrastructureError(f"Could not pull {image} to verify it: {exc.explanation or exc}") from None
+    labels = client.images.get(image).labels or {}
+    models = sorted(json.loads(labels.get(MODELS_LABEL, "{}")))
+    with tempfile.TemporaryDirectory() as tmp:
+        root = checkout_at(model_repository, labels.get(releases.REVISION_LABEL, ""), Path(tmp))
+        repo = Repository.load(root or model_repository)
+        names = [m for m in models if m in repo]
+        if not names:
+            raise UsageError(f"""
+                None of the models in {image} ({', '.join(models) or 'none listed in its labels'}) has golden
+                cases here: its commit is not in this git repository and {model_repository} does not hold them.
+                Fetch the history (fetch-depth: 0), or roll back without --verify.""")
+        try:
+            return test(repo, image, names, server_options)
+        except Refused as exc:
+            raise Refused(f"{image} fails its own golden cases; the channel was not moved. {exc.message}",
+                          result=exc.result) from None
