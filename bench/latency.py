@@ -124,6 +124,7 @@ def ten_model_change(args, client, tmp: Path) -> dict:
     """One release's test step of `args.ten` changed models (versions 1 and 2 alike), without the
     gate and with it: the seconds it adds."""
     from triton_release import steps
+    from triton_release.models.gates import GateOptions
     from triton_release.models.latency import LatencyOptions
     from triton_release.models.repository import Repository
     from triton_release.settings import ServerOptions
@@ -139,7 +140,7 @@ def ten_model_change(args, client, tmp: Path) -> dict:
         steps.test(repo, tag, list(names), ServerOptions(load_timeout=120), drift=tuple(names))
         without = time.perf_counter() - start
         start = time.perf_counter()
-        run = steps.test(repo, tag, list(names), ServerOptions(load_timeout=120), drift=tuple(names), latency=options)
+        run = steps.test(repo, tag, list(names), ServerOptions(load_timeout=120), drift=tuple(names), gates=GateOptions(latency=options))
         gated = time.perf_counter() - start
     finally:
         client.images.remove(tag, force=True)

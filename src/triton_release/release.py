@@ -28,6 +28,7 @@ from triton_release.errors import UsageError
 from triton_release.history import releases
 from triton_release.history.git import Git
 from triton_release.history.push_back import PushTarget, push_release
+from triton_release.models.gates import NO_GATES, GateOptions
 from triton_release.models.repository import Repository
 from triton_release.session import Session
 from triton_release.settings import CONFIG_FILE, ServerOptions, Settings
@@ -35,7 +36,6 @@ from triton_release.settings import CONFIG_FILE, ServerOptions, Settings
 if TYPE_CHECKING:
     from triton_release.evidence.signing import Signing
     from triton_release.evidence.statements import Invocation
-    from triton_release.models.latency import LatencyOptions
     from triton_release.registry.client import RegistryRepository
 
 @dataclass(frozen=True)
@@ -55,8 +55,7 @@ class ReleaseRequest:
     source: str = ""  # the source repository's URL, for the image's label
     requirements_options: str = "refuse"
     max_layers: int = 120  # the image's layer budget, the base image's layers counted
-    max_drift: float | None = None  # refuse a new version this far (relative) from its previous one
-    latency: LatencyOptions | None = None  # measure new versions against their previous one; None: not at all
+    gates: GateOptions = NO_GATES  # drift and latency bounds on each new version (models/gates.py)
     warmup: str = "off"  # golden: model_warmup from the golden inputs in the image's config copies
     push_back: PushTarget | None = None  # with commit: push the release commit and tag there; None: local only
     signing: Signing | None = None  # how the evidence is signed (evidence/signing.py); None: unsigned
@@ -163,8 +162,7 @@ def _release(request: ReleaseRequest, session: Session) -> None:
             if to_test:  # a change that only removes models has nothing to test
                 run = session.step("test", console.golden_run, steps.test, exported, built.image_id, to_test,
                                    request.server, shown_as=root, drift=steps.new_versions(planned),
-                                   max_drift=request.max_drift,
-                                   drift_unmeasurable=steps.unmeasurable_drift(prepared), latency=request.latency)
+                                   drift_unmeasurable=steps.unmeasurable_drift(prepared), gates=request.gates)
                 if run.completed and version is not None:  # auto-complete models: their signatures, as served
                     signed = session.step("signatures", console.signed, steps.sign, image,
                                           local_candidate(request, git), run, planned, prepared.previous_labels,
@@ -216,7 +214,7 @@ def evidence_of(request: ReleaseRequest) -> tuple[Signing, Invocation, dict]:
     settings = {"build": {"base_image": request.base_image, "python": request.python, "stub": request.stub,
                           "requirements_options": request.requirements_options, "max_layers": request.max_layers,
                           "channel": request.channel},
-                "test": {**request.server.to_json(), "max_drift": request.max_drift},
+                "test": {**request.server.to_json(), "max_drift": request.gates.max_drift},
                 "base_image": request.base_image}
     return request.signing or Signing("none"), request.invocation or Invocation(CLI_BUILDER), settings
 

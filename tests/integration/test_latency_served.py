@@ -17,6 +17,7 @@ from triton_release import steps
 from triton_release.action.main import main as action_main
 from triton_release.image.server import TritonServer
 from triton_release.models.devices import image_configs
+from triton_release.models.gates import GateOptions
 from triton_release.models.latency import LatencyOptions
 from triton_release.models.repository import Repository
 from triton_release.settings import ServerOptions
@@ -152,7 +153,7 @@ def test_only_error_cases_are_skipped_with_the_reason_and_warmup_golden_warms_th
 
     options = LatencyOptions(max_increase=4.0, rounds=2, interval_ms=150, perf_analyzer=str(PERF_ANALYZER),
                              env=dict(os.environ))
-    run = steps.test(repo, tag, ["errs", "warm"], ServerOptions(load_timeout=60), drift=("errs", "warm"), latency=options)
+    run = steps.test(repo, tag, ["errs", "warm"], ServerOptions(load_timeout=60), drift=("errs", "warm"), gates=GateOptions(latency=options))
     found = {m.model: m for m in run.latency.models}
     assert found["errs"].verdict == "skipped"
     assert found["errs"].note == ("not measured: no golden case sends a request it can replay (errs/refused: it "

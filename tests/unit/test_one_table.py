@@ -75,3 +75,15 @@ def test_the_server_options_are_the_settings_defaults_grouped(tmp_path):
     given = resolve({"load_timeout": 12, "server_memory": "1g", "gpus": "all"}, cwd=tmp_path).server
     assert (given.load_timeout, given.memory, given.gpus) == (12, 1 << 30, "all")
     assert all(s.key in BY_KEY for s in SETTINGS)
+
+
+def test_the_gate_options_are_the_drift_and_latency_settings_grouped(tmp_path):
+    from triton_release.models.gates import GateOptions
+
+    gates = GateOptions.from_settings(resolve({"max_drift": "0.1%", "latency_rounds": 6}, cwd=tmp_path), {"PATH": "/x"})
+    assert gates.max_drift == pytest.approx(0.001)
+    assert gates.latency is not None and gates.latency.max_increase is None and gates.latency.rounds == 6
+    assert gates.latency.env == {"PATH": "/x"}
+    defaults = GateOptions.from_settings(resolve({}, cwd=tmp_path), {})
+    assert defaults.max_drift is BY_KEY["max_drift"].default
+    assert defaults.latency is not None and defaults.latency.rounds == BY_KEY["latency_rounds"].default

@@ -22,6 +22,7 @@ from triton_release.action.outputs import ActionOutputs, summary
 from triton_release.console import Console
 from triton_release.errors import TritonReleaseError, UsageError
 from triton_release.history.push_back import PushTarget
+from triton_release.models.gates import GateOptions
 from triton_release.settings import resolve
 
 DEFAULT_REPORT = "triton-release-report.json"
@@ -94,17 +95,9 @@ def run(inputs: ActionInputs, settings, event: Event, env: Mapping[str, str], se
         head="HEAD", base_image=settings.base_image, python=settings.python, stub=settings.stub,
         channel=settings.channel, keep=settings.keep, push=pushes, commit=inputs.commit, server=settings.server,
         source=release.provenance_source(env), requirements_options=settings.requirements_options,
-        max_layers=settings.max_layers, max_drift=settings.max_drift,
-        latency=_latency(settings, env), warmup=settings.warmup,
+        max_layers=settings.max_layers, gates=GateOptions.from_settings(settings, env), warmup=settings.warmup,
         push_back=PushTarget.from_env(env) if inputs.commit and settings.push_commit else None,
         **_signing(settings, env, pushes)), session)
-
-
-def _latency(settings, env: Mapping[str, str]):
-    """The latency gate's options (models/latency.py), imported when a run measures."""
-    from triton_release.models.latency import LatencyOptions
-
-    return LatencyOptions.from_settings(settings, env)
 
 
 def _signing(settings, env: Mapping[str, str], signs: bool = True) -> dict:
@@ -184,7 +177,7 @@ def test_shard(inputs: ActionInputs, settings, env: Mapping[str, str], session: 
     run_candidate_test(CandidateTestRequest(
         model_repository=release.model_repository(settings, INPUT), repository=repository, digest=digest,
         shard=inputs.shard or None, models=tuple(m for m in inputs.models.split(",") if m),
-        server=settings.server, max_drift=settings.max_drift, latency=_latency(settings, env)), session)
+        server=settings.server, gates=GateOptions.from_settings(settings, env)), session)
 
 
 def promote(inputs: ActionInputs, settings, env: Mapping[str, str], session: sessions.Session) -> None:

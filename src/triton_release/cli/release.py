@@ -37,7 +37,7 @@ def add_arguments(parser) -> None:
 
 
 def run(ctx: Context, session) -> None:
-    from triton_release.models.latency import LatencyOptions
+    from triton_release.models.gates import GateOptions
 
     args, settings = ctx.args, ctx.settings
     if settings.push_commit and not args.commit and settings.sources.get("push_commit") == "command line":
@@ -49,8 +49,7 @@ def run(ctx: Context, session) -> None:
         stub=settings.stub, channel=settings.channel, keep=settings.keep, push=not args.no_push, commit=args.commit,
         server=settings.server, source=release.provenance_source(ctx.env),
         requirements_options=settings.requirements_options, max_layers=settings.max_layers,
-        max_drift=settings.max_drift,
-        latency=LatencyOptions.from_settings(settings, ctx.env), warmup=settings.warmup,
+        gates=GateOptions.from_settings(settings, ctx.env), warmup=settings.warmup,
         push_back=PushTarget.from_env(ctx.env) if args.commit and settings.push_commit else None,
         signing=signed_by, invocation=invocation)
     release.run_release(request, session)

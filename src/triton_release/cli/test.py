@@ -53,7 +53,7 @@ def run(ctx: Context, session) -> None:
 def serve_candidate(ctx: Context, session) -> None:
     """A staged candidate, pulled by digest; with --shard, its record written to the registry."""
     from triton_release.fanout.stage import CandidateTestRequest, run_candidate_test
-    from triton_release.models.latency import LatencyOptions
+    from triton_release.models.gates import GateOptions
     from triton_release.registry.candidate import parse_candidate
     from triton_release.registry.client import open_repository
 
@@ -64,5 +64,5 @@ def serve_candidate(ctx: Context, session) -> None:
     request = CandidateTestRequest(
         model_repository=ctx.model_repository, repository=open_repository(where, ctx.env), digest=digest,
         shard=args.shard, models=tuple(models_list(args.models)), junitxml=args.junitxml, keyword=args.keyword,
-        server=settings.server, max_drift=settings.max_drift, latency=LatencyOptions.from_settings(settings, ctx.env))
+        server=settings.server, gates=GateOptions.from_settings(settings, ctx.env))
     run_candidate_test(request, session)

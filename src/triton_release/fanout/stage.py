@@ -28,6 +28,7 @@ from triton_release.cache import exclusive
 from triton_release.errors import Refused, UsageError
 from triton_release.history import releases
 from triton_release.history.bump import checkout_at
+from triton_release.models.gates import NO_GATES, GateOptions
 from triton_release.models.shards import (
     BUILD_INPUTS_LABEL,
     CHANGED_LABEL,
@@ -44,7 +45,6 @@ from triton_release.session import Session
 from triton_release.settings import ServerOptions
 
 if TYPE_CHECKING:
-    from triton_release.models.latency import LatencyOptions
     from triton_release.registry.client import RegistryRepository
 
 
@@ -156,8 +156,7 @@ class CandidateTestRequest:
     junitxml: str | None = None
     keyword: str | None = None
     server: ServerOptions = ServerOptions()  # how tritonserver runs the shard's golden cases
-    max_drift: float | None = None     # refuse (the shard's record failed) a new version this far from its previous
-    latency: LatencyOptions | None = None  # measure new versions' latency; beyond its bound the record fails
+    gates: GateOptions = NO_GATES      # beyond the drift or latency bound the shard's record fails
 
 
 def run_candidate_test(request: CandidateTestRequest, session: Session) -> None:
@@ -184,15 +183,15 @@ def run_candidate_test(request: CandidateTestRequest, session: Session) -> None:
         labelled = pulled.candidate.new_versions if pulled.candidate is not None else None
         unmeasurable = pulled.candidate.drift_unmeasurable if pulled.candidate is not None else {}
         drift = tuple(n for n in names if n in labelled) if labelled is not None else ()
-        if labelled is None and request.max_drift is not None:
+        if labelled is None and request.gates.max_drift is not None:
             console.warning(f"{pulled.ref} does not say which of its models have a new version (it was staged "
                             "by an earlier triton-release): no drift is measured and max-drift bounds nothing. "
                             "Stage the commit again to measure it.")
         try:
             run = session.step("test", console.golden_run, steps.test, root, pulled.ref, names,
                                request.server, junitxml=junit, keyword=request.keyword,
-                               shown_as=request.model_repository, drift=drift, max_drift=request.max_drift, latency=request.latency,
-                               drift_unmeasurable=unmeasurable)
+                               shown_as=request.model_repository, drift=drift, drift_unmeasurable=unmeasurable,
+                               gates=request.gates)
         except Refused as exc:  # a verdict: the shard failed, and its record says so
             if request.shard is not None:
                 cases = _cases(exc.result)

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from triton_release.cache import write_atomic
 from triton_release.errors import InfrastructureError, Refused
 from triton_release.history import releases
+from triton_release.models.gates import NO_GATES, GateOptions
 from triton_release.models.repository import Repository
 from triton_release.settings import ServerOptions
 from triton_release.steps.image import MODELS_LABEL
@@ -28,19 +29,19 @@ if TYPE_CHECKING:
 
 def test(root: Path | Repository, image: str, names: list[str], server_options: ServerOptions = DEFAULT_SERVER, *,
          junitxml: str | None = None, keyword: str | None = None, shown_as: Path | None = None,
-         drift: tuple[str, ...] = (), max_drift: float | None = None,
-         drift_unmeasurable: Mapping[str, str] | None = None,
-         latency: LatencyOptions | None = None) -> GoldenRun:
+         drift: tuple[str, ...] = (), drift_unmeasurable: Mapping[str, str] | None = None,
+         gates: GateOptions = NO_GATES) -> GoldenRun:
     """Serve `image` with the models (and what they need) loaded, as `server_options` say; run their
     golden cases. More than its `max_loaded` models are tested in waves, in the same server.
     `shown_as`: the model repository the user knows, when `root` is an export of it: the cases'
     files are named as they are there. Without `gpus`, KIND_GPU models are loaded on the CPU, and
     one that fails there is reported untested (`gpu_models` "test") or refused ("require"). `drift`: models with a new version, whose golden inputs are
     also sent to their previous version once their cases passed (models/drift.py); a drift above
-    `max_drift` refuses, after the golden cases; `drift_unmeasurable`: model -> why its drift
-    cannot be measured in this image (reported so, never as 0). `latency`: those models' new and
-    previous versions are then measured with perf_analyzer (models/latency.py); a slowdown beyond
-    its bound refuses."""
+    the gates' `max_drift` refuses, after the golden cases; `drift_unmeasurable`: model -> why its
+    drift cannot be measured in this image (reported so, never as 0). With the gates' `latency`,
+    those models' new and previous versions are then measured with perf_analyzer
+    (models/latency.py); a slowdown beyond its bound refuses."""
+    max_drift, latency = gates.max_drift, gates.latency
     import time
 
     from triton_release.image.engine import docker_client
