@@ -31,7 +31,7 @@ from triton_release.history.push_back import PushTarget, push_release
 from triton_release.models.gates import NO_GATES, GateOptions
 from triton_release.models.repository import Repository
 from triton_release.session import Session
-from triton_release.settings import CONFIG_FILE, ServerOptions, Settings
+from triton_release.settings import CONFIG_FILE, ImageOptions, ServerOptions, Settings
 
 if TYPE_CHECKING:
     from triton_release.evidence.signing import Signing
@@ -44,19 +44,14 @@ class ReleaseRequest:
     repository: RegistryRepository | None  # None: --no-push without a registry (pull requests)
     base: str | None
     head: str
-    base_image: str
-    python: str | None
-    stub: str
+    image: ImageOptions  # what the image is built from and how
     channel: str
     keep: int | None
     push: bool
     commit: bool
     server: ServerOptions = ServerOptions()  # how tritonserver runs the golden cases
     source: str = ""  # the source repository's URL, for the image's label
-    requirements_options: str = "refuse"
-    max_layers: int = 120  # the image's layer budget, the base image's layers counted
     gates: GateOptions = NO_GATES  # drift and latency bounds on each new version (models/gates.py)
-    warmup: str = "off"  # golden: model_warmup from the golden inputs in the image's config copies
     push_back: PushTarget | None = None  # with commit: push the release commit and tag there; None: local only
     signing: Signing | None = None  # how the evidence is signed (evidence/signing.py); None: unsigned
     invocation: Invocation | None = None  # the builder and the GitHub run, for the provenance
@@ -114,7 +109,7 @@ def _release(request: ReleaseRequest, session: Session) -> None:
 
     if steps.journaled(root):  # a run killed with its bump in the working tree: finish it first
         session.step("recover", console.recovered, steps.recover, root, repository)
-    session.step("validate", console.validation, steps.validate, root, request.requirements_options)
+    session.step("validate", console.validation, steps.validate, root, request.image.requirements_options)
     planned = session.step("changed", console.changes, steps.changes, root, request.base, request.head,
                            registry=repository, plan=True)
     assert planned.plan is not None
@@ -146,18 +141,12 @@ def _release(request: ReleaseRequest, session: Session) -> None:
                                    bumped=True)
             exported = Repository.load(shipped.root, lazy=True)  # read once, by the steps that follow
             prepared = session.step("environments", console.environments, steps.environments, exported,
-                                    request.base_image, python=request.python, stub_mode=request.stub,
-                                    requirements_options=request.requirements_options, registry=repository,
-                                    previous=planned.plan.previous if planned.plan.previous_from == "registry"
-                                    else None)
+                                    request.image, registry=repository, previous=steps.released_before(planned))
             to_test, version = steps.with_environment_changes(planned, prepared, version)
-            built = session.step("build", console.built, steps.build, exported, request.base_image,
-                                 local_candidate(request, git), python=request.python, stub_mode=request.stub,
-                                 revision=planned.found.head, source=request.source, version=version or "",
-                                 bumped_from=planned.found.base, channel=request.channel,
-                                 requirements_options=request.requirements_options, prepared=prepared,
-                                 max_layers=request.max_layers, blob_ids=shipped.blob_ids,
-                                 extra_labels=planned.record_label(), warmup=request.warmup)
+            built = session.step("build", console.built, steps.build, exported, request.image,
+                                 local_candidate(request, git), revision=planned.found.head, source=request.source,
+                                 version=version or "", bumped_from=planned.found.base, channel=request.channel,
+                                 prepared=prepared, blob_ids=shipped.blob_ids, extra_labels=planned.record_label())
             image = built.image_id
             if to_test:  # a change that only removes models has nothing to test
                 run = session.step("test", console.golden_run, steps.test, exported, built.image_id, to_test,
@@ -211,11 +200,9 @@ def evidence_of(request: ReleaseRequest) -> tuple[Signing, Invocation, dict]:
     from triton_release.evidence.signing import Signing
     from triton_release.evidence.statements import CLI_BUILDER, Invocation
 
-    settings = {"build": {"base_image": request.base_image, "python": request.python, "stub": request.stub,
-                          "requirements_options": request.requirements_options, "max_layers": request.max_layers,
-                          "channel": request.channel},
+    settings = {"build": {**request.image.to_json(), "channel": request.channel},
                 "test": {**request.server.to_json(), "max_drift": request.gates.max_drift},
-                "base_image": request.base_image}
+                "base_image": request.image.base_image}
     return request.signing or Signing("none"), request.invocation or Invocation(CLI_BUILDER), settings
 
 

@@ -261,6 +261,23 @@ DEPRECATED = {"image": "repository"}
 
 
 @dataclass(frozen=True)
+class ImageOptions:
+    """What the release image is built from and how: one group of settings, built once
+    (Settings.image) and passed whole to the steps that build (steps.environments, steps.build)."""
+    base_image: str                      # the Triton image it is built FROM
+    python: str | None = None            # X.Y the models run on; None: the base image's python3
+    stub: str = "auto"                   # where the Python backend stub comes from (image/stub.py)
+    requirements_options: str = "refuse"  # pip options in requirements.txt: refuse|allow
+    max_layers: int = 120                # the layer budget, the base image's layers counted
+    warmup: str = "off"                  # golden: model_warmup from the golden inputs, in the image's configs
+
+    def to_json(self) -> dict:
+        return {"base_image": self.base_image, "python": self.python, "stub": self.stub,
+                "requirements_options": self.requirements_options, "max_layers": self.max_layers,
+                "warmup": self.warmup}
+
+
+@dataclass(frozen=True)
 class ServerOptions:
     """How tritonserver runs the golden cases: one group of settings, built once (Settings.server)
     and passed whole to the code that starts the server (steps.test, record, verify_release)."""
@@ -281,6 +298,11 @@ class Settings:
     values: Mapping[str, Any]
     sources: Mapping[str, str]  # key -> where its value came from
     warnings: tuple[str, ...] = ()
+
+    @property
+    def image(self) -> ImageOptions:
+        return ImageOptions(self.base_image, self.python, self.stub, self.requirements_options, self.max_layers,
+                            self.warmup)
 
     @property
     def server(self) -> ServerOptions:

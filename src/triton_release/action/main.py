@@ -91,11 +91,10 @@ def run(inputs: ActionInputs, settings, event: Event, env: Mapping[str, str], se
         stage(inputs, settings, event, env, repository, session)
         return
     release.run_release(release.ReleaseRequest(
-        model_repository=release.model_repository(settings, INPUT), repository=repository, base=inputs.base_ref or event.base,
-        head="HEAD", base_image=settings.base_image, python=settings.python, stub=settings.stub,
-        channel=settings.channel, keep=settings.keep, push=pushes, commit=inputs.commit, server=settings.server,
-        source=release.provenance_source(env), requirements_options=settings.requirements_options,
-        max_layers=settings.max_layers, gates=GateOptions.from_settings(settings, env), warmup=settings.warmup,
+        model_repository=release.model_repository(settings, INPUT), repository=repository,
+        base=inputs.base_ref or event.base, head="HEAD", image=settings.image, channel=settings.channel, keep=settings.keep, push=pushes,
+        commit=inputs.commit, server=settings.server, gates=GateOptions.from_settings(settings, env),
+        source=release.provenance_source(env),
         push_back=PushTarget.from_env(env) if inputs.commit and settings.push_commit else None,
         **_signing(settings, env, pushes)), session)
 
@@ -151,10 +150,9 @@ def stage(inputs: ActionInputs, settings, event: Event, env: Mapping[str, str], 
     check_counts(inputs.shards, inputs.max_models_per_shard)
     run_stage(StageRequest(
         model_repository=release.model_repository(settings, INPUT), repository=repository,
-        base=inputs.base_ref or event.base, head="HEAD", base_image=settings.base_image, python=settings.python,
-        stub=settings.stub, channel=settings.channel, shards=inputs.shards, max_models=inputs.max_models_per_shard,
-        source=release.provenance_source(env), requirements_options=settings.requirements_options,
-        max_layers=settings.max_layers, warmup=settings.warmup, **_signing(settings, env)), session)
+        base=inputs.base_ref or event.base, head="HEAD", image=settings.image, channel=settings.channel,
+        shards=inputs.shards, max_models=inputs.max_models_per_shard, source=release.provenance_source(env),
+        **_signing(settings, env)), session)
 
 
 def _candidate(inputs: ActionInputs, env: Mapping[str, str]):

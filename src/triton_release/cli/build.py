@@ -16,7 +16,5 @@ def add_arguments(parser) -> None:
 
 def run(ctx: Context, session) -> None:
     settings = ctx.settings
-    session.step("build", ctx.console.built, steps.build, ctx.model_repository, settings.base_image, ctx.args.tag,
-                 python=settings.python, stub_mode=settings.stub, source=provenance_source(ctx.env),
-                 requirements_options=settings.requirements_options, max_layers=settings.max_layers,
-                 warmup=settings.warmup)
+    session.step("build", ctx.console.built, steps.build, ctx.model_repository, settings.image, ctx.args.tag,
+                 source=provenance_source(ctx.env))

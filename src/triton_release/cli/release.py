@@ -45,11 +45,9 @@ def run(ctx: Context, session) -> None:
     signed_by, invocation = signing(ctx) if not args.no_push else (None, None)
     request = release.ReleaseRequest(
         model_repository=ctx.model_repository, repository=ctx.repository("--to REPO", required=not args.no_push),
-        base=args.base, head=args.head, base_image=settings.base_image, python=settings.python,
-        stub=settings.stub, channel=settings.channel, keep=settings.keep, push=not args.no_push, commit=args.commit,
-        server=settings.server, source=release.provenance_source(ctx.env),
-        requirements_options=settings.requirements_options, max_layers=settings.max_layers,
-        gates=GateOptions.from_settings(settings, ctx.env), warmup=settings.warmup,
+        base=args.base, head=args.head, image=settings.image, channel=settings.channel, keep=settings.keep,
+        push=not args.no_push, commit=args.commit, server=settings.server,
+        gates=GateOptions.from_settings(settings, ctx.env), source=release.provenance_source(ctx.env),
         push_back=PushTarget.from_env(ctx.env) if args.commit and settings.push_commit else None,
         signing=signed_by, invocation=invocation)
     release.run_release(request, session)

@@ -38,9 +38,7 @@ def run(ctx: Context, session) -> None:
     check_counts(args.shards, args.max_models_per_shard)
     request = StageRequest(
         model_repository=ctx.model_repository, repository=ctx.repository("--to REPO"), base=args.base,
-        head=args.head, base_image=settings.base_image, python=settings.python, stub=settings.stub,
-        channel=settings.channel, shards=args.shards, max_models=args.max_models_per_shard,
-        source=release.provenance_source(ctx.env), requirements_options=settings.requirements_options,
-        max_layers=settings.max_layers, warmup=settings.warmup)
+        head=args.head, image=settings.image, channel=settings.channel, shards=args.shards,
+        max_models=args.max_models_per_shard, source=release.provenance_source(ctx.env))
     signed_by, invocation = signing(ctx)
     run_stage(replace(request, signing=signed_by, invocation=invocation), session)

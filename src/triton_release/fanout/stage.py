@@ -42,7 +42,7 @@ from triton_release.models.shards import (
     unmeasurable_label,
 )
 from triton_release.session import Session
-from triton_release.settings import ServerOptions
+from triton_release.settings import ImageOptions, ServerOptions
 
 if TYPE_CHECKING:
     from triton_release.registry.client import RegistryRepository
@@ -54,16 +54,11 @@ class StageRequest:
     repository: RegistryRepository
     base: str | None
     head: str
-    base_image: str
-    python: str | None
-    stub: str
+    image: ImageOptions                # what the candidate is built from and how
     channel: str
     shards: int | None = None          # this many shards ...
     max_models: int | None = None      # ... or as many as hold at most this many tested models each
     source: str = ""
-    requirements_options: str = "refuse"
-    max_layers: int = 120
-    warmup: str = "off"                # golden: model_warmup from the golden inputs in the image's configs
     signing: object = None             # evidence/signing.py's Signing: the candidate's provenance and SBOM
     invocation: object = None          # evidence/statements.py's Invocation
 
@@ -80,7 +75,7 @@ def _stage(request: StageRequest, session: Session) -> None:
     console, report = session.console, session.report
     root, repository = request.model_repository, request.repository
 
-    session.step("validate", console.validation, steps.validate, root, request.requirements_options)
+    session.step("validate", console.validation, steps.validate, root, request.image.requirements_options)
     planned = session.step("changed", console.changes, steps.changes, root, request.base, request.head,
                            registry=repository, plan=True)
     assert planned.plan is not None
@@ -95,9 +90,7 @@ def _stage(request: StageRequest, session: Session) -> None:
     with tempfile.TemporaryDirectory(prefix="triton-release-") as scratch:
         shipped = session.step("export", console.exported, steps.export, root, planned, Path(scratch))
         prepared = session.step("environments", console.environments, steps.environments, shipped.root,
-                                request.base_image, python=request.python, stub_mode=request.stub,
-                                requirements_options=request.requirements_options, registry=repository,
-                                previous=planned.plan.previous if planned.plan.previous_from == "registry" else None)
+                                request.image, registry=repository, previous=steps.released_before(planned))
         to_test, version = steps.with_environment_changes(planned, prepared, planned.plan.version)
         plan = session.step("shards", console.shards_planned, steps.plan_shards, shipped.root, to_test,
                             request.shards, request.max_models)
@@ -106,12 +99,10 @@ def _stage(request: StageRequest, session: Session) -> None:
                   DRIFT_UNMEASURABLE_LABEL: unmeasurable_label(steps.unmeasurable_drift(prepared)),
                   BUILD_INPUTS_LABEL: build_inputs_label(_build_inputs(request, prepared.base.image_id)),
                   **planned.record_label()}
-        built = session.step("build", console.built, steps.build, shipped.root, request.base_image,
-                             f"{repository}:{steps.CANDIDATE_TAG}", python=request.python, stub_mode=request.stub,
-                             revision=planned.found.head, source=request.source, version=version or "",
-                             bumped_from=planned.found.base, channel=request.channel,
-                             requirements_options=request.requirements_options, prepared=prepared,
-                             max_layers=request.max_layers, extra_labels=labels, warmup=request.warmup)
+        built = session.step("build", console.built, steps.build, shipped.root, request.image,
+                             f"{repository}:{steps.CANDIDATE_TAG}", revision=planned.found.head, source=request.source,
+                             version=version or "", bumped_from=planned.found.base, channel=request.channel,
+                             prepared=prepared, extra_labels=labels)
     staged = session.step("candidate", console.candidate_pushed, steps.push_candidate, built.image_id, repository,
                           planned.found.head)
     session.step("evidence", console.evidence, steps.stage_evidence, repository, staged, planned, prepared,
@@ -123,10 +114,8 @@ def _evidence_of(request: StageRequest):
     from triton_release.evidence.signing import Signing
     from triton_release.evidence.statements import CLI_BUILDER, Invocation
 
-    settings = {"build": {"base_image": request.base_image, "python": request.python, "stub": request.stub,
-                          "requirements_options": request.requirements_options, "max_layers": request.max_layers,
-                          "channel": request.channel, "warmup": request.warmup},
-                "base_image": request.base_image}
+    settings = {"build": {**request.image.to_json(), "channel": request.channel},
+                "base_image": request.image.base_image}
     return request.signing or Signing("none"), request.invocation or Invocation(CLI_BUILDER), settings
 
 
@@ -139,11 +128,12 @@ def _build_inputs(request: StageRequest, base_image_id: str | None = None) -> di
         from triton_release.image.base import image_id
         from triton_release.image.engine import docker_client
 
-        base_image_id = image_id(docker_client(), request.base_image)
-    inputs = build_inputs(base_image_id=base_image_id, stub=request.stub, python=request.python,
-                          requirements_options=request.requirements_options, max_layers=request.max_layers,
+        base_image_id = image_id(docker_client(), request.image.base_image)
+    image = request.image
+    inputs = build_inputs(base_image_id=base_image_id, stub=image.stub, python=image.python,
+                          requirements_options=image.requirements_options, max_layers=image.max_layers,
                           channel=request.channel, source=request.source)
-    return {**inputs, "warmup": request.warmup} if request.warmup != "off" else inputs
+    return {**inputs, "warmup": image.warmup} if image.warmup != "off" else inputs
 
 
 @dataclass(frozen=True)

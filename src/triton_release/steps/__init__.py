@@ -72,6 +72,7 @@ from triton_release.steps.image import (
     build,
     environments,
     new_versions,
+    released_before,
     unmeasurable_drift,
     with_environment_changes,
 )
@@ -116,6 +117,7 @@ __all__ = [
     "build",
     "environments",
     "new_versions",
+    "released_before",
     "unmeasurable_drift",
     "with_environment_changes",
     # golden (the private three are read by the unit tests)

@@ -14,6 +14,7 @@ from triton_release.history import releases
 from triton_release.history.git import Git
 from triton_release.models.repository import Repository
 from triton_release.problems import display_path
+from triton_release.settings import ImageOptions
 
 MODELS_LABEL = "triton-release.models"  # model -> its version folders, in the image
 
@@ -47,21 +48,21 @@ class Prepared:
         return {"environment_changed_models": list(self.changed)} if self.changed else {}
 
 
-def environments(root: Path | Repository, base_image: str, *, python: str | None = None, stub_mode: str = "auto",
-                 requirements_options: str = "refuse", registry: RegistryRepository | None = None,
+def environments(root: Path | Repository, image: ImageOptions | str, *, registry: RegistryRepository | None = None,
                  previous: str | None = None) -> Prepared:
     """Inspect the base, choose the stub, and resolve each model's requirements into its own
-    environment; with `registry` and `previous`, name the models whose environment changed since
-    that release (its image's label)."""
+    environment, as `image` says (a base image alone: its defaults); with `registry` and
+    `previous`, name the models whose environment changed since that release (its image's label)."""
     from triton_release.image import base as baseimage
     from triton_release.image import stub
     from triton_release.image.engine import docker_client
     from triton_release.image.environments import LABEL, resolve
 
+    options = image if isinstance(image, ImageOptions) else ImageOptions(image)
     repo = root if isinstance(root, Repository) else Repository.load(root)
-    base = baseimage.inspect(docker_client(), base_image)
-    choice = stub.choose(base, python, stub_mode)
-    envs = resolve(repo, base.pythons[choice.target_python], base.glibc, options=requirements_options)
+    base = baseimage.inspect(docker_client(), options.base_image)
+    choice = stub.choose(base, options.python, options.stub)
+    envs = resolve(repo, base.pythons[choice.target_python], base.glibc, options=options.requirements_options)
     for model, env in sorted(envs.by_model.items()):
         stub.refuse_numpy2(choice, env.packages.get("numpy", ""), f"model {model}'s environment",
                            f"numpy<2 in {display_path(env.requirements)}")
@@ -70,6 +71,13 @@ def environments(root: Path | Repository, base_image: str, *, python: str | None
     labels = registry.image_config(previous).get("config", {}).get("Labels") or {}
     changed = [m for m in envs.changed_since(labels.get(LABEL)) if m in repo]
     return Prepared(base, choice, envs, tuple(changed), f"{registry}:{previous}", dict(labels))
+
+
+def released_before(planned: ChangesResult) -> str | None:
+    """The release whose image's environments the new ones are compared with: the previous release,
+    when the registry names it (None for a first release, or one the registry does not hold)."""
+    assert planned.plan is not None
+    return planned.plan.previous if planned.plan.previous_from == "registry" else None
 
 
 def with_environment_changes(planned: ChangesResult, prepared: Prepared,
@@ -139,16 +147,16 @@ class ReleaseImage:
                 **({"warmup": self.warmup.to_json()} if self.warmup is not None else {})}
 
 
-def build(root: Path | Repository, base_image: str, tag: str, *, python: str | None = None, stub_mode: str = "auto",
-          revision: str | None = None, source: str = "", version: str = "", bumped_from: str | None = None,
-          channel: str = "", requirements_options: str = "refuse", prepared: Prepared | None = None,
-          max_layers: int = 120, extra_labels: dict[str, str] | None = None,
-          blob_ids: Mapping[str, str] | None = None, warmup: str = "off") -> ReleaseImage:
-    """Inspect the base, choose the stub, resolve the environments (unless `prepared`), build, and
-    prove the stub loads. `revision`: the commit built (default: the git HEAD around the model
-    repository, if any). `extra_labels`: more labels for the image (a staged candidate's plan).
-    `blob_ids`: files known to hold their committed content (`Export.blob_ids`). `warmup`
-    "golden": the image's config copies get model_warmup from the golden inputs (image/warmup.py)."""
+def build(root: Path | Repository, image: ImageOptions | str, tag: str, *, revision: str | None = None,
+          source: str = "", version: str = "", bumped_from: str | None = None, channel: str = "",
+          prepared: Prepared | None = None, extra_labels: dict[str, str] | None = None,
+          blob_ids: Mapping[str, str] | None = None) -> ReleaseImage:
+    """Inspect the base, choose the stub, resolve the environments (unless `prepared`), build as
+    `image` says (a base image alone: its defaults), and prove the stub loads. `revision`: the
+    commit built (default: the git HEAD around the model repository, if any). `extra_labels`: more
+    labels for the image (a staged candidate's plan). `blob_ids`: files known to hold their
+    committed content (`Export.blob_ids`). Its `warmup` "golden": the image's config copies get
+    model_warmup from the golden inputs (image/warmup.py)."""
     from triton_release.image import environments as envs_in_image
     from triton_release.image import stub
     from triton_release.image.build import build_image
@@ -159,10 +167,10 @@ def build(root: Path | Repository, base_image: str, tag: str, *, python: str | N
     if revision is None:
         found = Git(repo.root).run("rev-parse", "HEAD", check=False)
         revision = found.stdout.decode().strip() if found.returncode == 0 else ""
+    options = image if isinstance(image, ImageOptions) else ImageOptions(image)
     client = docker_client()
     if prepared is None:
-        prepared = environments(repo, base_image, python=python, stub_mode=stub_mode,
-                                requirements_options=requirements_options)
+        prepared = environments(repo, options)
     base, choice, envs = prepared.base, prepared.stub, prepared.environments
     install = base.pythons[choice.target_python]
     warnings = list(choice.warnings)
@@ -181,14 +189,14 @@ def build(root: Path | Repository, base_image: str, tag: str, *, python: str | N
     }
     items, configs = envs_in_image.environment_items(envs, repo)
     warmed = None
-    if warmup == "golden":
+    if options.warmup == "golden":
         from triton_release.image.warmup import with_warmup
 
         configs, warmed = with_warmup(repo, configs)
         warnings += [f"{model}: no model_warmup written (warmup: golden): {why}" for model, why in warmed.left_out]
     runtime = Runtime(choice.stub_file, choice.builder_stage, extra=tuple(items), model_files=configs)
-    built = build_image(repo, base_image, tag, {k: v for k, v in labels.items() if v}, client=client,
-                        runtime=runtime, max_layers=max_layers, base_layers=base.layers or None,
+    built = build_image(repo, options.base_image, tag, {k: v for k, v in labels.items() if v}, client=client,
+                        runtime=runtime, max_layers=options.max_layers, base_layers=base.layers or None,
                         blob_ids=blob_ids)
     stub.check_built(client, tag, install)
     return ReleaseImage(built, prepared, tuple(warnings), warmed)
