@@ -165,6 +165,7 @@ def _release(request: ReleaseRequest, session: Session) -> None:
                                  else f"--no-push: {version} built and tested, not pushed")
             steps.journal_end(root)  # the bump stays in the working tree, as asked
             return
+        assert repository is not None  # a push names its repository (the CLI and the action require it)
         pushing = True
         steps.journal_phase(root, "pushing", version)
         pushed = session.step("push", console.pushed, steps.push, image, repository, version)
@@ -249,6 +250,7 @@ def run_rollback(request: RollbackRequest, session: Session) -> None:
                      f"{request.repository}:{request.version}", key, version=request.version)
     verified = None
     if request.verify:
+        assert request.model_repository is not None  # with verify: the CLI and the action give it
         verified = session.step("verify", session.console.golden_run, steps.verify_release, request.repository,
                                 request.version, request.model_repository, request.server)
     session.step("rollback", session.console.rolled_back, steps.rollback, request.repository, request.version,

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 from triton_release.cache import cache_dir, write_atomic
 from triton_release.console import Console
@@ -26,6 +26,7 @@ from triton_release.errors import Interrupted, TritonReleaseError
 from triton_release.signals import checkpoint, closing, signals_as_interrupts
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
 
 @dataclass
@@ -93,7 +94,10 @@ class Session:
         self.console = console
         self.timed = timed  # a "done in" line per step (multi-step commands)
 
-    def step(self, name: str, show: Callable[[Any], None] | None, run: Callable[..., T], *args, **kwargs) -> T:
+    def step(self, name: str, show: Callable[[Any], None] | None, run: Callable[P, T], *args: P.args,
+             **kwargs: P.kwargs) -> T:
+        """Run `run(*args, **kwargs)` as the step `name` (its arguments checked against `run`'s
+        signature by the type checker), its result recorded in the report and shown by `show`."""
         checkpoint()
         start = time.perf_counter()
         with self.console.group(name, timed=self.timed), self.console.progress():

@@ -60,6 +60,7 @@ def run_promote(request: PromoteRequest, session: Session) -> None:
                            request.digest, request.version, request.gpu_models)
     planned = None
     if request.commit:
+        assert request.model_repository is not None  # with commit: the CLI and the action give it
         planned = session.step("changed", console.changes, steps.plan_commit, request.model_repository, checked)
     with exclusive(f"release {request.repository}", lambda: console.waiting(f"another release of "
                                                                            f"{request.repository}")):
@@ -69,6 +70,7 @@ def run_promote(request: PromoteRequest, session: Session) -> None:
     session.step("evidence", console.evidence, steps.promote_evidence, request.repository, checked, promoted,
                  *_evidence_of(request))
     if planned is not None:
+        assert request.model_repository is not None
         session.step("commit", console.committed, steps.commit_shipped, request.model_repository, request.version,
                      planned, f"{request.repository}:{request.version}")
     session.step("retain-candidates", console.candidates_retained, steps.retain_candidates, request.repository,

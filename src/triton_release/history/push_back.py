@@ -30,10 +30,14 @@ log = logging.getLogger("triton_release")
 
 class Committed(Protocol):
     """What the commit step made (steps.Committed): the release commit, if any, and its tag."""
-    committed: bool
-    tag: str
-    commit: str
-    version: str
+    @property
+    def committed(self) -> bool: ...
+    @property
+    def tag(self) -> str: ...
+    @property
+    def commit(self) -> str: ...
+    @property
+    def version(self) -> str: ...
 
 
 REMOTE = "origin"
