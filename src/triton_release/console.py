@@ -286,7 +286,7 @@ class Console:
         for model in result.changed:
             self.line(f"{model}: environment changed since {result.compared_with}: tested, not bumped")
 
-    def signed(self, result) -> None:
+    def signatures(self, result) -> None:
         self.line(f"auto-complete models' signatures, as served, labelled ({', '.join(sorted(result.signatures))}); "
                   f"release {result.version} ({result.kind.kind})")
 

@@ -66,7 +66,7 @@ def model_repository(settings: Settings, how: str) -> Path:
     return root
 
 
-def open_repository(settings: Settings, env: Mapping[str, str], *, required: bool, how: str,
+def settings_repository(settings: Settings, env: Mapping[str, str], *, required: bool, how: str,
                     username: str | None = None, password: str | None = None) -> RegistryRepository | None:
     """The registry repository of the `repository` setting with its credentials; `how` tells the
     user where to give it when it is required and missing."""
@@ -153,7 +153,7 @@ def _release(request: ReleaseRequest, session: Session) -> None:
                                    request.server, shown_as=root, drift=steps.new_versions(planned),
                                    drift_unmeasurable=steps.unmeasurable_drift(prepared), gates=request.gates)
                 if run.completed and version is not None:  # auto-complete models: their signatures, as served
-                    signed = session.step("signatures", console.signed, steps.sign, image,
+                    signed = session.step("signatures", console.signatures, steps.signatures, image,
                                           local_candidate(request, git), run, planned, prepared.previous_labels,
                                           version)
                     image, version = signed.image_id, signed.version

@@ -75,7 +75,7 @@ def run(inputs: ActionInputs, settings, event: Event, env: Mapping[str, str], se
         promote(inputs, settings, env, session)
         return
     pushes = inputs.pushes(event)
-    repository = release.open_repository(settings, env, required=pushes or inputs.mode in ("rollback", "stage"),
+    repository = release.settings_repository(settings, env, required=pushes or inputs.mode in ("rollback", "stage"),
                                          how="the action's input repository", username=inputs.username,
                                          password=inputs.password)
     if inputs.mode == "rollback":

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal, overload
 
 from triton_release.console import Console
-from triton_release.release import model_repository, open_repository
+from triton_release.release import model_repository, settings_repository
 from triton_release.settings import BY_KEY, Settings
 
 if TYPE_CHECKING:
@@ -38,7 +38,7 @@ class Context:
 
     def repository(self, how: str, required: bool = True) -> RegistryRepository | None:
         """The registry repository (--to/--repo, else the `repository` setting) with its credentials."""
-        return open_repository(self.settings, self.env, required=required, how=how)
+        return settings_repository(self.settings, self.env, required=required, how=how)
 
 
 def setting(parser: argparse._ActionsContainer, flag: str, key: str, **kwargs) -> None:

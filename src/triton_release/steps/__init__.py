@@ -57,12 +57,12 @@ from triton_release.steps.fanout import (
 from triton_release.steps.golden import (
     DEFAULT_SERVER,
     Recorded,
-    Signed,
+    Signatures,
     _check_drift,
     _check_latency,
     _perf_analyzer,
     record,
-    sign,
+    signatures,
     test,
 )
 from triton_release.steps.image import (
@@ -123,12 +123,12 @@ __all__ = [
     # golden (the private three are read by the unit tests)
     "DEFAULT_SERVER",
     "Recorded",
-    "Signed",
+    "Signatures",
     "_check_drift",
     "_check_latency",
     "_perf_analyzer",
     "record",
-    "sign",
+    "signatures",
     "test",
     # publish
     "Committed",

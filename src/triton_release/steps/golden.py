@@ -197,7 +197,7 @@ def _check_drift(run: GoldenRun, bound: float) -> None:
 
 
 @dataclass(frozen=True)
-class Signed:
+class Signatures:
     """The tested image labelled with its auto-complete models' signatures, and the version they make."""
     image_id: str
     version: str
@@ -209,8 +209,8 @@ class Signed:
                 "models": sorted(self.signatures)}
 
 
-def sign(image: str, tag: str, run: GoldenRun, planned: ChangesResult, previous_labels: dict,
-         version: str) -> Signed:
+def signatures(image: str, tag: str, run: GoldenRun, planned: ChangesResult, previous_labels: dict,
+               version: str) -> Signatures:
     """Label the tested image with the signatures its auto-complete models were served with (no
     layer changes), and count them in the release: a signature changed since the previous release
     can make it major."""
@@ -227,7 +227,7 @@ def sign(image: str, tag: str, run: GoldenRun, planned: ChangesResult, previous_
         kind = planned.kind
     current = {m: s for m, s in before.items() if m not in planned.found.removed} | served
     labels = {releases.SIGNATURES_LABEL: releases.signatures_label(current), "org.opencontainers.image.version": version}
-    return Signed(relabel(image, labels, tag), version, kind, current)
+    return Signatures(relabel(image, labels, tag), version, kind, current)
 
 
 def _image_models(client, image: str) -> dict[str, list[int]]:
