@@ -30,7 +30,6 @@ MOVING = re.compile(r"^\d+(\.\d+)?$")
 PROVENANCE_PREFIX = "sha-"
 CANDIDATE_PREFIX = "candidate-"
 CANDIDATE_TAG = "candidate"  # the local build tag; the previous candidate's layer order keeps the cache warm
-LOCAL_CANDIDATE = CANDIDATE_TAG  # the same tag by its earlier name here
 CANDIDATE_DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
 SHARD_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,48}$")  # the record tag stays within 128 characters
 RECORD_TAG = re.compile(r"^sha256-(?P<hex>[0-9a-f]{64})\.golden-(?P<shard>[A-Za-z0-9_][A-Za-z0-9_.-]*)$")

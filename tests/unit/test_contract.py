@@ -15,7 +15,7 @@ OWNED = {
     "moving version": "1.4",
     "provenance": "sha-0123456789ab",
     "candidate": contract.candidate_tag("0123456789abcdef"),
-    "local build": contract.LOCAL_CANDIDATE,
+    "local build": contract.CANDIDATE_TAG,
     "golden record or release evidence": contract.record_tag("sha256:" + "a" * 64, "shard-1"),
     "rollback record": contract.rollback_tag("latest"),
 }
