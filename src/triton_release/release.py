@@ -93,6 +93,22 @@ def local_candidate(request: ReleaseRequest, git: Git) -> str:
     return f"{request.repository or 'triton-release/' + local}:{steps.CANDIDATE_TAG}"
 
 
+def prepare(session: Session, root: Path, planned: steps.ChangesResult, scratch: Path, image: ImageOptions,
+            repository: RegistryRepository | None, *, bumped: bool
+            ) -> tuple[steps.Export, Repository, steps.Prepared, list[str], str | None]:
+    """The first half a release and a stage share, once the changes are planned: the commit exported
+    (with its bump), each model's environment resolved against the base, and the models to test and
+    the version once those whose environment changed since the last release count as changed."""
+    console = session.console
+    shipped = session.step("export", console.exported, steps.export, root, planned, scratch, bumped=bumped)
+    exported = Repository.load(shipped.root, lazy=True)  # read once, by the steps that follow
+    prepared = session.step("environments", console.environments, steps.environments, exported, image,
+                            registry=repository, previous=steps.released_before(planned))
+    assert planned.plan is not None
+    to_test, version = steps.with_environment_changes(planned, prepared, planned.plan.version)
+    return shipped, exported, prepared, to_test, version
+
+
 def run_release(request: ReleaseRequest, session: Session) -> None:
     releases.check_channel(request.channel)  # every argument checked before the first side effect
     if not (request.push and request.repository is not None):
@@ -137,12 +153,8 @@ def _release(request: ReleaseRequest, session: Session) -> None:
         bumped = bool(planned.writes)
         git = Git(Git(root).toplevel())
         with tempfile.TemporaryDirectory(prefix="triton-release-") as scratch:
-            shipped = session.step("export", console.exported, steps.export, root, planned, Path(scratch),
-                                   bumped=True)
-            exported = Repository.load(shipped.root, lazy=True)  # read once, by the steps that follow
-            prepared = session.step("environments", console.environments, steps.environments, exported,
-                                    request.image, registry=repository, previous=steps.released_before(planned))
-            to_test, version = steps.with_environment_changes(planned, prepared, version)
+            shipped, exported, prepared, to_test, version = prepare(session, root, planned, Path(scratch),
+                                                                    request.image, repository, bumped=True)
             built = session.step("build", console.built, steps.build, exported, request.image,
                                  local_candidate(request, git), revision=planned.found.head, source=request.source,
                                  version=version or "", bumped_from=planned.found.base, channel=request.channel,

@@ -41,6 +41,7 @@ from triton_release.models.shards import (
     shards_label,
     unmeasurable_label,
 )
+from triton_release.release import prepare
 from triton_release.session import Session
 from triton_release.settings import ImageOptions, ServerOptions
 
@@ -88,18 +89,16 @@ def _stage(request: StageRequest, session: Session) -> None:
     if found is not None:
         return
     with tempfile.TemporaryDirectory(prefix="triton-release-") as scratch:
-        shipped = session.step("export", console.exported, steps.export, root, planned, Path(scratch))
-        prepared = session.step("environments", console.environments, steps.environments, shipped.root,
-                                request.image, registry=repository, previous=steps.released_before(planned))
-        to_test, version = steps.with_environment_changes(planned, prepared, planned.plan.version)
-        plan = session.step("shards", console.shards_planned, steps.plan_shards, shipped.root, to_test,
+        shipped, exported, prepared, to_test, version = prepare(session, root, planned, Path(scratch), request.image,
+                                                                repository, bumped=False)
+        plan = session.step("shards", console.shards_planned, steps.plan_shards, exported, to_test,
                             request.shards, request.max_models)
         labels = {SHARDS_LABEL: shards_label(list(plan.shards)), CHANGED_LABEL: changed_label(to_test),
                   NEW_VERSIONS_LABEL: changed_label(steps.new_versions(planned)),
                   DRIFT_UNMEASURABLE_LABEL: unmeasurable_label(steps.unmeasurable_drift(prepared)),
                   BUILD_INPUTS_LABEL: build_inputs_label(_build_inputs(request, prepared.base.image_id)),
                   **planned.record_label()}
-        built = session.step("build", console.built, steps.build, shipped.root, request.image,
+        built = session.step("build", console.built, steps.build, exported, request.image,
                              f"{repository}:{steps.CANDIDATE_TAG}", revision=planned.found.head, source=request.source,
                              version=version or "", bumped_from=planned.found.base, channel=request.channel,
                              prepared=prepared, extra_labels=labels)
