@@ -16,6 +16,32 @@ a rerun agree, and a channel (a user's moving tag) can never be one of them.
 The makers and parsers: candidate `candidate_tag`, `is_candidate_tag` (CANDIDATE_PREFIX); local
 CANDIDATE_TAG; record `record_tag`, RECORD_TAG; rollback `rollback_tag` (ROLLBACK_PREFIX);
 evidence `evidence_tag`, `evidence_subject`.
+
+Every label the tool writes on an image or a container, or reads from one, is named here too:
+
+| label                               | on                 | holds                                        |
+| ----------------------------------- | ------------------ | -------------------------------------------- |
+| org.opencontainers.image.revision   | release image      | the commit it was built from                 |
+| org.opencontainers.image.source     | release image      | where that commit lives                      |
+| org.opencontainers.image.created    | release image      | when it was built                            |
+| org.opencontainers.image.version    | release image      | its X.Y.Z                                    |
+| triton-release.base                 | release image      | the commit the release was bumped from       |
+| triton-release.channel              | release image      | the channel the release was made for         |
+| triton-release.signatures           | release image      | auto-complete models' served signatures      |
+| triton-release.models               | release image      | model -> its version folders                 |
+| triton-release.versions             | release image      | model -> version -> git tree id (the record) |
+| triton-release.environments         | release image      | model -> its environment's fingerprint       |
+| triton-release.layers               | release image      | the layer order, for the next build's cache  |
+| triton-release.python               | release image      | the Python the stub was chosen for           |
+| triton-release.stub                 | release image      | the stub's provider and origin               |
+| triton-release.shards               | candidate image    | the shard plan                               |
+| triton-release.changed              | candidate image    | the models the shards' records must cover    |
+| triton-release.new-versions         | candidate image    | the models given a new version (drift)       |
+| triton-release.drift-unmeasurable   | candidate image    | model -> why its drift cannot be measured    |
+| triton-release.build-inputs         | candidate image    | what it was built from besides its commit    |
+| triton-release.owner                | every container    | the run that made it                         |
+| triton-release.server               | server container   | the run id                                   |
+| triton-release.probe                | probe container    | 1                                            |
 """
 
 from __future__ import annotations
@@ -36,6 +62,36 @@ RECORD_TAG = re.compile(r"^sha256-(?P<hex>[0-9a-f]{64})\.golden-(?P<shard>[A-Za-
 ROLLBACK_PREFIX = "triton-release.rollback."
 EVIDENCE = re.compile(r"^sha256-(?P<hex>[0-9a-f]{64})(\.(att|sig|sbom))?$")
 ATTESTATIONS_SUFFIX = ".att"  # cosign's attestations of a digest: the tool writes these
+
+# -- labels: every image and container label the tool writes or reads -----------------------------
+# OCI's annotation keys, as labels: steps/image.py's build writes them on the release image
+REVISION_LABEL = "org.opencontainers.image.revision"  # the commit it was built from: a rerun and evidence read it
+SOURCE_LABEL = "org.opencontainers.image.source"  # where that commit lives: evidence/attach.py reads it
+# when the image was built: the build, publish (a rollback since?), promote and evidence read it
+CREATED_LABEL = "org.opencontainers.image.created"
+VERSION_LABEL = "org.opencontainers.image.version"  # its X.Y.Z (steps/golden.py relabels it): promote reads it
+# the tool's own, on the release image (and the candidate, built the same way)
+BASE_LABEL = "triton-release.base"  # the commit a release was bumped from: a rerun can redo its bump
+CHANNEL_LABEL = "triton-release.channel"  # the channel a release was made for: a rerun finishes only that
+SIGNATURES_LABEL = "triton-release.signatures"  # auto-complete models: the signature the server completed
+MODELS_LABEL = "triton-release.models"  # model -> its version folders, in the image
+# model -> version -> git tree id of that version folder, in the image (history/record.py's record)
+RELEASED_VERSIONS_LABEL = "triton-release.versions"
+ENVIRONMENTS_LABEL = "triton-release.environments"  # model -> its environment's fingerprint
+LAYER_ORDER_LABEL = "triton-release.layers"  # the layers in order, by digest: the next build keeps the cache warm
+PYTHON_LABEL = "triton-release.python"  # the Python the stub was chosen for: evidence/attach.py's rerun reads it
+STUB_LABEL = "triton-release.stub"  # "<provider>: <origin>" of the stub: evidence/attach.py's rerun reads it
+# on the candidate: fanout/stage.py writes them, registry/candidate.py and registry/promote.py read them
+SHARDS_LABEL = "triton-release.shards"  # the shard plan, JSON: [{"name": "shard-1", "models": [...]}, ...]
+CHANGED_LABEL = "triton-release.changed"  # the models the shards' records must cover, JSON list
+NEW_VERSIONS_LABEL = "triton-release.new-versions"  # the models given a new version: drift, JSON list
+# model -> why its drift cannot be measured in the candidate (its environment changed), JSON object
+DRIFT_UNMEASURABLE_LABEL = "triton-release.drift-unmeasurable"
+BUILD_INPUTS_LABEL = "triton-release.build-inputs"  # what the candidate was built from besides its commit, JSON
+# on containers
+OWNER_LABEL = "triton-release.owner"  # on every container the tool makes: removed once its run is gone
+SERVER_LABEL = "triton-release.server"  # on a server container (image/server.py): the run's id
+PROBE_LABEL = "triton-release.probe"  # on a base image's probe container (image/base.py): tests check none is left
 
 # family -> what a tag of it looks like, and its test: the channel check refuses every one
 FAMILIES: dict[str, tuple[str, Callable[[str], object]]] = {

@@ -11,10 +11,10 @@ import socket
 import time
 from pathlib import Path
 
+from triton_release.contract import OWNER_LABEL
 from triton_release.signals import pending_interrupt, shielded
 
 log = logging.getLogger("triton_release")
-OWNER_LABEL = "triton-release.owner"  # on every container the tool makes: removed once its run is gone
 
 
 def owner_labels() -> dict[str, str]:

@@ -21,8 +21,9 @@ from support.models import PYTHON_MODEL
 from support.registries import LocalRegistry, RegistryProxy
 from support.stack import BASE_IMAGE, REGISTRY, SERVERS
 from support.workspace import Workspace
+from triton_release.contract import OWNER_LABEL
 from triton_release.history.releases import versions_in
-from triton_release.processes import OWNER_LABEL, alive
+from triton_release.processes import alive
 from triton_release.registry.client import RegistryRepository
 
 pytestmark = pytest.mark.integration

@@ -16,7 +16,7 @@ from support.models import PYTHON_MODEL, golden_case, python_model_files
 from support.stack import BASE_IMAGE
 from support.wheels import make_wheel, offline_index
 from triton_release import steps
-from triton_release.image.environments import LABEL
+from triton_release.contract import ENVIRONMENTS_LABEL
 from triton_release.models.repository import Repository
 from triton_release.registry.client import RegistryRepository
 from triton_release.settings import ServerOptions
@@ -80,7 +80,7 @@ def new_layers(registry: RegistryRepository, before: str, after: str) -> list[di
 def test_a_dependency_change_retests_its_model_and_ships_only_that_distribution(released, index):
     git_repo, release, shared2 = released
     registry = release.registry
-    first = json.loads(registry.image_config("1.0.0")["config"]["Labels"][LABEL])
+    first = json.loads(registry.image_config("1.0.0")["config"]["Labels"][ENVIRONMENTS_LABEL])
     assert sorted(first) == ["a", "b"]
     shared2.rename(index / shared2.name)  # the index now offers shared 2.0: a's environment moves
     (git_repo.models / "c" / "golden" / "basic.json").write_text(golden_case(atol=1e-5))

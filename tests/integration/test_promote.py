@@ -11,11 +11,11 @@ import pytest
 from support.models import python_model_files, write_tree
 from support.stack import REGISTRY, built_image
 from triton_release.cli.main import main
-from triton_release.contract import candidate_tag, record_tag
+from triton_release.contract import CHANGED_LABEL, SHARDS_LABEL, candidate_tag, record_tag
 from triton_release.errors import Refused
 from triton_release.image.build import relabel
 from triton_release.models.repository import Repository
-from triton_release.models.shards import CHANGED_LABEL, SHARDS_LABEL, Shard, shards_label
+from triton_release.models.shards import Shard, shards_label
 from triton_release.registry.client import Manifest, RegistryRepository
 from triton_release.registry.records import (
     OCI_MANIFEST,

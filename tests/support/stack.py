@@ -8,7 +8,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from triton_release.image.server import CONTAINER_LABEL, RUN_ID_VARIABLE
+from triton_release.contract import SERVER_LABEL
+from triton_release.image.server import RUN_ID_VARIABLE
 
 ROOT = Path(__file__).resolve().parents[2]
 BASE_IMAGE = "local/tritonserver:24.10-py3"
@@ -16,7 +17,7 @@ REGISTRY = "127.0.0.1:5000"
 # This test run's server containers (and those of the CLI processes it starts) carry this label:
 # a run counts and removes its own, never those of a benchmark or another run on the daemon.
 RUN_ID = os.environ.setdefault(RUN_ID_VARIABLE, f"tests-{uuid.uuid4().hex[:12]}")
-SERVERS = f"{CONTAINER_LABEL}={RUN_ID}"
+SERVERS = f"{SERVER_LABEL}={RUN_ID}"
 # perf_analyzer as `make stack` installs it (stack/stack.py): the latency gate's tests name it
 PERF_ANALYZER = ROOT / ".stack" / "perf_analyzer" / "bin" / "perf_analyzer"
 

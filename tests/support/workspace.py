@@ -15,9 +15,8 @@ from pathlib import Path
 from support.git import GitRepo
 from support.models import python_model_files
 from support.stack import BASE_IMAGE, SERVERS
+from triton_release.contract import PROBE_LABEL
 from triton_release.registry.client import RegistryRepository
-
-PROBE_LABEL = "triton-release.probe"
 
 
 @dataclass(frozen=True)

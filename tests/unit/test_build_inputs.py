@@ -10,11 +10,8 @@ import json
 import pytest
 
 from support.registries import FakeRegistry
-from triton_release.contract import candidate_tag
+from triton_release.contract import BUILD_INPUTS_LABEL, CHANGED_LABEL, SHARDS_LABEL, candidate_tag
 from triton_release.models.shards import (
-    BUILD_INPUTS_LABEL,
-    CHANGED_LABEL,
-    SHARDS_LABEL,
     Shard,
     build_inputs_label,
     shards_label,

@@ -37,10 +37,8 @@ def test_a_model_whose_environment_changed_is_reported_unmeasured_never_zero(mak
 def test_the_fanout_candidate_carries_which_models_drift_cannot_be_measured_for():
     """stage labels the candidate with steps.unmeasurable_drift; each shard's test reads it back, so a
     shard never reports drift 0.0 for a model whose environment changed."""
+    from triton_release.contract import CHANGED_LABEL, DRIFT_UNMEASURABLE_LABEL, SHARDS_LABEL
     from triton_release.models.shards import (
-        CHANGED_LABEL,
-        DRIFT_UNMEASURABLE_LABEL,
-        SHARDS_LABEL,
         Shard,
         shards_label,
         unmeasurable_from_label,

@@ -9,8 +9,9 @@ import pytest
 
 from support.models import PYTHON_MODEL, python_model_files
 from triton_release import steps
+from triton_release.contract import RELEASED_VERSIONS_LABEL, REVISION_LABEL
 from triton_release.errors import Refused
-from triton_release.history import record, releases
+from triton_release.history import record
 
 
 class Registry:
@@ -21,7 +22,7 @@ class Registry:
 
     def release(self, version: str, revision: str, planned: steps.ChangesResult | dict) -> None:
         shipped = planned if isinstance(planned, dict) else planned.record
-        self.labels[version] = {releases.REVISION_LABEL: revision, record.LABEL: record.label(dict(shipped))}
+        self.labels[version] = {REVISION_LABEL: revision, RELEASED_VERSIONS_LABEL: record.label(dict(shipped))}
 
     def tags(self) -> list[str]:
         return list(self.labels)
@@ -74,7 +75,7 @@ def test_a_fresh_checkout_gets_every_released_version_and_the_next_number(runner
     assert content(repo, "a", 1) == PYTHON_MODEL  # as 1.0.0 shipped it
     assert content(repo, "a", 2) == PYTHON_MODEL + "# one\n"  # as 1.1.0 shipped it
     assert content(repo, "a", 3) == PYTHON_MODEL + "# one\n# two\n"
-    assert dict(planned.record["a"]) == {**record.parse(registry.labels["1.1.0"][record.LABEL])["a"],
+    assert dict(planned.record["a"]) == {**record.parse(registry.labels["1.1.0"][RELEASED_VERSIONS_LABEL])["a"],
                                          3: planned.bumps[0].new_tree}
     steps.undo_bump(repo.models, planned)
     assert repo.git("status", "--porcelain") == ""
@@ -128,7 +129,7 @@ def test_the_release_commit_made_later_holds_exactly_what_the_release_shipped(ru
     repo, registry = runner
     second = edit(repo, "a", 1, "# one\n")
     registry.release("1.1.0", second, plan(repo, registry))
-    shipped = record.parse(registry.labels["1.1.0"][record.LABEL])
+    shipped = record.parse(registry.labels["1.1.0"][RELEASED_VERSIONS_LABEL])
     redo = steps.as_recorded(repo.models, second, shipped, "team/models:1.1.0")
     assert sorted((c.model, c.version, c.at_head) for c in redo.carried) == [("a", 1, True), ("a", 2, False)]
     committed = steps.commit_shipped(repo.models, "1.1.0", redo, "team/models:1.1.0")
@@ -141,7 +142,7 @@ def test_a_release_without_a_record_is_planned_from_git_as_before(git_repo):
     git_repo.write(python_model_files("a"))
     first = git_repo.commit("one model")
     registry = Registry()
-    registry.labels["1.0.0"] = {releases.REVISION_LABEL: first}
+    registry.labels["1.0.0"] = {REVISION_LABEL: first}
     edit(git_repo, "a", 1, "# one\n")
     planned = plan(git_repo, registry)
     assert [(b.model, b.from_version, b.to_version) for b in planned.bumps] == [("a", 1, 2)]

@@ -9,9 +9,9 @@ import json
 import pytest
 
 from support.registries import FakeRegistry
-from triton_release.contract import record_tag
+from triton_release.contract import CHANGED_LABEL, SHARDS_LABEL, record_tag
 from triton_release.errors import Refused, UsageError
-from triton_release.models.shards import CHANGED_LABEL, SHARDS_LABEL, Shard, shards_label
+from triton_release.models.shards import Shard, shards_label
 from triton_release.registry.client import RegistryRepository
 from triton_release.registry.credentials import Credentials
 from triton_release.registry.promote import Candidate, CandidateCheck, parse_reference, problems, refusal, review

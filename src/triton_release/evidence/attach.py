@@ -19,11 +19,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from triton_release.contract import (
+    BASE_LABEL,
+    CREATED_LABEL,
+    MODELS_LABEL,
+    PYTHON_LABEL,
+    REVISION_LABEL,
+    SOURCE_LABEL,
+    STUB_LABEL,
+)
 from triton_release.evidence import statements as st
 from triton_release.evidence.sbom import Package, sbom
 from triton_release.evidence.signing import Signing, statement_of
 from triton_release.history.git import Git
-from triton_release.history.releases import BASE_LABEL, REVISION_LABEL
 from triton_release.registry import attestations
 from triton_release.registry.attestations import Layer
 
@@ -31,13 +39,6 @@ if TYPE_CHECKING:
     from triton_release.models.suite import GoldenRun
     from triton_release.registry.client import RegistryRepository
     from triton_release.steps import ChangesResult, Prepared
-
-MODELS_LABEL = "triton-release.models"
-PYTHON_LABEL = "triton-release.python"
-STUB_LABEL = "triton-release.stub"
-SOURCE_LABEL = "org.opencontainers.image.source"
-CREATED_LABEL = "org.opencontainers.image.created"
-VERSION_LABEL = "org.opencontainers.image.version"
 
 
 @dataclass(frozen=True)

@@ -25,16 +25,18 @@ from typing import TYPE_CHECKING
 
 from triton_release import steps
 from triton_release.cache import exclusive
-from triton_release.errors import Refused, UsageError
-from triton_release.history import releases
-from triton_release.history.bump import checkout_at
-from triton_release.models.gates import NO_GATES, GateOptions
-from triton_release.models.shards import (
+from triton_release.contract import (
     BUILD_INPUTS_LABEL,
     CHANGED_LABEL,
     DRIFT_UNMEASURABLE_LABEL,
     NEW_VERSIONS_LABEL,
     SHARDS_LABEL,
+)
+from triton_release.errors import Refused, UsageError
+from triton_release.history import releases
+from triton_release.history.bump import checkout_at
+from triton_release.models.gates import NO_GATES, GateOptions
+from triton_release.models.shards import (
     build_inputs_label,
     changed_label,
     check_shard_name,

@@ -26,8 +26,6 @@ from triton_release.history.changes import ChangeSet, ModelChange
 from triton_release.history.git import Git
 from triton_release.models.repository import VERSION_DIR
 
-LABEL = "triton-release.versions"  # model -> version -> git tree id of that version folder, in the image
-
 Record = dict[str, dict[int, str]]
 
 

@@ -21,10 +21,6 @@ from triton_release.models.repository import datatype_name
 
 RELEASE_TAG = re.compile(r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)$")  # semver: no leading zeros
 GIT_TAG = re.compile(r"^v(\d+)\.(\d+)\.(\d+)$")
-REVISION_LABEL = "org.opencontainers.image.revision"
-BASE_LABEL = "triton-release.base"  # the commit a release was bumped from: a rerun can redo its bump
-SIGNATURES_LABEL = "triton-release.signatures"  # auto-complete models: the signature the server completed
-CHANNEL_LABEL = "triton-release.channel"  # the channel a release was made for: a rerun finishes only that
 
 
 def parse_version(text: str, flag: str = "--version") -> semver.Version:
@@ -109,7 +105,7 @@ def last_release_commit(registry: Releases | None, git: Git, head: str = "HEAD")
         if on_this_line(tag):
             return tag, f"git tag {tag} of the latest release {registry}:{versions[-1]}"
         labels = registry.image_config(str(versions[-1])).get("config", {}).get("Labels") or {}
-        revision = labels.get(REVISION_LABEL, "")
+        revision = labels.get(contract.REVISION_LABEL, "")
         if revision and on_this_line(revision):
             return revision, f"the revision of {registry}:{versions[-1]}"
     for version in reversed(versions_in(git.tags("v*"), GIT_TAG)):

@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field, replace
 import docker
 
 from triton_release.cache import cache_dir, write_atomic
+from triton_release.contract import PROBE_LABEL
 from triton_release.errors import InfrastructureError, Refused
 from triton_release.processes import owner_labels, remove_by_name
 
@@ -160,7 +161,7 @@ def run_probe(client: docker.DockerClient, image: str, script: str, env: dict[st
     try:
         container = client.containers.create(image, entrypoint=["/bin/sh", "-c", script], environment=env,
                                              network_disabled=True, name=name,
-                                             labels={"triton-release.probe": "1", **owner_labels()})
+                                             labels={PROBE_LABEL: "1", **owner_labels()})
         container.start()
         status = container.wait().get("StatusCode", 1)
         output = container.logs(stdout=True, stderr=False)

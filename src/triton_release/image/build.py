@@ -19,11 +19,11 @@ import docker
 
 from triton_release import progress
 from triton_release.cache import cache_dir
+from triton_release.contract import CREATED_LABEL, LAYER_ORDER_LABEL
 from triton_release.errors import InfrastructureError, Refused, no_space
 from triton_release.image.assemble import assemble, image_config
 from triton_release.image.engine import docker_client
 from triton_release.image.layers import (
-    ORDER_LABEL,
     SERVER_COMMAND,
     Layer,
     LayerTars,
@@ -88,7 +88,7 @@ def build_image(repo: Repository, base_image: str, tag: str, labels: dict[str, s
 
 
 def _assemble(client, tag: str, base, base_ids: list[str], planned, tars: LayerTars, previous, labels) -> BuildResult:
-    order = json.loads((previous.labels.get(ORDER_LABEL) if previous else None) or "[]")
+    order = json.loads((previous.labels.get(LAYER_ORDER_LABEL) if previous else None) or "[]")
     with progress.task("build", total=len(planned), unit="layers") as bar:
         written = []
         for layer in planned:
@@ -100,10 +100,10 @@ def _assemble(client, tag: str, base, base_ids: list[str], planned, tars: LayerT
 
 def _load(client, tag: str, base, base_ids: list[str], layers: list[Layer], tars: LayerTars, previous,
           labels) -> BuildResult:
-    labels = {**labels, ORDER_LABEL: json.dumps([[layer.name, layer.digest] for layer in layers])}
+    labels = {**labels, LAYER_ORDER_LABEL: json.dumps([[layer.name, layer.digest] for layer in layers])}
     diff_ids = [*base_ids, *(f"sha256:{layer.digest}" for layer in layers)]
     config = image_config(base.attrs, diff_ids, labels, SERVER_COMMAND,
-                          labels.get("org.opencontainers.image.created", ""))
+                          labels.get(CREATED_LABEL, ""))
     held = [previous.attrs["RootFS"]["Layers"]] if previous else []
     image_id, sent = assemble(client, tag, config, diff_ids, len(base_ids),
                               lambda diff_id: tars.tar(diff_id.split(":", 1)[1]), held)
@@ -173,7 +173,7 @@ def relabel(image: str, labels: dict[str, str], tag: str, client: docker.DockerC
     client = client or docker_client()
     tested = client.images.get(image)
     diff_ids = tested.attrs["RootFS"]["Layers"]
-    created = tested.labels.get("org.opencontainers.image.created", "")
+    created = tested.labels.get(CREATED_LABEL, "")
     config = image_config(tested.attrs, diff_ids, labels, None, created)
     image_id, _ = assemble(client, tag, config, diff_ids, len(diff_ids), _no_tar, [diff_ids])
     return image_id

@@ -54,7 +54,6 @@ from triton_release.models.repository import CONFIG_FILE, Repository, link_probl
 
 HOME = PurePosixPath("opt/triton-release")  # in the image, beside the base's own files
 DISTS, ENVS = HOME / "dists", HOME / "envs"
-LABEL = "triton-release.environments"       # model -> its environment's fingerprint
 # in every fingerprint: change it when the files an environment is made of change for the same
 # distributions (2: bin/python runs as the environment's Python; console scripts)
 ENV_FORMAT = "2"

@@ -275,9 +275,6 @@ class Runtime:
         return found + list(self.extra)
 
 
-ORDER_LABEL = "triton-release.layers"
-
-
 def order_layers(layers: list[Layer], previous: list[list[str]]) -> list[Layer]:
     """Unchanged layers first, in the previous build's order, then the changed and new ones, the
     largest first (a first build: all of them, so a torch-sized distribution comes before the

@@ -27,13 +27,13 @@ from pathlib import Path
 import docker
 import requests
 
+from triton_release.contract import OWNER_LABEL, SERVER_LABEL
 from triton_release.errors import InfrastructureError, UsageError
 from triton_release.image.model_control import ModelControl
-from triton_release.processes import OWNER_LABEL, alive, owner_labels
+from triton_release.processes import alive, owner_labels
 from triton_release.settings import ServerOptions, memory_bytes
 
 HTTP_PORT, GRPC_PORT = "8000/tcp", "8001/tcp"
-CONTAINER_LABEL = "triton-release.server"
 RUN_ID_VARIABLE = "TRITON_RELEASE_RUN_ID"  # the label's value: the run's, so parallel runs on one daemon can tell theirs
 _CONTAINER_ID = re.compile(r"/containers/([0-9a-f]{64})/")
 log = logging.getLogger("triton_release")
@@ -211,7 +211,7 @@ class TritonServer(ModelControl):
         try:
             here = own_container(self.client)
             remove_orphans(self.client)
-            labels = {CONTAINER_LABEL: os.environ.get(RUN_ID_VARIABLE) or "1", **owner_labels()}
+            labels = {SERVER_LABEL: os.environ.get(RUN_ID_VARIABLE) or "1", **owner_labels()}
             common = dict(name=self.name, detach=True, labels=labels, shm_size="256m", **self.limits())
             self._created = True  # from here a failed run may leave a container: removed by its name
             if here is not None:

@@ -28,17 +28,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from triton_release.contract import CHANGED_LABEL, SHARDS_LABEL
 from triton_release.errors import Refused, UsageError
 from triton_release.models.devices import needs_gpu
 from triton_release.models.graph import needed
 from triton_release.models.repository import Repository
 
-SHARDS_LABEL = "triton-release.shards"    # the shard plan, JSON: [{"name": "shard-1", "models": [...]}, ...]
-CHANGED_LABEL = "triton-release.changed"  # the models the shards' records must cover, JSON list
-NEW_VERSIONS_LABEL = "triton-release.new-versions"  # the models given a new version: drift, JSON list
-# model -> why its drift cannot be measured in the candidate (its environment changed), JSON object
-DRIFT_UNMEASURABLE_LABEL = "triton-release.drift-unmeasurable"
-BUILD_INPUTS_LABEL = "triton-release.build-inputs"  # what the candidate was built from besides its commit, JSON
 DEFAULT_MODELS_PER_SHARD = 25  # without --shards or --max-models-per-shard: one shard per 25 models ...
 DEFAULT_MAX_SHARDS = 8         # ... and at most this many
 MAX_SHARDS = 256               # a GitHub Actions matrix runs at most 256 jobs

@@ -19,13 +19,16 @@ import docker
 import requests
 
 from triton_release import __version__
-from triton_release.contract import candidate_tag
-from triton_release.errors import InfrastructureError, Refused, UsageError
-from triton_release.history.releases import BASE_LABEL, REVISION_LABEL
-from triton_release.models.shards import (
+from triton_release.contract import (
+    BASE_LABEL,
     BUILD_INPUTS_LABEL,
     CHANGED_LABEL,
+    REVISION_LABEL,
     SHARDS_LABEL,
+    candidate_tag,
+)
+from triton_release.errors import InfrastructureError, Refused, UsageError
+from triton_release.models.shards import (
     Shard,
     build_inputs_from_label,
 )

@@ -23,15 +23,24 @@ import logging
 import re
 from dataclasses import dataclass, field
 
-from triton_release.contract import RECORD_TAG, is_candidate_tag, record_tag
-from triton_release.errors import InfrastructureError, Refused, UsageError
-from triton_release.history import record as released_record
-from triton_release.history.releases import BASE_LABEL, REVISION_LABEL, is_release_tag, parse_version, versions_in
-from triton_release.models.shards import (
+from triton_release.contract import (
+    BASE_LABEL,
     CHANGED_LABEL,
+    CREATED_LABEL,
     DRIFT_UNMEASURABLE_LABEL,
     NEW_VERSIONS_LABEL,
+    RECORD_TAG,
+    RELEASED_VERSIONS_LABEL,
+    REVISION_LABEL,
     SHARDS_LABEL,
+    VERSION_LABEL,
+    is_candidate_tag,
+    record_tag,
+)
+from triton_release.errors import InfrastructureError, Refused, UsageError
+from triton_release.history import record as released_record
+from triton_release.history.releases import is_release_tag, parse_version, versions_in
+from triton_release.models.shards import (
     Shard,
     changed_from_label,
     new_versions_from_label,
@@ -42,9 +51,7 @@ from triton_release.registry import attestations
 from triton_release.registry.client import Manifest, RegistryRepository
 from triton_release.registry.publish import AlreadyReleased, tag_release
 from triton_release.registry.records import GoldenRecord, read_record
-from triton_release.registry.rollback import CREATED_LABEL
 
-VERSION_LABEL = "org.opencontainers.image.version"
 CANDIDATE_REF = re.compile(r"^(?P<repository>[^@\s]+)@(?P<digest>sha256:[0-9a-f]{64})$")
 log = logging.getLogger("triton_release")
 
@@ -90,7 +97,7 @@ class Candidate:
         return cls(repository, digest, labels.get(VERSION_LABEL, ""), labels.get(REVISION_LABEL, ""),
                    labels.get(BASE_LABEL, ""), labels.get(CREATED_LABEL, "") or created, tuple(shards),
                    tuple(changed), manifest, new_versions_from_label(labels.get(NEW_VERSIONS_LABEL)),
-                   released_record.parse(labels.get(released_record.LABEL)),
+                   released_record.parse(labels.get(RELEASED_VERSIONS_LABEL)),
                    unmeasurable_from_label(labels.get(DRIFT_UNMEASURABLE_LABEL)))
 
 

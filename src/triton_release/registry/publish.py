@@ -13,10 +13,9 @@ import docker
 import requests
 
 from triton_release import contract, progress
+from triton_release.contract import CHANNEL_LABEL, CREATED_LABEL, REVISION_LABEL
 from triton_release.errors import InfrastructureError, Refused, UsageError
 from triton_release.history.releases import (
-    CHANNEL_LABEL,
-    REVISION_LABEL,
     is_provenance_tag,
     is_release_tag,
     moving_tags,
@@ -24,7 +23,7 @@ from triton_release.history.releases import (
     versions_in,
 )
 from triton_release.registry.client import RegistryRepository
-from triton_release.registry.rollback import CREATED_LABEL, rolled_back_since
+from triton_release.registry.rollback import rolled_back_since
 
 
 class AlreadyReleased(Refused):

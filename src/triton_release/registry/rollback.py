@@ -21,7 +21,6 @@ from triton_release.errors import InfrastructureError, Refused
 from triton_release.history.releases import parse_version, versions_in
 from triton_release.registry.client import Manifest, RegistryRepository
 
-CREATED_LABEL = "org.opencontainers.image.created"
 ROLLBACK_AT = "org.triton-release.rollback.at"
 log = logging.getLogger("triton_release")
 

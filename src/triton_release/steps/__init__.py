@@ -15,7 +15,7 @@ One module per domain, every name re-exported here (read as `steps.<name>`); imp
 - `evidence`: attach_evidence, finish_evidence, check_evidence, stage_evidence, promote_evidence.
 """
 
-from triton_release.contract import CANDIDATE_TAG  # read as steps.CANDIDATE_TAG
+from triton_release.contract import CANDIDATE_TAG, MODELS_LABEL  # read as steps.CANDIDATE_TAG, steps.MODELS_LABEL
 from triton_release.history.git import Git
 from triton_release.steps.changed import (
     BumpResult,
@@ -66,7 +66,6 @@ from triton_release.steps.golden import (
     test,
 )
 from triton_release.steps.image import (
-    MODELS_LABEL,
     Prepared,
     ReleaseImage,
     build,

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from triton_release.contract import RELEASED_VERSIONS_LABEL, REVISION_LABEL
 from triton_release.errors import InfrastructureError, Refused, TritonReleaseError, UsageError, no_space
 from triton_release.history import record as released_record
 from triton_release.history import releases, worktree
@@ -79,7 +80,7 @@ class ChangesResult:
 
     def record_label(self) -> dict[str, str]:
         record = {m: dict(vs) for m, vs in self.record.items()}
-        return {released_record.LABEL: released_record.label(record)} if self.record else {}
+        return {RELEASED_VERSIONS_LABEL: released_record.label(record)} if self.record else {}
 
     def to_json(self) -> dict:
         data = {"base": self.found.base, "base_from": self.base_from, "head": self.found.head,
@@ -114,7 +115,7 @@ def changes(root: Path, base: str | None, head: str = "HEAD", *, registry: Regis
     previous, source = releases.previous_release(registry.tags() if registry is not None else [], git)
     labels = (registry.image_config(str(previous)).get("config", {}).get("Labels") or {}) \
         if registry is not None and source == "registry" else {}
-    shipped = released_record.parse(labels.get(released_record.LABEL))
+    shipped = released_record.parse(labels.get(RELEASED_VERSIONS_LABEL))
     bumps = plan_bumps(found, edits=shipped is None)
     carried: tuple[Carried, ...] = ()
     head_record = released_record.trees_at(git, found.head, found.prefix)
@@ -290,7 +291,7 @@ def _published_from(git: Git, entry: Entry, repository: RegistryRepository | Non
         labels = registry.image_config(entry.version).get("config", {}).get("Labels") or {}
     except InfrastructureError:
         return None
-    return labels.get(releases.REVISION_LABEL) == entry.head
+    return labels.get(REVISION_LABEL) == entry.head
 
 
 def _finish_release_commit(git: Git, entry: Entry) -> str:

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from triton_release.contract import REVISION_LABEL
 from triton_release.errors import Refused, UsageError
 from triton_release.history import releases
 from triton_release.history.git import Git
@@ -57,7 +58,7 @@ def finish_evidence(repository: RegistryRepository, root: Path, head: str, signi
     digest = repository.digest(version)
     if digest is None or repository.digest(contract.evidence_tag(digest)) is not None:
         return None
-    revision = (repository.image_config(version).get("config", {}).get("Labels") or {}).get(releases.REVISION_LABEL)
+    revision = (repository.image_config(version).get("config", {}).get("Labels") or {}).get(REVISION_LABEL)
     git = Git(Git(root).toplevel())
     tagged = git.run("rev-parse", "-q", "--verify", f"{releases.git_tag(version)}^{{commit}}", check=False)
     if not revision or revision not in (head, tagged.stdout.decode().strip() if tagged.returncode == 0 else ""):

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from triton_release.contract import REVISION_LABEL
 from triton_release.errors import Refused, UsageError
-from triton_release.history import releases
 from triton_release.history.bump import check_working_tree
 from triton_release.history.git import Git
 from triton_release.models.repository import Repository
@@ -43,7 +43,7 @@ def plan_commit(root: Path, checked: CandidateCheck) -> ChangesResult:
     candidate = checked.candidate
     git = Git(Git(root).toplevel())
     if not candidate.revision:
-        raise Refused(f"{candidate.ref} has no {releases.REVISION_LABEL} label, so its bump cannot be redone for "
+        raise Refused(f"{candidate.ref} has no {REVISION_LABEL} label, so its bump cannot be redone for "
                       "--commit. Promote it without --commit, or stage the commit again.")
     head = git.text("rev-parse", "HEAD")
     if head != candidate.revision:

@@ -10,12 +10,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from triton_release.cache import write_atomic
+from triton_release.contract import ENVIRONMENTS_LABEL, MODELS_LABEL, SIGNATURES_LABEL, VERSION_LABEL
 from triton_release.errors import InfrastructureError, Refused
 from triton_release.history import releases
 from triton_release.models.gates import NO_GATES, GateOptions
 from triton_release.models.repository import Repository
 from triton_release.settings import ServerOptions
-from triton_release.steps.image import MODELS_LABEL
 
 DEFAULT_SERVER = ServerOptions()
 
@@ -217,7 +217,7 @@ def signatures(image: str, tag: str, run: GoldenRun, planned: ChangesResult, pre
     from triton_release.image.build import relabel
 
     served = {name: sig for name, config in run.completed if (sig := releases.served_signature(config))}
-    before = releases.signatures_from_label(previous_labels.get(releases.SIGNATURES_LABEL))
+    before = releases.signatures_from_label(previous_labels.get(SIGNATURES_LABEL))
     given = {("base", m): s for m, s in before.items()} | {("head", m): s for m, s in served.items()}
     kind = releases.release_kind(planned.found, {b.model for b in planned.bumps}, given)
     if releases.ORDER[kind.kind] > releases.ORDER[planned.kind.kind] and planned.plan is not None:
@@ -226,7 +226,7 @@ def signatures(image: str, tag: str, run: GoldenRun, planned: ChangesResult, pre
     else:
         kind = planned.kind
     current = {m: s for m, s in before.items() if m not in planned.found.removed} | served
-    labels = {releases.SIGNATURES_LABEL: releases.signatures_label(current), "org.opencontainers.image.version": version}
+    labels = {SIGNATURES_LABEL: releases.signatures_label(current), VERSION_LABEL: version}
     return Signatures(relabel(image, labels, tag), version, kind, current)
 
 
@@ -250,10 +250,10 @@ def _image_environments(client, image: str) -> dict[str, str]:
     environment's path in the image; {} for others."""
     import docker
 
-    from triton_release.image.environments import ENVS, LABEL
+    from triton_release.image.environments import ENVS
 
     try:
-        text = (client.images.get(image).labels or {}).get(LABEL, "")
+        text = (client.images.get(image).labels or {}).get(ENVIRONMENTS_LABEL, "")
         found = json.loads(text) if text else {}
     except (docker.errors.DockerException, ValueError):
         return {}

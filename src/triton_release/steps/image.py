@@ -10,13 +10,23 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from triton_release.contract import (
+    BASE_LABEL,
+    CHANNEL_LABEL,
+    CREATED_LABEL,
+    ENVIRONMENTS_LABEL,
+    MODELS_LABEL,
+    PYTHON_LABEL,
+    REVISION_LABEL,
+    SOURCE_LABEL,
+    STUB_LABEL,
+    VERSION_LABEL,
+)
 from triton_release.history import releases
 from triton_release.history.git import Git
 from triton_release.models.repository import Repository
 from triton_release.problems import display_path
 from triton_release.settings import ImageOptions
-
-MODELS_LABEL = "triton-release.models"  # model -> its version folders, in the image
 
 if TYPE_CHECKING:
     from triton_release.image.base import BaseImage
@@ -56,7 +66,7 @@ def environments(root: Path | Repository, image: ImageOptions | str, *, registry
     from triton_release.image import base as baseimage
     from triton_release.image import stub
     from triton_release.image.engine import docker_client
-    from triton_release.image.environments import LABEL, resolve
+    from triton_release.image.environments import resolve
 
     options = image if isinstance(image, ImageOptions) else ImageOptions(image)
     repo = root if isinstance(root, Repository) else Repository.load(root)
@@ -69,7 +79,7 @@ def environments(root: Path | Repository, image: ImageOptions | str, *, registry
     if registry is None or previous is None:
         return Prepared(base, choice, envs)
     labels = registry.image_config(previous).get("config", {}).get("Labels") or {}
-    changed = [m for m in envs.changed_since(labels.get(LABEL)) if m in repo]
+    changed = [m for m in envs.changed_since(labels.get(ENVIRONMENTS_LABEL)) if m in repo]
     return Prepared(base, choice, envs, tuple(changed), f"{registry}:{previous}", dict(labels))
 
 
@@ -175,16 +185,16 @@ def build(root: Path | Repository, image: ImageOptions | str, tag: str, *, revis
     install = base.pythons[choice.target_python]
     warnings = list(choice.warnings)
     labels = {
-        "org.opencontainers.image.created": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        releases.REVISION_LABEL: revision,
-        releases.BASE_LABEL: bumped_from or "",
-        releases.CHANNEL_LABEL: channel,
-        "org.opencontainers.image.source": source,
-        "org.opencontainers.image.version": version,
+        CREATED_LABEL: datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        REVISION_LABEL: revision,
+        BASE_LABEL: bumped_from or "",
+        CHANNEL_LABEL: channel,
+        SOURCE_LABEL: source,
+        VERSION_LABEL: version,
         MODELS_LABEL: json.dumps({m.name: list(m.versions) for m in repo}, sort_keys=True),
-        envs_in_image.LABEL: envs.label() if envs.by_model else "",
-        "triton-release.python": choice.target_python,
-        "triton-release.stub": f"{choice.provider}: {choice.origin}",
+        ENVIRONMENTS_LABEL: envs.label() if envs.by_model else "",
+        PYTHON_LABEL: choice.target_python,
+        STUB_LABEL: f"{choice.provider}: {choice.origin}",
         **(extra_labels or {}),
     }
     items, configs = envs_in_image.environment_items(envs, repo)

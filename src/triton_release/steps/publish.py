@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from triton_release.contract import BASE_LABEL, RELEASED_VERSIONS_LABEL, REVISION_LABEL
 from triton_release.errors import Refused
 from triton_release.history import record as released_record
 from triton_release.history import releases
@@ -110,14 +111,14 @@ def finish_commit(root: Path, repository: RegistryRepository) -> Committed | Non
     if git.has_commit(releases.git_tag(version)):
         return None
     labels = repository.image_config(version).get("config", {}).get("Labels") or {}
-    revision, base = labels.get(releases.REVISION_LABEL, ""), labels.get(releases.BASE_LABEL, "")
+    revision, base = labels.get(REVISION_LABEL, ""), labels.get(BASE_LABEL, "")
     if not revision or git.text("rev-parse", "HEAD") != revision:
         log.warning(f"{repository}:{version} has no git tag {releases.git_tag(version)}; it was built from "
                     f"{revision[:12] or 'an unknown commit'}, not the checked-out commit, so its release commit is "
                     "not made here")
         return None
     released = f"{repository}:{version}"
-    shipped = released_record.parse(labels.get(released_record.LABEL))
+    shipped = released_record.parse(labels.get(RELEASED_VERSIONS_LABEL))
     planned = changes(root, base or None, revision) if shipped is None else as_recorded(root, revision, shipped,
                                                                                        released)
     return commit_shipped(root, version, planned, released)

@@ -8,12 +8,11 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from triton_release.contract import MODELS_LABEL, REVISION_LABEL
 from triton_release.errors import InfrastructureError, Refused, UsageError
-from triton_release.history import releases
 from triton_release.history.bump import checkout_at
 from triton_release.models.repository import Repository
 from triton_release.steps.golden import DEFAULT_SERVER, test
-from triton_release.steps.image import MODELS_LABEL
 
 if TYPE_CHECKING:
     from triton_release.models.suite import GoldenRun
@@ -56,7 +55,7 @@ def verify_release(repository: RegistryRepository, version: str, model_repositor
     labels = client.images.get(image).labels or {}
     models = sorted(json.loads(labels.get(MODELS_LABEL, "{}")))
     with tempfile.TemporaryDirectory() as tmp:
-        root = checkout_at(model_repository, labels.get(releases.REVISION_LABEL, ""), Path(tmp))
+        root = checkout_at(model_repository, labels.get(REVISION_LABEL, ""), Path(tmp))
         repo = Repository.load(root or model_repository)
         names = [m for m in models if m in repo]
         if not names:
