@@ -7,6 +7,7 @@ import secrets
 import subprocess
 import sys
 import uuid
+from datetime import UTC, datetime
 from pathlib import Path
 
 import docker
@@ -42,12 +43,12 @@ def stack(request):
         pytest.fail(f"the local stack could not start; run `make stack` and read its output:\n{result.stderr}",
                     pytrace=False)
     client = docker.from_env(timeout=600)
-    before = image_tags_on(client)
+    before, started = image_tags_on(client), datetime.now(UTC)
     yield client
     leftovers = client.containers.list(all=True, filters={"label": SERVERS})
     for container in leftovers:
         container.remove(force=True)
-    swept = sweep_image_tags(client, before) if os.environ.get(SWEEP_VARIABLE) == "1" else []
+    swept = sweep_image_tags(client, before, started) if os.environ.get(SWEEP_VARIABLE) == "1" else []
     if swept:
         request.config.pluginmanager.get_plugin("terminalreporter").write_line(
             f"removed {len(swept)} image tags the tests left behind: {', '.join(swept[:12])}"
@@ -66,15 +67,23 @@ def image_tags_on(client) -> set[str]:
     return {tag for image in client.images.list() for tag in image.tags}
 
 
-def sweep_image_tags(client, before: set[str]) -> list[str]:
+def sweep_image_tags(client, before: set[str], started: datetime) -> list[str]:
     """Remove every image tag the run made (releases pulled or built, candidates, local tags) that
-    a test did not remove itself, and return them: the daemon is left as the run found it."""
+    a test did not remove itself, and return them; then the untagged images the run's builds left
+    (a tag moved on to a newer build): the daemon is left as the run found it."""
     left = sorted(t for t in image_tags_on(client) - before if not t.startswith(STACK_IMAGES))
     for tag in left:
         try:
             client.images.remove(tag, force=True)
         except docker.errors.APIError:
             pass
+    for image in client.images.list(filters={"dangling": True}):
+        created = datetime.fromisoformat(image.attrs["Created"][:19] + "+00:00")
+        if created >= started.replace(microsecond=0):
+            try:
+                client.images.remove(image.id)
+            except docker.errors.APIError:  # still in use: left to the daemon
+                pass
     return left
 
 
