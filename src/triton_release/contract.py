@@ -84,6 +84,8 @@ STUB_LABEL = "triton-release.stub"  # "<provider>: <origin>" of the stub: eviden
 # on the candidate: fanout/stage.py writes them, registry/candidate.py and registry/promote.py read them
 SHARDS_LABEL = "triton-release.shards"  # the shard plan, JSON: [{"name": "shard-1", "models": [...]}, ...]
 CHANGED_LABEL = "triton-release.changed"  # the models the shards' records must cover, JSON list
+# the models whose files changed since the last release (the changed-models output after promote), JSON list
+CHANGED_MODELS_LABEL = "triton-release.changed-models"
 NEW_VERSIONS_LABEL = "triton-release.new-versions"  # the models given a new version: drift, JSON list
 # model -> why its drift cannot be measured in the candidate (its environment changed), JSON object
 DRIFT_UNMEASURABLE_LABEL = "triton-release.drift-unmeasurable"

@@ -244,3 +244,18 @@ def test_promote_ships_gpu_only_models_untested_only_when_the_user_says_gpu_mode
     assert gpu_policy(resolve({}, cwd=tmp_path)) == "require"  # the default tests on CPU; ships nothing untested
     (tmp_path / "triton-release.yaml").write_text("gpu_models: test\n")
     assert gpu_policy(resolve({}, cwd=tmp_path)) == "test"
+
+
+def test_changed_models_after_promote_are_the_changed_models_as_in_a_release():
+    """`changed-models` says one thing in every mode: the models whose files changed. A candidate
+    also tests others (callers, environment changes): those are its `tested_models`."""
+    from triton_release.contract import CHANGED_MODELS_LABEL
+
+    plan = [Shard("shard-1", ("a", "caller"), ("a", "caller"), 2, False, (1, 1))]
+    labels = {SHARDS_LABEL: shards_label(plan), CHANGED_LABEL: '["a","caller"]', CHANGED_MODELS_LABEL: '["a"]'}
+    check = CandidateCheck(Candidate.from_labels("127.0.0.1:5000/team/models", DIGEST, labels), (), ())
+    assert check.facts()["changed_models"] == ["a"]
+    assert check.to_json()["changed_models"] == ["a"] and check.to_json()["tested_models"] == ["a", "caller"]
+    del labels[CHANGED_MODELS_LABEL]  # staged before the label: the models it tested, as before
+    older = CandidateCheck(Candidate.from_labels("127.0.0.1:5000/team/models", DIGEST, labels), (), ())
+    assert older.facts()["changed_models"] == ["a", "caller"]

@@ -28,6 +28,7 @@ from triton_release.cache import exclusive
 from triton_release.contract import (
     BUILD_INPUTS_LABEL,
     CHANGED_LABEL,
+    CHANGED_MODELS_LABEL,
     DRIFT_UNMEASURABLE_LABEL,
     NEW_VERSIONS_LABEL,
     SHARDS_LABEL,
@@ -96,6 +97,7 @@ def _stage(request: StageRequest, session: Session) -> None:
         plan = session.step("shards", console.shards_planned, steps.plan_shards, exported, to_test,
                             request.shards, request.max_models)
         labels = {SHARDS_LABEL: shards_label(list(plan.shards)), CHANGED_LABEL: changed_label(to_test),
+                  CHANGED_MODELS_LABEL: changed_label(planned.found.models),
                   NEW_VERSIONS_LABEL: changed_label(steps.new_versions(planned)),
                   DRIFT_UNMEASURABLE_LABEL: unmeasurable_label(steps.unmeasurable_drift(prepared)),
                   BUILD_INPUTS_LABEL: build_inputs_label(_build_inputs(request, prepared.base.image_id)),

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from triton_release.contract import (
     BASE_LABEL,
     CHANGED_LABEL,
+    CHANGED_MODELS_LABEL,
     CREATED_LABEL,
     DRIFT_UNMEASURABLE_LABEL,
     NEW_VERSIONS_LABEL,
@@ -83,6 +84,8 @@ class Candidate:
     record: dict | None = field(default=None, repr=False, compare=False)
     # model -> why its drift cannot be measured here: its environment changed since the last release
     drift_unmeasurable: dict[str, str] = field(default_factory=dict, compare=False)
+    # the models whose files changed (`changed` adds those tested for another reason); None: not labelled
+    changed_models: tuple[str, ...] | None = None
 
     @property
     def ref(self) -> str:
@@ -98,7 +101,8 @@ class Candidate:
                    labels.get(BASE_LABEL, ""), labels.get(CREATED_LABEL, "") or created, tuple(shards),
                    tuple(changed), manifest, new_versions_from_label(labels.get(NEW_VERSIONS_LABEL)),
                    released_record.parse(labels.get(RELEASED_VERSIONS_LABEL)),
-                   unmeasurable_from_label(labels.get(DRIFT_UNMEASURABLE_LABEL)))
+                   unmeasurable_from_label(labels.get(DRIFT_UNMEASURABLE_LABEL)),
+                   new_versions_from_label(labels.get(CHANGED_MODELS_LABEL)))
 
 
 def read_candidate(registry: RegistryRepository, digest: str) -> Candidate:
@@ -136,11 +140,19 @@ class CandidateCheck:
                            "cases_planned": shard.cases, "cases_run": len(record.cases) if record else 0})
         return {"candidate": self.candidate.ref, "planned_version": self.candidate.version or None,
                 "revision": self.candidate.revision, "base": self.candidate.base or None,
-                "changed_models": list(self.candidate.changed), "shards": shards, "problems": list(self.problems),
+                "changed_models": self.changed_models, "tested_models": list(self.candidate.changed), "shards": shards,
+                "problems": list(self.problems),
                 "shipped_untested": dict(self.untested)}
 
+    @property
+    def changed_models(self) -> list[str]:
+        """The models whose files changed, as a release's `changed_models` says (a candidate staged
+        before the label: the models it tested)."""
+        found = self.candidate.changed_models
+        return sorted(found if found is not None else self.candidate.changed)
+
     def facts(self) -> dict:
-        return {"candidate": self.candidate.ref, "changed_models": sorted(self.candidate.changed)}
+        return {"candidate": self.candidate.ref, "changed_models": self.changed_models}
 
 
 def problems(candidate: Candidate, records: dict[str, GoldenRecord | None], version: str,
