@@ -137,10 +137,10 @@ def ten_model_change(args, client, tmp: Path) -> dict:
                              perf_analyzer=args.perf_analyzer, env=dict(os.environ))
     try:
         start = time.perf_counter()
-        steps.test(repo, tag, list(names), ServerOptions(load_timeout=120), drift=tuple(names))
+        steps.test(repo, tag, list(names), ServerOptions(load_timeout=120), new_versions=tuple(names))
         without = time.perf_counter() - start
         start = time.perf_counter()
-        run = steps.test(repo, tag, list(names), ServerOptions(load_timeout=120), drift=tuple(names), gates=GateOptions(latency=options))
+        run = steps.test(repo, tag, list(names), ServerOptions(load_timeout=120), new_versions=tuple(names), gates=GateOptions(latency=options))
         gated = time.perf_counter() - start
     finally:
         client.images.remove(tag, force=True)

@@ -162,7 +162,7 @@ def _release(request: ReleaseRequest, session: Session) -> None:
             image = built.image_id
             if to_test:  # a change that only removes models has nothing to test
                 run = session.step("test", console.golden_run, steps.test, exported, built.image_id, to_test,
-                                   request.server, shown_as=root, drift=steps.new_versions(planned),
+                                   request.server, shown_as=root, new_versions=steps.new_versions(planned),
                                    drift_unmeasurable=steps.unmeasurable_drift(prepared), gates=request.gates)
                 if run.completed and version is not None:  # auto-complete models: their signatures, as served
                     signed = session.step("signatures", console.signatures, steps.signatures, image,

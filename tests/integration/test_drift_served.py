@@ -98,7 +98,7 @@ def test_both_versions_load_with_the_cpu_groups_and_the_environment_and_sequence
     image_tags.append(tag)
     steps.build(repo, BASE_IMAGE, tag)
 
-    run = steps.test(repo, tag, ["envgpu", "new", "seq"], ServerOptions(load_timeout=60), drift=("envgpu", "new", "seq"))
+    run = steps.test(repo, tag, ["envgpu", "new", "seq"], ServerOptions(load_timeout=60), new_versions=("envgpu", "new", "seq"))
     assert run.passed and run.on_cpu == ("envgpu",)
     drift = {d.model: d for d in run.drift}
     assert (drift["envgpu"].previous, drift["envgpu"].version) == (1, 2)

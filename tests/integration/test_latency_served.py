@@ -153,7 +153,7 @@ def test_only_error_cases_are_skipped_with_the_reason_and_warmup_golden_warms_th
 
     options = LatencyOptions(max_increase=4.0, rounds=2, interval_ms=150, perf_analyzer=str(PERF_ANALYZER),
                              env=dict(os.environ))
-    run = steps.test(repo, tag, ["errs", "warm"], ServerOptions(load_timeout=60), drift=("errs", "warm"), gates=GateOptions(latency=options))
+    run = steps.test(repo, tag, ["errs", "warm"], ServerOptions(load_timeout=60), new_versions=("errs", "warm"), gates=GateOptions(latency=options))
     found = {m.model: m for m in run.latency.models}
     assert found["errs"].verdict == "skipped"
     assert found["errs"].note == ("not measured: no golden case sends a request it can replay (errs/refused: it "

@@ -175,7 +175,7 @@ def run_candidate_test(request: CandidateTestRequest, session: Session) -> None:
         junit = request.junitxml or str(Path(scratch) / "junit.xml")
         labelled = pulled.candidate.new_versions if pulled.candidate is not None else None
         unmeasurable = pulled.candidate.drift_unmeasurable if pulled.candidate is not None else {}
-        drift = tuple(n for n in names if n in labelled) if labelled is not None else ()
+        new = tuple(n for n in names if n in labelled) if labelled is not None else ()
         if labelled is None and request.gates.max_drift is not None:
             console.warning(f"{pulled.ref} does not say which of its models have a new version (it was staged "
                             "by an earlier triton-release): no drift is measured and max-drift bounds nothing. "
@@ -183,7 +183,7 @@ def run_candidate_test(request: CandidateTestRequest, session: Session) -> None:
         try:
             run = session.step("test", console.golden_run, steps.test, root, pulled.ref, names,
                                request.server, junitxml=junit, keyword=request.keyword,
-                               shown_as=request.model_repository, drift=drift, drift_unmeasurable=unmeasurable,
+                               shown_as=request.model_repository, new_versions=new, drift_unmeasurable=unmeasurable,
                                gates=request.gates)
         except Refused as exc:  # a verdict: the shard failed, and its record says so
             if request.shard is not None:

@@ -29,19 +29,19 @@ if TYPE_CHECKING:
 
 def test(root: Path | Repository, image: str, names: list[str], server_options: ServerOptions = DEFAULT_SERVER, *,
          junitxml: str | None = None, keyword: str | None = None, shown_as: Path | None = None,
-         drift: tuple[str, ...] = (), drift_unmeasurable: Mapping[str, str] | None = None,
+         new_versions: tuple[str, ...] = (), drift_unmeasurable: Mapping[str, str] | None = None,
          gates: GateOptions = NO_GATES) -> GoldenRun:
     """Serve `image` with the models (and what they need) loaded, as `server_options` say; run their
     golden cases. More than its `max_loaded` models are tested in waves, in the same server.
     `shown_as`: the model repository the user knows, when `root` is an export of it: the cases'
     files are named as they are there. Without `gpus`, KIND_GPU models are loaded on the CPU, and
-    one that fails there is reported untested (`gpu_models` "test") or refused ("require"). `drift`: models with a new version, whose golden inputs are
-    also sent to their previous version once their cases passed (models/drift.py); a drift above
-    the gates' `max_drift` refuses, after the golden cases; `drift_unmeasurable`: model -> why its
-    drift cannot be measured in this image (reported so, never as 0). With the gates' `latency`,
-    those models' new and previous versions are then measured with perf_analyzer
-    (models/latency.py); a slowdown beyond its bound refuses."""
-    max_drift, latency = gates.max_drift, gates.latency
+    one that fails there is reported untested (`gpu_models` "test") or refused ("require").
+    `new_versions`: models with a new version, whose golden inputs are also sent to their previous
+    version once their cases passed (models/drift.py); a drift above the gates' `max_drift`
+    refuses, after the golden cases; `drift_unmeasurable`: model -> why its drift cannot be
+    measured in this image (reported so, never as 0). With the gates' `latency`, those models' new
+    and previous versions are then measured with perf_analyzer (models/latency.py); a slowdown
+    beyond its bound refuses."""
     import time
 
     from triton_release.image.engine import docker_client
@@ -58,6 +58,7 @@ def test(root: Path | Repository, image: str, names: list[str], server_options: 
         wave_label,
     )
 
+    max_drift, latency = gates.max_drift, gates.latency
     repo = root if isinstance(root, Repository) else Repository.load(root)
     client = docker_client()
     shipped = _image_models(client, image)  # the image is the truth: the versions it holds
@@ -70,7 +71,7 @@ def test(root: Path | Repository, image: str, names: list[str], server_options: 
                  image_cpu_overrides(client, image, repo, load, environments))
     every = len(waves) == 1 and set(load) == set(repo.models) and not overrides
     previous = {name: previous_version(shipped.get(name) or repo[name].versions, load[name])
-                for name in drift if name in load and name in names}
+                for name in new_versions if name in load and name in names}
     analyzer, latency_note = _perf_analyzer(latency, [n for n, v in previous.items() if v is not None])
     started = time.monotonic()
     server = TritonServer.started_as(server_options, image, {m: load[m] for m in waves[0].load}, all_models=every,
