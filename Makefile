@@ -58,7 +58,7 @@ lint: install
 	$(VENV)/bin/mypy
 
 test: stack lint
-	$(MKDOCS) build --strict --quiet
+	$(MKDOCS) build --strict   # not --quiet: it hides the warnings --strict fails on
 	TRITON_RELEASE_TEST_SWEEP=1 $(PY) -m pytest
 
 bench: stack
