@@ -64,7 +64,9 @@ SWEEP_VARIABLE = "TRITON_RELEASE_TEST_SWEEP"
 
 
 def image_tags_on(client) -> set[str]:
-    return {tag for image in client.images.list() for tag in image.tags}
+    """Every tag on the daemon (from one listing: `images.list` inspects each image it lists, and
+    one removed in between by a test's own cleanup would fail it)."""
+    return {tag for image in client.api.images() for tag in image.get("RepoTags") or () if tag != "<none>:<none>"}
 
 
 def sweep_image_tags(client, before: set[str], started: datetime) -> list[str]:
@@ -77,11 +79,10 @@ def sweep_image_tags(client, before: set[str], started: datetime) -> list[str]:
             client.images.remove(tag, force=True)
         except docker.errors.APIError:
             pass
-    for image in client.images.list(filters={"dangling": True}):
-        created = datetime.fromisoformat(image.attrs["Created"][:19] + "+00:00")
-        if created >= started.replace(microsecond=0):
+    for image in client.api.images(filters={"dangling": True}):
+        if datetime.fromtimestamp(image["Created"], UTC) >= started.replace(microsecond=0):
             try:
-                client.images.remove(image.id)
+                client.images.remove(image["Id"])
             except docker.errors.APIError:  # still in use: left to the daemon
                 pass
     return left
@@ -141,15 +142,18 @@ STACK_LOGS = ("dockerd.log", "registry.log")
 
 
 def stack_down_reason() -> str | None:
+    client = None
     try:
         client = docker.from_env(timeout=30)
         client.ping()
-    except Exception as exc:  # noqa: BLE001 - any failure to answer is the finding
-        return f"the Docker daemon stopped answering: {exc}"
-    try:
         client.images.get(BASE_IMAGE)
     except docker.errors.ImageNotFound:
         return f"the base image {BASE_IMAGE}, which every later test builds on, is gone"
+    except Exception as exc:  # noqa: BLE001 - any failure to answer is the finding
+        return f"the Docker daemon stopped answering: {exc}"
+    finally:
+        if client is not None:
+            client.close()
     try:
         requests.get(f"http://{REGISTRY}/v2/", timeout=30).raise_for_status()
     except requests.RequestException as exc:

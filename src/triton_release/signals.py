@@ -57,8 +57,8 @@ def signals_as_interrupts() -> Iterator[None]:
     """SIGINT, SIGTERM and SIGHUP raise `Interrupted`, so every `finally` runs: server containers
     are removed, staging folders too, the report is written. Only the first signal raises: a
     second one (GitHub's SIGTERM after its SIGINT) must not break the cleanup the first one started."""
-    global _pending, _closing, _lost
-    _pending, _closing, _lost = None, False, False
+    global _pending, _closing, _lost, _shields, _held
+    _pending, _closing, _lost, _shields, _held = None, False, False, 0, False
 
     def handler(number, frame):
         global _pending, _held
@@ -99,12 +99,12 @@ def shielded() -> Iterator[None]:
     _shields += 1
     try:
         yield
-    finally:
+    finally:  # the held signal wins over an error of the cleanup itself (raised from it, as its cause)
         _shields -= 1
-    if not _shields and _held:
-        _held = False
-        if _pending is not None and not _closing:
-            raise _pending
+        if not _shields and _held:
+            _held = False
+            if _pending is not None and not _closing:
+                raise _pending
 
 
 def closing() -> Interrupted | None:

@@ -133,3 +133,35 @@ def test_a_create_cut_short_by_a_signal_is_looked_for_until_the_daemon_has_made_
     session = Session("release", Console(out=io.StringIO(), err=io.StringIO()))
     assert run(session, lambda s: s.step("build", None, probe), report_path=str(tmp_path / "r.json")) == 143
     assert seen == ["probe-2"] * 3
+
+
+def test_a_signal_held_while_the_removal_itself_fails_is_raised_not_lost(tmp_path):
+    """The daemon times out the removal (requests' ConnectionError, not a docker error) while a
+    SIGINT is held: the run stops as interrupted (130), and a later run in this process holds
+    nothing over from it."""
+    import requests
+
+    from triton_release.processes import remove_by_name
+
+    class Api:
+        def remove_container(self, name, force):
+            os.kill(os.getpid(), signal.SIGINT)
+            raise requests.ConnectionError("the daemon timed out")
+
+    class Client:
+        api = Api()
+
+    session = Session("release", Console(out=io.StringIO(), err=io.StringIO()))
+    assert run(session, lambda s: s.step("test", None, remove_by_name, Client(), "probe-3"),
+               report_path=str(tmp_path / "r.json")) == 130
+    cleaned = []
+
+    def serve():
+        try:
+            pass
+        finally:
+            cleaned.append("done")
+
+    again = Session("release", Console(out=io.StringIO(), err=io.StringIO()))
+    assert run(again, lambda s: s.step("test", None, serve), report_path=str(tmp_path / "r2.json")) == 0
+    assert cleaned == ["done"]
