@@ -99,7 +99,7 @@ def shielded() -> Iterator[None]:
     _shields += 1
     try:
         yield
-    finally:  # the held signal wins over an error of the cleanup itself (raised from it, as its cause)
+    finally:  # the held signal wins over an error of the cleanup itself (which becomes its __context__)
         _shields -= 1
         if not _shields and _held:
             _held = False

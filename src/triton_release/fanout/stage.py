@@ -92,8 +92,8 @@ def _stage(request: StageRequest, session: Session) -> None:
     if found is not None:
         return
     with tempfile.TemporaryDirectory(prefix="triton-release-") as scratch:
-        shipped, exported, prepared, to_test, version = prepare(session, root, planned, Path(scratch), request.image,
-                                                                repository, bumped=False)
+        _, exported, prepared, to_test, version = prepare(session, root, planned, Path(scratch), request.image,
+                                                          repository, bumped=False)
         plan = session.step("shards", console.shards_planned, steps.plan_shards, exported, to_test,
                             request.shards, request.max_models)
         labels = {SHARDS_LABEL: shards_label(list(plan.shards)), CHANGED_LABEL: changed_label(to_test),
