@@ -52,9 +52,11 @@ docs: install
 docs-gen: install
 	$(PY) docs/gen.py
 
-# ruff (pyflakes, bugbear, pyupgrade, import order) and mypy, as configured in pyproject.toml.
+# ruff (pyflakes, bugbear, pyupgrade, import order; and its formatter's check) and mypy, as configured
+# in pyproject.toml. `$(VENV)/bin/ruff format src tests stack bench docs` fixes what the check finds.
 lint: install
 	$(VENV)/bin/ruff check --quiet src tests stack bench docs
+	$(VENV)/bin/ruff format --check --quiet src tests stack bench docs
 	$(VENV)/bin/mypy
 
 test: stack lint

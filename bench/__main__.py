@@ -41,6 +41,7 @@ def time_command(cmd: list[str], repeat: int) -> list[float]:
 
 def machine() -> str:
     import platform
+
     try:
         server = docker.from_env().version().get("Version", "?")
     except docker.errors.DockerException:
@@ -56,17 +57,27 @@ def release_comparison(args, results: dict, run_id: str) -> None:
     client = docker.from_env(timeout=600)
     m = pipeline.measure_size(client, args.models, args.weights, args.repeat, run_id)
     ours, naive = (statistics.median(m["times"][k]) for k in ("triton_release", "naive"))
-    print(f"release of a one-model change, {args.models} models: triton-release {ours:.2f} s, naive {naive:.2f} s",
-          flush=True)
+    print(
+        f"release of a one-model change, {args.models} models: triton-release {ours:.2f} s, naive {naive:.2f} s",
+        flush=True,
+    )
     up_ours, up_naive = (statistics.median(m["uploaded"][k]) for k in ("triton_release", "naive"))
     changed = statistics.median(m["changed_version"])
-    results["release_s"] = {"triton_release": round(ours, 3), "naive": round(naive, 3), "ratio": round(ours / naive, 3),
-                            "spread": {"triton_release": spread(m["times"]["triton_release"]),
-                                       "naive": spread(m["times"]["naive"])}}
-    results["uploaded_bytes"] = {"triton_release": int(up_ours), "naive": int(up_naive), "changed_version": int(changed),
-                                 "ratio_to_changed": round(up_ours / changed, 3) if changed else None}
-    results["rollback_s"] = pipeline.rollback_figures(client, m["ours_repo"], m["naive_repo"],
-                                                      m["first_version"], "r0", args.repeat)
+    results["release_s"] = {
+        "triton_release": round(ours, 3),
+        "naive": round(naive, 3),
+        "ratio": round(ours / naive, 3),
+        "spread": {"triton_release": spread(m["times"]["triton_release"]), "naive": spread(m["times"]["naive"])},
+    }
+    results["uploaded_bytes"] = {
+        "triton_release": int(up_ours),
+        "naive": int(up_naive),
+        "changed_version": int(changed),
+        "ratio_to_changed": round(up_ours / changed, 3) if changed else None,
+    }
+    results["rollback_s"] = pipeline.rollback_figures(
+        client, m["ours_repo"], m["naive_repo"], m["first_version"], "r0", args.repeat
+    )
     pipeline.remove_images(client, m["ours_repo"], m["naive_repo"])
 
 
@@ -83,16 +94,34 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench")
     parser.add_argument("--models", type=int, default=20, help="N: models in the repository of the main figures")
     parser.add_argument("--weights", type=int, default=4 * 1024 * 1024, help="W: bytes of weights per version folder")
-    parser.add_argument("--scale-sizes", default="20,200,1000",
-                        help="N values of the scaling figures (tiny models, one of them changed)")
-    parser.add_argument("--change-weights", type=int, default=1024 * 1024,
-                        help="bytes of new weights the one-model change of the scaling figures writes")
-    parser.add_argument("--naive-max", type=int, default=200,
-                        help="the naive pipeline (every model in one server) runs up to this many models")
-    parser.add_argument("--naive-repeat", type=int, default=1,
-                        help="one-model changes the naive pipeline releases at each N of the scaling figures")
-    parser.add_argument("--requirements-heavy", default=requirements_change.HEAVY,
-                        help="the requirement of the model beside the one whose requirement changes")
+    parser.add_argument(
+        "--scale-sizes",
+        default="20,200,1000",
+        help="N values of the scaling figures (tiny models, one of them changed)",
+    )
+    parser.add_argument(
+        "--change-weights",
+        type=int,
+        default=1024 * 1024,
+        help="bytes of new weights the one-model change of the scaling figures writes",
+    )
+    parser.add_argument(
+        "--naive-max",
+        type=int,
+        default=200,
+        help="the naive pipeline (every model in one server) runs up to this many models",
+    )
+    parser.add_argument(
+        "--naive-repeat",
+        type=int,
+        default=1,
+        help="one-model changes the naive pipeline releases at each N of the scaling figures",
+    )
+    parser.add_argument(
+        "--requirements-heavy",
+        default=requirements_change.HEAVY,
+        help="the requirement of the model beside the one whose requirement changes",
+    )
     parser.add_argument("--skip-scaling", action="store_true", help="leave out the scaling figures")
     parser.add_argument("--skip-requirements", action="store_true", help="leave out the requirements change")
     parser.add_argument("--sizes", default="10,100,1000", help="model counts for the validate and changed figures")
@@ -102,16 +131,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", metavar="FILE", default="bench/results.json", help="where the figures go")
     parser.add_argument("--plot", metavar="FILE", default="bench/results.png", help="where the plot goes")
     args = parser.parse_args(argv)
-    results: dict = {"machine": machine(), "date": time.strftime("%Y-%m-%d"), "revision": revision(),
-                     "n_models": args.models,
-                     "weights_bytes": args.weights, "scaling": {"validate_s": {}, "changed_s": {}}}
+    results: dict = {
+        "machine": machine(),
+        "date": time.strftime("%Y-%m-%d"),
+        "revision": revision(),
+        "n_models": args.models,
+        "weights_bytes": args.weights,
+        "scaling": {"validate_s": {}, "changed_s": {}},
+    }
     run_id = time.strftime("%Y%m%d%H%M%S")
     release_comparison(args, results, run_id)
     if not args.skip_scaling:
         scaling(args, results, run_id)
     if not args.skip_requirements:
-        results["requirements_change"] = requirements_change.measure(docker.from_env(timeout=600),
-                                                                     args.requirements_heavy, run_id=run_id)
+        results["requirements_change"] = requirements_change.measure(
+            docker.from_env(timeout=600), args.requirements_heavy, run_id=run_id
+        )
     results["rebuild"] = rebuild.measure(args.models, args.weights, args.repeat)
     served = serve.measure(args.models, 1024, args.repeat, cases=args.cases)
     results["ready_s"] = served["ready_s"]
@@ -123,17 +158,22 @@ def main(argv: list[str] | None = None) -> int:
             first, _ = generate_history(root, n, 50)
             models = str(root / "model_repository")
             validate = statistics.median(time_command([*tr, "validate", "--model-repository", models], args.repeat))
-            changed = statistics.median(time_command([*tr, "changed", "--model-repository", models,
-                                                      "--base", first], args.repeat))
+            changed = statistics.median(
+                time_command([*tr, "changed", "--model-repository", models, "--base", first], args.repeat)
+            )
             results["scaling"]["validate_s"][str(n)] = round(validate, 4)
             results["scaling"]["changed_s"][str(n)] = round(changed, 4)
         root = Path(tmp) / "history"
         n_models, n_commits = (int(v) for v in args.history.split(","))
         first, _ = generate_history(root, n_models, n_commits)
-        times = time_command([*tr, "changed", "--model-repository", str(root / "model_repository"),
-                              "--base", first], args.repeat)
-        results["changed_history_s"] = {"models": n_models, "commits": n_commits,
-                                        "median": round(statistics.median(times), 4)}
+        times = time_command(
+            [*tr, "changed", "--model-repository", str(root / "model_repository"), "--base", first], args.repeat
+        )
+        results["changed_history_s"] = {
+            "models": n_models,
+            "commits": n_commits,
+            "median": round(statistics.median(times), 4),
+        }
     print(report.table(results), flush=True)
     Path(args.json).parent.mkdir(parents=True, exist_ok=True)
     try:  # the fan-out's figures are measured apart (bench/fanout.py) and carry their own revision

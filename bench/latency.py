@@ -41,7 +41,7 @@ GOAL_FALSE_ALARMS = 1 / 20
 GOAL_DETECTION = 19 / 20
 GOAL_COST_S = 20.0
 
-MODEL = '''\
+MODEL = """\
 import time
 
 import numpy as np
@@ -56,16 +56,18 @@ class TritonPythonModel:
             x = pb_utils.get_input_tensor_by_name(request, "INPUT0").as_numpy()
             responses.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT0", (x + 1).astype(np.float32))]))
         return responses
-'''
-CONFIG = '''\
+"""
+CONFIG = """\
 name: "{name}"
 backend: "python"
 max_batch_size: 8
 input [ {{ name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] }} ]
 output [ {{ name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 4 ] }} ]
-'''
-CASE = {"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [1, 4], "data": [1, 2, 3, 4]}],
-        "outputs": [{"name": "OUTPUT0", "datatype": "FP32", "shape": [1, 4], "data": [2, 3, 4, 5]}]}
+"""
+CASE = {
+    "inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [1, 4], "data": [1, 2, 3, 4]}],
+    "outputs": [{"name": "OUTPUT0", "datatype": "FP32", "shape": [1, 4], "data": [2, 3, 4, 5]}],
+}
 
 
 def write_models(root: Path, slowdowns: dict[str, float], base_ms: float) -> Path:
@@ -92,14 +94,22 @@ def trials(args, client, tmp: Path) -> dict:
     repo = Repository.load(write_models(tmp / "gate" / "model_repository", SLOWDOWNS, args.base_ms))
     tag = f"triton-release-bench/latency:{time.strftime('%Y%m%d%H%M%S')}"
     steps.build(repo, BASE_IMAGE, tag)
-    options = LatencyOptions(max_increase=args.bound, rounds=args.rounds, interval_ms=args.interval,
-                             perf_analyzer=args.perf_analyzer, env=dict(os.environ))
+    options = LatencyOptions(
+        max_increase=args.bound,
+        rounds=args.rounds,
+        interval_ms=args.interval,
+        perf_analyzer=args.perf_analyzer,
+        env=dict(os.environ),
+    )
     analyzer = find(options.perf_analyzer, options.env)
     found: dict[str, list[dict]] = {name: [] for name in SLOWDOWNS}
     try:
-        with TritonServer(tag, {name: 2 for name in SLOWDOWNS}, load_timeout=120, client=client) as server, \
-                LatencyMeter(repo, server, {n: 1 for n in SLOWDOWNS}, {n: 2 for n in SLOWDOWNS}, options,
-                             analyzer) as meter:
+        with (
+            TritonServer(tag, {name: 2 for name in SLOWDOWNS}, load_timeout=120, client=client) as server,
+            LatencyMeter(
+                repo, server, {n: 1 for n in SLOWDOWNS}, {n: 2 for n in SLOWDOWNS}, options, analyzer
+            ) as meter,
+        ):
             for trial in range(args.trials):
                 for name in SLOWDOWNS:
                     why = server.load_config(name, drift_config(repo[name].config, [1, 2]), [1, 2])  # as drift does
@@ -109,12 +119,22 @@ def trials(args, client, tmp: Path) -> dict:
                     if not measured.measured:
                         raise RuntimeError(f"{name}: not measured: {measured.note}")
                     compared = measured.comparisons[0]
-                    found[name].append({"verdict": measured.verdict, "ratio": compared.p50.estimate,
-                                        "low": compared.p50.low, "high": compared.p50.high,
-                                        "p50_before_us": compared.before.p50_us, "p50_after_us": compared.after.p50_us,
-                                        "seconds": measured.seconds})
-                    print(f"trial {trial + 1}/{args.trials} {name} ({SLOWDOWNS[name]}x sleep): p50 ratio "
-                          f"{compared.p50.shown()} -> {measured.verdict}, {measured.seconds:.1f} s", flush=True)
+                    found[name].append(
+                        {
+                            "verdict": measured.verdict,
+                            "ratio": compared.p50.estimate,
+                            "low": compared.p50.low,
+                            "high": compared.p50.high,
+                            "p50_before_us": compared.before.p50_us,
+                            "p50_after_us": compared.after.p50_us,
+                            "seconds": measured.seconds,
+                        }
+                    )
+                    print(
+                        f"trial {trial + 1}/{args.trials} {name} ({SLOWDOWNS[name]}x sleep): p50 ratio "
+                        f"{compared.p50.shown()} -> {measured.verdict}, {measured.seconds:.1f} s",
+                        flush=True,
+                    )
     finally:
         client.images.remove(tag, force=True)
     return found
@@ -133,48 +153,93 @@ def ten_model_change(args, client, tmp: Path) -> dict:
     repo = Repository.load(write_models(tmp / "ten" / "model_repository", names, 1.0))
     tag = f"triton-release-bench/latency-ten:{time.strftime('%Y%m%d%H%M%S')}"
     steps.build(repo, BASE_IMAGE, tag)
-    options = LatencyOptions(max_increase=args.bound, rounds=args.rounds, interval_ms=args.interval,
-                             perf_analyzer=args.perf_analyzer, env=dict(os.environ))
+    options = LatencyOptions(
+        max_increase=args.bound,
+        rounds=args.rounds,
+        interval_ms=args.interval,
+        perf_analyzer=args.perf_analyzer,
+        env=dict(os.environ),
+    )
     try:
         start = time.perf_counter()
         steps.test(repo, tag, list(names), ServerOptions(load_timeout=120), new_versions=tuple(names))
         without = time.perf_counter() - start
         start = time.perf_counter()
-        run = steps.test(repo, tag, list(names), ServerOptions(load_timeout=120), new_versions=tuple(names), gates=GateOptions(latency=options))
+        run = steps.test(
+            repo,
+            tag,
+            list(names),
+            ServerOptions(load_timeout=120),
+            new_versions=tuple(names),
+            gates=GateOptions(latency=options),
+        )
         gated = time.perf_counter() - start
     finally:
         client.images.remove(tag, force=True)
     verdicts = [m.verdict for m in run.latency.models]
-    print(f"{args.ten}-model change: test step {without:.1f} s without the gate, {gated:.1f} s with it "
-          f"(+{gated - without:.1f} s); verdicts {verdicts}", flush=True)
-    return {"models": args.ten, "test_without_gate_s": round(without, 1), "test_with_gate_s": round(gated, 1),
-            "added_s": round(gated - without, 1), "refused": verdicts.count("refused")}
+    print(
+        f"{args.ten}-model change: test step {without:.1f} s without the gate, {gated:.1f} s with it "
+        f"(+{gated - without:.1f} s); verdicts {verdicts}",
+        flush=True,
+    )
+    return {
+        "models": args.ten,
+        "test_without_gate_s": round(without, 1),
+        "test_with_gate_s": round(gated, 1),
+        "added_s": round(gated - without, 1),
+        "refused": verdicts.count("refused"),
+    }
 
 
 def summarize(found: dict[str, list[dict]]) -> dict:
     def shares(rows: list[dict]) -> dict:
         n = len(rows)
         count = {v: sum(r["verdict"] == v for r in rows) for v in ("refused", "inconclusive", "pass")}
-        return {"trials": n, **count, **{f"share_{v}": round(c / n, 3) for v, c in count.items()},
-                "median_ratio": round(statistics.median(r["ratio"] for r in rows), 3)}
+        return {
+            "trials": n,
+            **count,
+            **{f"share_{v}": round(c / n, 3) for v, c in count.items()},
+            "median_ratio": round(statistics.median(r["ratio"] for r in rows), 3),
+        }
 
-    scenarios = {name: {"sleep_ratio": SLOWDOWNS[name], **shares(rows),
-                        "trials_detail": [{k: round(v, 4) if isinstance(v, float) else v for k, v in r.items()}
-                                          for r in rows]}
-                 for name, rows in found.items()}
+    scenarios = {
+        name: {
+            "sleep_ratio": SLOWDOWNS[name],
+            **shares(rows),
+            "trials_detail": [{k: round(v, 4) if isinstance(v, float) else v for k, v in r.items()} for r in rows],
+        }
+        for name, rows in found.items()
+    }
     costs = [r["seconds"] for rows in found.values() for r in rows]
     aa, s15, s12 = scenarios["aa"], scenarios["slow15"], scenarios["slow12"]
     return {
-        "false_alarms": {"share_refused": aa["share_refused"], "share_inconclusive": aa["share_inconclusive"],
-                         "trials": aa["trials"], "goal": "<= 1 in 20 refused",
-                         "goal_met": aa["share_refused"] <= GOAL_FALSE_ALARMS},
-        "detection": {"1.5x": {"share_refused": s15["share_refused"], "share_inconclusive": s15["share_inconclusive"],
-                               "median_ratio": s15["median_ratio"], "goal": ">= 19 in 20 refused",
-                               "goal_met": s15["share_refused"] >= GOAL_DETECTION},
-                      "1.2x": {"share_refused": s12["share_refused"], "share_inconclusive": s12["share_inconclusive"],
-                               "median_ratio": s12["median_ratio"]}},
-        "cost_s": {"per_model_median": round(statistics.median(costs), 2), "per_model_max": round(max(costs), 2),
-                   "goal": GOAL_COST_S, "goal_met": statistics.median(costs) <= GOAL_COST_S},
+        "false_alarms": {
+            "share_refused": aa["share_refused"],
+            "share_inconclusive": aa["share_inconclusive"],
+            "trials": aa["trials"],
+            "goal": "<= 1 in 20 refused",
+            "goal_met": aa["share_refused"] <= GOAL_FALSE_ALARMS,
+        },
+        "detection": {
+            "1.5x": {
+                "share_refused": s15["share_refused"],
+                "share_inconclusive": s15["share_inconclusive"],
+                "median_ratio": s15["median_ratio"],
+                "goal": ">= 19 in 20 refused",
+                "goal_met": s15["share_refused"] >= GOAL_DETECTION,
+            },
+            "1.2x": {
+                "share_refused": s12["share_refused"],
+                "share_inconclusive": s12["share_inconclusive"],
+                "median_ratio": s12["median_ratio"],
+            },
+        },
+        "cost_s": {
+            "per_model_median": round(statistics.median(costs), 2),
+            "per_model_max": round(max(costs), 2),
+            "goal": GOAL_COST_S,
+            "goal_met": statistics.median(costs) <= GOAL_COST_S,
+        },
         "scenarios": scenarios,
     }
 
@@ -182,18 +247,21 @@ def summarize(found: dict[str, list[dict]]) -> dict:
 def table(figures: dict) -> str:
     fa, det, cost = figures["false_alarms"], figures["detection"], figures["cost_s"]
     ten = figures.get("ten_model_change") or {}
-    lines = [f"\nlatency gate: bound {figures['bound']:g}, {figures['rounds']} rounds per version, "
-             f"{figures['interval_ms']} ms windows, {figures['trials']} trials, version 1 sleeping "
-             f"{figures['base_sleep_ms']} ms\n",
-             "| figure | measured | goal |", "| --- | ---: | --- |",
-             f"| A/A refused (false alarms) | {fa['share_refused']:.0%} | <= 5% |",
-             f"| A/A inconclusive | {fa['share_inconclusive']:.0%} | |",
-             f"| 1.5x refused (detection) | {det['1.5x']['share_refused']:.0%} (median ratio "
-             f"{det['1.5x']['median_ratio']:.2f}) | >= 95% |",
-             f"| 1.2x refused | {det['1.2x']['share_refused']:.0%} (median ratio {det['1.2x']['median_ratio']:.2f}; "
-             f"inconclusive {det['1.2x']['share_inconclusive']:.0%}) | reported |",
-             f"| gate's seconds per model (median, max) | {cost['per_model_median']:.1f}, {cost['per_model_max']:.1f} "
-             f"| <= 20 |"]
+    lines = [
+        f"\nlatency gate: bound {figures['bound']:g}, {figures['rounds']} rounds per version, "
+        f"{figures['interval_ms']} ms windows, {figures['trials']} trials, version 1 sleeping "
+        f"{figures['base_sleep_ms']} ms\n",
+        "| figure | measured | goal |",
+        "| --- | ---: | --- |",
+        f"| A/A refused (false alarms) | {fa['share_refused']:.0%} | <= 5% |",
+        f"| A/A inconclusive | {fa['share_inconclusive']:.0%} | |",
+        f"| 1.5x refused (detection) | {det['1.5x']['share_refused']:.0%} (median ratio "
+        f"{det['1.5x']['median_ratio']:.2f}) | >= 95% |",
+        f"| 1.2x refused | {det['1.2x']['share_refused']:.0%} (median ratio {det['1.2x']['median_ratio']:.2f}; "
+        f"inconclusive {det['1.2x']['share_inconclusive']:.0%}) | reported |",
+        f"| gate's seconds per model (median, max) | {cost['per_model_median']:.1f}, {cost['per_model_max']:.1f} "
+        f"| <= 20 |",
+    ]
     if ten:
         lines.append(f"| gate's seconds for a {ten['models']}-model change | {ten['added_s']:.1f} | |")
     return "\n".join(lines)
@@ -201,6 +269,7 @@ def table(figures: dict) -> str:
 
 def plot(figures: dict, out: Path) -> None:
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
@@ -210,16 +279,20 @@ def plot(figures: dict, out: Path) -> None:
         xs = [scenario["sleep_ratio"] + (i - len(rows) / 2) * 0.004 for i in range(len(rows))]
         ratios = [r["ratio"] for r in rows]
         errors = [[r["ratio"] - r["low"] for r in rows], [r["high"] - r["ratio"] for r in rows]]
-        colors = ["tab:red" if r["verdict"] == "refused" else "tab:orange" if r["verdict"] == "inconclusive"
-                  else "tab:green" for r in rows]
+        colors = [
+            "tab:red" if r["verdict"] == "refused" else "tab:orange" if r["verdict"] == "inconclusive" else "tab:green"
+            for r in rows
+        ]
         axis.errorbar(xs, ratios, yerr=errors, fmt="none", ecolor="grey", alpha=0.6)
         axis.scatter(xs, ratios, c=colors, s=14, zorder=3)
     axis.plot([0.95, 1.55], [0.95, 1.55], ":", color="grey", label="measured = sleep ratio")
     axis.axhline(1 + figures["bound"], color="tab:red", linestyle="--", label=f"1 + bound ({1 + figures['bound']:g})")
-    axis.set(xlabel="true slowdown of version 2 (its sleep / version 1's)",
-             ylabel="measured p50 ratio and its 95% interval",
-             title=f"Latency gate, {figures['trials']} trials each, {figures['rounds']} rounds per version "
-                   f"({figures['date']})")
+    axis.set(
+        xlabel="true slowdown of version 2 (its sleep / version 1's)",
+        ylabel="measured p50 ratio and its 95% interval",
+        title=f"Latency gate, {figures['trials']} trials each, {figures['rounds']} rounds per version "
+        f"({figures['date']})",
+    )
     axis.scatter([], [], c="tab:red", s=14, label="refused")
     axis.scatter([], [], c="tab:orange", s=14, label="inconclusive")
     axis.scatter([], [], c="tab:green", s=14, label="pass")
@@ -241,16 +314,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--base-ms", type=float, default=5.0, help="what version 1 sleeps per request")
     parser.add_argument("--ten", type=int, default=10, help="models of the many-model change (0: leave it out)")
     parser.add_argument("--perf-analyzer", default=str(PERF_ANALYZER))
-    parser.add_argument("--json", metavar="FILE", default="bench/results.json",
-                        help="the figures file the `latency` figures are merged into")
+    parser.add_argument(
+        "--json",
+        metavar="FILE",
+        default="bench/results.json",
+        help="the figures file the `latency` figures are merged into",
+    )
     parser.add_argument("--plot", metavar="FILE", default="bench/latency.png")
     args = parser.parse_args(argv)
     client = docker.from_env(timeout=600)
     with tempfile.TemporaryDirectory(prefix="bench-latency-") as tmp:
         found = trials(args, client, Path(tmp))
-        figures = {"revision": revision(), "date": time.strftime("%Y-%m-%d"), "bound": args.bound,
-                   "rounds": args.rounds, "interval_ms": args.interval, "trials": args.trials,
-                   "base_sleep_ms": args.base_ms, **summarize(found)}
+        figures = {
+            "revision": revision(),
+            "date": time.strftime("%Y-%m-%d"),
+            "bound": args.bound,
+            "rounds": args.rounds,
+            "interval_ms": args.interval,
+            "trials": args.trials,
+            "base_sleep_ms": args.base_ms,
+            **summarize(found),
+        }
         if args.ten:
             figures["ten_model_change"] = ten_model_change(args, client, Path(tmp))
     print(table(figures), flush=True)

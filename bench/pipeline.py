@@ -42,6 +42,7 @@ def docker_push(client: docker.DockerClient, repo: str, tag: str) -> None:
 @dataclass(frozen=True)
 class ServerLoad:
     """What one server with every model loaded held: its memory and its processes (threads)."""
+
     models: int
     memory_bytes: int | None
     processes: int | None
@@ -56,14 +57,21 @@ def server_load(server: TritonServer, models: int) -> ServerLoad:
     return ServerLoad(models, server.sample_memory(), processes)
 
 
-def serve_and_check(client: docker.DockerClient, image: str, root: Path, changed: str,
-                    load_timeout: float, measured: list[ServerLoad] | None = None) -> float:
+def serve_and_check(
+    client: docker.DockerClient,
+    image: str,
+    root: Path,
+    changed: str,
+    load_timeout: float,
+    measured: list[ServerLoad] | None = None,
+) -> float:
     """tritonserver with every model loaded, no process limit (as `docker run` gives it), and the
     changed model's golden cases; with `measured`, the server's memory and processes appended.
     Returns the seconds that reading those figures took."""
     models = Repository.load(root / "model_repository")
-    with TritonServer(image, {m: None for m in models.models}, all_models=True, client=client,
-                      load_timeout=load_timeout, pids=None) as server:
+    with TritonServer(
+        image, {m: None for m in models.models}, all_models=True, client=client, load_timeout=load_timeout, pids=None
+    ) as server:
         for path in models[changed].golden_cases:
             case, _ = golden.load_case(path, changed)
             result = inference.run_case(case, server.http_url, server.grpc_url)
@@ -75,8 +83,16 @@ def serve_and_check(client: docker.DockerClient, image: str, root: Path, changed
         return time.perf_counter() - start
 
 
-def naive_release(client: docker.DockerClient, root: Path, repo: str, tag: str, changed: str, *,
-                  load_timeout: float = 900, measured: list[ServerLoad] | None = None) -> float:
+def naive_release(
+    client: docker.DockerClient,
+    root: Path,
+    repo: str,
+    tag: str,
+    changed: str,
+    *,
+    load_timeout: float = 900,
+    measured: list[ServerLoad] | None = None,
+) -> float:
     """Build with one COPY, serve every model, the changed model's cases, docker push. The seconds,
     without the time `measured` (the server's figures) took to read."""
     start = time.perf_counter()
@@ -90,8 +106,24 @@ def naive_release(client: docker.DockerClient, root: Path, repo: str, tag: str, 
 def our_release(root: Path, repo: str) -> tuple[float, dict]:
     report = root.parent / f"report-{uuid.uuid4().hex[:6]}.json"
     start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "triton_release", "release", "--to", repo, "--base-image", BASE_IMAGE,
-                           "--commit", "--report", str(report)], cwd=root, capture_output=True, text=True)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "triton_release",
+            "release",
+            "--to",
+            repo,
+            "--base-image",
+            BASE_IMAGE,
+            "--commit",
+            "--report",
+            str(report),
+        ],
+        cwd=root,
+        capture_output=True,
+        text=True,
+    )
     elapsed = time.perf_counter() - start
     if done.returncode != 0:
         raise RuntimeError(f"triton-release release failed:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
@@ -100,8 +132,11 @@ def our_release(root: Path, repo: str) -> tuple[float, dict]:
 
 def step_seconds(report: dict) -> dict[str, float]:
     """Where a release's time went: each step's seconds, from its report."""
-    return {name: step["seconds"] for name, step in report["steps"].items()
-            if isinstance(step, dict) and isinstance(step.get("seconds"), (int, float))}
+    return {
+        name: step["seconds"]
+        for name, step in report["steps"].items()
+        if isinstance(step, dict) and isinstance(step.get("seconds"), (int, float))
+    }
 
 
 def new_layers(repo: RegistryRepository, tag: str, previous: str) -> list[tuple[int, dict]]:
@@ -171,9 +206,16 @@ def measure_size(client: docker.DockerClient, n_models: int, weights_bytes: int,
             bump = report["steps"]["bump"]["bumps"][0]
             changed_version.append(folder_bytes(root / "model_repository" / changed / str(bump["to"])))
         last_version = version
-    return {"n_models": n_models, "times": times, "uploaded": uploaded, "changed_version": changed_version,
-            "ours_repo": ours_repo, "naive_repo": naive_repo, "last_version": last_version,
-            "first_version": "1.0.0"}
+    return {
+        "n_models": n_models,
+        "times": times,
+        "uploaded": uploaded,
+        "changed_version": changed_version,
+        "ours_repo": ours_repo,
+        "naive_repo": naive_repo,
+        "last_version": last_version,
+        "first_version": "1.0.0",
+    }
 
 
 def fresh_pull(repo: RegistryRepository, tag: str) -> int:
@@ -187,8 +229,9 @@ def fresh_pull(repo: RegistryRepository, tag: str) -> int:
     return total
 
 
-def rollback_figures(client: docker.DockerClient, ours_repo: str, naive_repo: str, to_version: str,
-                     naive_tag: str, repeat: int) -> dict:
+def rollback_figures(
+    client: docker.DockerClient, ours_repo: str, naive_repo: str, to_version: str, naive_tag: str, repeat: int
+) -> dict:
     """Retag through the registry vs docker pull + tag + push of the same release. The pull is
     timed as a fresh runner's download of every blob (a lower bound: nothing is unpacked)."""
     ours, naive = RegistryRepository.parse(ours_repo), RegistryRepository.parse(naive_repo)

@@ -61,7 +61,7 @@ def measure(n_models: int, weights_bytes: int, repeat: int) -> dict:
                 start = time.perf_counter()
                 if name == "ours":
                     built = steps.build(root, BASE_IMAGE, tags[name])
-                    ours = diff_ids(client, tags[name])[-len(built.build.layers):]
+                    ours = diff_ids(client, tags[name])[-len(built.build.layers) :]
                 else:
                     naive_build(client, root, tags[name])
                     ours = diff_ids(client, tags[name])[-1:]
@@ -69,21 +69,28 @@ def measure(n_models: int, weights_bytes: int, repeat: int) -> dict:
                 reused[name].append(sum(1 for d in ours if d in before))
                 layers[name] = len(ours)
         for name in ("ours", "naive"):
-            figures[name] = {"rebuild_s": round(statistics.median(times[name]), 3),
-                             "spread_s": round(max(times[name]) - min(times[name]), 3),
-                             "model_layers": layers[name], "reused_layers": reused[name][-1],
-                             "new_layers": layers[name] - reused[name][-1]}
+            figures[name] = {
+                "rebuild_s": round(statistics.median(times[name]), 3),
+                "spread_s": round(max(times[name]) - min(times[name]), 3),
+                "model_layers": layers[name],
+                "reused_layers": reused[name][-1],
+                "new_layers": layers[name] - reused[name][-1],
+            }
     for tag in tags.values():
         client.images.remove(tag, force=True)
     return figures
 
 
 def table(figures: dict) -> str:
-    rows = [f"\nRebuild after a one-model change ({figures['n_models']} models, "
-            f"{figures['weights_bytes']} bytes of weights each):\n",
-            "| build | median (s) | spread (s) | model layers | reused from the previous build | new |",
-            "| --- | ---: | ---: | ---: | ---: | ---: |"]
+    rows = [
+        f"\nRebuild after a one-model change ({figures['n_models']} models, "
+        f"{figures['weights_bytes']} bytes of weights each):\n",
+        "| build | median (s) | spread (s) | model layers | reused from the previous build | new |",
+        "| --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
     for name, label in (("ours", "triton-release"), ("naive", "one COPY")):
         f = figures[name]
-        rows.append(f"| {label} | {f['rebuild_s']:.2f} | {f['spread_s']:.2f} | {f['model_layers']} | {f['reused_layers']} | {f['new_layers']} |")
+        rows.append(
+            f"| {label} | {f['rebuild_s']:.2f} | {f['spread_s']:.2f} | {f['model_layers']} | {f['reused_layers']} | {f['new_layers']} |"
+        )
     return "\n".join(rows)

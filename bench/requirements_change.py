@@ -44,13 +44,17 @@ def write_env_model(models: Path, name: str, requirement: str) -> None:
     write_model(models, name, offset=1)
     module = module_of(requirement)
     (models / name / "1" / "model.py").write_text(
-        f"import {module}  # from the model's requirements.txt\n" + MODEL_PY.format(offset=1))
+        f"import {module}  # from the model's requirements.txt\n" + MODEL_PY.format(offset=1)
+    )
     (models / name / "requirements.txt").write_text(requirement + "\n")
 
 
 def pip(*args: str) -> subprocess.CompletedProcess:
-    done = subprocess.run([sys.executable, "-m", "pip", "--disable-pip-version-check", "--no-input", *args],
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "pip", "--disable-pip-version-check", "--no-input", *args],
+        capture_output=True,
+        text=True,
+    )
     if done.returncode != 0:
         raise RuntimeError(f"pip {' '.join(args[:2])} failed:\n{done.stdout[-1500:]}\n{done.stderr[-1500:]}")
     return done
@@ -59,8 +63,19 @@ def pip(*args: str) -> subprocess.CompletedProcess:
 def wheel_bytes(requirement: str) -> tuple[str, int]:
     """The wheel file pip picks for `requirement` on the base's Python: its name and size."""
     with tempfile.TemporaryDirectory() as tmp:
-        pip("download", "--no-deps", "--only-binary=:all:", "--implementation", "cp", "--python-version", PYTHON,
-            *[arg for tag in platforms(GLIBC) for arg in ("--platform", tag)], "--dest", tmp, requirement)
+        pip(
+            "download",
+            "--no-deps",
+            "--only-binary=:all:",
+            "--implementation",
+            "cp",
+            "--python-version",
+            PYTHON,
+            *[arg for tag in platforms(GLIBC) for arg in ("--platform", tag)],
+            "--dest",
+            tmp,
+            requirement,
+        )
         wheel = next(Path(tmp).glob("*.whl"))
         return wheel.name, wheel.stat().st_size
 
@@ -69,13 +84,29 @@ def naive_build(client: docker.DockerClient, root: Path, tag: str) -> None:
     """Every model's requirements installed into one tree on the host, one COPY of it into the
     image's site-packages, one COPY of the models."""
     models = root / "model_repository"
-    requirements = sorted({line.strip() for path in models.glob("*/requirements.txt")
-                           for line in path.read_text().splitlines() if line.strip()})
+    requirements = sorted(
+        {
+            line.strip()
+            for path in models.glob("*/requirements.txt")
+            for line in path.read_text().splitlines()
+            if line.strip()
+        }
+    )
     with tempfile.TemporaryDirectory() as tmp, tempfile.TemporaryFile() as context:
         site = Path(tmp) / "site-packages"
-        pip("install", "--target", str(site), "--no-compile", "--only-binary=:all:", "--implementation", "cp",
-            "--python-version", PYTHON, *[arg for tag in platforms(GLIBC) for arg in ("--platform", tag)],
-            *requirements)
+        pip(
+            "install",
+            "--target",
+            str(site),
+            "--no-compile",
+            "--only-binary=:all:",
+            "--implementation",
+            "cp",
+            "--python-version",
+            PYTHON,
+            *[arg for tag in platforms(GLIBC) for arg in ("--platform", tag)],
+            *requirements,
+        )
         shutil.rmtree(site / "bin", ignore_errors=True)
         with tarfile.open(fileobj=context, mode="w") as tar:
             data = NAIVE_DOCKERFILE.encode()
@@ -113,12 +144,15 @@ def overhead_blobs(registry: RegistryRepository, tag: str) -> dict:
     import json
 
     manifest = registry.manifest(tag)
-    return {"config_bytes": json.loads(manifest.body).get("config", {}).get("size"),
-            "manifest_bytes": len(manifest.body)}
+    return {
+        "config_bytes": json.loads(manifest.body).get("config", {}).get("size"),
+        "manifest_bytes": len(manifest.body),
+    }
 
 
-def measure(client: docker.DockerClient, heavy: str = HEAVY, changed: tuple[str, str] = CHANGED,
-            run_id: str | None = None) -> dict:
+def measure(
+    client: docker.DockerClient, heavy: str = HEAVY, changed: tuple[str, str] = CHANGED, run_id: str | None = None
+) -> dict:
     run_id = run_id or time.strftime("%Y%m%d%H%M%S")
     ours_repo = f"{pipeline.REGISTRY}/bench-{run_id}/requirements-ours"
     naive_repo = f"{pipeline.REGISTRY}/bench-{run_id}/requirements-naive"
@@ -137,10 +171,14 @@ def measure(client: docker.DockerClient, heavy: str = HEAVY, changed: tuple[str,
             git(root, "commit", "-q", "-m", "t and s")
             seconds, report = pipeline.our_release(root, ours_repo)  # the previous release, warm
             figures["first_release_s"] = {"triton_release": round(seconds, 3)}
-            figures["first_release_s"]["naive"] = round(sum(naive_release(client, root, naive_repo, "r0", "s").values()), 3)
-            print(f"  first release of t ({heavy}) and s ({changed[0]}): triton-release "
-                  f"{figures['first_release_s']['triton_release']:.1f} s, naive {figures['first_release_s']['naive']:.1f} s",
-                  flush=True)
+            figures["first_release_s"]["naive"] = round(
+                sum(naive_release(client, root, naive_repo, "r0", "s").values()), 3
+            )
+            print(
+                f"  first release of t ({heavy}) and s ({changed[0]}): triton-release "
+                f"{figures['first_release_s']['triton_release']:.1f} s, naive {figures['first_release_s']['naive']:.1f} s",
+                flush=True,
+            )
             (models / "s" / "requirements.txt").write_text(changed[1] + "\n")
             git(root, "commit", "-q", "-am", f"s: {changed[1]}")
             naive_phases = naive_release(client, root, naive_repo, "r1", "s")
@@ -149,21 +187,42 @@ def measure(client: docker.DockerClient, heavy: str = HEAVY, changed: tuple[str,
             ours_s, report = pipeline.our_release(root, ours_repo)
             version, previous = report["version"], report["steps"]["changed"]["previous_version"]
             names = layer_names(ours, version, report)
-            added = [{"layer": names.get(i, {}).get("name", "(base)"), "items": names.get(i, {}).get("items", []),
-                      "bytes": layer["size"]} for i, layer in pipeline.new_layers(ours, version, previous)]
+            added = [
+                {
+                    "layer": names.get(i, {}).get("name", "(base)"),
+                    "items": names.get(i, {}).get("items", []),
+                    "bytes": layer["size"],
+                }
+                for i, layer in pipeline.new_layers(ours, version, previous)
+            ]
             wheel, wheel_size = wheel_bytes(changed[1])
             ours_up = sum(layer["bytes"] for layer in added)
-            figures.update({
-                "release_s": {"triton_release": round(ours_s, 3), "naive": round(naive_s, 3),
-                              "ratio": round(ours_s / naive_s, 3), "target": 0.2, "met": ours_s / naive_s <= 0.2},
-                "uploaded_bytes": {"triton_release": ours_up, "naive": naive_up, "changed_wheel": wheel_size,
-                                   "wheel": wheel, "ratio_to_wheel": round(ours_up / wheel_size, 3), "target": 1.1,
-                                   "met": ours_up / wheel_size <= 1.1},
-                "new_layers": added,
-                "seconds_by_step": {"triton_release": pipeline.step_seconds(report), "naive": naive_phases},
-                "tested": sorted(c["case"] for c in report["steps"]["test"]["cases"]),
-                "version": version, "previous_version": previous,
-                **overhead_blobs(ours, version)})
+            figures.update(
+                {
+                    "release_s": {
+                        "triton_release": round(ours_s, 3),
+                        "naive": round(naive_s, 3),
+                        "ratio": round(ours_s / naive_s, 3),
+                        "target": 0.2,
+                        "met": ours_s / naive_s <= 0.2,
+                    },
+                    "uploaded_bytes": {
+                        "triton_release": ours_up,
+                        "naive": naive_up,
+                        "changed_wheel": wheel_size,
+                        "wheel": wheel,
+                        "ratio_to_wheel": round(ours_up / wheel_size, 3),
+                        "target": 1.1,
+                        "met": ours_up / wheel_size <= 1.1,
+                    },
+                    "new_layers": added,
+                    "seconds_by_step": {"triton_release": pipeline.step_seconds(report), "naive": naive_phases},
+                    "tested": sorted(c["case"] for c in report["steps"]["test"]["cases"]),
+                    "version": version,
+                    "previous_version": previous,
+                    **overhead_blobs(ours, version),
+                }
+            )
     finally:
         pipeline.remove_images(client, ours_repo, naive_repo)
     return figures

@@ -32,13 +32,17 @@ def first_release(seconds: float, report: dict, client: docker.DockerClient, ima
     """A first release's figures, from its report and its pushed image."""
     test = report["steps"]["test"]
     waves = test.get("waves", [])
-    return {"n_models": len(report["changed_models"]), "release_s": round(seconds, 3),
-            "test_s": test.get("seconds"), "waves": len(waves),
-            "largest_wave": max((len(w["loaded"]) for w in waves), default=0),
-            "peak_memory_bytes": test.get("peak_memory_bytes"),
-            "release_layers": len(report["steps"]["build"]["layers"]),
-            "image_layers": len(client.images.get(image).attrs["RootFS"]["Layers"]),
-            "seconds_by_step": pipeline.step_seconds(report)}
+    return {
+        "n_models": len(report["changed_models"]),
+        "release_s": round(seconds, 3),
+        "test_s": test.get("seconds"),
+        "waves": len(waves),
+        "largest_wave": max((len(w["loaded"]) for w in waves), default=0),
+        "peak_memory_bytes": test.get("peak_memory_bytes"),
+        "release_layers": len(report["steps"]["build"]["layers"]),
+        "image_layers": len(client.images.get(image).attrs["RootFS"]["Layers"]),
+        "seconds_by_step": pipeline.step_seconds(report),
+    }
 
 
 def new_repository(root: Path, n_models: int) -> None:
@@ -50,13 +54,16 @@ def new_repository(root: Path, n_models: int) -> None:
     git(root, "commit", "-q", "-m", f"{n_models} models")
 
 
-def measure_size(client: docker.DockerClient, n_models: int, change_bytes: int, repeat: int, run_id: str,
-                 naive_repeat: int) -> dict:
+def measure_size(
+    client: docker.DockerClient, n_models: int, change_bytes: int, repeat: int, run_id: str, naive_repeat: int
+) -> dict:
     """The first release of N tiny models, then `repeat` one-model changes released by
     triton-release, the first `naive_repeat` of them by the naive pipeline too (none: 0). The
     naive pipeline's previous release is built and pushed only: nothing is measured there."""
-    ours_repo, naive_repo = f"{pipeline.REGISTRY}/bench-{run_id}/scale-ours-{n_models}", \
-        f"{pipeline.REGISTRY}/bench-{run_id}/scale-naive-{n_models}"
+    ours_repo, naive_repo = (
+        f"{pipeline.REGISTRY}/bench-{run_id}/scale-ours-{n_models}",
+        f"{pipeline.REGISTRY}/bench-{run_id}/scale-naive-{n_models}",
+    )
     ours, naive_registry = RegistryRepository.parse(ours_repo), RegistryRepository.parse(naive_repo)
     times: dict[str, list[float]] = {"triton_release": [], "naive": []}
     uploaded: dict[str, list[int]] = {"triton_release": [], "naive": []}
@@ -68,29 +75,42 @@ def measure_size(client: docker.DockerClient, n_models: int, change_bytes: int, 
             new_repository(root, n_models)
             seconds, report = pipeline.our_release(root, ours_repo)
             first = first_release(seconds, report, client, f"{ours_repo}:{report['version']}")
-            print(f"  first release of {n_models} models: {seconds:.1f} s, {first['waves']} waves, peak memory "
-                  f"{(first['peak_memory_bytes'] or 0) / GIB:.2f} GiB, {first['image_layers']} image layers",
-                  flush=True)
+            print(
+                f"  first release of {n_models} models: {seconds:.1f} s, {first['waves']} waves, peak memory "
+                f"{(first['peak_memory_bytes'] or 0) / GIB:.2f} GiB, {first['image_layers']} image layers",
+                flush=True,
+            )
             if naive_repeat:
                 naive_build(client, root / "model_repository", f"{naive_repo}:r0")
                 pipeline.docker_push(client, naive_repo, "r0")
             for round_ in range(1, repeat + 1):
                 pipeline.change_one_model(root, CHANGED, round_, change_bytes)
                 if round_ <= naive_repeat:
-                    times["naive"].append(pipeline.naive_release(client, root, naive_repo, f"r{round_}", CHANGED,
-                                                                 measured=server if round_ == 1 else None))
+                    times["naive"].append(
+                        pipeline.naive_release(
+                            client, root, naive_repo, f"r{round_}", CHANGED, measured=server if round_ == 1 else None
+                        )
+                    )
                     uploaded["naive"].append(pipeline.new_bytes(naive_registry, f"r{round_}", f"r{round_ - 1}"))
                 seconds, report = pipeline.our_release(root, ours_repo)
                 times["triton_release"].append(seconds)
                 steps = pipeline.step_seconds(report)
                 uploaded["triton_release"].append(
-                    pipeline.new_bytes(ours, report["version"], report["steps"]["changed"]["previous_version"]))
+                    pipeline.new_bytes(ours, report["version"], report["steps"]["changed"]["previous_version"])
+                )
                 bump = report["steps"]["bump"]["bumps"][0]
                 changed_version.append(pipeline.folder_bytes(root / "model_repository" / CHANGED / str(bump["to"])))
     finally:
         pipeline.remove_images(client, ours_repo, naive_repo)
-    return {"n_models": n_models, "times": times, "uploaded": uploaded, "changed_version": changed_version,
-            "first_release": first, "naive_server": server[0] if server else None, "last_steps": steps}
+    return {
+        "n_models": n_models,
+        "times": times,
+        "uploaded": uploaded,
+        "changed_version": changed_version,
+        "first_release": first,
+        "naive_server": server[0] if server else None,
+        "last_steps": steps,
+    }
 
 
 def machine_memory() -> int | None:
@@ -107,9 +127,11 @@ def skipped_because(n_models: int, naive_max: int, server: pipeline.ServerLoad |
     if server is None or not server.memory_bytes:
         return why
     memory = server.memory_bytes / server.models * n_models
-    why += (f"; at {server.models} models it held {server.memory_bytes / GIB:.1f} GiB"
-            + (f" and {server.processes} processes" if server.processes else "")
-            + f", so about {memory / GIB:.0f} GiB")
+    why += (
+        f"; at {server.models} models it held {server.memory_bytes / GIB:.1f} GiB"
+        + (f" and {server.processes} processes" if server.processes else "")
+        + f", so about {memory / GIB:.0f} GiB"
+    )
     if server.processes:
         why += f" and {server.processes / server.models * n_models:,.0f} processes"
     why += f" at {n_models}"
@@ -119,21 +141,40 @@ def skipped_because(n_models: int, naive_max: int, server: pipeline.ServerLoad |
     return why
 
 
-def measure(client: docker.DockerClient, sizes: list[int], change_bytes: int, repeat: int, naive_max: int,
-            naive_repeat: int = 1, run_id: str | None = None) -> dict:
+def measure(
+    client: docker.DockerClient,
+    sizes: list[int],
+    change_bytes: int,
+    repeat: int,
+    naive_max: int,
+    naive_repeat: int = 1,
+    run_id: str | None = None,
+) -> dict:
     """The scaling figures at each N of `sizes`, ratios against the goals, and each first release."""
     run_id = run_id or time.strftime("%Y%m%d%H%M%S")
     by_size, server = {}, None
     for n in sorted(sizes):
-        m = by_size[n] = measure_size(client, n, change_bytes, repeat, run_id,
-                                      naive_repeat if n <= naive_max else 0)
+        m = by_size[n] = measure_size(client, n, change_bytes, repeat, run_id, naive_repeat if n <= naive_max else 0)
         server = m["naive_server"] or server
         naive = f"naive {statistics.median(m['times']['naive']):.2f} s" if m["times"]["naive"] else "naive not run"
-        print(f"release of a one-model change, {n} tiny models: triton-release "
-              f"{statistics.median(m['times']['triton_release']):.2f} s, {naive}", flush=True)
-    figures: dict = {"change_bytes": change_bytes, "repeat": repeat, "naive_repeat": naive_repeat,
-                     "release_s": {}, "naive_release_s": {}, "uploaded_bytes": {}, "first_release": {},
-                     "naive_skipped": {}, "naive_server": {}, "seconds_by_step": {}, "runs_s": {}}
+        print(
+            f"release of a one-model change, {n} tiny models: triton-release "
+            f"{statistics.median(m['times']['triton_release']):.2f} s, {naive}",
+            flush=True,
+        )
+    figures: dict = {
+        "change_bytes": change_bytes,
+        "repeat": repeat,
+        "naive_repeat": naive_repeat,
+        "release_s": {},
+        "naive_release_s": {},
+        "uploaded_bytes": {},
+        "first_release": {},
+        "naive_skipped": {},
+        "naive_server": {},
+        "seconds_by_step": {},
+        "runs_s": {},
+    }
     for n, m in by_size.items():
         key = str(n)
         ours_time = statistics.median(m["times"]["triton_release"])
@@ -143,10 +184,12 @@ def measure(client: docker.DockerClient, sizes: list[int], change_bytes: int, re
         changed = statistics.median(m["changed_version"])
         ours_up = statistics.median(m["uploaded"]["triton_release"])
         naive_up = statistics.median(m["uploaded"]["naive"]) if m["uploaded"]["naive"] else None
-        figures["uploaded_bytes"][key] = {"triton_release": int(ours_up),
-                                          "naive": int(naive_up) if naive_up is not None else None,
-                                          "changed_version": int(changed),
-                                          "ratio_to_changed": round(ours_up / changed, 3) if changed else None}
+        figures["uploaded_bytes"][key] = {
+            "triton_release": int(ours_up),
+            "naive": int(naive_up) if naive_up is not None else None,
+            "changed_version": int(changed),
+            "ratio_to_changed": round(ours_up / changed, 3) if changed else None,
+        }
         figures["first_release"][key] = m["first_release"]
         figures["runs_s"][key] = {k: [round(t, 3) for t in v] for k, v in m["times"].items()}
         figures["seconds_by_step"][key] = m["last_steps"]  # triton-release's last one-model change
@@ -168,6 +211,13 @@ def goals(figures: dict) -> dict:
     small, large = sizes[0], sizes[-1]
     time_ratio = figures["release_s"][large] / figures["release_s"][small]
     worst = max((u["ratio_to_changed"] or 0.0) for u in figures["uploaded_bytes"].values())
-    return {"release_time": {"of": large, "over": small, "ratio": round(time_ratio, 3), "target": 1.5,
-                             "met": time_ratio <= 1.5},
-            "uploaded_over_changed": {"worst": round(worst, 3), "target": 1.1, "met": worst <= 1.1}}
+    return {
+        "release_time": {
+            "of": large,
+            "over": small,
+            "ratio": round(time_ratio, 3),
+            "target": 1.5,
+            "met": time_ratio <= 1.5,
+        },
+        "uploaded_over_changed": {"worst": round(worst, 3), "target": 1.1, "met": worst <= 1.1},
+    }

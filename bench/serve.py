@@ -31,6 +31,7 @@ def throughput(case: golden.GoldenCase, server: TritonServer, cases: int, worker
     def one(_):
         result = inference.run_case(case, server.http_url, server.grpc_url)
         assert result.passed, result.message
+
     start = time.perf_counter()
     if workers == 1:
         for i in range(cases):
@@ -50,9 +51,14 @@ def measure(n_models: int, weights_bytes: int, repeat: int, cases: int = 200, wo
         changed = [ready_time(client, {names[0]: 1}, False) for _ in range(repeat)]
         every = [ready_time(client, {n: 1 for n in names}, True) for _ in range(repeat)]
         case, _ = golden.load_case(repo[names[0]].golden_cases[0], names[0])
-    figures = {"n_models": n_models,
-               "ready_s": {"changed_only": round(statistics.median(changed), 3), "all": round(statistics.median(every), 3),
-                           "ratio": round(statistics.median(changed) / statistics.median(every), 3)}}
+    figures = {
+        "n_models": n_models,
+        "ready_s": {
+            "changed_only": round(statistics.median(changed), 3),
+            "all": round(statistics.median(every), 3),
+            "ratio": round(statistics.median(changed) / statistics.median(every), 3),
+        },
+    }
     with TritonServer(TAG, {names[0]: 1}, client=client) as server:
         throughput(case, server, 20, 1)  # warm up
         grpc = replace(case, protocol="grpc")
@@ -68,14 +74,18 @@ def measure(n_models: int, weights_bytes: int, repeat: int, cases: int = 200, wo
 
 def table(figures: dict) -> str:
     ready, rate = figures["ready_s"], figures["golden_cases_per_s"]
-    return "\n".join([
-        f"\nServer ready, {figures['n_models']}-model repository (median):\n",
-        "| loaded | ready (s) |", "| --- | ---: |",
-        f"| the changed model (`--load-model`) | {ready['changed_only']:.2f} |",
-        f"| every model (`--load-model=*`) | {ready['all']:.2f} |",
-        f"| ratio | {ready['ratio']:.2f} |",
-        "\nGolden cases per second (one case per request, a new client per case, as `test` sends them):\n",
-        "| protocol | sequential | 8 threads |", "| --- | ---: | ---: |",
-        f"| HTTP | {rate['http']:.0f} | {rate['http_concurrent']:.0f} |",
-        f"| gRPC | {rate['grpc']:.0f} | {rate['grpc_concurrent']:.0f} |",
-    ])
+    return "\n".join(
+        [
+            f"\nServer ready, {figures['n_models']}-model repository (median):\n",
+            "| loaded | ready (s) |",
+            "| --- | ---: |",
+            f"| the changed model (`--load-model`) | {ready['changed_only']:.2f} |",
+            f"| every model (`--load-model=*`) | {ready['all']:.2f} |",
+            f"| ratio | {ready['ratio']:.2f} |",
+            "\nGolden cases per second (one case per request, a new client per case, as `test` sends them):\n",
+            "| protocol | sequential | 8 threads |",
+            "| --- | ---: | ---: |",
+            f"| HTTP | {rate['http']:.0f} | {rate['http_concurrent']:.0f} |",
+            f"| gRPC | {rate['grpc']:.0f} | {rate['grpc_concurrent']:.0f} |",
+        ]
+    )

@@ -39,6 +39,7 @@ def banner(sources: str) -> str:
 
 # -- Markdown ----------------------------------------------------------------------------------
 
+
 def text(value: str) -> str:
     """Help text as Markdown: `<` outside code spans is escaped (`<model>` is no HTML tag)."""
     parts = " ".join(str(value).split()).split("`")
@@ -90,6 +91,7 @@ def default_text(value: object) -> str:
 
 # -- the parser --------------------------------------------------------------------------------
 
+
 def commands(top: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
     [sub] = [a for a in top._actions if isinstance(a, argparse._SubParsersAction)]
     return dict(sub.choices)
@@ -100,16 +102,18 @@ def command_help(top: argparse.ArgumentParser) -> dict[str, str]:
     return {a.dest: a.help or "" for a in sub._choices_actions}
 
 
-def flags(parser: argparse.ArgumentParser,
-          leave_out: frozenset[str] | set[str] = frozenset()) -> list[argparse.Action]:
+def flags(parser: argparse.ArgumentParser, leave_out: frozenset[str] | set[str] = frozenset()) -> list[argparse.Action]:
     """The parser's arguments, help and those named in `leave_out` aside, in declared order."""
-    return [a for a in parser._actions
-            if not isinstance(a, (argparse._HelpAction, argparse._VersionAction, argparse._SubParsersAction))
-            and not set(a.option_strings) & leave_out]
+    return [
+        a
+        for a in parser._actions
+        if not isinstance(a, (argparse._HelpAction, argparse._VersionAction, argparse._SubParsersAction))
+        and not set(a.option_strings) & leave_out
+    ]
 
 
 def setting_of(action: argparse.Action) -> str | None:
-    return action.dest[len(SETTING_DEST):] if action.dest.startswith(SETTING_DEST) else None
+    return action.dest[len(SETTING_DEST) :] if action.dest.startswith(SETTING_DEST) else None
 
 
 def takes_value(action: argparse.Action) -> bool:
@@ -127,8 +131,10 @@ def value_text(action: argparse.Action) -> str:
 def usage_part(action: argparse.Action) -> str:
     name = action.option_strings[0] if action.option_strings else (action.metavar or action.dest)
     if action.option_strings and takes_value(action):
-        name += " " + (action.metavar or ("{" + ",".join(map(str, action.choices)) + "}" if action.choices
-                                          else action.dest.upper()))
+        name += " " + (
+            action.metavar
+            or ("{" + ",".join(map(str, action.choices)) + "}" if action.choices else action.dest.upper())
+        )
     return name
 
 
@@ -154,8 +160,11 @@ def usage(prog: str, parser: argparse.ArgumentParser, actions: list[argparse.Act
 def help_text(action: argparse.Action, prog: str) -> str:
     help = action.help or ""
     if "%" in help:
-        help = help % {**vars(action), "prog": prog,
-                       "default": action.default if action.default is not argparse.SUPPRESS else ""}
+        help = help % {
+            **vars(action),
+            "prog": prog,
+            "default": action.default if action.default is not argparse.SUPPRESS else "",
+        }
     return help
 
 
@@ -186,30 +195,37 @@ def cli_page() -> str:
     top = cli_parser()
     common = {o for a in flags(top) for o in a.option_strings}
     helps = command_help(top)
-    out = [banner("the argparse parser (src/triton_release/cli/)"),
-           "# CLI reference\n",
-           f"Every command of `{PROG}`, with its flags, their defaults and help, as the parser declares them "
-           f"(`{PROG} COMMAND --help` prints the same). What the commands do, with examples: "
-           "[Commands](../cli.md). A flag that sets a setting wins over the settings file and the action's "
-           "inputs, and its default is the setting's ([settings](settings.md)).\n",
-           f"`{PROG} --version` prints the version. What each failure prints, its exit code and what it leaves "
-           "behind: [troubleshooting](../troubleshooting.md).\n",
-           table(("command", "does"), ([f"[`{name}`](#{PROG}-{name})", cell(helps.get(name, ""))]
-                                       for name in commands(top))),
-           "## Flags every command takes\n",
-           "Given before the command or after it.\n",
-           table(FLAG_HEADER, flag_rows(flags(top), PROG))]
+    out = [
+        banner("the argparse parser (src/triton_release/cli/)"),
+        "# CLI reference\n",
+        f"Every command of `{PROG}`, with its flags, their defaults and help, as the parser declares them "
+        f"(`{PROG} COMMAND --help` prints the same). What the commands do, with examples: "
+        "[Commands](../cli.md). A flag that sets a setting wins over the settings file and the action's "
+        "inputs, and its default is the setting's ([settings](settings.md)).\n",
+        f"`{PROG} --version` prints the version. What each failure prints, its exit code and what it leaves "
+        "behind: [troubleshooting](../troubleshooting.md).\n",
+        table(
+            ("command", "does"), ([f"[`{name}`](#{PROG}-{name})", cell(helps.get(name, ""))] for name in commands(top))
+        ),
+        "## Flags every command takes\n",
+        "Given before the command or after it.\n",
+        table(FLAG_HEADER, flag_rows(flags(top), PROG)),
+    ]
     for name, sub in commands(top).items():
         own = flags(sub, leave_out=common)
         out.append(f"## `{PROG} {name}`\n")
         out.append(sentence(sub.description or helps.get(name, "")) + "\n")
         out.append("```\n" + usage(f"{PROG} {name}", sub, own, common=True) + "\n```\n")
-        out.append(table(FLAG_HEADER, flag_rows(own, sub.prog)) if own else
-                   "No flags of its own besides [those every command takes](#flags-every-command-takes).\n")
+        out.append(
+            table(FLAG_HEADER, flag_rows(own, sub.prog))
+            if own
+            else "No flags of its own besides [those every command takes](#flags-every-command-takes).\n"
+        )
     return "\n".join(out)
 
 
 # -- the settings and action.yml ---------------------------------------------------------------
+
 
 def flags_by_setting(top: argparse.ArgumentParser) -> dict[str, dict[str, list[str]]]:
     """setting key -> flag -> the commands that take it ([] for every command)."""
@@ -235,23 +251,32 @@ def settings_page() -> str:
     action = yaml.safe_load((ROOT / "action.yml").read_text(encoding="utf-8"))
     inputs, outputs = action.get("inputs") or {}, action.get("outputs") or {}
     by_setting = flags_by_setting(cli_parser())
-    out = [banner("src/triton_release/settings.py (SETTINGS) and action.yml"),
-           "# Settings and action inputs\n",
-           "Every setting, from the one table in `src/triton_release/settings.py`, with its default and the CLI "
-           "flags and action inputs that set it; then every input and output of the action, from `action.yml`. "
-           f"Each setting is resolved once, each layer winning over the one before: its default, `{CONFIG_FILE}`, "
-           "the action's input, the command line's flag. How to write the settings file, with an example: "
-           "[Settings](../settings.md).\n",
-           "## Settings\n"]
+    out = [
+        banner("src/triton_release/settings.py (SETTINGS) and action.yml"),
+        "# Settings and action inputs\n",
+        "Every setting, from the one table in `src/triton_release/settings.py`, with its default and the CLI "
+        "flags and action inputs that set it; then every input and output of the action, from `action.yml`. "
+        f"Each setting is resolved once, each layer winning over the one before: its default, `{CONFIG_FILE}`, "
+        "the action's input, the command line's flag. How to write the settings file, with an example: "
+        "[Settings](../settings.md).\n",
+        "## Settings\n",
+    ]
     for s in SETTINGS:
-        lines = [f"### `{s.key}`\n", sentence(s.help) + "\n",
-                 f"- default: {default_text(s.default) or 'not set'}"]
+        lines = [f"### `{s.key}`\n", sentence(s.help) + "\n", f"- default: {default_text(s.default) or 'not set'}"]
         given = by_setting.get(s.key, {})
         if given:
-            lines.append("- flag: " + "; ".join(
-                code(flag) + (" (" + ", ".join(f"[`{c}`](cli.md#{PROG}-{c})" for c in names) + ")"
-                              if names else " (every command)")
-                for flag, names in given.items()))
+            lines.append(
+                "- flag: "
+                + "; ".join(
+                    code(flag)
+                    + (
+                        " (" + ", ".join(f"[`{c}`](cli.md#{PROG}-{c})" for c in names) + ")"
+                        if names
+                        else " (every command)"
+                    )
+                    for flag, names in given.items()
+                )
+            )
         else:
             lines.append(f"- no flag: set it in `{CONFIG_FILE}`")
         old = [k for k, new in DEPRECATED.items() if new == s.key]
@@ -261,24 +286,38 @@ def settings_page() -> str:
         else:
             lines.append(f"- no action input: set it in `{CONFIG_FILE}`")
         if old:
-            lines.append("- formerly called " + ", ".join(code(k) for k in old)
-                         + " (in the settings file and as an action input), which still works, with a warning")
+            lines.append(
+                "- formerly called "
+                + ", ".join(code(k) for k in old)
+                + " (in the settings file and as an action input), which still works, with a warning"
+            )
         out.append("\n".join(lines) + "\n")
-    out += ["## Action inputs\n",
-            "An input left empty falls back to the settings file, then to the setting's default.\n",
-            table(("input", "default", "setting", "description"),
-                  ([code(name), cell(default_text(spec.get("default")) if spec.get("default") not in ("", None)
-                                     else ""),
+    out += [
+        "## Action inputs\n",
+        "An input left empty falls back to the settings file, then to the setting's default.\n",
+        table(
+            ("input", "default", "setting", "description"),
+            (
+                [
+                    code(name),
+                    cell(default_text(spec.get("default")) if spec.get("default") not in ("", None) else ""),
                     f"[`{input_setting(name)}`](#{input_setting(name)})" if input_setting(name) else "",
-                    cell(spec.get("description", ""))]
-                   for name, spec in inputs.items())),
-            "## Action outputs\n",
-            table(("output", "description"),
-                  ([code(name), cell(spec.get("description", ""))] for name, spec in outputs.items()))]
+                    cell(spec.get("description", "")),
+                ]
+                for name, spec in inputs.items()
+            ),
+        ),
+        "## Action outputs\n",
+        table(
+            ("output", "description"),
+            ([code(name), cell(spec.get("description", ""))] for name, spec in outputs.items()),
+        ),
+    ]
     return "\n".join(out)
 
 
 # -- writing and checking ----------------------------------------------------------------------
+
 
 def pages() -> dict[str, str]:
     """Each generated page's path from the repository's top, and its text."""
@@ -287,8 +326,11 @@ def pages() -> dict[str, str]:
 
 def stale(root: Path = ROOT) -> list[str]:
     """The generated pages whose committed text differs from what the code gives."""
-    return [path for path, content in pages().items()
-            if not (root / path).is_file() or (root / path).read_text(encoding="utf-8") != content]
+    return [
+        path
+        for path, content in pages().items()
+        if not (root / path).is_file() or (root / path).read_text(encoding="utf-8") != content
+    ]
 
 
 def main(argv: list[str] | None = None) -> int:

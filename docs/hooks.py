@@ -25,7 +25,7 @@ from mkdocs.structure.files import File, Files
 HOME = "index.md"
 README = "README.md"
 COPIES = "_repository"  # where images from outside docs/ land in the site
-BRANCH = "main"         # the branch repo_url's links name
+BRANCH = "main"  # the branch repo_url's links name
 INCLUDE = re.compile(r"^<!--\s*include:\s*(?P<path>\S+)\s*-->[ \t]*$", re.M)
 LINK = re.compile(r"(?P<bang>!?)\[(?P<text>[^\]\n]*)\]\((?P<target>[^)\s]+)(?P<title>\s+\"[^\"\n]*\")?\)")
 FENCE = re.compile(r"^\s*(```|~~~)")
@@ -79,9 +79,14 @@ def rebase(text: str, base: Path, page_dir: Path, config) -> str:
     """`text`'s links, written in a file in `base`, made to work from a page in `page_dir`."""
     lines = text.split("\n")
     for i in _outside_text(lines):
-        lines[i] = LINK.sub(lambda m: (f"{m['bang']}[{m['text']}]("
-                                       f"{_target(m['target'], base, page_dir, bool(m['bang']), config)}"
-                                       f"{m['title'] or ''})"), lines[i])
+        lines[i] = LINK.sub(
+            lambda m: (
+                f"{m['bang']}[{m['text']}]("
+                f"{_target(m['target'], base, page_dir, bool(m['bang']), config)}"
+                f"{m['title'] or ''})"
+            ),
+            lines[i],
+        )
     return "\n".join(lines)
 
 
@@ -91,8 +96,11 @@ def on_files(files: Files, config) -> Files:
     for page in list(files.documentation_pages()):
         page_dir = (docs / page.src_uri).parent
         texts = [(page.content_string, page_dir)]
-        texts += [((root / m["path"]).read_text(encoding="utf-8"), (root / m["path"]).parent)
-                  for m in INCLUDE.finditer(page.content_string) if (root / m["path"]).is_file()]
+        texts += [
+            ((root / m["path"]).read_text(encoding="utf-8"), (root / m["path"]).parent)
+            for m in INCLUDE.finditer(page.content_string)
+            if (root / m["path"]).is_file()
+        ]
         for text, base in texts:
             for link in _links(text):
                 if not link["bang"]:
@@ -114,8 +122,10 @@ def on_page_markdown(markdown: str, page, config, files) -> str:
     def include(match: re.Match) -> str:
         path = root / match["path"]
         if not path.is_file():
-            raise FileNotFoundError(f"{page.file.src_uri}: <!-- include: {match['path']} --> names no file "
-                                    "(give a path from the repository's top)")
+            raise FileNotFoundError(
+                f"{page.file.src_uri}: <!-- include: {match['path']} --> names no file "
+                "(give a path from the repository's top)"
+            )
         return rebase(path.read_text(encoding="utf-8"), path.parent, page_dir, config)
 
     return INCLUDE.sub(include, markdown)

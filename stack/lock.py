@@ -68,13 +68,21 @@ def compile_lock(upgrade: bool = False) -> None:
         if LOCK.exists():
             tmp.write_bytes(LOCK.read_bytes())
         cmd = [
-            sys.executable, "-m", "uv", "pip", "compile", PYPROJECT.name,
+            sys.executable,
+            "-m",
+            "uv",
+            "pip",
+            "compile",
+            PYPROJECT.name,
             "--generate-hashes",
-            "--python-version", PYTHON_VERSION,
-            "--python-platform", PLATFORM,
+            "--python-version",
+            PYTHON_VERSION,
+            "--python-platform",
+            PLATFORM,
             "--no-header",
             "--quiet",
-            "--output-file", tmp.name,
+            "--output-file",
+            tmp.name,
         ]
         if upgrade:
             cmd.append("--upgrade")
@@ -96,8 +104,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"lock: {e}", file=sys.stderr)
         return 1
     except subprocess.CalledProcessError as e:
-        print(f"lock: uv pip compile failed (exit {e.returncode}); is uv installed? `make lock` installs it",
-              file=sys.stderr)
+        print(
+            f"lock: uv pip compile failed (exit {e.returncode}); is uv installed? `make lock` installs it",
+            file=sys.stderr,
+        )
         return e.returncode or 1
     n = sum(1 for line in LOCK.read_text(encoding="utf-8").splitlines() if "==" in line and not line.startswith("#"))
     print(f"lock: wrote {LOCK.name} ({n} pinned packages)", file=sys.stderr)

@@ -70,12 +70,15 @@ def wait_for(what: str, probe, seconds: float, log_file: Path | None = None) -> 
 
 # -- system packages --------------------------------------------------------------------------
 
+
 def ensure_packages() -> None:
     missing = [pkg for cmd, pkg in APT_PACKAGES.items() if shutil.which(cmd) is None]
     if not missing:
         return
     if os.geteuid() != 0:
-        raise StackError(f"missing {', '.join(missing)}; install them with: sudo apt-get install -y {' '.join(missing)}")
+        raise StackError(
+            f"missing {', '.join(missing)}; install them with: sudo apt-get install -y {' '.join(missing)}"
+        )
     log(f"installing {' '.join(missing)} with apt-get")
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
     run(["apt-get", "update", "-qq"], env=env)
@@ -94,8 +97,10 @@ LIBRARIES = {"libb64.so.0d": "libb64-0d"}  # a shared library perf_analyzer link
 
 def library_present(name: str) -> bool:
     found = subprocess.run(["ldconfig", "-p"], capture_output=True, text=True, check=False).stdout
-    return f"{name} " in found or any(Path(folder, name).exists() for folder in
-                                       ("/usr/lib/x86_64-linux-gnu", "/lib/x86_64-linux-gnu", "/usr/lib", "/lib"))
+    return f"{name} " in found or any(
+        Path(folder, name).exists()
+        for folder in ("/usr/lib/x86_64-linux-gnu", "/lib/x86_64-linux-gnu", "/usr/lib", "/lib")
+    )
 
 
 def ensure_perf_analyzer() -> Path:
@@ -103,8 +108,10 @@ def ensure_perf_analyzer() -> Path:
     missing = [pkg for library, pkg in LIBRARIES.items() if not library_present(library)]
     if missing:
         if os.geteuid() != 0:
-            raise StackError(f"perf_analyzer needs {', '.join(missing)}; install it with: sudo apt-get install -y "
-                             f"{' '.join(missing)}")
+            raise StackError(
+                f"perf_analyzer needs {', '.join(missing)}; install it with: sudo apt-get install -y "
+                f"{' '.join(missing)}"
+            )
         log(f"installing {' '.join(missing)} with apt-get (perf_analyzer links it)")
         env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
         run(["apt-get", "update", "-qq"], env=env)
@@ -117,8 +124,23 @@ def ensure_perf_analyzer() -> Path:
     log("perf_analyzer from the tritonclient 2.51.0 wheel (14 MB, downloaded once)")
     partial = STATE / "perf_analyzer.partial"
     shutil.rmtree(partial, ignore_errors=True)
-    run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--require-hashes", "--only-binary", ":all:",
-         "--target", str(partial), "-r", str(PERF_ANALYZER_LOCK)])
+    run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--require-hashes",
+            "--only-binary",
+            ":all:",
+            "--target",
+            str(partial),
+            "-r",
+            str(PERF_ANALYZER_LOCK),
+        ]
+    )
     shutil.rmtree(PERF_ANALYZER, ignore_errors=True)
     partial.rename(PERF_ANALYZER)
     stamp.write_text(recipe)
@@ -126,6 +148,7 @@ def ensure_perf_analyzer() -> Path:
 
 
 # -- the Docker daemon ------------------------------------------------------------------------
+
 
 def docker_answers() -> bool:
     try:
@@ -164,7 +187,9 @@ def ensure_docker() -> None:
     if docker_answers():
         return
     if os.environ.get("DOCKER_HOST"):
-        raise StackError(f"DOCKER_HOST={os.environ['DOCKER_HOST']} does not answer; start that daemon or unset DOCKER_HOST.")
+        raise StackError(
+            f"DOCKER_HOST={os.environ['DOCKER_HOST']} does not answer; start that daemon or unset DOCKER_HOST."
+        )
     pidfile = STATE / "dockerd.pid"
     logfile = STATE / "dockerd.log"
     if listening(DOCKER_SOCKET) or pid_alive(pidfile):
@@ -174,7 +199,9 @@ def ensure_docker() -> None:
         wait_for("dockerd (running, not answering)", docker_answers, 120, logfile)
         return
     if os.geteuid() != 0:
-        raise StackError("no Docker daemon answers on /var/run/docker.sock and starting one needs root: run `sudo make stack`.")
+        raise StackError(
+            "no Docker daemon answers on /var/run/docker.sock and starting one needs root: run `sudo make stack`."
+        )
     state = STATE / "docker"
     state.mkdir(parents=True, exist_ok=True)
     if DOCKER_SOCKET.exists():
@@ -182,14 +209,17 @@ def ensure_docker() -> None:
     log(f"starting dockerd (state in {state})")
     with open(logfile, "ab") as out:
         subprocess.Popen(
-            ["dockerd", "--data-root", str(state / "data"), "-H", f"unix://{DOCKER_SOCKET}",
-             "--pidfile", str(pidfile)],
-            stdout=out, stderr=out, stdin=subprocess.DEVNULL, start_new_session=True,
+            ["dockerd", "--data-root", str(state / "data"), "-H", f"unix://{DOCKER_SOCKET}", "--pidfile", str(pidfile)],
+            stdout=out,
+            stderr=out,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
         )
     wait_for("dockerd", docker_answers, 60, logfile)
 
 
 # -- the registry -----------------------------------------------------------------------------
+
 
 def registry_answers() -> bool:
     try:
@@ -203,8 +233,9 @@ def ensure_registry() -> None:
         return
     if listening(REGISTRY_ADDR):
         log(f"{REGISTRY_ADDR} is bound but slow to answer; waiting for the registry there")
-        wait_for(f"the registry on {REGISTRY_ADDR} (bound, not answering)", registry_answers, 60,
-                 STATE / "registry.log")
+        wait_for(
+            f"the registry on {REGISTRY_ADDR} (bound, not answering)", registry_answers, 60, STATE / "registry.log"
+        )
         return
     storage = STATE / "registry"
     storage.mkdir(parents=True, exist_ok=True)
@@ -220,7 +251,10 @@ def ensure_registry() -> None:
     with open(logfile, "ab") as out:
         proc = subprocess.Popen(
             ["docker-registry", "serve", str(config)],
-            stdout=out, stderr=out, stdin=subprocess.DEVNULL, start_new_session=True,
+            stdout=out,
+            stderr=out,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
         )
     (STATE / "registry.pid").write_text(str(proc.pid))
     wait_for("docker-registry", registry_answers, 30, logfile)
@@ -228,10 +262,11 @@ def ensure_registry() -> None:
 
 # -- stand-in images --------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class Suite:
-    name: str       # Debian suite
-    python: str     # its python3 (X.Y)
+    name: str  # Debian suite
+    python: str  # its python3 (X.Y)
 
 
 BOOKWORM = Suite("bookworm", "3.11")
@@ -271,11 +306,32 @@ def rootfs_image(client, suite: Suite) -> str:
         tarball.parent.mkdir(parents=True, exist_ok=True)
         partial = tarball.with_suffix(".partial")
         log(f"mmdebstrap {suite.name} (about 30 s)")
-        run(["mmdebstrap", "--quiet", "--format=tar", "--variant=apt", f"--include={packages}", suite.name, str(partial)])
+        run(
+            [
+                "mmdebstrap",
+                "--quiet",
+                "--format=tar",
+                "--variant=apt",
+                f"--include={packages}",
+                suite.name,
+                str(partial),
+            ]
+        )
         partial.rename(tarball)
     log(f"importing {tarball.name} as {tag}")
-    run(["docker", "import", "--change", f"LABEL {HASH_LABEL}={recipe}",
-         "--change", 'CMD ["/bin/bash"]', str(tarball), tag], stdout=subprocess.DEVNULL)
+    run(
+        [
+            "docker",
+            "import",
+            "--change",
+            f"LABEL {HASH_LABEL}={recipe}",
+            "--change",
+            'CMD ["/bin/bash"]',
+            str(tarball),
+            tag,
+        ],
+        stdout=subprocess.DEVNULL,
+    )
     return tag
 
 
@@ -299,7 +355,7 @@ def triton_files() -> Path:
         for info in archive.infolist():
             for prefix, dest in layout.items():
                 if info.filename.startswith(prefix) and not info.is_dir():
-                    target = out / dest / info.filename[len(prefix):]
+                    target = out / dest / info.filename[len(prefix) :]
                     target.parent.mkdir(parents=True, exist_ok=True)
                     target.write_bytes(archive.read(info))
                     target.chmod(0o755)
@@ -323,7 +379,12 @@ def build_context(dockerfile: str, files: Path | None) -> io.BytesIO:
 def ensure_image(client, standin: StandIn) -> None:
     base = rootfs_image(client, standin.suite)
     base_id = client.images.get(base).id
-    recipe_text = (HERE / standin.dockerfile).read_text() + repr(sorted(standin.args.items())) + base_id + f"nvidia-pytriton=={PYTRITON}"
+    recipe_text = (
+        (HERE / standin.dockerfile).read_text()
+        + repr(sorted(standin.args.items()))
+        + base_id
+        + f"nvidia-pytriton=={PYTRITON}"
+    )
     recipe = hashlib.sha256(recipe_text.encode()).hexdigest()[:16]
     try:
         if client.images.get(standin.tag).labels.get(HASH_LABEL) == recipe:
@@ -333,8 +394,13 @@ def ensure_image(client, standin: StandIn) -> None:
     log(f"building {standin.tag}")
     files = triton_files() if standin.dockerfile.startswith("tritonserver") else None
     client.images.build(
-        fileobj=build_context(standin.dockerfile, files), custom_context=True, tag=standin.tag,
-        buildargs={"BASE": base, **standin.args}, labels={HASH_LABEL: recipe}, rm=True, forcerm=True,
+        fileobj=build_context(standin.dockerfile, files),
+        custom_context=True,
+        tag=standin.tag,
+        buildargs={"BASE": base, **standin.args},
+        labels={HASH_LABEL: recipe},
+        rm=True,
+        forcerm=True,
     )
 
 
@@ -366,8 +432,15 @@ def ensure_images() -> None:
 # is present and --pull=false; so it is built here, under that name, from this checkout's
 # Dockerfile, and act runs the code being tested, offline.
 
-ACTION_CONTEXT = ("Dockerfile", ".dockerignore", "requirements.lock", "stack/perf_analyzer.lock", "pyproject.toml",
-                  "README.md", "src")
+ACTION_CONTEXT = (
+    "Dockerfile",
+    ".dockerignore",
+    "requirements.lock",
+    "stack/perf_analyzer.lock",
+    "pyproject.toml",
+    "README.md",
+    "src",
+)
 ACTION_IGNORED = ("__pycache__", ".pyc", ".egg-info")
 
 
@@ -381,6 +454,7 @@ def action_image(action_yml: Path = ROOT / "action.yml") -> str:
 
 def action_context() -> bytes:
     """The files the Dockerfile copies, as a tar with fixed metadata: its bytes are the recipe."""
+
     def clean(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
         if any(part.endswith(ACTION_IGNORED) for part in info.name.split("/")):
             return None
@@ -409,8 +483,15 @@ def ensure_action_image(client) -> str:
     if previous is not None and previous.labels.get(HASH_LABEL) == recipe:
         return tag
     log(f"building {tag}, the action's image, from the Dockerfile")
-    client.images.build(fileobj=io.BytesIO(context), custom_context=True, tag=tag, pull=False,
-                        labels={HASH_LABEL: recipe}, rm=True, forcerm=True)
+    client.images.build(
+        fileobj=io.BytesIO(context),
+        custom_context=True,
+        tag=tag,
+        pull=False,
+        labels={HASH_LABEL: recipe},
+        rm=True,
+        forcerm=True,
+    )
     if previous is not None:
         try:
             client.images.remove(previous.id)  # the stale build; kept while a container still uses it
@@ -420,6 +501,7 @@ def ensure_action_image(client) -> str:
 
 
 # -- commands ---------------------------------------------------------------------------------
+
 
 def up() -> None:
     start = time.monotonic()

@@ -23,8 +23,10 @@ from support.stack import BASE_IMAGE, REGISTRY, ROOT, SERVERS
 @pytest.fixture
 def make_repo(tmp_path):
     """make_repo({path: content}) -> a model repository folder; python_model_files() helps."""
+
     def make(files: dict[str, str | bytes | None]) -> Path:
         return write_tree(tmp_path / "model_repository", files)
+
     return make
 
 
@@ -35,13 +37,15 @@ def git_repo(tmp_path):
 
 # -- the real local stack: Docker daemon, registry, stand-in images. Never mocked, never skipped.
 
+
 @pytest.fixture(scope="session")
 def stack(request):
     """Bring the stack up (idempotent, about a second when it is already up) or fail saying how."""
     result = subprocess.run([sys.executable, str(ROOT / "stack" / "stack.py"), "up"], capture_output=True, text=True)
     if result.returncode != 0:
-        pytest.fail(f"the local stack could not start; run `make stack` and read its output:\n{result.stderr}",
-                    pytrace=False)
+        pytest.fail(
+            f"the local stack could not start; run `make stack` and read its output:\n{result.stderr}", pytrace=False
+        )
     client = docker.from_env(timeout=600)
     before, started = image_tags_on(client), datetime.now(UTC)
     yield client
@@ -52,7 +56,8 @@ def stack(request):
     if swept:
         request.config.pluginmanager.get_plugin("terminalreporter").write_line(
             f"removed {len(swept)} image tags the tests left behind: {', '.join(swept[:12])}"
-            f"{' ...' if len(swept) > 12 else ''}")
+            f"{' ...' if len(swept) > 12 else ''}"
+        )
     assert not leftovers, f"tests left server containers behind: {[c.name for c in leftovers]}"
 
 
@@ -127,12 +132,16 @@ STACK_MARKERS = ("integration", "e2e")
 def pytest_collection_modifyitems(config, items):
     """A test that uses the stack without an `integration` or `e2e` mark would need Docker in
     `-m "not integration and not e2e"`, the fast suite: refuse to run rather than let it in."""
-    unmarked = [item.nodeid for item in items if "stack" in item.fixturenames
-                and not any(item.get_closest_marker(name) for name in STACK_MARKERS)]
+    unmarked = [
+        item.nodeid
+        for item in items
+        if "stack" in item.fixturenames and not any(item.get_closest_marker(name) for name in STACK_MARKERS)
+    ]
     if unmarked:
-        raise pytest.UsageError("these tests use the local stack but are marked neither integration nor e2e "
-                                "(add `pytestmark = pytest.mark.integration` to their module):\n  "
-                                + "\n  ".join(unmarked))
+        raise pytest.UsageError(
+            "these tests use the local stack but are marked neither integration nor e2e "
+            "(add `pytestmark = pytest.mark.integration` to their module):\n  " + "\n  ".join(unmarked)
+        )
 
 
 # -- a run that loses its stack stops at once and says why, rather than failing every later test

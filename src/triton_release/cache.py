@@ -59,8 +59,10 @@ def mark_checked(entry: Path) -> None:
 
 def discard(entry: Path, why: str) -> None:
     """Remove a cache entry that is not what it claims to be, with a warning: it is made again."""
-    log.warning(f"the cache entry {entry} {why}; it was discarded and is made again. The cache folder "
-                f"({cache_dir()}) is only a hint: restore it from a trusted run, or remove it.")
+    log.warning(
+        f"the cache entry {entry} {why}; it was discarded and is made again. The cache folder "
+        f"({cache_dir()}) is only a hint: restore it from a trusted run, or remove it."
+    )
     if entry.is_dir() and not entry.is_symlink():
         shutil.rmtree(entry, ignore_errors=True)
     else:
@@ -81,8 +83,11 @@ def _folder(folder: Path) -> None:
     except OSError as exc:
         error = exc
     root = cache_dir()
-    hint = (" Point TRITON_RELEASE_CACHE at a writable folder." if folder == root or root in folder.parents
-            else " Choose a writable place.")
+    hint = (
+        " Point TRITON_RELEASE_CACHE at a writable folder."
+        if folder == root or root in folder.parents
+        else " Choose a writable place."
+    )
     raise InfrastructureError(f"Cannot write in {folder} ({error.strerror}).{hint}")
 
 
@@ -230,7 +235,7 @@ class Memo:
     def save(self) -> None:
         if not self._dirty or self._answers is None:
             return
-        kept = dict(list(self._answers.items())[-self.keep:])
+        kept = dict(list(self._answers.items())[-self.keep :])
         try:
             write_atomic(self.path, json.dumps(kept))
         except OSError:

@@ -43,7 +43,7 @@ def escape_property(text: str) -> str:
     return escape_data(text).replace(":", "%3A").replace(",", "%2C")
 
 
-_CONTROLS = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f]")        # C0 but tab, DEL, C1
+_CONTROLS = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f]")  # C0 but tab, DEL, C1
 _CONTROLS_BUT_LF = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 _NAMED = {"\n": "\\n", "\r": "\\r"}
 
@@ -71,15 +71,16 @@ def defuse_commands(line: str) -> str:
     line = line.replace("##[", "#\\x23[")
     stripped = line.lstrip()
     if stripped.startswith("::"):
-        line = line[:len(line) - len(stripped)] + "\\x3a" + stripped[1:]
+        line = line[: len(line) - len(stripped)] + "\\x3a" + stripped[1:]
     return line
 
 
 class Console:
     """Human lines go to stdout, or to stderr when stdout carries the JSON report."""
 
-    def __init__(self, *, json_mode: bool = False, ci: bool = False, out: TextIO | None = None,
-                 err: TextIO | None = None) -> None:
+    def __init__(
+        self, *, json_mode: bool = False, ci: bool = False, out: TextIO | None = None, err: TextIO | None = None
+    ) -> None:
         self.err = err or sys.stderr
         self.out = self.err if json_mode else (out or sys.stdout)
         self.ci = ci
@@ -141,7 +142,9 @@ class Console:
     def warning(self, message: str, problem: Problem | None = None) -> None:
         self._text(f"warning: {problem or message}")
         if self.ci:
-            self._print(f"::warning{self._where(problem)}::{escape_data(self._masked(problem.message if problem else message))}")
+            self._print(
+                f"::warning{self._where(problem)}::{escape_data(self._masked(problem.message if problem else message))}"
+            )
 
     def problem(self, problem: Problem) -> None:
         self._text(str(problem))
@@ -239,46 +242,65 @@ class Console:
         if plan is None:
             self.line(f"release: {result.kind.kind or 'none'} ({'; '.join(result.kind.reasons)})")
         else:
-            self.line(f"release: {result.kind.kind or 'nothing'} -> {plan.version or '(none)'} "
-                      f"(previous: {plan.previous or 'none'}; base: {result.base_from})")
+            self.line(
+                f"release: {result.kind.kind or 'nothing'} -> {plan.version or '(none)'} "
+                f"(previous: {plan.previous or 'none'}; base: {result.base_from})"
+            )
 
     def recovered(self, result) -> None:
         if result is None:
             return
-        what = {"undone": "its bump was never published: undone",
-                "kept": "its release was published: its bump is kept for the release commit",
-                "tagged": "its release commit is there: tagged",
-                "gone": "a checkout since removed it"}[result.action]
-        self.line(f"a run ({result.owner}) was stopped during {result.phase} with its bump in "
-                  f"{', '.join(result.folders)}; {what}")
+        what = {
+            "undone": "its bump was never published: undone",
+            "kept": "its release was published: its bump is kept for the release commit",
+            "tagged": "its release commit is there: tagged",
+            "gone": "a checkout since removed it",
+        }[result.action]
+        self.line(
+            f"a run ({result.owner}) was stopped during {result.phase} with its bump in "
+            f"{', '.join(result.folders)}; {what}"
+        )
 
     def bumped(self, result) -> None:
         for bump in result.bumps:
-            self.line(f"{result.prefix}/{bump.model}/{bump.to_version}: new version folder with the head contents; "
-                      f"version {bump.from_version} restored to its released contents")
+            self.line(
+                f"{result.prefix}/{bump.model}/{bump.to_version}: new version folder with the head contents; "
+                f"version {bump.from_version} restored to its released contents"
+            )
         for item in result.carried:
             where = f"{result.prefix}/{item.model}/{item.version}"
-            self.line(f"{where}: carried from {item.release}, which shipped it "
-                      + ("with other contents than the checkout holds (its bump was never committed)" if item.at_head
-                         else "and the checkout lacks it (its bump was never committed)"))
+            self.line(
+                f"{where}: carried from {item.release}, which shipped it "
+                + (
+                    "with other contents than the checkout holds (its bump was never committed)"
+                    if item.at_head
+                    else "and the checkout lacks it (its bump was never committed)"
+                )
+            )
         if not result.bumps:
             self.line("no version folder to bump")
 
     def exported(self, result) -> None:
         if result.in_place:
-            self.line(f"building and testing commit {result.commit[:12]} with the new version folders in place: "
-                      "the checkout is exactly that")
+            self.line(
+                f"building and testing commit {result.commit[:12]} with the new version folders in place: "
+                "the checkout is exactly that"
+            )
         else:
-            self.line(f"building and testing commit {result.commit[:12]} with the new version folders, unpacked"
-                      + (f" ({result.unpacked_because})" if result.unpacked_because else ""))
+            self.line(
+                f"building and testing commit {result.commit[:12]} with the new version folders, unpacked"
+                + (f" ({result.unpacked_because})" if result.unpacked_because else "")
+            )
         if result.uncommitted:
             self.warning(f"not released, because not committed: {', '.join(result.uncommitted)}")
 
     def environments(self, result) -> None:
         envs = result.environments
         if len(envs.by_model) > 10:
-            self.line(f"{len(envs.by_model)} models in their own environments, of {len(envs.distributions)} "
-                      "distributions (the report lists them)")
+            self.line(
+                f"{len(envs.by_model)} models in their own environments, of {len(envs.distributions)} "
+                "distributions (the report lists them)"
+            )
         else:
             for model, env in sorted(envs.by_model.items()):
                 packages = ", ".join(f"{name} {version}" for name, version in sorted(env.packages.items()))
@@ -287,8 +309,10 @@ class Console:
             self.line(f"{model}: environment changed since {result.compared_with}: tested, not bumped")
 
     def signatures(self, result) -> None:
-        self.line(f"auto-complete models' signatures, as served, labelled ({', '.join(sorted(result.signatures))}); "
-                  f"release {result.version} ({result.kind.kind})")
+        self.line(
+            f"auto-complete models' signatures, as served, labelled ({', '.join(sorted(result.signatures))}); "
+            f"release {result.version} ({result.kind.kind})"
+        )
 
     def built(self, result) -> None:
         for warning in result.warnings:
@@ -299,8 +323,10 @@ class Console:
         on_cpu = set(getattr(run, "on_cpu", ()))
         for case in run.cases:  # a case's message holds the model's own text: kept on its line
             where = ", tested on CPU" if case.case.split("/", 1)[0] in on_cpu else ""
-            self.line(f"{'PASS' if case.passed else 'FAIL'} {case.case} ({case.latency_ms:.1f} ms{where})"
-                      + (f": {escape_controls(case.message)}" if case.message else ""))
+            self.line(
+                f"{'PASS' if case.passed else 'FAIL'} {case.case} ({case.latency_ms:.1f} ms{where})"
+                + (f": {escape_controls(case.message)}" if case.message else "")
+            )
         for name in run.untested:
             self.warning(f"{name} has no golden cases; it loaded, nothing more is proven")
         for name, why in getattr(run, "needs_gpu", ()):
@@ -312,8 +338,10 @@ class Console:
         if len(run.waves) > 1:
             for wave in run.waves:
                 over = " (more than max_loaded: an ensemble and what it needs)" if wave.oversized else ""
-                self.line(f"wave {wave.index}/{len(run.waves)}: {len(wave.loaded)} models loaded{over}, "
-                          f"{wave.cases} cases, {wave.seconds:.1f} s")
+                self.line(
+                    f"wave {wave.index}/{len(run.waves)}: {len(wave.loaded)} models loaded{over}, "
+                    f"{wave.cases} cases, {wave.seconds:.1f} s"
+                )
         if run.peak_memory_bytes:
             self.line(f"server peak memory: {run.peak_memory_bytes / (1 << 20):.0f} MiB")
         if run.passed:
@@ -329,20 +357,31 @@ class Console:
             if not found.compared:
                 self.line(escape_controls(f"drift {found.model}: not compared: {found.note}"))
                 continue
-            changed = "".join(f"; {kind} in {found.version}: {', '.join(names)} (not compared)" for kind, names
-                              in (("new outputs", found.new_outputs), ("outputs gone", found.gone_outputs)) if names)
+            changed = "".join(
+                f"; {kind} in {found.version}: {', '.join(names)} (not compared)"
+                for kind, names in (("new outputs", found.new_outputs), ("outputs gone", found.gone_outputs))
+                if names
+            )
             worst = found.worst
             if worst is None:
-                self.line(escape_controls(f"drift {found.model} {found.previous} -> {found.version}: no output "
-                                          f"compared ({'; '.join(found.skipped[:2]) or 'no case'}){changed}"))
+                self.line(
+                    escape_controls(
+                        f"drift {found.model} {found.previous} -> {found.version}: no output "
+                        f"compared ({'; '.join(found.skipped[:2]) or 'no case'}){changed}"
+                    )
+                )
                 continue
             beyond = max(o.cases_beyond_tolerance for o in found.outputs)
             size = f", max abs diff {worst.max_abs_diff:.3g}" if worst.max_abs_diff is not None else ""
-            self.line(escape_controls(
-                f"drift {found.model} {found.previous} -> {found.version}: up to "
-                f"{show_fraction(found.max_rel_diff)} ({worst.name}{size}) over {found.cases} case(s), "
-                + (f"BEYOND TOLERANCE in {beyond}" if beyond else "within tolerance") + changed
-                + (f"; {len(found.skipped)} not compared (the report says why)" if found.skipped else "")))
+            self.line(
+                escape_controls(
+                    f"drift {found.model} {found.previous} -> {found.version}: up to "
+                    f"{show_fraction(found.max_rel_diff)} ({worst.name}{size}) over {found.cases} case(s), "
+                    + (f"BEYOND TOLERANCE in {beyond}" if beyond else "within tolerance")
+                    + changed
+                    + (f"; {len(found.skipped)} not compared (the report says why)" if found.skipped else "")
+                )
+            )
 
     def latency(self, found) -> None:
         """The latency gate: per model with a new version, both versions' figures, the ratio and its
@@ -357,110 +396,152 @@ class Console:
                 self.line(escape_controls(f"latency {model.model}: {model.note or 'not measured'}"))
                 continue
             for c in model.comparisons:
-                self.line(escape_controls(
-                    f"latency {model.model} {model.previous} -> {model.version} (concurrency {c.concurrency}, "
-                    f"{c.pairs} rounds each): p50 {c.before.p50_us / 1000:.2f} -> {c.after.p50_us / 1000:.2f} ms, "
-                    f"p99 {c.before.p99_us / 1000:.2f} -> {c.after.p99_us / 1000:.2f} ms, throughput "
-                    f"{c.before.throughput:.0f} -> {c.after.throughput:.0f} infer/s; p50 ratio {c.p50.shown()}: "
-                    f"{c.verdict.upper() if c.verdict != 'measured' else 'measured'} ({bound})"))
+                self.line(
+                    escape_controls(
+                        f"latency {model.model} {model.previous} -> {model.version} (concurrency {c.concurrency}, "
+                        f"{c.pairs} rounds each): p50 {c.before.p50_us / 1000:.2f} -> {c.after.p50_us / 1000:.2f} ms, "
+                        f"p99 {c.before.p99_us / 1000:.2f} -> {c.after.p99_us / 1000:.2f} ms, throughput "
+                        f"{c.before.throughput:.0f} -> {c.after.throughput:.0f} infer/s; p50 ratio {c.p50.shown()}: "
+                        f"{c.verdict.upper() if c.verdict != 'measured' else 'measured'} ({bound})"
+                    )
+                )
             if model.verdict == "inconclusive":
-                self.warning(f"latency {model.model}: inconclusive: the p50 ratio's interval straddles "
-                             f"1 + {found.bound:g}; run more rounds (--latency-rounds, now {found.rounds}) or on a "
-                             "quieter runner to decide")
+                self.warning(
+                    f"latency {model.model}: inconclusive: the p50 ratio's interval straddles "
+                    f"1 + {found.bound:g}; run more rounds (--latency-rounds, now {found.rounds}) or on a "
+                    "quieter runner to decide"
+                )
             if len(model.cold_start) == 2:
                 before, after = model.cold_start
-                self.line(f"latency {model.model} cold start: load {_seconds(before.load_s)} -> "
-                          f"{_seconds(after.load_s)}, first request {_ms(before.first_request_ms)} -> "
-                          f"{_ms(after.first_request_ms)}")
+                self.line(
+                    f"latency {model.model} cold start: load {_seconds(before.load_s)} -> "
+                    f"{_seconds(after.load_s)}, first request {_ms(before.first_request_ms)} -> "
+                    f"{_ms(after.first_request_ms)}"
+                )
             for warning in model.warnings:
                 self.warning(escape_controls(warning))
 
     def recorded(self, result) -> None:
         for path in result.written:
-            self.line(f"{path}: answers recorded from {result.image} (outputs, or the error text a case expects); "
-                      "review them before you commit")
+            self.line(
+                f"{path}: answers recorded from {result.image} (outputs, or the error text a case expects); "
+                "review them before you commit"
+            )
         if not result.written:
             self.line("every case already has outputs (use --overwrite to record them again)")
 
     def pushed(self, result) -> None:
-        self.line(f"pushed {result.repository}:{result.version} ({result.digest}); {result.layers_uploaded} layers "
-                  f"uploaded, {result.layers_mounted + result.layers_present} already in the registry")
+        self.line(
+            f"pushed {result.repository}:{result.version} ({result.digest}); {result.layers_uploaded} layers "
+            f"uploaded, {result.layers_mounted + result.layers_present} already in the registry"
+        )
 
     def evidence(self, result) -> None:
         from triton_release.evidence.statements import KINDS
 
         kinds = ", ".join(KINDS.get(layer.predicate_type, layer.predicate_type) for layer in result.layers)
         how = " (its golden cases run again: the run that pushed it stopped before)" if result.how == "rerun" else ""
-        self.line(f"evidence of {result.repository}@{result.digest}{how}: {kinds} as "
-                  f"{result.repository}:{result.tag} ({result.bytes} bytes), {result.signed_by}")
+        self.line(
+            f"evidence of {result.repository}@{result.digest}{how}: {kinds} as "
+            f"{result.repository}:{result.tag} ({result.bytes} bytes), {result.signed_by}"
+        )
         if result.signing == "none":
-            self.warning("the evidence is unsigned: give a signing key (--signing-key, the action's signing-key) "
-                         "so that `triton-release verify --key` and admission policies can trust it")
+            self.warning(
+                "the evidence is unsigned: give a signing key (--signing-key, the action's signing-key) "
+                "so that `triton-release verify --key` and admission policies can trust it"
+            )
 
     def evidence_checked(self, result) -> None:
         for found in result.found:
             state = "verified" if not found.problems else "; ".join(found.problems)
             self.line(f"{found.predicate_type}: {state}")
         if result.ok:
-            self.line(f"the evidence of {result.repository}@{result.digest} verifies with {result.key}: "
-                      f"{len(result.found)} statements, every golden case passed")
+            self.line(
+                f"the evidence of {result.repository}@{result.digest} verifies with {result.key}: "
+                f"{len(result.found)} statements, every golden case passed"
+            )
 
     def tagged(self, result) -> None:
-        self.line(f"tags {', '.join(result.tags)} -> {result.version} (the channel pointed at "
-                  f"{result.channel_before or 'nothing'} before)")
+        self.line(
+            f"tags {', '.join(result.tags)} -> {result.version} (the channel pointed at "
+            f"{result.channel_before or 'nothing'} before)"
+        )
 
     def shards_planned(self, result) -> None:
         for shard in result.shards:
-            loads = f", also loads {', '.join(m for m in shard.load if m not in shard.models)}" \
-                if len(shard.load) > len(shard.models) else ""
-            self.line(f"{shard.name}: {len(shard.models)} models, {shard.cases} golden cases"
-                      f"{', needs a GPU runner' if shard.gpu else ''} ({', '.join(shard.models)}{loads})")
+            loads = (
+                f", also loads {', '.join(m for m in shard.load if m not in shard.models)}"
+                if len(shard.load) > len(shard.models)
+                else ""
+            )
+            self.line(
+                f"{shard.name}: {len(shard.models)} models, {shard.cases} golden cases"
+                f"{', needs a GPU runner' if shard.gpu else ''} ({', '.join(shard.models)}{loads})"
+            )
 
     def candidate_pushed(self, result) -> None:
         candidate = result.candidate
-        self.line(f"staged {candidate.ref} as {candidate.repository}:{result.tag} (release "
-                  f"{candidate.version or 'none'} once every shard passed); {result.layers_uploaded} layers "
-                  f"uploaded, {result.layers_present} already in the registry")
+        self.line(
+            f"staged {candidate.ref} as {candidate.repository}:{result.tag} (release "
+            f"{candidate.version or 'none'} once every shard passed); {result.layers_uploaded} layers "
+            f"uploaded, {result.layers_present} already in the registry"
+        )
 
     def candidate_reused(self, result) -> None:
         if result is not None:
             candidate = result.candidate
-            self.line(f"{candidate.repository}:{result.tag} was staged from this commit and base before: reused "
-                      f"{candidate.ref}, {len(candidate.shards)} shards (nothing built, nothing pushed)")
+            self.line(
+                f"{candidate.repository}:{result.tag} was staged from this commit and base before: reused "
+                f"{candidate.ref}, {len(candidate.shards)} shards (nothing built, nothing pushed)"
+            )
 
     def candidate_pulled(self, result) -> None:
         self.line(f"pulled {result.ref} (built from {result.revision[:12] or 'an unlabelled commit'})")
 
     def golden_recorded(self, result) -> None:
-        self.line(f"{result.shard}: {'passed' if result.passed else 'FAILED'} ({result.cases} cases), recorded as "
-                  f"{result.repository}:{result.tag}")
+        self.line(
+            f"{result.shard}: {'passed' if result.passed else 'FAILED'} ({result.cases} cases), recorded as "
+            f"{result.repository}:{result.tag}"
+        )
 
     def candidate_checked(self, result) -> None:
         records = dict(result.records)
         for shard in result.candidate.shards:
             record = records.get(shard.name)
-            state = ("no record" if record is None else "record of another candidate"
-                     if record.candidate != result.candidate.digest else "passed" if record.passed else
-                     f"FAILED ({', '.join(record.failed_cases) or record.reason or 'before any case'})")
+            state = (
+                "no record"
+                if record is None
+                else "record of another candidate"
+                if record.candidate != result.candidate.digest
+                else "passed"
+                if record.passed
+                else f"FAILED ({', '.join(record.failed_cases) or record.reason or 'before any case'})"
+            )
             self.line(f"{shard.name}: {state} ({', '.join(shard.models)})")
         if result.ok:
-            self.line(f"{result.candidate.ref}: every shard passed, covering the changed models "
-                      f"({len(result.candidate.changed)}); planned as {result.candidate.version}")
+            self.line(
+                f"{result.candidate.ref}: every shard passed, covering the changed models "
+                f"({len(result.candidate.changed)}); planned as {result.candidate.version}"
+            )
 
     def promoted(self, result) -> None:
         again = " (X.Y.Z was this candidate already: the other tags were finished)" if result.resumed else ""
-        self.line(f"released {result.repository}:{result.version} ({result.digest}){again}; tags "
-                  f"{', '.join(result.tags)} (the channel pointed at {result.channel_before or 'nothing'} before)")
+        self.line(
+            f"released {result.repository}:{result.version} ({result.digest}){again}; tags "
+            f"{', '.join(result.tags)} (the channel pointed at {result.channel_before or 'nothing'} before)"
+        )
 
     def candidates_retained(self, result) -> None:
         for tag in result.deleted:
             self.line(f"deleted {result.repository}:{tag}, a candidate older than the release, and its records")
         if result.released:
             many = len(result.released) > 1
-            self.line(f"kept {len(result.released)} older candidate tag{'s' if many else ''} "
-                      f"({', '.join(result.released[:3])}{', ...' if len(result.released) > 3 else ''}): "
-                      f"{'releases are their manifests' if many else 'a release is its manifest'}, which deleting "
-                      "would delete")
+            self.line(
+                f"kept {len(result.released)} older candidate tag{'s' if many else ''} "
+                f"({', '.join(result.released[:3])}{', ...' if len(result.released) > 3 else ''}): "
+                f"{'releases are their manifests' if many else 'a release is its manifest'}, which deleting "
+                "would delete"
+            )
 
     def not_released(self, why: str) -> None:
         self.line(why)
@@ -479,12 +560,16 @@ class Console:
     def committed(self, result) -> None:
         if result is None:
             return
-        self.line(f"{'committed the new version folders and ' if result.committed else ''}tagged {result.tag} "
-                  f"({result.commit[:12]})")
+        self.line(
+            f"{'committed the new version folders and ' if result.committed else ''}tagged {result.tag} "
+            f"({result.commit[:12]})"
+        )
 
     def rolled_back(self, result) -> None:
-        self.line(f"{result.repository}:{result.channel} -> {result.version} ({result.digest}); it pointed at "
-                  f"{result.previous_digest or 'nothing'} before (roll forward with that digest)")
+        self.line(
+            f"{result.repository}:{result.channel} -> {result.version} ({result.digest}); it pointed at "
+            f"{result.previous_digest or 'nothing'} before (roll forward with that digest)"
+        )
 
     def model_rolled_back(self, result) -> None:
         self.line(f"{result.server}: {result.model} now serves version {result.version} only")

@@ -131,8 +131,9 @@ def record_tag(candidate: str, shard: str) -> str:
     if not CANDIDATE_DIGEST.match(candidate or ""):
         raise UsageError(f"{candidate!r} is not a candidate's manifest digest (sha256: and 64 hex digits).")
     if not SHARD_NAME.match(shard or ""):
-        raise UsageError(f"shard {shard!r}: a shard name is letters, digits, '_', '.', '-' (up to 49), "
-                         "such as shard-1.")
+        raise UsageError(
+            f"shard {shard!r}: a shard name is letters, digits, '_', '.', '-' (up to 49), such as shard-1."
+        )
     return f"sha256-{candidate.split(':', 1)[1]}.golden-{shard}"
 
 

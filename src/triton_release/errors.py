@@ -19,7 +19,7 @@ class TritonReleaseError(Exception):
         paragraphs = textwrap.dedent(message).strip().split("\n\n")
         super().__init__("\n\n".join(" ".join(p.split()) for p in paragraphs))
         self.details = list(details or [])  # one line each, printed before the message
-        self.result = result                # what the failed step found: rendered and reported
+        self.result = result  # what the failed step found: rendered and reported
 
     @property
     def message(self) -> str:

@@ -25,8 +25,12 @@ def owner_labels() -> dict[str, str]:
 def owner() -> dict:
     """This process, as another run can tell whether it still lives: its host, its pid namespace
     (containers on one daemon may share a host name, never a pid namespace), pid and start time."""
-    return {"host": socket.gethostname(), "pidns": _pid_namespace(), "pid": os.getpid(),
-            "started": _started(os.getpid())}
+    return {
+        "host": socket.gethostname(),
+        "pidns": _pid_namespace(),
+        "pid": os.getpid(),
+        "started": _started(os.getpid()),
+    }
 
 
 def _pid_namespace() -> str:
@@ -81,6 +85,8 @@ def remove_by_name(client, name: str, *, created: bool = True) -> None:
                 if settle and time.monotonic() < deadline:  # still being created: "removal already in progress"
                     time.sleep(0.2)
                     continue
-                log.warning(f"could not remove the container {name} ({exc.explanation or exc}); remove it with "
-                            f"`docker rm -f {name}`")
+                log.warning(
+                    f"could not remove the container {name} ({exc.explanation or exc}); remove it with "
+                    f"`docker rm -f {name}`"
+                )
                 return

@@ -112,6 +112,7 @@ def task(label: str, total: float | None = None, unit: str = "") -> Iterator[Tas
 
 # -- formatting -------------------------------------------------------------------------------
 
+
 def size(value: float) -> str:
     """Bytes as people read them: 512 B, 12.3 KiB, 190.0 MiB, 2.1 GiB."""
     if value < 1024:
@@ -126,6 +127,7 @@ def size(value: float) -> str:
 def describe(task: Task, rate: float | None = None, seconds: float | None = None, stopped: bool = False) -> str:
     """A task's line: `push: 12.3 MiB of 190.0 MiB (6.5 MiB/s), 2 of 5 layers done`; with
     `seconds`, its last: `push: 190.0 MiB of 190.0 MiB in 29.1 s (6.5 MiB/s), 5 of 5 layers done`."""
+
     def amount(value: float) -> str:
         return size(value) if task.unit == BYTES else f"{value:.0f}"
 
@@ -145,13 +147,15 @@ def describe(task: Task, rate: float | None = None, seconds: float | None = None
 
 # -- plain lines: CI logs, pipes, files --------------------------------------------------------
 
+
 class PlainLines(Reporter):
     """A line per task when it first moves, then at most one every `every` seconds, and a last one
     when it ends (when it ever moved). Throughput is measured since the line before, and over the
     whole task on the last line."""
 
-    def __init__(self, write: Callable[[str], None], every: float = EVERY,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, write: Callable[[str], None], every: float = EVERY, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.write, self.every, self.clock = write, every, clock
         self._lock = threading.Lock()
         self._start: dict[Task, float] = {}
@@ -184,6 +188,7 @@ class PlainLines(Reporter):
 
 
 # -- a live bar: terminals ---------------------------------------------------------------------
+
 
 class _Bar(Protocol):
     """What is used of a tqdm bar."""
@@ -221,9 +226,18 @@ class LiveBars(Reporter):
         from tqdm import tqdm
 
         sizes = task.unit == BYTES
-        bar = tqdm(total=task.total, desc=task.label, unit=BYTES if sizes else f" {task.unit or 'done'}",
-                   unit_scale=sizes, unit_divisor=1024, file=self.stream, leave=False, dynamic_ncols=True,
-                   delay=self.DELAY, mininterval=0.2)
+        bar = tqdm(
+            total=task.total,
+            desc=task.label,
+            unit=BYTES if sizes else f" {task.unit or 'done'}",
+            unit_scale=sizes,
+            unit_divisor=1024,
+            file=self.stream,
+            leave=False,
+            dynamic_ncols=True,
+            delay=self.DELAY,
+            mininterval=0.2,
+        )
         with self._lock:
             self._bars[task] = bar
 

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from triton_release.evidence.statements import Invocation
     from triton_release.registry.client import RegistryRepository
 
+
 @dataclass(frozen=True)
 class ReleaseRequest:
     model_repository: Path
@@ -61,19 +62,30 @@ def model_repository(settings: Settings, how: str) -> Path:
     """The folder of the `model_repository` setting; `how` tells the user where to give it."""
     root = Path(settings.model_repository)
     if not root.is_dir():
-        raise UsageError(f"{root}: no such model repository. Give the folder holding your models: {how} (or "
-                         f"model_repository: in {CONFIG_FILE}).")
+        raise UsageError(
+            f"{root}: no such model repository. Give the folder holding your models: {how} (or "
+            f"model_repository: in {CONFIG_FILE})."
+        )
     return root
 
 
-def settings_repository(settings: Settings, env: Mapping[str, str], *, required: bool, how: str,
-                    username: str | None = None, password: str | None = None) -> RegistryRepository | None:
+def settings_repository(
+    settings: Settings,
+    env: Mapping[str, str],
+    *,
+    required: bool,
+    how: str,
+    username: str | None = None,
+    password: str | None = None,
+) -> RegistryRepository | None:
     """The registry repository of the `repository` setting with its credentials; `how` tells the
     user where to give it when it is required and missing."""
     if not settings.repository:
         if required:
-            raise UsageError(f"A registry repository is required: give {how} (or repository: in {CONFIG_FILE}), "
-                             "e.g. ghcr.io/org/models.")
+            raise UsageError(
+                f"A registry repository is required: give {how} (or repository: in {CONFIG_FILE}), "
+                "e.g. ghcr.io/org/models."
+            )
         return None
     from triton_release.registry.client import open_repository as open_with_credentials
 
@@ -93,17 +105,31 @@ def local_candidate(request: ReleaseRequest, git: Git) -> str:
     return f"{request.repository or 'triton-release/' + local}:{steps.CANDIDATE_TAG}"
 
 
-def prepare(session: Session, root: Path, planned: steps.ChangesResult, scratch: Path, image: ImageOptions,
-            repository: RegistryRepository | None, *, bumped: bool
-            ) -> tuple[steps.Export, Repository, steps.Prepared, list[str], str | None]:
+def prepare(
+    session: Session,
+    root: Path,
+    planned: steps.ChangesResult,
+    scratch: Path,
+    image: ImageOptions,
+    repository: RegistryRepository | None,
+    *,
+    bumped: bool,
+) -> tuple[steps.Export, Repository, steps.Prepared, list[str], str | None]:
     """The first half a release and a stage share, once the changes are planned: the commit exported
     (with its bump), each model's environment resolved against the base, and the models to test and
     the version once those whose environment changed since the last release count as changed."""
     console = session.console
     shipped = session.step("export", console.exported, steps.export, root, planned, scratch, bumped=bumped)
     exported = Repository.load(shipped.root, lazy=True)  # read once, by the steps that follow
-    prepared = session.step("environments", console.environments, steps.environments, exported, image,
-                            registry=repository, previous=steps.released_before(planned))
+    prepared = session.step(
+        "environments",
+        console.environments,
+        steps.environments,
+        exported,
+        image,
+        registry=repository,
+        previous=steps.released_before(planned),
+    )
     assert planned.plan is not None
     to_test, version = steps.with_environment_changes(planned, prepared, planned.plan.version)
     return shipped, exported, prepared, to_test, version
@@ -114,8 +140,9 @@ def run_release(request: ReleaseRequest, session: Session) -> None:
     if not (request.push and request.repository is not None):
         _release(request, session)
         return
-    with exclusive(f"release {request.repository}", lambda: session.console.waiting(f"another release of "
-                                                                                      f"{request.repository}")):
+    with exclusive(
+        f"release {request.repository}", lambda: session.console.waiting(f"another release of {request.repository}")
+    ):
         _release(request, session)
 
 
@@ -126,16 +153,25 @@ def _release(request: ReleaseRequest, session: Session) -> None:
     if steps.journaled(root):  # a run killed with its bump in the working tree: finish it first
         session.step("recover", console.recovered, steps.recover, root, repository)
     session.step("validate", console.validation, steps.validate, root, request.image.requirements_options)
-    planned = session.step("changed", console.changes, steps.changes, root, request.base, request.head,
-                           registry=repository, plan=True)
+    planned = session.step(
+        "changed", console.changes, steps.changes, root, request.base, request.head, registry=repository, plan=True
+    )
     assert planned.plan is not None
     version = planned.plan.version
     if version is None and not planned.to_test:
         report.facts["released"] = False
         console.not_released("no model changed: nothing built, nothing pushed")
         if request.push and repository is not None:
-            session.step("evidence", console.evidence, steps.finish_evidence, repository, root, planned.found.head,
-                         *evidence_of(request), request.server)
+            session.step(
+                "evidence",
+                console.evidence,
+                steps.finish_evidence,
+                repository,
+                root,
+                planned.found.head,
+                *evidence_of(request),
+                request.server,
+            )
             session.step("finish", console.finished, steps.finish_interrupted, repository, request.channel)
             if request.commit:
                 committed = session.step("commit", console.committed, steps.finish_commit, root, repository)
@@ -148,33 +184,73 @@ def _release(request: ReleaseRequest, session: Session) -> None:
     # -- undone on failure, until X.Y.Z is in the registry ------------------------------------
     bumped = pushing = False
     try:
-        bump = session.step("bump", console.bumped, steps.bump, root, planned,
-                            str(repository) if request.push and repository is not None else "")
+        bump = session.step(
+            "bump",
+            console.bumped,
+            steps.bump,
+            root,
+            planned,
+            str(repository) if request.push and repository is not None else "",
+        )
         bumped = bool(planned.writes)
         git = Git(Git(root).toplevel())
         with tempfile.TemporaryDirectory(prefix="triton-release-") as scratch:
-            shipped, exported, prepared, to_test, version = prepare(session, root, planned, Path(scratch),
-                                                                    request.image, repository, bumped=True)
-            built = session.step("build", console.built, steps.build, exported, request.image,
-                                 local_candidate(request, git), revision=planned.found.head, source=request.source,
-                                 version=version or "", bumped_from=planned.found.base, channel=request.channel,
-                                 prepared=prepared, blob_ids=shipped.blob_ids, extra_labels=planned.record_label())
+            shipped, exported, prepared, to_test, version = prepare(
+                session, root, planned, Path(scratch), request.image, repository, bumped=True
+            )
+            built = session.step(
+                "build",
+                console.built,
+                steps.build,
+                exported,
+                request.image,
+                local_candidate(request, git),
+                revision=planned.found.head,
+                source=request.source,
+                version=version or "",
+                bumped_from=planned.found.base,
+                channel=request.channel,
+                prepared=prepared,
+                blob_ids=shipped.blob_ids,
+                extra_labels=planned.record_label(),
+            )
             image = built.image_id
             if to_test:  # a change that only removes models has nothing to test
-                run = session.step("test", console.golden_run, steps.test, exported, built.image_id, to_test,
-                                   request.server, shown_as=root, new_versions=steps.new_versions(planned),
-                                   drift_unmeasurable=steps.unmeasurable_drift(prepared), gates=request.gates)
+                run = session.step(
+                    "test",
+                    console.golden_run,
+                    steps.test,
+                    exported,
+                    built.image_id,
+                    to_test,
+                    request.server,
+                    shown_as=root,
+                    new_versions=steps.new_versions(planned),
+                    drift_unmeasurable=steps.unmeasurable_drift(prepared),
+                    gates=request.gates,
+                )
                 if run.completed and version is not None:  # auto-complete models: their signatures, as served
-                    signed = session.step("signatures", console.signatures, steps.signatures, image,
-                                          local_candidate(request, git), run, planned, prepared.previous_labels,
-                                          version)
+                    signed = session.step(
+                        "signatures",
+                        console.signatures,
+                        steps.signatures,
+                        image,
+                        local_candidate(request, git),
+                        run,
+                        planned,
+                        prepared.previous_labels,
+                        version,
+                    )
                     image, version = signed.image_id, signed.version
                     report.facts["version"] = version
             steps.still_in_place(shipped, planned)
         if version is None or not request.push:
             report.facts["released"] = False
-            console.not_released("only golden cases changed: tested, nothing to release" if version is None
-                                 else f"--no-push: {version} built and tested, not pushed")
+            console.not_released(
+                "only golden cases changed: tested, nothing to release"
+                if version is None
+                else f"--no-push: {version} built and tested, not pushed"
+            )
             steps.journal_end(root)  # the bump stays in the working tree, as asked
             return
         assert repository is not None  # a push names its repository (the CLI and the action require it)
@@ -186,18 +262,31 @@ def _release(request: ReleaseRequest, session: Session) -> None:
         else:
             steps.journal_end(root)  # published: the bump stays in the working tree, as asked
     except BaseException as exc:
-        if bumped and not (pushing and repository is not None and version is not None
-                           and _maybe_published(exc, repository, version)):
+        if bumped and not (
+            pushing and repository is not None and version is not None and _maybe_published(exc, repository, version)
+        ):
             _undo_bump(session, root, planned)
         raise
 
     # -- published: finished forward by a rerun, never rolled back -----------------------------
     # the evidence before the channel moves: an admission policy that wants it never sees the
     # channel on a release without it; a failure here is finished by a rerun (finish_evidence)
-    session.step("evidence", console.evidence, steps.attach_evidence, repository, pushed, root, planned,
-                 report.result("environments"), report.result("test"), list(to_test), *evidence_of(request))
-    session.step("tags", console.tagged, steps.tag, repository, version, planned.found.head, request.channel,
-                 pushed.digest)
+    session.step(
+        "evidence",
+        console.evidence,
+        steps.attach_evidence,
+        repository,
+        pushed,
+        root,
+        planned,
+        report.result("environments"),
+        report.result("test"),
+        list(to_test),
+        *evidence_of(request),
+    )
+    session.step(
+        "tags", console.tagged, steps.tag, repository, version, planned.found.head, request.channel, pushed.digest
+    )
     if request.commit:
         committed = session.step("commit", console.committed, steps.commit, root, version, bump, planned.found.head)
         steps.journal_end(root)
@@ -213,9 +302,11 @@ def evidence_of(request: ReleaseRequest) -> tuple[Signing, Invocation, dict]:
     from triton_release.evidence.signing import Signing
     from triton_release.evidence.statements import CLI_BUILDER, Invocation
 
-    settings = {"build": {**request.image.to_json(), "channel": request.channel},
-                "test": {**request.server.to_json(), "max_drift": request.gates.max_drift},
-                "base_image": request.image.base_image}
+    settings = {
+        "build": {**request.image.to_json(), "channel": request.channel},
+        "test": {**request.server.to_json(), "max_drift": request.gates.max_drift},
+        "base_image": request.image.base_image,
+    }
     return request.signing or Signing("none"), request.invocation or Invocation(CLI_BUILDER), settings
 
 
@@ -232,8 +323,10 @@ def _undo_bump(session: Session, root: Path, planned: steps.ChangesResult) -> No
     try:
         session.step("undo-bump", None, steps.undo_bump, root, planned)
     except Exception as exc:
-        session.console.warning(f"could not undo the bump ({exc}); the next run of triton-release in this "
-                                "checkout finishes the undo (its journal is kept under .git/)")
+        session.console.warning(
+            f"could not undo the bump ({exc}); the next run of triton-release in this "
+            "checkout finishes the undo (its journal is kept under .git/)"
+        )
 
 
 @dataclass(frozen=True)
@@ -258,12 +351,33 @@ def run_rollback(request: RollbackRequest, session: Session) -> None:
 
         key = load_public_key(request.verify_key, "verify_key")
     if key is not None:
-        session.step("check-evidence", session.console.evidence_checked, steps.check_evidence, request.repository,
-                     f"{request.repository}:{request.version}", key, version=request.version)
+        session.step(
+            "check-evidence",
+            session.console.evidence_checked,
+            steps.check_evidence,
+            request.repository,
+            f"{request.repository}:{request.version}",
+            key,
+            version=request.version,
+        )
     verified = None
     if request.verify:
         assert request.model_repository is not None  # with verify: the CLI and the action give it
-        verified = session.step("verify", session.console.golden_run, steps.verify_release, request.repository,
-                                request.version, request.model_repository, request.server)
-    session.step("rollback", session.console.rolled_back, steps.rollback, request.repository, request.version,
-                 request.channel, verified)
+        verified = session.step(
+            "verify",
+            session.console.golden_run,
+            steps.verify_release,
+            request.repository,
+            request.version,
+            request.model_repository,
+            request.server,
+        )
+    session.step(
+        "rollback",
+        session.console.rolled_back,
+        steps.rollback,
+        request.repository,
+        request.version,
+        request.channel,
+        verified,
+    )

@@ -31,7 +31,7 @@ P = ParamSpec("P")
 
 @dataclass
 class StepRecord:
-    result: Any       # a typed result with to_json(), or None when the step failed without one
+    result: Any  # a typed result with to_json(), or None when the step failed without one
     seconds: float
     ok: bool
     exit_code: int = 0
@@ -70,14 +70,21 @@ class Report:
 
     def error_json(self) -> dict | None:
         if self.interrupted is not None:
-            return {"exit_code": self.interrupted.exit_code, "message": f"interrupted by {self.interrupted.signal_name}"}
+            return {
+                "exit_code": self.interrupted.exit_code,
+                "message": f"interrupted by {self.interrupted.signal_name}",
+            }
         if self.error is not None:
             return {"exit_code": self.error.exit_code, "message": self.error.message}
         return None
 
     def to_json(self) -> dict:
-        data: dict = {"command": self.command, "ok": self.exit_code == 0, **self.facts,
-                      "steps": {name: record.to_json() for name, record in self.steps.items()}}
+        data: dict = {
+            "command": self.command,
+            "ok": self.exit_code == 0,
+            **self.facts,
+            "steps": {name: record.to_json() for name, record in self.steps.items()},
+        }
         if self.error_json() is not None:
             data["error"] = self.error_json()
         if self.log_file:
@@ -94,8 +101,9 @@ class Session:
         self.console = console
         self.timed = timed  # a "done in" line per step (multi-step commands)
 
-    def step(self, name: str, show: Callable[[Any], None] | None, run: Callable[P, T], *args: P.args,
-             **kwargs: P.kwargs) -> T:
+    def step(
+        self, name: str, show: Callable[[Any], None] | None, run: Callable[P, T], *args: P.args, **kwargs: P.kwargs
+    ) -> T:
         """Run `run(*args, **kwargs)` as the step `name` (its arguments checked against `run`'s
         signature by the type checker), its result recorded in the report and shown by `show`."""
         checkpoint()
@@ -140,8 +148,15 @@ def _log_traceback(exc: BaseException) -> str:
     return ""
 
 
-def run(session: Session, body: Callable[[Session], None], *, report_path: str | None = None,
-        json_out: bool = False, debug: bool = False, after: Callable[[Report], None] | None = None) -> int:
+def run(
+    session: Session,
+    body: Callable[[Session], None],
+    *,
+    report_path: str | None = None,
+    json_out: bool = False,
+    debug: bool = False,
+    after: Callable[[Report], None] | None = None,
+) -> int:
     """Run `body`, then write the report (and run `after`, e.g. the action's outputs); returns the
     exit code. The only place errors become exit codes: by their type, never by their text."""
     with session.console.logging_to_console(), signals_as_interrupts():
@@ -174,7 +189,7 @@ def _run(session: Session, body: Callable[[Session], None], debug: bool) -> None
         report.log_file = _log_traceback(exc)
         report.error = _Unexpected(f"""
             Unexpected error: {exc.__class__.__name__}: {exc}. This is a bug in triton-release; the
-            traceback is in {report.log_file or '(no writable folder for it)'}. Please report it with that
+            traceback is in {report.log_file or "(no writable folder for it)"}. Please report it with that
             file.""")
         console.failure(report.error)
         if debug or console.ci:  # in Actions the log file goes with the runner: show it here too
@@ -192,8 +207,9 @@ def write_report(report: Report, path: str | None, json_out: bool, console: Cons
         try:
             write_atomic(Path(path), text + "\n")
         except (OSError, TritonReleaseError) as exc:  # what was done stays done: a warning, not a failure
-            console.warning(f"could not write the report to {path} ({getattr(exc, 'strerror', None) or exc}); "
-                            "it follows on stdout")
+            console.warning(
+                f"could not write the report to {path} ({getattr(exc, 'strerror', None) or exc}); it follows on stdout"
+            )
             json_out = True
     if json_out:
         print(text, flush=True)

@@ -111,6 +111,7 @@ def _choice(*choices: str) -> Callable[[Any], str]:
         if value not in choices:
             raise ValueError(f"{value!r} is not one of {', '.join(choices)}")
         return value
+
     return convert
 
 
@@ -119,7 +120,7 @@ STUB_PROVIDERS = ("auto", "stock", "wheel", "source")  # and path:FILE
 
 def _stub(value: Any) -> str:
     text = _text(value)
-    if text in STUB_PROVIDERS or (text.startswith("path:") and text[len("path:"):].strip()):
+    if text in STUB_PROVIDERS or (text.startswith("path:") and text[len("path:") :].strip()):
         return text
     raise ValueError(f"{text!r} is not a stub provider; use one of {', '.join(STUB_PROVIDERS)}, path:FILE")
 
@@ -136,14 +137,14 @@ def _folder_path(value: str, folder: Path) -> str:
 
 
 def _stub_path(value: str, folder: Path) -> str:
-    return "path:" + _folder_path(value[len("path:"):], folder) if value.startswith("path:") else value
+    return "path:" + _folder_path(value[len("path:") :], folder) if value.startswith("path:") else value
 
 
 def _python_version(value: Any) -> str | None:
     if value in (None, ""):
         return None
     if isinstance(value, float):
-        raise ValueError(f"{value!r} was read as a number; quote it, e.g. python: \"3.10\"")
+        raise ValueError(f'{value!r} was read as a number; quote it, e.g. python: "3.10"')
     text = str(value)
     parts = text.split(".")
     if len(parts) != 2 or not all(p.isdigit() for p in parts):
@@ -207,53 +208,133 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("model_repository", "model_repository", "the folder holding the models", anchor=_folder_path),
     Setting("base_image", "nvcr.io/nvidia/tritonserver:24.10-py3", "the Triton image the release is built FROM"),
     Setting("python", None, "the Python the models run on (default: the base image's python3)", _python_version),
-    Setting("repository", None, "the registry repository releases are pushed to, e.g. ghcr.io/org/models "
-            "(lower-cased: Docker refuses upper case)", _registry_repository,
-            notice="registry repository {given} lower-cased to {value} (Docker refuses upper case)"),
+    Setting(
+        "repository",
+        None,
+        "the registry repository releases are pushed to, e.g. ghcr.io/org/models "
+        "(lower-cased: Docker refuses upper case)",
+        _registry_repository,
+        notice="registry repository {given} lower-cased to {value} (Docker refuses upper case)",
+    ),
     Setting("channel", "latest", "the moving tag consumers follow"),
     Setting("keep", None, "keep only the newest N releases (default: keep all)", _keep),
     Setting("load_timeout", 300, "seconds each tested model may take to become ready", _seconds),
-    Setting("stub", "auto", "where the Python backend stub comes from: auto|stock|wheel|source|path:FILE", _stub,
-            anchor=_stub_path),
-    Setting("requirements_options", "refuse", "refuse|allow: pip options (-r, -c, -e, --index-url, -f), paths "
-            "and URLs in models' requirements.txt", _choice("refuse", "allow")),
-    Setting("server_memory", None, "memory limit of the tritonserver container, e.g. 8g (default: 3/4 of this "
-            "machine's memory)", _size),
+    Setting(
+        "stub",
+        "auto",
+        "where the Python backend stub comes from: auto|stock|wheel|source|path:FILE",
+        _stub,
+        anchor=_stub_path,
+    ),
+    Setting(
+        "requirements_options",
+        "refuse",
+        "refuse|allow: pip options (-r, -c, -e, --index-url, -f), paths and URLs in models' requirements.txt",
+        _choice("refuse", "allow"),
+    ),
+    Setting(
+        "server_memory",
+        None,
+        "memory limit of the tritonserver container, e.g. 8g (default: 3/4 of this machine's memory)",
+        _size,
+    ),
     Setting("server_pids", 4096, "process limit of the tritonserver container", _count),
-    Setting("max_loaded", 50, "at most this many models loaded at once while testing: more are tested in "
-            "waves", _count),
-    Setting("gpus", None, "the GPUs the tritonserver container gets: all, a count, or device ids such as 0,1 "
-            "(default: none; KIND_GPU instance groups are then tested on the CPU)", gpus),
-    Setting("gpu_models", "test", "test|require: a KIND_GPU model that cannot load on the CPU is reported and "
-            "not tested, or (require) refused", _choice("test", "require")),
-    Setting("max_drift", None, "refuse a release whose new model version answers its golden inputs further "
-            "than this from the version before (the largest relative difference of any output, e.g. 0.001: a "
-            "tenth of a percent); default: drift is reported, never refused", _fraction),
-    Setting("max_latency_increase", None, "refuse a release whose new model version is slower than the version "
-            "before by more than this fraction (0.2, or the same as a percentage: refused when the whole confidence "
-            "interval of its p50 latency ratio, measured with perf_analyzer, lies above 1.2); default: latency is "
-            "reported, never refused",
-            _fraction),
-    Setting("latency_rounds", 4, "perf_analyzer rounds per version in the latency comparison, alternating N, N+1, "
-            "N+1, N, ...: more rounds give tighter intervals and take longer", _rounds),
-    Setting("latency_interval", 300, "milliseconds of one perf_analyzer measurement window (a round is three; "
-            "longer for a model too slow for 30 requests in one)", _milliseconds),
-    Setting("perf_analyzer", None, "the perf_analyzer binary the latency gate runs (default: perf_analyzer on "
-            "PATH, else /opt/perf_analyzer/bin/perf_analyzer, the action image's)", anchor=_folder_path),
-    Setting("warmup", "off", "off|golden: golden writes model_warmup from each model's golden inputs into the "
-            "image's copy of its config.pbtxt (the user's is untouched), so the server reports the model ready "
-            "only once warm", _warmup),
-    Setting("push_commit", False, "with --commit, push the release commit and its vX.Y.Z tag to the checked-out "
-            "branch of origin once the release is published (a refused push is a warning)", _bool),
-    Setting("max_layers", 120, "the image's layer budget, the base image's layers counted (overlay2 refuses "
-            "about 125)", _count),
-    Setting("signing_key", None, "a PKCS#8 PEM ECDSA P-256 private key file that signs each release's evidence "
-            "(its golden results, provenance and SBOM); default: the evidence is attached unsigned",
-            anchor=_folder_path),
-    Setting("signing", "key", "key|keyless: sign the evidence with signing_key, or keyless with sigstore and the "
-            "workflow's OIDC token (GitHub Actions with id-token: write)", _choice("key", "keyless")),
-    Setting("verify_key", None, "a PEM public key (cosign.pub): rollback refuses a release whose evidence does not "
-            "verify with it, and verify checks with it when --key is not given", anchor=_folder_path),
+    Setting(
+        "max_loaded", 50, "at most this many models loaded at once while testing: more are tested in waves", _count
+    ),
+    Setting(
+        "gpus",
+        None,
+        "the GPUs the tritonserver container gets: all, a count, or device ids such as 0,1 "
+        "(default: none; KIND_GPU instance groups are then tested on the CPU)",
+        gpus,
+    ),
+    Setting(
+        "gpu_models",
+        "test",
+        "test|require: a KIND_GPU model that cannot load on the CPU is reported and not tested, or (require) refused",
+        _choice("test", "require"),
+    ),
+    Setting(
+        "max_drift",
+        None,
+        "refuse a release whose new model version answers its golden inputs further "
+        "than this from the version before (the largest relative difference of any output, e.g. 0.001: a "
+        "tenth of a percent); default: drift is reported, never refused",
+        _fraction,
+    ),
+    Setting(
+        "max_latency_increase",
+        None,
+        "refuse a release whose new model version is slower than the version "
+        "before by more than this fraction (0.2, or the same as a percentage: refused when the whole confidence "
+        "interval of its p50 latency ratio, measured with perf_analyzer, lies above 1.2); default: latency is "
+        "reported, never refused",
+        _fraction,
+    ),
+    Setting(
+        "latency_rounds",
+        4,
+        "perf_analyzer rounds per version in the latency comparison, alternating N, N+1, "
+        "N+1, N, ...: more rounds give tighter intervals and take longer",
+        _rounds,
+    ),
+    Setting(
+        "latency_interval",
+        300,
+        "milliseconds of one perf_analyzer measurement window (a round is three; "
+        "longer for a model too slow for 30 requests in one)",
+        _milliseconds,
+    ),
+    Setting(
+        "perf_analyzer",
+        None,
+        "the perf_analyzer binary the latency gate runs (default: perf_analyzer on "
+        "PATH, else /opt/perf_analyzer/bin/perf_analyzer, the action image's)",
+        anchor=_folder_path,
+    ),
+    Setting(
+        "warmup",
+        "off",
+        "off|golden: golden writes model_warmup from each model's golden inputs into the "
+        "image's copy of its config.pbtxt (the user's is untouched), so the server reports the model ready "
+        "only once warm",
+        _warmup,
+    ),
+    Setting(
+        "push_commit",
+        False,
+        "with --commit, push the release commit and its vX.Y.Z tag to the checked-out "
+        "branch of origin once the release is published (a refused push is a warning)",
+        _bool,
+    ),
+    Setting(
+        "max_layers",
+        120,
+        "the image's layer budget, the base image's layers counted (overlay2 refuses about 125)",
+        _count,
+    ),
+    Setting(
+        "signing_key",
+        None,
+        "a PKCS#8 PEM ECDSA P-256 private key file that signs each release's evidence "
+        "(its golden results, provenance and SBOM); default: the evidence is attached unsigned",
+        anchor=_folder_path,
+    ),
+    Setting(
+        "signing",
+        "key",
+        "key|keyless: sign the evidence with signing_key, or keyless with sigstore and the "
+        "workflow's OIDC token (GitHub Actions with id-token: write)",
+        _choice("key", "keyless"),
+    ),
+    Setting(
+        "verify_key",
+        None,
+        "a PEM public key (cosign.pub): rollback refuses a release whose evidence does not "
+        "verify with it, and verify checks with it when --key is not given",
+        anchor=_folder_path,
+    ),
 )
 BY_KEY = {s.key: s for s in SETTINGS}
 # Old names that still work, with a warning: workflows and settings files already use them.
@@ -264,33 +345,44 @@ DEPRECATED = {"image": "repository"}
 class ImageOptions:
     """What the release image is built from and how: one group of settings, built once
     (Settings.image) and passed whole to the steps that build (steps.environments, steps.build)."""
-    base_image: str                      # the Triton image it is built FROM
-    python: str | None = None            # X.Y the models run on; None: the base image's python3
-    stub: str = "auto"                   # where the Python backend stub comes from (image/stub.py)
+
+    base_image: str  # the Triton image it is built FROM
+    python: str | None = None  # X.Y the models run on; None: the base image's python3
+    stub: str = "auto"  # where the Python backend stub comes from (image/stub.py)
     requirements_options: str = "refuse"  # pip options in requirements.txt: refuse|allow
-    max_layers: int = 120                # the layer budget, the base image's layers counted
-    warmup: str = "off"                  # golden: model_warmup from the golden inputs, in the image's configs
+    max_layers: int = 120  # the layer budget, the base image's layers counted
+    warmup: str = "off"  # golden: model_warmup from the golden inputs, in the image's configs
 
     def to_json(self) -> dict:
-        return {"base_image": self.base_image, "python": self.python, "stub": self.stub,
-                "requirements_options": self.requirements_options, "max_layers": self.max_layers,
-                "warmup": self.warmup}
+        return {
+            "base_image": self.base_image,
+            "python": self.python,
+            "stub": self.stub,
+            "requirements_options": self.requirements_options,
+            "max_layers": self.max_layers,
+            "warmup": self.warmup,
+        }
 
 
 @dataclass(frozen=True)
 class ServerOptions:
     """How tritonserver runs the golden cases: one group of settings, built once (Settings.server)
     and passed whole to the code that starts the server (steps.test, record, verify_release)."""
-    load_timeout: float = 300      # seconds for the models to load
-    memory: int | None = None      # the container's memory limit in bytes; None: 3/4 of this machine's
-    pids: int = 4096               # the container's process limit
-    max_loaded: int = 50           # at most this many models loaded at once; more are tested in waves
-    gpus: str | None = None        # the GPUs it gets; None: KIND_GPU models are tested on the CPU
-    gpu_models: str = "test"       # test|require: a KIND_GPU model that cannot load on the CPU
+
+    load_timeout: float = 300  # seconds for the models to load
+    memory: int | None = None  # the container's memory limit in bytes; None: 3/4 of this machine's
+    pids: int = 4096  # the container's process limit
+    max_loaded: int = 50  # at most this many models loaded at once; more are tested in waves
+    gpus: str | None = None  # the GPUs it gets; None: KIND_GPU models are tested on the CPU
+    gpu_models: str = "test"  # test|require: a KIND_GPU model that cannot load on the CPU
 
     def to_json(self) -> dict:
-        return {"load_timeout": self.load_timeout, "max_loaded": self.max_loaded, "gpus": self.gpus,
-                "gpu_models": self.gpu_models}
+        return {
+            "load_timeout": self.load_timeout,
+            "max_loaded": self.max_loaded,
+            "gpus": self.gpus,
+            "gpu_models": self.gpu_models,
+        }
 
 
 @dataclass(frozen=True)
@@ -301,13 +393,15 @@ class Settings:
 
     @property
     def image(self) -> ImageOptions:
-        return ImageOptions(self.base_image, self.python, self.stub, self.requirements_options, self.max_layers,
-                            self.warmup)
+        return ImageOptions(
+            self.base_image, self.python, self.stub, self.requirements_options, self.max_layers, self.warmup
+        )
 
     @property
     def server(self) -> ServerOptions:
-        return ServerOptions(self.load_timeout, self.server_memory, self.server_pids, self.max_loaded, self.gpus,
-                             self.gpu_models)
+        return ServerOptions(
+            self.load_timeout, self.server_memory, self.server_pids, self.max_loaded, self.gpus, self.gpu_models
+        )
 
     def __getattr__(self, key: str) -> Any:
         try:
@@ -332,8 +426,10 @@ def _read_config(path: Path) -> tuple[dict[str, Any], dict[str, int]]:
             if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
                 mark = event.start_mark
                 assert mark is not None
-                raise UsageError(f"{path}:{mark.line + 1}:{mark.column + 1}: YAML anchors and aliases are not "
-                                 "allowed in the settings file; write each value out.")
+                raise UsageError(
+                    f"{path}:{mark.line + 1}:{mark.column + 1}: YAML anchors and aliases are not "
+                    "allowed in the settings file; write each value out."
+                )
         node = yaml.compose(text)
         data = yaml.safe_load(text)
     except OSError as exc:
@@ -353,8 +449,9 @@ def _read_config(path: Path) -> tuple[dict[str, Any], dict[str, int]]:
         if key not in BY_KEY and key not in DEPRECATED:
             close = difflib.get_close_matches(str(key), BY_KEY, n=1)
             hint = f" Did you mean {close[0]!r}?" if close else ""
-            raise UsageError(f"{path}:{lines.get(key, 1)}: unknown setting {key!r}.{hint} "
-                             f"Known settings: {', '.join(BY_KEY)}.")
+            raise UsageError(
+                f"{path}:{lines.get(key, 1)}: unknown setting {key!r}.{hint} Known settings: {', '.join(BY_KEY)}."
+            )
     return data, lines
 
 
@@ -373,7 +470,7 @@ def find_root(cwd: Path) -> tuple[Path, Path | None]:
     level; outside git, `cwd` itself. Returns that folder and its settings file (None: none)."""
     cwd = Path(os.path.abspath(cwd))
     top = _git_top(cwd)
-    folders = [cwd] if top is None else [cwd, *list(cwd.parents)[:len(cwd.relative_to(top).parts)]]
+    folders = [cwd] if top is None else [cwd, *list(cwd.parents)[: len(cwd.relative_to(top).parts)]]
     for folder in folders:
         if (folder / CONFIG_FILE).is_file():
             return folder, folder / CONFIG_FILE
@@ -385,18 +482,22 @@ def find_root(cwd: Path) -> tuple[Path, Path | None]:
 
 @dataclass(frozen=True)
 class _Layer:
-    source: str                   # where its values came from, as messages name it
+    source: str  # where its values came from, as messages name it
     values: Mapping[str, Any]
-    lines: Mapping[str, int]      # key -> its line in the settings file
-    folder: Path | None = None    # relative paths in it are relative to this folder (None: as given)
+    lines: Mapping[str, int]  # key -> its line in the settings file
+    folder: Path | None = None  # relative paths in it are relative to this folder (None: as given)
 
 
 def _same_folder(a: Path, b: Path) -> bool:
     return os.path.realpath(a) == os.path.realpath(b)
 
 
-def resolve(cli: Mapping[str, Any], config_file: str | None = None,
-            action_inputs: Mapping[str, Any] | None = None, cwd: Path | None = None) -> Settings:
+def resolve(
+    cli: Mapping[str, Any],
+    config_file: str | None = None,
+    action_inputs: Mapping[str, Any] | None = None,
+    cwd: Path | None = None,
+) -> Settings:
     """Merge the layers. `cli` holds only flags the user gave (None means not given).
 
     Run from a subfolder, the settings file and the default model repository are found as
@@ -404,8 +505,7 @@ def resolve(cli: Mapping[str, Any], config_file: str | None = None,
     on the command line or as action inputs stay as given (relative to where the run is)."""
     cwd = cwd or Path.cwd()
     root, found = find_root(cwd)
-    layers = [_Layer("default", {s.key: s.default for s in SETTINGS}, {},
-                     None if _same_folder(root, cwd) else root)]
+    layers = [_Layer("default", {s.key: s.default for s in SETTINGS}, {}, None if _same_folder(root, cwd) else root)]
     path = Path(config_file) if config_file else found
     if path is not None:
         data, lines = _read_config(path)

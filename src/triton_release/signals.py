@@ -23,9 +23,9 @@ SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 _pending: Interrupted | None = None
 _closing = False  # the work is over, the report is being written: a signal now is noted, not raised
-_lost = False     # the raise landed where Python drops exceptions: raise it again at a checkpoint
-_shields = 0      # inside cleanup that must finish (shielded()): a signal is raised when it ends
-_held = False     # a signal came while shielded, not raised yet
+_lost = False  # the raise landed where Python drops exceptions: raise it again at a checkpoint
+_shields = 0  # inside cleanup that must finish (shielded()): a signal is raised when it ends
+_held = False  # a signal came while shielded, not raised yet
 
 
 def pending_interrupt() -> Interrupted | None:

@@ -56,10 +56,28 @@ class ActionCheckout(GitRepo):
         event = self.root.parent / f"{event_name}.json"
         event.write_text(json.dumps(payload))
         return subprocess.run(
-            [str(ACT), event_name, "-e", str(event), "-W", f".github/workflows/{workflow}", "--bind", "--rm",
-             "-P", f"ubuntu-latest={RUNNER}", "--pull=false",
-             "--var", f"MODELS_IMAGE={self.image}", "--var", f"TRITON_BASE_IMAGE={BASE_IMAGE}"],
-            cwd=self.root, capture_output=True, text=True, timeout=900)
+            [
+                str(ACT),
+                event_name,
+                "-e",
+                str(event),
+                "-W",
+                f".github/workflows/{workflow}",
+                "--bind",
+                "--rm",
+                "-P",
+                f"ubuntu-latest={RUNNER}",
+                "--pull=false",
+                "--var",
+                f"MODELS_IMAGE={self.image}",
+                "--var",
+                f"TRITON_BASE_IMAGE={BASE_IMAGE}",
+            ],
+            cwd=self.root,
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
 
 
 @pytest.fixture
@@ -92,15 +110,16 @@ def test_push_releases_then_a_one_model_change_and_a_rollback(checkout):
     second = checkout.commit("a: new code, same answers")
     run = checkout.act("push", "release.yml", push_event(checkout.git("rev-parse", "HEAD~1"), second))
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
-    assert "version 1.1.0" in run.stdout and '**Changed models:** `a`' in run.stdout
+    assert "version 1.1.0" in run.stdout and "**Changed models:** `a`" in run.stdout
     assert "::group::build" in run.stdout
     assert repo.digest("latest") == repo.digest("1.1.0") != repo.digest("1.0.0")
     # the bump was committed, tagged and pushed back
     assert "v1.1.0" in checkout.git("--git-dir", ".origin.git", "tag")
     assert checkout.git("--git-dir", ".origin.git", "log", "-1", "--format=%s", "main") == "release 1.1.0"
 
-    run = checkout.act("workflow_dispatch", "rollback.yml",
-                        {"inputs": {"version": "1.0.0", "channel": "latest", "verify": False}})
+    run = checkout.act(
+        "workflow_dispatch", "rollback.yml", {"inputs": {"version": "1.0.0", "channel": "latest", "verify": False}}
+    )
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
     assert repo.digest("latest") == repo.digest("1.0.0")
     assert "latest -> 1.0.0" in run.stdout
@@ -113,8 +132,11 @@ def test_a_pull_request_with_a_broken_golden_case_fails_naming_the_file(checkout
     data["outputs"][0]["data"][2] = 99
     case.write_text(json.dumps(data))
     head = checkout.commit("b: a wrong expected value")
-    run = checkout.act("pull_request", "test.yml",
-                        {"pull_request": {"base": {"sha": base, "ref": "main"}, "head": {"sha": head, "ref": "pr"}}})
+    run = checkout.act(
+        "pull_request",
+        "test.yml",
+        {"pull_request": {"base": {"sha": base, "ref": "main"}, "head": {"sha": head, "ref": "pr"}}},
+    )
     assert run.returncode != 0
     assert "::error file=model_repository/b/golden/basic.json" in run.stdout, run.stdout[-4000:]
     assert RegistryRepository.parse(checkout.image).tags() == []  # nothing pushed, ever
@@ -122,8 +144,23 @@ def test_a_pull_request_with_a_broken_golden_case_fails_naming_the_file(checkout
 
 
 def test_the_projects_own_ci_unit_job_runs_under_act(stack):
-    run = subprocess.run([str(ACT), "push", "-W", ".github/workflows/ci.yml", "-j", "unit", "--rm",
-                          "-P", f"ubuntu-latest={RUNNER}", "--pull=false"],
-                         cwd=ROOT, capture_output=True, text=True, timeout=900)
+    run = subprocess.run(
+        [
+            str(ACT),
+            "push",
+            "-W",
+            ".github/workflows/ci.yml",
+            "-j",
+            "unit",
+            "--rm",
+            "-P",
+            f"ubuntu-latest={RUNNER}",
+            "--pull=false",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
     assert "Job succeeded" in run.stdout

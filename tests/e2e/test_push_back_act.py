@@ -62,8 +62,21 @@ class PushBackCheckout(ActionCheckout):
         self.commit("the push-back workflow")
         self.git("push", "-q", "origin", "main")
         report = tmp_path / "first-release.json"
-        code = main(["release", "--model-repository", str(self.models), "--to", image, "--base-image", BASE_IMAGE,
-                     "--commit", "--push-commit", "--report", str(report)])
+        code = main(
+            [
+                "release",
+                "--model-repository",
+                str(self.models),
+                "--to",
+                image,
+                "--base-image",
+                BASE_IMAGE,
+                "--commit",
+                "--push-commit",
+                "--report",
+                str(report),
+            ]
+        )
         assert code == 0, json.loads(report.read_text()).get("error")
         assert self.origin("tag") == "v1.0.0"  # the CLI pushed the tag (a first release bumps nothing)
 
@@ -112,9 +125,13 @@ def test_the_release_commit_reaches_origin_and_a_refusing_origin_only_warns(chec
     hook.chmod(0o755)
     run = checkout.act("push", WORKFLOW, {"ref": "refs/heads/main", "before": before, "after": after})
     assert run.returncode == 0 and "Job succeeded" in run.stdout, run.stdout[-4000:] + run.stderr[-2000:]
-    assert ("::warning::release 1.2.0 is published, but its release commit and tag v1.2.0 were not pushed to "
-            "origin main: main [remote rejected] (pre-receive hook declined)") in run.stdout, run.stdout[-4000:]
-    assert "Give the workflow a token that may push to main (permissions: contents: write, or a deploy key)" in run.stdout
+    assert (
+        "::warning::release 1.2.0 is published, but its release commit and tag v1.2.0 were not pushed to "
+        "origin main: main [remote rejected] (pre-receive hook declined)"
+    ) in run.stdout, run.stdout[-4000:]
+    assert (
+        "Give the workflow a token that may push to main (permissions: contents: write, or a deploy key)" in run.stdout
+    )
     assert "released=true version=1.2.0 previous=1.1.0" in run.stdout
     assert "1.2.0" in repo.tags() and repo.digest("latest") == repo.digest("1.2.0")
     assert checkout.origin("rev-parse", "main") == after and "v1.2.0" not in checkout.origin("tag").split()

@@ -37,8 +37,20 @@ class MatrixCheckout(ActionCheckout):
         self.write(python_model_files("c"))
         self.commit("a third model")
         report = tmp_path / "first-release.json"
-        code = main(["release", "--model-repository", str(self.models), "--to", image, "--base-image", BASE_IMAGE,
-                     "--commit", "--report", str(report)])
+        code = main(
+            [
+                "release",
+                "--model-repository",
+                str(self.models),
+                "--to",
+                image,
+                "--base-image",
+                BASE_IMAGE,
+                "--commit",
+                "--report",
+                str(report),
+            ]
+        )
         assert code == 0, json.loads(report.read_text()).get("error")
         self.git("push", "-q", "--atomic", "origin", "main", "v1.0.0")
 
@@ -61,10 +73,30 @@ class MatrixCheckout(ActionCheckout):
         event = self.root.parent / "push.json"
         event.write_text(json.dumps({"ref": "refs/heads/main", "before": before, "after": after}))
         return subprocess.run(
-            [str(ACT), "push", "-e", str(event), "-W", f".github/workflows/{WORKFLOW}", "--bind", "--rm",
-             "-P", f"ubuntu-latest={RUNNER}", "--pull=false", "--var", f"MODELS_IMAGE={self.image}",
-             "--var", f"TRITON_BASE_IMAGE={BASE_IMAGE}", "--var", "MAX_MODELS_PER_SHARD=1"],
-            cwd=self.root, capture_output=True, text=True, timeout=1800)
+            [
+                str(ACT),
+                "push",
+                "-e",
+                str(event),
+                "-W",
+                f".github/workflows/{WORKFLOW}",
+                "--bind",
+                "--rm",
+                "-P",
+                f"ubuntu-latest={RUNNER}",
+                "--pull=false",
+                "--var",
+                f"MODELS_IMAGE={self.image}",
+                "--var",
+                f"TRITON_BASE_IMAGE={BASE_IMAGE}",
+                "--var",
+                "MAX_MODELS_PER_SHARD=1",
+            ],
+            cwd=self.root,
+            capture_output=True,
+            text=True,
+            timeout=1800,
+        )
 
 
 @pytest.fixture

@@ -12,8 +12,9 @@ from support.workspace import Workspace
 @pytest.fixture(scope="module")
 def module_workspace(docker_client, tmp_path_factory, unique, request):
     name = request.module.__name__.rsplit(".", 1)[-1].replace("_", "-")
-    return Workspace(tmp_path_factory.mktemp("faults") / "work", f"{REGISTRY}/triton-release-faults/{name}-{unique}",
-                     docker_client)
+    return Workspace(
+        tmp_path_factory.mktemp("faults") / "work", f"{REGISTRY}/triton-release-faults/{name}-{unique}", docker_client
+    )
 
 
 @pytest.fixture

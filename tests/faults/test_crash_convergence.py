@@ -30,15 +30,32 @@ pytestmark = pytest.mark.integration
 
 
 def release_command(ws: Workspace, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "triton_release", "release", "--to", ws.image, "--base-image", BASE_IMAGE,
-            "--load-timeout", "60", *extra]
+    return [
+        sys.executable,
+        "-m",
+        "triton_release",
+        "release",
+        "--to",
+        ws.image,
+        "--base-image",
+        BASE_IMAGE,
+        "--load-timeout",
+        "60",
+        *extra,
+    ]
 
 
 def run_until(ws: Workspace, trigger, *, sig: int = signal.SIGKILL, delay: float = 0.0) -> tuple[int, str, bool]:
     """Run a release and send `sig` `delay` seconds after the first line `trigger` accepts. Returns
     the exit code, the output, and whether the signal was sent."""
-    process = subprocess.Popen(release_command(ws, "--commit"), cwd=ws.root, stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, text=True, env={**os.environ, "CI": ""})
+    process = subprocess.Popen(
+        release_command(ws, "--commit"),
+        cwd=ws.root,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "CI": ""},
+    )
     lines, sent, at = [], threading.Event(), []
 
     def fire():
@@ -77,8 +94,14 @@ def change_a(ws: Workspace) -> None:
 
 
 def assert_converged(ws: Workspace, first_digest: str) -> None:
-    rerun = subprocess.run(release_command(ws, "--commit"), cwd=ws.root, capture_output=True, text=True,
-                           env={**os.environ, "CI": ""}, timeout=600)
+    rerun = subprocess.run(
+        release_command(ws, "--commit"),
+        cwd=ws.root,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "CI": ""},
+        timeout=600,
+    )
     assert rerun.returncode == 0, rerun.stdout[-3000:] + rerun.stderr[-3000:]
     assert [str(v) for v in versions_in(ws.registry.tags())] == ["1.0.0", "1.1.0"]
     assert ws.registry.digest("1.0.0") == first_digest
@@ -143,8 +166,7 @@ def test_a_signal_at_random_moments_always_stops_within_seconds_and_cleans_up(fr
         fresh.commit(f"a: change {trial}")
 
 
-def test_the_registry_killed_as_the_bumped_release_puts_its_manifest_then_the_rerun_converges(docker_client,
-                                                                                             tmp_path):
+def test_the_registry_killed_as_the_bumped_release_puts_its_manifest_then_the_rerun_converges(docker_client, tmp_path):
     """The registry process dies (SIGKILL) as the second release, bumped, puts its manifest (its layers
     are up; whether the manifest is, the run cannot tell): exit 3, nothing tagged, the bump kept in its
     journal; with the registry back, the rerun in the same workspace releases 1.1.0 once, with
@@ -167,8 +189,14 @@ def test_the_registry_killed_as_the_bumped_release_puts_its_manifest_then_the_re
             first = ws.registry.digest("1.0.0")
             change_a(ws)
             armed.set()
-            failed = subprocess.run(release_command(ws, "--commit"), cwd=ws.root, capture_output=True, text=True,
-                                    env={**os.environ, "CI": ""}, timeout=600)
+            failed = subprocess.run(
+                release_command(ws, "--commit"),
+                cwd=ws.root,
+                capture_output=True,
+                text=True,
+                env={**os.environ, "CI": ""},
+                timeout=600,
+            )
             out = failed.stdout + failed.stderr
             assert killed.is_set(), out[-3000:]
             assert failed.returncode == 3, out[-3000:]

@@ -35,10 +35,15 @@ def test_registry_down_before_anything_is_built(ws):
     assert "build" not in outcome.report["steps"]
 
 
-@pytest.mark.parametrize("status, code, fragment", [
-    (401, 1, "refused to list the tags of"), (403, 1, "HTTP 403"),
-    (429, 3, "is overloaded"), (500, 3, "failed when asked to list the tags"),
-])
+@pytest.mark.parametrize(
+    "status, code, fragment",
+    [
+        (401, 1, "refused to list the tags of"),
+        (403, 1, "HTTP 403"),
+        (429, 3, "is overloaded"),
+        (500, 3, "failed when asked to list the tags"),
+    ],
+)
 def test_registry_answering_an_error(ws, status, code, fragment):
     change_a(ws)
     before = ws.state()
@@ -54,8 +59,14 @@ def test_wrong_credentials_are_refused_without_showing_them(ws, auth_registry):
     change_a(ws)
     before = ws.state()
     wrong = "not-" + password
-    outcome = ws.run("release", "--to", f"{host}/team/models", "--base-image", BASE_IMAGE,
-                     env={"TRITON_RELEASE_USERNAME": "ci-bot", "TRITON_RELEASE_PASSWORD": wrong})
+    outcome = ws.run(
+        "release",
+        "--to",
+        f"{host}/team/models",
+        "--base-image",
+        BASE_IMAGE,
+        env={"TRITON_RELEASE_USERNAME": "ci-bot", "TRITON_RELEASE_PASSWORD": wrong},
+    )
     assert_refused_cleanly(ws, before, outcome, 1, "as ci-bot (TRITON_RELEASE_USERNAME/_PASSWORD)")
     assert wrong not in outcome.out and wrong not in json.dumps(outcome.report)
 
@@ -64,8 +75,9 @@ def test_a_base_image_that_does_not_exist(ws):
     change_a(ws)
     before = ws.state()
     outcome = ws.run("release", "--to", ws.image, "--base-image", "local/no-such-tritonserver:1.0")
-    assert_refused_cleanly(ws, before, outcome, 1, "local/no-such-tritonserver:1.0 is neither on this Docker host",
-                           "--base-image")
+    assert_refused_cleanly(
+        ws, before, outcome, 1, "local/no-such-tritonserver:1.0 is neither on this Docker host", "--base-image"
+    )
 
 
 def test_disk_full_while_writing_the_build_context(ws, tmp_path):
@@ -89,11 +101,36 @@ def test_registry_stopped_mid_push_then_a_rerun_completes(ws, tmp_path):
     target = f"{registry.address}/team/models"
     try:
         report = tmp_path / "report.json"
-        process = subprocess.Popen([sys.executable, "-m", "triton_release", "release", "--to", target,
-                                    "--base-image", BASE_IMAGE, "--report", str(report)],
-                                   cwd=ws.root, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        uploads = Path(tmp_path / "registry" / "data" / "docker" / "registry" / "v2" / "repositories" / "team" /
-                       "models" / "_uploads")
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "triton_release",
+                "release",
+                "--to",
+                target,
+                "--base-image",
+                BASE_IMAGE,
+                "--report",
+                str(report),
+            ],
+            cwd=ws.root,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        uploads = Path(
+            tmp_path
+            / "registry"
+            / "data"
+            / "docker"
+            / "registry"
+            / "v2"
+            / "repositories"
+            / "team"
+            / "models"
+            / "_uploads"
+        )
         deadline = time.monotonic() + 120
         while not (uploads.exists() and any(uploads.iterdir())) and time.monotonic() < deadline:
             time.sleep(0.05)
@@ -119,10 +156,27 @@ def test_two_releases_at_once_never_share_a_version(ws, tmp_path):
         clone = tmp_path / name
         subprocess.run(["git", "clone", "-q", str(ws.root), str(clone)], check=True)
         clones.append(clone)
-    processes = [subprocess.Popen([sys.executable, "-m", "triton_release", "release", "--to", ws.image,
-                                   "--base-image", BASE_IMAGE, "--report", str(clone.parent / f"{clone.name}.json")],
-                                  cwd=clone, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-                 for clone in clones]
+    processes = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "triton_release",
+                "release",
+                "--to",
+                ws.image,
+                "--base-image",
+                BASE_IMAGE,
+                "--report",
+                str(clone.parent / f"{clone.name}.json"),
+            ],
+            cwd=clone,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for clone in clones
+    ]
     outputs = [p.communicate(timeout=600)[0] for p in processes]
     reports = [json.loads((clone.parent / f"{clone.name}.json").read_text()) for clone in clones]
     assert [p.returncode for p in processes] == [0, 0], outputs

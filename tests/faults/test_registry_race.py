@@ -19,6 +19,7 @@ from triton_release.registry.publish import LostRace, PushResult, push, tag_rele
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
+
 @pytest.fixture
 def two_images(docker_client, unique, image_tags):
     """Two small images, each one file on scratch: the two machines' builds of the same release."""
@@ -27,8 +28,10 @@ def two_images(docker_client, unique, image_tags):
         tag = f"triton-release-test/race:{unique}-{side}"
         context = io.BytesIO()
         with tarfile.open(fileobj=context, mode="w") as tar:
-            for name, data in (("Dockerfile", f"FROM scratch\nCOPY side /side\nLABEL side={side}-{unique}\n"),
-                               ("side", f"{side} {unique}\n")):
+            for name, data in (
+                ("Dockerfile", f"FROM scratch\nCOPY side /side\nLABEL side={side}-{unique}\n"),
+                ("side", f"{side} {unique}\n"),
+            ):
                 info = tarfile.TarInfo(name)
                 info.size = len(data.encode())
                 tar.addfile(info, io.BytesIO(data.encode()))
@@ -45,9 +48,9 @@ def test_two_releases_racing_for_one_version_make_one_winner(docker_client, two_
     arrived, written = threading.Barrier(2, timeout=120), threading.Barrier(2, timeout=120)
 
     def slow_put(proxy, path, forward):
-        arrived.wait()    # both pushes are at their manifest PUT
+        arrived.wait()  # both pushes are at their manifest PUT
         answer = forward()
-        written.wait()    # both PUTs are in the registry before either push hears back
+        written.wait()  # both PUTs are in the registry before either push hears back
         return answer
 
     name = f"triton-release-faults/race-{unique}"
@@ -104,7 +107,10 @@ def test_a_rival_write_between_our_put_and_our_read_back_is_refused(docker_clien
     with RegistryProxy("1.0.0", then_theirs) as proxy:
         repo = RegistryRepository.parse(f"{proxy.address}/{name}")
         image_tags.append(f"{proxy.address}/{name}:1.0.0")
-        with pytest.raises(LostRace, match=rf"is {rival.digest}, not sha256:[0-9a-f]{{64}} that this release pushed: "
-                                           r"another release won the race for 1.0.0, and no other tag was moved"):
+        with pytest.raises(
+            LostRace,
+            match=rf"is {rival.digest}, not sha256:[0-9a-f]{{64}} that this release pushed: "
+            r"another release won the race for 1.0.0, and no other tag was moved",
+        ):
             push(docker_client, two_images[0], repo, "1.0.0")
     assert direct.digest("1.0.0") == rival.digest and direct.tags() == ["1.0.0", "rival"]

@@ -18,9 +18,11 @@ from support.workspace import assert_refused_cleanly
 
 pytestmark = pytest.mark.integration
 
-MEASURE = ("import re, sys; from triton_release.cli.main import main; code = main(sys.argv[1:]); "
-           "status = open('/proc/self/status').read(); "
-           "print('PEAK_KIB', re.search(r'VmHWM:\\s+(\\d+)', status).group(1), file=sys.stderr); sys.exit(code)")
+MEASURE = (
+    "import re, sys; from triton_release.cli.main import main; code = main(sys.argv[1:]); "
+    "status = open('/proc/self/status').read(); "
+    "print('PEAK_KIB', re.search(r'VmHWM:\\s+(\\d+)', status).group(1), file=sys.stderr); sys.exit(code)"
+)
 
 
 def test_a_validation_failure_leaves_nothing_behind(ws):
@@ -37,9 +39,13 @@ def test_a_validation_failure_leaves_nothing_behind(ws):
 def test_a_golden_case_expecting_an_output_the_model_lacks_fails_in_the_test_step(ws):
     case = json.loads(golden_case())
     case["outputs"][0]["name"] = "OUTPUT9"
-    ws.write({"a/golden/missing.json": json.dumps(case),
-              "a/config.pbtxt": python_config("a").replace("OUTPUT0", "OUTPUT0") +
-              'output [ { name: "OUTPUT9" data_type: TYPE_FP32 dims: [ 4 ] } ]\n'})
+    ws.write(
+        {
+            "a/golden/missing.json": json.dumps(case),
+            "a/config.pbtxt": python_config("a").replace("OUTPUT0", "OUTPUT0")
+            + 'output [ { name: "OUTPUT9" data_type: TYPE_FP32 dims: [ 4 ] } ]\n',
+        }
+    )
     ws.commit("a declares OUTPUT9, model.py never sends it")
     before = ws.state()
     outcome = ws.release()
@@ -49,8 +55,12 @@ def test_a_golden_case_expecting_an_output_the_model_lacks_fails_in_the_test_ste
 def test_nan_and_infinity_compare_as_written(ws):
     """NaN equals NaN only where NaN is expected; inf equals inf."""
     nan_model = PYTHON_MODEL.replace("(x + 1)", "(x / 0.0)")  # 0/0 -> nan, 1/0 -> inf
-    ws.write({"a/1/model.py": nan_model,
-              "a/golden/basic.json": golden_case(data=(0, 1, -1, 0), out=("NaN", "Infinity", "-Infinity", "NaN"))})
+    ws.write(
+        {
+            "a/1/model.py": nan_model,
+            "a/golden/basic.json": golden_case(data=(0, 1, -1, 0), out=("NaN", "Infinity", "-Infinity", "NaN")),
+        }
+    )
     ws.commit("a: nan and inf")
     outcome = ws.release("--no-push")
     assert outcome.code == 0, outcome.out[-3000:]
@@ -77,9 +87,12 @@ def test_a_300_mb_weights_file_is_streamed_not_read_into_memory(ws):
         for _ in range(300):
             out.write(os.urandom(1024 * 1024))
     ws.commit("a: 300 MB of weights")
-    done = subprocess.run([sys.executable, "-c", MEASURE, "release",
-                           "--to", ws.image, "--base-image", BASE_IMAGE, "--no-push"],
-                          cwd=ws.root, capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-c", MEASURE, "release", "--to", ws.image, "--base-image", BASE_IMAGE, "--no-push"],
+        cwd=ws.root,
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     peak_mib = int(done.stderr.rsplit("PEAK_KIB ", 1)[1].split()[0]) / 1024
     print(f"peak resident memory of the release process: {peak_mib:.0f} MiB")

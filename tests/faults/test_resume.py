@@ -52,8 +52,9 @@ def test_a_failure_after_the_push_is_finished_by_a_rerun_with_the_shipped_folder
     assert ws.git_repo.git("status", "--porcelain") == ""
 
 
-@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGINT, signal.SIGTERM], ids=["sigint", "sigint-again",
-                                                                                      "sigterm"])
+@pytest.mark.parametrize(
+    "signum", [signal.SIGINT, signal.SIGINT, signal.SIGTERM], ids=["sigint", "sigint-again", "sigterm"]
+)
 def test_a_signal_during_the_push_undoes_the_bump_when_nothing_was_published(ws, signum):
     """The push of X.Y.Z is held at its manifest PUT (a slow registry); a signal then stops the run:
     exit 130 or 143 within seconds, X.Y.Z absent, the working tree as it was, no container."""
@@ -72,9 +73,24 @@ def test_a_signal_during_the_push_undoes_the_bump_when_nothing_was_published(ws,
     report = ws.root.parent / "push-signal.json"
     with RegistryProxy(version, held) as proxy:
         target = f"{proxy.address}/{ws.registry.name}"
-        run = subprocess.Popen([sys.executable, "-m", "triton_release", "release", "--to", target, "--base-image",
-                                BASE_IMAGE, "--report", str(report)], cwd=ws.root, stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, text=True)
+        run = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "triton_release",
+                "release",
+                "--to",
+                target,
+                "--base-image",
+                BASE_IMAGE,
+                "--report",
+                str(report),
+            ],
+            cwd=ws.root,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
         try:
             deadline = time.monotonic() + 180
             while not entered.wait(0.5) and time.monotonic() < deadline:

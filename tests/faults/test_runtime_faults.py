@@ -16,22 +16,35 @@ from support.workspace import assert_refused_cleanly
 
 pytestmark = pytest.mark.integration
 
-RAISING_IN_EXECUTE = PYTHON_MODEL.replace("        responses = []\n",
-                                          "        raise RuntimeError('boom in execute: bad input scaling')\n")
+RAISING_IN_EXECUTE = PYTHON_MODEL.replace(
+    "        responses = []\n", "        raise RuntimeError('boom in execute: bad input scaling')\n"
+)
 WRONG_DTYPE = PYTHON_MODEL.replace(".astype(np.float32)", ".astype(np.float64)")
 CRASHING = PYTHON_MODEL.replace("        responses = []\n", "        import os\n        os._exit(3)\n")
-CHATTY = PYTHON_MODEL.replace("    def execute(self, requests):",
-                              "    def initialize(self, args):\n        for i in range(50000):\n"
-                              "            print('x' * 100, flush=True)\n\n    def execute(self, requests):")
+CHATTY = PYTHON_MODEL.replace(
+    "    def execute(self, requests):",
+    "    def initialize(self, args):\n        for i in range(50000):\n"
+    "            print('x' * 100, flush=True)\n\n    def execute(self, requests):",
+)
 
 CASES = {
-    "raising in initialize": ({"a/1/model.py": PYTHON_MODEL_RAISING}, ["Model a failed to load"],
-                              "weights file is missing"),
+    "raising in initialize": (
+        {"a/1/model.py": PYTHON_MODEL_RAISING},
+        ["Model a failed to load"],
+        "weights file is missing",
+    ),
     "raising in execute": ({"a/1/model.py": RAISING_IN_EXECUTE}, ["golden cases failed", "boom in execute"], None),
-    "returning a wrong data type": ({"a/1/model.py": WRONG_DTYPE}, ["golden cases failed", "a/golden/basic.json"], None),
+    "returning a wrong data type": (
+        {"a/1/model.py": WRONG_DTYPE},
+        ["golden cases failed", "a/golden/basic.json"],
+        None,
+    ),
     "crashing the stub process": ({"a/1/model.py": CRASHING}, ["golden cases failed", "a/golden/basic.json"], None),
-    "hanging in initialize past the load timeout": ({"a/1/model.py": SLEEPY_MODEL},
-                                                    ["did not become ready within --load-timeout 5 s"], None),
+    "hanging in initialize past the load timeout": (
+        {"a/1/model.py": SLEEPY_MODEL},
+        ["did not become ready within --load-timeout 5 s"],
+        None,
+    ),
 }
 
 
@@ -49,10 +62,17 @@ def test_a_misbehaving_model_stops_the_release(ws, case):
 
 
 def test_a_decoupled_model_sending_the_wrong_number_of_responses(ws):
-    expected_two = {"inputs": [{"name": "COUNT", "datatype": "INT32", "shape": [1], "data": [3]}],
-                    "outputs": [[{"name": "OUT", "datatype": "INT32", "shape": [1], "data": [i]}] for i in range(2)]}
-    ws.write({"counter/config.pbtxt": DECOUPLED_CONFIG, "counter/1/model.py": DECOUPLED_MODEL,
-              "counter/golden/two.json": json.dumps(expected_two)})
+    expected_two = {
+        "inputs": [{"name": "COUNT", "datatype": "INT32", "shape": [1], "data": [3]}],
+        "outputs": [[{"name": "OUT", "datatype": "INT32", "shape": [1], "data": [i]}] for i in range(2)],
+    }
+    ws.write(
+        {
+            "counter/config.pbtxt": DECOUPLED_CONFIG,
+            "counter/1/model.py": DECOUPLED_MODEL,
+            "counter/golden/two.json": json.dumps(expected_two),
+        }
+    )
     ws.commit("a decoupled model")
     before = ws.state()
     assert_refused_cleanly(ws, before, ws.release(), 1, "expected 2 responses, got 3", "counter/golden/two.json")
@@ -77,19 +97,36 @@ def test_a_cancelled_release_removes_the_server_undoes_the_bump_and_exits_143(ws
 
     from support.models import HANGING_MODEL
     from support.stack import BASE_IMAGE, SERVERS
-    
+
     ws.write({"a/1/model.py": HANGING_MODEL})
     ws.commit("a: hangs")
     before = ws.state()
     report = ws.root.parent / "cancel-report.json"
-    run = subprocess.Popen([sys.executable, "-m", "triton_release", "release", "--to", ws.image, "--base-image",
-                            BASE_IMAGE, "--report", str(report)], cwd=ws.root, stdout=subprocess.PIPE,
-                           stderr=subprocess.STDOUT, text=True, env={**os.environ})
+    run = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "triton_release",
+            "release",
+            "--to",
+            ws.image,
+            "--base-image",
+            BASE_IMAGE,
+            "--report",
+            str(report),
+        ],
+        cwd=ws.root,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ},
+    )
     deadline = time.monotonic() + 180
     while time.monotonic() < deadline and run.poll() is None and not (ws.models / "a" / "2").exists():
         time.sleep(0.2)
-    while time.monotonic() < deadline and run.poll() is None and \
-            not ws.docker.containers.list(filters={"label": SERVERS}):
+    while (
+        time.monotonic() < deadline and run.poll() is None and not ws.docker.containers.list(filters={"label": SERVERS})
+    ):
         time.sleep(0.2)  # bumped and building: wait for the server of the test step
     assert run.poll() is None, run.communicate()[0][-3000:]
     time.sleep(2)  # the server loads the hanging model; the case is then sent
@@ -104,8 +141,9 @@ def test_a_cancelled_release_removes_the_server_undoes_the_bump_and_exits_143(ws
     assert not ws.docker.containers.list(all=True, filters={"label": SERVERS})
 
 
-SLOW_EXECUTE = PYTHON_MODEL.replace("        responses = []\n", "        import time\n        time.sleep(30)\n"
-                                    "        responses = []\n")
+SLOW_EXECUTE = PYTHON_MODEL.replace(
+    "        responses = []\n", "        import time\n        time.sleep(30)\n        responses = []\n"
+)
 
 
 def test_a_server_the_daemon_kills_during_a_case_is_an_infrastructure_failure(ws):
@@ -116,9 +154,26 @@ def test_a_server_the_daemon_kills_during_a_case_is_an_infrastructure_failure(ws
     before = ws.state()
     report = ws.root.parent / "report.json"
     report.unlink(missing_ok=True)
-    process = subprocess.Popen([sys.executable, "-m", "triton_release", "release", "--to", ws.image, "--base-image",
-                                BASE_IMAGE, "--load-timeout", "30", "--report", str(report)], cwd=ws.root,
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "triton_release",
+            "release",
+            "--to",
+            ws.image,
+            "--base-image",
+            BASE_IMAGE,
+            "--load-timeout",
+            "30",
+            "--report",
+            str(report),
+        ],
+        cwd=ws.root,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     lines = []
     for line in process.stdout:
         lines.append(line)
@@ -144,9 +199,13 @@ def test_a_closed_stdout_after_the_bump_stops_the_release_and_undoes_it(ws):
     ws.write({"a/1/model.py": PYTHON_MODEL + "\n# a change\n"})
     ws.commit("a: a change")
     before = ws.state()
-    process = subprocess.Popen([sys.executable, "-m", "triton_release", "release", "--to", ws.image, "--base-image",
-                                BASE_IMAGE, "--no-push"], cwd=ws.root, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "triton_release", "release", "--to", ws.image, "--base-image", BASE_IMAGE, "--no-push"],
+        cwd=ws.root,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     for line in process.stdout:
         if line.startswith("bump: done"):
             break

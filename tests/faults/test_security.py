@@ -43,12 +43,25 @@ def test_the_password_is_in_no_output_report_summary_argument_or_container(ws, a
     summary, outputs = tmp_path / "summary.md", tmp_path / "outputs"
     watcher = Watcher(ws.docker)
     watcher.start()
-    env = {"GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": str(summary), "GITHUB_OUTPUT": str(outputs),
-           "GITHUB_WORKSPACE": str(ws.root), "GITHUB_EVENT_NAME": "workflow_dispatch",
-           "INPUT_IMAGE": f"{host}/security/models", "INPUT_BASE-IMAGE": BASE_IMAGE,
-           "INPUT_USERNAME": "ci-bot", "INPUT_PASSWORD": password, "INPUT_REPORT": "report.json"}
-    done = subprocess.run([sys.executable, "-m", "triton_release.action"], cwd=ws.root, capture_output=True,
-                          text=True, env={**__import__("os").environ, **env})
+    env = {
+        "GITHUB_ACTIONS": "true",
+        "GITHUB_STEP_SUMMARY": str(summary),
+        "GITHUB_OUTPUT": str(outputs),
+        "GITHUB_WORKSPACE": str(ws.root),
+        "GITHUB_EVENT_NAME": "workflow_dispatch",
+        "INPUT_IMAGE": f"{host}/security/models",
+        "INPUT_BASE-IMAGE": BASE_IMAGE,
+        "INPUT_USERNAME": "ci-bot",
+        "INPUT_PASSWORD": password,
+        "INPUT_REPORT": "report.json",
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "triton_release.action"],
+        cwd=ws.root,
+        capture_output=True,
+        text=True,
+        env={**__import__("os").environ, **env},
+    )
     watcher.done.set()
     watcher.join()
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
@@ -57,9 +70,13 @@ def test_the_password_is_in_no_output_report_summary_argument_or_container(ws, a
     report = (ws.root / "report.json").read_text()
     assert json.loads(report)["released"] is True
     assert watcher.containers > 0  # the server was watched while it ran
-    for where, text in {"output": visible, "report": report, "summary": summary.read_text(),
-                        "step outputs": outputs.read_text(), "process arguments and server containers":
-                        "\n".join(watcher.seen)}.items():
+    for where, text in {
+        "output": visible,
+        "report": report,
+        "summary": summary.read_text(),
+        "step outputs": outputs.read_text(),
+        "process arguments and server containers": "\n".join(watcher.seen),
+    }.items():
         assert password not in text, where
 
 

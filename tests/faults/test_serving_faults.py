@@ -37,28 +37,35 @@ from triton_release.models.repository import Repository
 pytestmark = pytest.mark.integration
 
 FLOOD_MB = 200
-NEVER_FINAL_CASE = json.dumps({"inputs": [{"name": "COUNT", "datatype": "INT32", "shape": [1], "data": [1]}],
-                               "outputs": [[{"name": "OUT", "datatype": "INT32", "shape": [1], "data": [0]}]]})
+NEVER_FINAL_CASE = json.dumps(
+    {
+        "inputs": [{"name": "COUNT", "datatype": "INT32", "shape": [1], "data": [1]}],
+        "outputs": [[{"name": "OUT", "datatype": "INT32", "shape": [1], "data": [0]}]],
+    }
+)
 
 
 @pytest.fixture(scope="module")
 def repo(tmp_path_factory):
     root = tmp_path_factory.mktemp("serving-faults") / "model_repository"
-    write_tree(root, {
-        "stuck/config.pbtxt": python_config("stuck"),
-        "stuck/1/model.py": HANGING_MODEL,
-        "stuck/golden/grpc.json": golden_case(protocol="grpc"),
-        "neverfinal/config.pbtxt": decoupled_config("neverfinal"),
-        "neverfinal/1/model.py": NEVER_FINAL_MODEL,
-        "neverfinal/golden/one.json": NEVER_FINAL_CASE,
-        "flood/config.pbtxt": python_config("flood"),
-        "flood/1/model.py": FLOODING_MODEL.format(megabytes=FLOOD_MB),
-        "hog/config.pbtxt": python_config("hog"),
-        "hog/1/model.py": MEMORY_HOG_MODEL,
-        "pinned/config.pbtxt": python_config("pinned") + "version_policy: { specific: { versions: [ 1 ] } }\n",
-        "pinned/1/model.py": PYTHON_MODEL,
-        "pinned/2/model.py": PYTHON_MODEL,
-    })
+    write_tree(
+        root,
+        {
+            "stuck/config.pbtxt": python_config("stuck"),
+            "stuck/1/model.py": HANGING_MODEL,
+            "stuck/golden/grpc.json": golden_case(protocol="grpc"),
+            "neverfinal/config.pbtxt": decoupled_config("neverfinal"),
+            "neverfinal/1/model.py": NEVER_FINAL_MODEL,
+            "neverfinal/golden/one.json": NEVER_FINAL_CASE,
+            "flood/config.pbtxt": python_config("flood"),
+            "flood/1/model.py": FLOODING_MODEL.format(megabytes=FLOOD_MB),
+            "hog/config.pbtxt": python_config("hog"),
+            "hog/1/model.py": MEMORY_HOG_MODEL,
+            "pinned/config.pbtxt": python_config("pinned") + "version_policy: { specific: { versions: [ 1 ] } }\n",
+            "pinned/1/model.py": PYTHON_MODEL,
+            "pinned/2/model.py": PYTHON_MODEL,
+        },
+    )
     return Repository.load(root)
 
 
@@ -76,11 +83,11 @@ def server(docker_client, image):
 
 def servers(docker_client, image: str) -> set[str]:
     """This module's server containers (other tests may run servers at the same time)."""
-    return {c.id for c in docker_client.containers.list(all=True, filters={"label": SERVERS,
-                                                                           "ancestor": image})}
+    return {c.id for c in docker_client.containers.list(all=True, filters={"label": SERVERS, "ancestor": image})}
 
 
 # -- 1. every case has a deadline, on every protocol ----------------------------------------------
+
 
 @pytest.mark.parametrize("protocol", ["http", "grpc"])
 def test_a_hanging_model_fails_its_case_at_the_case_timeout(server, tmp_path, protocol):
@@ -102,6 +109,7 @@ def test_a_decoupled_model_that_never_sends_its_final_flag_ends_at_the_deadline(
 
 
 # -- 7. the server's memory and processes are limited --------------------------------------------
+
 
 def test_the_server_runs_with_memory_and_process_limits(server):
     server.container.reload()
@@ -152,6 +160,7 @@ def test_a_model_flooding_the_log_keeps_the_tool_small_and_its_message_useful(im
 
 # -- 8. a version_policy that hides the version awaited ------------------------------------------
 
+
 def test_a_version_policy_excluding_the_awaited_version_fails_at_once(docker_client, image):
     start = time.monotonic()
     pinned = TritonServer(image, {"pinned": 2}, load_timeout=300, client=docker_client)
@@ -166,6 +175,7 @@ def test_a_version_policy_excluding_the_awaited_version_fails_at_once(docker_cli
 
 
 # -- 9. a cancel during a hung gRPC case or stream -----------------------------------------------
+
 
 def wait_until_served(docker_client, image: str, before: set[str], model: str, run: subprocess.Popen) -> bool:
     """Whether a new server of `image`, started by `run`, serves `model` within 120 s."""
@@ -186,15 +196,32 @@ def wait_until_served(docker_client, image: str, before: set[str], model: str, r
 
 
 @pytest.mark.parametrize("model", ["stuck", "neverfinal"])  # a gRPC call; a stream without its final flag
-def test_sigint_during_a_hung_grpc_case_exits_130_at_once_and_removes_the_server(docker_client, repo, image,
-                                                                                 tmp_path, model):
+def test_sigint_during_a_hung_grpc_case_exits_130_at_once_and_removes_the_server(
+    docker_client, repo, image, tmp_path, model
+):
     root = tmp_path / "model_repository"
     shutil.copytree(repo.root / model, root / model)
     before = servers(docker_client, image)
     report = tmp_path / "report.json"
-    run = subprocess.Popen([sys.executable, "-m", "triton_release", "test", "--image", image, "--model-repository",
-                            str(root), "--models", model, "--report", str(report)],
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    run = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "triton_release",
+            "test",
+            "--image",
+            image,
+            "--model-repository",
+            str(root),
+            "--models",
+            model,
+            "--report",
+            str(report),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     left: set[str] = set()
     try:
         assert wait_until_served(docker_client, image, before, model, run), "the server never became ready"

@@ -43,8 +43,7 @@ class Releaser:
 
     def __call__(self, *flags: str, code: int = 0) -> dict:
         report = self.reports / "report.json"
-        exit_code = main(["release", "--to", self.target, "--base-image", BASE_IMAGE, "--report", str(report),
-                          *flags])
+        exit_code = main(["release", "--to", self.target, "--base-image", BASE_IMAGE, "--report", str(report), *flags])
         found = json.loads(report.read_text())
         assert exit_code == code, found.get("error")
         return found
@@ -61,6 +60,7 @@ def releaser(git_repo, tmp_path, monkeypatch, docker_client):
 @pytest.fixture
 def cli_report(tmp_path):
     """`run(*argv, code=0)`: the CLI in this process with a report, checked for its exit code; the report."""
+
     def run(*argv: str, code: int = 0) -> dict:
         report = tmp_path / "cli-report.json"
         report.unlink(missing_ok=True)
@@ -68,4 +68,5 @@ def cli_report(tmp_path):
         found = json.loads(report.read_text())
         assert exit_code == code, found.get("error")
         return found
+
     return run

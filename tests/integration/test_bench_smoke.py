@@ -12,16 +12,55 @@ from support.stack import ROOT
 
 pytestmark = pytest.mark.integration
 
-KEYS = {"machine", "date", "n_models", "weights_bytes", "release_s", "uploaded_bytes", "ready_s",
-        "golden_cases_per_s", "rollback_s", "scaling"}
+KEYS = {
+    "machine",
+    "date",
+    "n_models",
+    "weights_bytes",
+    "release_s",
+    "uploaded_bytes",
+    "ready_s",
+    "golden_cases_per_s",
+    "rollback_s",
+    "scaling",
+}
 
 
 def test_bench_smoke(docker_client, tmp_path):
     out, plot = tmp_path / "results.json", tmp_path / "results.png"
-    result = subprocess.run([sys.executable, "-m", "bench", "--models", "2", "--weights", "4096",
-                             "--scale-sizes", "2", "--change-weights", "4096", "--naive-max", "2", "--skip-requirements",
-                             "--sizes", "3", "--history", "4,6", "--repeat", "1", "--cases", "4",
-                             "--json", str(out), "--plot", str(plot)], cwd=ROOT, capture_output=True, text=True)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bench",
+            "--models",
+            "2",
+            "--weights",
+            "4096",
+            "--scale-sizes",
+            "2",
+            "--change-weights",
+            "4096",
+            "--naive-max",
+            "2",
+            "--skip-requirements",
+            "--sizes",
+            "3",
+            "--history",
+            "4,6",
+            "--repeat",
+            "1",
+            "--cases",
+            "4",
+            "--json",
+            str(out),
+            "--plot",
+            str(plot),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
     figures = json.loads(out.read_text())
     assert KEYS <= set(figures)

@@ -15,8 +15,11 @@ pytestmark = pytest.mark.integration
 
 
 def test_a_caller_is_tested_with_its_callee_loaded(docker_client, make_repo, unique):
-    repo = Repository.load(make_repo({**bls_caller_files("caller", "callee"), **python_model_files("callee"),
-                                      **python_model_files("alone")}))
+    repo = Repository.load(
+        make_repo(
+            {**bls_caller_files("caller", "callee"), **python_model_files("callee"), **python_model_files("alone")}
+        )
+    )
     with built_image(docker_client, repo, f"trt-bls/calls:{unique}") as tag:
         run = steps.test(repo, tag, ["caller"], ServerOptions(load_timeout=60))
     assert run.passed and [c.case for c in run.cases] == ["caller/basic"]
@@ -26,8 +29,15 @@ def test_a_caller_is_tested_with_its_callee_loaded(docker_client, make_repo, uni
 def test_callers_through_a_helper_module_and_an_alias_are_tested_with_their_callee(docker_client, make_repo, unique):
     """The call made in helpers.py (a partial of an alias) and the one through `InferenceRequest as IR`
     both load the callee: without it loaded, tritonserver answers their cases with an error."""
-    repo = Repository.load(make_repo({**helped_caller_files("helped", "callee"),
-                                      **aliased_caller_files("aliased", "callee"), **python_model_files("callee")}))
+    repo = Repository.load(
+        make_repo(
+            {
+                **helped_caller_files("helped", "callee"),
+                **aliased_caller_files("aliased", "callee"),
+                **python_model_files("callee"),
+            }
+        )
+    )
     with built_image(docker_client, repo, f"trt-bls/followed:{unique}") as tag:
         run = steps.test(repo, tag, ["aliased", "helped"], ServerOptions(load_timeout=60))
     assert run.passed, [c.to_json() for c in run.failed]

@@ -33,7 +33,8 @@ SCALED = [round(v * 1.01, 4) for v in (2, 3, 4, 5)]  # (x + 1) * 1.01 for the go
 
 
 def test_a_new_version_scaling_its_output_by_1_01_drifts_1_percent_and_max_drift_refuses_it(
-        git_repo, releaser, tmp_path):
+    git_repo, releaser, tmp_path
+):
     git_repo.write(python_model_files("a"))
     git_repo.commit("a model")
     first = releaser()
@@ -57,10 +58,18 @@ def test_a_new_version_scaling_its_output_by_1_01_drifts_1_percent_and_max_drift
 
     # the same change through the action, without a bound: released, the drift reported
     summary, report = tmp_path / "summary.md", tmp_path / "action-report.json"
-    env = {**os.environ, "GITHUB_ACTIONS": "true", "GITHUB_EVENT_NAME": "push", "GITHUB_WORKSPACE": str(git_repo.root),
-           "GITHUB_STEP_SUMMARY": str(summary), "GITHUB_OUTPUT": str(tmp_path / "outputs"),
-           "INPUT_REPOSITORY": releaser.target, "INPUT_BASE-IMAGE": BASE_IMAGE, "INPUT_PUSH": "true",
-           "INPUT_REPORT": str(report)}
+    env = {
+        **os.environ,
+        "GITHUB_ACTIONS": "true",
+        "GITHUB_EVENT_NAME": "push",
+        "GITHUB_WORKSPACE": str(git_repo.root),
+        "GITHUB_STEP_SUMMARY": str(summary),
+        "GITHUB_OUTPUT": str(tmp_path / "outputs"),
+        "INPUT_REPOSITORY": releaser.target,
+        "INPUT_BASE-IMAGE": BASE_IMAGE,
+        "INPUT_PUSH": "true",
+        "INPUT_REPORT": str(report),
+    }
     assert action_main(env) == 0, json.loads(report.read_text()).get("error")
     released = json.loads(report.read_text())
     assert released["version"] == "1.1.0" and "push" in released["steps"]
@@ -75,7 +84,8 @@ def test_a_new_version_scaling_its_output_by_1_01_drifts_1_percent_and_max_drift
 
 
 def test_both_versions_load_with_the_cpu_groups_and_the_environment_and_sequence_steps_are_compared(
-        tmp_path, docker_client, image_tags, monkeypatch):
+    tmp_path, docker_client, image_tags, monkeypatch
+):
     """A KIND_GPU model with its own environment, loaded on this CPU-only machine with both versions
     (the override composes with the CPU one and EXECUTION_ENV_PATH); a sequence model whose steps
     are compared, the step expecting an error skipped; a new model noted."""
@@ -86,9 +96,14 @@ def test_both_versions_load_with_the_cpu_groups_and_the_environment_and_sequence
     files["envgpu/2/model.py"] = "import shared\n\n" + scaled
     files["envgpu/requirements.txt"] = "shared==1.0\n"
     files["envgpu/golden/basic.json"] = golden_case(out=SCALED)
-    files.update({"seq/config.pbtxt": sequence_config("seq"), "seq/1/model.py": ACCUMULATOR_MODEL,
-                  "seq/2/model.py": ACCUMULATOR_MODEL, "seq/golden/case.json": sequence_case((1, 1), (-1, "negative"),
-                                                                                              (2, 3))})
+    files.update(
+        {
+            "seq/config.pbtxt": sequence_config("seq"),
+            "seq/1/model.py": ACCUMULATOR_MODEL,
+            "seq/2/model.py": ACCUMULATOR_MODEL,
+            "seq/golden/case.json": sequence_case((1, 1), (-1, "negative"), (2, 3)),
+        }
+    )
     repo = Repository.load(write_tree(tmp_path / "model_repository", files))
     index = tmp_path / "index"
     index.mkdir()
@@ -98,7 +113,9 @@ def test_both_versions_load_with_the_cpu_groups_and_the_environment_and_sequence
     image_tags.append(tag)
     steps.build(repo, BASE_IMAGE, tag)
 
-    run = steps.test(repo, tag, ["envgpu", "new", "seq"], ServerOptions(load_timeout=60), new_versions=("envgpu", "new", "seq"))
+    run = steps.test(
+        repo, tag, ["envgpu", "new", "seq"], ServerOptions(load_timeout=60), new_versions=("envgpu", "new", "seq")
+    )
     assert run.passed and run.on_cpu == ("envgpu",)
     drift = {d.model: d for d in run.drift}
     assert (drift["envgpu"].previous, drift["envgpu"].version) == (1, 2)
@@ -109,7 +126,8 @@ def test_both_versions_load_with_the_cpu_groups_and_the_environment_and_sequence
 
 
 def test_a_staged_candidates_shard_measures_drift_and_max_drift_fails_its_record_and_the_promote(
-        git_repo, releaser, tmp_path, docker_client, cli_report):
+    git_repo, releaser, tmp_path, docker_client, cli_report
+):
     git_repo.write(python_model_files("a"))
     git_repo.commit("a model")
     releaser()  # 1.0.0: the version the candidate's new one is compared with
@@ -144,4 +162,3 @@ def test_a_staged_candidates_shard_measures_drift_and_max_drift_fails_its_record
             docker_client.images.remove(candidate, force=True)
         except docker.errors.ImageNotFound:
             pass
-

@@ -27,8 +27,9 @@ pytestmark = pytest.mark.integration
 def needing(model: str, version: str, requirements: str) -> dict[str, str]:
     """A model whose model.py refuses to load unless `shared` is at `version`."""
     files = python_model_files(model)
-    files[f"{model}/1/model.py"] = (f"import shared\n\nassert shared.__version__ == {version!r}, shared.__version__\n\n"
-                                    + PYTHON_MODEL)
+    files[f"{model}/1/model.py"] = (
+        f"import shared\n\nassert shared.__version__ == {version!r}, shared.__version__\n\n" + PYTHON_MODEL
+    )
     files[f"{model}/requirements.txt"] = requirements
     return files
 
@@ -45,13 +46,22 @@ def index(tmp_path, monkeypatch):
 
 
 def test_two_models_pinning_one_package_apart_both_pass_in_one_image(make_repo, index, unique, image_tags):
-    repo = Repository.load(make_repo({**needing("old", "1.0", "shared==1.0\n"),
-                                      **needing("new", "2.0", "shared==2.0\n"), **python_model_files("plain")}))
+    repo = Repository.load(
+        make_repo(
+            {
+                **needing("old", "1.0", "shared==1.0\n"),
+                **needing("new", "2.0", "shared==2.0\n"),
+                **python_model_files("plain"),
+            }
+        )
+    )
     tag = f"trt-envs/apart:{unique}"
     image_tags.append(tag)
     built = steps.build(repo, BASE_IMAGE, tag)
-    assert {m: e.packages for m, e in built.environments.by_model.items()} == {"old": {"shared": "1.0"},
-                                                                               "new": {"shared": "2.0"}}
+    assert {m: e.packages for m, e in built.environments.by_model.items()} == {
+        "old": {"shared": "1.0"},
+        "new": {"shared": "2.0"},
+    }
     run = steps.test(repo, tag, ["new", "old", "plain"], ServerOptions(load_timeout=60))
     assert run.passed and len(run.cases) == 3
     assert (repo["old"].path / "config.pbtxt").read_text() == python_model_files("old")["old/config.pbtxt"]
@@ -64,8 +74,9 @@ def released(git_repo, releaser, index, tmp_path):
     (index / "shared-2.0-py3-none-any.whl").rename(tmp_path / "shared-2.0-py3-none-any.whl")
     make_wheel(index, "tool", "0.1", requires=("shared",))
     files = {**needing("a", "1.0", "tool\n"), **needing("b", "1.0", "shared==1.0\n"), **python_model_files("c")}
-    files["a/1/model.py"] = files["a/1/model.py"].replace("assert shared.__version__ == '1.0', shared.__version__",
-                                                          "import tool")
+    files["a/1/model.py"] = files["a/1/model.py"].replace(
+        "assert shared.__version__ == '1.0', shared.__version__", "import tool"
+    )
     git_repo.write(files)
     git_repo.commit("three models")
     releaser()
@@ -89,8 +100,10 @@ def test_a_dependency_change_retests_its_model_and_ships_only_that_distribution(
     assert report["version"] == "1.0.1" and report["environment_changed_models"] == ["a"]
     assert report["steps"]["bump"]["bumps"] == []
     assert sorted(c["case"] for c in report["steps"]["test"]["cases"]) == ["a/basic", "c/basic"]
-    assert report["steps"]["environments"]["environments"]["models"]["a"]["packages"] == {"shared": "2.0",
-                                                                                          "tool": "0.1"}
+    assert report["steps"]["environments"]["environments"]["models"]["a"]["packages"] == {
+        "shared": "2.0",
+        "tool": "0.1",
+    }
     added = new_layers(registry, "1.0.0", "1.0.1")
     shared_layer = max(added, key=lambda layer: layer["size"])
     assert len(added) == 2 and sum(layer["size"] for layer in added) - shared_layer["size"] < 1024  # a's activate
@@ -122,10 +135,16 @@ assert shown == [found, "2.0"], shown
 
 def test_a_requirements_console_script_runs_in_the_models_environment(make_repo, index, unique, image_tags):
     entry_points = "[console_scripts]\nshared-version = shared_cli:show\n"
-    make_wheel(index, "shared-cli", "1.0", {"shared_cli/__init__.py": "import shared, sys\n\ndef show():\n"
-                                            "    print(sys.argv[0], shared.__version__)\n",
-                                            "shared_cli-1.0.dist-info/entry_points.txt": entry_points},
-               requires=("shared",))
+    make_wheel(
+        index,
+        "shared-cli",
+        "1.0",
+        {
+            "shared_cli/__init__.py": "import shared, sys\n\ndef show():\n    print(sys.argv[0], shared.__version__)\n",
+            "shared_cli-1.0.dist-info/entry_points.txt": entry_points,
+        },
+        requires=("shared",),
+    )
     files = python_model_files("cli")
     files["cli/1/model.py"] = CLI_MODEL + PYTHON_MODEL
     files["cli/requirements.txt"] = "shared-cli==1.0\nshared==2.0\n"
@@ -165,8 +184,9 @@ def test_a_poisoned_cache_never_ships(released, index, tmp_path, docker_client):
     shipped = f"{release.target}:1.1.0"
     docker_client.images.pull(shipped)
     try:
-        in_image = read_from_image(docker_client, shipped, f"/opt/triton-release/dists/shared-1.0-{sha[:12]}"
-                                                           "/shared/__init__.py")
+        in_image = read_from_image(
+            docker_client, shipped, f"/opt/triton-release/dists/shared-1.0-{sha[:12]}/shared/__init__.py"
+        )
     finally:
         docker_client.images.remove(shipped, force=True)
     assert in_image == genuine

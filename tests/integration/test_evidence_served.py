@@ -37,10 +37,14 @@ def keys(tmp_path):
     found = []
     for name in ("key", "other"):
         key = ec.generate_private_key(ec.SECP256R1())
-        (tmp_path / f"{name}.pem").write_bytes(key.private_bytes(
-            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
-        (tmp_path / f"{name}.pub").write_bytes(key.public_key().public_bytes(
-            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
+        (tmp_path / f"{name}.pem").write_bytes(
+            key.private_bytes(
+                serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+            )
+        )
+        (tmp_path / f"{name}.pub").write_bytes(
+            key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+        )
         found.append(key)
     return tmp_path / "key.pem", tmp_path / "key.pub", tmp_path / "other.pub", found[0]
 
@@ -85,7 +89,8 @@ def envelopes(registry, digest: str) -> list[tuple[dict, dict, bytes]]:
 
 
 def test_signed_evidence_verifies_alone_and_refuses_keys_subjects_and_rollbacks_it_should(
-        models, cleaned, keys, tmp_path, monkeypatch, docker_client):
+    models, cleaned, keys, tmp_path, monkeypatch, docker_client
+):
     git_repo, wheel_sha = models
     private, public, other, key = keys
     monkeypatch.setenv("TRITON_RELEASE_TEST_TOKEN", SECRET)
@@ -101,14 +106,18 @@ def test_signed_evidence_verifies_alone_and_refuses_keys_subjects_and_rollbacks_
         assert descriptor["mediaType"] == "application/vnd.dsse.envelope.v1+json"
         payload = base64.b64decode(envelope["payload"])
         [signature] = envelope["signatures"]
-        key.public_key().verify(base64.b64decode(signature["sig"]), pae(envelope["payloadType"], payload),
-                                ec.ECDSA(hashes.SHA256()))  # raises unless the signature holds
+        key.public_key().verify(
+            base64.b64decode(signature["sig"]), pae(envelope["payloadType"], payload), ec.ECDSA(hashes.SHA256())
+        )  # raises unless the signature holds
         statement = json.loads(payload)
         assert statement["subject"][0]["digest"] == {"sha256": digest.split(":")[1]}
         assert descriptor["annotations"]["predicateType"] == statement["predicateType"]
         kinds[statement["predicateType"]] = statement["predicate"]
-    assert set(kinds) == {"https://triton-release.dev/golden/v1", "https://slsa.dev/provenance/v1",
-                          "https://cyclonedx.org/bom"}
+    assert set(kinds) == {
+        "https://triton-release.dev/golden/v1",
+        "https://slsa.dev/provenance/v1",
+        "https://cyclonedx.org/bom",
+    }
     golden = kinds["https://triton-release.dev/golden/v1"]
     assert golden["passed"] and sorted(m["model"] for m in golden["models"]) == ["a", "b"]
     bom = kinds["https://cyclonedx.org/bom"]
@@ -116,7 +125,9 @@ def test_signed_evidence_verifies_alone_and_refuses_keys_subjects_and_rollbacks_
     [shared] = [c for c in bom["components"] if c["name"] == "shared"]
     assert shared["hashes"] == [{"alg": "SHA-256", "content": wheel_sha}]
     provenance = kinds["https://slsa.dev/provenance/v1"]
-    assert provenance["buildDefinition"]["externalParameters"]["source"]["revision"] == git_repo.git("rev-parse", "HEAD")
+    assert provenance["buildDefinition"]["externalParameters"]["source"]["revision"] == git_repo.git(
+        "rev-parse", "HEAD"
+    )
 
     # nothing secret: not the key, not a credential, not the environment
     everything = b"".join(json.dumps(e).encode() + base64.b64decode(e["payload"]) + m for _, e, m in layers)
@@ -140,8 +151,9 @@ def test_signed_evidence_verifies_alone_and_refuses_keys_subjects_and_rollbacks_
     registry.put_manifest(tag, theirs)
     code, report = command(tmp_path, "verify", f"{cleaned.target}:1.0.0", "--key", str(public))
     assert code == 1 and "the subject does not match" in report["error"]["message"]
-    code, report = command(tmp_path, "rollback", "--repo", cleaned.target, "--to-version", "1.0.0",
-                           "--key", str(public))
+    code, report = command(
+        tmp_path, "rollback", "--repo", cleaned.target, "--to-version", "1.0.0", "--key", str(public)
+    )
     assert code == 1 and "the subject does not match" in report["error"]["message"]
     assert "rollback" not in report["steps"] and registry.digest("latest") == second["digest"]
 
@@ -156,7 +168,8 @@ def test_signed_evidence_verifies_alone_and_refuses_keys_subjects_and_rollbacks_
 
 
 def test_unsigned_evidence_is_attached_and_said_so_and_a_rerun_attaches_what_is_missing(
-        models, cleaned, keys, tmp_path):
+    models, cleaned, keys, tmp_path
+):
     _, public, _, _ = keys
     registry = cleaned.registry
     first = cleaned()

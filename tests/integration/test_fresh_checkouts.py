@@ -61,9 +61,27 @@ class Origin:
         git(self.tmp, "clone", "-q", str(self.bare), str(clone))
         report = self.tmp / f"report-{self.runs}.json"
         started = time.monotonic()
-        done = subprocess.run([sys.executable, "-m", "triton_release", "release", "--to", self.target,
-                               "--base-image", BASE_IMAGE, "--load-timeout", "60", "--report", str(report), *flags],
-                              cwd=clone, capture_output=True, text=True, env=dict(os.environ))
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "triton_release",
+                "release",
+                "--to",
+                self.target,
+                "--base-image",
+                BASE_IMAGE,
+                "--load-timeout",
+                "60",
+                "--report",
+                str(report),
+                *flags,
+            ],
+            cwd=clone,
+            capture_output=True,
+            text=True,
+            env=dict(os.environ),
+        )
         seconds = time.monotonic() - started
         assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
         return json.loads(report.read_text()), seconds
@@ -85,9 +103,11 @@ def version_folders(client, image: str) -> dict[str, bytes]:
             parts = member.name.split("/")
             if member.isfile() and len(parts) > 3 and parts[2].isdigit():
                 found.setdefault(f"{parts[1]}/{parts[2]}", []).append(
-                    ("/".join(parts[3:]), tar.extractfile(member).read()))
-    return {key: b"\0".join(name.encode() + b"\0" + body for name, body in sorted(files))
-            for key, files in found.items()}
+                    ("/".join(parts[3:]), tar.extractfile(member).read())
+                )
+    return {
+        key: b"\0".join(name.encode() + b"\0" + body for name, body in sorted(files)) for key, files in found.items()
+    }
 
 
 @pytest.fixture
@@ -145,8 +165,10 @@ def test_three_releases_from_fresh_clones_never_change_a_released_version(origin
     new_bytes = [new_layer_bytes(registry, before, after) for before, after in (("1.0.0", "1.1.0"), ("1.1.0", "1.2.0"))]
     assert new_bytes[1] < 4096  # a/3's small layer: nothing of a/1 or a/2 went up again
     with capsys.disabled():
-        print(f"\nfresh-checkout releases: {t1:.1f} s, {t2:.1f} s, {t3:.1f} s; new layer bytes in the registry: "
-              f"1.1.0 {new_bytes[0]}, 1.2.0 {new_bytes[1]}")
+        print(
+            f"\nfresh-checkout releases: {t1:.1f} s, {t2:.1f} s, {t3:.1f} s; new layer bytes in the registry: "
+            f"1.1.0 {new_bytes[0]}, 1.2.0 {new_bytes[1]}"
+        )
 
 
 def new_layer_bytes(registry: RegistryRepository, before: str, after: str) -> int:
@@ -168,8 +190,12 @@ def test_a_released_version_changed_in_git_is_refused_naming_the_release(origin,
     origin.edit("a/1/model.py", "\n# edited again\n", "a: a released version edited")
     clone = origin.tmp / "refused"
     git(origin.tmp, "clone", "-q", str(origin.bare), str(clone))
-    done = subprocess.run([sys.executable, "-m", "triton_release", "release", "--to", origin.target,
-                           "--base-image", BASE_IMAGE], cwd=clone, capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "triton_release", "release", "--to", origin.target, "--base-image", BASE_IMAGE],
+        cwd=clone,
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 1, done.stderr[-3000:]
     assert "version 1 of a was released in" in done.stderr and ":1.1.0" in done.stderr
     assert RegistryRepository.parse(origin.target).tags().count("1.2.0") == 0
@@ -220,8 +246,12 @@ def test_a_mixed_case_repository_is_released_under_its_lower_cased_name(tmp_path
     made.push(python_model_files("a"), "one model")
     clone = tmp_path / "clone"
     git(tmp_path, "clone", "-q", str(made.bare), str(clone))
-    done = subprocess.run([sys.executable, "-m", "triton_release", "release", "--to", made.target,
-                           "--base-image", BASE_IMAGE], cwd=clone, capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "triton_release", "release", "--to", made.target, "--base-image", BASE_IMAGE],
+        cwd=clone,
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     lower = f"{REGISTRY}/{name.lower()}"
     assert f"lower-cased to {lower}" in done.stdout + done.stderr

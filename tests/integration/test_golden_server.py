@@ -33,25 +33,31 @@ pytestmark = pytest.mark.integration
 
 
 def counter_case(count: int, responses: int) -> str:
-    return json.dumps({"inputs": [{"name": "COUNT", "datatype": "INT32", "shape": [1], "data": [count]}],
-                       "outputs": [[{"name": "OUT", "datatype": "INT32", "shape": [1], "data": [i]}]
-                                   for i in range(responses)]})
+    return json.dumps(
+        {
+            "inputs": [{"name": "COUNT", "datatype": "INT32", "shape": [1], "data": [count]}],
+            "outputs": [[{"name": "OUT", "datatype": "INT32", "shape": [1], "data": [i]}] for i in range(responses)],
+        }
+    )
 
 
 @pytest.fixture(scope="module")
 def repo(tmp_path_factory):
     root = tmp_path_factory.mktemp("golden") / "model_repository"
-    write_tree(root, {
-        "addone/config.pbtxt": python_config("addone"),
-        "addone/1/model.py": PYTHON_MODEL,
-        "addone/golden/basic.json": golden_case(),
-        "addone/golden/batch3.json": golden_case(shape=(3, 4), data=range(12), out=range(1, 13)),
-        "counter/config.pbtxt": DECOUPLED_CONFIG,
-        "counter/1/model.py": DECOUPLED_MODEL,
-        "counter/golden/three.json": counter_case(3, 3),
-        "sleepy/config.pbtxt": python_config("sleepy"),
-        "sleepy/1/model.py": SLEEPY_MODEL,
-    })
+    write_tree(
+        root,
+        {
+            "addone/config.pbtxt": python_config("addone"),
+            "addone/1/model.py": PYTHON_MODEL,
+            "addone/golden/basic.json": golden_case(),
+            "addone/golden/batch3.json": golden_case(shape=(3, 4), data=range(12), out=range(1, 13)),
+            "counter/config.pbtxt": DECOUPLED_CONFIG,
+            "counter/1/model.py": DECOUPLED_MODEL,
+            "counter/golden/three.json": counter_case(3, 3),
+            "sleepy/config.pbtxt": python_config("sleepy"),
+            "sleepy/1/model.py": SLEEPY_MODEL,
+        },
+    )
     return Repository.load(root)
 
 
@@ -105,18 +111,55 @@ def test_decoupled_response_with_a_wrong_value_names_the_response(server, tmp_pa
 
 def test_the_plugin_runs_on_its_own_against_a_running_server(server, repo, tmp_path):
     junit = tmp_path / "golden.xml"
-    done = subprocess.run([sys.executable, "-m", "pytest", "--triton-url", server.http_url,
-                           "--triton-grpc-url", server.grpc_url, "--model-repository", str(repo.root),
-                           "--triton-models", "addone,counter", "--junitxml", str(junit), "-v",
-                           "-p", "no:cacheprovider"], cwd=tmp_path, capture_output=True, text=True)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "--triton-url",
+            server.http_url,
+            "--triton-grpc-url",
+            server.grpc_url,
+            "--model-repository",
+            str(repo.root),
+            "--triton-models",
+            "addone,counter",
+            "--junitxml",
+            str(junit),
+            "-v",
+            "-p",
+            "no:cacheprovider",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     for name in ("addone/basic", "addone/batch3", "counter/three"):
         assert f"::{name} PASSED" in done.stdout
     xml = junit.read_text()
     assert 'tests="3"' in xml and 'name="latency_ms"' in xml
-    only = subprocess.run([sys.executable, "-m", "pytest", "--triton-url", server.http_url,
-                           "--triton-grpc-url", server.grpc_url, "--model-repository", str(repo.root),
-                           "-k", "batch3", "-q", "-p", "no:cacheprovider"], cwd=tmp_path, capture_output=True, text=True)
+    only = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "--triton-url",
+            server.http_url,
+            "--triton-grpc-url",
+            server.grpc_url,
+            "--model-repository",
+            str(repo.root),
+            "-k",
+            "batch3",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+    )
     assert only.returncode == 0 and "1 passed" in only.stdout, only.stdout
 
 
@@ -149,9 +192,17 @@ def test_the_tool_inside_a_container_reaches_the_server(docker_client, tool_imag
     shutil.copytree(repo.root, work / "model_repository")
     servers = {c.id for c in docker_client.containers.list(all=True, filters={"label": SERVERS})}
     output = docker_client.containers.run(
-        tool_image, ["test", "--image", image, "--models", "addone,counter"], remove=True, working_dir="/work",
-        volumes={"/var/run/docker.sock": {"bind": "/var/run/docker.sock", "mode": "rw"},
-                 str(work): {"bind": "/work", "mode": "rw"}}, stdout=True, stderr=True)
+        tool_image,
+        ["test", "--image", image, "--models", "addone,counter"],
+        remove=True,
+        working_dir="/work",
+        volumes={
+            "/var/run/docker.sock": {"bind": "/var/run/docker.sock", "mode": "rw"},
+            str(work): {"bind": "/work", "mode": "rw"},
+        },
+        stdout=True,
+        stderr=True,
+    )
     text = output.decode()
     assert "PASS counter/three" in text and "3 golden cases passed" in text, text
     assert {c.id for c in docker_client.containers.list(all=True, filters={"label": SERVERS})} == servers
@@ -161,19 +212,23 @@ def test_record_fills_outputs_that_then_pass(image, repo, tmp_path, capsys):
     root = tmp_path / "model_repository"
     shutil.copytree(repo.root, root)
     case = root / "addone" / "golden" / "new.json"
-    case.write_text(json.dumps({"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [2, 4],
-                                            "data": [0, 1, 2, 3, 4, 5, 6, 7]}]}))
+    case.write_text(
+        json.dumps(
+            {"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [2, 4], "data": [0, 1, 2, 3, 4, 5, 6, 7]}]}
+        )
+    )
     kept = (root / "addone" / "golden" / "basic.json").read_text()
     assert main(["record", "--image", image, "--model-repository", str(root), "--models", "addone,counter"]) == 0
     recorded = json.loads(case.read_text())
-    assert recorded["outputs"] == [{"name": "OUTPUT0", "datatype": "FP32", "shape": [2, 4],
-                                    "data": [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0]}]
+    assert recorded["outputs"] == [
+        {"name": "OUTPUT0", "datatype": "FP32", "shape": [2, 4], "data": [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0]}
+    ]
     assert (root / "addone" / "golden" / "basic.json").read_text() == kept  # never overwritten
     assert main(["test", "--image", image, "--model-repository", str(root), "--models", "addone"]) == 0
     assert "3 golden cases passed" in capsys.readouterr().out
 
 
-STUCK_MODEL = '''\
+STUCK_MODEL = """\
 import time
 
 
@@ -181,11 +236,12 @@ class TritonPythonModel:
     def execute(self, requests):
         time.sleep(600)
         return []
-'''
+"""
 
 
-def test_a_cancel_during_a_hung_case_removes_the_server_and_writes_the_report(docker_client, tmp_path, unique,
-                                                                               image_tags):
+def test_a_cancel_during_a_hung_case_removes_the_server_and_writes_the_report(
+    docker_client, tmp_path, unique, image_tags
+):
     """GitHub cancels with SIGINT, then SIGTERM: the first stops the run, the second must not
     break its cleanup; exit 130, the report written, no container left."""
     import os
@@ -193,17 +249,36 @@ def test_a_cancel_during_a_hung_case_removes_the_server_and_writes_the_report(do
 
     import requests
 
-    root = write_tree(tmp_path / "model_repository", {
-        "stuck/config.pbtxt": python_config("stuck"), "stuck/1/model.py": STUCK_MODEL,
-        "stuck/golden/basic.json": golden_case()})
+    root = write_tree(
+        tmp_path / "model_repository",
+        {
+            "stuck/config.pbtxt": python_config("stuck"),
+            "stuck/1/model.py": STUCK_MODEL,
+            "stuck/golden/basic.json": golden_case(),
+        },
+    )
     tag = f"triton-release-test/stuck:{unique}"
     image_tags.append(tag)
     build_image(Repository.load(root), BASE_IMAGE, tag, client=docker_client)
     before = {c.id for c in docker_client.containers.list(all=True, filters={"label": SERVERS})}
     report = tmp_path / "report.json"
-    run = subprocess.Popen([sys.executable, "-m", "triton_release", "test", "--image", tag, "--model-repository",
-                            str(root), "--report", str(report)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                           text=True)
+    run = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "triton_release",
+            "test",
+            "--image",
+            tag,
+            "--model-repository",
+            str(root),
+            "--report",
+            str(report),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     deadline = time.monotonic() + 120
     ready = False
     while not ready and time.monotonic() < deadline and run.poll() is None:
@@ -212,8 +287,13 @@ def test_a_cancel_during_a_hung_case_removes_the_server_and_writes_the_report(do
                 continue
             ports = container.attrs["NetworkSettings"]["Ports"].get("8000/tcp") or []
             try:
-                ready = bool(ports) and requests.get(f"http://127.0.0.1:{ports[0]['HostPort']}/v2/models/stuck/ready",
-                                                     timeout=1).status_code == 200
+                ready = (
+                    bool(ports)
+                    and requests.get(
+                        f"http://127.0.0.1:{ports[0]['HostPort']}/v2/models/stuck/ready", timeout=1
+                    ).status_code
+                    == 200
+                )
             except requests.RequestException:
                 pass
         time.sleep(0.2)
@@ -236,26 +316,48 @@ def test_a_cancel_during_a_hung_case_removes_the_server_and_writes_the_report(do
 
 def test_a_bad_k_expression_is_a_usage_error(image, repo, tmp_path):
     report = tmp_path / "r.json"
-    code = main(["test", "--image", image, "--model-repository", str(repo.root), "--models", "addone",
-                 "-k", "and (", "--report", str(report)])
+    code = main(
+        [
+            "test",
+            "--image",
+            image,
+            "--model-repository",
+            str(repo.root),
+            "--models",
+            "addone",
+            "-k",
+            "and (",
+            "--report",
+            str(report),
+        ]
+    )
     assert code == 2, json.loads(report.read_text())
     assert "-k" in json.loads(report.read_text())["error"]["message"]
 
 
-def test_an_image_is_tested_at_the_versions_it_holds_not_the_working_trees(docker_client, tmp_path, unique,
-                                                                           image_tags):
+def test_an_image_is_tested_at_the_versions_it_holds_not_the_working_trees(docker_client, tmp_path, unique, image_tags):
     """An older image against a newer working tree: the versions come from the image's label, so
     the server is not asked to wait for a version folder the image does not have."""
     from triton_release import steps
     from triton_release.settings import ServerOptions
 
-    root = write_tree(tmp_path / "model_repository", {
-        "addone/config.pbtxt": python_config("addone"), "addone/1/model.py": PYTHON_MODEL,
-        "addone/golden/basic.json": golden_case()})
+    root = write_tree(
+        tmp_path / "model_repository",
+        {
+            "addone/config.pbtxt": python_config("addone"),
+            "addone/1/model.py": PYTHON_MODEL,
+            "addone/golden/basic.json": golden_case(),
+        },
+    )
     tag = f"triton-release-test/older:{unique}"
     image_tags.append(tag)
-    build_image(Repository.load(root), BASE_IMAGE, tag, {"triton-release.models": json.dumps({"addone": [1]})},
-                client=docker_client)
+    build_image(
+        Repository.load(root),
+        BASE_IMAGE,
+        tag,
+        {"triton-release.models": json.dumps({"addone": [1]})},
+        client=docker_client,
+    )
     write_tree(root, {"addone/2/model.py": PYTHON_MODEL})  # the working tree moved on
     run = steps.test(root, tag, ["addone"], ServerOptions(load_timeout=60))
     assert run.passed and run.cases[0].case == "addone/basic" and run.loaded == ("addone",)

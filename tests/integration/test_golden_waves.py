@@ -38,9 +38,12 @@ PASSING = ["a", "b", "c", "d", "pipe", "s1", "s2"]
 @pytest.fixture(scope="module")
 def repo(tmp_path_factory):
     """Add-one models a b c d s1 s2, the ensemble pipe (s1 then s2), and broken, which fails to load."""
-    files: dict = {**pipeline_files("pipe", "s1", "s2"),
-                   "broken/config.pbtxt": python_config("broken"), "broken/1/model.py": PYTHON_MODEL_RAISING,
-                   "broken/golden/basic.json": golden_case()}
+    files: dict = {
+        **pipeline_files("pipe", "s1", "s2"),
+        "broken/config.pbtxt": python_config("broken"),
+        "broken/1/model.py": PYTHON_MODEL_RAISING,
+        "broken/golden/basic.json": golden_case(),
+    }
     for name in ("a", "b", "c", "d", "s1", "s2"):
         files.update(python_model_files(name))
     return Repository.load(write_tree(tmp_path_factory.mktemp("waves") / "model_repository", files))
@@ -121,4 +124,3 @@ def test_record_fills_outputs_in_waves_too(image, repo, tmp_path):
     assert len(recorded.written) == 3
     assert json.loads((root / "pipe" / "golden" / "basic.json").read_text())["outputs"][0]["data"] == [3, 4, 5, 6]
     assert json.loads((root / "c" / "golden" / "basic.json").read_text())["outputs"][0]["data"] == [2, 3, 4, 5]
-

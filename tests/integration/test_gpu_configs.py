@@ -24,7 +24,7 @@ from triton_release.settings import ServerOptions
 pytestmark = pytest.mark.integration
 
 GPU_GROUPS = "instance_group [ { kind: KIND_GPU count: 2 gpus: [ 0, 1 ] } ]\n"
-GPU_ONLY_MODEL = '''\
+GPU_ONLY_MODEL = """\
 class TritonPythonModel:
     def initialize(self, args):
         if args["model_instance_kind"] != "GPU":
@@ -32,7 +32,7 @@ class TritonPythonModel:
 
     def execute(self, requests):
         return []
-'''
+"""
 
 
 def gpu_model(name: str) -> dict[str, str]:
@@ -46,8 +46,13 @@ def repo(tmp_path_factory):
     """add (no instance group), gpu (KIND_GPU count 2), envgpu (KIND_GPU, its model.py imports a
     package only its requirements.txt environment has), pipe (an ensemble of gpu then add), and
     gpuonly (KIND_GPU, refuses to initialize on a CPU)."""
-    files = {**python_model_files("add"), **gpu_model("gpu"), **gpu_model("envgpu"), **gpu_model("gpuonly"),
-             **pipeline_files("pipe", "gpu", "add")}
+    files = {
+        **python_model_files("add"),
+        **gpu_model("gpu"),
+        **gpu_model("envgpu"),
+        **gpu_model("gpuonly"),
+        **pipeline_files("pipe", "gpu", "add"),
+    }
     files["envgpu/1/model.py"] = "import shared\n\nassert shared.__version__ == '1.0'\n\n" + PYTHON_MODEL
     files["envgpu/requirements.txt"] = "shared==1.0\n"
     files["gpuonly/1/model.py"] = GPU_ONLY_MODEL
@@ -81,13 +86,13 @@ def test_kind_gpu_models_pass_on_this_cpu_only_machine_and_are_reported_as_teste
     assert {m.name: m.config_path.read_text() for m in repo} == before
     out = io.StringIO()
     Console(out=out, err=out).golden_run(run)
-    on_cpu = sorted(line.split()[1] for line in out.getvalue().splitlines()
-                    if line.startswith("PASS") and "tested on CPU" in line)
+    on_cpu = sorted(
+        line.split()[1] for line in out.getvalue().splitlines() if line.startswith("PASS") and "tested on CPU" in line
+    )
     assert on_cpu == ["envgpu/basic", "gpu/basic"]
 
 
-def test_a_model_that_needs_a_gpu_is_reported_untested_and_refused_with_gpu_models_require(docker_client, repo,
-                                                                                          image):
+def test_a_model_that_needs_a_gpu_is_reported_untested_and_refused_with_gpu_models_require(docker_client, repo, image):
     run = steps.test(repo, image, ["add", "gpuonly"], ServerOptions(load_timeout=60))
     assert run.passed and [c.case for c in run.cases] == ["add/basic"]
     [(name, why)] = run.needs_gpu
@@ -107,12 +112,26 @@ def test_a_kind_gpu_model_in_a_later_wave_is_loaded_for_the_cpu_too(repo, image)
     assert run.on_cpu == ("gpu",) and [name for name, _ in run.needs_gpu] == ["gpuonly"]
 
 
-def test_gpus_on_a_docker_host_without_a_gpu_runtime_exits_3_and_leaves_no_container(docker_client, repo, image,
-                                                                                     tmp_path):
+def test_gpus_on_a_docker_host_without_a_gpu_runtime_exits_3_and_leaves_no_container(
+    docker_client, repo, image, tmp_path
+):
     before = servers(docker_client)
     report = tmp_path / "report.json"
-    code = main(["test", "--image", image, "--model-repository", str(repo.root), "--models", "add", "--gpus", "all",
-                 "--report", str(report)])
+    code = main(
+        [
+            "test",
+            "--image",
+            image,
+            "--model-repository",
+            str(repo.root),
+            "--models",
+            "add",
+            "--gpus",
+            "all",
+            "--report",
+            str(report),
+        ]
+    )
     message = json.loads(report.read_text())["error"]["message"]
     assert code == 3, message
     assert "no GPU runtime" in message and "NVIDIA Container Toolkit" in message and "--gpus" in message
@@ -149,8 +168,9 @@ def offset_model(offset: int) -> dict[str, str]:
     return files
 
 
-def test_test_image_serves_the_kind_gpu_config_inside_the_image_not_the_checkouts(docker_client, unique,
-                                                                                  tmp_path, image_tags):
+def test_test_image_serves_the_kind_gpu_config_inside_the_image_not_the_checkouts(
+    docker_client, unique, tmp_path, image_tags
+):
     """The image was built with OFFSET 5 (a wrong answer); the checkout says 1, as its golden case
     does. The CPU config is made from the image's config.pbtxt, so the image's answer is tested."""
     built = write_tree(tmp_path / "built" / "model_repository", offset_model(5))
@@ -160,8 +180,9 @@ def test_test_image_serves_the_kind_gpu_config_inside_the_image_not_the_checkout
     checkout = write_tree(tmp_path / "checkout" / "model_repository", offset_model(1))
     before = servers(docker_client)
     report = tmp_path / "report.json"
-    code = main(["test", "--image", tag, "--model-repository", str(checkout), "--models", "offset",
-                 "--report", str(report)])
+    code = main(
+        ["test", "--image", tag, "--model-repository", str(checkout), "--models", "offset", "--report", str(report)]
+    )
     tested = json.loads(report.read_text())
     assert code == 1, tested.get("error")
     assert "1 of 1 golden cases failed" in tested["error"]["message"]
@@ -170,8 +191,9 @@ def test_test_image_serves_the_kind_gpu_config_inside_the_image_not_the_checkout
     assert tested["steps"]["test"]["tested_on_cpu"] == ["offset"]
     # the image's answer is what its golden case must hold: +5 passes, whatever the checkout's config says
     write_tree(checkout, {"offset/golden/basic.json": golden_case(out=(6, 7, 8, 9))})
-    code = main(["test", "--image", tag, "--model-repository", str(checkout), "--models", "offset",
-                 "--report", str(report)])
+    code = main(
+        ["test", "--image", tag, "--model-repository", str(checkout), "--models", "offset", "--report", str(report)]
+    )
     assert code == 0, json.loads(report.read_text()).get("error")
     assert servers(docker_client) == before
     assert not docker_client.containers.list(all=True, filters={"ancestor": tag})  # the config reader is gone too

@@ -78,8 +78,11 @@ class TritonPythonModel:
 
 def iterative_config(name: str, decoupled: bool = False) -> str:
     policy = "model_transaction_policy { decoupled: true }\n" if decoupled else ""
-    return (python_config(name, max_batch_size=0, dims="[ 1 ]", dtype="TYPE_INT32")
-            + "sequence_batching { iterative_sequence: true }\n" + policy)
+    return (
+        python_config(name, max_batch_size=0, dims="[ 1 ]", dtype="TYPE_INT32")
+        + "sequence_batching { iterative_sequence: true }\n"
+        + policy
+    )
 
 
 def plain_case(value: int, outputs, **extra) -> str:
@@ -89,16 +92,19 @@ def plain_case(value: int, outputs, **extra) -> str:
 @pytest.fixture(scope="module")
 def repo(tmp_path_factory):
     root = tmp_path_factory.mktemp("iterative") / "model_repository"
-    write_tree(root, {
-        "resched/config.pbtxt": iterative_config("resched"),
-        "resched/1/model.py": RESCHEDULING_MODEL,
-        "resched/golden/http.json": plain_case(3, [int_tensor("OUTPUT0", [6])]),
-        "resched/golden/grpc.json": plain_case(10, [int_tensor("OUTPUT0", [13])], protocol="grpc"),
-        "countdown/config.pbtxt": iterative_config("countdown", decoupled=True),
-        "countdown/1/model.py": COUNTDOWN_MODEL,
-        "countdown/golden/three.json": plain_case(3, [[int_tensor("OUTPUT0", [n])] for n in (2, 1, 0)]),
-        "countdown/golden/one.json": plain_case(1, [[int_tensor("OUTPUT0", [0])]]),
-    })
+    write_tree(
+        root,
+        {
+            "resched/config.pbtxt": iterative_config("resched"),
+            "resched/1/model.py": RESCHEDULING_MODEL,
+            "resched/golden/http.json": plain_case(3, [int_tensor("OUTPUT0", [6])]),
+            "resched/golden/grpc.json": plain_case(10, [int_tensor("OUTPUT0", [13])], protocol="grpc"),
+            "countdown/config.pbtxt": iterative_config("countdown", decoupled=True),
+            "countdown/1/model.py": COUNTDOWN_MODEL,
+            "countdown/golden/three.json": plain_case(3, [[int_tensor("OUTPUT0", [n])] for n in (2, 1, 0)]),
+            "countdown/golden/one.json": plain_case(1, [[int_tensor("OUTPUT0", [0])]]),
+        },
+    )
     return Repository.load(root)
 
 
@@ -112,7 +118,9 @@ def test_plain_cases_of_iterative_models_pass_validate_and_the_server(docker_cli
     result = validate(repo.root)
     assert result.problems == (), [str(p) for p in result.problems]
     before = {c.id for c in docker_client.containers.list(all=True, filters={"label": SERVERS})}
-    run = steps.test(repo.root, image, ["countdown", "resched"], ServerOptions(load_timeout=60))  # one server, both models
+    run = steps.test(
+        repo.root, image, ["countdown", "resched"], ServerOptions(load_timeout=60)
+    )  # one server, both models
     by_case = {c.case: c for c in run.cases}
     assert sorted(by_case) == ["countdown/one", "countdown/three", "resched/grpc", "resched/http"]
     assert run.passed, {c.case: c.message for c in run.failed}

@@ -24,7 +24,7 @@ from triton_release.settings import ImageOptions, ServerOptions
 
 pytestmark = pytest.mark.integration
 
-SLEEPING_MODEL = '''\
+SLEEPING_MODEL = """\
 import time
 
 import numpy as np
@@ -39,7 +39,7 @@ class TritonPythonModel:
             x = pb_utils.get_input_tensor_by_name(request, "INPUT0").as_numpy()
             responses.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT0", (x + 1).astype(np.float32))]))
         return responses
-'''
+"""
 FAST = ["--latency-rounds", "3", "--latency-interval", "150", "--perf-analyzer", str(PERF_ANALYZER)]
 
 
@@ -49,13 +49,16 @@ def perf_analyzer(stack):
 
 
 def sleeping(name: str, milliseconds: float, comment: str = "") -> dict[str, str]:
-    return {f"{name}/config.pbtxt": python_config(name),
-            f"{name}/1/model.py": comment + SLEEPING_MODEL.format(seconds=milliseconds / 1000),
-            f"{name}/golden/basic.json": golden_case()}
+    return {
+        f"{name}/config.pbtxt": python_config(name),
+        f"{name}/1/model.py": comment + SLEEPING_MODEL.format(seconds=milliseconds / 1000),
+        f"{name}/golden/basic.json": golden_case(),
+    }
 
 
 def test_a_version_sleeping_8_ms_where_the_last_slept_2_is_refused_and_a_comment_only_change_is_released(
-        git_repo, releaser, tmp_path):
+    git_repo, releaser, tmp_path
+):
     git_repo.write(sleeping("a", 2))
     git_repo.commit("a sleeps 2 ms")
     first = releaser("--max-latency-increase", "0.5", *FAST)  # nothing to compare: a note, not a failure
@@ -84,11 +87,21 @@ def test_a_version_sleeping_8_ms_where_the_last_slept_2_is_refused_and_a_comment
     git_repo.write(sleeping("a", 2, comment="# only a comment changed\n"))
     git_repo.commit("a: a comment")
     summary, report = tmp_path / "summary.md", tmp_path / "action-report.json"
-    env = {**os.environ, "GITHUB_ACTIONS": "true", "GITHUB_EVENT_NAME": "push", "GITHUB_WORKSPACE": str(git_repo.root),
-           "GITHUB_STEP_SUMMARY": str(summary), "GITHUB_OUTPUT": str(tmp_path / "outputs"),
-           "INPUT_REPOSITORY": releaser.target, "INPUT_BASE-IMAGE": BASE_IMAGE, "INPUT_PUSH": "true",
-           "INPUT_REPORT": str(report), "INPUT_MAX-LATENCY-INCREASE": "50%", "INPUT_LATENCY-ROUNDS": "3",
-           "PATH": f"{PERF_ANALYZER.parent}:{os.environ['PATH']}"}  # found on PATH, as in the action's image
+    env = {
+        **os.environ,
+        "GITHUB_ACTIONS": "true",
+        "GITHUB_EVENT_NAME": "push",
+        "GITHUB_WORKSPACE": str(git_repo.root),
+        "GITHUB_STEP_SUMMARY": str(summary),
+        "GITHUB_OUTPUT": str(tmp_path / "outputs"),
+        "INPUT_REPOSITORY": releaser.target,
+        "INPUT_BASE-IMAGE": BASE_IMAGE,
+        "INPUT_PUSH": "true",
+        "INPUT_REPORT": str(report),
+        "INPUT_MAX-LATENCY-INCREASE": "50%",
+        "INPUT_LATENCY-ROUNDS": "3",
+        "PATH": f"{PERF_ANALYZER.parent}:{os.environ['PATH']}",
+    }  # found on PATH, as in the action's image
     assert action_main(env) == 0, json.loads(report.read_text()).get("error")
     released = json.loads(report.read_text())
     assert released["version"] == "1.1.0" and "push" in released["steps"]
@@ -104,7 +117,7 @@ def test_a_version_sleeping_8_ms_where_the_last_slept_2_is_refused_and_a_comment
     assert "| `a` | 1 -> 2 | 1 |" in text and "cold start: load" in text
 
 
-WARMING_MODEL = '''\
+WARMING_MODEL = """\
 import time
 
 import numpy as np
@@ -125,17 +138,23 @@ class TritonPythonModel:
             responses.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT0", (x + 1).astype(np.float32))]))
         print(f"execute call {self.calls} done", flush=True)
         return responses
-'''
+"""
 
 
 def test_only_error_cases_are_skipped_with_the_reason_and_warmup_golden_warms_the_model_before_it_is_ready(
-        tmp_path, docker_client, image_tags):
+    tmp_path, docker_client, image_tags
+):
     inputs = json.loads(golden_case())["inputs"]
-    files = {"errs/config.pbtxt": python_config("errs"),
-             "errs/1/model.py": SLEEPING_MODEL.format(seconds=0), "errs/2/model.py": SLEEPING_MODEL.format(seconds=0),
-             "errs/golden/refused.json": json.dumps({"inputs": [{**inputs[0], "name": "NOPE"}], "error": True}),
-             "warm/config.pbtxt": python_config("warm"), "warm/1/model.py": WARMING_MODEL,
-             "warm/2/model.py": WARMING_MODEL, "warm/golden/basic.json": golden_case()}
+    files = {
+        "errs/config.pbtxt": python_config("errs"),
+        "errs/1/model.py": SLEEPING_MODEL.format(seconds=0),
+        "errs/2/model.py": SLEEPING_MODEL.format(seconds=0),
+        "errs/golden/refused.json": json.dumps({"inputs": [{**inputs[0], "name": "NOPE"}], "error": True}),
+        "warm/config.pbtxt": python_config("warm"),
+        "warm/1/model.py": WARMING_MODEL,
+        "warm/2/model.py": WARMING_MODEL,
+        "warm/golden/basic.json": golden_case(),
+    }
     repo = Repository.load(write_tree(tmp_path / "model_repository", files))
     user_config = (repo.root / "warm" / "config.pbtxt").read_text()
     tag = f"triton-release-test/latency:{tmp_path.name[-12:].lower().strip('_')}"
@@ -151,20 +170,30 @@ def test_only_error_cases_are_skipped_with_the_reason_and_warmup_golden_warms_th
         assert "execute call 1 done" in logs, logs[-2000:]
         assert "execute call 2" not in logs
 
-    options = LatencyOptions(max_increase=4.0, rounds=2, interval_ms=150, perf_analyzer=str(PERF_ANALYZER),
-                             env=dict(os.environ))
-    run = steps.test(repo, tag, ["errs", "warm"], ServerOptions(load_timeout=60), new_versions=("errs", "warm"), gates=GateOptions(latency=options))
+    options = LatencyOptions(
+        max_increase=4.0, rounds=2, interval_ms=150, perf_analyzer=str(PERF_ANALYZER), env=dict(os.environ)
+    )
+    run = steps.test(
+        repo,
+        tag,
+        ["errs", "warm"],
+        ServerOptions(load_timeout=60),
+        new_versions=("errs", "warm"),
+        gates=GateOptions(latency=options),
+    )
     found = {m.model: m for m in run.latency.models}
     assert found["errs"].verdict == "skipped"
-    assert found["errs"].note == ("not measured: no golden case sends a request it can replay (errs/refused: it "
-                                  "expects an error)")
+    assert found["errs"].note == (
+        "not measured: no golden case sends a request it can replay (errs/refused: it expects an error)"
+    )
     assert found["warm"].measured and found["warm"].verdict in ("pass", "inconclusive")
     # warmed at load: the first request after a cold load is not the model's 1 s cold call
     assert all(c.first_request_ms is not None and c.first_request_ms < 900 for c in found["warm"].cold_start)
 
 
 def test_a_shard_of_a_staged_candidate_measures_its_models_and_the_gate_fails_its_record_and_the_promote(
-        git_repo, releaser, tmp_path, docker_client, cli_report):
+    git_repo, releaser, tmp_path, docker_client, cli_report
+):
     from triton_release.registry.records import read_record
 
     git_repo.write(sleeping("a", 2))
@@ -178,8 +207,9 @@ def test_a_shard_of_a_staged_candidate_measures_its_models_and_the_gate_fails_it
     staged = run("stage", "--to", releaser.target, "--base-image", BASE_IMAGE)
     candidate = staged["candidate"]
     try:
-        refused = run("test", "--image", candidate, "--shard", "shard-1", "--max-latency-increase", "0.5", *FAST,
-                      code=1)
+        refused = run(
+            "test", "--image", candidate, "--shard", "shard-1", "--max-latency-increase", "0.5", *FAST, code=1
+        )
         assert "Model a version 2 is slower than version 1" in refused["error"]["message"]
         [model] = refused["steps"]["test"]["latency"]["models"]
         assert model["verdict"] == "refused"

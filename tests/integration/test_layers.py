@@ -17,7 +17,7 @@ pytestmark = pytest.mark.integration
 
 def model_layers(docker_client, build) -> dict[str, str]:
     diff_ids = docker_client.images.get(build.tag).attrs["RootFS"]["Layers"]
-    ours = diff_ids[-len(build.layers):]
+    ours = diff_ids[-len(build.layers) :]
     return {layer.name: diff_id for layer, diff_id in zip(build.layers, ours)}
 
 
@@ -35,11 +35,13 @@ def test_one_model_changed_keeps_every_other_layer(docker_client, example_image,
     assert differing == ["preprocess.v1.tar"]
 
 
-def test_two_hundred_models_fit_the_layer_budget_and_a_rebuild_keeps_all_but_one_layer(docker_client, tmp_path,
-                                                                                         unique, image_tags):
+def test_two_hundred_models_fit_the_layer_budget_and_a_rebuild_keeps_all_but_one_layer(
+    docker_client, tmp_path, unique, image_tags
+):
     names = [f"m{i:03d}" for i in range(200)]
-    root = write_tree(tmp_path / "model_repository",
-                      {path: text for name in names for path, text in python_model_files(name).items()})
+    root = write_tree(
+        tmp_path / "model_repository", {path: text for name in names for path, text in python_model_files(name).items()}
+    )
     tag = f"triton-release-test/many:{unique}"
     image_tags.append(tag)
     first = build_image(Repository.load(root), BASE_IMAGE, tag, client=docker_client, max_layers=120)
@@ -49,8 +51,9 @@ def test_two_hundred_models_fit_the_layer_budget_and_a_rebuild_keeps_all_but_one
 
     listed = docker_client.containers.run(tag, ["ls", "/models"], remove=True, network_disabled=True).decode()
     assert listed.split() == names
-    model_py = docker_client.containers.run(tag, ["cat", "/models/m137/1/model.py", "/models/m000/config.pbtxt"],
-                                            remove=True, network_disabled=True).decode()
+    model_py = docker_client.containers.run(
+        tag, ["cat", "/models/m137/1/model.py", "/models/m000/config.pbtxt"], remove=True, network_disabled=True
+    ).decode()
     assert model_py == PYTHON_MODEL + python_config("m000")
 
     changed = root / "m137" / "1" / "model.py"

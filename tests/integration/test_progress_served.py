@@ -20,10 +20,12 @@ pytestmark = pytest.mark.integration
 
 MiB = 1 << 20
 SIZE = 16 * MiB  # incompressible: what is sent is what is stored
-RATE = 2 * MiB   # a second through the proxy: the push takes about 8 s, more than the 5 s between two lines
+RATE = 2 * MiB  # a second through the proxy: the push takes about 8 s, more than the 5 s between two lines
 SIZE_TEXT = r"[0-9.]+ (?:B|KiB|MiB|GiB)"
-PROGRESS = re.compile(rf"push: (?P<done>{SIZE_TEXT})(?: of (?P<total>{SIZE_TEXT}))?(?: in (?P<seconds>[0-9.]+) s)?"
-                      rf"(?: \((?P<rate>{SIZE_TEXT})/s\))?(?:, (?P<layers>\d+ of \d+ layers done))?")
+PROGRESS = re.compile(
+    rf"push: (?P<done>{SIZE_TEXT})(?: of (?P<total>{SIZE_TEXT}))?(?: in (?P<seconds>[0-9.]+) s)?"
+    rf"(?: \((?P<rate>{SIZE_TEXT})/s\))?(?:, (?P<layers>\d+ of \d+ layers done))?"
+)
 
 
 @pytest.fixture
@@ -32,8 +34,10 @@ def weighty_image(docker_client, image_tags):
     its own layer goes up (a new registry address knows none of a base image's layers)."""
     context = io.BytesIO()
     with tarfile.open(fileobj=context, mode="w") as tar:
-        for name, data in (("Dockerfile", b"FROM scratch\nCOPY weights.bin /models/big/1/weights.bin\n"),
-                           ("weights.bin", os.urandom(SIZE))):
+        for name, data in (
+            ("Dockerfile", b"FROM scratch\nCOPY weights.bin /models/big/1/weights.bin\n"),
+            ("weights.bin", os.urandom(SIZE)),
+        ):
             info = tarfile.TarInfo(name)
             info.size = len(data)
             tar.addfile(info, io.BytesIO(data))
@@ -51,8 +55,20 @@ def test_a_slow_push_shows_plain_progress_lines_in_github_actions(weighty_image,
         target = f"{proxy.address}/{name}"
         image_tags.append(f"{target}:1.0.0")
         try:
-            code = main(["push", "--image", weighty_image, "--to", target, "--version", "1.0.0",
-                         "--report", str(tmp_path / "report.json")], env={**os.environ, "GITHUB_ACTIONS": "true"})
+            code = main(
+                [
+                    "push",
+                    "--image",
+                    weighty_image,
+                    "--to",
+                    target,
+                    "--version",
+                    "1.0.0",
+                    "--report",
+                    str(tmp_path / "report.json"),
+                ],
+                env={**os.environ, "GITHUB_ACTIONS": "true"},
+            )
         finally:
             pushed = RegistryRepository.parse(f"{REGISTRY}/{name}")
             digest = pushed.digest("1.0.0")
@@ -62,7 +78,7 @@ def test_a_slow_push_shows_plain_progress_lines_in_github_actions(weighty_image,
     out = capsys.readouterr().out
     assert code == 0, out
     lines = out.splitlines()
-    group = lines[lines.index("::group::push") + 1:lines.index("::endgroup::")]
+    group = lines[lines.index("::group::push") + 1 : lines.index("::endgroup::")]
     shown = [PROGRESS.fullmatch(line) for line in group if line.startswith("push: ")]
     assert all(shown), group
     assert len(shown) >= 3, group  # the first, at least one 5 s later, the last

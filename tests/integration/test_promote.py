@@ -33,8 +33,9 @@ JUNIT = b'<?xml version="1.0"?><testsuites><testsuite name="golden" tests="1" fa
 
 @pytest.fixture(scope="module")
 def tiny_image(docker_client, tmp_path_factory, unique):
-    root = write_tree(tmp_path_factory.mktemp("promote") / "model_repository",
-                      {**python_model_files("a"), **python_model_files("b")})
+    root = write_tree(
+        tmp_path_factory.mktemp("promote") / "model_repository", {**python_model_files("a"), **python_model_files("b")}
+    )
     with built_image(docker_client, Repository.load(root), f"triton-release-test/promote:{unique}") as tag:
         yield tag
 
@@ -48,28 +49,51 @@ class Stage:
         self.registry = RegistryRepository.parse(repository)
         self.local: list[str] = []
 
-    def candidate(self, version: str, *, revision: str | None = None, base: str = "",
-                  created: str = "2026-06-01T12:00:00Z") -> tuple[str, str]:
+    def candidate(
+        self, version: str, *, revision: str | None = None, base: str = "", created: str = "2026-06-01T12:00:00Z"
+    ) -> tuple[str, str]:
         revision = revision or uuid.uuid4().hex + uuid.uuid4().hex[:8]
         tag = candidate_tag(revision)
-        labels = {SHARDS_LABEL: shards_label(PLAN), CHANGED_LABEL: json.dumps(["a", "b"]),
-                  "org.opencontainers.image.version": version, "org.opencontainers.image.revision": revision,
-                  "org.opencontainers.image.created": created, "triton-release.base": base}
+        labels = {
+            SHARDS_LABEL: shards_label(PLAN),
+            CHANGED_LABEL: json.dumps(["a", "b"]),
+            "org.opencontainers.image.version": version,
+            "org.opencontainers.image.revision": revision,
+            "org.opencontainers.image.created": created,
+            "triton-release.base": base,
+        }
         relabel(self.image, labels, f"{self.registry}:{tag}", self.client)
         self.local.append(f"{self.registry}:{tag}")
         for event in self.client.api.push(str(self.registry), tag=tag, stream=True, decode=True):
             assert "error" not in event, event
         return self.registry.digest(tag), revision
 
-    def record(self, digest: str, shard: str, passed: bool = True, failed: tuple[str, ...] = (),
-               models: tuple[str, ...] | None = None, revision: str = "") -> str:
+    def record(
+        self,
+        digest: str,
+        shard: str,
+        passed: bool = True,
+        failed: tuple[str, ...] = (),
+        models: tuple[str, ...] | None = None,
+        revision: str = "",
+    ) -> str:
         models = models or next(s.models for s in PLAN if s.name == shard)
         cases = tuple({"case": f"{m}/basic", "passed": f"{m}/basic" not in failed} for m in models)
         return write_record(self.registry, GoldenRecord(digest, shard, models, passed, cases, revision), JUNIT)
 
     def promote(self, digest: str, version: str, *flags: str, report) -> tuple[int, dict]:
-        code = main(["promote", "--candidate", f"{self.registry}@{digest}", "--version", version,
-                     "--report", str(report), *flags])
+        code = main(
+            [
+                "promote",
+                "--candidate",
+                f"{self.registry}@{digest}",
+                "--version",
+                version,
+                "--report",
+                str(report),
+                *flags,
+            ]
+        )
         return code, json.loads(report.read_text())
 
     def cleanup(self) -> None:
@@ -112,14 +136,19 @@ def test_promote_refuses_a_missing_a_foreign_and_a_failed_record(stage, tmp_path
     stage.record(digest, "shard-1")
     code, report = stage.promote(digest, "1.0.0", report=tmp_path / "r.json")
     assert code == 1 and "no record for shard-2" in report["error"]["message"]
-    assert report["steps"]["records"]["shards"][1] == {"name": "shard-2", "models": ["b"], "found": False,
-                                                       "passed": False, "failed_cases": [],
-                                                       "record": record_tag(digest, "shard-2"),
-                                                       "cases_planned": 1, "cases_run": 0}
+    assert report["steps"]["records"]["shards"][1] == {
+        "name": "shard-2",
+        "models": ["b"],
+        "found": False,
+        "passed": False,
+        "failed_cases": [],
+        "record": record_tag(digest, "shard-2"),
+        "cases_planned": 1,
+        "cases_run": 0,
+    }
 
     other, _ = stage.candidate("1.0.0")
-    stage.registry.put_manifest(record_tag(digest, "shard-2"),
-                                stage.registry.manifest(stage.record(other, "shard-2")))
+    stage.registry.put_manifest(record_tag(digest, "shard-2"), stage.registry.manifest(stage.record(other, "shard-2")))
     code, report = stage.promote(digest, "1.0.0", report=tmp_path / "r.json")
     assert code == 1 and f"the record of shard-2 is for {other}, another candidate" in report["error"]["message"]
 
@@ -216,9 +245,19 @@ def test_promote_deletes_older_candidates_and_their_records_but_never_a_release(
 
 def test_a_raw_manifest_goes_up_with_its_media_type(stage):
     config = b'{"hello":"registry"}'
-    body = json.dumps({"schemaVersion": 2, "mediaType": OCI_MANIFEST, "artifactType": "application/x.test",
-                       "config": {"mediaType": "application/x.test", "digest": stage.registry.put_blob(config),
-                                  "size": len(config)}, "layers": []}).encode()
+    body = json.dumps(
+        {
+            "schemaVersion": 2,
+            "mediaType": OCI_MANIFEST,
+            "artifactType": "application/x.test",
+            "config": {
+                "mediaType": "application/x.test",
+                "digest": stage.registry.put_blob(config),
+                "size": len(config),
+            },
+            "layers": [],
+        }
+    ).encode()
     written = stage.registry.put_manifest("raw", Manifest.of(OCI_MANIFEST, body))
     found = stage.registry.manifest("raw")
     assert (found.media_type, found.body, found.digest) == (OCI_MANIFEST, body, written)

@@ -44,7 +44,9 @@ def images(docker_client, tmp_path_factory, unique):
 
 @pytest.fixture
 def repo(unique, request):
-    return RegistryRepository.parse(f"{REGISTRY}/triton-release-test/{request.node.name[5:40].replace('_', '-')}-{unique}")
+    return RegistryRepository.parse(
+        f"{REGISTRY}/triton-release-test/{request.node.name[5:40].replace('_', '-')}-{unique}"
+    )
 
 
 def release(docker_client, image, repo, version, revision=None, channel="latest"):
@@ -67,8 +69,9 @@ def test_push_writes_every_tag_to_one_manifest_and_uploads_only_the_new_layer(do
 
 def test_an_existing_version_is_never_overwritten(docker_client, images, repo, tmp_path):
     pushed, _ = release(docker_client, images[0], repo, "2.0.0")
-    code = main(["push", "--image", images[1], "--to", str(repo), "--version", "2.0.0",
-                 "--report", str(tmp_path / "r.json")])
+    code = main(
+        ["push", "--image", images[1], "--to", str(repo), "--version", "2.0.0", "--report", str(tmp_path / "r.json")]
+    )
     assert code == 1
     assert "already exists" in json.loads((tmp_path / "r.json").read_text())["error"]["message"]
     assert repo.digest("2.0.0") == repo.digest("latest") == pushed.digest
@@ -84,17 +87,29 @@ def test_rollback_moves_the_channel_by_retag_and_reports_the_digest_before(docke
     assert report["steps"]["rollback"]["previous_digest"] == new.digest and report["digest"] == old.digest
 
 
-def test_rollback_verify_runs_the_release_golden_cases_before_moving_the_channel(docker_client, repo, tmp_path,
-                                                                               unique, image_tags):
+def test_rollback_verify_runs_the_release_golden_cases_before_moving_the_channel(
+    docker_client, repo, tmp_path, unique, image_tags
+):
     root = write_tree(tmp_path / "model_repository", python_model_files("a"))
     tag = f"triton-release-test/publish:{unique}-verify"
     image_tags.append(tag)
-    build_image(Repository.load(root), BASE_IMAGE, tag, {"triton-release.models": json.dumps({"a": [1]})},
-                client=docker_client)
+    build_image(
+        Repository.load(root), BASE_IMAGE, tag, {"triton-release.models": json.dumps({"a": [1]})}, client=docker_client
+    )
     pushed, _ = release(docker_client, tag, repo, "1.0.0")
     report = tmp_path / "r.json"
-    args = ["rollback", "--repo", str(repo), "--to-version", "1.0.0", "--verify", "--model-repository", str(root),
-            "--report", str(report)]
+    args = [
+        "rollback",
+        "--repo",
+        str(repo),
+        "--to-version",
+        "1.0.0",
+        "--verify",
+        "--model-repository",
+        str(root),
+        "--report",
+        str(report),
+    ]
     assert main([*args, "--channel", "stable"]) == 0
     done = json.loads(report.read_text())
     assert done["steps"]["verify"]["passed"] is True and done["steps"]["rollback"]["verified"] is True
@@ -135,8 +150,7 @@ def emptied(docker_client, repo):
                 docker_client.images.remove(tag)
 
 
-def test_keep_1_deletes_the_older_releases_each_its_own_x_y_target(docker_client, images, repo,
-                                                                   caplog):
+def test_keep_1_deletes_the_older_releases_each_its_own_x_y_target(docker_client, images, repo, caplog):
     try:
         for minor, image in enumerate(images):
             release(docker_client, image, repo, f"1.{minor}.0", f"{minor}" * 40)
@@ -161,8 +175,17 @@ def test_keep_keeps_what_a_channel_points_at_whatever_its_x_y_tags_say(docker_cl
         retained = retain(repo, 1, "latest")
         assert retained.deleted == ("1.0.0",) and retained.dropped == ()
         assert retained.to_json()["kept_as_channel_targets"] == {"1.1.0": ["stable"]}
-        assert repo.tags() == ["1", "1.0", "1.1", "1.1.0", "1.2", "1.2.0", "latest", "stable",
-                               "triton-release.rollback.stable"]
+        assert repo.tags() == [
+            "1",
+            "1.0",
+            "1.1",
+            "1.1.0",
+            "1.2",
+            "1.2.0",
+            "latest",
+            "stable",
+            "triton-release.rollback.stable",
+        ]
     finally:
         emptied(docker_client, repo)
 
@@ -178,8 +201,10 @@ def test_model_level_rollback_serves_an_earlier_version(docker_client, images):
 
 # -- a registry that wants a password -----------------------------------------------------------
 
-def test_basic_auth_push_with_env_credentials_never_shows_the_password(docker_client, images, auth_registry,
-                                                                        tmp_path, monkeypatch, capfd):
+
+def test_basic_auth_push_with_env_credentials_never_shows_the_password(
+    docker_client, images, auth_registry, tmp_path, monkeypatch, capfd
+):
     host, password = auth_registry
     target = f"{host}/publish/models"
     monkeypatch.setenv("TRITON_RELEASE_USERNAME", "ci-bot")
@@ -203,6 +228,7 @@ def test_basic_auth_push_with_env_credentials_never_shows_the_password(docker_cl
 
 def test_a_push_stopped_after_its_version_tag_is_finished_not_refused(docker_client, images, repo):
     from triton_release.registry.publish import daemon_push, finish_interrupted
+
     first, _ = release(docker_client, images[0], repo, "1.0.0")
     docker_client.images.get(images[1]).tag(str(repo), "1.1.0")
     daemon_push(docker_client, repo, "1.1.0")  # 1.1.0 went up; the run stopped before moving any tag
@@ -225,10 +251,12 @@ def test_a_channel_left_behind_is_finished_and_a_rollback_is_respected(docker_cl
         """`image` with the labels a release writes: the channel it was made for, when it was made."""
         tag = f"{image}-{channel}-{len(image_tags)}"
         image_tags.append(tag)
-        labels = f"LABEL triton-release.channel={channel}" + (f" org.opencontainers.image.created={created}"
-                                                               if created else "")
-        docker_client.images.build(fileobj=io.BytesIO(f"FROM {image}\n{labels}\n".encode()), tag=tag, rm=True,
-                                   pull=False)
+        labels = f"LABEL triton-release.channel={channel}" + (
+            f" org.opencontainers.image.created={created}" if created else ""
+        )
+        docker_client.images.build(
+            fileobj=io.BytesIO(f"FROM {image}\n{labels}\n".encode()), tag=tag, rm=True, pull=False
+        )
         return tag
 
     first, _ = release(docker_client, images[0], repo, "1.0.0")

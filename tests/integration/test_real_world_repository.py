@@ -36,32 +36,44 @@ DECLARED = '\nparameters { key: "triton_release.depends_on" value: { string_valu
 
 
 def shop() -> dict[str, str]:
-    files = {**python_model_files("callee"), **bls_caller_files("caller", "callee"),
-             **bls_caller_files("router", "callee", computed=True)}
+    files = {
+        **python_model_files("callee"),
+        **bls_caller_files("caller", "callee"),
+        **bls_caller_files("router", "callee", computed=True),
+    }
     files["router/config.pbtxt"] += DECLARED
-    files.update({
-        "gpu/config.pbtxt": python_config("gpu") + "instance_group [ { kind: KIND_GPU count: 2 gpus: [ 0, 1 ] } ]\n",
-        "gpu/1/model.py": PYTHON_MODEL,
-        "gpu/golden/basic.json": golden_case(),
-        "counter/config.pbtxt": sequence_config("counter"),
-        "counter/1/model.py": ACCUMULATOR_MODEL,
-        "counter/golden/three.json": sequence_case((5, 5), (-1, "negative amount"), (3, 8)),
-        "strict/config.pbtxt": python_config("strict", max_batch_size=0, dims="[ 1 ]", dtype="TYPE_INT32"),
-        "strict/1/model.py": REFUSING_MODEL,
-        "strict/golden/doubles.json": json.dumps({"inputs": [int_tensor("INPUT0", [4])],
-                                                  "outputs": [int_tensor("OUTPUT0", [8])]}),
-        "strict/golden/refuses.json": json.dumps({"inputs": [int_tensor("INPUT0", [-3])],
-                                                  "error": "amounts must be at least 0"}),
-    })
+    files.update(
+        {
+            "gpu/config.pbtxt": python_config("gpu")
+            + "instance_group [ { kind: KIND_GPU count: 2 gpus: [ 0, 1 ] } ]\n",
+            "gpu/1/model.py": PYTHON_MODEL,
+            "gpu/golden/basic.json": golden_case(),
+            "counter/config.pbtxt": sequence_config("counter"),
+            "counter/1/model.py": ACCUMULATOR_MODEL,
+            "counter/golden/three.json": sequence_case((5, 5), (-1, "negative amount"), (3, 8)),
+            "strict/config.pbtxt": python_config("strict", max_batch_size=0, dims="[ 1 ]", dtype="TYPE_INT32"),
+            "strict/1/model.py": REFUSING_MODEL,
+            "strict/golden/doubles.json": json.dumps(
+                {"inputs": [int_tensor("INPUT0", [4])], "outputs": [int_tensor("OUTPUT0", [8])]}
+            ),
+            "strict/golden/refuses.json": json.dumps(
+                {"inputs": [int_tensor("INPUT0", [-3])], "error": "amounts must be at least 0"}
+            ),
+        }
+    )
     return files
 
 
 NEVER_FINAL = {
     "neverfinal/config.pbtxt": decoupled_config("neverfinal"),
     "neverfinal/1/model.py": NEVER_FINAL_MODEL,
-    "neverfinal/golden/one.json": json.dumps({
-        "inputs": [{"name": "COUNT", "datatype": "INT32", "shape": [1], "data": [1]}],
-        "outputs": [[{"name": "OUT", "datatype": "INT32", "shape": [1], "data": [0]}]], "timeout": 3}),
+    "neverfinal/golden/one.json": json.dumps(
+        {
+            "inputs": [{"name": "COUNT", "datatype": "INT32", "shape": [1], "data": [1]}],
+            "outputs": [[{"name": "OUT", "datatype": "INT32", "shape": [1], "data": [0]}]],
+            "timeout": 3,
+        }
+    ),
 }
 
 
@@ -79,8 +91,14 @@ def test_every_shape_is_tested_on_the_real_server(served):
     repo, tag = served
     run = steps.test(repo, tag, ["caller", "counter", "gpu", "router", "strict"], ServerOptions(load_timeout=60))
     assert run.passed, [c.message for c in run.failed]
-    assert sorted(c.case for c in run.cases) == ["caller/basic", "counter/three", "gpu/basic", "router/basic",
-                                                 "strict/doubles", "strict/refuses"]
+    assert sorted(c.case for c in run.cases) == [
+        "caller/basic",
+        "counter/three",
+        "gpu/basic",
+        "router/basic",
+        "strict/doubles",
+        "strict/refuses",
+    ]
     assert "callee" in run.loaded and run.on_cpu == ("gpu",)
     counter = next(c for c in run.cases if c.case == "counter/three")
     assert counter.to_json()["steps_passed"] == 3
@@ -106,5 +124,8 @@ def test_changing_only_the_callee_retests_its_callers(git_repo, releaser):
     changes = second["steps"]["changed"]["changes"]
     assert changes["changed"] == ["callee"] and changes["callers"] == ["caller", "router"]
     assert [b["model"] for b in second["steps"]["bump"]["bumps"]] == ["callee"]
-    assert sorted(c["case"] for c in second["steps"]["test"]["cases"]) == ["callee/basic", "caller/basic",
-                                                                           "router/basic"]
+    assert sorted(c["case"] for c in second["steps"]["test"]["cases"]) == [
+        "callee/basic",
+        "caller/basic",
+        "router/basic",
+    ]

@@ -36,8 +36,14 @@ def released(git_repo, unique, tmp_path, monkeypatch, docker_client):
 
 def test_first_release_is_1_0_0_with_every_step_timed(released):
     git_repo, repo, _ = released
-    assert repo.tags() == ["1", "1.0", "1.0.0", "latest", f"sha-{git_repo.git('rev-parse', 'HEAD')[:12]}",
-                           contract.evidence_tag(repo.digest("1.0.0"))]  # and its evidence (docs/evidence.md)
+    assert repo.tags() == [
+        "1",
+        "1.0",
+        "1.0.0",
+        "latest",
+        f"sha-{git_repo.git('rev-parse', 'HEAD')[:12]}",
+        contract.evidence_tag(repo.digest("1.0.0")),
+    ]  # and its evidence (docs/evidence.md)
     config = repo.image_config("1.0.0")["config"]
     assert config["Labels"]["org.opencontainers.image.revision"] == git_repo.git("rev-parse", "HEAD")
     assert config["Labels"]["org.opencontainers.image.version"] == "1.0.0"
@@ -52,8 +58,19 @@ def test_a_one_model_change_is_bumped_committed_and_pushed_as_one_new_layer(rele
     code, report = release("--commit")
     assert code == 0, report.get("error")
     assert report["version"] == "1.1.0" and report["changed_models"] == ["a"]
-    assert list(report["steps"]) == ["validate", "changed", "bump", "export", "environments", "build", "test",
-                                    "push", "evidence", "tags", "commit"]
+    assert list(report["steps"]) == [
+        "validate",
+        "changed",
+        "bump",
+        "export",
+        "environments",
+        "build",
+        "test",
+        "push",
+        "evidence",
+        "tags",
+        "commit",
+    ]
     assert all(step["seconds"] >= 0 for step in report["steps"].values())
     push = report["steps"]["push"]
     assert push["layers_uploaded"] + push["layers_mounted"] == 1  # a's version 2
@@ -85,8 +102,12 @@ def test_a_golden_failure_pushes_nothing_and_leaves_the_tree_as_it_was(released)
 def test_no_push_builds_and_tests_only(released):
     git_repo, repo, release = released
     tags = repo.tags()
-    git_repo.write({"a/config.pbtxt": (git_repo.models / "a" / "config.pbtxt").read_text()
-                    + 'parameters { key: "note" value { string_value: "x" } }\n'})
+    git_repo.write(
+        {
+            "a/config.pbtxt": (git_repo.models / "a" / "config.pbtxt").read_text()
+            + 'parameters { key: "note" value { string_value: "x" } }\n'
+        }
+    )
     git_repo.commit("a: a config tweak")
     code, report = release("--no-push")
     assert code == 0 and report["released"] is False and report["version"] == "1.0.1"
@@ -104,11 +125,13 @@ def test_an_auto_complete_models_served_signature_is_kept_and_compared(git_repo,
     first = releaser()
     assert first["version"] == "1.0.0" and "signatures" in first["steps"]
     label = json.loads(releaser.registry.image_config("1.0.0")["config"]["Labels"]["triton-release.signatures"])
-    assert label == {"auto": {"batched": True, "tensors": {"input INPUT0": ["FP32", [4]],
-                                                          "output OUTPUT0": ["FP32", [4]]}}}
+    assert label == {
+        "auto": {"batched": True, "tensors": {"input INPUT0": ["FP32", [4]], "output OUTPUT0": ["FP32", [4]]}}
+    }
     before = {layer["digest"] for layer in releaser.registry.manifest("1.0.0").layers}
-    assert len(before) == len(docker_client.images.get(first["steps"]["build"]["image_id"])
-                              .attrs["RootFS"]["Layers"])  # labelled: no layer added
+    assert len(before) == len(
+        docker_client.images.get(first["steps"]["build"]["image_id"]).attrs["RootFS"]["Layers"]
+    )  # labelled: no layer added
     git_repo.write(auto_complete_files("auto", max_batch_size=0))
     git_repo.commit("auto: no batching")
     second = releaser()

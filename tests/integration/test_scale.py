@@ -12,8 +12,7 @@ pytestmark = pytest.mark.integration
 MODELS = 200
 
 
-def test_200_models_release_in_waves_and_a_one_model_change_uploads_one_small_layer(git_repo, releaser,
-                                                                                      docker_client):
+def test_200_models_release_in_waves_and_a_one_model_change_uploads_one_small_layer(git_repo, releaser, docker_client):
     files = {}
     for i in range(MODELS):
         files.update(python_model_files(f"m{i:03d}"))

@@ -22,7 +22,9 @@ EXAMPLE = Repository.load(ROOT / "model_repository")
 def test_example_model_serves_and_passes_its_golden_cases(docker_client, example_image, model):
     cases = EXAMPLE[model].golden_cases
     assert cases, f"{model} has no golden cases"
-    with TritonServer(example_image.tag, models_to_load(EXAMPLE, [model]), load_timeout=120, client=docker_client) as server:
+    with TritonServer(
+        example_image.tag, models_to_load(EXAMPLE, [model]), load_timeout=120, client=docker_client
+    ) as server:
         loaded = {s.name for s in server.index() if s.state == "READY"}
         assert loaded == set(models_to_load(EXAMPLE, [model]))  # only what was asked for
         for path in cases:
@@ -40,8 +42,9 @@ def test_a_wrong_expected_value_fails_naming_the_element(docker_client, example_
     case, _ = golden.load_case(path, "preprocess")
     data = list(case.outputs[0].data)
     data[2] += 0.5
-    case = golden.GoldenCase(path, "preprocess", case.inputs,
-                             (golden.Tensor("NORMALIZED", "FP32", case.outputs[0].shape, tuple(data)),))
+    case = golden.GoldenCase(
+        path, "preprocess", case.inputs, (golden.Tensor("NORMALIZED", "FP32", case.outputs[0].shape, tuple(data)),)
+    )
     with TritonServer(example_image.tag, {"preprocess": 1}, client=docker_client) as server:
         result = inference.run_case(case, server.http_url, server.grpc_url)
     assert not result.passed
@@ -55,7 +58,8 @@ def test_a_model_raising_in_initialize_is_refused_with_its_message(docker_client
     (root / "broken" / "config.pbtxt").write_text(
         'name: "broken"\nbackend: "python"\nmax_batch_size: 0\n'
         'input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]\n'
-        'output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]\n')
+        'output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]\n'
+    )
     tag = f"triton-release-test/broken:{unique}"
     image_tags.append(tag)
     build_image(Repository.load(root), BASE_IMAGE, tag, client=docker_client)
@@ -73,6 +77,7 @@ def test_cli_test_command_fails_on_a_golden_mismatch_naming_the_file(example_ima
     import shutil
 
     from triton_release.cli.main import main
+
     repo = tmp_path / "model_repository"
     shutil.copytree(ROOT / "model_repository", repo)
     case_path = repo / "preprocess" / "golden" / "positive.json"

@@ -30,17 +30,20 @@ def test_stand_in_images_are_laid_out_like_nvidias(docker_client, tag, pythons):
     image = docker_client.images.get(tag)
     env = dict(e.split("=", 1) for e in image.attrs["Config"]["Env"])
     assert env["TRITON_SERVER_VERSION"] == "2.51.0" and env["NVIDIA_TRITON_SERVER_VERSION"] == "24.10"
-    script = ("python3 -c 'import sys; print(\"%d.%d\" % sys.version_info[:2])'; "
-              "ldd /opt/tritonserver/backends/python/triton_python_backend_stub | grep -o 'libpython3[.][0-9]*' | sort -u; "
-              "test -x /opt/tritonserver/bin/tritonserver && echo server-ok")
+    script = (
+        "python3 -c 'import sys; print(\"%d.%d\" % sys.version_info[:2])'; "
+        "ldd /opt/tritonserver/backends/python/triton_python_backend_stub | grep -o 'libpython3[.][0-9]*' | sort -u; "
+        "test -x /opt/tritonserver/bin/tritonserver && echo server-ok"
+    )
     out = docker_client.containers.run(tag, ["bash", "-c", script], remove=True).decode().split()
     python, stub_python = pythons
     assert out == [python, f"libpython{stub_python}", "server-ok"]
 
 
 def test_python_slim_answers_like_the_official_image(docker_client):
-    out = docker_client.containers.run("python:3.11-slim", ["sh", "-c", "python --version && pip --version"],
-                                       remove=True).decode()
+    out = docker_client.containers.run(
+        "python:3.11-slim", ["sh", "-c", "python --version && pip --version"], remove=True
+    ).decode()
     assert "Python 3.11" in out and "pip " in out
 
 

@@ -64,14 +64,26 @@ def test_stage_pushes_a_candidate_with_its_plan_and_no_release_tag(staged):
     digest = repo.digest(f"candidate-{head[:12]}")
     assert repo.tags() == [f"candidate-{head[:12]}", contract.evidence_tag(digest)]  # no X.Y.Z, no channel
     assert [s["predicate_type"] for s in report["steps"]["evidence"]["statements"]] == [
-        "https://slsa.dev/provenance/v1", "https://cyclonedx.org/bom"]  # promote adds the golden results
+        "https://slsa.dev/provenance/v1",
+        "https://cyclonedx.org/bom",
+    ]  # promote adds the golden results
     assert report["candidate"] == f"{repo}@{digest}"
     assert report["version"] == "1.0.0" and report["released"] is False
     assert report["shards"] == [
         {"name": "shard-1", "models": "a", "load": "a", "cases": 1, "gpu": False},
-        {"name": "shard-2", "models": "b", "load": "b", "cases": 1, "gpu": False}]
-    assert list(report["steps"]) == ["validate", "changed", "reuse", "export", "environments", "shards", "build",
-                                    "candidate", "evidence"]
+        {"name": "shard-2", "models": "b", "load": "b", "cases": 1, "gpu": False},
+    ]
+    assert list(report["steps"]) == [
+        "validate",
+        "changed",
+        "reuse",
+        "export",
+        "environments",
+        "shards",
+        "build",
+        "candidate",
+        "evidence",
+    ]
     labels = repo.image_config(digest)["config"]["Labels"]
     assert [s.models for s in shards_from_label(labels["triton-release.shards"])] == [("a",), ("b",)]
     assert json.loads(labels["triton-release.changed"]) == ["a", "b"]
@@ -150,6 +162,7 @@ def test_a_digest_the_registry_does_not_have_is_refused(staged):
 
 # -- a shard that tested less than its plan never promotes (issue 26, item 4) ------------------
 
+
 def test_a_shard_run_from_a_checkout_without_the_golden_folders_records_a_failure(staged, tmp_path):
     git_repo, _, repo, report, run = staged
     bare = tmp_path / "no-golden" / "model_repository"  # not a git checkout: its files are taken as they are
@@ -168,7 +181,7 @@ def test_a_shard_run_from_a_checkout_without_the_golden_folders_records_a_failur
     assert [t for t in repo.tags() if not t.startswith(("candidate-", "sha256-"))] == []  # nothing released
 
 
-GPU_ONLY_MODEL = '''\
+GPU_ONLY_MODEL = """\
 class TritonPythonModel:
     def initialize(self, args):
         if args["model_instance_kind"] != "GPU":
@@ -176,11 +189,12 @@ class TritonPythonModel:
 
     def execute(self, requests):
         return []
-'''
+"""
 
 
 def test_a_gpu_only_shard_tested_on_a_cpu_runner_is_refused_by_promote_naming_the_model(
-        git_repo, unique, tmp_path, monkeypatch, docker_client):
+    git_repo, unique, tmp_path, monkeypatch, docker_client
+):
     files = {**python_model_files("a"), **python_model_files("gpuonly")}
     files["gpuonly/config.pbtxt"] += "instance_group [ { kind: KIND_GPU count: 1 } ]\n"
     files["gpuonly/1/model.py"] = GPU_ONLY_MODEL
@@ -197,8 +211,10 @@ def test_a_gpu_only_shard_tested_on_a_cpu_runner_is_refused_by_promote_naming_th
     try:
         code, staged = run("stage", "--to", target, "--base-image", BASE_IMAGE, "--shards", "2")
         assert code == 0, staged.get("error")
-        assert [(s["name"], s["models"], s["gpu"]) for s in staged["shards"]] == [("shard-1", "a", False),
-                                                                                  ("shard-2", "gpuonly", True)]
+        assert [(s["name"], s["models"], s["gpu"]) for s in staged["shards"]] == [
+            ("shard-1", "a", False),
+            ("shard-2", "gpuonly", True),
+        ]
         candidate = staged["candidate"]
         digest = candidate.split("@", 1)[1]
         assert run("test", "--image", candidate, "--shard", "shard-1")[0] == 0
@@ -211,8 +227,7 @@ def test_a_gpu_only_shard_tested_on_a_cpu_runner_is_refused_by_promote_naming_th
         message = promoted["error"]["message"]
         assert code == 1 and "shard-2 left gpuonly (needs a GPU: " in message
         assert "ran 0 of 1 planned golden case) untested" in message and "--gpus all" in message
-        assert [t for t in RegistryRepository.parse(target).tags() if not t.startswith(("candidate-", "sha256-"))] \
-            == []
+        assert [t for t in RegistryRepository.parse(target).tags() if not t.startswith(("candidate-", "sha256-"))] == []
         # an explicit policy accepts it, naming what ships untested
         accepted = check_candidate(RegistryRepository.parse(target), digest, "1.0.0", gpu_models="test")
         assert [name for name, _ in accepted.untested] == ["gpuonly"]
@@ -224,6 +239,7 @@ def test_a_gpu_only_shard_tested_on_a_cpu_runner_is_refused_by_promote_naming_th
 
 
 # -- a re-stage with other build inputs builds again (issue 26, item 5) -------------------------
+
 
 def stub_311(docker_client, folder) -> str:
     """The Python 3.11 stub of the stand-in base image, copied out of it (whatever the stack's
@@ -238,14 +254,24 @@ def stub_311(docker_client, folder) -> str:
     return str(folder / "triton_python_backend_stub")
 
 
-def test_a_restage_with_another_base_image_builds_again_and_moves_the_candidate_tag(staged, capfd, docker_client,
-                                                                                    tmp_path):
+def test_a_restage_with_another_base_image_builds_again_and_moves_the_candidate_tag(
+    staged, capfd, docker_client, tmp_path
+):
     stub = stub_311(docker_client, tmp_path)
     _, head, repo, first, run = staged
     made = [first["candidate"]]
     try:
-        code, other = run("stage", "--to", str(repo), "--base-image", "local/tritonserver:24.10-py3-stub38",
-                          "--stub", f"path:{stub}", "--shards", "2")
+        code, other = run(
+            "stage",
+            "--to",
+            str(repo),
+            "--base-image",
+            "local/tritonserver:24.10-py3-stub38",
+            "--stub",
+            f"path:{stub}",
+            "--shards",
+            "2",
+        )
         assert code == 0, other.get("error")
         made.append(other["candidate"])
         assert "reused" not in other["steps"]["reuse"] and "build" in other["steps"]
@@ -256,8 +282,9 @@ def test_a_restage_with_another_base_image_builds_again_and_moves_the_candidate_
         made.append(back["candidate"])
         assert "build" in back["steps"] and back["candidate"] != other["candidate"]  # not the stub38 candidate
         assert repo.digest(f"candidate-{head[:12]}") == back["candidate"].split("@", 1)[1]
-        built_from = json.loads(repo.image_config(back["candidate"].split("@", 1)[1])["config"]["Labels"]
-                                ["triton-release.build-inputs"])
+        built_from = json.loads(
+            repo.image_config(back["candidate"].split("@", 1)[1])["config"]["Labels"]["triton-release.build-inputs"]
+        )
         assert (built_from["stub"], built_from["max_layers"]) == ("auto", 120)
         code, again = run("stage", "--to", str(repo), "--base-image", BASE_IMAGE, "--shards", "2")
         assert code == 0 and again["steps"]["reuse"]["reused"] is True and again["candidate"] == back["candidate"]

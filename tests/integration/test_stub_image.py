@@ -54,7 +54,10 @@ def test_matching_base_keeps_the_stock_stub(docker_client, one_model, unique, im
     labels = docker_client.images.get(built.build.tag).labels
     assert labels["triton-release.python"] == "3.11"
     assert json.loads(labels["triton-release.models"]) == {"m": [1]}
-    assert docker_client.images.get(built.build.tag).attrs["Config"]["Cmd"] == ["tritonserver", "--model-repository=/models"]
+    assert docker_client.images.get(built.build.tag).attrs["Config"]["Cmd"] == [
+        "tritonserver",
+        "--model-repository=/models",
+    ]
     assert all(r.passed for r in serve_and_test(docker_client, one_model, built.build.tag))
 
 
@@ -68,16 +71,21 @@ def test_stub38_base_gets_the_311_stub_and_the_model_loads(docker_client, one_mo
     assert all(r.passed for r in serve_and_test(docker_client, one_model, built.build.tag))
 
 
-@pytest.mark.parametrize("base, flags, fragments", [
-    # --stub stock on a mismatch: in seconds, never by waiting for a hung load
-    (STUB38, ["--stub", "stock"], ["libpython3.8.so.1.0 (Python 3.8)", "Python 3.11"]),
-    (BASE_IMAGE, ["--python", "3.12"], ["no Python 3.12 (it has: 3.11)", "--python 3.11"]),
-], ids=["stock stub on a mismatch", "a python the base lacks"])
+@pytest.mark.parametrize(
+    "base, flags, fragments",
+    [
+        # --stub stock on a mismatch: in seconds, never by waiting for a hung load
+        (STUB38, ["--stub", "stock"], ["libpython3.8.so.1.0 (Python 3.8)", "Python 3.11"]),
+        (BASE_IMAGE, ["--python", "3.12"], ["no Python 3.12 (it has: 3.11)", "--python 3.11"]),
+    ],
+    ids=["stock stub on a mismatch", "a python the base lacks"],
+)
 def test_refused_before_building(docker_client, make_repo, unique, tmp_path, base, flags, fragments):
     root = make_repo(python_model_files("m"))
     tag = f"trt-stub/refused-{flags[0][2:]}:{unique}"
-    code, report = cli("build", "--model-repository", str(root), "--base-image", base, "--tag", tag, *flags,
-                       report=tmp_path / "r.json")
+    code, report = cli(
+        "build", "--model-repository", str(root), "--base-image", base, "--tag", tag, *flags, report=tmp_path / "r.json"
+    )
     assert code == 1
     for fragment in fragments:
         assert fragment in report["error"]["message"]
@@ -86,8 +94,9 @@ def test_refused_before_building(docker_client, make_repo, unique, tmp_path, bas
     assert not docker_client.containers.list(all=True, filters={"label": SERVERS})
 
 
-def test_trixie_numpy_2_with_the_wheels_313_stub_is_refused_before_any_build(docker_client, one_model, unique,
-                                                                             image_tags):
+def test_trixie_numpy_2_with_the_wheels_313_stub_is_refused_before_any_build(
+    docker_client, one_model, unique, image_tags
+):
     """Debian 13's numpy 2.2 with the wheel's 3.13 stub (pybind11 2.10): every answer would fail
     with `output tensor shape does not match size of output`. Refused, naming the ways out."""
     tag = f"trt-stub/trixie:{unique}"
@@ -100,11 +109,12 @@ def test_trixie_numpy_2_with_the_wheels_313_stub_is_refused_before_any_build(doc
         docker_client.images.get(tag)
 
 
-def test_requirements_are_the_models_own_environment_for_the_target_python(docker_client, make_repo, unique, image_tags):
+def test_requirements_are_the_models_own_environment_for_the_target_python(
+    docker_client, make_repo, unique, image_tags
+):
     files = python_model_files("m")
     files["m/requirements.txt"] = "six==1.16.0  # pure Python\n"
-    files["m/1/model.py"] = ("import six\n\nassert six.__version__ == '1.16.0', six.__version__\n\n"
-                             + PYTHON_MODEL)
+    files["m/1/model.py"] = "import six\n\nassert six.__version__ == '1.16.0', six.__version__\n\n" + PYTHON_MODEL
     repo = Repository.load(make_repo(files))
     built = build(repo, BASE_IMAGE, f"trt-stub/reqs:{unique}", image_tags)
     env = built.environments.by_model["m"]
@@ -112,8 +122,7 @@ def test_requirements_are_the_models_own_environment_for_the_target_python(docke
     assert all(r.passed for r in serve_and_test(docker_client, repo, built.build.tag))
 
 
-def test_a_models_conflicting_requirements_are_refused_naming_its_lines(docker_client, make_repo, unique,
-                                                                      image_tags):
+def test_a_models_conflicting_requirements_are_refused_naming_its_lines(docker_client, make_repo, unique, image_tags):
     files = {**python_model_files("a"), "a/requirements.txt": "six>=1.16\n# old\nsix<1.16\n"}
     repo = Repository.load(make_repo(files))
     with pytest.raises(Refused) as refused:
@@ -148,8 +157,18 @@ def test_source_provider_without_network_fails_clearly(docker_client, make_repo,
     root = make_repo(python_model_files("m"))
     for name in ("https_proxy", "HTTPS_PROXY"):  # nothing listens there: GitHub is unreachable
         monkeypatch.setenv(name, "http://127.0.0.1:9")
-    code, report = cli("build", "--model-repository", str(root), "--base-image", STUB38,
-                       "--tag", f"trt-stub/source:{unique}", "--stub", "source", report=tmp_path / "r.json")
+    code, report = cli(
+        "build",
+        "--model-repository",
+        str(root),
+        "--base-image",
+        STUB38,
+        "--tag",
+        f"trt-stub/source:{unique}",
+        "--stub",
+        "source",
+        report=tmp_path / "r.json",
+    )
     assert code == 3
     message = report["error"]["message"]
     assert "python_backend r24.10 needs network access to https://github.com" in message

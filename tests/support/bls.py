@@ -26,7 +26,7 @@ class TritonPythonModel:
         return responses
 '''
 
-HELPERS = '''\
+HELPERS = """\
 import functools
 
 import triton_python_backend_utils as tb
@@ -45,7 +45,7 @@ def ask(x):
     if answer.has_error():
         raise tb.TritonModelException(answer.error().message())
     return tb.get_output_tensor_by_name(answer, "OUTPUT0").as_numpy()
-'''
+"""
 
 ALIASED_MODEL = '''\
 import triton_python_backend_utils as pb_utils
@@ -95,18 +95,28 @@ class TritonPythonModel:
 def helped_caller_files(name: str, callee: str) -> dict[str, str]:
     """A caller whose call is made in helpers.py of its version folder, through a partial of an
     alias, with the callee's name in a module constant."""
-    return {f"{name}/config.pbtxt": python_config(name), f"{name}/1/model.py": HELPED_MODEL,
-            f"{name}/1/helpers.py": HELPERS.format(callee=callee), f"{name}/golden/basic.json": golden_case()}
+    return {
+        f"{name}/config.pbtxt": python_config(name),
+        f"{name}/1/model.py": HELPED_MODEL,
+        f"{name}/1/helpers.py": HELPERS.format(callee=callee),
+        f"{name}/golden/basic.json": golden_case(),
+    }
 
 
 def aliased_caller_files(name: str, callee: str) -> dict[str, str]:
     """A caller calling `callee` through `from triton_python_backend_utils import InferenceRequest as IR`."""
-    return {f"{name}/config.pbtxt": python_config(name), f"{name}/1/model.py": ALIASED_MODEL.format(callee=callee),
-            f"{name}/golden/basic.json": golden_case()}
+    return {
+        f"{name}/config.pbtxt": python_config(name),
+        f"{name}/1/model.py": ALIASED_MODEL.format(callee=callee),
+        f"{name}/golden/basic.json": golden_case(),
+    }
 
 
 def router_files(name: str, target: str) -> dict[str, str]:
     """A caller whose callee is chosen at run time (from its config), which the code cannot tell."""
     config = python_config(name) + f'parameters {{ key: "target" value: {{ string_value: "{target}" }} }}\n'
-    return {f"{name}/config.pbtxt": config, f"{name}/1/model.py": ROUTER_MODEL,
-            f"{name}/golden/basic.json": golden_case()}
+    return {
+        f"{name}/config.pbtxt": config,
+        f"{name}/1/model.py": ROUTER_MODEL,
+        f"{name}/golden/basic.json": golden_case(),
+    }

@@ -24,8 +24,11 @@ def python_config(name: str, max_batch_size: int = 8, dims: str = "[ 4 ]", dtype
 
 
 def golden_case(shape=(1, 4), data=(1, 2, 3, 4), out=(2, 3, 4, 5), dtype="FP32", **extra) -> str:
-    case = {"inputs": [{"name": "INPUT0", "datatype": dtype, "shape": list(shape), "data": list(data)}],
-            "outputs": [{"name": "OUTPUT0", "datatype": dtype, "shape": list(shape), "data": list(out)}], **extra}
+    case = {
+        "inputs": [{"name": "INPUT0", "datatype": dtype, "shape": list(shape), "data": list(data)}],
+        "outputs": [{"name": "OUTPUT0", "datatype": dtype, "shape": list(shape), "data": list(out)}],
+        **extra,
+    }
     return json.dumps(case, indent=2)
 
 
@@ -52,14 +55,14 @@ def python_model_files(name: str, **config) -> dict[str, str]:
     }
 
 
-PYTHON_MODEL_RAISING = '''\
+PYTHON_MODEL_RAISING = """\
 class TritonPythonModel:
     def initialize(self, args):
         raise RuntimeError("weights file is missing: put weights.npy in the version folder")
 
     def execute(self, requests):
         return []
-'''
+"""
 
 DECOUPLED_MODEL = '''\
 import numpy as np
@@ -79,16 +82,16 @@ class TritonPythonModel:
         return None
 '''
 
-DECOUPLED_CONFIG = '''\
+DECOUPLED_CONFIG = """\
 name: "counter"
 backend: "python"
 max_batch_size: 0
 model_transaction_policy { decoupled: true }
 input [ { name: "COUNT" data_type: TYPE_INT32 dims: [ 1 ] } ]
 output [ { name: "OUT" data_type: TYPE_INT32 dims: [ 1 ] } ]
-'''
+"""
 
-SLEEPY_MODEL = '''\
+SLEEPY_MODEL = """\
 import time
 
 
@@ -98,9 +101,9 @@ class TritonPythonModel:
 
     def execute(self, requests):
         return []
-'''
+"""
 
-HANGING_MODEL = '''\
+HANGING_MODEL = """\
 import time
 
 
@@ -108,7 +111,7 @@ class TritonPythonModel:
     def execute(self, requests):
         time.sleep(600)
         return []
-'''
+"""
 
 NEVER_FINAL_MODEL = '''\
 import numpy as np
@@ -196,8 +199,11 @@ def bls_caller_files(name: str, callee: str, computed: bool = False) -> dict[str
     """A Python model answering through a BLS call of `callee`: named literally, or (`computed`)
     built at run time, which only a declaration in its config can tell the release."""
     how = f"model_name={callee!r}" if not computed else f"model_name=''.join([{callee[:1]!r}, {callee[1:]!r}])"
-    return {f"{name}/config.pbtxt": python_config(name), f"{name}/1/model.py": BLS_CALLER.format(callee=callee, how=how),
-            f"{name}/golden/basic.json": golden_case()}
+    return {
+        f"{name}/config.pbtxt": python_config(name),
+        f"{name}/1/model.py": BLS_CALLER.format(callee=callee, how=how),
+        f"{name}/golden/basic.json": golden_case(),
+    }
 
 
 ACCUMULATOR_MODEL = '''\
@@ -283,14 +289,16 @@ def sequence_config(name: str, strategy: str = "direct", decoupled: bool = False
     or `oldest` (max_batch_size 4, so its tensors have a batch dimension)."""
     batching = "oldest { max_candidate_sequences: 4 }" if strategy == "oldest" else ""
     policy = "model_transaction_policy { decoupled: true }\n" if decoupled else ""
-    return (python_config(name, max_batch_size=4 if strategy == "oldest" else 0, dims="[ 1 ]", dtype="TYPE_INT32")
-            + f"sequence_batching {{ max_sequence_idle_microseconds: 5000000 {batching} }}\n" + policy)
+    return (
+        python_config(name, max_batch_size=4 if strategy == "oldest" else 0, dims="[ 1 ]", dtype="TYPE_INT32")
+        + f"sequence_batching {{ max_sequence_idle_microseconds: 5000000 {batching} }}\n"
+        + policy
+    )
 
 
 def int_tensor(name: str, values, batched: bool = False) -> dict:
     values = list(values)
-    return {"name": name, "datatype": "INT32", "shape": [1, len(values)] if batched else [len(values)],
-            "data": values}
+    return {"name": name, "datatype": "INT32", "shape": [1, len(values)] if batched else [len(values)], "data": values}
 
 
 def sequence_case(*steps, batched: bool = False, **extra) -> str:
@@ -309,39 +317,48 @@ def sequence_case(*steps, batched: bool = False, **extra) -> str:
 
 def auto_complete_files(name: str, max_batch_size: int = 4) -> dict[str, str]:
     """The add-one model without a config.pbtxt: its model.py completes its own config."""
-    complete = f'''
+    complete = f"""
     @staticmethod
     def auto_complete_config(config):
         config.set_max_batch_size({max_batch_size})
         config.add_input({{"name": "INPUT0", "data_type": "TYPE_FP32", "dims": [4]}})
         config.add_output({{"name": "OUTPUT0", "data_type": "TYPE_FP32", "dims": [4]}})
         return config
-'''
+"""
     model = PYTHON_MODEL.replace("class TritonPythonModel:\n", "class TritonPythonModel:" + complete + "\n")
     shape = (1, 4) if max_batch_size else (4,)
-    return {f"{name}/1/model.py": model,
-            f"{name}/golden/basic.json": golden_case(shape=shape)}
+    return {f"{name}/1/model.py": model, f"{name}/golden/basic.json": golden_case(shape=shape)}
 
 
 def ensemble_files(name: str, steps: list[str]) -> dict[str, str]:
     """An ensemble chaining add-one models `steps` (INPUT0 -> OUTPUT0 each), IN -> OUT."""
     tensors = ["IN", *[f"t{i}" for i in range(len(steps) - 1)], "OUT"]
-    chain = ",\n".join(f'  {{ model_name: "{step}" model_version: -1 '
-                       f'input_map {{ key: "INPUT0" value: "{tensors[i]}" }} '
-                       f'output_map {{ key: "OUTPUT0" value: "{tensors[i + 1]}" }} }}' for i, step in enumerate(steps))
-    config = textwrap.dedent(f'''\
+    chain = ",\n".join(
+        f'  {{ model_name: "{step}" model_version: -1 '
+        f'input_map {{ key: "INPUT0" value: "{tensors[i]}" }} '
+        f'output_map {{ key: "OUTPUT0" value: "{tensors[i + 1]}" }} }}'
+        for i, step in enumerate(steps)
+    )
+    config = (
+        textwrap.dedent(f'''\
         name: "{name}"
         platform: "ensemble"
         max_batch_size: 8
         input [ {{ name: "IN" data_type: TYPE_FP32 dims: [ 4 ] }} ]
         output [ {{ name: "OUT" data_type: TYPE_FP32 dims: [ 4 ] }} ]
-        ''') + f"ensemble_scheduling {{ step [\n{chain}\n] }}\n"
+        ''')
+        + f"ensemble_scheduling {{ step [\n{chain}\n] }}\n"
+    )
     return {f"{name}/config.pbtxt": config, f"{name}/1/README.txt": "an ensemble: no files of its own\n"}
 
 
 def pipeline_files(name: str, first: str, second: str) -> dict[str, str]:
     """An ensemble `name` running two add-one models, `first` then `second` (so it adds 2), with
     its golden case."""
-    case = json.dumps({"inputs": [{"name": "IN", "datatype": "FP32", "shape": [1, 4], "data": [1, 2, 3, 4]}],
-                       "outputs": [{"name": "OUT", "datatype": "FP32", "shape": [1, 4], "data": [3, 4, 5, 6]}]})
+    case = json.dumps(
+        {
+            "inputs": [{"name": "IN", "datatype": "FP32", "shape": [1, 4], "data": [1, 2, 3, 4]}],
+            "outputs": [{"name": "OUT", "datatype": "FP32", "shape": [1, 4], "data": [3, 4, 5, 6]}],
+        }
+    )
     return {**ensemble_files(name, [first, second]), f"{name}/golden/basic.json": case}

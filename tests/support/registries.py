@@ -27,6 +27,7 @@ class LocalRegistry:
 
     def __init__(self, state: Path, user: tuple[str, str] | None = None) -> None:
         import bcrypt
+
         self.state = state
         state.mkdir(parents=True, exist_ok=True)
         with socket.socket() as sock:
@@ -40,13 +41,17 @@ class LocalRegistry:
         (state / "config.yml").write_text(
             "version: 0.1\nlog:\n  level: warn\n"
             f"storage:\n  filesystem:\n    rootdirectory: {state / 'data'}\n  delete:\n    enabled: true\n"
-            f"http:\n  addr: {self.address}\n{auth}")
+            f"http:\n  addr: {self.address}\n{auth}"
+        )
         self.process = None
         self.start()
 
     def start(self) -> None:
-        self.process = subprocess.Popen(["docker-registry", "serve", str(self.state / "config.yml")],
-                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.process = subprocess.Popen(
+            ["docker-registry", "serve", str(self.state / "config.yml")],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         for _ in range(100):
             try:
                 requests.get(f"http://{self.address}/v2/", timeout=1)
@@ -78,10 +83,19 @@ class FakeRegistry:
     HTML, a rival's write. `requests` lists (method, path) of each. `stopping` is set on close, for
     hooks that wait. Use it as a context manager; `address` is host:port."""
 
-    def __init__(self, *, status: int | None = None, user: str = "bot", password: str = "s3cret-pw",
-                 token: str = "tok-123", repository: str = "team/models",
-                 tags: tuple[str, ...] = ("1.0.0", "latest"), auth: bool = True, realm: str | None = None,
-                 hook=None) -> None:
+    def __init__(
+        self,
+        *,
+        status: int | None = None,
+        user: str = "bot",
+        password: str = "s3cret-pw",
+        token: str = "tok-123",
+        repository: str = "team/models",
+        tags: tuple[str, ...] = ("1.0.0", "latest"),
+        auth: bool = True,
+        realm: str | None = None,
+        hook=None,
+    ) -> None:
         self.status = status
         self.user, self.password, self.token = user, password, token
         self.repository, self.tags = repository, list(tags)
@@ -150,8 +164,7 @@ class _Handler(BaseHTTPRequestHandler):
             fake.busy -= 1
             return self._send(429, {}, {"Retry-After": "0"})
         if fake.auth and self.headers.get("Authorization") != f"Bearer {fake.token}":
-            challenge = (f'Bearer realm="{fake.realm}",service="test-registry",'
-                         f'scope="repository:{fake.repository}:pull"')
+            challenge = f'Bearer realm="{fake.realm}",service="test-registry",scope="repository:{fake.repository}:pull"'
             return self._send(401, {"errors": [{"code": "UNAUTHORIZED"}]}, {"WWW-Authenticate": challenge})
         prefix = f"/v2/{fake.repository}/"
         path = self.path.split("?", 1)[0]
@@ -159,7 +172,7 @@ class _Handler(BaseHTTPRequestHandler):
             link = {"Link": fake.link} if fake.link else {}
             return self._send(200, {"name": fake.repository, "tags": fake.tags}, link)
         if path.startswith(prefix + "manifests/"):
-            return self._manifest(fake, path[len(prefix + "manifests/"):])
+            return self._manifest(fake, path[len(prefix + "manifests/") :])
         return self._send(404, {"errors": [{"code": "NAME_UNKNOWN"}]})
 
     def _manifest(self, fake: FakeRegistry, reference: str) -> None:
@@ -211,8 +224,9 @@ class RegistryProxy:
         self.close()
 
 
-def send(method: str, path: str, headers: dict, body: bytes, upstream: str = REGISTRY
-         ) -> tuple[int, list[tuple[str, str]], bytes]:
+def send(
+    method: str, path: str, headers: dict, body: bytes, upstream: str = REGISTRY
+) -> tuple[int, list[tuple[str, str]], bytes]:
     """One request to the real registry; the Host header stays the proxy's, so that the upload
     locations it answers point back through the proxy."""
     connection = http.client.HTTPConnection(upstream, timeout=120)

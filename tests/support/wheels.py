@@ -8,17 +8,22 @@ import zipfile
 from pathlib import Path
 
 
-def make_wheel(folder: Path, name: str, version: str, files: dict[str, str] | None = None,
-               requires: tuple[str, ...] = ()) -> Path:
+def make_wheel(
+    folder: Path, name: str, version: str, files: dict[str, str] | None = None, requires: tuple[str, ...] = ()
+) -> Path:
     """A pure-Python wheel `name`-`version` holding `files` (default: a module `name` whose
     __version__ is `version`), depending on `requires`."""
     module = name.replace("-", "_")
     files = files if files is not None else {f"{module}/__init__.py": f"__version__ = {version!r}\n"}
     info = f"{module}-{version}.dist-info"
     metadata = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n" + "".join(
-        f"Requires-Dist: {r}\n" for r in requires)
-    entries = {**files, f"{info}/METADATA": metadata,
-               f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
+        f"Requires-Dist: {r}\n" for r in requires
+    )
+    entries = {
+        **files,
+        f"{info}/METADATA": metadata,
+        f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    }
     record = "".join(f"{path},sha256={_digest(text)},{len(text.encode())}\n" for path, text in entries.items())
     entries[f"{info}/RECORD"] = record + f"{info}/RECORD,,\n"
     folder.mkdir(parents=True, exist_ok=True)

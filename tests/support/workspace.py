@@ -23,7 +23,7 @@ from triton_release.registry.client import RegistryRepository
 class Outcome:
     code: int
     report: dict
-    out: str        # stdout and stderr together
+    out: str  # stdout and stderr together
 
     @property
     def message(self) -> str:
@@ -59,15 +59,21 @@ class Workspace:
     def run(self, *args: str, env: dict | None = None, timeout: int = 600) -> Outcome:
         report = self.root.parent / "report.json"
         report.unlink(missing_ok=True)
-        done = subprocess.run([sys.executable, "-m", "triton_release", *args, "--report", str(report)],
-                              cwd=self.root, capture_output=True, text=True, timeout=timeout,
-                              env={**os.environ, **(env or {})})
+        done = subprocess.run(
+            [sys.executable, "-m", "triton_release", *args, "--report", str(report)],
+            cwd=self.root,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env={**os.environ, **(env or {})},
+        )
         data = json.loads(report.read_text()) if report.exists() else {}
         return Outcome(done.returncode, data, done.stdout + done.stderr)
 
     def release(self, *extra: str, env: dict | None = None) -> Outcome:
-        return self.run("release", "--to", self.image, "--base-image", BASE_IMAGE, "--load-timeout", "30", *extra,
-                        env=env)
+        return self.run(
+            "release", "--to", self.image, "--base-image", BASE_IMAGE, "--load-timeout", "30", *extra, env=env
+        )
 
     def state(self) -> State:
         tags = {t: self.registry.digest(t) for t in self.registry.tags()}

@@ -44,8 +44,9 @@ def test_the_old_image_input_still_works_with_a_warning(tmp_path):
     assert settings.warnings == ("action input: 'image' is deprecated; call it 'repository'",)
 
 
-@pytest.mark.parametrize("inputs, match", [({"mode": "tests"}, "release, test, rollback"),
-                                           ({"push": "maybe"}, "true or false")])
+@pytest.mark.parametrize(
+    "inputs, match", [({"mode": "tests"}, "release, test, rollback"), ({"push": "maybe"}, "true or false")]
+)
 def test_bad_inputs_are_usage_errors(tmp_path, inputs, match):
     with pytest.raises(UsageError, match=match):
         ActionInputs.from_env(env_for(tmp_path, "push", {}, **inputs))
@@ -79,8 +80,16 @@ def test_a_bad_input_still_writes_the_error_the_report_and_the_outputs(tmp_path,
 
 
 def test_outputs_are_checked_and_written_with_delimiters(tmp_path):
-    report = Report("release", facts={"version": "1.1.0", "image": "r:1.1.0", "digest": "sha256:" + "0" * 64,
-                                      "changed_models": ["a"], "released": True})
+    report = Report(
+        "release",
+        facts={
+            "version": "1.1.0",
+            "image": "r:1.1.0",
+            "digest": "sha256:" + "0" * 64,
+            "changed_models": ["a"],
+            "released": True,
+        },
+    )
     out = tmp_path / "output"
     ActionOutputs.from_report(report, "report.json").write(str(out))
     text = out.read_text()
@@ -92,15 +101,26 @@ def test_outputs_are_checked_and_written_with_delimiters(tmp_path):
 
 def test_summary_names_models_versions_stub_cases_and_tags_escaping_user_text():
     report = Report("release")
-    changed = NS(found=NS(models={"a": None}, ensembles=("pipe",)), plan=NS(previous="1.0.0", version="1.1.0"),
-                 kind=NS(kind="minor"))
-    case = NS(case="a/basic", passed=False, latency_ms=1.5, message="got | 2\n::warning::x",
-              outputs=(NS(max_abs_diff=0.0),))
+    changed = NS(
+        found=NS(models={"a": None}, ensembles=("pipe",)),
+        plan=NS(previous="1.0.0", version="1.1.0"),
+        kind=NS(kind="minor"),
+    )
+    case = NS(
+        case="a/basic", passed=False, latency_ms=1.5, message="got | 2\n::warning::x", outputs=(NS(max_abs_diff=0.0),)
+    )
     results = {
         "changed": changed,
         "bump": NS(bumps=(NS(model="a", from_version=1, to_version=2),)),
-        "build": NS(stub=NS(kept=False, origin="nvidia-pytriton 0.7.0", provider="wheel", target_python="3.11",
-                            triton_version="2.51.0")),
+        "build": NS(
+            stub=NS(
+                kept=False,
+                origin="nvidia-pytriton 0.7.0",
+                provider="wheel",
+                target_python="3.11",
+                triton_version="2.51.0",
+            )
+        ),
         "test": NS(cases=(case,)),
         "push": NS(repository="r", version="1.1.0", digest="sha256:x"),
         "tags": NS(tags=("1.1", "latest")),
@@ -108,16 +128,24 @@ def test_summary_names_models_versions_stub_cases_and_tags_escaping_user_text():
     for name, result in results.items():
         report.steps[name] = StepRecord(result, 0.1, True)
     text = summary(report)
-    for expected in ("**Changed models:** `a`", "`pipe`: ensemble using a changed model", "1.0.0 -> **1.1.0** (minor)",
-                     "version 1 -> 2", "nvidia-pytriton 0.7.0 (wheel)", "| `a/basic` | **fail**: got \\| 2 ::warning::x | 1.5 | 0 |",
-                     "`1.1.0`, `1.1`, `latest`"):
+    for expected in (
+        "**Changed models:** `a`",
+        "`pipe`: ensemble using a changed model",
+        "1.0.0 -> **1.1.0** (minor)",
+        "version 1 -> 2",
+        "nvidia-pytriton 0.7.0 (wheel)",
+        "| `a/basic` | **fail**: got \\| 2 ::warning::x | 1.5 | 0 |",
+        "`1.1.0`, `1.1`, `latest`",
+    ):
         assert expected in text, expected
 
 
 def test_the_summary_names_versions_carried_from_the_registry_and_an_uncommitted_bump():
     report = Report("release")
-    bump = NS(bumps=(NS(model="a", from_version=1, to_version=3),),
-              carried=(NS(model="a", version=2, release="127.0.0.1:5000/t/m:1.1.0"),))
+    bump = NS(
+        bumps=(NS(model="a", from_version=1, to_version=3),),
+        carried=(NS(model="a", version=2, release="127.0.0.1:5000/t/m:1.1.0"),),
+    )
     report.steps["bump"] = StepRecord(bump, 0.1, True)
     text = summary(report)
     assert "`a`: version 1 -> 3" in text

@@ -19,7 +19,9 @@ ACTION = yaml.safe_load((ROOT / "action.yml").read_text())
 WORKFLOW_FILE = ROOT / ".github" / "workflows" / "action-image.yml"
 WORKFLOW = yaml.safe_load(WORKFLOW_FILE.read_text())
 STEPS = WORKFLOW["jobs"]["publish"]["steps"]
-PUBLISHED = re.compile(r"docker://(?P<name>ghcr\.io/(?P<owner>[a-z0-9][a-z0-9-]*)/triton-release):(?P<major>v[1-9][0-9]*)")
+PUBLISHED = re.compile(
+    r"docker://(?P<name>ghcr\.io/(?P<owner>[a-z0-9][a-z0-9-]*)/triton-release):(?P<major>v[1-9][0-9]*)"
+)
 
 
 def step(uses: str = "", id: str = "") -> dict:
@@ -42,8 +44,19 @@ def github_tag_filter(pattern: str) -> re.Pattern:
     return re.compile("".join({".": r"\.", "*": "[^/]*"}.get(c, c) for c in pattern))
 
 
-@pytest.mark.parametrize("tag, publishes", [("v1", True), ("v1.2.3", True), ("v1.3.0-rc.1", True), ("v12.0.10", True),
-                                            ("v1.2", False), ("latest", False), ("1.2.3", False), ("release-1", False)])
+@pytest.mark.parametrize(
+    "tag, publishes",
+    [
+        ("v1", True),
+        ("v1.2.3", True),
+        ("v1.3.0-rc.1", True),
+        ("v12.0.10", True),
+        ("v1.2", False),
+        ("latest", False),
+        ("1.2.3", False),
+        ("release-1", False),
+    ],
+)
 def test_the_workflow_runs_on_version_tags_only(tag, publishes):
     on = WORKFLOW.get("on", WORKFLOW.get(True))  # YAML 1.1 reads a bare `on` as true
     assert set(on) == {"push"}
@@ -53,8 +66,9 @@ def test_the_workflow_runs_on_version_tags_only(tag, publishes):
 
 def test_the_workflow_builds_and_pushes_with_the_official_docker_actions_pinned():
     assert WORKFLOW["permissions"] == {"contents": "read", "packages": "write"}
-    docker_actions = {s["uses"].split("@")[0]: s["uses"].split("@")[1] for s in STEPS
-                      if s.get("uses", "").startswith("docker/")}
+    docker_actions = {
+        s["uses"].split("@")[0]: s["uses"].split("@")[1] for s in STEPS if s.get("uses", "").startswith("docker/")
+    }
     assert {"docker/login-action", "docker/metadata-action", "docker/build-push-action"} <= set(docker_actions)
     assert all(re.fullmatch(r"v\d+(\.\d+\.\d+)?|[0-9a-f]{40}", ref) for ref in docker_actions.values())
     assert step("docker/login-action")["with"]["registry"] == "ghcr.io" == action_image().split("/")[0]
@@ -86,9 +100,14 @@ def run_name_step(tmp_path: Path, tag: str, action_yml: str | None = None) -> tu
     script.write_text(name_step["run"])
     output = tmp_path / "github-output"
     output.touch()
-    run = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", str(script)], cwd=checkout,
-                         env={"PATH": "/usr/bin:/bin", "TAG": tag, "GITHUB_OUTPUT": str(output)},
-                         capture_output=True, text=True, timeout=30)
+    run = subprocess.run(
+        ["bash", "--noprofile", "--norc", "-eo", "pipefail", str(script)],
+        cwd=checkout,
+        env={"PATH": "/usr/bin:/bin", "TAG": tag, "GITHUB_OUTPUT": str(output)},
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     outputs = dict(line.split("=", 1) for line in output.read_text().splitlines())
     return run.returncode, outputs.get("name", ""), run.stdout
 

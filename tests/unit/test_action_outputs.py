@@ -37,8 +37,12 @@ def written(outputs: ActionOutputs, tmp_path, name: str = "output") -> dict[str,
 
 
 def changed(version: str | None, previous: str | None) -> NS:
-    return NS(found=NS(models={"a": None}, ensembles=()), plan=NS(previous=previous, version=version),
-              kind=NS(kind="minor"), facts=lambda: {"changed_models": ["a"], "version": version})
+    return NS(
+        found=NS(models={"a": None}, ensembles=()),
+        plan=NS(previous=previous, version=version),
+        kind=NS(kind="minor"),
+        facts=lambda: {"changed_models": ["a"], "version": version},
+    )
 
 
 def run(command: str, *steps: tuple[str, object], ok: bool = True, **facts) -> Report:
@@ -51,10 +55,21 @@ def run(command: str, *steps: tuple[str, object], ok: bool = True, **facts) -> R
 
 def released_report() -> Report:
     tagged = Tagged(REPO, "1.1.0", ("1.1", "1", f"sha-{SHA[:12]}", "latest"), OLD, "1.0.0", OLD)
-    back = PushedBack("pushed", "origin", "main", "v1.1.0", (f"{SHA}:refs/heads/main", "refs/tags/v1.1.0:refs/tags/v1.1.0"),
-                      atomic=True)
-    return run("release", ("changed", changed("1.1.0", "1.0.0")), ("push", PushResult(REPO, "1.1.0", NEW, 1, 0, 2)),
-               ("tags", tagged), ("push-back", back))
+    back = PushedBack(
+        "pushed",
+        "origin",
+        "main",
+        "v1.1.0",
+        (f"{SHA}:refs/heads/main", "refs/tags/v1.1.0:refs/tags/v1.1.0"),
+        atomic=True,
+    )
+    return run(
+        "release",
+        ("changed", changed("1.1.0", "1.0.0")),
+        ("push", PushResult(REPO, "1.1.0", NEW, 1, 0, 2)),
+        ("tags", tagged),
+        ("push-back", back),
+    )
 
 
 def test_a_release_writes_every_output_a_chained_step_reads(tmp_path):
@@ -64,8 +79,13 @@ def test_a_release_writes_every_output_a_chained_step_reads(tmp_path):
     assert values["released"] == "true"
     assert values["version"] == values["planned-version"] == "1.1.0"
     assert values["image"] == f"{REPO}:1.1.0" and values["digest"] == NEW
-    assert values["tags"].splitlines() == [f"{REPO}:1.1.0", f"{REPO}:1.1", f"{REPO}:1", f"{REPO}:sha-{SHA[:12]}",
-                                           f"{REPO}:latest"]  # one per line, the channel last
+    assert values["tags"].splitlines() == [
+        f"{REPO}:1.1.0",
+        f"{REPO}:1.1",
+        f"{REPO}:1",
+        f"{REPO}:sha-{SHA[:12]}",
+        f"{REPO}:latest",
+    ]  # one per line, the channel last
     assert values["previous-version"] == "1.0.0" and values["previous-digest"] == OLD
     assert json.loads(values["changed-models"]) == ["a"] and values["report"] == "report.json"
     assert values["candidate"] == "" and values["shards"] == "[]"
@@ -80,12 +100,19 @@ def test_a_run_that_pushes_nothing_gives_the_planned_version_and_no_version(tmp_
 
 
 def test_a_first_release_has_no_previous_and_nothing_changed_plans_nothing(tmp_path):
-    first = run("release", ("changed", changed("1.0.0", None)), ("push", PushResult(REPO, "1.0.0", NEW, 3, 0, 0)),
-                ("tags", Tagged(REPO, "1.0.0", ("1.0", "1", "latest"), None)))
+    first = run(
+        "release",
+        ("changed", changed("1.0.0", None)),
+        ("push", PushResult(REPO, "1.0.0", NEW, 3, 0, 0)),
+        ("tags", Tagged(REPO, "1.0.0", ("1.0", "1", "latest"), None)),
+    )
     values = written(ActionOutputs.from_report(first, "r.json"), tmp_path)
     assert values["version"] == "1.0.0" and values["previous-version"] == values["previous-digest"] == ""
-    nothing = written(ActionOutputs.from_report(run("release", ("changed", changed(None, "1.0.0")), released=False),
-                                                "r.json"), tmp_path, "nothing")
+    nothing = written(
+        ActionOutputs.from_report(run("release", ("changed", changed(None, "1.0.0")), released=False), "r.json"),
+        tmp_path,
+        "nothing",
+    )
     assert nothing["version"] == nothing["planned-version"] == "" and nothing["released"] == "false"
 
 
@@ -105,11 +132,23 @@ def test_a_rollback_gives_its_version_its_channel_and_the_digest_to_roll_forward
 
 
 def test_values_that_break_their_promise_are_named_and_left_empty():
-    odd = ActionOutputs("1.1.0", f"{REPO}:1.1.0", NEW, ("a",), "r.json", released=True,
-                        tags=(f"{REPO}:1.1.0", "two words:x", f"{REPO}:latest"), previous_version="one",
-                        previous_digest="sha256:short", planned_version="1.1.0")
-    assert odd.problems() == ["previous-version 'one' is not X.Y.Z", "previous-digest 'sha256:short' is not a sha256 "
-                              "digest", "tags holds a value that is not REPO:TAG"]
+    odd = ActionOutputs(
+        "1.1.0",
+        f"{REPO}:1.1.0",
+        NEW,
+        ("a",),
+        "r.json",
+        released=True,
+        tags=(f"{REPO}:1.1.0", "two words:x", f"{REPO}:latest"),
+        previous_version="one",
+        previous_digest="sha256:short",
+        planned_version="1.1.0",
+    )
+    assert odd.problems() == [
+        "previous-version 'one' is not X.Y.Z",
+        "previous-digest 'sha256:short' is not a sha256 digest",
+        "tags holds a value that is not REPO:TAG",
+    ]
     valid = odd.valid()
     assert valid.problems() == [] and valid.tags == (f"{REPO}:1.1.0", f"{REPO}:latest")
     assert (valid.previous_version, valid.previous_digest, valid.version, valid.released) == ("", "", "1.1.0", True)
@@ -119,8 +158,16 @@ def test_values_that_break_their_promise_are_named_and_left_empty():
 def test_action_yml_declares_every_output_written_and_the_push_commit_input():
     action = yaml.safe_load((ROOT / "action.yml").read_text())
     assert set(ActionOutputs("", "", "", (), "r").values()) == set(action["outputs"])
-    for name in ("released", "tags", "image", "digest", "previous-version", "previous-digest", "planned-version",
-                 "version"):
+    for name in (
+        "released",
+        "tags",
+        "image",
+        "digest",
+        "previous-version",
+        "previous-digest",
+        "planned-version",
+        "version",
+    ):
         assert action["outputs"][name]["description"], name
     assert "one per line" in action["outputs"]["tags"]["description"]
     assert action["inputs"]["push-commit"]["default"] == "true"
@@ -152,8 +199,15 @@ def test_push_commit_without_commit_on_the_command_line_is_a_usage_error(tmp_pat
 
 def test_the_summary_says_whether_the_release_commit_went_back():
     assert "**Pushed back** the release commit and `v1.1.0` to `origin` `main`" in summary(released_report())
-    refused = PushedBack("refused", "origin", "main", "v1.1.0", (f"{SHA}:refs/heads/main", "refs/tags/v1.1.0"),
-                         "main [remote rejected] (pre-receive hook declined)", True)
+    refused = PushedBack(
+        "refused",
+        "origin",
+        "main",
+        "v1.1.0",
+        (f"{SHA}:refs/heads/main", "refs/tags/v1.1.0"),
+        "main [remote rejected] (pre-receive hook declined)",
+        True,
+    )
     text = summary(run("release", ("push-back", refused)))
     assert "**Not pushed back** (refused): the release commit and `v1.1.0`: main \\[remote rejected\\]" in text
     assert "the registry keeps the record of released versions" in text

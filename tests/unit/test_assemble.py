@@ -9,15 +9,32 @@ import tarfile
 
 from triton_release.image.assemble import image_config, present_prefix, write_archive
 
-BASE = {"Architecture": "amd64", "Os": "linux",
-        "Config": {"Env": ["PATH=/usr/bin"], "Entrypoint": ["/entry.sh"], "Cmd": ["bash"], "Hostname": "abc",
-                   "Labels": {"vendor": "nvidia"}, "WorkingDir": "/opt", "Volumes": None}}
+BASE = {
+    "Architecture": "amd64",
+    "Os": "linux",
+    "Config": {
+        "Env": ["PATH=/usr/bin"],
+        "Entrypoint": ["/entry.sh"],
+        "Cmd": ["bash"],
+        "Hostname": "abc",
+        "Labels": {"vendor": "nvidia"},
+        "WorkingDir": "/opt",
+        "Volumes": None,
+    },
+}
 
 
 def test_the_config_keeps_the_base_s_image_settings_and_adds_labels_and_the_command():
-    config = json.loads(image_config(BASE, ["sha256:a", "sha256:b"], {"x": "1"}, ["tritonserver"], "2026-01-01T00:00:00Z"))
-    assert config["config"] == {"Env": ["PATH=/usr/bin"], "Entrypoint": ["/entry.sh"], "Cmd": ["tritonserver"],
-                                "Labels": {"vendor": "nvidia", "x": "1"}, "WorkingDir": "/opt"}
+    config = json.loads(
+        image_config(BASE, ["sha256:a", "sha256:b"], {"x": "1"}, ["tritonserver"], "2026-01-01T00:00:00Z")
+    )
+    assert config["config"] == {
+        "Env": ["PATH=/usr/bin"],
+        "Entrypoint": ["/entry.sh"],
+        "Cmd": ["tritonserver"],
+        "Labels": {"vendor": "nvidia", "x": "1"},
+        "WorkingDir": "/opt",
+    }
     assert config["rootfs"] == {"type": "layers", "diff_ids": ["sha256:a", "sha256:b"]}
     assert (config["architecture"], config["os"], config["created"]) == ("amd64", "linux", "2026-01-01T00:00:00Z")
 
@@ -47,6 +64,7 @@ def test_the_archive_names_every_layer_and_carries_only_the_tars_given(tmp_path)
         manifest = json.loads(archive.extractfile("manifest.json").read())
         assert archive.extractfile("c" * 64 + "/layer.tar").read() == b"layer c"
     config_name = hashlib.sha256(config).hexdigest() + ".json"
-    assert manifest == [{"Config": config_name, "RepoTags": ["repo:tag"],
-                         "Layers": ["a" * 64 + "/layer.tar", "c" * 64 + "/layer.tar"]}]
+    assert manifest == [
+        {"Config": config_name, "RepoTags": ["repo:tag"], "Layers": ["a" * 64 + "/layer.tar", "c" * 64 + "/layer.tar"]}
+    ]
     assert sorted(names) == sorted([config_name, "c" * 64 + "/layer.tar", "manifest.json"])

@@ -13,61 +13,108 @@ from support.models import PYTHON_MODEL, golden_case, python_config, python_mode
 from triton_release.cli import main
 from triton_release.models.validate import validate
 
-ENSEMBLE = '''name: "e"
+ENSEMBLE = """name: "e"
 platform: "ensemble"
 max_batch_size: 8
 input [ { name: "IN" data_type: TYPE_FP32 dims: [ 4 ] } ]
 output [ { name: "OUT" data_type: TYPE_FP32 dims: [ 4 ] } ]
 ensemble_scheduling { step [ { model_name: "%s" model_version: -1
   input_map { key: "%s" value: "IN" } output_map { key: "OUTPUT0" value: "OUT" } } ] }
-'''
+"""
 
 CASES = {
     # name: (files written over models a and b, fragments of the message)
-    "config syntax error": ({"a/config.pbtxt": python_config("a").replace("max_batch_size: 8", "max_batch_size: eight")},
-                            ["model_repository/a/config.pbtxt:3:"]),
-    "unknown config field": ({"a/config.pbtxt": python_config("a") + "max_batches: 4\n"},
-                             ["model_repository/a/config.pbtxt:6:", "max_batches"]),
-    "unknown data type enum": ({"a/config.pbtxt": python_config("a").replace("TYPE_FP32 dims", "TYPE_FP33 dims", 1)},
-                               ["model_repository/a/config.pbtxt:4:", "TYPE_FP33"]),
-    "duplicate input name": ({"a/config.pbtxt": python_config("a").replace(
-        'input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]',
-        'input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] }, { name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]')},
-                             ["model_repository/a/config.pbtxt", "INPUT0"]),
-    "golden shape does not fit max_batch_size": ({"a/golden/big.json": golden_case(shape=(9, 4), data=[0] * 36, out=[1] * 36)},
-                                                 ["model_repository/a/golden/big.json", "[batch 1..8]"]),
+    "config syntax error": (
+        {"a/config.pbtxt": python_config("a").replace("max_batch_size: 8", "max_batch_size: eight")},
+        ["model_repository/a/config.pbtxt:3:"],
+    ),
+    "unknown config field": (
+        {"a/config.pbtxt": python_config("a") + "max_batches: 4\n"},
+        ["model_repository/a/config.pbtxt:6:", "max_batches"],
+    ),
+    "unknown data type enum": (
+        {"a/config.pbtxt": python_config("a").replace("TYPE_FP32 dims", "TYPE_FP33 dims", 1)},
+        ["model_repository/a/config.pbtxt:4:", "TYPE_FP33"],
+    ),
+    "duplicate input name": (
+        {
+            "a/config.pbtxt": python_config("a").replace(
+                'input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]',
+                'input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] }, { name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]',
+            )
+        },
+        ["model_repository/a/config.pbtxt", "INPUT0"],
+    ),
+    "golden shape does not fit max_batch_size": (
+        {"a/golden/big.json": golden_case(shape=(9, 4), data=[0] * 36, out=[1] * 36)},
+        ["model_repository/a/golden/big.json", "[batch 1..8]"],
+    ),
     "version folder v2": ({"a/v2/model.py": PYTHON_MODEL}, ["model_repository/a/v2"]),
     "version folder 01": ({"a/01/model.py": PYTHON_MODEL}, ["model_repository/a/01", "rename it to 1"]),
     "version folder 0": ({"a/0/model.py": PYTHON_MODEL}, ["model_repository/a/0"]),
     "empty version folder": ({"a/2": None}, ["model_repository/a/2"]),
     "a file where a version folder should be": ({"a/2": "not a folder\n"}, ["model_repository/a/2"]),
-    "python model without model.py": ({"c/config.pbtxt": python_config("c"), "c/1/weights.bin": b"\0" * 16},
-                                      ["model_repository/c/1", "no model.py"]),
-    "model.py with a syntax error": ({"c/config.pbtxt": python_config("c"),
-                                      "c/1/model.py": PYTHON_MODEL.replace("def execute(self, requests):", "def execute(")},
-                                     ["model_repository/c/1/model.py:6:", "syntax error"]),
-    "ensemble naming a missing model": ({"e/config.pbtxt": ENSEMBLE % ("nope", "INPUT0"), "e/1": None},
-                                        ["model_repository/e/config.pbtxt", "nope"]),
-    "ensemble with a wrong tensor name": ({"e/config.pbtxt": ENSEMBLE % ("a", "INPUTX"), "e/1": None},
-                                          ["model_repository/e/config.pbtxt", "INPUTX"]),
-    "model name with a space": ({**{k.replace("b/", "b c/"): v for k, v in python_model_files("b").items()},
-                                 "b c/config.pbtxt": python_config("b c")}, ["model_repository/b c"]),
-    "config name climbing out with ..": ({"c/config.pbtxt": python_config("../c"), "c/1/model.py": PYTHON_MODEL},
-                                         ["model_repository/c/config.pbtxt", "../c"]),
-    "model name with shell metacharacters": ({**{k.replace("b/", "b;rm -rf/"): v for k, v in python_model_files("b").items()},
-                                              "b;rm -rf/config.pbtxt": python_config("b;rm -rf")},
-                                             ["model_repository/b;rm -rf"]),
-    "malformed golden JSON": ({"a/golden/bad.json": '{"inputs": [\n  {"name": "INPUT0",, }]}'},
-                              ["model_repository/a/golden/bad.json:2:", "not valid JSON"]),
-    "golden unknown input": ({"a/golden/bad.json": golden_case().replace('"INPUT0"', '"INPUTX"')},
-                             ["model_repository/a/golden/bad.json", "INPUTX"]),
-    "golden wrong data type": ({"a/golden/bad.json": golden_case().replace('"FP32"', '"INT32"', 1)},
-                               ["model_repository/a/golden/bad.json", "INT32"]),
-    "golden data count does not match its shape": ({"a/golden/bad.json": golden_case(data=(1, 2, 3))},
-                                                   ["model_repository/a/golden/bad.json"]),
-    "golden BYTES given as numbers": ({"a/golden/bad.json": json.dumps(
-        {"inputs": [{"name": "INPUT0", "datatype": "BYTES", "shape": [1, 4], "data": [1, 2, 3, 4]}]})},
-                                      ["model_repository/a/golden/bad.json", "BYTES"]),
+    "python model without model.py": (
+        {"c/config.pbtxt": python_config("c"), "c/1/weights.bin": b"\0" * 16},
+        ["model_repository/c/1", "no model.py"],
+    ),
+    "model.py with a syntax error": (
+        {
+            "c/config.pbtxt": python_config("c"),
+            "c/1/model.py": PYTHON_MODEL.replace("def execute(self, requests):", "def execute("),
+        },
+        ["model_repository/c/1/model.py:6:", "syntax error"],
+    ),
+    "ensemble naming a missing model": (
+        {"e/config.pbtxt": ENSEMBLE % ("nope", "INPUT0"), "e/1": None},
+        ["model_repository/e/config.pbtxt", "nope"],
+    ),
+    "ensemble with a wrong tensor name": (
+        {"e/config.pbtxt": ENSEMBLE % ("a", "INPUTX"), "e/1": None},
+        ["model_repository/e/config.pbtxt", "INPUTX"],
+    ),
+    "model name with a space": (
+        {
+            **{k.replace("b/", "b c/"): v for k, v in python_model_files("b").items()},
+            "b c/config.pbtxt": python_config("b c"),
+        },
+        ["model_repository/b c"],
+    ),
+    "config name climbing out with ..": (
+        {"c/config.pbtxt": python_config("../c"), "c/1/model.py": PYTHON_MODEL},
+        ["model_repository/c/config.pbtxt", "../c"],
+    ),
+    "model name with shell metacharacters": (
+        {
+            **{k.replace("b/", "b;rm -rf/"): v for k, v in python_model_files("b").items()},
+            "b;rm -rf/config.pbtxt": python_config("b;rm -rf"),
+        },
+        ["model_repository/b;rm -rf"],
+    ),
+    "malformed golden JSON": (
+        {"a/golden/bad.json": '{"inputs": [\n  {"name": "INPUT0",, }]}'},
+        ["model_repository/a/golden/bad.json:2:", "not valid JSON"],
+    ),
+    "golden unknown input": (
+        {"a/golden/bad.json": golden_case().replace('"INPUT0"', '"INPUTX"')},
+        ["model_repository/a/golden/bad.json", "INPUTX"],
+    ),
+    "golden wrong data type": (
+        {"a/golden/bad.json": golden_case().replace('"FP32"', '"INT32"', 1)},
+        ["model_repository/a/golden/bad.json", "INT32"],
+    ),
+    "golden data count does not match its shape": (
+        {"a/golden/bad.json": golden_case(data=(1, 2, 3))},
+        ["model_repository/a/golden/bad.json"],
+    ),
+    "golden BYTES given as numbers": (
+        {
+            "a/golden/bad.json": json.dumps(
+                {"inputs": [{"name": "INPUT0", "datatype": "BYTES", "shape": [1, 4], "data": [1, 2, 3, 4]}]}
+            )
+        },
+        ["model_repository/a/golden/bad.json", "BYTES"],
+    ),
 }
 
 

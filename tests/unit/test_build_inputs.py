@@ -25,8 +25,15 @@ STUB38_BASE = "sha256:" + "fd" * 32
 
 
 def inputs(**changed) -> dict:
-    given = {"base_image_id": BASE, "stub": "auto", "python": None, "requirements_options": "refuse",
-             "max_layers": 120, "channel": "latest", "source": ""}
+    given = {
+        "base_image_id": BASE,
+        "stub": "auto",
+        "python": None,
+        "requirements_options": "refuse",
+        "max_layers": 120,
+        "channel": "latest",
+        "source": "",
+    }
     return build_inputs(**{**given, **changed})
 
 
@@ -34,9 +41,18 @@ def staged_with(labels: dict) -> FakeRegistry:
     """A registry holding candidate-<sha12> of COMMIT: an image manifest whose configuration has `labels`."""
     config = json.dumps({"config": {"Labels": labels}}).encode()
     config_digest = "sha256:" + hashlib.sha256(config).hexdigest()
-    manifest = json.dumps({"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
-                           "config": {"mediaType": "application/vnd.oci.image.config.v1+json",
-                                      "digest": config_digest, "size": len(config)}, "layers": []}).encode()
+    manifest = json.dumps(
+        {
+            "schemaVersion": 2,
+            "mediaType": "application/vnd.oci.image.manifest.v1+json",
+            "config": {
+                "mediaType": "application/vnd.oci.image.config.v1+json",
+                "digest": config_digest,
+                "size": len(config),
+            },
+            "layers": [],
+        }
+    ).encode()
 
     def blobs(handler) -> bool:
         if handler.command == "GET" and handler.path.endswith(f"/blobs/{config_digest}"):
@@ -51,9 +67,12 @@ def staged_with(labels: dict) -> FakeRegistry:
 
 
 def candidate_labels(built_from: dict | None) -> dict:
-    labels = {SHARDS_LABEL: shards_label([Shard("shard-1", ("a",), ("a",), 1, False, (1,))]),
-              CHANGED_LABEL: '["a"]', "org.opencontainers.image.version": "1.0.0",
-              "org.opencontainers.image.revision": COMMIT}
+    labels = {
+        SHARDS_LABEL: shards_label([Shard("shard-1", ("a",), ("a",), 1, False, (1,))]),
+        CHANGED_LABEL: '["a"]',
+        "org.opencontainers.image.version": "1.0.0",
+        "org.opencontainers.image.revision": COMMIT,
+    }
     if built_from is not None:
         labels[BUILD_INPUTS_LABEL] = build_inputs_label(built_from)
     return labels
@@ -65,9 +84,18 @@ def test_the_same_inputs_reuse_the_candidate():
     assert found is not None and found.reused and found.candidate.changed == ("a",)
 
 
-@pytest.mark.parametrize("changed", [{"base_image_id": STUB38_BASE}, {"stub": "source"}, {"python": "3.10"},
-                                     {"max_layers": 60}, {"requirements_options": "allow"}, {"channel": "beta"}],
-                         ids=lambda c: next(iter(c)))
+@pytest.mark.parametrize(
+    "changed",
+    [
+        {"base_image_id": STUB38_BASE},
+        {"stub": "source"},
+        {"python": "3.10"},
+        {"max_layers": 60},
+        {"requirements_options": "allow"},
+        {"channel": "beta"},
+    ],
+    ids=lambda c: next(iter(c)),
+)
 def test_a_candidate_built_from_other_inputs_is_built_again_saying_which(changed, caplog):
     with staged_with(candidate_labels(inputs(**changed))) as fake:
         registry = RegistryRepository.parse(f"{fake.address}/team/models")
@@ -90,6 +118,7 @@ def test_a_stub_file_counts_by_its_content(tmp_path):
     first = inputs(stub=f"path:{stub}")
     stub.write_bytes(b"two")
     second = inputs(stub=f"path:{stub}")
-    assert differences(first, second) == [f"stub_sha256 {hashlib.sha256(b'one').hexdigest()} -> "
-                                          f"{hashlib.sha256(b'two').hexdigest()}"]
+    assert differences(first, second) == [
+        f"stub_sha256 {hashlib.sha256(b'one').hexdigest()} -> {hashlib.sha256(b'two').hexdigest()}"
+    ]
     assert differences(inputs(), inputs()) == []

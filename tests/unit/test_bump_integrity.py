@@ -39,10 +39,13 @@ def files(repo: GitRepo) -> dict:
     return {p.relative_to(repo.root).as_posix(): p.read_bytes() for p in repo.models.rglob("*") if p.is_file()}
 
 
-@pytest.mark.parametrize("extra, state", [
-    ({"a/1/weights.bin": b"\x00" * 64}, "ignored by git"),
-    ({"a/1/notes.txt": "mine"}, "not tracked by git"),
-])
+@pytest.mark.parametrize(
+    "extra, state",
+    [
+        ({"a/1/weights.bin": b"\x00" * 64}, "ignored by git"),
+        ({"a/1/notes.txt": "mine"}, "not tracked by git"),
+    ],
+)
 def test_bump_refuses_files_git_does_not_hold_and_keeps_them(released, extra, state):
     (released.root / ".gitignore").write_text("*.bin\n")
     change_a(released)
@@ -66,8 +69,9 @@ def test_bump_refuses_a_submodule_in_a_version_folder(released, tmp_path):
     other = GitRepo(tmp_path / "other")
     other.write({"weights.txt": "w"})
     other.commit("weights")
-    released.git("-c", "protocol.file.allow=always", "submodule", "-q", "add", str(other.root),
-                 "model_repository/a/1/vendored")
+    released.git(
+        "-c", "protocol.file.allow=always", "submodule", "-q", "add", str(other.root), "model_repository/a/1/vendored"
+    )
     released.commit("vendored weights")
     change_a(released)
     with pytest.raises(Refused, match="a git submodule"):
@@ -211,6 +215,7 @@ def test_a_release_without_bumps_tags_the_commit_released(released):
 
 def test_a_bump_left_behind_counts_only_when_untouched(released):
     from triton_release.history.bump import holds_bump
+
     change_a(released)
     plan = planned(released)
     steps.bump(released.models, plan)
@@ -233,6 +238,7 @@ def test_a_model_repository_at_the_git_root_exports_without_false_warnings(tmp_p
     repo = GitRepo(tmp_path / "work")
     root = repo.root
     from support.models import write_tree
+
     write_tree(root, python_model_files("m"))
     base = repo.commit("m")
     write_tree(root, {"m/1/model.py": "# 2\n" + PYTHON_MODEL})
@@ -245,6 +251,7 @@ def test_a_model_repository_at_the_git_root_exports_without_false_warnings(tmp_p
 def test_a_settings_file_that_is_not_utf8_is_a_usage_error(tmp_path):
     from triton_release.errors import UsageError
     from triton_release.settings import resolve
+
     (tmp_path / "triton-release.yaml").write_bytes(b"channel: \xff\xfe\n")
     with pytest.raises(UsageError, match="not UTF-8"):
         resolve({}, cwd=tmp_path)
@@ -254,6 +261,7 @@ def test_a_settings_file_that_is_not_utf8_is_a_usage_error(tmp_path):
 def test_a_server_memory_below_64m_or_not_a_size_is_refused_up_front(tmp_path, value):
     from triton_release.errors import UsageError
     from triton_release.settings import resolve
+
     (tmp_path / "triton-release.yaml").write_text(f"server_memory: {value}\n")
     with pytest.raises(UsageError, match="at least 64m"):
         resolve({}, cwd=tmp_path)

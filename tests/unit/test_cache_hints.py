@@ -37,6 +37,7 @@ def run(tmp_path, monkeypatch):
 
     def start() -> Path:
         return cache.configure({"TRITON_RELEASE_CACHE": str(folder)})
+
     start()
     return start
 
@@ -52,8 +53,9 @@ def index(tmp_path, monkeypatch):
 def shipped(repo: Repository, envs: environments.Environments) -> dict[str, bytes]:
     """The distributions' files as their layers would hold them: archive name -> bytes."""
     items, _ = environments.environment_items(envs, repo)
-    return {name: path.read_bytes() for item in items if item.key.startswith("dist/")
-            for name, path in item.entries.items()}
+    return {
+        name: path.read_bytes() for item in items if item.key.startswith("dist/") for name, path in item.entries.items()
+    }
 
 
 def poison_rename(folder: Path) -> None:
@@ -64,33 +66,40 @@ def poison_rename(folder: Path) -> None:
 def forge_record(folder: Path) -> None:
     """The edit and the folder's own RECORD made to agree: the RECORD that counts is the wheel's."""
     import base64
+
     evil = "import os\n__version__ = '1.0'\n"
     (folder / "shared" / "__init__.py").write_text(evil)
     record = folder / "shared-1.0.dist-info" / "RECORD"
     digest = base64.urlsafe_b64encode(hashlib.sha256(evil.encode()).digest()).rstrip(b"=").decode()
-    lines = [f"shared/__init__.py,sha256={digest},{len(evil)}" if line.startswith("shared/__init__.py,") else line
-             for line in record.read_text().splitlines()]
+    lines = [
+        f"shared/__init__.py,sha256={digest},{len(evil)}" if line.startswith("shared/__init__.py,") else line
+        for line in record.read_text().splitlines()
+    ]
     record.write_text("\n".join(lines) + "\n")
 
 
 POISONS = {
     "an edited file": lambda folder: (folder / "shared" / "__init__.py").write_text("__version__ = '6.6'\n"),
     "an edit of the same size": lambda folder: (folder / "shared" / "__init__.py").write_text(
-        GENUINE.replace("1.0", "6.6")),
+        GENUINE.replace("1.0", "6.6")
+    ),
     "an edit agreeing with the folder's RECORD": forge_record,
     "an added file": lambda folder: (folder / "sitecustomize.py").write_text("import os\n"),
     "a removed file": lambda folder: (folder / "shared" / "__init__.py").unlink(),
     "a file made executable": lambda folder: (folder / "shared" / "__init__.py").chmod(0o755),
-    "a file swapped for a link": lambda folder: ((folder / "shared" / "__init__.py").unlink(),
-                                                 (folder / "shared" / "__init__.py").symlink_to("/etc/hostname")),
+    "a file swapped for a link": lambda folder: (
+        (folder / "shared" / "__init__.py").unlink(),
+        (folder / "shared" / "__init__.py").symlink_to("/etc/hostname"),
+    ),
     "a renamed file and a new one": poison_rename,
 }
 
 
 @pytest.mark.parametrize("poison", POISONS.values(), ids=POISONS.keys())
 def test_a_poisoned_unpacked_wheel_is_discarded_with_a_warning_and_made_again(make_repo, index, run, poison, caplog):
-    repo = Repository.load(make_repo({**python_model_files("a"), "a/requirements.txt": "shared==1.0\n",
-                                      **python_model_files("b")}))
+    repo = Repository.load(
+        make_repo({**python_model_files("a"), "a/requirements.txt": "shared==1.0\n", **python_model_files("b")})
+    )
     before = environments.resolve(repo, INSTALL, "2.35")
     genuine = shipped(repo, before)
     (dist,) = before.distributions
@@ -100,7 +109,7 @@ def test_a_poisoned_unpacked_wheel_is_discarded_with_a_warning_and_made_again(ma
     with caplog.at_level(logging.WARNING, logger="triton_release"):
         after = environments.resolve(repo, INSTALL, "2.35")
     assert after.fingerprints() == before.fingerprints()  # the same wheel: the model's tests still stand ...
-    assert shipped(repo, after) == genuine                # ... because the layer gets the wheel's own bytes
+    assert shipped(repo, after) == genuine  # ... because the layer gets the wheel's own bytes
     assert (dist.folder / "shared" / "__init__.py").read_text() == GENUINE
     warning = "\n".join(record.getMessage() for record in caplog.records)
     assert str(dist.folder) in warning and "discarded" in warning and "shared-1.0-py3-none-any.whl" in warning
@@ -116,6 +125,7 @@ def test_an_unpacked_wheel_is_checked_once_per_run_and_each_wheel_hashed_once(ma
     def counting(path, *args, **kwargs):
         opened.append(Path(path))
         return open(path, *args, **kwargs)
+
     monkeypatch.setattr(environments, "open", counting, raising=False)
 
     def read() -> tuple[int, int]:
@@ -123,6 +133,7 @@ def test_an_unpacked_wheel_is_checked_once_per_run_and_each_wheel_hashed_once(ma
         unpacked = [p for p in opened if dist.folder in p.parents]
         opened.clear()
         return len(wheels), len(unpacked)
+
     environments.resolve(repo, INSTALL, "2.35")  # the same run: nothing is read again
     assert read() == (0, 0)
     run()  # a new run: the folder is checked once for the five models that use it
@@ -159,8 +170,10 @@ def test_a_cache_entry_that_is_not_a_folder_is_replaced(tmp_path, run, caplog):
 
 # -- memos of the wrong shape: discarded with a warning ---------------------------------------
 
-def test_a_verdict_memo_of_the_wrong_shape_is_discarded_with_a_warning_not_a_crash(make_repo, tmp_path, monkeypatch,
-                                                                                  capsys):
+
+def test_a_verdict_memo_of_the_wrong_shape_is_discarded_with_a_warning_not_a_crash(
+    make_repo, tmp_path, monkeypatch, capsys
+):
     monkeypatch.setattr(cache, "_root", None)
     monkeypatch.setattr(validate_module, "_VERDICTS", None)
     root = make_repo(python_model_files("a"))
@@ -169,9 +182,13 @@ def test_a_verdict_memo_of_the_wrong_shape_is_discarded_with_a_warning_not_a_cra
     validate_module.verdicts().save()
     memo = validate_module.verdicts().path
     answers = json.loads(memo.read_text())
-    for wrong in ({"problems": 5, "warnings": [], "golden_cases": 1}, [1, 2], {"golden_cases": "1"},
-                  {"problems": [[None, ["a", "m", "seven", None]]], "warnings": [], "golden_cases": 1},
-                  {"problems": [], "warnings": [[1, 2]], "golden_cases": 1}):
+    for wrong in (
+        {"problems": 5, "warnings": [], "golden_cases": 1},
+        [1, 2],
+        {"golden_cases": "1"},
+        {"problems": [[None, ["a", "m", "seven", None]]], "warnings": [], "golden_cases": 1},
+        {"problems": [], "warnings": [[1, 2]], "golden_cases": 1},
+    ):
         memo.write_text(json.dumps({key: wrong for key in answers}))
         monkeypatch.setattr(validate_module, "_VERDICTS", None)
         assert main(["validate", "--model-repository", str(root)], env=env) == 0, wrong
@@ -199,8 +216,7 @@ def test_a_memo_answer_the_caller_cannot_read_is_discarded_once_and_worked_out_a
 
 
 @pytest.mark.parametrize("wrong", [b"not a digest", b"\xff\xfe\x00", b"", b"A" * 64, "folder"])
-def test_a_remembered_layer_digest_of_the_wrong_shape_is_discarded_and_the_layer_written(tmp_path, run, wrong,
-                                                                                         caplog):
+def test_a_remembered_layer_digest_of_the_wrong_shape_is_discarded_and_the_layer_written(tmp_path, run, wrong, caplog):
     known = tmp_path / "known"
     known.mkdir()
     item = Item("dist/big-1.0-0123456789ab", {"opt/big/x.py": b"x"}, 1, fingerprint="wheel-sha256:01")
@@ -232,15 +248,18 @@ RESOLUTIONS = {
 
 
 @pytest.mark.parametrize("wrong", RESOLUTIONS.values(), ids=RESOLUTIONS.keys())
-def test_a_kept_resolution_of_the_wrong_shape_is_discarded_and_resolved_again(make_repo, index, run, wrong,
-                                                                              caplog, tmp_path):
+def test_a_kept_resolution_of_the_wrong_shape_is_discarded_and_resolved_again(
+    make_repo, index, run, wrong, caplog, tmp_path
+):
     make_wheel(tmp_path / "store-only", "other", "1.0")
     repo = Repository.load(make_repo({**python_model_files("a"), "a/requirements.txt": "shared==1.0\n"}))
     first = environments.resolve(repo, INSTALL, "2.35")
     (kept,) = (cache.cache_dir() / "resolutions").iterdir()
     kept.write_bytes(wrong)
-    os.link(tmp_path / "store-only" / "other-1.0-py3-none-any.whl",
-            cache.cache_dir() / "wheels" / "other-1.0-py3-none-any.whl")
+    os.link(
+        tmp_path / "store-only" / "other-1.0-py3-none-any.whl",
+        cache.cache_dir() / "wheels" / "other-1.0-py3-none-any.whl",
+    )
     with caplog.at_level(logging.WARNING, logger="triton_release"):
         again = environments.resolve(repo, INSTALL, "2.35")
     assert again.by_model["a"].packages == first.by_model["a"].packages == {"shared": "1.0"}

@@ -22,95 +22,123 @@ def named(source: str) -> list[tuple[str | None, int]]:
 
 # -- one file: aliases -------------------------------------------------------------------------
 
+
 def test_an_import_alias_of_the_class_is_followed():
     source = "from triton_python_backend_utils import InferenceRequest as IR\nr = IR(model_name='callee', inputs=[])\n"
     assert named(source) == [("callee", 4)]
 
 
 def test_a_module_alias_and_getattr_are_followed():
-    source = ("import triton_python_backend_utils as tb\n"
-              "a = tb.InferenceRequest(model_name='one', inputs=[])\n"
-              "b = getattr(pb_utils, 'InferenceRequest')(model_name='two', inputs=[])\n"
-              "make = getattr(tb, 'InferenceRequest')\n"
-              "c = make(model_name='three')\n")
+    source = (
+        "import triton_python_backend_utils as tb\n"
+        "a = tb.InferenceRequest(model_name='one', inputs=[])\n"
+        "b = getattr(pb_utils, 'InferenceRequest')(model_name='two', inputs=[])\n"
+        "make = getattr(tb, 'InferenceRequest')\n"
+        "c = make(model_name='three')\n"
+    )
     assert named(source) == [("one", 4), ("two", 5), ("three", 7)]
 
 
 def test_assigned_aliases_are_followed_in_any_order_and_through_self():
-    source = ("def later():\n"
-              "    return Ask(model_name='late')\n"
-              "Ask = Request\n"
-              "Request, Tensor = pb_utils.InferenceRequest, pb_utils.Tensor\n"
-              "class TritonPythonModel:\n"
-              "    def initialize(self, args):\n"
-              "        self.request = pb_utils.InferenceRequest\n"
-              "    def execute(self, requests):\n"
-              "        return self.request(model_name='kept', inputs=[])\n"
-              "t = Tensor('INPUT0', [1])\n")
+    source = (
+        "def later():\n"
+        "    return Ask(model_name='late')\n"
+        "Ask = Request\n"
+        "Request, Tensor = pb_utils.InferenceRequest, pb_utils.Tensor\n"
+        "class TritonPythonModel:\n"
+        "    def initialize(self, args):\n"
+        "        self.request = pb_utils.InferenceRequest\n"
+        "    def execute(self, requests):\n"
+        "        return self.request(model_name='kept', inputs=[])\n"
+        "t = Tensor('INPUT0', [1])\n"
+    )
     assert named(source) == [("late", 4), ("kept", 11)]
 
 
 def test_a_partial_names_its_model_and_its_calls_need_not():
-    source = ("from functools import partial as bind\n"
-              "ask = functools.partial(pb_utils.InferenceRequest, model_name='first', requested_output_names=[])\n"
-              "r = ask(inputs=[])\n"
-              "tell = bind(pb_utils.InferenceRequest, requested_output_names=[])\n"
-              "s = tell(model_name='second', inputs=[])\n"
-              "t = tell(inputs=[])\n")
+    source = (
+        "from functools import partial as bind\n"
+        "ask = functools.partial(pb_utils.InferenceRequest, model_name='first', requested_output_names=[])\n"
+        "r = ask(inputs=[])\n"
+        "tell = bind(pb_utils.InferenceRequest, requested_output_names=[])\n"
+        "s = tell(model_name='second', inputs=[])\n"
+        "t = tell(inputs=[])\n"
+    )
     assert named(source) == [("first", 4), ("second", 7), (None, 8)]
 
 
 def test_module_constants_and_choices_of_literals_are_read():
-    source = ("CALLEE = 'constant'\n"
-              "OTHER = 'rebound'\n"
-              "def f(fast):\n"
-              "    global OTHER\n"
-              "    a = pb_utils.InferenceRequest(model_name=CALLEE, inputs=[])\n"
-              "    b = pb_utils.InferenceRequest(model_name='fast' if fast else 'slow', inputs=[])\n"
-              "    c = pb_utils.InferenceRequest(model_name=OTHER, inputs=[])\n")
+    source = (
+        "CALLEE = 'constant'\n"
+        "OTHER = 'rebound'\n"
+        "def f(fast):\n"
+        "    global OTHER\n"
+        "    a = pb_utils.InferenceRequest(model_name=CALLEE, inputs=[])\n"
+        "    b = pb_utils.InferenceRequest(model_name='fast' if fast else 'slow', inputs=[])\n"
+        "    c = pb_utils.InferenceRequest(model_name=OTHER, inputs=[])\n"
+    )
     assert named(source) == [("constant", 7), ("fast", 8), ("slow", 8), (None, 9)]
 
 
 def test_the_class_handed_around_is_a_call_the_code_does_not_tell():
-    source = ("def run(factory):\n"
-              "    return factory(model_name='hidden')\n"
-              "x = run(pb_utils.InferenceRequest)\n"
-              "name = 'Inference' + 'Request'\n"
-              "y = getattr(pb_utils, name)(model_name='which')\n"
-              "z = pb_utils.InferenceRequest(**{'model_name': 'kw'})\n"
-              "def ok(request: pb_utils.InferenceRequest) -> pb_utils.InferenceRequest:\n"
-              "    assert isinstance(request, pb_utils.InferenceRequest)\n"
-              "    return request\n")
+    source = (
+        "def run(factory):\n"
+        "    return factory(model_name='hidden')\n"
+        "x = run(pb_utils.InferenceRequest)\n"
+        "name = 'Inference' + 'Request'\n"
+        "y = getattr(pb_utils, name)(model_name='which')\n"
+        "z = pb_utils.InferenceRequest(**{'model_name': 'kw'})\n"
+        "def ok(request: pb_utils.InferenceRequest) -> pb_utils.InferenceRequest:\n"
+        "    assert isinstance(request, pb_utils.InferenceRequest)\n"
+        "    return request\n"
+    )
     assert named(source) == [(None, 5), ("which", 7), (None, 8)]
     # getattr(pb_utils, name) may be the class: a call naming its model literally still names it
 
 
 # -- the version folder's modules ----------------------------------------------------------------
 
+
 def test_a_helper_module_imported_relatively_or_plainly_is_read():
-    helper = ("import triton_python_backend_utils as pb_utils\n"
-              "def ask():\n    return pb_utils.InferenceRequest(model_name={!r}).exec()\n")
-    sources = {"model.py": b"from .helpers import ask\nimport plain\nfrom pkg.deep import go\n",
-               "helpers.py": helper.format("relative").encode(),
-               "plain.py": helper.format("plain").encode(),
-               "pkg/__init__.py": b"",
-               "pkg/deep.py": b"from . import sibling\n",
-               "pkg/sibling.py": helper.format("transitive").encode(),
-               "unused.py": helper.format("never_imported").encode()}
+    helper = (
+        "import triton_python_backend_utils as pb_utils\n"
+        "def ask():\n    return pb_utils.InferenceRequest(model_name={!r}).exec()\n"
+    )
+    sources = {
+        "model.py": b"from .helpers import ask\nimport plain\nfrom pkg.deep import go\n",
+        "helpers.py": helper.format("relative").encode(),
+        "plain.py": helper.format("plain").encode(),
+        "pkg/__init__.py": b"",
+        "pkg/deep.py": b"from . import sibling\n",
+        "pkg/sibling.py": helper.format("transitive").encode(),
+        "unused.py": helper.format("never_imported").encode(),
+    }
     assert calls.folder_calls("model.py", sources) == [
-        Call("relative", 3, "helpers.py"), Call("transitive", 3, "pkg/sibling.py"), Call("plain", 3, "plain.py")]
+        Call("relative", 3, "helpers.py"),
+        Call("transitive", 3, "pkg/sibling.py"),
+        Call("plain", 3, "plain.py"),
+    ]
 
 
 def test_an_alias_defined_in_a_helper_module_is_followed_where_it_is_used():
-    sources = {"model.py": (b"from .common import Request\nimport common as c\nfrom shared import *\n"
-                            b"a = Request(model_name='by_name')\nb = c.Request(model_name='by_module')\n"
-                            b"d = ask(inputs=[])\ne = Bound(model_name='star')\n"),
-               "common.py": b"import triton_python_backend_utils as pb_utils\nRequest = pb_utils.InferenceRequest\n",
-               "shared.py": (b"import functools\nfrom common import Request\n"
-                             b"ask = functools.partial(Request, model_name='partial')\nBound = Request\n")}
+    sources = {
+        "model.py": (
+            b"from .common import Request\nimport common as c\nfrom shared import *\n"
+            b"a = Request(model_name='by_name')\nb = c.Request(model_name='by_module')\n"
+            b"d = ask(inputs=[])\ne = Bound(model_name='star')\n"
+        ),
+        "common.py": b"import triton_python_backend_utils as pb_utils\nRequest = pb_utils.InferenceRequest\n",
+        "shared.py": (
+            b"import functools\nfrom common import Request\n"
+            b"ask = functools.partial(Request, model_name='partial')\nBound = Request\n"
+        ),
+    }
     assert calls.folder_calls("model.py", sources) == [
-        Call("by_name", 4, "model.py"), Call("by_module", 5, "model.py"), Call("star", 7, "model.py"),
-        Call("partial", 3, "shared.py")]
+        Call("by_name", 4, "model.py"),
+        Call("by_module", 5, "model.py"),
+        Call("star", 7, "model.py"),
+        Call("partial", 3, "shared.py"),
+    ]
 
 
 def test_a_module_loaded_by_a_computed_name_makes_every_module_count():
@@ -124,6 +152,7 @@ def test_a_module_loaded_by_a_computed_name_makes_every_module_count():
 
 
 # -- validate, loading and change detection ------------------------------------------------------
+
 
 def test_validate_names_the_helper_file_and_line_of_a_missing_callee(make_repo):
     files = {**helped_caller_files("helped", "gone"), **aliased_caller_files("aliased", "away")}
@@ -144,8 +173,16 @@ def test_validate_warns_about_a_request_the_code_does_not_tell_with_the_paramete
 
 
 def test_callees_in_helpers_and_through_aliases_are_loaded_with_their_caller(make_repo):
-    repo = Repository.load(make_repo({**helped_caller_files("helped", "callee"), **python_model_files("callee"),
-                                      **aliased_caller_files("aliased", "callee"), **router_files("router", "callee")}))
+    repo = Repository.load(
+        make_repo(
+            {
+                **helped_caller_files("helped", "callee"),
+                **python_model_files("callee"),
+                **aliased_caller_files("aliased", "callee"),
+                **router_files("router", "callee"),
+            }
+        )
+    )
     assert repo.needs() == {"helped": {"callee"}, "aliased": {"callee"}}
 
 
@@ -161,8 +198,15 @@ def _change(git_repo, model: str) -> None:
 
 
 def test_changing_a_callee_retests_callers_through_helpers_and_aliases(git_repo):
-    base = _released(git_repo, {**helped_caller_files("helped", "callee"), **aliased_caller_files("aliased", "callee"),
-                                **python_model_files("callee"), **python_model_files("alone")})
+    base = _released(
+        git_repo,
+        {
+            **helped_caller_files("helped", "callee"),
+            **aliased_caller_files("aliased", "callee"),
+            **python_model_files("callee"),
+            **python_model_files("alone"),
+        },
+    )
     _change(git_repo, "callee")
     found = Changes(git_repo.models).between(base, "HEAD")
     assert found.changed == ["callee"] and found.callers == ("aliased", "helped")
@@ -170,13 +214,15 @@ def test_changing_a_callee_retests_callers_through_helpers_and_aliases(git_repo)
 
 
 def test_a_caller_the_code_does_not_tell_is_retested_on_any_change_until_declared(git_repo):
-    base = _released(git_repo, {**router_files("router", "callee"), **python_model_files("callee"),
-                                **python_model_files("alone")})
+    base = _released(
+        git_repo, {**router_files("router", "callee"), **python_model_files("callee"), **python_model_files("alone")}
+    )
     _change(git_repo, "alone")
     assert Changes(git_repo.models).between(base, "HEAD").callers == ("router",)
     config = git_repo.models / "router" / "config.pbtxt"
-    config.write_text(config.read_text() + 'parameters { key: "triton_release.depends_on" value: { string_value: '
-                                           '"callee" } }\n')
+    config.write_text(
+        config.read_text() + 'parameters { key: "triton_release.depends_on" value: { string_value: "callee" } }\n'
+    )
     declared = git_repo.commit("router declares its callee")
     _change(git_repo, "alone")
     assert Changes(git_repo.models).between(declared, "HEAD").callers == ()
@@ -185,8 +231,15 @@ def test_a_caller_the_code_does_not_tell_is_retested_on_any_change_until_declare
 
 
 def test_removing_a_callee_lists_its_callers_and_validate_refuses_it(git_repo):
-    base = _released(git_repo, {**helped_caller_files("helped", "callee"), **python_model_files("callee"),
-                                **router_files("router", "alone"), **python_model_files("alone")})
+    base = _released(
+        git_repo,
+        {
+            **helped_caller_files("helped", "callee"),
+            **python_model_files("callee"),
+            **router_files("router", "alone"),
+            **python_model_files("alone"),
+        },
+    )
     git_repo.remove("callee")
     git_repo.commit("callee removed")
     found = Changes(git_repo.models).between(base, "HEAD")
@@ -207,6 +260,7 @@ def test_the_calls_of_many_models_are_read_with_a_fixed_number_of_git_commands(g
     def counted(self, *args, **kwargs):
         commands.append(args[0] if args[0] != "--literal-pathspecs" else args[1])
         return run(self, *args, **kwargs)
+
     monkeypatch.setattr(Git, "run", counted)
     head = changes.git.commit("HEAD")
     configs = changes.configs(head, sorted({path.split("/")[0] for path in files}))
@@ -229,7 +283,11 @@ def test_a_memo_of_another_shape_is_read_again(tmp_path, monkeypatch):
     monkeypatch.setattr(cache, "_root", tmp_path)
     monkeypatch.setattr(calls, "FOUND", Memo("bls-calls", "test"))
     source = HEAD + "r = pb_utils.InferenceRequest(model_name='kept')\n"
-    for wrong in ({"calls": [["kept"]]}, {"calls": [], "imports": [["import"]], "loads_any": False, "exports": {}},
-                  {"calls": [["x", "3"]], "imports": [], "loads_any": False, "exports": {}}, ["not", "a", "dict"]):
+    for wrong in (
+        {"calls": [["kept"]]},
+        {"calls": [], "imports": [["import"]], "loads_any": False, "exports": {}},
+        {"calls": [["x", "3"]], "imports": [], "loads_any": False, "exports": {}},
+        ["not", "a", "dict"],
+    ):
         calls.FOUND.put(source, wrong)
         assert calls.calls_in(source) == [Call("kept", 3)]

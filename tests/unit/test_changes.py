@@ -21,18 +21,29 @@ from triton_release.history.releases import release_kind as _release_kind
 def release_kind(found, bumps, signatures=None):
     return _release_kind(found, {b.model for b in bumps}, signatures)
 
-ENSEMBLE = ('name: "ens"\nplatform: "ensemble"\nmax_batch_size: 8\n'
-            'input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]\n'
-            'output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]\n'
-            'ensemble_scheduling { step [ { model_name: "a" model_version: -1 '
-            'input_map { key: "INPUT0" value: "INPUT0" } output_map { key: "OUTPUT0" value: "OUTPUT0" } } ] }\n')
+
+ENSEMBLE = (
+    'name: "ens"\nplatform: "ensemble"\nmax_batch_size: 8\n'
+    'input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]\n'
+    'output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]\n'
+    'ensemble_scheduling { step [ { model_name: "a" model_version: -1 '
+    'input_map { key: "INPUT0" value: "INPUT0" } output_map { key: "OUTPUT0" value: "OUTPUT0" } } ] }\n'
+)
 
 
 @pytest.fixture
 def released(git_repo):
     """Two python models and an ensemble over the first, committed as the base."""
-    git_repo.write({**python_model_files("a"), **python_model_files("b"), "a/1/weights.bin": bytes(range(256)),
-                    "ens/config.pbtxt": ENSEMBLE, "ens/1/.keep": "", "ens/golden/basic.json": golden_case()})
+    git_repo.write(
+        {
+            **python_model_files("a"),
+            **python_model_files("b"),
+            "a/1/weights.bin": bytes(range(256)),
+            "ens/config.pbtxt": ENSEMBLE,
+            "ens/1/.keep": "",
+            "ens/golden/basic.json": golden_case(),
+        }
+    )
     git_repo.base = git_repo.commit("release")
     return git_repo
 
@@ -119,10 +130,15 @@ def test_editing_n_while_adding_n_plus_1_is_refused(released):
         plan_bumps(detect(released))
 
 
-@pytest.mark.parametrize("file, reason", [("config.pbtxt", "config.pbtxt only"),
-                                          ("requirements.txt", "requirements.txt only")])
+@pytest.mark.parametrize(
+    "file, reason", [("config.pbtxt", "config.pbtxt only"), ("requirements.txt", "requirements.txt only")]
+)
 def test_config_or_requirements_only_bumps_nothing(released, file, reason):
-    content = python_config("a") + "instance_group [ { kind: KIND_CPU count: 2 } ]\n" if file == "config.pbtxt" else "six==1.16.0\n"
+    content = (
+        python_config("a") + "instance_group [ { kind: KIND_CPU count: 2 } ]\n"
+        if file == "config.pbtxt"
+        else "six==1.16.0\n"
+    )
     released.write({f"a/{file}": content})
     released.commit()
     found = detect(released)
@@ -245,6 +261,7 @@ def test_bump_refuses_an_existing_target(released):
 
 # -- semver rules -------------------------------------------------------------------------
 
+
 def config_change(released, new_config: str):
     released.write({"a/config.pbtxt": new_config})
     released.commit()
@@ -321,7 +338,11 @@ def test_files_at_the_top_of_the_model_repository_are_no_models(git_repo):
 
 def test_bump_works_when_the_model_repository_is_the_top_of_the_git_repository(tmp_path):
     root = write_tree(tmp_path / "models", python_model_files("a"))
-    for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["-c", "user.name=t", "-c", "user.email=t@e", "commit", "-qm", "a"]):
+    for args in (
+        ["init", "-q", "-b", "main"],
+        ["add", "-A"],
+        ["-c", "user.name=t", "-c", "user.email=t@e", "commit", "-qm", "a"],
+    ):
         subprocess.run(["git", *args], cwd=root, check=True)
     base = Git(root).text("rev-parse", "HEAD")
     (root / "a" / "1" / "model.py").write_text(PYTHON_MODEL.replace("x + 1", "x + 2"))
@@ -336,10 +357,15 @@ def test_bump_works_when_the_model_repository_is_the_top_of_the_git_repository(t
 def test_an_auto_complete_models_served_signature_makes_the_kind_and_survives_its_label(git_repo):
     from triton_release.history.releases import served_signature, signatures_from_label, signatures_label
 
-    served = {"name": "auto", "max_batch_size": 4, "backend": "python",
-              "input": [{"name": "INPUT0", "data_type": "TYPE_FP32", "dims": ["4"]}],
-              "output": [{"name": "OUTPUT0", "data_type": "TYPE_FP32", "dims": [4]}],
-              "instance_group": [{"kind": "KIND_CPU", "count": 1}], "unknown_future_field": 1}
+    served = {
+        "name": "auto",
+        "max_batch_size": 4,
+        "backend": "python",
+        "input": [{"name": "INPUT0", "data_type": "TYPE_FP32", "dims": ["4"]}],
+        "output": [{"name": "OUTPUT0", "data_type": "TYPE_FP32", "dims": [4]}],
+        "instance_group": [{"kind": "KIND_CPU", "count": 1}],
+        "unknown_future_field": 1,
+    }
     before = served_signature(served)
     assert before == {"tensors": {"input INPUT0": ("FP32", (4,)), "output OUTPUT0": ("FP32", (4,))}, "batched": True}
     assert signatures_from_label(signatures_label({"auto": before})) == {"auto": before}

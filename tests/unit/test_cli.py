@@ -19,15 +19,24 @@ def run(tmp_path, monkeypatch, *argv, config: str | None = None) -> tuple[int, d
 
 def test_push_image_is_never_taken_for_the_registry_repository(tmp_path, monkeypatch):
     """With `image:` (now `repository:`) in the settings file, --image stays the local image."""
-    code, report = run(tmp_path, monkeypatch, "push", "--image", "models:candidate", "--version", "01.0.0",
-                       config="image: 127.0.0.1:9/team/models\n")
+    code, report = run(
+        tmp_path,
+        monkeypatch,
+        "push",
+        "--image",
+        "models:candidate",
+        "--version",
+        "01.0.0",
+        config="image: 127.0.0.1:9/team/models\n",
+    )
     assert code == 2
     assert "--version '01.0.0'" in report["error"]["message"]  # refused for the version, not the image
 
 
 def test_the_old_image_setting_still_works_with_a_warning(tmp_path, monkeypatch, capsys):
-    code, report = run(tmp_path, monkeypatch, "rollback", "--to-version", "1.0.0",
-                       config="image: 127.0.0.1:9/team/models\n")
+    code, report = run(
+        tmp_path, monkeypatch, "rollback", "--to-version", "1.0.0", config="image: 127.0.0.1:9/team/models\n"
+    )
     assert code == 3  # it reached for the registry at 127.0.0.1:9: the setting was used
     assert "'image' is deprecated; call it 'repository'" in capsys.readouterr().out
 
@@ -41,8 +50,11 @@ def test_usage_errors_exit_2_with_a_report(tmp_path, monkeypatch):
 
 def test_version_and_validate_import_no_docker_grpc_or_pytest(tmp_path):
     import subprocess
-    probe = ("import sys; from triton_release.cli import main; main(['validate', '--model-repository', sys.argv[1]]); "
-             "print(sorted(m for m in ('docker', 'grpc', 'pytest', 'tritonclient.grpc') if m in sys.modules))")
+
+    probe = (
+        "import sys; from triton_release.cli import main; main(['validate', '--model-repository', sys.argv[1]]); "
+        "print(sorted(m for m in ('docker', 'grpc', 'pytest', 'tritonclient.grpc') if m in sys.modules))"
+    )
     (tmp_path / "models").mkdir()
     done = subprocess.run([sys.executable, "-c", probe, str(tmp_path / "models")], capture_output=True, text=True)
     assert done.stdout.strip().splitlines()[-1] == "[]", done.stdout + done.stderr
@@ -50,37 +62,54 @@ def test_version_and_validate_import_no_docker_grpc_or_pytest(tmp_path):
 
 def test_a_channel_may_not_name_a_release_a_moving_or_a_provenance_tag(tmp_path, monkeypatch):
     for channel in ("1.0.0", "1.1", "1", "sha-0123456789ab", "Bad Tag!"):
-        code, report = run(tmp_path, monkeypatch, "rollback", "--repo", "127.0.0.1:9/x/y", "--to-version", "1.0.0",
-                           "--channel", channel)
+        code, report = run(
+            tmp_path,
+            monkeypatch,
+            "rollback",
+            "--repo",
+            "127.0.0.1:9/x/y",
+            "--to-version",
+            "1.0.0",
+            "--channel",
+            channel,
+        )
         assert code == 2, (channel, report)
         assert repr(channel) in report["error"]["message"]
 
 
 def test_a_model_version_of_0_is_refused_as_such(tmp_path, monkeypatch):
-    code, report = run(tmp_path, monkeypatch, "rollback", "--server", "127.0.0.1:9", "--model", "a",
-                       "--to-model-version", "0")
+    code, report = run(
+        tmp_path, monkeypatch, "rollback", "--server", "127.0.0.1:9", "--model", "a", "--to-model-version", "0"
+    )
     assert code == 2 and "versions start at 1" in report["error"]["message"]
 
 
 def test_an_upper_case_repository_flag_is_lower_cased_with_a_notice(tmp_path, monkeypatch, capsys):
-    code, report = run(tmp_path, monkeypatch, "rollback", "--repo", "127.0.0.1:9/MyOrg/Models",
-                       "--to-version", "1.0.0")
+    code, report = run(tmp_path, monkeypatch, "rollback", "--repo", "127.0.0.1:9/MyOrg/Models", "--to-version", "1.0.0")
     assert code == 3  # accepted, and looked for at 127.0.0.1:9 (nothing listens there)
     out = capsys.readouterr().out
-    assert ("warning: registry repository 127.0.0.1:9/MyOrg/Models lower-cased to 127.0.0.1:9/myorg/models "
-            "(Docker refuses upper case)") in out.splitlines()
-    code, report = run(tmp_path, monkeypatch, "push", "--image", "m:c", "--to", "127.0.0.1:9/A/B", "--version", "01.0.0")
+    assert (
+        "warning: registry repository 127.0.0.1:9/MyOrg/Models lower-cased to 127.0.0.1:9/myorg/models "
+        "(Docker refuses upper case)"
+    ) in out.splitlines()
+    code, report = run(
+        tmp_path, monkeypatch, "push", "--image", "m:c", "--to", "127.0.0.1:9/A/B", "--version", "01.0.0"
+    )
     assert code == 2 and "--version '01.0.0'" in report["error"]["message"]  # refused for the version only
     assert "lower-cased to 127.0.0.1:9/a/b" in capsys.readouterr().out
 
 
 def test_inside_actions_the_notice_is_a_warning_annotation(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
-    code = main(["rollback", "--repo", "127.0.0.1:9/MyOrg/Models", "--to-version", "1.0.0"],
-                env={"HOME": str(tmp_path), "GITHUB_ACTIONS": "true"})
+    code = main(
+        ["rollback", "--repo", "127.0.0.1:9/MyOrg/Models", "--to-version", "1.0.0"],
+        env={"HOME": str(tmp_path), "GITHUB_ACTIONS": "true"},
+    )
     assert code == 3
-    assert ("::warning::registry repository 127.0.0.1:9/MyOrg/Models lower-cased to 127.0.0.1:9/myorg/models "
-            "(Docker refuses upper case)") in capsys.readouterr().out.splitlines()
+    assert (
+        "::warning::registry repository 127.0.0.1:9/MyOrg/Models lower-cased to 127.0.0.1:9/myorg/models "
+        "(Docker refuses upper case)"
+    ) in capsys.readouterr().out.splitlines()
 
 
 def test_global_flags_go_before_or_after_the_command(tmp_path, monkeypatch, capsys):
@@ -88,10 +117,12 @@ def test_global_flags_go_before_or_after_the_command(tmp_path, monkeypatch, caps
     (tmp_path / "models").mkdir()
     (tmp_path / "s.yaml").write_text("channel: stable\n")
     env = {"HOME": str(tmp_path)}
-    for argv in (["--json", "validate", "--model-repository", "models"],
-                 ["validate", "--json", "--model-repository", "models"],
-                 ["--model-repository", "models", "--config", "s.yaml", "--json", "validate"],
-                 ["--debug", "validate", "--model-repository", "models", "--json"]):
+    for argv in (
+        ["--json", "validate", "--model-repository", "models"],
+        ["validate", "--json", "--model-repository", "models"],
+        ["--model-repository", "models", "--config", "s.yaml", "--json", "validate"],
+        ["--debug", "validate", "--model-repository", "models", "--json"],
+    ):
         assert main(argv, env=env) == 0, argv
         captured = capsys.readouterr()
         assert json.loads(captured.out)["command"] == "validate", argv
@@ -105,8 +136,12 @@ def test_a_flag_after_the_command_wins_over_the_same_flag_before_it(tmp_path, mo
     from triton_release.cli.main import parser
 
     args = parser().parse_args(["--model-repository", "a", "--config", "x.yaml", "validate", "--model-repository", "b"])
-    assert (getattr(args, "setting.model_repository"), args.config, args.json, args.report) == ("b", "x.yaml", False,
-                                                                                               None)
+    assert (getattr(args, "setting.model_repository"), args.config, args.json, args.report) == (
+        "b",
+        "x.yaml",
+        False,
+        None,
+    )
     args = parser().parse_args(["validate"])
     assert (args.config, args.report, args.json, args.debug) == (None, None, False, False)
     assert not hasattr(args, "setting.model_repository")  # not given: the settings file or the default decides

@@ -16,8 +16,10 @@ from triton_release.models.suite import GoldenRun
 from triton_release.session import Report, StepRecord
 
 GREEN_PASS = "\x1b[32mPASS\x1b[0m"
-HOSTILE = (f"bad input\r{GREEN_PASS} a/forged (0.1 ms)\nPASS a/forged (0.2 ms)\n::error::owned\n"
-           "\t  ::set-output name=version::9.9.9\n::stop-commands::tok\nsee ##[set-output name=digest;]x\x9b2J\x85\x07")
+HOSTILE = (
+    f"bad input\r{GREEN_PASS} a/forged (0.1 ms)\nPASS a/forged (0.2 ms)\n::error::owned\n"
+    "\t  ::set-output name=version::9.9.9\n::stop-commands::tok\nsee ##[set-output name=digest;]x\x9b2J\x85\x07"
+)
 CONTROL = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f]")
 
 
@@ -44,7 +46,10 @@ def test_no_control_character_of_a_model_reaches_the_terminal():
     text = "\n".join(lines)
     assert "\x1b" not in text and "\r" not in text and "\x9b" not in text and "\x85" not in text
     assert not any(CONTROL.search(line) for line in lines)
-    assert [line.split(" (")[0] for line in lines if line.startswith(("PASS", "FAIL"))] == ["PASS a/fine", "FAIL a/evil"]
+    assert [line.split(" (")[0] for line in lines if line.startswith(("PASS", "FAIL"))] == [
+        "PASS a/fine",
+        "FAIL a/evil",
+    ]
     fail = next(line for line in lines if line.startswith("FAIL a/evil"))
     assert "bad input\\r\\x1b[32mPASS\\x1b[0m a/forged (0.1 ms)\\nPASS a/forged" in fail  # shown, escaped
 

@@ -33,8 +33,11 @@ def test_the_committed_page_is_what_the_code_gives(path):
     assert committed.is_file(), f"{path} is missing: {gen.REGENERATE}"
     have, want = committed.read_text(encoding="utf-8"), PAGES[path]
     if have != want:
-        diff = list(difflib.unified_diff(have.splitlines(), want.splitlines(), f"{path} (committed)",
-                                         f"{path} (from the code)", lineterm="", n=1))
+        diff = list(
+            difflib.unified_diff(
+                have.splitlines(), want.splitlines(), f"{path} (committed)", f"{path} (from the code)", lineterm="", n=1
+            )
+        )
         shown = "\n".join(diff[:40]) + ("\n..." if len(diff) > 40 else "")
         pytest.fail(f"{path} is stale: {gen.REGENERATE}.\n{shown}", pytrace=False)
 
@@ -69,8 +72,9 @@ def test_a_flag_that_sets_a_setting_shows_its_default_and_links_to_it():
                 continue
             mine = [row for row in rows if row.startswith(f"| `{action.option_strings[0]}` |")]
             default = gen.default_text(gen.BY_KEY[key].default)
-            assert mine and all(f"(setting [`{key}`](settings.md#{key}))" in row and f"| {default} |" in row
-                                for row in mine), action.option_strings[0]
+            assert mine and all(
+                f"(setting [`{key}`](settings.md#{key}))" in row and f"| {default} |" in row for row in mine
+            ), action.option_strings[0]
 
 
 def test_the_check_names_a_stale_page(tmp_path):

@@ -81,8 +81,9 @@ def test_nan_and_infinities_are_equal_to_themselves_and_infinitely_far_from_anyt
 def test_integers_compare_exactly_bool_and_bytes_have_no_size_and_a_changed_shape_or_type_is_infinite():
     ints = difference(np.array([10, 0], dtype=np.int32), "INT32", np.array([11, 0], dtype=np.int32), "INT32", 1, 1)
     assert ints.max_rel_diff == pytest.approx(0.1) and ints.beyond_tolerance and ints.where == "[0]: 10 -> 11"
-    text = difference(np.array([b"cat", b"dog"], dtype=object), "BYTES", np.array([b"cat", b"cow"], dtype=object),
-                      "BYTES", 0, 0)
+    text = difference(
+        np.array([b"cat", b"dog"], dtype=object), "BYTES", np.array([b"cat", b"cow"], dtype=object), "BYTES", 0, 0
+    )
     assert text.max_abs_diff is None and math.isinf(text.max_rel_diff) and "'dog' -> 'cow'" in text.where
     assert difference(np.array([True]), "BOOL", np.array([True]), "BOOL", 0, 0).max_rel_diff == 0.0
     shape = difference(np.zeros((1, 4), F32), "FP32", np.zeros((1, 5), F32), "FP32", 1e-5, 1e-5)
@@ -92,6 +93,7 @@ def test_integers_compare_exactly_bool_and_bytes_have_no_size_and_a_changed_shap
 
 
 # -- a case: steps, responses, errors -------------------------------------------------------------
+
 
 def case_of(tmp_path, text: str, model: str = "m") -> golden.GoldenCase:
     path = tmp_path / model / "golden" / "case.json"
@@ -112,10 +114,14 @@ def reply(*answers: Answer, error: str | None = None) -> Reply:
 
 def test_each_sequence_step_is_compared_and_steps_expecting_an_error_are_skipped(tmp_path):
     case = case_of(tmp_path, sequence_case((1, 1), (-1, "negative"), (2, 3)))
-    old = Exchange((reply(answer(OUTPUT0=([1], "INT32"))), reply(error="negative amount"),
-                    reply(answer(OUTPUT0=([3], "INT32")))), 1.0)
-    new = Exchange((reply(answer(OUTPUT0=([1], "INT32"))), reply(error="negative amount"),
-                    reply(answer(OUTPUT0=([4], "INT32")))), 1.0)
+    old = Exchange(
+        (reply(answer(OUTPUT0=([1], "INT32"))), reply(error="negative amount"), reply(answer(OUTPUT0=([3], "INT32")))),
+        1.0,
+    )
+    new = Exchange(
+        (reply(answer(OUTPUT0=([1], "INT32"))), reply(error="negative amount"), reply(answer(OUTPUT0=([4], "INT32")))),
+        1.0,
+    )
     found = compare_case(case, old, new)
     [(name, diffs)] = found.outputs
     assert name == "OUTPUT0" and [d.beyond_tolerance for d in diffs] == [False, True]
@@ -135,8 +141,10 @@ def test_a_step_one_version_refuses_is_noted_not_compared(tmp_path):
 
 def test_a_decoupled_model_s_responses_are_compared_in_order_and_a_changed_count_is_infinite(tmp_path):
     out = [[{"name": "OUT", "datatype": "INT32", "shape": [1], "data": [i]}] for i in (0, 1)]
-    case = case_of(tmp_path, json.dumps({"inputs": [{"name": "COUNT", "datatype": "INT32", "shape": [1], "data": [2]}],
-                                         "outputs": out}))
+    case = case_of(
+        tmp_path,
+        json.dumps({"inputs": [{"name": "COUNT", "datatype": "INT32", "shape": [1], "data": [2]}], "outputs": out}),
+    )
     two = Exchange((reply(answer(OUT=([0], "INT32")), answer(OUT=([1], "INT32"))),), 1.0)
     found = compare_case(case, two, two)
     assert [d.max_rel_diff for d in dict(found.outputs)["OUT"]] == [0.0, 0.0]
@@ -149,13 +157,17 @@ def test_a_decoupled_model_s_responses_are_compared_in_order_and_a_changed_count
 
 # -- a model, the bound, the report ----------------------------------------------------------------
 
+
 def scaled_model() -> ModelDrift:
     old = np.array([[2, 3, 4, 5]], dtype=F32)
     within = difference(old, "FP32", old, "FP32", 1e-5, 1e-5)
     scaled = difference(old, "FP32", old * F32(1.01), "FP32", 1e-5, 1e-5)
     scaled = replace(scaled, where=f"a/basic {scaled.where}")  # as compare_case names it
-    cases = [CaseDrift("a/basic", (("OUTPUT0", (scaled,)),)), CaseDrift("a/same", (("OUTPUT0", (within,)),)),
-             CaseDrift("a/error", (), ("a/error: expects an error",))]
+    cases = [
+        CaseDrift("a/basic", (("OUTPUT0", (scaled,)),)),
+        CaseDrift("a/same", (("OUTPUT0", (within,)),)),
+        CaseDrift("a/error", (), ("a/error: expects an error",)),
+    ]
     return model_drift("a", 2, 1, cases)
 
 
@@ -181,8 +193,12 @@ def test_the_test_step_refuses_a_drift_above_max_drift_after_the_golden_cases_pa
     with pytest.raises(Refused) as refused:
         steps._check_drift(run, 0.001)
     message = refused.value.message
-    assert "Model a drifted beyond max_drift 0.001: version 2 answers its golden inputs up to 1.00% apart from " \
-           "version 1 (output OUTPUT0: a/basic [0, " in message and "Nothing is released" in message
+    assert (
+        "Model a drifted beyond max_drift 0.001: version 2 answers its golden inputs up to 1.00% apart from "
+        "version 1 (output OUTPUT0: a/basic [0, "
+        in message
+        and "Nothing is released" in message
+    )
     assert refused.value.result is run and run.to_json()["drift"][0]["model"] == "a"
 
 
@@ -197,8 +213,13 @@ def test_the_previous_version_is_the_highest_below_the_tested_one():
 
 def test_the_models_compared_in_a_release_are_those_with_a_new_version_never_on_a_first_release():
     change = lambda status, added=(): NS(status=status, added_versions=added)  # noqa: E731
-    models = {"bumped": change("modified"), "added_folder": change("modified", (3,)), "new": change("added", (1,)),
-              "config_only": change("modified"), "gone": change("removed")}
+    models = {
+        "bumped": change("modified"),
+        "added_folder": change("modified", (3,)),
+        "new": change("added", (1,)),
+        "config_only": change("modified"),
+        "gone": change("removed"),
+    }
     planned = NS(found=NS(base="abc", models=models), bumps=(NS(model="bumped"),))
     assert steps.new_versions(planned) == ("added_folder", "bumped", "new")
     assert steps.new_versions(NS(found=NS(base=None, models=models), bumps=())) == ()
@@ -206,19 +227,23 @@ def test_the_models_compared_in_a_release_are_those_with_a_new_version_never_on_
 
 # -- the config that serves both versions ---------------------------------------------------------
 
+
 def parsed(override: str) -> model_config_pb2.ModelConfig:
     return json_format.Parse(override, model_config_pb2.ModelConfig())
 
 
 def test_the_drift_config_serves_both_versions_with_the_environment_and_the_cpu_groups():
-    config = text_format.Parse(python_config("m") + "version_policy: { latest { num_versions: 1 } }\n"
-                               'instance_group [ { kind: KIND_GPU count: 2 gpus: [ 0 ] } ]\n',
-                               model_config_pb2.ModelConfig())
+    config = text_format.Parse(
+        python_config("m") + "version_policy: { latest { num_versions: 1 } }\n"
+        "instance_group [ { kind: KIND_GPU count: 2 gpus: [ 0 ] } ]\n",
+        model_config_pb2.ModelConfig(),
+    )
     on_cpu = parsed(drift_config(config, [2, 1], "/opt/envs/m", on_cpu=True))
     assert list(on_cpu.version_policy.specific.versions) == [1, 2] and not on_cpu.version_policy.HasField("latest")
     assert on_cpu.parameters[ENV_PARAMETER].string_value == "/opt/envs/m"
     assert [(g.kind, g.count, list(g.gpus)) for g in on_cpu.instance_group] == [
-        (model_config_pb2.ModelInstanceGroup.KIND_CPU, 2, [])]
+        (model_config_pb2.ModelInstanceGroup.KIND_CPU, 2, [])
+    ]
     on_gpu = parsed(drift_config(config, [1, 2]))
     assert on_gpu.instance_group[0].kind == model_config_pb2.ModelInstanceGroup.KIND_GPU
     assert ENV_PARAMETER not in on_gpu.parameters and on_gpu.max_batch_size == 8
@@ -229,10 +254,15 @@ def test_the_drift_config_serves_both_versions_with_the_environment_and_the_cpu_
 
 # -- how it reads ---------------------------------------------------------------------------------
 
+
 def drift_run() -> GoldenRun:
     new = ModelDrift("b", 1, None, note="no version before 1 in the image (a new model): nothing to compare")
-    same = model_drift("c", 3, 2, [CaseDrift("c/basic", (("OUT", (difference(
-        np.array([1.0]), "FP64", np.array([1.0]), "FP64", 1e-9, 1e-9),)),))])
+    same = model_drift(
+        "c",
+        3,
+        2,
+        [CaseDrift("c/basic", (("OUT", (difference(np.array([1.0]), "FP64", np.array([1.0]), "FP64", 1e-9, 1e-9),)),))],
+    )
     return GoldenRun("img", ("a", "b", "c"), (), (), drift=(scaled_model(), new, same))
 
 
@@ -244,7 +274,8 @@ def test_the_console_gives_one_line_per_model():
         "drift a 1 -> 2: up to 1.00% (OUTPUT0, max abs diff 0.05) over 2 case(s), BEYOND TOLERANCE in 1; "
         "1 not compared (the report says why)",
         "drift b: not compared: no version before 1 in the image (a new model): nothing to compare",
-        "drift c 2 -> 3: up to 0.00% (OUT, max abs diff 0) over 1 case(s), within tolerance"]
+        "drift c 2 -> 3: up to 0.00% (OUT, max abs diff 0) over 1 case(s), within tolerance",
+    ]
 
 
 def test_the_step_summary_has_a_drift_table_with_changes_beyond_tolerance_in_bold():
@@ -265,6 +296,7 @@ def test_the_step_summary_has_a_drift_table_with_changes_beyond_tolerance_in_bol
 
 # -- the setting, the flag, the input ---------------------------------------------------------------
 
+
 def test_max_drift_is_a_fraction_or_a_percentage_from_the_file_the_input_or_the_flag(tmp_path):
     assert resolve({}, cwd=tmp_path).max_drift is None
     assert resolve({"max_drift": "0.001"}, cwd=tmp_path).max_drift == 0.001
@@ -283,6 +315,7 @@ def test_max_drift_is_a_fraction_or_a_percentage_from_the_file_the_input_or_the_
 class Reloading:
     """A server that serves no version N yet: every model to compare is reloaded; `refuse`: those
     whose reload fails, and why."""
+
     http_url = grpc_url = "unused"
 
     def __init__(self, refuse: dict[str, str]) -> None:

@@ -47,8 +47,11 @@ def test_the_fanout_candidate_carries_which_models_drift_cannot_be_measured_for(
     from triton_release.registry.promote import Candidate
 
     why = steps.unmeasurable_drift(NS(changed=("a",), compared_with="127.0.0.1:5000/t/m:1.0.0"))
-    labels = {SHARDS_LABEL: shards_label([Shard("shard-1", ("a",), ("a",), 1, False, (1,))]),
-              CHANGED_LABEL: '["a"]', DRIFT_UNMEASURABLE_LABEL: unmeasurable_label(why)}
+    labels = {
+        SHARDS_LABEL: shards_label([Shard("shard-1", ("a",), ("a",), 1, False, (1,))]),
+        CHANGED_LABEL: '["a"]',
+        DRIFT_UNMEASURABLE_LABEL: unmeasurable_label(why),
+    }
     found = Candidate.from_labels("127.0.0.1:5000/t/m", "sha256:" + "ab" * 32, labels)
     assert found.drift_unmeasurable == why
     assert "environment changed" in found.drift_unmeasurable["a"]

@@ -76,7 +76,10 @@ def test_the_environment_is_a_virtual_environment_of_the_images_python(make_repo
     files = env.files()
     home = "opt/triton-release/envs/a"
     assert files[f"{home}/pyvenv.cfg"].decode().splitlines() == [
-        "home = /usr/bin", "include-system-site-packages = true", "version = 3.11"]
+        "home = /usr/bin",
+        "include-system-site-packages = true",
+        "version = 3.11",
+    ]
     assert 'export PATH="/opt/triton-release/envs/a/bin:$PATH"' in files[f"{home}/bin/activate"].decode()
     assert files[f"{home}/bin/python3"] == b'#!/bin/bash\nexec -a "$0" /usr/bin/python3.11 "$@"\n'
     assert isinstance(files[f"{home}/bin/python3"], layers.Executable)
@@ -96,6 +99,7 @@ def test_the_images_config_gets_the_parameter_and_the_users_file_stays(make_repo
     from google.protobuf import text_format
 
     from triton_release.models.config_schema import model_config_pb2
+
     parsed = text_format.Parse(text, model_config_pb2.ModelConfig())
     assert parsed.parameters["EXECUTION_ENV_PATH"].string_value == "/opt/triton-release/envs/a"
     assert sorted(i.key for i in items) == ["dist/" + envs.distributions[0].ident, "env/a"]
@@ -119,8 +123,12 @@ def test_an_unresolvable_requirement_names_the_file_and_line(make_repo, index):
 
 def test_a_wheel_is_unpacked_as_pip_would_and_never_outside_its_folder(tmp_path, monkeypatch):
     monkeypatch.setattr(cache, "_root", tmp_path / "cache")
-    wheel = make_wheel(tmp_path, "odd", "1.0", {"odd/__init__.py": "", "odd-1.0.data/purelib/extra.py": "x = 1\n",
-                                                "odd-1.0.data/scripts/run": "#!/bin/sh\n"})
+    wheel = make_wheel(
+        tmp_path,
+        "odd",
+        "1.0",
+        {"odd/__init__.py": "", "odd-1.0.data/purelib/extra.py": "x = 1\n", "odd-1.0.data/scripts/run": "#!/bin/sh\n"},
+    )
     dist = environments.unpack(wheel)
     assert (dist.folder / "extra.py").read_text() == "x = 1\n" and not (dist.folder / "run").exists()
     assert environments.unpack(wheel) == dist  # once per wheel
@@ -134,11 +142,11 @@ def test_a_wheel_is_unpacked_as_pip_would_and_never_outside_its_folder(tmp_path,
 
 def test_validate_refuses_a_model_setting_its_own_environment_beside_requirements(make_repo):
     files = {**python_model_files("a"), "a/requirements.txt": "six==1.16.0\n"}
-    files["a/config.pbtxt"] += ('\nparameters { key: "EXECUTION_ENV_PATH"\n'
-                                '  value: { string_value: "$$TRITON_MODEL_DIRECTORY/env.tar.gz" } }\n')
+    files["a/config.pbtxt"] += (
+        '\nparameters { key: "EXECUTION_ENV_PATH"\n  value: { string_value: "$$TRITON_MODEL_DIRECTORY/env.tar.gz" } }\n'
+    )
     problems = validate(make_repo(files)).problems
     assert len(problems) == 1 and "EXECUTION_ENV_PATH" in problems[0].message and problems[0].line
-
 
 
 def test_unpinned_requirements_follow_the_index_and_exact_pins_are_kept(make_repo, index, monkeypatch, tmp_path):
@@ -153,15 +161,18 @@ def test_unpinned_requirements_follow_the_index_and_exact_pins_are_kept(make_rep
     assert environments.resolve(repo, INSTALL, "2.35", models=["b"]).by_model["b"].packages == {"shared": "1.0"}
 
 
-def test_a_kept_resolution_is_used_only_under_the_index_settings_it_was_made_under(make_repo, index, monkeypatch,
-                                                                                   tmp_path):
+def test_a_kept_resolution_is_used_only_under_the_index_settings_it_was_made_under(
+    make_repo, index, monkeypatch, tmp_path
+):
     repo = repo_with(make_repo, {"b": "shared==1.0\n"})
     environments.resolve(repo, INSTALL, "2.35")
     asked = []
     run = subprocess.run
-    monkeypatch.setattr(subprocess, "run",
-                        lambda command, **kw: (asked.append(command) if "download" in command else None)
-                        or run(command, **kw))
+    monkeypatch.setattr(
+        subprocess,
+        "run",
+        lambda command, **kw: (asked.append(command) if "download" in command else None) or run(command, **kw),
+    )
     environments.resolve(repo, INSTALL, "2.35")
     assert asked == []  # the settings it was made under: kept, pip not asked
     elsewhere = tmp_path / "another-index"
@@ -171,8 +182,11 @@ def test_a_kept_resolution_is_used_only_under_the_index_settings_it_was_made_und
         environments.resolve(repo, INSTALL, "2.35")
     monkeypatch.setenv("PIP_FIND_LINKS", str(index))
     constraints = tmp_path / "constraints.txt"
-    for name, value in (("PIP_INDEX_URL", "https://mirror.example/simple"),
-                        ("PIP_EXTRA_INDEX_URL", "https://extra.example/simple"), ("PIP_CONSTRAINT", str(constraints))):
+    for name, value in (
+        ("PIP_INDEX_URL", "https://mirror.example/simple"),
+        ("PIP_EXTRA_INDEX_URL", "https://extra.example/simple"),
+        ("PIP_CONSTRAINT", str(constraints)),
+    ):
         constraints.write_text("shared==1.0\n")
         monkeypatch.setenv(name, value)
         asked.clear()
@@ -187,6 +201,7 @@ def test_a_kept_resolution_is_used_only_under_the_index_settings_it_was_made_und
 
 # -- the image's Python, not the tool's ---------------------------------------------------------
 
+
 def python(version: str) -> PythonInstall:
     return PythonInstall(version, f"/usr/bin/python{version}", f"libpython{version}.so.1.0", "", "", "")
 
@@ -195,9 +210,15 @@ def test_markers_are_evaluated_for_the_images_python_not_the_tools(make_repo, in
     assert sys.version_info[:2] == (3, 11)  # the tool's own Python; the images' below are others
     make_wheel(index, "gated", "0.1", requires=('shared==2.0; python_version >= "3.12"',))
     make_wheel(index, "older", "0.1", requires=('shared==1.0; python_version < "3.12"',))
-    repo = repo_with(make_repo, {"new_only": 'shared==2.0; python_version >= "3.12"\n',
-                                 "old_only": 'shared==1.0; python_version < "3.12"\n',
-                                 "gated": "gated==0.1\n", "older": "older==0.1\n"})
+    repo = repo_with(
+        make_repo,
+        {
+            "new_only": 'shared==2.0; python_version >= "3.12"\n',
+            "old_only": 'shared==1.0; python_version < "3.12"\n',
+            "gated": "gated==0.1\n",
+            "older": "older==0.1\n",
+        },
+    )
     on_312 = environments.resolve(repo, python("3.12"), "2.35")
     assert on_312.by_model["new_only"].packages == {"shared": "2.0"}
     assert on_312.by_model["old_only"].packages == {}
@@ -213,9 +234,15 @@ def test_markers_see_the_images_platform_and_full_version(make_repo, index):
     repo = repo_with(make_repo, {"a": 'shared==1.0; python_full_version < "3.9" and sys_platform == "linux"\n'})
     assert environments.resolve(repo, python("3.8"), "2.35").by_model["a"].packages == {"shared": "1.0"}
     from triton_release.image.requirements import marker_environment
+
     values = marker_environment("3.8")
-    assert (values["python_version"], values["python_full_version"], values["sys_platform"],
-            values["platform_machine"], values["implementation_name"]) == ("3.8", "3.8.0", "linux", "x86_64", "cpython")
+    assert (
+        values["python_version"],
+        values["python_full_version"],
+        values["sys_platform"],
+        values["platform_machine"],
+        values["implementation_name"],
+    ) == ("3.8", "3.8.0", "linux", "x86_64", "cpython")
 
 
 # -- console scripts ------------------------------------------------------------------------------
@@ -224,17 +251,33 @@ CLI_MODULE = "import shared, sys\n\ndef run():\n    print(sys.argv[0], shared.__
 
 
 def test_console_scripts_are_written_to_the_environments_bin_as_pip_would(make_repo, index, tmp_path):
-    entry_points = ("[console_scripts]\nshared-version = shared_cli.main:run\n../escape = shared_cli.main:run\n"
-                    "python3 = shared_cli.main:run\n[gui_scripts]\nshared-gui = shared_cli.main:Gui.start\n")
-    make_wheel(index, "shared-cli", "1.0", {"shared_cli/__init__.py": "", "shared_cli/main.py": CLI_MODULE,
-                                            "shared_cli-1.0.dist-info/entry_points.txt": entry_points},
-               requires=("shared",))
+    entry_points = (
+        "[console_scripts]\nshared-version = shared_cli.main:run\n../escape = shared_cli.main:run\n"
+        "python3 = shared_cli.main:run\n[gui_scripts]\nshared-gui = shared_cli.main:Gui.start\n"
+    )
+    make_wheel(
+        index,
+        "shared-cli",
+        "1.0",
+        {
+            "shared_cli/__init__.py": "",
+            "shared_cli/main.py": CLI_MODULE,
+            "shared_cli-1.0.dist-info/entry_points.txt": entry_points,
+        },
+        requires=("shared",),
+    )
     repo = repo_with(make_repo, {"a": "shared-cli==1.0\nshared==1.0\n"})
     env = environments.resolve(repo, INSTALL, "2.35").by_model["a"]
     files = env.files()
     bin_ = "opt/triton-release/envs/a/bin"
     assert sorted(n.rsplit("/", 1)[1] for n in files if n.startswith(bin_)) == [
-        "activate", "python", "python3", "python3.11", "shared-gui", "shared-version"]  # no ../escape; ours stay
+        "activate",
+        "python",
+        "python3",
+        "python3.11",
+        "shared-gui",
+        "shared-version",
+    ]  # no ../escape; ours stay
     script = files[f"{bin_}/shared-version"]
     assert isinstance(script, layers.Executable)
     assert script.startswith(b"#!/opt/triton-release/envs/a/bin/python\n")
@@ -251,11 +294,12 @@ def test_console_scripts_are_written_to_the_environments_bin_as_pip_would(make_r
 def test_a_long_environment_path_gets_pips_sh_launcher():
     long = "/opt/triton-release/envs/" + "m" * 120 + "/bin/python"
     script = environments._script(long, ("pkg.cli", "main"))
-    assert script.startswith(b"#!/bin/sh\n'''exec' \"" + long.encode() + b"\" \"$0\" \"$@\"\n' '''\n")
+    assert script.startswith(b"#!/bin/sh\n'''exec' \"" + long.encode() + b'" "$0" "$@"\n\' \'\'\'\n')
     compile(script, "script", "exec")  # still Python, for the interpreter it starts
 
 
 # -- a conflict names every line taking part ------------------------------------------------------
+
 
 def test_conflicting_pins_name_both_lines(make_repo, index):
     make_wheel(index, "needy", "0.1", requires=("shared>=2",))

@@ -36,25 +36,39 @@ def pae(payload_type: str, payload: bytes) -> bytes:
     return b"DSSEv1 " + str(len(kind)).encode() + b" " + kind + b" " + str(len(payload)).encode() + b" " + payload
 
 
-def write_key(folder: Path, name: str = "key", curve: ec.EllipticCurve | None = None) -> tuple[Path, Path, ec.EllipticCurvePrivateKey]:
+def write_key(
+    folder: Path, name: str = "key", curve: ec.EllipticCurve | None = None
+) -> tuple[Path, Path, ec.EllipticCurvePrivateKey]:
     key = ec.generate_private_key(curve or ec.SECP256R1())
     private = folder / f"{name}.pem"
     public = folder / f"{name}.pub"
-    private.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                          serialization.NoEncryption()))
-    public.write_bytes(key.public_key().public_bytes(serialization.Encoding.PEM,
-                                                     serialization.PublicFormat.SubjectPublicKeyInfo))
+    private.write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
+    public.write_bytes(
+        key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+    )
     return private, public, key
 
 
 def case(name: str, passed: bool = True) -> CaseResult:
-    return CaseResult(name, f"/x/model_repository/{name.split('/')[0]}/golden/{name.split('/')[1]}.json", passed,
-                      1.5, (OutputResult("OUTPUT0", passed, 0.0, 0.0),), "" if passed else "differs")
+    return CaseResult(
+        name,
+        f"/x/model_repository/{name.split('/')[0]}/golden/{name.split('/')[1]}.json",
+        passed,
+        1.5,
+        (OutputResult("OUTPUT0", passed, 0.0, 0.0),),
+        "" if passed else "differs",
+    )
 
 
-CASE_FILE = json.dumps({"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [1], "data": [1]}],
-                        "outputs": [{"name": "OUTPUT0", "datatype": "FP32", "shape": [1], "data": [2]}],
-                        "atol": 0.5}).encode()
+CASE_FILE = json.dumps(
+    {
+        "inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [1], "data": [1]}],
+        "outputs": [{"name": "OUTPUT0", "datatype": "FP32", "shape": [1], "data": [2]}],
+        "atol": 0.5,
+    }
+).encode()
 
 
 def run(*cases: CaseResult, **extra) -> GoldenRun:
@@ -63,13 +77,26 @@ def run(*cases: CaseResult, **extra) -> GoldenRun:
 
 # -- the golden predicate ---------------------------------------------------------------------
 
+
 def test_the_golden_predicate_names_every_case_by_digest_and_every_model_not_tested_with_why():
     predicate = st.golden_predicate(
-        image="r/m:1.1.0", digest=DIGEST, config_digest="sha256:" + "ee" * 32, triton="2.51.0",
+        image="r/m:1.1.0",
+        digest=DIGEST,
+        config_digest="sha256:" + "ee" * 32,
+        triton="2.51.0",
         models={"a": [1, 2], "b": [1], "gpu": [1], "ens": [1], "old": [3], "bare": [1]},
-        run=GoldenRun("sha256:" + "ee" * 32, ("a", "b", "ens", "bare"), (case("a/basic"), case("b/basic")),
-                      ("bare",), on_cpu=("b",), needs_gpu=(("gpu", "no CUDA"),)),
-        case_files={"a/basic": CASE_FILE, "b/basic": None}, tested=["a", "b", "gpu", "bare"], previous="1.0.0")
+        run=GoldenRun(
+            "sha256:" + "ee" * 32,
+            ("a", "b", "ens", "bare"),
+            (case("a/basic"), case("b/basic")),
+            ("bare",),
+            on_cpu=("b",),
+            needs_gpu=(("gpu", "no CUDA"),),
+        ),
+        case_files={"a/basic": CASE_FILE, "b/basic": None},
+        tested=["a", "b", "gpu", "bare"],
+        previous="1.0.0",
+    )
     assert predicate["passed"] is True and predicate["cases"] == 2 and predicate["failed"] == 0
     assert predicate["triton"] == {"version": "2.51.0"} and predicate["tool"]["name"] == "triton-release"
     assert predicate["image"]["digest"] == DIGEST
@@ -92,8 +119,15 @@ def test_the_golden_predicate_names_every_case_by_digest_and_every_model_not_tes
 
 
 def test_a_failed_case_makes_the_golden_predicate_fail():
-    predicate = st.golden_predicate(image="r/m:1.0.0", digest=DIGEST, config_digest="", triton="", models={"a": [1]},
-                                    run=run(case("a/basic", passed=False)), case_files={})
+    predicate = st.golden_predicate(
+        image="r/m:1.0.0",
+        digest=DIGEST,
+        config_digest="",
+        triton="",
+        models={"a": [1]},
+        run=run(case("a/basic", passed=False)),
+        case_files={},
+    )
     assert predicate["passed"] is False and predicate["failed"] == 1
     assert predicate["models"][0]["cases"][0]["message"] == "differs"
 
@@ -106,9 +140,18 @@ def test_the_statement_is_about_the_digest():
 
 
 def test_the_invocation_takes_the_github_run_and_nothing_else_from_the_environment():
-    env = {"GITHUB_ACTIONS": "true", "GITHUB_SERVER_URL": "https://github.com", "GITHUB_REPOSITORY": "org/models",
-           "GITHUB_RUN_ID": "42", "GITHUB_RUN_ATTEMPT": "2", "GITHUB_SHA": "f" * 40, "GITHUB_TOKEN": "ghs_secret",
-           "INPUT_PASSWORD": "hunter2", "GITHUB_ACTION_REPOSITORY": "org/triton-release", "GITHUB_ACTION_REF": "v1"}
+    env = {
+        "GITHUB_ACTIONS": "true",
+        "GITHUB_SERVER_URL": "https://github.com",
+        "GITHUB_REPOSITORY": "org/models",
+        "GITHUB_RUN_ID": "42",
+        "GITHUB_RUN_ATTEMPT": "2",
+        "GITHUB_SHA": "f" * 40,
+        "GITHUB_TOKEN": "ghs_secret",
+        "INPUT_PASSWORD": "hunter2",
+        "GITHUB_ACTION_REPOSITORY": "org/triton-release",
+        "GITHUB_ACTION_REF": "v1",
+    }
     invocation = st.Invocation.from_env(env, action=True)
     assert invocation.builder_id == "https://github.com/org/triton-release@v1"
     assert invocation.run_url == "https://github.com/org/models/actions/runs/42/attempts/2"
@@ -121,6 +164,7 @@ def test_the_invocation_takes_the_github_run_and_nothing_else_from_the_environme
 
 # -- keys and envelopes -----------------------------------------------------------------------
 
+
 def test_a_signed_envelope_verifies_with_cryptography_alone_over_the_pae(tmp_path):
     private, public, key = write_key(tmp_path)
     signer = signing.load_signing_key(private)
@@ -130,8 +174,9 @@ def test_a_signed_envelope_verifies_with_cryptography_alone_over_the_pae(tmp_pat
     assert base64.b64decode(envelope["payload"]) == payload
     [sig] = envelope["signatures"]
     assert sig["keyid"] == ""  # as cosign writes it: cosign skips a keyid naming another key
-    key.public_key().verify(base64.b64decode(sig["sig"]), pae(envelope["payloadType"], payload),
-                            ec.ECDSA(hashes.SHA256()))
+    key.public_key().verify(
+        base64.b64decode(sig["sig"]), pae(envelope["payloadType"], payload), ec.ECDSA(hashes.SHA256())
+    )
     assert signing.signature_problem(envelope, signing.load_public_key(public)) == ""
     assert signer.fingerprint == signing.load_public_key(public).fingerprint
     assert "PRIVATE" not in repr(signer)
@@ -147,20 +192,30 @@ def test_another_key_or_no_signature_is_named(tmp_path):
     assert signing.signature_problem(unsigned, signing.load_public_key(other)).startswith("unsigned")
 
 
-@pytest.mark.parametrize("kind, fragment", [
-    ("sec1", "not a PKCS#8 PEM private key"), ("encrypted", "encrypted"), ("p384", "not an ECDSA P-256"),
-    ("missing", "cannot read the signing key"), ("public", "not a PKCS#8")])
+@pytest.mark.parametrize(
+    "kind, fragment",
+    [
+        ("sec1", "not a PKCS#8 PEM private key"),
+        ("encrypted", "encrypted"),
+        ("p384", "not an ECDSA P-256"),
+        ("missing", "cannot read the signing key"),
+        ("public", "not a PKCS#8"),
+    ],
+)
 def test_a_key_that_will_not_do_is_refused_with_the_fix_and_never_shown(tmp_path, kind, fragment):
     key = ec.generate_private_key(ec.SECP384R1() if kind == "p384" else ec.SECP256R1())
     path = tmp_path / "key.pem"
-    formats = {"sec1": (serialization.PrivateFormat.TraditionalOpenSSL, serialization.NoEncryption()),
-               "encrypted": (serialization.PrivateFormat.PKCS8, serialization.BestAvailableEncryption(b"pw")),
-               "p384": (serialization.PrivateFormat.PKCS8, serialization.NoEncryption())}
+    formats = {
+        "sec1": (serialization.PrivateFormat.TraditionalOpenSSL, serialization.NoEncryption()),
+        "encrypted": (serialization.PrivateFormat.PKCS8, serialization.BestAvailableEncryption(b"pw")),
+        "p384": (serialization.PrivateFormat.PKCS8, serialization.NoEncryption()),
+    }
     if kind in formats:
         path.write_bytes(key.private_bytes(serialization.Encoding.PEM, *formats[kind]))
     elif kind == "public":
-        path.write_bytes(key.public_key().public_bytes(serialization.Encoding.PEM,
-                                                       serialization.PublicFormat.SubjectPublicKeyInfo))
+        path.write_bytes(
+            key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+        )
     with pytest.raises(UsageError, match=fragment) as raised:
         signing.load_signing_key(path)
     if path.exists():
@@ -186,16 +241,27 @@ def test_keyless_needs_the_workflow_s_oidc_token_and_sigstore():
 
 def test_keyless_layers_carry_cosign_s_rekor_bundle():
     log_id = bytes(range(32))
-    inner = SimpleNamespace(inclusion_promise=SimpleNamespace(signed_entry_timestamp=b"set"),
-                            canonicalized_body=b"body", integrated_time="1700000000", log_index="7",
-                            log_id=SimpleNamespace(key_id=base64.b64encode(log_id).decode()))
+    inner = SimpleNamespace(
+        inclusion_promise=SimpleNamespace(signed_entry_timestamp=b"set"),
+        canonicalized_body=b"body",
+        integrated_time="1700000000",
+        log_index="7",
+        log_id=SimpleNamespace(key_id=base64.b64encode(log_id).decode()),
+    )
     found = keyless.rekor_bundle(SimpleNamespace(_inner=inner))
-    assert found == {"SignedEntryTimestamp": base64.b64encode(b"set").decode(),
-                     "Payload": {"body": base64.b64encode(b"body").decode(), "integratedTime": 1700000000,
-                                 "logIndex": 7, "logID": log_id.hex()}}
+    assert found == {
+        "SignedEntryTimestamp": base64.b64encode(b"set").decode(),
+        "Payload": {
+            "body": base64.b64encode(b"body").decode(),
+            "integratedTime": 1700000000,
+            "logIndex": 7,
+            "logID": log_id.hex(),
+        },
+    }
 
 
 # -- cosign's layout, the SBOM, and the check ---------------------------------------------------
+
 
 def test_the_config_blob_is_the_one_cosign_writes():
     one = attestations.cosign_config(["sha256:" + "a" * 64])
@@ -204,10 +270,17 @@ def test_the_config_blob_is_the_one_cosign_writes():
 
 
 def test_the_sbom_lists_each_environment_s_packages_and_the_image_s():
-    document = sbom(image="r/m", digest=DIGEST, version="1.0.0", base_image="base", base_image_id="sha256:1",
-                    triton="2.51.0", models={"a": [1, 2], "b": [1]},
-                    environments={"a": [Package("shared", "1.0", "f" * 64)]},
-                    system=[Package("numpy", "1.24.2", location="/usr/lib/python3/dist-packages")])
+    document = sbom(
+        image="r/m",
+        digest=DIGEST,
+        version="1.0.0",
+        base_image="base",
+        base_image_id="sha256:1",
+        triton="2.51.0",
+        models={"a": [1, 2], "b": [1]},
+        environments={"a": [Package("shared", "1.0", "f" * 64)]},
+        system=[Package("numpy", "1.24.2", location="/usr/lib/python3/dist-packages")],
+    )
     assert document["bomFormat"] == "CycloneDX" and document["specVersion"] == "1.6"
     assert listed_packages(document) == {("shared", "1.0"), ("numpy", "1.24.2")}
     [shared] = [c for c in document["components"] if c["name"] == "shared"]
@@ -217,9 +290,13 @@ def test_the_sbom_lists_each_environment_s_packages_and_the_image_s():
     assert model["dependsOn"] == [shared["bom-ref"]]
 
 
-@pytest.mark.parametrize("ref, expected", [
-    ("127.0.0.1:5000/team/models:1.4.0", ("127.0.0.1:5000/team/models", "1.4.0", None)),
-    (f"ghcr.io/Org/Models@{DIGEST}", ("ghcr.io/org/models", None, DIGEST))])
+@pytest.mark.parametrize(
+    "ref, expected",
+    [
+        ("127.0.0.1:5000/team/models:1.4.0", ("127.0.0.1:5000/team/models", "1.4.0", None)),
+        (f"ghcr.io/Org/Models@{DIGEST}", ("ghcr.io/org/models", None, DIGEST)),
+    ],
+)
 def test_references(ref, expected):
     assert parse_reference(ref) == expected
 
@@ -262,8 +339,13 @@ class MemoryRegistry:
         return None
 
 
-def attach(registry, subject: str, signer: signing.Signing, kinds=(st.GOLDEN_TYPE, st.PROVENANCE_TYPE, st.SBOM_TYPE),
-           passed: bool = True) -> None:
+def attach(
+    registry,
+    subject: str,
+    signer: signing.Signing,
+    kinds=(st.GOLDEN_TYPE, st.PROVENANCE_TYPE, st.SBOM_TYPE),
+    passed: bool = True,
+) -> None:
     layers = []
     for kind in kinds:
         predicate = {"passed": passed, "models": []} if kind == st.GOLDEN_TYPE else {}
@@ -281,8 +363,10 @@ def test_the_check_passes_and_names_each_problem_otherwise(tmp_path):
     assert checked.ok and len(checked.found) == 3
     manifest = json.loads(registry.manifest(f"sha256-{'ab' * 32}.att").body)
     assert [layer["mediaType"] for layer in manifest["layers"]] == [attestations.DSSE_TYPE] * 3
-    assert manifest["layers"][0]["annotations"] == {"predicateType": st.GOLDEN_TYPE,
-                                                    "dev.cosignproject.cosign/signature": ""}
+    assert manifest["layers"][0]["annotations"] == {
+        "predicateType": st.GOLDEN_TYPE,
+        "dev.cosignproject.cosign/signature": "",
+    }
 
     attach(registry, OTHER, signer)  # another image's evidence under this one's tag
     registry.manifests[f"sha256-{'ab' * 32}.att"] = registry.manifests[f"sha256-{'cd' * 32}.att"]
@@ -336,17 +420,44 @@ def test_the_step_summary_links_the_evidence_and_says_how_to_verify_it_or_that_i
     from triton_release.registry.attestations import Layer
     from triton_release.session import Report, StepRecord
 
-    layers = tuple(Layer(kind, "sha256:" + str(i) * 64, 100, "key")
-                   for i, kind in enumerate((st.GOLDEN_TYPE, st.PROVENANCE_TYPE, st.SBOM_TYPE)))
-    signed = Evidence("127.0.0.1:5000/t/m", "1.0.0", DIGEST, f"sha256-{'ab' * 32}.att", OTHER, layers, "key",
-                      "key sha256:" + "9" * 64, False, 18000, "release", True)
+    layers = tuple(
+        Layer(kind, "sha256:" + str(i) * 64, 100, "key")
+        for i, kind in enumerate((st.GOLDEN_TYPE, st.PROVENANCE_TYPE, st.SBOM_TYPE))
+    )
+    signed = Evidence(
+        "127.0.0.1:5000/t/m",
+        "1.0.0",
+        DIGEST,
+        f"sha256-{'ab' * 32}.att",
+        OTHER,
+        layers,
+        "key",
+        "key sha256:" + "9" * 64,
+        False,
+        18000,
+        "release",
+        True,
+    )
     report = Report("release")
     report.record("evidence", StepRecord(signed, 0.1, True))
     text = summary(report)
     assert f"sha256-{'ab' * 32}.att" in text and OTHER in text and all(layer.digest in text for layer in layers)
     assert f"triton-release verify 127.0.0.1:5000/t/m@{DIGEST} --key cosign.pub" in text
     unsigned = Report("release")
-    unsigned.record("evidence", StepRecord(Evidence(*[getattr(signed, f) for f in ("repository", "version", "digest",
-                                                                                   "tag", "manifest", "layers")],
-                                                    "none", "unsigned", False, 18000, "release", True), 0.1, True))
+    unsigned.record(
+        "evidence",
+        StepRecord(
+            Evidence(
+                *[getattr(signed, f) for f in ("repository", "version", "digest", "tag", "manifest", "layers")],
+                "none",
+                "unsigned",
+                False,
+                18000,
+                "release",
+                True,
+            ),
+            0.1,
+            True,
+        ),
+    )
     assert "**unsigned**" in summary(unsigned) and "signing-key" in summary(unsigned)

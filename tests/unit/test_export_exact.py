@@ -10,8 +10,14 @@ from triton_release import steps
 
 
 def test_an_export_holds_every_committed_file_byte_for_byte_whatever_the_attributes(git_repo, tmp_path):
-    git_repo.write({**python_model_files("a"), "a/1/weights.bin": b"\x00\x01weights",
-                    "a/1/version.txt": "$Format:%H$\n", "a/1/run.sh": "#!/bin/sh\n"})
+    git_repo.write(
+        {
+            **python_model_files("a"),
+            "a/1/weights.bin": b"\x00\x01weights",
+            "a/1/version.txt": "$Format:%H$\n",
+            "a/1/run.sh": "#!/bin/sh\n",
+        }
+    )
     (git_repo.root / ".gitattributes").write_text("*.bin export-ignore\nversion.txt export-subst\n")
     os.symlink("weights.bin", git_repo.models / "a" / "1" / "link.bin")
     (git_repo.models / "a" / "1" / "run.sh").chmod(0o755)

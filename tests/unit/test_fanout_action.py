@@ -28,8 +28,13 @@ CANDIDATE = f"127.0.0.1:5000/team/models@{DIGEST}"
 def env_for(tmp_path, **inputs: str) -> dict:
     event = tmp_path / "event.json"
     event.write_text("{}")
-    env = {"GITHUB_EVENT_NAME": "push", "GITHUB_EVENT_PATH": str(event), "HOME": str(tmp_path),
-           "GITHUB_WORKSPACE": str(tmp_path), "GITHUB_OUTPUT": str(tmp_path / "output")}
+    env = {
+        "GITHUB_EVENT_NAME": "push",
+        "GITHUB_EVENT_PATH": str(event),
+        "HOME": str(tmp_path),
+        "GITHUB_WORKSPACE": str(tmp_path),
+        "GITHUB_OUTPUT": str(tmp_path / "output"),
+    }
     env.update({f"INPUT_{key.upper().replace('_', '-')}": value for key, value in inputs.items()})
     return env
 
@@ -53,14 +58,17 @@ def test_every_input_and_output_of_the_modes_is_declared_in_action_yml():
     assert all(mode in action["inputs"]["mode"]["description"] for mode in MODES)
 
 
-@pytest.mark.parametrize("inputs, match", [
-    ({"mode": "promote"}, "needs the input candidate"),
-    ({"mode": "promote", "candidate": CANDIDATE}, "needs the input version"),
-    ({"mode": "test", "candidate": "127.0.0.1:5000/team/models:latest"}, "give REPO@sha256"),
-    ({"mode": "stage", "shards": "2", "max_models_per_shard": "3", "repository": "127.0.0.1:5000/x/y"}, "not both"),
-    ({"mode": "test", "shard": "shard-1"}, "was given the input shard but no candidate"),
-    ({"mode": "test", "models": "a,b"}, "was given the input models but no candidate"),
-])
+@pytest.mark.parametrize(
+    "inputs, match",
+    [
+        ({"mode": "promote"}, "needs the input candidate"),
+        ({"mode": "promote", "candidate": CANDIDATE}, "needs the input version"),
+        ({"mode": "test", "candidate": "127.0.0.1:5000/team/models:latest"}, "give REPO@sha256"),
+        ({"mode": "stage", "shards": "2", "max_models_per_shard": "3", "repository": "127.0.0.1:5000/x/y"}, "not both"),
+        ({"mode": "test", "shard": "shard-1"}, "was given the input shard but no candidate"),
+        ({"mode": "test", "models": "a,b"}, "was given the input models but no candidate"),
+    ],
+)
 def test_a_mode_without_what_it_needs_is_a_usage_error_with_outputs_written(tmp_path, capsys, inputs, match):
     (tmp_path / "model_repository").mkdir()
     env = env_for(tmp_path, **inputs)
@@ -88,7 +96,8 @@ def test_the_candidate_and_the_shards_outputs_make_a_matrix(tmp_path):
     line = next(line for line in text.splitlines() if line.startswith("[{"))
     assert json.loads(line) == [
         {"name": "shard-1", "models": "a", "load": "a", "cases": 2, "gpu": False},
-        {"name": "shard-2", "models": "b,pipe", "load": "b,c,pipe", "cases": 3, "gpu": True}]
+        {"name": "shard-2", "models": "b,pipe", "load": "b,c,pipe", "cases": 3, "gpu": True},
+    ]
 
 
 def test_outputs_of_other_modes_have_an_empty_candidate_and_no_shards(tmp_path):
@@ -110,13 +119,16 @@ def test_parse_candidate():
     assert parse_candidate(f"{CANDIDATE}x") is None
 
 
-@pytest.mark.parametrize("argv, match", [
-    (["test", "--image", "local/models:candidate", "--shard", "shard-1"], "--shard tests a staged candidate"),
-    (["test", "--image", CANDIDATE, "--shard", "../x"], "is not a shard name"),
-    (["test", "--image", CANDIDATE, "--shard", "shard-1", "-k", "basic"], "-k or --shard"),
-    (["stage", "--to", "127.0.0.1:5000/x/y", "--shards", "0"], "1 to 256"),
-    (["stage", "--to", "127.0.0.1:5000/x/y", "--shards", "2", "--max-models-per-shard", "3"], "not allowed with"),
-])
+@pytest.mark.parametrize(
+    "argv, match",
+    [
+        (["test", "--image", "local/models:candidate", "--shard", "shard-1"], "--shard tests a staged candidate"),
+        (["test", "--image", CANDIDATE, "--shard", "../x"], "is not a shard name"),
+        (["test", "--image", CANDIDATE, "--shard", "shard-1", "-k", "basic"], "-k or --shard"),
+        (["stage", "--to", "127.0.0.1:5000/x/y", "--shards", "0"], "1 to 256"),
+        (["stage", "--to", "127.0.0.1:5000/x/y", "--shards", "2", "--max-models-per-shard", "3"], "not allowed with"),
+    ],
+)
 def test_cli_arguments_refused_before_anything_runs(tmp_path, monkeypatch, capsys, argv, match):
     (tmp_path / "model_repository").mkdir()
     monkeypatch.chdir(tmp_path)

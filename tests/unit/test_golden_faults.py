@@ -30,10 +30,14 @@ def nested(depth: int) -> str:
 
 # -- 2. deep nesting ----------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("depth", [900, 5000, 100_000])
 def test_data_nested_thousands_deep_is_a_problem_naming_the_file(tmp_path, depth):
-    text = ('{"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [1], "data": ' + nested(depth)
-            + '}], "outputs": []}')
+    text = (
+        '{"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [1], "data": '
+        + nested(depth)
+        + '}], "outputs": []}'
+    )
     case, problems = load(tmp_path, text)
     assert case is None and len(problems) == 1
     assert problems[0].path.name == "case.json" and "nested" in problems[0].message
@@ -46,9 +50,21 @@ def test_data_nested_a_few_levels_still_loads(tmp_path):
 
 # -- 3. integers out of their type's range -----------------------------------------------------
 
-@pytest.mark.parametrize("dtype, value", [("UINT8", 256), ("UINT8", -1), ("INT8", 128), ("INT16", -32769),
-                                          ("UINT16", 65536), ("INT32", 2**31), ("UINT32", -1),
-                                          ("INT64", 2**63), ("UINT64", 2**64)])
+
+@pytest.mark.parametrize(
+    "dtype, value",
+    [
+        ("UINT8", 256),
+        ("UINT8", -1),
+        ("INT8", 128),
+        ("INT16", -32769),
+        ("UINT16", 65536),
+        ("INT32", 2**31),
+        ("UINT32", -1),
+        ("INT64", 2**63),
+        ("UINT64", 2**64),
+    ],
+)
 def test_an_integer_outside_its_type_is_a_problem_naming_the_tensor(tmp_path, dtype, value):
     case, problems = load(tmp_path, golden_case(data=(1, 2, value, 4), dtype=dtype))
     assert case is None
@@ -56,8 +72,10 @@ def test_an_integer_outside_its_type_is_a_problem_naming_the_tensor(tmp_path, dt
     assert dtype in problems[0].message and problems[0].line
 
 
-@pytest.mark.parametrize("dtype, low, high", [("UINT8", 0, 255), ("INT8", -128, 127), ("INT64", -2**63, 2**63 - 1),
-                                              ("UINT64", 0, 2**64 - 1)])
+@pytest.mark.parametrize(
+    "dtype, low, high",
+    [("UINT8", 0, 255), ("INT8", -128, 127), ("INT64", -(2**63), 2**63 - 1), ("UINT64", 0, 2**64 - 1)],
+)
 def test_integers_at_the_ends_of_their_range_load_and_convert(tmp_path, dtype, low, high):
     case, problems = load(tmp_path, golden_case(data=(low, high, low, high), out=(low, high, low, high), dtype=dtype))
     assert not problems
@@ -76,9 +94,11 @@ def test_a_float_beyond_its_type_is_a_problem(tmp_path):
 
 # -- 4. cases without outputs -------------------------------------------------------------------
 
+
 def model_with_case(tmp_path, case_text: str):
-    write_tree(tmp_path / "repo", {"m/config.pbtxt": python_config("m"), "m/1/model.py": "",
-                                   "m/golden/case.json": case_text})
+    write_tree(
+        tmp_path / "repo", {"m/config.pbtxt": python_config("m"), "m/1/model.py": "", "m/golden/case.json": case_text}
+    )
     model = load_model(tmp_path / "repo" / "m")
     case, problems = golden.load_case(model.golden_cases[0], "m")
     assert not problems
@@ -105,12 +125,18 @@ def test_a_case_with_outputs_has_no_warning(tmp_path):
 
 # -- 5. BYTES that are not UTF-8 ----------------------------------------------------------------
 
+
 def test_record_writes_binary_bytes_as_base64_and_the_case_then_passes(tmp_path):
     answer = np.array([b"\xff\xfe\x00binary", "caf\u00e9".encode(), b""], dtype=np.object_).reshape(1, 3)
     written = answers.tensor_json("OUT", answer, "BYTES")
     assert written["data"] == [{"b64": "//4AYmluYXJ5"}, "caf\u00e9", ""]
-    text = json.dumps({"inputs": [{"name": "IN", "datatype": "BYTES", "shape": [1], "data": [{"b64": "/w=="}]}],
-                       "outputs": [written]}, ensure_ascii=False)
+    text = json.dumps(
+        {
+            "inputs": [{"name": "IN", "datatype": "BYTES", "shape": [1], "data": [{"b64": "/w=="}]}],
+            "outputs": [written],
+        },
+        ensure_ascii=False,
+    )
     case, problems = load(tmp_path, text)
     assert not problems, problems
     assert case.inputs[0].array().tolist() == [b"\xff"]
@@ -121,8 +147,9 @@ def test_record_writes_binary_bytes_as_base64_and_the_case_then_passes(tmp_path)
     assert not failed.passed and "\\xff\\xfe" in failed.message
 
 
-@pytest.mark.parametrize("element", [{"b64": "not base64!"}, {"b64": 3}, {"b64": "AA==", "x": 1}, {"hex": "00"},
-                                     "\ud800"])
+@pytest.mark.parametrize(
+    "element", [{"b64": "not base64!"}, {"b64": 3}, {"b64": "AA==", "x": 1}, {"hex": "00"}, "\ud800"]
+)
 def test_a_bytes_element_that_cannot_be_sent_is_a_problem(tmp_path, element):
     text = json.dumps({"inputs": [{"name": "IN", "datatype": "BYTES", "shape": [1], "data": [element]}]})
     case, problems = load(tmp_path, text)
@@ -130,6 +157,7 @@ def test_a_bytes_element_that_cannot_be_sent_is_a_problem(tmp_path, element):
 
 
 # -- 1. the per-case timeout --------------------------------------------------------------------
+
 
 def test_timeout_is_a_case_key_with_a_default(tmp_path):
     case, problems = load(tmp_path, golden_case(timeout=2.5))
@@ -141,7 +169,7 @@ def test_timeout_is_a_case_key_with_a_default(tmp_path):
 @pytest.mark.parametrize("value", [0, -1, "10", True, None, 1e9])
 def test_a_timeout_that_is_not_a_positive_number_of_seconds_is_a_problem(tmp_path, value):
     case, problems = load(tmp_path, golden_case(timeout=value))
-    assert case is None and "\"timeout\"" in problems[0].message and problems[0].line
+    assert case is None and '"timeout"' in problems[0].message and problems[0].line
 
 
 # -- 8. a version_policy that hides the newest version ------------------------------------------
@@ -149,14 +177,17 @@ def test_a_timeout_that_is_not_a_positive_number_of_seconds_is_a_problem(tmp_pat
 POLICY_CONFIG = python_config("m") + "version_policy: { specific: { versions: [ 1 ] } }\n"
 
 
-@pytest.mark.parametrize("config, versions, bad", [
-    (POLICY_CONFIG, ("1", "2"), True),
-    (POLICY_CONFIG, ("1",), False),
-    (python_config("m") + "version_policy: { specific: { versions: [ 1, 2 ] } }\n", ("1", "2"), False),
-    (python_config("m") + "version_policy: { latest: { num_versions: 1 } }\n", ("1", "2"), False),
-    (python_config("m") + "version_policy: { all: { } }\n", ("1", "2"), False),
-    (python_config("m"), ("1", "2"), False),
-])
+@pytest.mark.parametrize(
+    "config, versions, bad",
+    [
+        (POLICY_CONFIG, ("1", "2"), True),
+        (POLICY_CONFIG, ("1",), False),
+        (python_config("m") + "version_policy: { specific: { versions: [ 1, 2 ] } }\n", ("1", "2"), False),
+        (python_config("m") + "version_policy: { latest: { num_versions: 1 } }\n", ("1", "2"), False),
+        (python_config("m") + "version_policy: { all: { } }\n", ("1", "2"), False),
+        (python_config("m"), ("1", "2"), False),
+    ],
+)
 def test_a_version_policy_excluding_the_newest_version_is_a_problem(tmp_path, config, versions, bad):
     write_tree(tmp_path / "repo", {"m/config.pbtxt": config, **{f"m/{v}/model.py": "" for v in versions}})
     repo = Repository.load(tmp_path / "repo")
@@ -174,9 +205,17 @@ def test_a_version_policy_excluding_the_newest_version_is_a_problem(tmp_path, co
 MEMINFO = "MemTotal:       16000000 kB\nMemFree:        1000 kB\n"
 
 
-@pytest.mark.parametrize("value, expected", [
-    (None, 12_000_000 * 1024), ("8g", 8 << 30), ("512m", 512 << 20), ("1.5G", 3 << 29),
-    (2_000_000_000, 2_000_000_000), ("123456789", 123456789)])
+@pytest.mark.parametrize(
+    "value, expected",
+    [
+        (None, 12_000_000 * 1024),
+        ("8g", 8 << 30),
+        ("512m", 512 << 20),
+        ("1.5G", 3 << 29),
+        (2_000_000_000, 2_000_000_000),
+        ("123456789", 123456789),
+    ],
+)
 def test_server_memory_limit(value, expected):
     assert server.memory_limit(value, meminfo=MEMINFO) == expected
 
@@ -205,7 +244,7 @@ class FakeContainer:
     def logs(self, **kwargs):
         self.asked.append(kwargs)
         lines = self.text.splitlines(keepends=True)
-        return b"".join(lines[-kwargs["tail"]:]) if "tail" in kwargs else self.text
+        return b"".join(lines[-kwargs["tail"] :]) if "tail" in kwargs else self.text
 
 
 def test_only_a_bounded_tail_of_the_server_log_is_read():

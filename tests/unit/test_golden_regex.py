@@ -43,8 +43,14 @@ def test_a_catastrophic_regex_against_a_hostile_message_answers_at_once(tmp_path
         print(case.error.matches("x" * 100_000 + "a" * 5_000 + "!"), case.error.matches("aaaa"))
         """)
     try:
-        done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=30,
-                              cwd=ROOT, env={**os.environ, "PYTHONPATH": SOURCE})
+        done = subprocess.run(
+            [sys.executable, "-c", script],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            cwd=ROOT,
+            env={**os.environ, "PYTHONPATH": SOURCE},
+        )
     except subprocess.TimeoutExpired:
         pytest.fail("matching (a+)+$ against 'a' * 34 + '!' did not finish within 30 s")
     assert done.returncode == 0, done.stderr
@@ -53,25 +59,31 @@ def test_a_catastrophic_regex_against_a_hostile_message_answers_at_once(tmp_path
     assert second == "False True"
 
 
-@pytest.mark.parametrize("pattern, expected", [
-    (r"negative input -\d+$", True),
-    (r"(?i)NEGATIVE input", True),
-    (r"^negative", False),
-    (r"model '[^']+', message: TritonModelException", True),
-    (r"(?P<value>-\d+): amounts", False),
-    (r"input (?P<value>-\d+)$", True),
-])
+@pytest.mark.parametrize(
+    "pattern, expected",
+    [
+        (r"negative input -\d+$", True),
+        (r"(?i)NEGATIVE input", True),
+        (r"^negative", False),
+        (r"model '[^']+', message: TritonModelException", True),
+        (r"(?P<value>-\d+): amounts", False),
+        (r"input (?P<value>-\d+)$", True),
+    ],
+)
 def test_ordinary_patterns_match_as_before(pattern, expected):
     message = "Failed to process the request(s) for model 'm_0', message: TritonModelException: negative input -3"
     assert golden.ExpectedError(pattern=pattern).matches(message) is expected
 
 
-@pytest.mark.parametrize("pattern, why", [
-    (r"(a)\1", "invalid escape sequence"),
-    (r"negative(?= input)", "invalid perl operator"),
-    (r"(?<=model )'m_0'", "invalid perl operator"),
-    (r"(?:a{1000}){1000}", "invalid repetition size"),
-])
+@pytest.mark.parametrize(
+    "pattern, why",
+    [
+        (r"(a)\1", "invalid escape sequence"),
+        (r"negative(?= input)", "invalid perl operator"),
+        (r"(?<=model )'m_0'", "invalid perl operator"),
+        (r"(?:a{1000}){1000}", "invalid repetition size"),
+    ],
+)
 def test_a_pattern_re2_cannot_run_is_refused_naming_the_file_and_line(tmp_path, pattern, why):
     path, text = error_case(tmp_path, pattern)
     case, problems = golden.load_case(path, "m")

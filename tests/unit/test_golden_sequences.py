@@ -37,10 +37,14 @@ def line_with(text: str, needle: str, occurrence: int = 1) -> int:
 
 def accumulator(tmp_path, config: str | None = None, case: str | None = None):
     """A model folder `acc` with a sequence config and one case; (case, model)."""
-    root = write_tree(tmp_path / "model_repository", {
-        "acc/config.pbtxt": config if config is not None else sequence_config("acc"),
-        "acc/1/model.py": ACCUMULATOR_MODEL,
-        "acc/golden/case.json": case if case is not None else sequence_case((1, 1), (2, 3), (3, 6))})
+    root = write_tree(
+        tmp_path / "model_repository",
+        {
+            "acc/config.pbtxt": config if config is not None else sequence_config("acc"),
+            "acc/1/model.py": ACCUMULATOR_MODEL,
+            "acc/golden/case.json": case if case is not None else sequence_case((1, 1), (2, 3), (3, 6)),
+        },
+    )
     model = load_model(root / "acc", root)
     found, problems = golden.load_case(model.golden_cases[0], "acc")
     assert not problems, [str(p) for p in problems]
@@ -48,6 +52,7 @@ def accumulator(tmp_path, config: str | None = None, case: str | None = None):
 
 
 # -- the format -----------------------------------------------------------------------------------
+
 
 def test_a_sequence_case_loads_its_steps_in_order(tmp_path):
     case = loaded(tmp_path, sequence_case((1, 1), (2, 3), (-1, "negative amount"), (3, 6), timeout=5))
@@ -63,11 +68,14 @@ def test_a_plain_case_is_one_step(tmp_path):
     assert case.sequence is None and len(case.steps) == 1 and case.steps[0].inputs == case.inputs
 
 
-@pytest.mark.parametrize("written, expected", [
-    ("negative input", golden.ExpectedError(text="negative input")),
-    ({"regex": "negative input -\\d+"}, golden.ExpectedError(pattern="negative input -\\d+")),
-    (True, golden.ExpectedError()),
-])
+@pytest.mark.parametrize(
+    "written, expected",
+    [
+        ("negative input", golden.ExpectedError(text="negative input")),
+        ({"regex": "negative input -\\d+"}, golden.ExpectedError(pattern="negative input -\\d+")),
+        (True, golden.ExpectedError()),
+    ],
+)
 def test_an_error_case_loads_its_expected_error(tmp_path, written, expected):
     raw = {"inputs": json.loads(golden_case())["inputs"], "error": written}
     case = loaded(tmp_path, json.dumps(raw))
@@ -88,19 +96,20 @@ def test_an_error_that_is_neither_text_regex_nor_true_is_a_problem(tmp_path, wri
     text = json.dumps({"inputs": json.loads(golden_case())["inputs"], "error": written}, indent=2)
     case, problems = load(tmp_path, text)
     assert case is None and len(problems) == 1
-    assert "\"error\" must be text the expected error message contains" in problems[0].message
+    assert '"error" must be text the expected error message contains' in problems[0].message
     assert problems[0].line == line_with(text, '"error"')
 
 
 def test_an_error_regex_that_does_not_compile_is_a_problem(tmp_path):
-    case, problems = load(tmp_path, json.dumps({"inputs": json.loads(golden_case())["inputs"],
-                                                "error": {"regex": "negative ("}}))
+    case, problems = load(
+        tmp_path, json.dumps({"inputs": json.loads(golden_case())["inputs"], "error": {"regex": "negative ("}})
+    )
     assert case is None and "does not compile" in problems[0].message and "negative (" in problems[0].message
 
 
 def test_outputs_and_an_error_together_are_a_problem(tmp_path):
     case, problems = load(tmp_path, json.dumps({**json.loads(golden_case()), "error": "negative"}))
-    assert case is None and len(problems) == 1 and "both \"outputs\" and \"error\"" in problems[0].message
+    assert case is None and len(problems) == 1 and 'both "outputs" and "error"' in problems[0].message
 
 
 @pytest.mark.parametrize("key", ["inputs", "outputs", "error"])
@@ -108,13 +117,13 @@ def test_a_request_key_beside_sequence_is_a_problem(tmp_path, key):
     raw = json.loads(sequence_case((1, 1)))
     raw[key] = "negative" if key == "error" else []
     case, problems = load(tmp_path, json.dumps(raw, indent=2))
-    assert case is None and any(f"\"{key}\" beside \"sequence\"" in p.message for p in problems)
+    assert case is None and any(f'"{key}" beside "sequence"' in p.message for p in problems)
 
 
 @pytest.mark.parametrize("sequence", [[], {}, "steps"])
 def test_a_sequence_that_is_not_a_list_of_steps_is_a_problem(tmp_path, sequence):
     case, problems = load(tmp_path, json.dumps({"sequence": sequence}))
-    assert case is None and "\"sequence\" must be a list of steps" in problems[0].message
+    assert case is None and '"sequence" must be a list of steps' in problems[0].message
 
 
 def test_a_wrong_step_is_reported_with_its_index_and_line(tmp_path):
@@ -144,7 +153,7 @@ def test_sequence_parameters_are_refused_with_the_sequence_form(tmp_path, parame
     case, problems = load(tmp_path, text)
     assert case is None and len(problems) == 1
     assert f"parameter {parameter!r} is Triton's sequence control" in problems[0].message
-    assert "{\"sequence\": [" in problems[0].message and problems[0].line == line_with(text, f'"{parameter}"')
+    assert '{"sequence": [' in problems[0].message and problems[0].line == line_with(text, f'"{parameter}"')
 
 
 @pytest.mark.parametrize("parameter", ["priority", "headers", "triton_enable_empty_final_response"])
@@ -155,7 +164,7 @@ def test_other_reserved_parameters_are_refused(tmp_path, parameter):
 
 def test_a_timeout_parameter_points_to_the_case_key(tmp_path):
     case, problems = load(tmp_path, json.dumps({**json.loads(golden_case()), "parameters": {"timeout": 5}}))
-    assert case is None and "its own \"timeout\" key" in problems[0].message
+    assert case is None and 'its own "timeout" key' in problems[0].message
 
 
 def test_other_parameters_still_load(tmp_path):
@@ -164,24 +173,30 @@ def test_other_parameters_still_load(tmp_path):
 
 # -- against the model's config -------------------------------------------------------------------
 
+
 def test_a_sequence_case_fits_a_sequence_model(tmp_path):
     case, model = accumulator(tmp_path)
     assert golden.check_against_config(case, model) == []
 
 
 def test_a_plain_case_for_a_sequence_model_is_a_problem_naming_the_sequence_form(tmp_path):
-    plain = json.dumps({"inputs": [{"name": "INPUT0", "datatype": "INT32", "shape": [1], "data": [1]}],
-                        "outputs": [{"name": "OUTPUT0", "datatype": "INT32", "shape": [1], "data": [1]}]})
+    plain = json.dumps(
+        {
+            "inputs": [{"name": "INPUT0", "datatype": "INT32", "shape": [1], "data": [1]}],
+            "outputs": [{"name": "OUTPUT0", "datatype": "INT32", "shape": [1], "data": [1]}],
+        }
+    )
     case, model = accumulator(tmp_path, case=plain)
     problems = golden.check_against_config(case, model)
     assert len(problems) == 1 and "acc/config.pbtxt has sequence_batching" in problems[0].message
-    assert "{\"sequence\": [" in problems[0].message and problems[0].line == 1
+    assert '{"sequence": [' in problems[0].message and problems[0].line == 1
 
 
 @pytest.mark.parametrize("strategy", ["direct", "oldest"])
 def test_both_sequence_strategies_count_as_sequence_models(tmp_path, strategy):
-    case, model = accumulator(tmp_path, config=sequence_config("acc", strategy),
-                              case=sequence_case((1, 1), batched=strategy == "oldest"))
+    case, model = accumulator(
+        tmp_path, config=sequence_config("acc", strategy), case=sequence_case((1, 1), batched=strategy == "oldest")
+    )
     assert golden.sequence_model(model) and golden.check_against_config(case, model) == []
 
 
@@ -205,13 +220,18 @@ def test_a_wrong_shape_inside_a_step_names_the_step_and_its_line(tmp_path):
 
 
 def test_validate_reports_sequence_problems_with_file_and_line(tmp_path):
-    root = write_tree(tmp_path / "model_repository", {
-        "acc/config.pbtxt": sequence_config("acc"), "acc/1/model.py": ACCUMULATOR_MODEL,
-        "acc/golden/plain.json": golden_case(shape=(1,), data=(1,), out=(1,), dtype="INT32"),
-        "acc/golden/steps.json": sequence_case((1, 1), (2, 3)),
-        "plain/config.pbtxt": python_config("plain", max_batch_size=0, dims="[ 1 ]", dtype="TYPE_INT32"),
-        "plain/1/model.py": ACCUMULATOR_MODEL,
-        "plain/golden/steps.json": sequence_case((1, 1))})
+    root = write_tree(
+        tmp_path / "model_repository",
+        {
+            "acc/config.pbtxt": sequence_config("acc"),
+            "acc/1/model.py": ACCUMULATOR_MODEL,
+            "acc/golden/plain.json": golden_case(shape=(1,), data=(1,), out=(1,), dtype="INT32"),
+            "acc/golden/steps.json": sequence_case((1, 1), (2, 3)),
+            "plain/config.pbtxt": python_config("plain", max_batch_size=0, dims="[ 1 ]", dtype="TYPE_INT32"),
+            "plain/1/model.py": ACCUMULATOR_MODEL,
+            "plain/golden/steps.json": sequence_case((1, 1)),
+        },
+    )
     problems = [str(p) for p in validate(root).problems]
     assert len(problems) == 2, problems
     assert any("acc/golden/plain.json:2: acc/config.pbtxt has sequence_batching" in p for p in problems)
@@ -220,11 +240,12 @@ def test_validate_reports_sequence_problems_with_file_and_line(tmp_path):
 
 # -- warnings -------------------------------------------------------------------------------------
 
+
 def test_error_true_is_warned_about(tmp_path):
     text = sequence_case((1, 1), (-1, "x")).replace('"x"', "true")
     case, model = accumulator(tmp_path, case=text)
     warnings = golden.case_warnings(case, model)
-    assert len(warnings) == 1 and warnings[0].message.startswith("sequence step 2: \"error\": true passes on any")
+    assert len(warnings) == 1 and warnings[0].message.startswith('sequence step 2: "error": true passes on any')
     assert "record" in warnings[0].message and warnings[0].line == line_with(text, '"error"')
 
 
@@ -233,7 +254,7 @@ def test_steps_without_outputs_are_warned_about_by_index(tmp_path):
     del raw["sequence"][0]["outputs"], raw["sequence"][2]["outputs"]
     case, model = accumulator(tmp_path, case=json.dumps(raw))
     warnings = golden.case_warnings(case, model)
-    assert len(warnings) == 1 and warnings[0].message.startswith("sequence steps 1, 3: no \"outputs\"")
+    assert len(warnings) == 1 and warnings[0].message.startswith('sequence steps 1, 3: no "outputs"')
     assert case.unrecorded
 
 
@@ -244,29 +265,39 @@ def test_a_recorded_sequence_has_no_warning(tmp_path):
 
 # -- an expected error judged ---------------------------------------------------------------------
 
-MESSAGE = ("Failed to process the request(s) for model 'refuse_0', message: TritonModelException: negative "
-           "input -1: amounts must be at least 0\n\nAt:\n  /models/refuse/1/model.py(11): execute\n")
+MESSAGE = (
+    "Failed to process the request(s) for model 'refuse_0', message: TritonModelException: negative "
+    "input -1: amounts must be at least 0\n\nAt:\n  /models/refuse/1/model.py(11): execute\n"
+)
 
 
 def error_case(tmp_path, expected) -> golden.GoldenCase:
-    return loaded(tmp_path, json.dumps({"inputs": [{"name": "INPUT0", "datatype": "INT32", "shape": [1],
-                                                    "data": [-1]}], "error": expected}), "refuse")
+    return loaded(
+        tmp_path,
+        json.dumps(
+            {"inputs": [{"name": "INPUT0", "datatype": "INT32", "shape": [1], "data": [-1]}], "error": expected}
+        ),
+        "refuse",
+    )
 
 
 def test_the_expected_error_passes_and_says_what_it_saw(tmp_path):
     case = error_case(tmp_path, "negative input -1")
     outcome = judge(case, case.steps[0], Reply(error=MESSAGE, status="500"))
     assert outcome.passed
-    assert outcome.message == ("answered with the expected error: Failed to process the request(s) for model "
-                               "'refuse_0', message: TritonModelException: negative input -1: amounts must be at least 0")
+    assert outcome.message == (
+        "answered with the expected error: Failed to process the request(s) for model "
+        "'refuse_0', message: TritonModelException: negative input -1: amounts must be at least 0"
+    )
 
 
 def test_another_error_fails_showing_both(tmp_path):
     case = error_case(tmp_path, {"regex": "must be positive"})
     outcome = judge(case, case.steps[0], Reply(error="unexpected shape for input 'INPUT0'", status="400"))
     assert not outcome.passed
-    assert outcome.message == ("expected an error matching /must be positive/, got another error: unexpected shape "
-                               "for input 'INPUT0'")
+    assert outcome.message == (
+        "expected an error matching /must be positive/, got another error: unexpected shape for input 'INPUT0'"
+    )
 
 
 def test_an_answer_where_an_error_is_expected_fails_saying_the_model_answered(tmp_path):
@@ -274,8 +305,9 @@ def test_an_answer_where_an_error_is_expected_fails_saying_the_model_answered(tm
     answer = Answer({"OUTPUT0": (np.array([2], np.int32), "INT32", "")})
     outcome = judge(case, case.steps[0], Reply((answer,)))
     assert not outcome.passed
-    assert outcome.message == ("expected an error containing 'negative input', but the model answered normally "
-                               "(outputs OUTPUT0)")
+    assert outcome.message == (
+        "expected an error containing 'negative input', but the model answered normally (outputs OUTPUT0)"
+    )
 
 
 def test_an_error_where_outputs_are_expected_fails_with_the_servers_message(tmp_path):
@@ -299,6 +331,7 @@ def test_a_plain_request_to_a_sequence_model_gets_the_sequence_hint(tmp_path):
 
 # -- what record writes ---------------------------------------------------------------------------
 
+
 def test_record_writes_the_first_line_of_an_error_without_the_instance_preamble():
     assert answers.error_json(MESSAGE) == "TritonModelException: negative input -1: amounts must be at least 0"
     assert golden.ExpectedError(answers.error_json(MESSAGE)).matches(MESSAGE)
@@ -311,13 +344,15 @@ def test_record_fills_in_an_error_true_step_and_the_steps_without_outputs(tmp_pa
     del raw["sequence"][2]["outputs"]
     case = loaded(tmp_path, json.dumps(raw))
     total = Answer({"OUTPUT0": (np.array([3], np.int32), "INT32", "")})
-    replies = [Reply((Answer({"OUTPUT0": (np.array([99], np.int32), "INT32", "")}),)),
-               Reply(error="negative amount -1: the total stays 1", status="500"), Reply((total,))]
+    replies = [
+        Reply((Answer({"OUTPUT0": (np.array([99], np.int32), "INT32", "")}),)),
+        Reply(error="negative amount -1: the total stays 1", status="500"),
+        Reply((total,)),
+    ]
     written = answers.recorded(case, json.loads(json.dumps(raw)), replies, decoupled=False, overwrite=False)
     assert written["sequence"][0] == raw["sequence"][0]  # recorded already: kept, whatever the answer
     assert written["sequence"][1]["error"] == "negative amount -1: the total stays 1"
-    assert written["sequence"][2]["outputs"] == [{"name": "OUTPUT0", "datatype": "INT32", "shape": [1],
-                                                  "data": [3]}]
+    assert written["sequence"][2]["outputs"] == [{"name": "OUTPUT0", "datatype": "INT32", "shape": [1], "data": [3]}]
     path = tmp_path / "again.json"
     path.write_text(json.dumps(written))
     again, problems = golden.load_case(path, "acc")
@@ -331,7 +366,7 @@ def test_record_refuses_an_error_for_a_case_that_expects_outputs_and_says_how_to
     with pytest.raises(answers.NotRecorded) as refused:
         answers.recorded(case, raw, [Reply(error=MESSAGE, status="500")], decoupled=False, overwrite=False)
     assert "answered with an error (Failed to process" in str(refused.value)
-    assert "write \"error\": true in place of \"outputs\"" in str(refused.value)
+    assert 'write "error": true in place of "outputs"' in str(refused.value)
     assert "outputs" not in raw
 
 

@@ -140,8 +140,9 @@ def test_a_changed_small_item_changes_exactly_its_group_layer():
     items[index] = tiny("model/m0042/1", b"x = 2\n" * 100)
     after = digests(items)
     assert set(after) == set(before)
-    assert changed(before, after) == {next(p.name for p in plan(items, SLOTS)
-                                          if "model/m0042/1" in {i.key for i in p.items})}
+    assert changed(before, after) == {
+        next(p.name for p in plan(items, SLOTS) if "model/m0042/1" in {i.key for i in p.items})
+    }
     assert changed(before, after) <= {name for name in after if name.startswith("group-")}
 
 
@@ -157,8 +158,9 @@ def test_a_few_more_bytes_do_not_move_an_item_between_its_own_layer_and_a_group(
     items = tiny_models(50) + large  # 90 items of about one large size: the first 57 by key have their own layer
     before = digests(items)
     for key, layer_name_ in (("model/w000/1", "w000.v1.tar"), ("model/w080/1", None)):
-        grown = [Item(key, {f"files/{key[6:10]}": b"w" * 300_010}, 300_010) if item.key == key else item
-                 for item in items]
+        grown = [
+            Item(key, {f"files/{key[6:10]}": b"w" * 300_010}, 300_010) if item.key == key else item for item in items
+        ]
         assert changed(before, digests(grown)) == {layer_name_ or group_holding(grown, key)}
 
 
@@ -175,8 +177,11 @@ def test_a_new_large_version_uploads_its_own_layer_and_the_displaced_item_s_grou
 
 
 def test_layer_names_stay_unique_for_model_names_that_look_alike():
-    keys = [f"model/{name}{version}" for name in ("a", "a.v1", "a.files", "a-", "a--b", "a.v1.v2", "group-07")
-            for version in ("", "/1", "/2")]
+    keys = [
+        f"model/{name}{version}"
+        for name in ("a", "a.v1", "a.files", "a-", "a--b", "a.v1.v2", "group-07")
+        for version in ("", "/1", "/2")
+    ]
     keys += ["stub", "requirements", "env/a", "env/a--b", "dist/a-1.0-0123456789ab", "group-07", "dist/a.files"]
     names = [layer_name(key) for key in keys]
     assert len(set(names)) == len(names)
@@ -187,11 +192,17 @@ def test_layer_names_stay_unique_for_model_names_that_look_alike():
 def test_a_group_layer_reports_its_count_and_a_few_keys():
     keys = tuple(f"model/m{i}" for i in range(40))
     shown = Layer("group-03.tar", keys, "abc", 100, True).to_json()
-    assert shown == {"name": "group-03.tar", "item_count": 40, "items": list(keys[:5]), "tar_sha256": "abc",
-                     "bytes": 100}
+    assert shown == {
+        "name": "group-03.tar",
+        "item_count": 40,
+        "items": list(keys[:5]),
+        "tar_sha256": "abc",
+        "bytes": 100,
+    }
 
 
 # -- the image's layers -----------------------------------------------------------------------
+
 
 def written_layers(tmp_path, repo, **kw) -> tuple[list[Layer], dict[str, dict[str, bytes | None]]]:
     """The planned layers, and layer name -> {entry: content (None for folders)} of their tars."""
@@ -217,8 +228,11 @@ def test_model_files_replace_a_config_and_add_one_where_absent(make_repo, tmp_pa
 
 
 def test_the_layers_are_the_same_whatever_order_the_files_were_written_in(tmp_path):
-    files = {f"m{i:03d}/{path}": text for i in range(150) for path, text in
-             (("config.pbtxt", python_config(f"m{i:03d}")), ("1/model.py", f"x = {i}\n"), ("1/b.txt", "b"))}
+    files = {
+        f"m{i:03d}/{path}": text
+        for i in range(150)
+        for path, text in (("config.pbtxt", python_config(f"m{i:03d}")), ("1/model.py", f"x = {i}\n"), ("1/b.txt", "b"))
+    }
     built = []
     for name, order in (("one", sorted(files)), ("two", sorted(files, reverse=True))):
         root = write_tree(tmp_path / name, {path: files[path] for path in order})
@@ -227,8 +241,9 @@ def test_the_layers_are_the_same_whatever_order_the_files_were_written_in(tmp_pa
     assert built[0] == built[1] and len(built[0]) <= SLOTS
 
 
-@pytest.mark.parametrize("base_layers, room", [(115, "only 3 are left"), (111, "only 7 are left"),
-                                               (130, "no layer is left")])
+@pytest.mark.parametrize(
+    "base_layers, room", [(115, "only 3 are left"), (111, "only 7 are left"), (130, "no layer is left")]
+)
 def test_a_base_that_leaves_too_few_slots_is_refused_naming_the_counts(make_repo, base_layers, room):
     root = make_repo(python_model_files("a"))
     with pytest.raises(Refused) as refused:
@@ -267,8 +282,12 @@ def test_a_model_folder_s_layer_is_remembered_by_its_content_and_a_change_of_any
     assert digest_and_written(later) == (first, False)  # the same content: remembered, not written
     seen = {first}
     model = root / "m" / "1" / "model.py"
-    for change in (lambda: model.write_text(model.read_text() + "# edit\n"), lambda: model.chmod(0o755),
-                   lambda: (root / "m" / "1" / "data").mkdir(), lambda: model.rename(root / "m" / "1" / "main.py")):
+    for change in (
+        lambda: model.write_text(model.read_text() + "# edit\n"),
+        lambda: model.chmod(0o755),
+        lambda: (root / "m" / "1" / "data").mkdir(),
+        lambda: model.rename(root / "m" / "1" / "main.py"),
+    ):
         change()
         fresh = tmp_path / f"fresh{len(seen)}"
         fresh.mkdir()

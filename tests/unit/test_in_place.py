@@ -48,15 +48,21 @@ def test_bumps_made_in_a_copy_only_are_never_in_place(bumped, tmp_path):
     assert not found.in_place and "bumped in the copy only" in found.unpacked_because
 
 
-@pytest.mark.parametrize("spoil, reason", [
-    (lambda r: r.write({"b/1/model.py": "# not committed\n" + PYTHON_MODEL}), "is not as committed"),
-    (lambda r: r.write({"b/1/notes.txt": "mine"}), "is not as committed"),
-    (lambda r: ((r.root / ".gitignore").write_text("*.bin\n"), r.write({"b/1/w.bin": b"\0"})), "is not as committed"),
-    (lambda r: (r.models / "b" / "1" / "empty").mkdir(), "empty folder"),
-    (lambda r: r.git("update-index", "--assume-unchanged", "model_repository/b/1/model.py"), "looks away"),
-    (lambda r: r.git("config", "core.fileMode", "false"), "core.fileMode is false"),
-    (lambda r: own_attributes(r, "*.py export-subst\n"), "export-subst"),
-])
+@pytest.mark.parametrize(
+    "spoil, reason",
+    [
+        (lambda r: r.write({"b/1/model.py": "# not committed\n" + PYTHON_MODEL}), "is not as committed"),
+        (lambda r: r.write({"b/1/notes.txt": "mine"}), "is not as committed"),
+        (
+            lambda r: ((r.root / ".gitignore").write_text("*.bin\n"), r.write({"b/1/w.bin": b"\0"})),
+            "is not as committed",
+        ),
+        (lambda r: (r.models / "b" / "1" / "empty").mkdir(), "empty folder"),
+        (lambda r: r.git("update-index", "--assume-unchanged", "model_repository/b/1/model.py"), "looks away"),
+        (lambda r: r.git("config", "core.fileMode", "false"), "core.fileMode is false"),
+        (lambda r: own_attributes(r, "*.py export-subst\n"), "export-subst"),
+    ],
+)
 def test_a_checkout_that_differs_in_any_way_is_unpacked(bumped, tmp_path, spoil, reason):
     spoil(bumped)
     found = shipped(bumped, tmp_path)
@@ -95,10 +101,13 @@ def test_another_commit_checked_out_is_unpacked(bumped, tmp_path):
     assert not found.in_place and "another commit" in found.unpacked_because
 
 
-@pytest.mark.parametrize("setting, reason", [
-    (("config", "core.autocrlf", "true"), "core.autocrlf"),
-    (("config", "core.ignoreCase", "true"), "core.ignoreCase is true"),
-])
+@pytest.mark.parametrize(
+    "setting, reason",
+    [
+        (("config", "core.autocrlf", "true"), "core.autocrlf"),
+        (("config", "core.ignoreCase", "true"), "core.ignoreCase is true"),
+    ],
+)
 def test_settings_under_which_a_checkout_may_differ_are_unpacked(bumped, tmp_path, setting, reason):
     bumped.git(*setting)
     found = shipped(bumped, tmp_path)

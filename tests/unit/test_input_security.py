@@ -42,12 +42,29 @@ def refusal(excinfo) -> str:
 # -- 1. requirements.txt: requirements only, unless requirements_options is "allow" ------------
 
 HOSTILE_LINES = [
-    "-r /proc/self/environ", "-r /etc/passwd", "--requirement=/etc/passwd", "-c /etc/passwd", "-e .",
-    "--index-url https://user:token@evil.example/simple", "-i https://evil.example/simple",
-    "--extra-index-url https://evil.example/simple", "-f /tmp", "--find-links=/tmp", "--trusted-host evil.example",
-    "--pre", "six==1.16.0 --hash=sha256:abc", "git+https://github.com/x/y.git", "https://evil.example/six.whl",
-    "file:///etc/passwd", "./vendor/six", "../six", "/etc/passwd", "six-1.16.0-py2.py3-none-any.whl",
-    "six @ https://evil.example/six.whl", "six==${REGISTRY_PASSWORD}", "six==1.16.0 \\",
+    "-r /proc/self/environ",
+    "-r /etc/passwd",
+    "--requirement=/etc/passwd",
+    "-c /etc/passwd",
+    "-e .",
+    "--index-url https://user:token@evil.example/simple",
+    "-i https://evil.example/simple",
+    "--extra-index-url https://evil.example/simple",
+    "-f /tmp",
+    "--find-links=/tmp",
+    "--trusted-host evil.example",
+    "--pre",
+    "six==1.16.0 --hash=sha256:abc",
+    "git+https://github.com/x/y.git",
+    "https://evil.example/six.whl",
+    "file:///etc/passwd",
+    "./vendor/six",
+    "../six",
+    "/etc/passwd",
+    "six-1.16.0-py2.py3-none-any.whl",
+    "six @ https://evil.example/six.whl",
+    "six==${REGISTRY_PASSWORD}",
+    "six==1.16.0 \\",
 ]
 
 
@@ -97,8 +114,10 @@ def test_allow_keeps_the_requirements_and_leaves_options_to_pip(make_repo):
 
 
 def test_plain_requirements_are_accepted(make_repo):
-    root = with_requirements(make_repo, "# pinned\nsix==1.16.0  # pure Python\nnumpy>=1.26,<2; python_version >= '3.9'\n"
-                                        "requests[socks]==2.32.3\n")
+    root = with_requirements(
+        make_repo,
+        "# pinned\nsix==1.16.0  # pure Python\nnumpy>=1.26,<2; python_version >= '3.9'\nrequests[socks]==2.32.3\n",
+    )
     pins = requirements.read_pins("m", root / "m" / "requirements.txt")
     assert [p.line for p in pins] == [2, 3, 4] and validate(root).ok
 
@@ -138,11 +157,14 @@ def test_only_pips_reasons_naming_the_models_requirements_are_shown(make_repo):
     repo = Repository.load(root)
     pins = requirements.read_pins("a", repo["a"].path / "requirements.txt")
     kept = requirements.shown_lines(PIP_CONFLICT, pins)
-    assert kept == ["ERROR: Cannot install six<1.16 and six>=1.16 because these package versions have conflicting "
-                    "dependencies.", "The conflict is caused by:", "The user requested six>=1.16",
-                    "The user requested six<1.16", "acme 1.0 depends on six==1.15",
-                    "ERROR: ResolutionImpossible: for help visit "
-                    "https://pip.pypa.io/en/latest/topics/dependency-resolution/"]
+    assert kept == [
+        "ERROR: Cannot install six<1.16 and six>=1.16 because these package versions have conflicting dependencies.",
+        "The conflict is caused by:",
+        "The user requested six>=1.16",
+        "The user requested six<1.16",
+        "acme 1.0 depends on six==1.15",
+        "ERROR: ResolutionImpossible: for help visit https://pip.pypa.io/en/latest/topics/dependency-resolution/",
+    ]
     error = requirements.pip_failure(PIP_CONFLICT, pins, INSTALL)
     assert "model a" in str(error) and "model_repository/a/requirements.txt:1), six<1.16 (" in str(error)
     assert str(error).startswith("The requirements of model a") and "requirements.txt:2)" in str(error)
@@ -152,6 +174,7 @@ def test_only_pips_reasons_naming_the_models_requirements_are_shown(make_repo):
 
 
 # -- 2. symbolic links leaving the model repository: refused at every level --------------------
+
 
 @pytest.fixture
 def outside(tmp_path):
@@ -167,9 +190,15 @@ def outside(tmp_path):
 
 def leaving_links(root: Path, outside: Path) -> dict[str, Path]:
     """link inside the model repository -> where it points, one per level."""
-    return {"stolen": outside, "m/2": outside / "1", "m/1/keys": outside / "1",
-            "m/1/deep/er/id_rsa": outside / "1" / "id_rsa", "m/config.pbtxt": outside / "secret.txt",
-            "m/golden/x.json": outside / "secret.txt", "m/requirements.txt": outside / "secret.txt"}
+    return {
+        "stolen": outside,
+        "m/2": outside / "1",
+        "m/1/keys": outside / "1",
+        "m/1/deep/er/id_rsa": outside / "1" / "id_rsa",
+        "m/config.pbtxt": outside / "secret.txt",
+        "m/golden/x.json": outside / "secret.txt",
+        "m/requirements.txt": outside / "secret.txt",
+    }
 
 
 @pytest.mark.parametrize("link", list(leaving_links(Path(), Path())))
@@ -208,6 +237,7 @@ def test_a_model_folder_linked_from_outside_is_not_read(make_repo, outside):
 
 
 # -- 3. links inside the repository: followed, in a deterministic layer -----------------------
+
 
 def tar_files(plan_paths, model) -> tuple[dict[str, bytes | None], str]:
     out = io.BytesIO()
@@ -271,6 +301,7 @@ def test_a_dangling_link_and_a_fifo_are_refused(make_repo):
 
 
 # -- 4. model names short enough for file names ----------------------------------------------
+
 
 def test_a_model_name_too_long_for_a_file_name_is_refused(make_repo):
     name = "m" * 250

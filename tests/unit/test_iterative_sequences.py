@@ -15,19 +15,26 @@ from triton_release.models.validate import validate
 
 def iterative_config(name: str, decoupled: bool = False) -> str:
     policy = "model_transaction_policy { decoupled: true }\n" if decoupled else ""
-    return (python_config(name, max_batch_size=0, dims="[ 1 ]", dtype="TYPE_INT32")
-            + "sequence_batching { iterative_sequence: true }\n" + policy)
+    return (
+        python_config(name, max_batch_size=0, dims="[ 1 ]", dtype="TYPE_INT32")
+        + "sequence_batching { iterative_sequence: true }\n"
+        + policy
+    )
 
 
 PLAIN = json.dumps({"inputs": [int_tensor("INPUT0", [3])], "outputs": [int_tensor("OUTPUT0", [5])]}, indent=2)
-STREAMED = json.dumps({"inputs": [int_tensor("INPUT0", [2])],
-                       "outputs": [[int_tensor("OUTPUT0", [1])], [int_tensor("OUTPUT0", [0])]]}, indent=2)
+STREAMED = json.dumps(
+    {"inputs": [int_tensor("INPUT0", [2])], "outputs": [[int_tensor("OUTPUT0", [1])], [int_tensor("OUTPUT0", [0])]]},
+    indent=2,
+)
 MODEL_PY = "class TritonPythonModel:\n    def execute(self, requests):\n        return []\n"
 
 
 def model_with(tmp_path, config: str, case: str):
-    root = write_tree(tmp_path / "model_repository", {"it/config.pbtxt": config, "it/1/model.py": MODEL_PY,
-                                                     "it/golden/case.json": case})
+    root = write_tree(
+        tmp_path / "model_repository",
+        {"it/config.pbtxt": config, "it/1/model.py": MODEL_PY, "it/golden/case.json": case},
+    )
     model = load_model(root / "it", root)
     found, problems = golden.load_case(model.golden_cases[0], "it")
     assert not problems, [str(p) for p in problems]

@@ -30,7 +30,7 @@ def killed_bump(repo) -> Journal:
     steps.bump(repo.models, steps.changes(repo.models, repo.base))
     journal = Journal(Git(repo.root))
     data = json.loads(journal.path.read_text())
-    data["owner"] = {**data["owner"], "pid": 2 ** 22 + 7, "started": "1"}  # no such process
+    data["owner"] = {**data["owner"], "pid": 2**22 + 7, "started": "1"}  # no such process
     journal.path.write_text(json.dumps(data))
     return journal
 

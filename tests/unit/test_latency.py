@@ -43,6 +43,7 @@ from triton_release.settings import resolve
 
 # -- statistics -------------------------------------------------------------------------------------
 
+
 def test_the_same_rounds_give_the_same_interval_and_identical_versions_a_ratio_of_one():
     before = [2710.0, 2650.0, 2800.0, 2690.0]
     found = stats.ratio(before, list(before))
@@ -74,7 +75,7 @@ def test_an_interval_straddling_the_bound_is_inconclusive_never_refused():
 def test_the_interval_resamples_pairs_so_noise_shared_by_a_pair_cancels():
     moments = [1.0, 1.6, 0.9, 1.4, 1.1, 1.8]  # the runner's load at each pair's moment
     before = [2.0 * m for m in moments]
-    after = [2.2 * m for m in moments]        # 10% slower, whatever the load
+    after = [2.2 * m for m in moments]  # 10% slower, whatever the load
     found = stats.ratio(before, after)
     assert found.low >= 1.05 and found.high <= 1.2  # medians of paired resamples keep the pairs together
 
@@ -108,8 +109,9 @@ def test_compare_pairs_counted_rounds_per_concurrency_and_leaves_out_warm_ups():
 
 
 def test_instance_count_from_the_instance_groups():
-    config = text_format.Parse('instance_group [ { count: 2 kind: KIND_CPU }, { kind: KIND_CPU } ]',
-                               model_config_pb2.ModelConfig())
+    config = text_format.Parse(
+        "instance_group [ { count: 2 kind: KIND_CPU }, { kind: KIND_CPU } ]", model_config_pb2.ModelConfig()
+    )
     assert instance_count(config) == 3 and instance_count(None) == 1
     assert instance_count(model_config_pb2.ModelConfig()) == 1
 
@@ -124,33 +126,45 @@ def test_a_cold_start_beyond_the_bound_and_the_noise_margin_is_a_warning():
 
 # -- the golden inputs as a workload, perf_analyzer's input data and model_warmup -----------------
 
+
 def repo_of(tmp_path, files) -> Repository:
     return Repository.load(write_tree(tmp_path / "model_repository", files))
 
 
 def test_a_batching_models_cases_become_one_sample_per_row_at_the_first_cases_batch_size(tmp_path):
     files = python_model_files("a")
-    files["a/golden/basic.json"] = golden_case(shape=(2, 4), data=(1, 2, 3, 4, 5, 6, 7, 8), out=(2, 3, 4, 5, 6, 7, 8, 9))
+    files["a/golden/basic.json"] = golden_case(
+        shape=(2, 4), data=(1, 2, 3, 4, 5, 6, 7, 8), out=(2, 3, 4, 5, 6, 7, 8, 9)
+    )
     files["a/golden/single.json"] = golden_case()
     files["a/golden/wrong.json"] = json.dumps({"inputs": json.loads(golden_case())["inputs"], "error": "nope"})
     load = workload(repo_of(tmp_path, files)["a"])
     assert load.usable and load.batch_size == 2 and load.cases == ("a/basic",)
     assert [s.tensors[0][2:] for s in load.samples] == [((4,), (1, 2, 3, 4)), ((4,), (5, 6, 7, 8))]
-    assert sorted(load.left_out) == ["a/single: batch size 1, the first replayed case's is 2",
-                                     "a/wrong: it expects an error"]
+    assert sorted(load.left_out) == [
+        "a/single: batch size 1, the first replayed case's is 2",
+        "a/wrong: it expects an error",
+    ]
     data = input_data(load)
-    assert data == {"data": [{"INPUT0": {"content": [1.0, 2.0, 3.0, 4.0], "shape": [4]}},
-                             {"INPUT0": {"content": [5.0, 6.0, 7.0, 8.0], "shape": [4]}}]}
+    assert data == {
+        "data": [
+            {"INPUT0": {"content": [1.0, 2.0, 3.0, 4.0], "shape": [4]}},
+            {"INPUT0": {"content": [5.0, 6.0, 7.0, 8.0], "shape": [4]}},
+        ]
+    }
     assert "1.0" in json.dumps(data)  # perf_analyzer reads FP32 data only when written as floats
     assert shape_args(load) == ["--shape", "INPUT0:4"]
 
 
 def test_a_model_that_does_not_batch_is_replayed_whole_with_its_parameters(tmp_path):
-    files = {"b/config.pbtxt": python_config("b", max_batch_size=0, dims="[ 3 ]", dtype="TYPE_INT32"),
-             "b/1/model.py": "",
-             "b/golden/one.json": golden_case(shape=(3,), data=(1, 2, 3), out=(2, 3, 4), dtype="INT32",
-                                              parameters={"mode": "fast", "k": 2}),
-             "b/golden/other.json": golden_case(shape=(3,), data=(1, 2, 3), out=(2, 3, 4), dtype="INT32")}
+    files = {
+        "b/config.pbtxt": python_config("b", max_batch_size=0, dims="[ 3 ]", dtype="TYPE_INT32"),
+        "b/1/model.py": "",
+        "b/golden/one.json": golden_case(
+            shape=(3,), data=(1, 2, 3), out=(2, 3, 4), dtype="INT32", parameters={"mode": "fast", "k": 2}
+        ),
+        "b/golden/other.json": golden_case(shape=(3,), data=(1, 2, 3), out=(2, 3, 4), dtype="INT32"),
+    }
     load = workload(repo_of(tmp_path, files)["b"])
     assert load.batch_size is None and load.cases == ("b/one",) and load.samples[0].tensors[0][2] == (3,)
     assert load.left_out == ("b/other: other request parameters than b/one",)
@@ -160,21 +174,28 @@ def test_a_model_that_does_not_batch_is_replayed_whole_with_its_parameters(tmp_p
 
 def test_models_whose_golden_inputs_cannot_be_replayed_are_skipped_with_the_reason(tmp_path):
     inputs = json.loads(golden_case())["inputs"]
-    files = {**python_model_files("errors"),
-             "errors/golden/basic.json": json.dumps({"inputs": inputs, "error": "bad input"}),
-             "seq/config.pbtxt": sequence_config("seq"), "seq/1/model.py": "",
-             "seq/golden/case.json": sequence_case((1, 1), (2, 3)),
-             **python_model_files("pinned"), "pinned/golden/basic.json": golden_case(version=1)}
+    files = {
+        **python_model_files("errors"),
+        "errors/golden/basic.json": json.dumps({"inputs": inputs, "error": "bad input"}),
+        "seq/config.pbtxt": sequence_config("seq"),
+        "seq/1/model.py": "",
+        "seq/golden/case.json": sequence_case((1, 1), (2, 3)),
+        **python_model_files("pinned"),
+        "pinned/golden/basic.json": golden_case(version=1),
+    }
     repo = repo_of(tmp_path, files)
-    assert workload(repo["errors"]).skipped == ("no golden case sends a request it can replay (errors/basic: it "
-                                                "expects an error)")
+    assert workload(repo["errors"]).skipped == (
+        "no golden case sends a request it can replay (errors/basic: it expects an error)"
+    )
     assert workload(repo["seq"]).skipped.startswith("a sequence model")
     assert "pins version 1" in workload(repo["pinned"]).skipped
 
 
 def test_model_warmup_is_written_into_the_images_copy_of_the_config_from_the_golden_inputs(tmp_path):
     files = python_model_files("a")
-    files["a/golden/basic.json"] = golden_case(shape=(2, 4), data=(1, 2, 3, 4, 5, 6, 7, 8), out=(2, 3, 4, 5, 6, 7, 8, 9))
+    files["a/golden/basic.json"] = golden_case(
+        shape=(2, 4), data=(1, 2, 3, 4, 5, 6, 7, 8), out=(2, 3, 4, 5, 6, 7, 8, 9)
+    )
     files.update({"auto/1/model.py": "", "auto/golden/basic.json": golden_case()})
     repo = repo_of(tmp_path, files)
     user_config = (repo.root / "a" / "config.pbtxt").read_bytes()
@@ -189,16 +210,19 @@ def test_model_warmup_is_written_into_the_images_copy_of_the_config_from_the_gol
     assert list(sent.dims) == [4] and sent.data_type == model_config_pb2.TYPE_FP32
     assert found["a"][f"warmup/{sent.input_data_file}"] == np.array([1, 2, 3, 4], dtype="<f4").tobytes()
     # an environment's config copy gets the warm-up appended, its own lines kept
-    with_env, _ = with_warmup(repo, {"a": {"config.pbtxt": user_config + b'parameters { key: "x" value: '
-                                                                        b'{ string_value: "y" } }\n'}})
+    with_env, _ = with_warmup(
+        repo, {"a": {"config.pbtxt": user_config + b'parameters { key: "x" value: { string_value: "y" } }\n'}}
+    )
     text = with_env["a"]["config.pbtxt"].decode()
     assert 'string_value: "y"' in text and "model_warmup [" in text
 
 
 def test_a_config_with_model_warmup_already_is_left_as_it_is(tmp_path):
     files = python_model_files("a")
-    files["a/config.pbtxt"] += 'model_warmup [ { name: "own" batch_size: 1 inputs { key: "INPUT0" value: ' \
-                               '{ data_type: TYPE_FP32 dims: [ 4 ] zero_data: true } } } ]\n'
+    files["a/config.pbtxt"] += (
+        'model_warmup [ { name: "own" batch_size: 1 inputs { key: "INPUT0" value: '
+        "{ data_type: TYPE_FP32 dims: [ 4 ] zero_data: true } } } ]\n"
+    )
     assert entries(repo_of(tmp_path, files)["a"]) == "its config.pbtxt has model_warmup already"
 
 
@@ -209,15 +233,18 @@ def test_warmup_files_hold_raw_little_endian_data_and_length_prefixed_bytes():
 
 
 def test_perf_analyzers_csv_gives_one_level_per_concurrency():
-    text = ("Concurrency,Inferences/Second,Client Send,Network+Server Send/Recv,Server Queue,Server Compute Input,"
-            "Server Compute Infer,Server Compute Output,Client Recv,p50 latency,p90 latency,p95 latency,p99 latency\n"
-            "2,404.684,4,129,19,12,4327,330,3,4905,5153,5300,6110\n"
-            "1,352.09,4,129,19,12,2327,330,3,2640,2784,2999,5849\n")
+    text = (
+        "Concurrency,Inferences/Second,Client Send,Network+Server Send/Recv,Server Queue,Server Compute Input,"
+        "Server Compute Infer,Server Compute Output,Client Recv,p50 latency,p90 latency,p95 latency,p99 latency\n"
+        "2,404.684,4,129,19,12,4327,330,3,4905,5153,5300,6110\n"
+        "1,352.09,4,129,19,12,2327,330,3,2640,2784,2999,5849\n"
+    )
     assert parse_csv(text) == [Level(1, 352.09, 2640.0, 2784.0, 5849.0), Level(2, 404.684, 4905.0, 5153.0, 6110.0)]
     assert parse_csv("") == []
 
 
 # -- finding perf_analyzer ----------------------------------------------------------------------------
+
 
 def fake(tmp_path, text: str):
     path = tmp_path / "prefix" / "bin" / "perf_analyzer"
@@ -242,8 +269,9 @@ def test_a_missing_perf_analyzer_or_library_says_how_to_get_it(tmp_path):
         find(None, {"PATH": str(tmp_path)})
     with pytest.raises(PerfAnalyzerMissing, match="is not a file"):
         find(str(tmp_path / "nowhere"), {})
-    broken = fake(tmp_path, "perf_analyzer: error while loading shared libraries: libb64.so.0d: cannot open "
-                            "shared object file")
+    broken = fake(
+        tmp_path, "perf_analyzer: error while loading shared libraries: libb64.so.0d: cannot open shared object file"
+    )
     with pytest.raises(PerfAnalyzerMissing, match=r"apt-get install libb64-0d"):
         find(str(broken), {"PATH": "/usr/bin:/bin"})
 
@@ -261,17 +289,30 @@ def test_a_missing_perf_analyzer_fails_the_gate_with_exit_3_and_is_a_note_when_o
 
 # -- settings, and where people look --------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("given", ["20%", "0.2", 0.2])
 def test_max_latency_increase_takes_a_fraction_or_a_percentage(given, tmp_path):
     settings = resolve({"max_latency_increase": given}, cwd=tmp_path)
     assert settings.max_latency_increase == pytest.approx(0.2)
     options = LatencyOptions.from_settings(settings, {"PATH": "/bin"})
-    assert (options.max_increase, options.rounds, options.interval_ms, options.perf_analyzer) == \
-        (pytest.approx(0.2), 4, 300, None)
+    assert (options.max_increase, options.rounds, options.interval_ms, options.perf_analyzer) == (
+        pytest.approx(0.2),
+        4,
+        300,
+        None,
+    )
 
 
-@pytest.mark.parametrize("key, value", [("latency_rounds", 1), ("latency_rounds", "many"), ("warmup", "hot"),
-                                        ("max_latency_increase", "fast"), ("latency_interval", 10)])
+@pytest.mark.parametrize(
+    "key, value",
+    [
+        ("latency_rounds", 1),
+        ("latency_rounds", "many"),
+        ("warmup", "hot"),
+        ("max_latency_increase", "fast"),
+        ("latency_interval", 10),
+    ],
+)
 def test_bad_latency_settings_are_usage_errors(key, value, tmp_path):
     from triton_release.errors import UsageError
 
@@ -280,11 +321,18 @@ def test_bad_latency_settings_are_usage_errors(key, value, tmp_path):
 
 
 def measured(verdict_bound: float | None) -> LatencyRun:
-    rounds = [Round(i, v, (level(p),), 300) for i, (v, p) in
-              enumerate([(1, 2000), (2, 8000), (2, 8200), (1, 2100)], 1)]
-    model = ModelLatency("a|b", 2, 1, compare(rounds, 1, 2, verdict_bound), tuple(rounds),
-                         (ColdStart(1, 1.5, 3.0), ColdStart(2, 1.6, 9.0)))
-    return LatencyRun(verdict_bound, 2, 300, None, "", (model, ModelLatency("c", 2, 1, note="not measured: no golden cases")))
+    rounds = [Round(i, v, (level(p),), 300) for i, (v, p) in enumerate([(1, 2000), (2, 8000), (2, 8200), (1, 2100)], 1)]
+    model = ModelLatency(
+        "a|b",
+        2,
+        1,
+        compare(rounds, 1, 2, verdict_bound),
+        tuple(rounds),
+        (ColdStart(1, 1.5, 3.0), ColdStart(2, 1.6, 9.0)),
+    )
+    return LatencyRun(
+        verdict_bound, 2, 300, None, "", (model, ModelLatency("c", 2, 1, note="not measured: no golden cases"))
+    )
 
 
 def test_the_step_summary_has_one_latency_table_with_both_versions_and_the_verdict_in_bold():
@@ -307,8 +355,10 @@ def test_the_refusal_names_the_model_both_versions_figures_and_the_interval_and_
     with pytest.raises(Refused) as refused:
         steps._check_latency(run, 0.5)
     message = " ".join(str(refused.value).split())
-    assert message.startswith("Model a|b version 2 is slower than version 1 beyond max_latency_increase 0.5 at "
-                              "concurrency 1: p50 8.10 ms against 2.05 ms, p99 12.15 ms against 3.08 ms")
+    assert message.startswith(
+        "Model a|b version 2 is slower than version 1 beyond max_latency_increase 0.5 at "
+        "concurrency 1: p50 8.10 ms against 2.05 ms, p99 12.15 ms against 3.08 ms"
+    )
     assert "interval 3.90x to 4.00x over 2 rounds each, wholly above 1.50x. Nothing is released." in message
     assert refused.value.exit_code == 1 and refused.value.result is run
     reason = _first_sentence(str(refused.value))  # what a shard's failed record says, and promote repeats

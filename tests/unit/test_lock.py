@@ -51,6 +51,7 @@ class Pin:
 
 # -- reading the files ------------------------------------------------------------------------
 
+
 def dependencies(pyproject: Path) -> list[str]:
     with pyproject.open("rb") as f:
         return list(tomllib.load(f)["project"]["dependencies"])
@@ -120,13 +121,16 @@ def installed_requires(name: str) -> tuple[Version, list[str]] | None:
 
 # -- the checks: each returns its problems ----------------------------------------------------
 
+
 def fingerprint_problems(pyproject: Path, lock: Path) -> list[str]:
     recorded, expected = recorded_fingerprint(lock), fingerprint(dependencies(pyproject))
     if recorded is None:
         return [f"{lock.name} has no `# {FINGERPRINT_KEY}:` header line; {REGENERATE}"]
     if recorded != expected:
-        return [f"{lock.name} was generated from other [project].dependencies than {pyproject.name} has now "
-                f"({FINGERPRINT_KEY} {recorded[:12]}…, expected {expected[:12]}…); {REGENERATE}"]
+        return [
+            f"{lock.name} was generated from other [project].dependencies than {pyproject.name} has now "
+            f"({FINGERPRINT_KEY} {recorded[:12]}…, expected {expected[:12]}…); {REGENERATE}"
+        ]
     return []
 
 
@@ -135,8 +139,10 @@ def satisfied(req: Requirement, pins: dict[str, Pin], wanted_by: str) -> list[st
     if pin is None:
         return [f"{req.name} (wanted by {wanted_by}) is not pinned in requirements.lock; {REGENERATE}"]
     if req.specifier and not req.specifier.contains(pin.version, prereleases=True):
-        return [f"{pin.name}=={pin.version} in requirements.lock does not satisfy {req} "
-                f"(wanted by {wanted_by}); {REGENERATE}"]
+        return [
+            f"{pin.name}=={pin.version} in requirements.lock does not satisfy {req} "
+            f"(wanted by {wanted_by}); {REGENERATE}"
+        ]
     return []
 
 
@@ -151,9 +157,11 @@ def pin_problems(pyproject: Path, lock: Path) -> list[str]:
     return problems
 
 
-def extras_problems(pyproject: Path, lock: Path,
-                    requires: Callable[[str], tuple[Version, list[str]] | None] = installed_requires,
-                    ) -> list[str]:
+def extras_problems(
+    pyproject: Path,
+    lock: Path,
+    requires: Callable[[str], tuple[Version, list[str]] | None] = installed_requires,
+) -> list[str]:
     """What each dependency with extras requires, with those extras, is pinned within its range.
 
     A lock has no package metadata, so this reads the Requires-Dist of the installed distribution:
@@ -193,6 +201,7 @@ def report(problems: list[str]) -> str:
 
 # -- the real files ---------------------------------------------------------------------------
 
+
 def test_lock_was_generated_from_the_current_dependencies():
     problems = fingerprint_problems(PYPROJECT, LOCK)
     assert not problems, report(problems)
@@ -220,6 +229,7 @@ def test_the_lock_is_in_the_image_build_context():
 
 
 # -- the same checks catch a lock that no longer matches -------------------------------------
+
 
 @pytest.fixture
 def copies(tmp_path):
@@ -261,5 +271,7 @@ def test_a_missing_extra_requirement_is_caught(tmp_path):
 def test_an_unhashed_or_loose_pin_is_caught(tmp_path):
     lock = tmp_path / "requirements.lock"
     lock.write_text(f"# header\nsix==1.16.0\nidna>=3 \\\n    --hash=sha256:{'b' * 64}\n")
-    assert hash_problems(lock) == ["requirements.lock:2: six==1.16.0 has no --hash",
-                                   "requirements.lock:3: idna>=3 is not pinned with `==`"]
+    assert hash_problems(lock) == [
+        "requirements.lock:2: six==1.16.0 has no --hash",
+        "requirements.lock:3: idna>=3 is not pinned with `==`",
+    ]

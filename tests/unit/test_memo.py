@@ -42,6 +42,7 @@ def test_a_parsed_config_and_a_model_s_calls_come_back_the_same_from_the_memo(tm
 
 # -- validate: a model folder's verdict, kept by its fingerprint ------------------------------
 
+
 def _fresh_verdicts(tmp_path, monkeypatch) -> None:
     monkeypatch.setattr(cache, "_root", tmp_path / "cache")
     monkeypatch.setattr(validate_module, "_VERDICTS", Memo("model-verdict", "test"))
@@ -55,6 +56,7 @@ def _judged(monkeypatch) -> list[str]:
     def counting(model, repo, options):
         judged.append(model.name)
         return judge(model, repo, options)
+
     monkeypatch.setattr(validate_module, "judge", counting)
     return judged
 
@@ -68,7 +70,9 @@ def test_an_unchanged_model_folder_is_not_checked_again_and_gives_the_same_verdi
     judged = _judged(monkeypatch)
     second = validate_module.validate(root)
     assert judged == []
-    assert [str(p) for p in second.problems] == [str(p) for p in first.problems] and "syntax error" in str(first.problems[0])
+    assert [str(p) for p in second.problems] == [str(p) for p in first.problems] and "syntax error" in str(
+        first.problems[0]
+    )
     assert [str(w) for w in second.warnings] == [str(w) for w in first.warnings] and first.warnings
     assert second.golden_cases == first.golden_cases == 1 and second.models == ("a", "b")
 
@@ -76,8 +80,7 @@ def test_an_unchanged_model_folder_is_not_checked_again_and_gives_the_same_verdi
     assert validate_module.validate(root).ok and judged == ["b"]
 
 
-def test_a_call_s_problem_follows_the_callee_though_the_caller_is_not_checked_again(make_repo, tmp_path,
-                                                                                     monkeypatch):
+def test_a_call_s_problem_follows_the_callee_though_the_caller_is_not_checked_again(make_repo, tmp_path, monkeypatch):
     _fresh_verdicts(tmp_path, monkeypatch)
     root = make_repo({**bls_caller_files("caller", "callee"), **python_model_files("callee")})
     assert validate_module.validate(root).ok
@@ -117,8 +120,9 @@ def test_a_fingerprint_sees_names_kinds_and_small_contents_and_large_files_by_st
     assert len(seen) == 5 and repository.fingerprint(folder) == repository.fingerprint(folder)
 
 
-def test_a_remembered_verdict_keeps_the_problems_order_and_the_working_directory_s_paths(make_repo, tmp_path,
-                                                                                        monkeypatch):
+def test_a_remembered_verdict_keeps_the_problems_order_and_the_working_directory_s_paths(
+    make_repo, tmp_path, monkeypatch
+):
     _fresh_verdicts(tmp_path, monkeypatch)
     files = {**bls_caller_files("caller", "gone"), "caller/golden/basic.json": "{ not json"}
     root = make_repo(files)

@@ -34,11 +34,14 @@ def setting_flags():
     for name, command in [("", top), *sub.choices.items()]:
         for action in command._actions:
             if action.dest.startswith(SETTING_DEST):
-                yield name, action.option_strings[0], action.dest[len(SETTING_DEST):], action.help
+                yield name, action.option_strings[0], action.dest[len(SETTING_DEST) :], action.help
 
 
-@pytest.mark.parametrize(("command", "flag", "key", "help_text"), list(setting_flags()),
-                         ids=lambda v: v if isinstance(v, str) and v.startswith("--") else "")
+@pytest.mark.parametrize(
+    ("command", "flag", "key", "help_text"),
+    list(setting_flags()),
+    ids=lambda v: v if isinstance(v, str) and v.startswith("--") else "",
+)
 def test_every_flag_that_sets_a_setting_is_named_and_described_as_the_setting(command, flag, key, help_text):
     assert key in BY_KEY, f"{command} {flag} sets {key!r}, which SETTINGS does not declare"
     assert flag == "--" + key.replace("_", "-") or FLAG_ALIASES.get(flag) == key, f"{command} {flag} sets {key}"
@@ -54,7 +57,8 @@ def test_every_input_that_is_a_setting_is_declared_once_with_the_settings_defaul
     declared = ACTION[name].get("default", "")
     assert declared == ACTION_DEFAULTS.get(name, ""), (
         f"action.yml's {name} defaults to {declared!r}: leave it empty, so triton-release.yaml and then the "
-        f"setting's default ({BY_KEY[key].default!r}) decide")
+        f"setting's default ({BY_KEY[key].default!r}) decide"
+    )
     description = ACTION[name]["description"]
     said = re.search(r"\(default: (\d+)\)", description) or re.search(r"^(\w+) \(default\)", description)
     if said and name not in ACTION_DEFAULTS:
@@ -68,8 +72,14 @@ def test_every_setting_the_action_reads_is_an_input_and_every_such_input_a_setti
 
 def test_the_server_options_are_the_settings_defaults_grouped(tmp_path):
     assert resolve({}, cwd=tmp_path).server == ServerOptions()
-    keys = {"load_timeout": "load_timeout", "memory": "server_memory", "pids": "server_pids",
-            "max_loaded": "max_loaded", "gpus": "gpus", "gpu_models": "gpu_models"}
+    keys = {
+        "load_timeout": "load_timeout",
+        "memory": "server_memory",
+        "pids": "server_pids",
+        "max_loaded": "max_loaded",
+        "gpus": "gpus",
+        "gpu_models": "gpu_models",
+    }
     for field, key in keys.items():
         assert getattr(ServerOptions(), field) == BY_KEY[key].default, field
     given = resolve({"load_timeout": 12, "server_memory": "1g", "gpus": "all"}, cwd=tmp_path).server

@@ -52,7 +52,7 @@ def test_plain_lines_show_the_first_and_last_and_at_most_one_every_five_seconds(
             clock.now += 0.125
             bar.advance(MiB // 4)
         assert len(lines) == 1
-        clock.now += 1.0     # 5 s after the first line
+        clock.now += 1.0  # 5 s after the first line
         bar.update(21 * MiB)
         clock.now += 4.875
         bar.update(30 * MiB)
@@ -61,8 +61,8 @@ def test_plain_lines_show_the_first_and_last_and_at_most_one_every_five_seconds(
         clock.now += 4.5
         bar.update(100 * MiB)
     assert lines == [
-        "push: 1.0 MiB of 100.0 MiB",                     # the first: no second of it to measure
-        "push: 21.0 MiB of 100.0 MiB (4.0 MiB/s)",        # 20 MiB in the 5 s since the line before
+        "push: 1.0 MiB of 100.0 MiB",  # the first: no second of it to measure
+        "push: 21.0 MiB of 100.0 MiB (4.0 MiB/s)",  # 20 MiB in the 5 s since the line before
         "push: 31.0 MiB of 100.0 MiB (2.0 MiB/s)",
         "push: 100.0 MiB of 100.0 MiB in 15.0 s (6.7 MiB/s)",  # the last: over the whole task
     ]
@@ -70,13 +70,15 @@ def test_plain_lines_show_the_first_and_last_and_at_most_one_every_five_seconds(
 
 def test_counts_show_their_unit_and_detail_and_each_task_is_throttled_on_its_own(plain):
     lines, clock = plain
-    with progress.task("load", total=3, unit="models ready") as load, \
-            progress.task("golden cases", total=2, unit="cases") as cases:
+    with (
+        progress.task("load", total=3, unit="models ready") as load,
+        progress.task("golden cases", total=2, unit="cases") as cases,
+    ):
         load.update(detail="wave 1 of 2")
         cases.advance()
         clock.now += 1
         load.advance(2, detail="wave 2 of 2")  # throttled: 1 s after load's first line
-        cases.advance()                         # throttled too
+        cases.advance()  # throttled too
         clock.now += 5
         load.advance(detail="wave 2 of 2")
     assert lines == [
@@ -97,8 +99,10 @@ def test_a_task_that_never_moved_shows_nothing_and_a_stopped_one_says_so(plain):
             bar.update(3 * MiB, total=8 * MiB, detail="1 of 3 layers done")
             clock.now += 2
             raise RuntimeError("the registry went away")
-    assert lines == ["push: 3.0 MiB of 8.0 MiB, 1 of 3 layers done",
-                     "push: 3.0 MiB of 8.0 MiB, stopped after 2.0 s (1.5 MiB/s), 1 of 3 layers done"]
+    assert lines == [
+        "push: 3.0 MiB of 8.0 MiB, 1 of 3 layers done",
+        "push: 3.0 MiB of 8.0 MiB, stopped after 2.0 s (1.5 MiB/s), 1 of 3 layers done",
+    ]
 
 
 def test_outside_a_step_a_task_goes_nowhere():
@@ -108,8 +112,17 @@ def test_outside_a_step_a_task_goes_nowhere():
     assert bar.done == 2
 
 
-@pytest.mark.parametrize("value, shown", [(0, "0 B"), (1023, "1023 B"), (1536, "1.5 KiB"),
-                                          (190 * MiB, "190.0 MiB"), (5 << 30, "5.0 GiB"), (3 << 40, "3072.0 GiB")])
+@pytest.mark.parametrize(
+    "value, shown",
+    [
+        (0, "0 B"),
+        (1023, "1023 B"),
+        (1536, "1.5 KiB"),
+        (190 * MiB, "190.0 MiB"),
+        (5 << 30, "5.0 GiB"),
+        (3 << 40, "3072.0 GiB"),
+    ],
+)
 def test_sizes(value, shown):
     assert size(value) == shown
 
@@ -121,6 +134,7 @@ def test_a_line_without_a_total():
 
 
 # -- the console chooses: plain lines in Actions and into files, a live bar on a terminal --------
+
 
 def test_the_console_shows_plain_lines_in_actions_even_on_a_terminal_and_into_a_file():
     for console in (Console(ci=True, out=Terminal(), err=Terminal()), Console(out=io.StringIO())):
@@ -175,6 +189,7 @@ def test_on_a_terminal_a_live_bar_is_drawn_and_cleared_and_lines_print_above_it(
 
 # -- the push: the daemon's stream, summed over its layers -------------------------------------
 
+
 def test_the_daemon_push_stream_becomes_bytes_sent_of_the_total(plain):
     lines, clock = plain
     events = [
@@ -208,22 +223,32 @@ def test_the_daemon_push_stream_becomes_bytes_sent_of_the_total(plain):
 
 # -- requirements: models resolved of all, the distributions being unpacked ---------------------
 
+
 def test_requirements_show_models_resolved_of_all_and_the_distributions_unpacked(make_repo, tmp_path, monkeypatch):
     lines: list[str] = []
     monkeypatch.setattr(cache, "_root", tmp_path / "cache")
     make_wheel(tmp_path / "wheels", "shared", "1.0")
     make_wheel(tmp_path / "wheels", "tool", "0.1", requires=("shared",))
     offline_index(monkeypatch, tmp_path / "wheels")
-    files = {**python_model_files("a"), **python_model_files("b"), **python_model_files("plain"),
-             "a/requirements.txt": "tool==0.1\n", "b/requirements.txt": "shared==1.0\n"}
+    files = {
+        **python_model_files("a"),
+        **python_model_files("b"),
+        **python_model_files("plain"),
+        "a/requirements.txt": "tool==0.1\n",
+        "b/requirements.txt": "shared==1.0\n",
+    }
     repo = Repository.load(make_repo(files))
-    install = PythonInstall("3.11", "/usr/bin/python3.11", "libpython3.11.so.1.0", "", "/usr/lib/python3/dist-packages", "")
+    install = PythonInstall(
+        "3.11", "/usr/bin/python3.11", "libpython3.11.so.1.0", "", "/usr/lib/python3/dist-packages", ""
+    )
     ticking = PlainLines(lines.append, every=5.0, clock=lambda: next(seconds))
     seconds = iter(range(0, 1000, 3))  # each look at the clock: 3 s later
     with progress.reporting(ticking):
         environments.resolve(repo, install, "2.35")
-    assert lines == ["requirements: 0 of 2 models, a: resolving",
-                     "requirements: 0 of 2 models, a: unpacking 2 of 2 distributions",  # tool and shared
-                     "requirements: 1 of 2 models, b: resolving",
-                     "requirements: 2 of 2 models",
-                     "requirements: 2 of 2 models in 24.0 s"]
+    assert lines == [
+        "requirements: 0 of 2 models, a: resolving",
+        "requirements: 0 of 2 models, a: unpacking 2 of 2 distributions",  # tool and shared
+        "requirements: 1 of 2 models, b: resolving",
+        "requirements: 2 of 2 models",
+        "requirements: 2 of 2 models in 24.0 s",
+    ]

@@ -87,8 +87,9 @@ def test_a_pre_receive_hook_that_refuses_is_a_warning_with_the_fix(origin, tmp_p
     assert result.outcome == "refused" and not result.pushed
     assert "pre-receive hook declined" in result.reason and "main is protected" in result.reason
     [warning] = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
-    assert warning.startswith("release 1.1.0 is published, but its release commit and tag v1.1.0 were not pushed "
-                              "to origin main: ")
+    assert warning.startswith(
+        "release 1.1.0 is published, but its release commit and tag v1.1.0 were not pushed to origin main: "
+    )
     assert FIX in warning and "or set commit: false" in warning
     assert "the registry keeps the record of released versions" in warning
     assert origin_has(origin) == ("models", [])  # atomic: neither the branch nor the tag moved
@@ -105,7 +106,9 @@ def test_a_branch_that_moved_on_is_refused_and_nothing_is_pushed(origin, tmp_pat
     with caplog.at_level(logging.WARNING, logger="triton_release"):
         result = push_release(checkout, committed, PushTarget("main"))
     assert result.outcome == "refused"
-    assert "main [rejected]" in result.reason and ("fetch first" in result.reason or "non-fast-forward" in result.reason)
+    assert "main [rejected]" in result.reason and (
+        "fetch first" in result.reason or "non-fast-forward" in result.reason
+    )
     assert any(FIX in r.getMessage() for r in caplog.records)
     assert origin_has(origin) == ("meanwhile", [])
 
@@ -114,8 +117,9 @@ def test_the_branch_named_by_the_workflow_wins_over_the_checkout(origin, tmp_pat
     checkout = clone(origin, tmp_path / "work")
     git(checkout, "checkout", "-q", "--detach")  # as some checkouts leave it
     committed = release_commit(checkout)
-    result = push_release(checkout, committed, PushTarget.from_env({"GITHUB_REF": "refs/heads/main",
-                                                                    "GITHUB_REF_NAME": "main"}))
+    result = push_release(
+        checkout, committed, PushTarget.from_env({"GITHUB_REF": "refs/heads/main", "GITHUB_REF_NAME": "main"})
+    )
     assert result.pushed and origin_has(origin) == ("release 1.1.0", ["v1.1.0"])
 
 
@@ -161,12 +165,18 @@ def test_credentials_in_the_remote_url_never_reach_the_warning_or_the_report(tmp
     assert any(FIX in r.getMessage() for r in caplog.records)
 
 
-@pytest.mark.parametrize("env, branch", [
-    ({"GITHUB_REF": "refs/heads/main", "GITHUB_REF_NAME": "main", "GITHUB_REF_TYPE": "branch"}, "main"),
-    ({"GITHUB_REF": "refs/pull/7/merge", "GITHUB_REF_NAME": "7/merge", "GITHUB_HEAD_REF": "feature/x"}, "feature/x"),
-    ({"GITHUB_REF": "refs/tags/v2.0.0", "GITHUB_REF_NAME": "v2.0.0", "GITHUB_REF_TYPE": "tag"}, None),
-    ({"GITHUB_REF_NAME": "release/1.x", "GITHUB_REF_TYPE": "branch"}, "release/1.x"),
-    ({}, None),
-])
+@pytest.mark.parametrize(
+    "env, branch",
+    [
+        ({"GITHUB_REF": "refs/heads/main", "GITHUB_REF_NAME": "main", "GITHUB_REF_TYPE": "branch"}, "main"),
+        (
+            {"GITHUB_REF": "refs/pull/7/merge", "GITHUB_REF_NAME": "7/merge", "GITHUB_HEAD_REF": "feature/x"},
+            "feature/x",
+        ),
+        ({"GITHUB_REF": "refs/tags/v2.0.0", "GITHUB_REF_NAME": "v2.0.0", "GITHUB_REF_TYPE": "tag"}, None),
+        ({"GITHUB_REF_NAME": "release/1.x", "GITHUB_REF_TYPE": "branch"}, "release/1.x"),
+        ({}, None),
+    ],
+)
 def test_the_branch_comes_from_the_workflow_run(env, branch):
     assert PushTarget.from_env(env) == PushTarget(branch)

@@ -26,11 +26,12 @@ from triton_release.settings import BY_KEY, DEPRECATED, read_config_file, resolv
 ACTION = yaml.safe_load((ROOT / "action.yml").read_text())
 INPUTS = set(ACTION["inputs"])
 # docker://ghcr.io/OWNER/triton-release:vN: the action a user names OWNER/triton-release@vN
-PUBLISHED = re.fullmatch(r"docker://(?P<image>[^/]+/(?P<owner>[^/]+)/(?P<name>[^:@]+)):(?P<major>v\d+)",
-                         ACTION["runs"]["image"])
+PUBLISHED = re.fullmatch(
+    r"docker://(?P<image>[^/]+/(?P<owner>[^/]+)/(?P<name>[^:@]+)):(?P<major>v\d+)", ACTION["runs"]["image"]
+)
 assert PUBLISHED, f"action.yml's runs.image {ACTION['runs']['image']!r} is not docker://HOST/OWNER/NAME:vN"
-ACTION_REF = f"{PUBLISHED['owner']}/{PUBLISHED['name']}"   # org/triton-release
-USES = f"{ACTION_REF}@{PUBLISHED['major']}"                 # org/triton-release@v1
+ACTION_REF = f"{PUBLISHED['owner']}/{PUBLISHED['name']}"  # org/triton-release
+USES = f"{ACTION_REF}@{PUBLISHED['major']}"  # org/triton-release@v1
 DOCKER_WITH = {"entrypoint", "args"}  # what `with:` passes to a `uses: docker://...` step besides inputs
 
 WORKFLOW_FILES = sorted((ROOT / ".github" / "workflows").glob("*.y*ml"))
@@ -43,8 +44,8 @@ MARKS = {"fragment"}
 @dataclass(frozen=True)
 class Block:
     page: Path
-    line: int        # of the opening fence, 1-based
-    text: str        # dedented by the fence's indentation
+    line: int  # of the opening fence, 1-based
+    text: str  # dedented by the fence's indentation
     mark: str | None
 
     @property
@@ -67,7 +68,7 @@ def yaml_blocks(page: Path) -> list[Block]:
             i += 1
         assert i < len(lines), f"{page.relative_to(ROOT)}:{start + 1}: a code block that never closes"
         if opening["lang"].lower() in ("yaml", "yml"):
-            body = [line[len(indent):] if line.startswith(indent) else line.lstrip() for line in lines[start + 1:i]]
+            body = [line[len(indent) :] if line.startswith(indent) else line.lstrip() for line in lines[start + 1 : i]]
             before = next((lines[j] for j in range(start - 1, -1, -1) if lines[j].strip()), "")
             mark = MARK.match(before)
             blocks.append(Block(page, start + 1, "\n".join(body) + "\n", mark["kind"] if mark else None))
@@ -108,8 +109,12 @@ def kind(block: Block, data) -> str:
 
 def uses_the_action(step: dict) -> bool:
     uses = str(step.get("uses", ""))
-    return (uses == "./" or uses.startswith(f"{ACTION_REF}@")
-            or uses.startswith(f"docker://{PUBLISHED['image']}@") or uses.startswith(f"docker://{PUBLISHED['image']}:"))
+    return (
+        uses == "./"
+        or uses.startswith(f"{ACTION_REF}@")
+        or uses.startswith(f"docker://{PUBLISHED['image']}@")
+        or uses.startswith(f"docker://{PUBLISHED['image']}:")
+    )
 
 
 def undeclared_inputs(steps: list[dict]) -> list[str]:
@@ -129,7 +134,9 @@ def all_steps(workflow: dict) -> list[dict]:
 def as_users_write_it(node):
     """A workflow of this repository as a user's says it: `uses: ./` is the published action."""
     if isinstance(node, dict):
-        return {key: (USES if key == "uses" and value == "./" else as_users_write_it(value)) for key, value in node.items()}
+        return {
+            key: (USES if key == "uses" and value == "./" else as_users_write_it(value)) for key, value in node.items()
+        }
     if isinstance(node, list):
         return [as_users_write_it(item) for item in node]
     return node
@@ -156,9 +163,11 @@ def test_every_yaml_block_is_tested_as_what_it_is(block, tmp_path):
         return
     if found == "workflow":
         matches = [name for name, workflow in AS_USERS_WRITE_THEM.items() if workflow == data]
-        assert matches, (f"{block.where}: a whole workflow that is none of .github/workflows/ "
-                         f"({', '.join(WORKFLOWS)}): make it one of them, key for key (with `uses: {USES}` where "
-                         "the file says `uses: ./`)")
+        assert matches, (
+            f"{block.where}: a whole workflow that is none of .github/workflows/ "
+            f"({', '.join(WORKFLOWS)}): make it one of them, key for key (with `uses: {USES}` where "
+            "the file says `uses: ./`)"
+        )
         assert not undeclared_inputs(all_steps(data)), f"{block.where}: inputs action.yml does not declare"
     elif found == "steps":
         wrong = undeclared_inputs(steps_of(data))
@@ -176,9 +185,11 @@ def test_every_yaml_block_is_tested_as_what_it_is(block, tmp_path):
         except UsageError as exc:
             pytest.fail(f"{block.where}: the settings loader refuses this triton-release.yaml: {exc}", pytrace=False)
     else:
-        pytest.fail(f"{block.where}: this ```yaml block is not a whole workflow, a step, nor triton-release.yaml "
-                    "settings; if it is a fragment, put `<!-- snippet: fragment -->` on the line before it",
-                    pytrace=False)
+        pytest.fail(
+            f"{block.where}: this ```yaml block is not a whole workflow, a step, nor triton-release.yaml "
+            "settings; if it is a fragment, put `<!-- snippet: fragment -->` on the line before it",
+            pytrace=False,
+        )
 
 
 def test_the_quick_start_is_the_first_section_and_its_workflow_is_release_yml():
@@ -187,10 +198,13 @@ def test_the_quick_start_is_the_first_section_and_its_workflow_is_release_yml():
     assert sections and sections[0] == "Quick start", f"the README's first section is {sections[:1]}, not Quick start"
     first = next(b for b in BLOCKS if b.page.name == "README.md")
     quick_start_ends = readme.index("\n## ", readme.index("## Quick start")) + 1  # the next section
-    assert first.line <= readme[:quick_start_ends].count("\n"), "the README's first ```yaml block is not in its quick start"
+    assert first.line <= readme[:quick_start_ends].count("\n"), (
+        "the README's first ```yaml block is not in its quick start"
+    )
     assert yaml.safe_load(first.text) == AS_USERS_WRITE_THEM["release.yml"], (
         f"{first.where}: the quick start's workflow differs from .github/workflows/release.yml, which the "
-        "end-to-end tests run under act")
+        "end-to-end tests run under act"
+    )
     assert f"uses: {USES}" in first.text
 
 
@@ -201,11 +215,14 @@ def test_the_example_workflows_give_the_action_only_inputs_it_declares(name):
 
 def test_the_checks_catch_what_they_are_for(tmp_path):
     """The classifier and the checks, on blocks that are wrong on purpose."""
+
     def block(text: str, mark: str | None = None) -> tuple[Block, object]:
         return Block(ROOT / "README.md", 1, text, mark), yaml.safe_load(text)
 
     wrong_step = f"- uses: {USES}\n  with:\n    repositroy: ghcr.io/a/b\n"
-    assert kind(*block(wrong_step)) == "steps" and undeclared_inputs(yaml.safe_load(wrong_step)) == [f"{USES}: repositroy"]
+    assert kind(*block(wrong_step)) == "steps" and undeclared_inputs(yaml.safe_load(wrong_step)) == [
+        f"{USES}: repositroy"
+    ]
     docker = f"uses: docker://{PUBLISHED['image']}@sha256:{'0' * 64}\nwith:\n  entrypoint: x\n  mode: test\n"
     assert kind(*block(docker)) == "steps" and undeclared_inputs([yaml.safe_load(docker)]) == []
     assert kind(*block("model_repository: models\nbase_imag: x\n")) == "settings"

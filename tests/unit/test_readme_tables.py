@@ -78,14 +78,18 @@ def test_the_tables_have_the_columns_of_action_yml():
 
 def test_the_inputs_table_names_every_input_of_action_yml_and_no_other():
     declared, listed = set(ACTION["inputs"]), set(INPUTS)
-    assert listed == declared, (f"README inputs missing from action.yml: {sorted(listed - declared)}; "
-                                f"action.yml inputs missing from the README: {sorted(declared - listed)}")
+    assert listed == declared, (
+        f"README inputs missing from action.yml: {sorted(listed - declared)}; "
+        f"action.yml inputs missing from the README: {sorted(declared - listed)}"
+    )
 
 
 def test_the_outputs_table_names_every_output_of_action_yml_and_no_other():
     declared, listed = set(ACTION["outputs"]), set(OUTPUTS)
-    assert listed == declared, (f"README outputs missing from action.yml: {sorted(listed - declared)}; "
-                                f"action.yml outputs missing from the README: {sorted(declared - listed)}")
+    assert listed == declared, (
+        f"README outputs missing from action.yml: {sorted(listed - declared)}; "
+        f"action.yml outputs missing from the README: {sorted(declared - listed)}"
+    )
 
 
 @pytest.mark.parametrize("name", sorted(ACTION["inputs"]))
@@ -93,11 +97,14 @@ def test_each_input_has_action_yml_s_default(name):
     assert name in INPUTS, f"the README's inputs table lacks `{name}`"
     expected = default_text(ACTION["inputs"][name].get("default"))
     assert unquoted(INPUTS[name][0]) == expected, (
-        f"input `{name}`: the README's default is {INPUTS[name][0]!r}, action.yml's is {expected!r}")
+        f"input `{name}`: the README's default is {INPUTS[name][0]!r}, action.yml's is {expected!r}"
+    )
 
 
-@pytest.mark.parametrize("kind, name", [("inputs", n) for n in sorted(ACTION["inputs"])]
-                         + [("outputs", n) for n in sorted(ACTION["outputs"])])
+@pytest.mark.parametrize(
+    "kind, name",
+    [("inputs", n) for n in sorted(ACTION["inputs"])] + [("outputs", n) for n in sorted(ACTION["outputs"])],
+)
 def test_each_description_is_action_yml_s(kind, name):
     listed = INPUTS if kind == "inputs" else OUTPUTS
     assert name in listed, f"the README's {kind} table lacks `{name}`"
@@ -106,6 +113,8 @@ def test_each_description_is_action_yml_s(kind, name):
 
 
 def test_the_parser_reads_a_table_as_a_reader_does():
-    text = "x\n\n| input | default | description |\n| --- | --- | --- |\n| `a` | `1` | one \\| two |\n| `b` |  | none |\n"
+    text = (
+        "x\n\n| input | default | description |\n| --- | --- | --- |\n| `a` | `1` | one \\| two |\n| `b` |  | none |\n"
+    )
     [parsed] = tables(text)
     assert parsed == [["input", "default", "description"], ["`a`", "`1`", "one | two"], ["`b`", "", "none"]]

@@ -75,8 +75,10 @@ def test_a_fresh_checkout_gets_every_released_version_and_the_next_number(runner
     assert content(repo, "a", 1) == PYTHON_MODEL  # as 1.0.0 shipped it
     assert content(repo, "a", 2) == PYTHON_MODEL + "# one\n"  # as 1.1.0 shipped it
     assert content(repo, "a", 3) == PYTHON_MODEL + "# one\n# two\n"
-    assert dict(planned.record["a"]) == {**record.parse(registry.labels["1.1.0"][RELEASED_VERSIONS_LABEL])["a"],
-                                         3: planned.bumps[0].new_tree}
+    assert dict(planned.record["a"]) == {
+        **record.parse(registry.labels["1.1.0"][RELEASED_VERSIONS_LABEL])["a"],
+        3: planned.bumps[0].new_tree,
+    }
     steps.undo_bump(repo.models, planned)
     assert repo.git("status", "--porcelain") == ""
 
@@ -99,15 +101,21 @@ def test_a_released_version_held_with_other_bytes_is_refused_naming_the_release(
     registry.release("1.1.0", second, plan(repo, registry))
     repo.write({"a/2/model.py": PYTHON_MODEL + "# one, then more\n"})  # a bump made by hand, a/1 left edited
     repo.commit("a: version 2 by hand")
-    with pytest.raises(Refused, match=r"version 1 of a was released in 127.0.0.1:5000/team/models:1.1.0 with "
-                                      r"other\s+contents"):
+    with pytest.raises(
+        Refused,
+        match=r"version 1 of a was released in 127.0.0.1:5000/team/models:1.1.0 with "
+        r"other\s+contents",
+    ):
         plan(repo, registry)
 
 
 def test_a_version_number_below_the_released_ones_is_refused(runner):
     repo, registry = runner
-    registry.release("1.1.0", repo.git("rev-parse", "HEAD"), {"a": {1: record.trees_at(
-        steps.Git(repo.root), "HEAD", "model_repository")["a"][1], 3: "0" * 40}})
+    registry.release(
+        "1.1.0",
+        repo.git("rev-parse", "HEAD"),
+        {"a": {1: record.trees_at(steps.Git(repo.root), "HEAD", "model_repository")["a"][1], 3: "0" * 40}},
+    )
     repo.write({"a/2/model.py": PYTHON_MODEL + "# new\n"})
     repo.commit("a: version 2")
     with pytest.raises(Refused, match="Name the new version\\s+4"):

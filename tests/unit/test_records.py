@@ -22,19 +22,23 @@ OTHER = "sha256:" + "cd" * 32
 COMMIT = "0123456789abcdef" * 2 + "01234567"
 
 
-def candidate(*shards: tuple[str, tuple[str, ...]], changed: tuple[str, ...] | None = None,
-              version: str = "1.2.0", cases: int = 1) -> Candidate:
+def candidate(
+    *shards: tuple[str, tuple[str, ...]], changed: tuple[str, ...] | None = None, version: str = "1.2.0", cases: int = 1
+) -> Candidate:
     """A staged candidate whose plan holds `cases` golden cases of each model."""
-    plan = [Shard(name, models, models, cases * len(models), False, (cases,) * len(models))
-            for name, models in shards]
-    labels = {SHARDS_LABEL: shards_label(plan),
-              CHANGED_LABEL: json.dumps(sorted(changed if changed is not None else {m for _, ms in shards for m in ms})),
-              "org.opencontainers.image.version": version, "org.opencontainers.image.revision": COMMIT}
+    plan = [Shard(name, models, models, cases * len(models), False, (cases,) * len(models)) for name, models in shards]
+    labels = {
+        SHARDS_LABEL: shards_label(plan),
+        CHANGED_LABEL: json.dumps(sorted(changed if changed is not None else {m for _, ms in shards for m in ms})),
+        "org.opencontainers.image.version": version,
+        "org.opencontainers.image.revision": COMMIT,
+    }
     return Candidate.from_labels("127.0.0.1:5000/team/models", DIGEST, labels)
 
 
-def record(shard: str, models: tuple[str, ...], passed: bool = True, failed: tuple[str, ...] = (),
-           digest: str = DIGEST) -> GoldenRecord:
+def record(
+    shard: str, models: tuple[str, ...], passed: bool = True, failed: tuple[str, ...] = (), digest: str = DIGEST
+) -> GoldenRecord:
     cases = tuple({"case": f"{m}/basic", "passed": f"{m}/basic" not in failed} for m in models)
     return GoldenRecord(digest, shard, models, passed, cases, COMMIT)
 
@@ -47,17 +51,34 @@ def test_a_record_survives_its_json():
     text = json.dumps(original.to_json())
     assert GoldenRecord.from_json(json.loads(text)) == original
     assert original.failed_cases == ["b/basic"]
-    assert json.loads(text) == {"candidate": DIGEST, "shard": "shard-1", "models": ["a", "b"], "passed": False,
-                                "cases": [{"case": "a/basic", "passed": True}, {"case": "b/basic", "passed": False}],
-                                "revision": COMMIT, "cases_run": 2}
+    assert json.loads(text) == {
+        "candidate": DIGEST,
+        "shard": "shard-1",
+        "models": ["a", "b"],
+        "passed": False,
+        "cases": [{"case": "a/basic", "passed": True}, {"case": "b/basic", "passed": False}],
+        "revision": COMMIT,
+        "cases_run": 2,
+    }
 
 
 def test_a_record_states_the_cases_planned_and_run_and_the_models_set_aside():
-    original = GoldenRecord(DIGEST, "shard-1", ("a", "gpu"), True, ({"case": "a/basic", "passed": True},), COMMIT,
-                            planned_cases=(("a", 2), ("gpu", 1)), needs_gpu=(("gpu", "CUDA is required"),))
+    original = GoldenRecord(
+        DIGEST,
+        "shard-1",
+        ("a", "gpu"),
+        True,
+        ({"case": "a/basic", "passed": True},),
+        COMMIT,
+        planned_cases=(("a", 2), ("gpu", 1)),
+        needs_gpu=(("gpu", "CUDA is required"),),
+    )
     data = json.loads(json.dumps(original.to_json()))
     assert (data["planned_cases"], data["cases_run"], data["needs_gpu"]) == (
-        {"a": 2, "gpu": 1}, 1, {"gpu": "CUDA is required"})
+        {"a": 2, "gpu": 1},
+        1,
+        {"gpu": "CUDA is required"},
+    )
     assert GoldenRecord.from_json(data) == original
     assert original.untested({"a": 2, "gpu": 1}) == [("a", 1, 2, ""), ("gpu", 0, 1, "CUDA is required")]
     assert original.untested({"a": 1}) == [("gpu", 0, 0, "CUDA is required")]  # set aside: untested, cases or not
@@ -67,15 +88,31 @@ def test_a_record_states_the_cases_planned_and_run_and_the_models_set_aside():
         GoldenRecord.from_json({**data, "planned_cases": {"a": -1}})
 
 
-@pytest.mark.parametrize("broken, why", [
-    ([], "not a JSON object"),
-    ({"candidate": DIGEST, "shard": "shard-1", "models": ["a"], "passed": "yes", "cases": [], "revision": ""},
-     "'passed'"),
-    ({"candidate": DIGEST, "shard": "shard-1", "models": [1], "passed": True, "cases": [], "revision": ""},
-     "'models'"),
-    ({"candidate": DIGEST, "shard": "shard-1", "models": ["a"], "passed": True, "cases": [{"case": "a/x"}],
-      "revision": ""}, "'cases'"),
-])
+@pytest.mark.parametrize(
+    "broken, why",
+    [
+        ([], "not a JSON object"),
+        (
+            {"candidate": DIGEST, "shard": "shard-1", "models": ["a"], "passed": "yes", "cases": [], "revision": ""},
+            "'passed'",
+        ),
+        (
+            {"candidate": DIGEST, "shard": "shard-1", "models": [1], "passed": True, "cases": [], "revision": ""},
+            "'models'",
+        ),
+        (
+            {
+                "candidate": DIGEST,
+                "shard": "shard-1",
+                "models": ["a"],
+                "passed": True,
+                "cases": [{"case": "a/x"}],
+                "revision": "",
+            },
+            "'cases'",
+        ),
+    ],
+)
 def test_what_is_not_a_record_says_what_is_wrong(broken, why):
     with pytest.raises(ValueError, match=why):
         GoldenRecord.from_json(broken)
@@ -84,8 +121,13 @@ def test_what_is_not_a_record_says_what_is_wrong(broken, why):
 def test_the_record_tag_names_the_candidate_digest_and_the_shard():
     assert record_tag(DIGEST, "shard-3") == f"sha256-{'ab' * 32}.golden-shard-3"
     assert len(record_tag(DIGEST, "s" * 49)) <= 128  # a registry tag's limit
-    for digest, shard in ((DIGEST[:-1], "shard-1"), ("md5:" + "ab" * 16, "shard-1"), (DIGEST, "../x"),
-                          (DIGEST, "s" * 50), (DIGEST, "")):
+    for digest, shard in (
+        (DIGEST[:-1], "shard-1"),
+        ("md5:" + "ab" * 16, "shard-1"),
+        (DIGEST, "../x"),
+        (DIGEST, "s" * 50),
+        (DIGEST, ""),
+    ):
         with pytest.raises(UsageError):
             record_tag(digest, shard)
 
@@ -113,16 +155,27 @@ def test_every_missing_shard_is_named():
 
 
 def test_a_record_for_another_candidate_is_refused():
-    found = problems(candidate(*TWO), {"shard-1": record("shard-1", ("a", "b")),
-                                       "shard-2": record("shard-2", ("c",), digest=OTHER)}, "1.2.0")
+    found = problems(
+        candidate(*TWO),
+        {"shard-1": record("shard-1", ("a", "b")), "shard-2": record("shard-2", ("c",), digest=OTHER)},
+        "1.2.0",
+    )
     assert found == [f"the record of shard-2 is for {OTHER}, another candidate"]
 
 
 def test_a_failed_shard_names_its_failed_cases():
-    found = problems(candidate(*TWO), {"shard-1": record("shard-1", ("a", "b"), passed=False, failed=("b/basic",)),
-                                       "shard-2": record("shard-2", ("c",), passed=False)}, "1.2.0")
-    assert found == ["shard-1 failed: b/basic",
-                     "shard-2 failed before any case failed (a model did not load, or the test stopped)"]
+    found = problems(
+        candidate(*TWO),
+        {
+            "shard-1": record("shard-1", ("a", "b"), passed=False, failed=("b/basic",)),
+            "shard-2": record("shard-2", ("c",), passed=False),
+        },
+        "1.2.0",
+    )
+    assert found == [
+        "shard-1 failed: b/basic",
+        "shard-2 failed before any case failed (a model did not load, or the test stopped)",
+    ]
 
 
 def passed_without_cases(shard: str, models: tuple[str, ...], needs_gpu: tuple = ()) -> GoldenRecord:
@@ -131,21 +184,32 @@ def passed_without_cases(shard: str, models: tuple[str, ...], needs_gpu: tuple =
 
 def test_a_passing_record_that_ran_fewer_cases_than_planned_is_refused_naming_its_models():
     plan = candidate(("shard-1", ("a", "b")), ("shard-2", ("c",)), cases=2)
-    short = GoldenRecord(DIGEST, "shard-1", ("a", "b"), True, ({"case": "a/basic", "passed": True},
-                                                               {"case": "a/more", "passed": True}), COMMIT)
+    short = GoldenRecord(
+        DIGEST,
+        "shard-1",
+        ("a", "b"),
+        True,
+        ({"case": "a/basic", "passed": True}, {"case": "a/more", "passed": True}),
+        COMMIT,
+    )
     found = problems(plan, {"shard-1": short, "shard-2": passed_without_cases("shard-2", ("c",))}, "1.2.0")
-    assert found == ["shard-1 left b (ran 0 of 2 planned golden cases) untested",
-                     "shard-2 left c (ran 0 of 2 planned golden cases) untested"]
+    assert found == [
+        "shard-1 left b (ran 0 of 2 planned golden cases) untested",
+        "shard-2 left c (ran 0 of 2 planned golden cases) untested",
+    ]
     assert "no passing record covers" not in " ".join(found)  # named once, where it happened
 
 
 def test_a_model_set_aside_for_lacking_a_gpu_is_refused_unless_gpu_models_test_accepts_it():
     plan = candidate(("shard-1", ("a",)), ("shard-2", ("gpu",)))
-    records = {"shard-1": record("shard-1", ("a",)),
-               "shard-2": passed_without_cases("shard-2", ("gpu",), (("gpu", "RuntimeError: CUDA is required"),))}
+    records = {
+        "shard-1": record("shard-1", ("a",)),
+        "shard-2": passed_without_cases("shard-2", ("gpu",), (("gpu", "RuntimeError: CUDA is required"),)),
+    }
     found = problems(plan, records, "1.2.0")
-    assert found == ["shard-2 left gpu (needs a GPU: RuntimeError: CUDA is required; ran 0 of 1 planned golden "
-                     "case) untested"]
+    assert found == [
+        "shard-2 left gpu (needs a GPU: RuntimeError: CUDA is required; ran 0 of 1 planned golden case) untested"
+    ]
     check = CandidateCheck(plan, tuple(records.items()), tuple(found))
     assert "--gpus all" in refusal(check).message and "gpu_models test" in refusal(check).message
     assert review(plan, records, "1.2.0", "test") == ([], [("gpu", "RuntimeError: CUDA is required")])
@@ -155,12 +219,16 @@ def test_a_model_set_aside_for_lacking_a_gpu_is_refused_unless_gpu_models_test_a
 
 
 def test_a_shard_plan_that_does_not_count_each_models_cases_is_refused():
-    labels = {SHARDS_LABEL: '[{"name": "shard-1", "models": ["a"], "cases": 1}]', CHANGED_LABEL: '["a"]',
-              "org.opencontainers.image.version": "1.2.0"}
+    labels = {
+        SHARDS_LABEL: '[{"name": "shard-1", "models": ["a"], "cases": 1}]',
+        CHANGED_LABEL: '["a"]',
+        "org.opencontainers.image.version": "1.2.0",
+    }
     plan = Candidate.from_labels("127.0.0.1:5000/team/models", DIGEST, labels)
     assert problems(plan, {"shard-1": record("shard-1", ("a",))}, "1.2.0") == [
         "the plan of shard-1 does not say how many golden cases of each model it must run (the candidate was "
-        "staged by an earlier triton-release)"]
+        "staged by an earlier triton-release)"
+    ]
 
 
 def test_records_must_cover_every_changed_model():
@@ -171,8 +239,7 @@ def test_records_must_cover_every_changed_model():
 
 def test_the_version_must_be_the_planned_one():
     found = {"shard-1": record("shard-1", ("a", "b")), "shard-2": record("shard-2", ("c",))}
-    assert problems(candidate(*TWO), found, "1.3.0") == [
-        "--version 1.3.0 is not the candidate's planned version 1.2.0"]
+    assert problems(candidate(*TWO), found, "1.3.0") == ["--version 1.3.0 is not the candidate's planned version 1.2.0"]
 
 
 def test_the_refusal_names_every_problem_and_exits_1():
@@ -181,12 +248,20 @@ def test_the_refusal_names_every_problem_and_exits_1():
     check = CandidateCheck(plan, tuple(records.items()), tuple(problems(plan, records, "2.0.0")))
     error = refusal(check)
     assert isinstance(error, Refused) and error.exit_code == 1 and error.result is check
-    for part in ("--version 2.0.0", "planned version 1.2.0", "no record for shard-2", "shard-1 failed: a/basic",
-                 "Nothing was tagged", f"{plan.ref}"):
+    for part in (
+        "--version 2.0.0",
+        "planned version 1.2.0",
+        "no record for shard-2",
+        "shard-1 failed: a/basic",
+        "Nothing was tagged",
+        f"{plan.ref}",
+    ):
         assert part in error.message
     shards = check.to_json()["shards"]
     assert [(s["name"], s["found"], s["passed"], s["failed_cases"]) for s in shards] == [
-        ("shard-1", True, False, ["a/basic"]), ("shard-2", False, False, [])]
+        ("shard-1", True, False, ["a/basic"]),
+        ("shard-2", False, False, []),
+    ]
 
 
 def test_a_candidate_without_a_shard_plan_is_refused():
@@ -196,9 +271,11 @@ def test_a_candidate_without_a_shard_plan_is_refused():
 
 # -- blob uploads, on a loopback registry that answers only what these tests set up -----------
 
+
 def blob_registry(location: str, uploads: list, existing: set | None = None) -> FakeRegistry:
     """Answers a blob HEAD (200 for `existing` digests), the upload POST with `location`, and the
     PUT that finishes it, whose path and body land in `uploads`."""
+
     def hook(handler) -> bool:
         path = handler.path
         if handler.command == "HEAD" and "/blobs/sha256:" in path:
@@ -211,6 +288,7 @@ def blob_registry(location: str, uploads: list, existing: set | None = None) -> 
         else:
             return False
         return True
+
     return FakeRegistry(auth=False, hook=hook)
 
 

@@ -30,6 +30,7 @@ def open_repo(fake: FakeRegistry, credentials: Credentials | None = None) -> Reg
 
 # -- 1. pagination -----------------------------------------------------------------------------
 
+
 def test_a_tag_list_linking_to_itself_is_read_once():
     with FakeRegistry(auth=False) as fake:
         fake.link = '</v2/team/models/tags/list?n=1000>; rel="next"'
@@ -56,6 +57,7 @@ def test_a_tag_list_that_never_ends_is_given_up_after_the_page_cap():
 
 # -- 2. a deadline for the whole answer --------------------------------------------------------
 
+
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("slow_part", ["headers", "body"])
 def test_an_answer_trickling_in_is_given_up_at_the_deadline(slow_part):
@@ -79,8 +81,11 @@ def test_an_answer_trickling_in_is_given_up_at_the_deadline(slow_part):
         repo = open_repo(fake)
         repo.deadline = 1.0
         start = time.monotonic()
-        with pytest.raises(InfrastructureError, match=rf"The registry {fake.address} did not finish its answer "
-                                                      r"within 1 s") as error:
+        with pytest.raises(
+            InfrastructureError,
+            match=rf"The registry {fake.address} did not finish its answer "
+            r"within 1 s",
+        ) as error:
             repo.tags()
         assert time.monotonic() - start < 5
         assert error.value.exit_code == 3
@@ -112,9 +117,12 @@ def test_html_where_json_is_expected_is_an_infrastructure_error(where):
 
 # -- 4. where credentials may go ---------------------------------------------------------------
 
+
 def test_credentials_never_go_to_a_plain_http_realm_on_another_host():
-    with FakeRegistry(user=USER, password=PASSWORD) as elsewhere, \
-            FakeRegistry(user=USER, password=PASSWORD, realm=f"http://{elsewhere.address}/token") as fake:
+    with (
+        FakeRegistry(user=USER, password=PASSWORD) as elsewhere,
+        FakeRegistry(user=USER, password=PASSWORD, realm=f"http://{elsewhere.address}/token") as fake,
+    ):
         with pytest.raises(Refused) as refused:
             open_repo(fake, Credentials(USER, PASSWORD, "inputs")).tags()
         message = str(refused.value)
@@ -130,14 +138,17 @@ def test_an_https_realm_on_another_host_is_asked_and_an_anonymous_one_anywhere()
     with FakeRegistry(realm=realm) as fake:
         with pytest.raises(InfrastructureError, match=r"token service https://127.0.0.1:\d+/token is unreachable"):
             open_repo(fake, Credentials(USER, PASSWORD)).tags()
-    with FakeRegistry(user=USER, password=PASSWORD) as elsewhere, \
-            FakeRegistry(realm=f"http://{elsewhere.address}/token") as fake:
+    with (
+        FakeRegistry(user=USER, password=PASSWORD) as elsewhere,
+        FakeRegistry(realm=f"http://{elsewhere.address}/token") as fake,
+    ):
         with pytest.raises(Refused, match="anonymously"):  # no credentials to leak: asked, and refused there
             open_repo(fake).tags()
         assert len(elsewhere.token_requests) == 1 and "Authorization" not in str(elsewhere.requests)
 
 
 # -- 5. digests are the manifest bytes' ---------------------------------------------------------
+
 
 def test_digests_are_computed_from_the_manifest_bytes_not_the_header():
     body = json.dumps({"schemaVersion": 2, "mediaType": MANIFEST_TYPE, "layers": []}).encode()
@@ -153,6 +164,7 @@ def test_digests_are_computed_from_the_manifest_bytes_not_the_header():
 
 
 # -- 7. a Docker host that accepts and never answers -------------------------------------------
+
 
 @pytest.mark.timeout(60)
 def test_a_docker_host_that_never_answers_is_given_up_after_the_ping_timeout(tmp_path):

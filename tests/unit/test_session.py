@@ -37,8 +37,9 @@ def report_of(tmp_path) -> dict:
     return json.loads((tmp_path / "report.json").read_text())
 
 
-@pytest.mark.parametrize("error, code", [(Refused("no"), 1), (UsageError("bad flag"), 2),
-                                         (InfrastructureError("registry down"), 3)])
+@pytest.mark.parametrize(
+    "error, code", [(Refused("no"), 1), (UsageError("bad flag"), 2), (InfrastructureError("registry down"), 3)]
+)
 def test_the_exit_code_comes_from_the_error_type(tmp_path, error, code):
     s, _, err = session(tmp_path)
 
@@ -69,6 +70,7 @@ def test_a_refusal_keeps_the_result_it_found(tmp_path):
 
 def test_an_unexpected_error_exits_3_with_the_traceback_in_a_named_file(tmp_path, monkeypatch):
     from triton_release import cache
+
     cache.configure({"TRITON_RELEASE_CACHE": str(tmp_path / "cache")})
     s, _, err = session(tmp_path)
 
@@ -93,6 +95,7 @@ def test_a_signal_cleans_up_writes_the_report_and_exits_128_plus_n(tmp_path, sig
                 os.kill(os.getpid(), signum)
             finally:
                 cleaned.append("container removed")
+
         s.step("test", None, serve)
 
     assert run(s, body, report_path=str(tmp_path / "report.json")) == code
@@ -130,7 +133,9 @@ def test_secrets_are_masked_line_by_line_and_annotations_escaped():
     console.line("token first-line and second-line")
     console.warning("a\n::stop-commands::x")
     text = out.getvalue()
-    assert "first-line" not in text.replace("::add-mask::first-line", "").replace("::add-mask::first-line%0Asecond-line", "")
+    assert "first-line" not in text.replace("::add-mask::first-line", "").replace(
+        "::add-mask::first-line%0Asecond-line", ""
+    )
     assert "token *** and ***" in text
     assert "::warning::a%0A::stop-commands::x" in text
 

@@ -47,11 +47,18 @@ def test_settings_error_exits_2(tmp_path, capsys):
     assert "Did you mean 'model_repository'?" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("text, fragment", [
-    ("keep: yes\n", "keep=True"), ("keep: 2.9\n", "keep=2.9"), ("keep: 0\n", "keep at least 1"),
-    ("channel: {a: 1}\n", "channel="), ("python: 3.10\n", 'quote it, e.g. python: "3.10"'),
-    ("load_timeout: -1\n", "at least 1 second"), ("requirements_options: sometimes\n", "refuse, allow"),
-])
+@pytest.mark.parametrize(
+    "text, fragment",
+    [
+        ("keep: yes\n", "keep=True"),
+        ("keep: 2.9\n", "keep=2.9"),
+        ("keep: 0\n", "keep at least 1"),
+        ("channel: {a: 1}\n", "channel="),
+        ("python: 3.10\n", 'quote it, e.g. python: "3.10"'),
+        ("load_timeout: -1\n", "at least 1 second"),
+        ("requirements_options: sometimes\n", "refuse, allow"),
+    ],
+)
 def test_a_setting_of_the_wrong_type_is_refused_not_coerced(tmp_path, text, fragment):
     (tmp_path / "triton-release.yaml").write_text(text)
     with pytest.raises(UsageError, match="is not valid") as err:
@@ -67,16 +74,21 @@ def test_the_old_image_key_is_read_as_repository_with_a_warning(tmp_path):
 
 # -- registry repositories as users type them ------------------------------------------------
 
+
 @pytest.mark.parametrize("layer", ["cli", "file", "action"])
 def test_an_upper_case_registry_repository_is_lower_cased_with_a_notice(tmp_path, layer):
     given = "ghcr.io/MyOrg/Models"
     if layer == "file":
         (tmp_path / "triton-release.yaml").write_text(f"repository: {given}\n")
-    settings = resolve({"repository": given} if layer == "cli" else {}, cwd=tmp_path,
-                       action_inputs={"repository": given} if layer == "action" else None)
+    settings = resolve(
+        {"repository": given} if layer == "cli" else {},
+        cwd=tmp_path,
+        action_inputs={"repository": given} if layer == "action" else None,
+    )
     assert settings.repository == "ghcr.io/myorg/models"
-    assert settings.warnings == ("registry repository ghcr.io/MyOrg/Models lower-cased to ghcr.io/myorg/models "
-                                 "(Docker refuses upper case)",)
+    assert settings.warnings == (
+        "registry repository ghcr.io/MyOrg/Models lower-cased to ghcr.io/myorg/models (Docker refuses upper case)",
+    )
 
 
 def test_the_old_image_key_is_lower_cased_too(tmp_path):
@@ -101,6 +113,7 @@ def test_a_tag_is_never_lower_cased_it_stays_refused(tmp_path):
 
 
 # -- stub providers ------------------------------------------------------------------------------
+
 
 def test_an_unknown_stub_in_the_file_names_the_file_line_and_the_valid_values(tmp_path):
     (tmp_path / "triton-release.yaml").write_text("channel: stable\n\nstub: conda\n")
@@ -137,6 +150,7 @@ def test_other_settings_errors_in_the_file_name_their_line_too(tmp_path):
 
 # -- run from a subfolder, as git is ---------------------------------------------------------------
 
+
 def test_from_a_subfolder_the_defaults_are_at_the_git_top_level(git_repo):
     sub = git_repo.root / "some" / "sub" / "folder"
     sub.mkdir(parents=True)
@@ -146,8 +160,9 @@ def test_from_a_subfolder_the_defaults_are_at_the_git_top_level(git_repo):
 
 
 def test_from_a_subfolder_the_settings_file_is_found_and_its_paths_are_its_own(git_repo):
-    (git_repo.root / "triton-release.yaml").write_text("model_repository: models\nstub: path:stubs/stub\n"
-                                                       "channel: stable\n")
+    (git_repo.root / "triton-release.yaml").write_text(
+        "model_repository: models\nstub: path:stubs/stub\nchannel: stable\n"
+    )
     sub = git_repo.root / "some" / "sub"
     sub.mkdir(parents=True)
     settings = resolve({}, cwd=sub)

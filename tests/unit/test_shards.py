@@ -20,7 +20,7 @@ from triton_release.models.shards import (
     shards_label,
 )
 
-GPU_GROUP = 'instance_group [ { kind: KIND_GPU count: 1 } ]\n'
+GPU_GROUP = "instance_group [ { kind: KIND_GPU count: 1 } ]\n"
 
 
 def models(*names: str, cases: int = 1) -> dict:
@@ -44,8 +44,10 @@ def test_three_models_as_three_shards_named_in_order(make_repo):
     repo = repo_of(make_repo, models("c", "a", "b"))
     plan = plan_shards(repo, ["c", "a", "b"], shards=3)
     assert [(s.name, s.models, s.load, s.cases, s.gpu) for s in plan] == [
-        ("shard-1", ("a",), ("a",), 1, False), ("shard-2", ("b",), ("b",), 1, False),
-        ("shard-3", ("c",), ("c",), 1, False)]
+        ("shard-1", ("a",), ("a",), 1, False),
+        ("shard-2", ("b",), ("b",), 1, False),
+        ("shard-3", ("c",), ("c",), 1, False),
+    ]
 
 
 def test_no_names_no_shards_and_never_more_shards_than_groups(make_repo):
@@ -55,8 +57,9 @@ def test_no_names_no_shards_and_never_more_shards_than_groups(make_repo):
 
 
 def test_an_ensemble_and_its_steps_stay_in_one_shard(make_repo):
-    repo = repo_of(make_repo, {**models("first", "second", "other1", "other2"),
-                               **pipeline_files("pipe", "first", "second")})
+    repo = repo_of(
+        make_repo, {**models("first", "second", "other1", "other2"), **pipeline_files("pipe", "first", "second")}
+    )
     plan = plan_shards(repo, ["first", "second", "pipe", "other1", "other2"], shards=3)
     holding = next(s for s in plan if "pipe" in s.models)
     assert set(holding.models) == {"first", "second", "pipe"}  # the steps are tested where they are loaded
@@ -72,8 +75,9 @@ def test_an_ensemble_alone_loads_its_unchanged_steps(make_repo):
 
 
 def test_a_shared_step_is_tested_once_and_loaded_by_every_user(make_repo):
-    repo = repo_of(make_repo, {**models("tok", "a", "b"), **pipeline_files("pa", "tok", "a"),
-                               **pipeline_files("pb", "tok", "b")})
+    repo = repo_of(
+        make_repo, {**models("tok", "a", "b"), **pipeline_files("pa", "tok", "a"), **pipeline_files("pb", "tok", "b")}
+    )
     plan = plan_shards(repo, ["tok", "pa", "pb"], shards=2)
     assert all_tested(plan) == ["pa", "pb", "tok"]
     assert all("tok" in s.load for s in plan)
@@ -129,9 +133,15 @@ def test_a_shard_loading_a_kind_gpu_model_is_a_gpu_shard(make_repo):
     assert {s.models: s.gpu for s in plan} == {("cpu1",): False, ("pipe",): True}  # it loads gpu1
 
 
-@pytest.mark.parametrize("kwargs, match", [({"shards": 0}, "1 to 256"), ({"shards": 300}, "1 to 256"),
-                                           ({"max_models": 0}, "1 or more"),
-                                           ({"shards": 2, "max_models": 2}, "not both")])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"shards": 0}, "1 to 256"),
+        ({"shards": 300}, "1 to 256"),
+        ({"max_models": 0}, "1 or more"),
+        ({"shards": 2, "max_models": 2}, "not both"),
+    ],
+)
 def test_bad_counts_are_usage_errors(make_repo, kwargs, match):
     repo = repo_of(make_repo, models("a"))
     with pytest.raises(UsageError, match=match):

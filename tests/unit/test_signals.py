@@ -51,6 +51,7 @@ def test_a_signal_dropped_in_a_finalizer_is_raised_at_the_next_step(tmp_path):
             weakref.finalize(resource, lambda: (os.kill(os.getpid(), signal.SIGTERM), sum(range(10_000))))
             del resource
             ran.append("build went on")
+
         s.step("build", None, build)
         s.step("push", None, lambda: ran.append("pushed"))
 
@@ -98,8 +99,14 @@ def test_a_signal_during_a_container_removal_waits_for_it_then_stops_the_run(tmp
         api = Api()
 
     session = Session("release", Console(out=io.StringIO(), err=io.StringIO()))
-    assert run(session, lambda s: s.step("build", None, remove_by_name, Client(), "probe-1"),
-               report_path=str(tmp_path / "r.json")) == 143
+    assert (
+        run(
+            session,
+            lambda s: s.step("build", None, remove_by_name, Client(), "probe-1"),
+            report_path=str(tmp_path / "r.json"),
+        )
+        == 143
+    )
     assert removed == ["probe-1"]
 
 
@@ -152,8 +159,14 @@ def test_a_signal_held_while_the_removal_itself_fails_is_raised_not_lost(tmp_pat
         api = Api()
 
     session = Session("release", Console(out=io.StringIO(), err=io.StringIO()))
-    assert run(session, lambda s: s.step("test", None, remove_by_name, Client(), "probe-3"),
-               report_path=str(tmp_path / "r.json")) == 130
+    assert (
+        run(
+            session,
+            lambda s: s.step("test", None, remove_by_name, Client(), "probe-3"),
+            report_path=str(tmp_path / "r.json"),
+        )
+        == 130
+    )
     cleaned = []
 
     def serve():

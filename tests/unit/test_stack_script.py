@@ -40,14 +40,21 @@ def test_a_busy_daemon_is_waited_for_and_its_socket_kept(silent_unix_listener, t
     assert silent_unix_listener.exists()
 
 
-def test_a_daemon_that_never_answers_fails_with_its_log_and_keeps_its_socket(silent_unix_listener, tmp_path, monkeypatch):
+def test_a_daemon_that_never_answers_fails_with_its_log_and_keeps_its_socket(
+    silent_unix_listener, tmp_path, monkeypatch
+):
     monkeypatch.setattr(stack, "DOCKER_SOCKET", silent_unix_listener)
     monkeypatch.setattr(stack, "STATE", tmp_path)
     monkeypatch.delenv("DOCKER_HOST", raising=False)
-    (tmp_path / "dockerd.log").write_text("level=error msg=\"the daemon's own last words\"\n")
+    (tmp_path / "dockerd.log").write_text('level=error msg="the daemon\'s own last words"\n')
     monkeypatch.setattr(stack, "docker_answers", lambda: False)
-    monkeypatch.setattr(stack, "wait_for", lambda what, probe, seconds, log_file=None: (_ for _ in ()).throw(
-        stack.StackError(f"{what} did not come up; {log_file.read_text()}")))
+    monkeypatch.setattr(
+        stack,
+        "wait_for",
+        lambda what, probe, seconds, log_file=None: (_ for _ in ()).throw(
+            stack.StackError(f"{what} did not come up; {log_file.read_text()}")
+        ),
+    )
     no_new_processes(monkeypatch)
     with pytest.raises(stack.StackError, match="running, not answering.*last words"):
         stack.ensure_docker()

@@ -17,14 +17,34 @@ LDD_38_MISSING = "\tlibpython3.8.so.1.0 => not found\n\tlibc.so.6 => /lib/x86_64
 LDD_WHEEL_313 = "\tlibpython3-419a3a08.13.so.1.0 => /opt/tritonserver/lib/libpython3-419a3a08.13.so.1.0 (0x1)\n"
 
 
-def probe_output(python3="3.11", libpython="/usr/lib/x86_64-linux-gnu/libpython3.11.so.1.0", numpy="1.24.2",
-                 ldd=LDD_311, triton="2.51.0", ngc="24.10") -> str:
+def probe_output(
+    python3="3.11",
+    libpython="/usr/lib/x86_64-linux-gnu/libpython3.11.so.1.0",
+    numpy="1.24.2",
+    ldd=LDD_311,
+    triton="2.51.0",
+    ngc="24.10",
+) -> str:
     import json
-    python = {"version": python3, "executable": f"/usr/bin/python{python3}",
-              "soname": f"libpython{python3}.so.1.0", "libpython": libpython,
-              "site_packages": f"/usr/local/lib/python{python3}/dist-packages", "numpy": numpy}
-    return "\n".join([json.dumps({"env": {"triton": triton, "ngc": ngc}}), json.dumps({"python3": python3}),
-                      json.dumps({"glibc": "2.36"}), json.dumps({"python": python}), '{"ldd": "begin"}', ldd])
+
+    python = {
+        "version": python3,
+        "executable": f"/usr/bin/python{python3}",
+        "soname": f"libpython{python3}.so.1.0",
+        "libpython": libpython,
+        "site_packages": f"/usr/local/lib/python{python3}/dist-packages",
+        "numpy": numpy,
+    }
+    return "\n".join(
+        [
+            json.dumps({"env": {"triton": triton, "ngc": ngc}}),
+            json.dumps({"python3": python3}),
+            json.dumps({"glibc": "2.36"}),
+            json.dumps({"python": python}),
+            '{"ldd": "begin"}',
+            ldd,
+        ]
+    )
 
 
 def base(**kw):
@@ -42,11 +62,14 @@ def test_ngc_release_is_derived_from_the_triton_version_when_the_image_does_not_
     assert base(ngc="", triton="2.52.0").ngc_release == "24.11"
 
 
-@pytest.mark.parametrize("ldd, python, loads, missing", [
-    (LDD_311, "3.11", True, ()),
-    (LDD_38_MISSING, "3.8", False, ("libpython3.8.so.1.0",)),
-    (LDD_WHEEL_313, "3.13", True, ()),
-])
+@pytest.mark.parametrize(
+    "ldd, python, loads, missing",
+    [
+        (LDD_311, "3.11", True, ()),
+        (LDD_38_MISSING, "3.8", False, ("libpython3.8.so.1.0",)),
+        (LDD_WHEEL_313, "3.13", True, ()),
+    ],
+)
 def test_ldd_is_parsed(ldd, python, loads, missing):
     links = parse_ldd(ldd)
     assert (links.python, links.loads, links.missing) == (python, loads, missing)
@@ -85,8 +108,10 @@ def test_an_unknown_stub_mode_is_a_usage_error():
 
 def test_an_unknown_triton_version_falls_to_source_and_explains_both(monkeypatch):
     def unreachable(ngc_release, url=stub.PYTHON_BACKEND_URL):
-        raise stub.NoProvider("building python_backend r25.10 needs network access to github, and it is unreachable",
-                             unreachable=True)
+        raise stub.NoProvider(
+            "building python_backend r25.10 needs network access to github, and it is unreachable", unreachable=True
+        )
+
     monkeypatch.setattr(stub, "check_source_reachable", unreachable)
     with pytest.raises(Exception) as failed:
         stub.choose(base(ldd=LDD_38_MISSING, triton="2.62.0", ngc="25.10"), None, "auto")
@@ -123,8 +148,6 @@ def test_the_source_stub_is_compiled_against_a_pybind11_that_handles_numpy_2():
     stub.refuse_numpy2(choice, "2.2.4", "x", "y")  # no refusal
 
 
-
 def test_platforms_follow_the_images_glibc():
     tags = requirements.platforms("2.36")
     assert tags[0] == "manylinux_2_36_x86_64" and "manylinux2014_x86_64" in tags
-

@@ -60,30 +60,46 @@ def test_config_name_must_match_folder(make_repo):
 
 def test_backend_or_platform_required(make_repo):
     config = python_config("m").replace('backend: "python"\n', "")
-    assert "neither backend nor platform" in only_problem(make_repo({**python_model_files("m"), "m/config.pbtxt": config}))
+    assert "neither backend nor platform" in only_problem(
+        make_repo({**python_model_files("m"), "m/config.pbtxt": config})
+    )
 
 
 def test_duplicate_input_name(make_repo):
     config = python_config("m").replace(
         'input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]',
-        'input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] }, { name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]')
-    assert "input 'INPUT0' is declared 2 times" in only_problem(make_repo({**python_model_files("m"), "m/config.pbtxt": config}))
+        'input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] }, { name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]',
+    )
+    assert "input 'INPUT0' is declared 2 times" in only_problem(
+        make_repo({**python_model_files("m"), "m/config.pbtxt": config})
+    )
 
 
 def test_dims_must_be_positive_or_variable(make_repo):
-    root = make_repo({**python_model_files("m"), "m/config.pbtxt": python_config("m", dims="[ 0 ]"),
-                      "m/golden/basic.json": golden_case(shape=(1, 0), data=(), out=())})
+    root = make_repo(
+        {
+            **python_model_files("m"),
+            "m/config.pbtxt": python_config("m", dims="[ 0 ]"),
+            "m/golden/basic.json": golden_case(shape=(1, 0), data=(), out=()),
+        }
+    )
     assert all("each dimension is positive" in m for m in messages(root))
 
 
 def test_no_dims_without_batching(make_repo):
-    root = make_repo({**python_model_files("m"), "m/config.pbtxt": python_config("m", max_batch_size=0, dims="[ ]"),
-                      "m/golden/basic.json": golden_case(shape=(), data=(1,), out=(2,))})
+    root = make_repo(
+        {
+            **python_model_files("m"),
+            "m/config.pbtxt": python_config("m", max_batch_size=0, dims="[ ]"),
+            "m/golden/basic.json": golden_case(shape=(), data=(1,), out=(2,)),
+        }
+    )
     assert any("has no dims" in m for m in messages(root))
 
 
-@pytest.mark.parametrize("folder, fix", [("01", "rename it to 1"), ("v2", "rename it to 2"),
-                                          ("0", "version numbers start at 1")])
+@pytest.mark.parametrize(
+    "folder, fix", [("01", "rename it to 1"), ("v2", "rename it to 2"), ("0", "version numbers start at 1")]
+)
 def test_odd_version_folders(make_repo, folder, fix):
     root = make_repo({**python_model_files("m"), f"m/{folder}/model.py": PYTHON_MODEL})
     problem = only_problem(root)
@@ -115,8 +131,10 @@ def test_model_py_with_a_syntax_error_names_the_line(make_repo):
     files = python_model_files("m")
     files["m/1/model.py"] = PYTHON_MODEL.replace("def execute(self, requests):", "def execute(self, requests)")
     problem = only_problem(make_repo(files))
-    assert problem.endswith("model_repository/m/1/model.py:6:32: Python syntax error: expected ':'; fix it "
-                            "(tritonserver would fail to load the model)")
+    assert problem.endswith(
+        "model_repository/m/1/model.py:6:32: Python syntax error: expected ':'; fix it "
+        "(tritonserver would fail to load the model)"
+    )
 
 
 def test_default_model_filename_is_respected(make_repo):
@@ -136,38 +154,66 @@ def test_model_without_config_needs_model_py(make_repo):
 
 
 def ensemble(steps: str, outputs: str = 'output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]') -> str:
-    return (f'name: "ens"\nplatform: "ensemble"\nmax_batch_size: 8\n'
-            f'input [ {{ name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] }} ]\n{outputs}\n'
-            f'ensemble_scheduling {{ step [ {steps} ] }}\n')
+    return (
+        f'name: "ens"\nplatform: "ensemble"\nmax_batch_size: 8\n'
+        f'input [ {{ name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] }} ]\n{outputs}\n'
+        f"ensemble_scheduling {{ step [ {steps} ] }}\n"
+    )
 
 
-GOOD_STEP = ('{ model_name: "m" model_version: -1 input_map { key: "INPUT0" value: "INPUT0" } '
-             'output_map { key: "OUTPUT0" value: "OUTPUT0" } }')
+GOOD_STEP = (
+    '{ model_name: "m" model_version: -1 input_map { key: "INPUT0" value: "INPUT0" } '
+    'output_map { key: "OUTPUT0" value: "OUTPUT0" } }'
+)
 
 
 def test_good_ensemble(make_repo):
-    root = make_repo({**python_model_files("m"), "ens/config.pbtxt": ensemble(GOOD_STEP), "ens/1": None,
-                      "ens/golden/basic.json": golden_case()})
+    root = make_repo(
+        {
+            **python_model_files("m"),
+            "ens/config.pbtxt": ensemble(GOOD_STEP),
+            "ens/1": None,
+            "ens/golden/basic.json": golden_case(),
+        }
+    )
     assert validate(root).ok
 
 
 def test_ensemble_step_naming_a_missing_model(make_repo):
-    root = make_repo({**python_model_files("m"), "ens/config.pbtxt": ensemble(GOOD_STEP.replace('"m"', '"gone"')),
-                      "ens/1": None, "ens/golden/basic.json": golden_case()})
+    root = make_repo(
+        {
+            **python_model_files("m"),
+            "ens/config.pbtxt": ensemble(GOOD_STEP.replace('"m"', '"gone"')),
+            "ens/1": None,
+            "ens/golden/basic.json": golden_case(),
+        }
+    )
     found = messages(root)
     assert any("step model 'gone' is not in the model repository" in m and ":6:" in m for m in found), found
 
 
 def test_ensemble_step_with_a_wrong_tensor_name(make_repo):
-    root = make_repo({**python_model_files("m"), "ens/config.pbtxt": ensemble(GOOD_STEP.replace('key: "INPUT0"', 'key: "IN"')),
-                      "ens/1": None, "ens/golden/basic.json": golden_case()})
+    root = make_repo(
+        {
+            **python_model_files("m"),
+            "ens/config.pbtxt": ensemble(GOOD_STEP.replace('key: "INPUT0"', 'key: "IN"')),
+            "ens/1": None,
+            "ens/golden/basic.json": golden_case(),
+        }
+    )
     assert "maps input 'IN', which m does not declare (its inputs: INPUT0)" in only_problem(root)
 
 
 def test_ensemble_output_produced_by_no_step(make_repo):
     steps = GOOD_STEP.replace('value: "OUTPUT0"', 'value: "elsewhere"')
-    root = make_repo({**python_model_files("m"), "ens/config.pbtxt": ensemble(steps), "ens/1": None,
-                      "ens/golden/basic.json": golden_case()})
+    root = make_repo(
+        {
+            **python_model_files("m"),
+            "ens/config.pbtxt": ensemble(steps),
+            "ens/1": None,
+            "ens/golden/basic.json": golden_case(),
+        }
+    )
     assert "ensemble output 'OUTPUT0' is produced by no step" in only_problem(root)
 
 
@@ -186,6 +232,7 @@ def test_model_names_are_restricted(make_repo, name):
 
 
 # -- golden files --------------------------------------------------------------------------
+
 
 def test_malformed_golden_json_gives_line_and_column(make_repo):
     root = make_repo({**python_model_files("m"), "m/golden/basic.json": '{\n  "inputs": [\n    {"name": 1,}\n'})
@@ -214,13 +261,16 @@ def test_golden_shape_that_does_not_fit(make_repo):
 
 def test_golden_batch_larger_than_max_batch_size(make_repo):
     case = golden_case(shape=(9, 4), data=range(36), out=range(36))
-    assert any("does not fit" in m for m in messages(make_repo({**python_model_files("m"), "m/golden/basic.json": case})))
+    assert any(
+        "does not fit" in m for m in messages(make_repo({**python_model_files("m"), "m/golden/basic.json": case}))
+    )
 
 
 def test_golden_data_count_must_match_shape(make_repo):
     case = golden_case(data=(1, 2, 3))
-    assert "shape [1, 4] holds 4 elements but \"data\" has 3" in only_problem(
-        make_repo({**python_model_files("m"), "m/golden/basic.json": case}))
+    assert 'shape [1, 4] holds 4 elements but "data" has 3' in only_problem(
+        make_repo({**python_model_files("m"), "m/golden/basic.json": case})
+    )
 
 
 def test_golden_nested_data_is_accepted(make_repo):
@@ -232,25 +282,33 @@ def test_golden_nested_data_is_accepted(make_repo):
 def test_golden_bytes_given_as_numbers(make_repo):
     config = python_config("m", max_batch_size=0, dims="[ -1 ]", dtype="TYPE_STRING")
     case = golden_case(shape=(2,), data=(1, 2), out=("a", "b"), dtype="BYTES")
-    problem = only_problem(make_repo({**python_model_files("m"), "m/config.pbtxt": config, "m/golden/basic.json": case}))
+    problem = only_problem(
+        make_repo({**python_model_files("m"), "m/config.pbtxt": config, "m/golden/basic.json": case})
+    )
     assert "of a BYTES tensor is 1; write text as a string" in problem
 
 
 def test_golden_unknown_key(make_repo):
     case = golden_case(tolerance=0.1)
-    assert "unknown key 'tolerance'" in only_problem(make_repo({**python_model_files("m"), "m/golden/basic.json": case}))
+    assert "unknown key 'tolerance'" in only_problem(
+        make_repo({**python_model_files("m"), "m/golden/basic.json": case})
+    )
 
 
 def test_golden_unknown_datatype(make_repo):
     case = golden_case(dtype="FLOAT")
-    assert "'FLOAT' is not a KServe v2 type" in messages(make_repo({**python_model_files("m"), "m/golden/basic.json": case}))[0]
+    assert (
+        "'FLOAT' is not a KServe v2 type"
+        in messages(make_repo({**python_model_files("m"), "m/golden/basic.json": case}))[0]
+    )
 
 
 def test_golden_decoupled_responses_are_checked(make_repo):
     case = json.loads(golden_case())
     case["outputs"] = [[case["outputs"][0]], [dict(case["outputs"][0], name="NOPE")]]
     assert "output 'NOPE' is not declared" in only_problem(
-        make_repo({**python_model_files("m"), "m/golden/basic.json": json.dumps(case)}))
+        make_repo({**python_model_files("m"), "m/golden/basic.json": json.dumps(case)})
+    )
 
 
 def test_no_golden_cases_is_a_warning_not_a_problem(make_repo):
@@ -261,15 +319,21 @@ def test_no_golden_cases_is_a_warning_not_a_problem(make_repo):
 
 
 def test_every_problem_is_reported(make_repo):
-    root = make_repo({**python_model_files("a"), **python_model_files("b"),
-                      "a/config.pbtxt": python_config("a", dtype="TYPE_FP33"),
-                      "b/01/model.py": PYTHON_MODEL,
-                      "b/golden/bad.json": "{"})
+    root = make_repo(
+        {
+            **python_model_files("a"),
+            **python_model_files("b"),
+            "a/config.pbtxt": python_config("a", dtype="TYPE_FP33"),
+            "b/01/model.py": PYTHON_MODEL,
+            "b/golden/bad.json": "{",
+        }
+    )
     found = messages(root)
     assert len(found) == 3, found
 
 
 # -- the command ---------------------------------------------------------------------------
+
 
 def test_validate_json_report(make_repo, capsys, tmp_path):
     root = make_repo({**python_model_files("m"), "m/01/model.py": PYTHON_MODEL})

@@ -104,14 +104,17 @@ def test_the_report_holds_the_waves_and_the_peak_memory():
     assert data["peak_memory_bytes"] == 123456789
     assert data["waves"] == [
         {"index": 1, "loaded": ["a"], "tested": ["a"], "cases": 1, "seconds": 2.5, "oversized": False},
-        {"index": 2, "loaded": ["b"], "tested": ["b"], "cases": 0, "seconds": 1.25, "oversized": False}]
+        {"index": 2, "loaded": ["b"], "tested": ["b"], "cases": 0, "seconds": 1.25, "oversized": False},
+    ]
     assert GoldenRun("img", (), (), ()).to_json()["peak_memory_bytes"] is None
 
 
 def test_the_console_prints_one_line_per_wave_only_when_there_are_several():
     case = CaseResult("a/basic", "a/golden/basic.json", True, 1.5, ())
-    waves = (WaveRun(1, tuple("abc"), ("a", "b", "c"), 120, 14.24),
-             WaveRun(2, ("pipe", "s1", "s2"), ("pipe",), 3, 2.0, True))
+    waves = (
+        WaveRun(1, tuple("abc"), ("a", "b", "c"), 120, 14.24),
+        WaveRun(2, ("pipe", "s1", "s2"), ("pipe",), 3, 2.0, True),
+    )
     out = io.StringIO()
     Console(out=out).golden_run(GoldenRun("img", (), (case,), (), waves, 300 << 20))
     text = out.getvalue()
@@ -128,7 +131,8 @@ def test_the_junit_files_of_the_waves_become_one(tmp_path):
         (tmp_path / f"wave-{index}.xml").write_text(
             f'<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="pytest" errors="0" '
             f'failures="{failures}" skipped="0" tests="1" time="0.5"><testcase classname="" name="{name}" '
-            'time="0.5"/></testsuite></testsuites>')
+            'time="0.5"/></testsuite></testsuites>'
+        )
     dest = tmp_path / "out" / "golden.xml"
     merge_junit([str(tmp_path / "wave-1.xml"), str(tmp_path / "missing.xml"), str(tmp_path / "wave-2.xml")], str(dest))
     suite = ElementTree.parse(dest).getroot().find("testsuite")
@@ -137,6 +141,7 @@ def test_the_junit_files_of_the_waves_become_one(tmp_path):
 
 
 # -- progress: models ready of a wave's, golden cases of all --------------------------------------
+
 
 @pytest.fixture
 def lines():
@@ -180,9 +185,13 @@ def test_loading_shows_models_ready_of_those_loading_with_the_wave(lines, no_sle
     control = Control({"a": 1, "b": 2, "c": 2})
     control.wave = "wave 2 of 3"
     control.wait_ready({"a": 1, "b": 1, "c": None})
-    assert lines == ["load: 0 of 3 models ready, wave 2 of 3", "load: 1 of 3 models ready, wave 2 of 3",
-                     "load: 2 of 3 models ready, wave 2 of 3", "load: 3 of 3 models ready, wave 2 of 3",
-                     "load: 3 of 3 models ready in 0.0 s, wave 2 of 3"]
+    assert lines == [
+        "load: 0 of 3 models ready, wave 2 of 3",
+        "load: 1 of 3 models ready, wave 2 of 3",
+        "load: 2 of 3 models ready, wave 2 of 3",
+        "load: 3 of 3 models ready, wave 2 of 3",
+        "load: 3 of 3 models ready in 0.0 s, wave 2 of 3",
+    ]
 
 
 def test_loading_without_waves_shows_no_wave_and_nothing_to_load_shows_nothing(lines, no_sleep):
@@ -214,6 +223,7 @@ def test_a_refused_load_stops_the_models_ready(lines, no_sleep):
 class Server:
     """The waves' server without tritonserver: which wave it showed as each switch loaded, and
     the models in `aside` set aside as needing a GPU when they are loaded."""
+
     http_url = grpc_url = "127.0.0.1:1"
 
     def __init__(self, aside: tuple[str, ...] = ()) -> None:
@@ -237,6 +247,7 @@ class Server:
 def cases_run(monkeypatch):
     """run_suite without pytest or a server: each tested model's case (one at most) passes and
     advances the bar."""
+
     def run_suite(repo, names, http_url, grpc_url, *, junitxml=None, keyword=None, bar=None):
         found = []
         for name in (n for n in names if repo[n].golden_cases):
@@ -253,11 +264,17 @@ def test_golden_cases_count_over_every_wave_and_show_the_wave_as_its_loads_do(re
     found, ran = run_waves(repo, server, waves, {name: 1 for name in "abcde"})
     assert len(found) == 5 and [w.cases for w in ran] == [2, 2, 1]
     assert server.switched == [("wave 1 of 3", ("a", "b")), ("wave 2 of 3", ("c", "d")), ("wave 3 of 3", ("e",))]
-    assert lines == ["golden cases: 0 of 5 cases, wave 1 of 3", "golden cases: 1 of 5 cases, wave 1 of 3",
-                     "golden cases: 2 of 5 cases, wave 1 of 3", "golden cases: 2 of 5 cases, wave 2 of 3",
-                     "golden cases: 3 of 5 cases, wave 2 of 3", "golden cases: 4 of 5 cases, wave 2 of 3",
-                     "golden cases: 4 of 5 cases, wave 3 of 3", "golden cases: 5 of 5 cases, wave 3 of 3",
-                     "golden cases: 5 of 5 cases in 0.0 s, wave 3 of 3"]
+    assert lines == [
+        "golden cases: 0 of 5 cases, wave 1 of 3",
+        "golden cases: 1 of 5 cases, wave 1 of 3",
+        "golden cases: 2 of 5 cases, wave 1 of 3",
+        "golden cases: 2 of 5 cases, wave 2 of 3",
+        "golden cases: 3 of 5 cases, wave 2 of 3",
+        "golden cases: 4 of 5 cases, wave 2 of 3",
+        "golden cases: 4 of 5 cases, wave 3 of 3",
+        "golden cases: 5 of 5 cases, wave 3 of 3",
+        "golden cases: 5 of 5 cases in 0.0 s, wave 3 of 3",
+    ]
 
 
 def test_one_wave_shows_no_wave_and_a_keyword_leaves_the_total_unknown(repo, lines, cases_run):
@@ -274,10 +291,15 @@ def test_the_cases_of_a_model_set_aside_as_needing_a_gpu_leave_the_total(repo, l
     waves = plan_waves(repo, ["a", "b", "c", "d"], 2)
     found, _ = run_waves(repo, Server(aside=("c",)), waves, {name: 1 for name in "abcd"})
     assert [c.case for c in found] == ["a/basic", "b/basic", "d/basic"]
-    assert lines == ["golden cases: 0 of 4 cases, wave 1 of 2", "golden cases: 1 of 4 cases, wave 1 of 2",
-                     "golden cases: 2 of 4 cases, wave 1 of 2", "golden cases: 2 of 4 cases, wave 2 of 2",
-                     "golden cases: 2 of 3 cases, wave 2 of 2",  # c did not load: its case is not run
-                     "golden cases: 3 of 3 cases, wave 2 of 2", "golden cases: 3 of 3 cases in 0.0 s, wave 2 of 2"]
+    assert lines == [
+        "golden cases: 0 of 4 cases, wave 1 of 2",
+        "golden cases: 1 of 4 cases, wave 1 of 2",
+        "golden cases: 2 of 4 cases, wave 1 of 2",
+        "golden cases: 2 of 4 cases, wave 2 of 2",
+        "golden cases: 2 of 3 cases, wave 2 of 2",  # c did not load: its case is not run
+        "golden cases: 3 of 3 cases, wave 2 of 2",
+        "golden cases: 3 of 3 cases in 0.0 s, wave 2 of 2",
+    ]
 
 
 def test_each_case_pytest_reports_advances_the_cases(lines):

@@ -16,9 +16,26 @@ from triton_release.errors import UsageError
 MODES = ("release", "test", "rollback", "stage", "promote")
 TRUE, FALSE = {"true", "1", "yes", "on"}, {"false", "0", "no", "off", ""}
 # inputs that are settings (`image`: the old name of `repository`)
-SETTING_INPUTS = ("model-repository", "repository", "image", "base-image", "python", "stub", "channel", "keep",
-                  "load-timeout", "max-loaded", "gpus", "gpu-models", "max-drift", "push-commit",
-                  "max-latency-increase", "latency-rounds", "warmup", "signing")
+SETTING_INPUTS = (
+    "model-repository",
+    "repository",
+    "image",
+    "base-image",
+    "python",
+    "stub",
+    "channel",
+    "keep",
+    "load-timeout",
+    "max-loaded",
+    "gpus",
+    "gpu-models",
+    "max-drift",
+    "push-commit",
+    "max-latency-increase",
+    "latency-rounds",
+    "warmup",
+    "signing",
+)
 
 
 def _flag(name: str, text: str) -> bool | None:
@@ -69,23 +86,23 @@ class Event:
 @dataclass(frozen=True)
 class ActionInputs:
     mode: str
-    settings: dict            # inputs that are settings (empty ones left to triton-release.yaml)
+    settings: dict  # inputs that are settings (empty ones left to triton-release.yaml)
     username: str
     password: str
-    push: bool | None         # None: by event
+    push: bool | None  # None: by event
     commit: bool
     base_ref: str
     rollback_to: str
     verify: bool
     report: str
-    candidate: str = ""               # stage's output REPO@sha256:...: mode test tests it, mode promote tags it
-    shard: str = ""                   # mode test of a candidate: the shard whose record it writes
-    models: str = ""                  # mode test of a candidate: a,b (default: the shard's, from the candidate)
-    shards: int | None = None         # mode stage: this many shards ...
+    candidate: str = ""  # stage's output REPO@sha256:...: mode test tests it, mode promote tags it
+    shard: str = ""  # mode test of a candidate: the shard whose record it writes
+    models: str = ""  # mode test of a candidate: a,b (default: the shard's, from the candidate)
+    shards: int | None = None  # mode stage: this many shards ...
     max_models_per_shard: int | None = None  # ... or as many as hold at most this many models
-    version: str = ""                 # mode promote: the release X.Y.Z (the stage job's version output)
+    version: str = ""  # mode promote: the release X.Y.Z (the stage job's version output)
     signing_key: str = field(default="", repr=False)  # the PEM itself (a secret): written to a 0600 file, masked
-    verify_key: str = ""              # a PEM public key, or the path of one in the workspace
+    verify_key: str = ""  # a PEM public key, or the path of one in the workspace
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> ActionInputs:
@@ -96,13 +113,26 @@ class ActionInputs:
         if mode not in MODES:
             raise UsageError(f"the action's input mode is {mode!r}; give one of {', '.join(MODES)}.")
         settings = {name.replace("-", "_"): value(name) for name in SETTING_INPUTS if value(name)}
-        return cls(mode, settings, value("username"), value("password"),
-                   _flag("push", value("push")), bool(_flag("commit", value("commit"))), value("base-ref"),
-                   value("rollback-to"), bool(_flag("verify", value("verify"))),
-                   value("report") or "triton-release-report.json", candidate=value("candidate"),
-                   shard=value("shard"), models=value("models"), shards=_count("shards", value("shards")),
-                   max_models_per_shard=_count("max-models-per-shard", value("max-models-per-shard")),
-                   version=value("version"), signing_key=value("signing-key"), verify_key=value("verify-key"))
+        return cls(
+            mode,
+            settings,
+            value("username"),
+            value("password"),
+            _flag("push", value("push")),
+            bool(_flag("commit", value("commit"))),
+            value("base-ref"),
+            value("rollback-to"),
+            bool(_flag("verify", value("verify"))),
+            value("report") or "triton-release-report.json",
+            candidate=value("candidate"),
+            shard=value("shard"),
+            models=value("models"),
+            shards=_count("shards", value("shards")),
+            max_models_per_shard=_count("max-models-per-shard", value("max-models-per-shard")),
+            version=value("version"),
+            signing_key=value("signing-key"),
+            verify_key=value("verify-key"),
+        )
 
     def pushes(self, event: Event) -> bool:
         """mode test never pushes (a candidate's test writes only its record); else the push input,

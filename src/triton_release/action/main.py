@@ -52,13 +52,18 @@ def main(env: Mapping[str, str] | None = None) -> int:
         if not isinstance(inputs, ActionInputs):
             raise inputs
         with key_files(inputs, env) as keys:  # the PEM inputs as files, removed when the run ends
-            settings = resolve({}, action_inputs={**inputs.settings, **keys},
-                               cwd=workspace if workspace.is_dir() else None)
+            settings = resolve(
+                {}, action_inputs={**inputs.settings, **keys}, cwd=workspace if workspace.is_dir() else None
+            )
             console.settings(settings)
             run(inputs, settings, Event.from_env(env), env, session)
 
-    return sessions.run(session, body, report_path=str(workspace / report_path),
-                        after=lambda report: finish(report, report_path, env, console))
+    return sessions.run(
+        session,
+        body,
+        report_path=str(workspace / report_path),
+        after=lambda report: finish(report, report_path, env, console),
+    )
 
 
 def run(inputs: ActionInputs, settings, event: Event, env: Mapping[str, str], session: sessions.Session) -> None:
@@ -75,28 +80,53 @@ def run(inputs: ActionInputs, settings, event: Event, env: Mapping[str, str], se
         promote(inputs, settings, env, session)
         return
     pushes = inputs.pushes(event)
-    repository = release.settings_repository(settings, env, required=pushes or inputs.mode in ("rollback", "stage"),
-                                         how="the action's input repository", username=inputs.username,
-                                         password=inputs.password)
+    repository = release.settings_repository(
+        settings,
+        env,
+        required=pushes or inputs.mode in ("rollback", "stage"),
+        how="the action's input repository",
+        username=inputs.username,
+        password=inputs.password,
+    )
     if inputs.mode == "rollback":
         if not inputs.rollback_to:
             raise UsageError("mode rollback needs the input rollback-to: the release X.Y.Z to point the channel at.")
         assert repository is not None
-        release.run_rollback(release.RollbackRequest(
-            repository, inputs.rollback_to, settings.channel, inputs.verify,
-            release.model_repository(settings, INPUT) if inputs.verify else None, settings.server,
-            verify_key=settings.verify_key), session)
+        release.run_rollback(
+            release.RollbackRequest(
+                repository,
+                inputs.rollback_to,
+                settings.channel,
+                inputs.verify,
+                release.model_repository(settings, INPUT) if inputs.verify else None,
+                settings.server,
+                verify_key=settings.verify_key,
+            ),
+            session,
+        )
         return
     if inputs.mode == "stage":
         stage(inputs, settings, event, env, repository, session)
         return
-    release.run_release(release.ReleaseRequest(
-        model_repository=release.model_repository(settings, INPUT), repository=repository,
-        base=inputs.base_ref or event.base, head="HEAD", image=settings.image, channel=settings.channel, keep=settings.keep, push=pushes,
-        commit=inputs.commit, server=settings.server, gates=GateOptions.from_settings(settings, env),
-        source=release.provenance_source(env),
-        push_back=PushTarget.from_env(env) if inputs.commit and settings.push_commit else None,
-        **_signing(settings, env, pushes)), session)
+    release.run_release(
+        release.ReleaseRequest(
+            model_repository=release.model_repository(settings, INPUT),
+            repository=repository,
+            base=inputs.base_ref or event.base,
+            head="HEAD",
+            image=settings.image,
+            channel=settings.channel,
+            keep=settings.keep,
+            push=pushes,
+            commit=inputs.commit,
+            server=settings.server,
+            gates=GateOptions.from_settings(settings, env),
+            source=release.provenance_source(env),
+            push_back=PushTarget.from_env(env) if inputs.commit and settings.push_commit else None,
+            **_signing(settings, env, pushes),
+        ),
+        session,
+    )
 
 
 def _signing(settings, env: Mapping[str, str], signs: bool = True) -> dict:
@@ -107,8 +137,10 @@ def _signing(settings, env: Mapping[str, str], signs: bool = True) -> dict:
 
     if not signs:
         return {}
-    return {"signing": prepare(settings.signing, settings.signing_key, env),
-            "invocation": Invocation.from_env(env, action=True)}
+    return {
+        "signing": prepare(settings.signing, settings.signing_key, env),
+        "invocation": Invocation.from_env(env, action=True),
+    }
 
 
 @contextmanager
@@ -126,8 +158,9 @@ def key_files(inputs: ActionInputs, env: Mapping[str, str]) -> Iterator[dict]:
             if name == "verify_key" and not text.startswith("-----BEGIN"):
                 keys[name] = text  # a path in the workspace
                 continue
-            descriptor, path = tempfile.mkstemp(prefix="triton-release-", suffix=".pem",
-                                                dir=folder if folder and os.path.isdir(folder) else None)
+            descriptor, path = tempfile.mkstemp(
+                prefix="triton-release-", suffix=".pem", dir=folder if folder and os.path.isdir(folder) else None
+            )
             made.append(path)
             with os.fdopen(descriptor, "w", encoding="utf-8") as out:  # mkstemp: mode 0600
                 out.write(text.strip() + "\n")
@@ -141,18 +174,29 @@ def key_files(inputs: ActionInputs, env: Mapping[str, str]) -> Iterator[dict]:
                 pass
 
 
-def stage(inputs: ActionInputs, settings, event: Event, env: Mapping[str, str], repository,
-          session: sessions.Session) -> None:
+def stage(
+    inputs: ActionInputs, settings, event: Event, env: Mapping[str, str], repository, session: sessions.Session
+) -> None:
     """mode stage: build once, push the candidate, plan the shards (the `shards` output)."""
     from triton_release.fanout.stage import StageRequest, run_stage
     from triton_release.models.shards import check_counts
 
     check_counts(inputs.shards, inputs.max_models_per_shard)
-    run_stage(StageRequest(
-        model_repository=release.model_repository(settings, INPUT), repository=repository,
-        base=inputs.base_ref or event.base, head="HEAD", image=settings.image, channel=settings.channel,
-        shards=inputs.shards, max_models=inputs.max_models_per_shard, source=release.provenance_source(env),
-        **_signing(settings, env)), session)
+    run_stage(
+        StageRequest(
+            model_repository=release.model_repository(settings, INPUT),
+            repository=repository,
+            base=inputs.base_ref or event.base,
+            head="HEAD",
+            image=settings.image,
+            channel=settings.channel,
+            shards=inputs.shards,
+            max_models=inputs.max_models_per_shard,
+            source=release.provenance_source(env),
+            **_signing(settings, env),
+        ),
+        session,
+    )
 
 
 def _candidate(inputs: ActionInputs, env: Mapping[str, str]):
@@ -162,8 +206,10 @@ def _candidate(inputs: ActionInputs, env: Mapping[str, str]):
 
     found = parse_candidate(inputs.candidate)
     if found is None:
-        raise UsageError(f"the action's input candidate is {inputs.candidate!r}; give REPO@sha256:<64 hex digits>, "
-                         "the stage job's `candidate` output.")
+        raise UsageError(
+            f"the action's input candidate is {inputs.candidate!r}; give REPO@sha256:<64 hex digits>, "
+            "the stage job's `candidate` output."
+        )
     return open_repository(found[0], env, inputs.username or None, inputs.password or None), found[1]
 
 
@@ -172,10 +218,18 @@ def test_shard(inputs: ActionInputs, settings, env: Mapping[str, str], session: 
     from triton_release.fanout.stage import CandidateTestRequest, run_candidate_test
 
     repository, digest = _candidate(inputs, env)
-    run_candidate_test(CandidateTestRequest(
-        model_repository=release.model_repository(settings, INPUT), repository=repository, digest=digest,
-        shard=inputs.shard or None, models=tuple(m for m in inputs.models.split(",") if m),
-        server=settings.server, gates=GateOptions.from_settings(settings, env)), session)
+    run_candidate_test(
+        CandidateTestRequest(
+            model_repository=release.model_repository(settings, INPUT),
+            repository=repository,
+            digest=digest,
+            shard=inputs.shard or None,
+            models=tuple(m for m in inputs.models.split(",") if m),
+            server=settings.server,
+            gates=GateOptions.from_settings(settings, env),
+        ),
+        session,
+    )
 
 
 def promote(inputs: ActionInputs, settings, env: Mapping[str, str], session: sessions.Session) -> None:
@@ -187,9 +241,19 @@ def promote(inputs: ActionInputs, settings, env: Mapping[str, str], session: ses
     if not inputs.version:
         raise UsageError("mode promote needs the input version: the stage job's `version` output.")
     repository, digest = _candidate(inputs, env)
-    run_promote(PromoteRequest(repository, digest, inputs.version, settings.channel, commit=inputs.commit,
-                               model_repository=release.model_repository(settings, INPUT) if inputs.commit
-                               else None, gpu_models=gpu_policy(settings), **_signing(settings, env)), session)
+    run_promote(
+        PromoteRequest(
+            repository,
+            digest,
+            inputs.version,
+            settings.channel,
+            commit=inputs.commit,
+            model_repository=release.model_repository(settings, INPUT) if inputs.commit else None,
+            gpu_models=gpu_policy(settings),
+            **_signing(settings, env),
+        ),
+        session,
+    )
 
 
 def finish(report: sessions.Report, report_path: str, env: Mapping[str, str], console: Console) -> None:

@@ -13,8 +13,8 @@ from triton_release.session import Report
 _VERSION = re.compile(r"^(\d+\.\d+\.\d+)?$")
 _DIGEST = re.compile(r"^(sha256:[0-9a-f]{64})?$")
 _CANDIDATE = re.compile(r"^([^@\s]+@sha256:[0-9a-f]{64})?$")
-_IMAGE = re.compile(r"^([^@\s,]+:\d+\.\d+\.\d+)?$")                        # REPO:X.Y.Z
-_TAG_REF = re.compile(r"^[^@\s,]+:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")          # REPO:TAG
+_IMAGE = re.compile(r"^([^@\s,]+:\d+\.\d+\.\d+)?$")  # REPO:X.Y.Z
+_TAG_REF = re.compile(r"^[^@\s,]+:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")  # REPO:TAG
 _SHARD_KEYS = {"name": str, "models": str, "load": str, "cases": int, "gpu": bool}
 
 
@@ -72,13 +72,14 @@ class ActionOutputs:
     - tags: every image tag written, REPO:TAG, one per line (as docker/metadata-action's `tags`)
     - previous_version, previous_digest: the release before this one
     """
+
     version: str
     image: str
     digest: str
     changed_models: tuple[str, ...]
     report: str
-    candidate: str = ""                 # stage: REPO@sha256:... of the staged candidate
-    shards: tuple[dict, ...] = ()       # stage: the matrix include list
+    candidate: str = ""  # stage: REPO@sha256:... of the staged candidate
+    shards: tuple[dict, ...] = ()  # stage: the matrix include list
     released: bool = False
     tags: tuple[str, ...] = ()
     previous_version: str = ""
@@ -93,32 +94,61 @@ class ActionOutputs:
         rolled = _done(report, "rollback")
         rolled_back = rolled is not None and hasattr(rolled, "channel")
         previous_version, previous_digest = _previous(report)
-        return cls(planned if released or rolled_back or report.command == "stage" else "",
-                   str(facts.get("image") or ""), str(facts.get("digest") or ""),
-                   tuple(str(m) for m in facts.get("changed_models") or ()), report_path,
-                   str(facts.get("candidate") or ""), tuple(facts.get("shards") or ()), released,
-                   _tags_written(report), previous_version, previous_digest, planned)
+        return cls(
+            planned if released or rolled_back or report.command == "stage" else "",
+            str(facts.get("image") or ""),
+            str(facts.get("digest") or ""),
+            tuple(str(m) for m in facts.get("changed_models") or ()),
+            report_path,
+            str(facts.get("candidate") or ""),
+            tuple(facts.get("shards") or ()),
+            released,
+            _tags_written(report),
+            previous_version,
+            previous_digest,
+            planned,
+        )
 
     def _shards_ok(self) -> bool:
-        return all(isinstance(s, dict) and set(s) == set(_SHARD_KEYS)
-                   and all(type(s[key]) is kind for key, kind in _SHARD_KEYS.items()) for s in self.shards)
+        return all(
+            isinstance(s, dict)
+            and set(s) == set(_SHARD_KEYS)
+            and all(type(s[key]) is kind for key, kind in _SHARD_KEYS.items())
+            for s in self.shards
+        )
 
     def _checks(self) -> list[tuple[str, bool, str]]:
         """(field, whether its value keeps its promise, the problem when it does not)."""
         return [
             ("version", bool(_VERSION.match(self.version)), f"version {self.version!r} is not X.Y.Z"),
-            ("planned_version", bool(_VERSION.match(self.planned_version)),
-             f"planned-version {self.planned_version!r} is not X.Y.Z"),
-            ("previous_version", bool(_VERSION.match(self.previous_version)),
-             f"previous-version {self.previous_version!r} is not X.Y.Z"),
+            (
+                "planned_version",
+                bool(_VERSION.match(self.planned_version)),
+                f"planned-version {self.planned_version!r} is not X.Y.Z",
+            ),
+            (
+                "previous_version",
+                bool(_VERSION.match(self.previous_version)),
+                f"previous-version {self.previous_version!r} is not X.Y.Z",
+            ),
             ("image", bool(_IMAGE.match(self.image)), f"image {self.image!r} is not REPO:X.Y.Z"),
             ("digest", bool(_DIGEST.match(self.digest)), f"digest {self.digest!r} is not a sha256 digest"),
-            ("previous_digest", bool(_DIGEST.match(self.previous_digest)),
-             f"previous-digest {self.previous_digest!r} is not a sha256 digest"),
-            ("changed_models", not any("\n" in m for m in self.changed_models),
-             "changed-models holds a name with a line break"),
+            (
+                "previous_digest",
+                bool(_DIGEST.match(self.previous_digest)),
+                f"previous-digest {self.previous_digest!r} is not a sha256 digest",
+            ),
+            (
+                "changed_models",
+                not any("\n" in m for m in self.changed_models),
+                "changed-models holds a name with a line break",
+            ),
             ("tags", all(_TAG_REF.match(t) for t in self.tags), "tags holds a value that is not REPO:TAG"),
-            ("candidate", bool(_CANDIDATE.match(self.candidate)), f"candidate {self.candidate!r} is not REPO@sha256:..."),
+            (
+                "candidate",
+                bool(_CANDIDATE.match(self.candidate)),
+                f"candidate {self.candidate!r} is not REPO@sha256:...",
+            ),
             ("shards", self._shards_ok(), "shards is not a list of {name, models, load, cases, gpu}"),
         ]
 
@@ -142,12 +172,20 @@ class ActionOutputs:
         return replace(self, **kept)
 
     def values(self) -> dict[str, str]:
-        return {"version": self.version, "image": self.image, "digest": self.digest,
-                "changed-models": json.dumps(list(self.changed_models)), "report": self.report,
-                "candidate": self.candidate, "shards": json.dumps(list(self.shards), separators=(",", ":")),
-                "released": "true" if self.released else "false", "tags": "\n".join(self.tags),
-                "previous-version": self.previous_version, "previous-digest": self.previous_digest,
-                "planned-version": self.planned_version}
+        return {
+            "version": self.version,
+            "image": self.image,
+            "digest": self.digest,
+            "changed-models": json.dumps(list(self.changed_models)),
+            "report": self.report,
+            "candidate": self.candidate,
+            "shards": json.dumps(list(self.shards), separators=(",", ":")),
+            "released": "true" if self.released else "false",
+            "tags": "\n".join(self.tags),
+            "previous-version": self.previous_version,
+            "previous-digest": self.previous_digest,
+            "planned-version": self.planned_version,
+        }
 
     def write(self, path: str) -> None:
         """Append to $GITHUB_OUTPUT, each value between delimiters no value can contain."""
@@ -159,7 +197,11 @@ class ActionOutputs:
 
 def _md(text: object) -> str:
     """User text in a Markdown table cell: no pipes, no line breaks, no markup."""
-    return re.sub(r"([\\`*_{}\[\]<>|])", r"\\\1", escape_controls(str(text), lines=True)).replace("\r", " ").replace("\n", " ")
+    return (
+        re.sub(r"([\\`*_{}\[\]<>|])", r"\\\1", escape_controls(str(text), lines=True))
+        .replace("\r", " ")
+        .replace("\n", " ")
+    )
 
 
 def _drift_table(drifts) -> list[str]:
@@ -168,9 +210,13 @@ def _drift_table(drifts) -> list[str]:
         return []
     from triton_release.models.drift import show_fraction
 
-    lines = ["", "**Drift**: each new model version against the one before, on the same golden inputs", "",
-             "| model | versions | output | max abs diff | max rel diff | beyond tolerance |",
-             "| --- | --- | --- | ---: | ---: | --- |"]
+    lines = [
+        "",
+        "**Drift**: each new model version against the one before, on the same golden inputs",
+        "",
+        "| model | versions | output | max abs diff | max rel diff | beyond tolerance |",
+        "| --- | --- | --- | ---: | ---: | --- |",
+    ]
     notes = []
     for found in drifts:
         if not found.compared:
@@ -204,10 +250,17 @@ def _latency_table(found) -> list[str]:
     if found is None or not (found.models or found.note):
         return []
     bound = f"max-latency-increase {found.bound:g}" if found.bound is not None else "no bound: reported only"
-    lines = ["", f"**Latency** (perf_analyzer, {found.rounds} rounds per version, {bound}): each new model "
-             "version against the one before, on the same golden inputs", ""]
-    rows = ["| model | versions | concurrency | p50 (ms) | p99 (ms) | throughput (infer/s) | p50 ratio [95% interval] "
-            "| verdict |", "| --- | --- | ---: | ---: | ---: | ---: | ---: | --- |"]
+    lines = [
+        "",
+        f"**Latency** (perf_analyzer, {found.rounds} rounds per version, {bound}): each new model "
+        "version against the one before, on the same golden inputs",
+        "",
+    ]
+    rows = [
+        "| model | versions | concurrency | p50 (ms) | p99 (ms) | throughput (infer/s) | p50 ratio [95% interval] "
+        "| verdict |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | --- |",
+    ]
     notes = [f"- {_md(found.note)}"] if found.note else []
     for model in found.models:
         if not model.measured:
@@ -217,11 +270,13 @@ def _latency_table(found) -> list[str]:
             ratio = c.p50.shown()
             beyond = found.bound is not None and c.p50.estimate > 1 + found.bound
             verdict = f"**{c.verdict}**" if c.verdict in ("refused", "inconclusive") else c.verdict
-            rows.append(f"| `{_md(model.model)}` | {model.previous} -> {model.version} | {c.concurrency} | "
-                        f"{c.before.p50_us / 1000:.2f} -> {c.after.p50_us / 1000:.2f} | "
-                        f"{c.before.p99_us / 1000:.2f} -> {c.after.p99_us / 1000:.2f} | "
-                        f"{c.before.throughput:.0f} -> {c.after.throughput:.0f} | "
-                        f"{f'**{ratio}**' if beyond else ratio} | {verdict} |")
+            rows.append(
+                f"| `{_md(model.model)}` | {model.previous} -> {model.version} | {c.concurrency} | "
+                f"{c.before.p50_us / 1000:.2f} -> {c.after.p50_us / 1000:.2f} | "
+                f"{c.before.p99_us / 1000:.2f} -> {c.after.p99_us / 1000:.2f} | "
+                f"{c.before.throughput:.0f} -> {c.after.throughput:.0f} | "
+                f"{f'**{ratio}**' if beyond else ratio} | {verdict} |"
+            )
         if len(model.cold_start) == 2 and all(c.load_s is not None for c in model.cold_start):
             before, after = model.cold_start
             first = ""
@@ -239,27 +294,48 @@ def _evidence_lines(evidence, checked) -> list[str]:
     lines: list[str] = []
     if evidence is not None:
         where = f"{evidence.repository}@{evidence.digest}"
-        signed = (f"signed with {_md(evidence.signed_by)}" if evidence.signing != "none" else
-                  "**unsigned**: give the action a signing-key (a PKCS#8 PEM ECDSA P-256 key from a secret) to sign it")
-        rerun = " (its golden cases run again by this run: the run that pushed it stopped before)" \
-            if evidence.how == "rerun" else ""
-        lines += ["", f"**Evidence** of `{_md(where)}`{rerun}: `{_md(evidence.repository)}:{_md(evidence.tag)}` "
-                  f"(manifest {evidence.manifest}, {evidence.bytes} bytes), {signed}", "",
-                  "| statement | predicate type | layer digest |", "| --- | --- | --- |"]
-        lines += [f"| {KINDS.get(layer.predicate_type, 'other')} | `{_md(layer.predicate_type)}` | {layer.digest} |"
-                  for layer in evidence.layers]
+        signed = (
+            f"signed with {_md(evidence.signed_by)}"
+            if evidence.signing != "none"
+            else "**unsigned**: give the action a signing-key (a PKCS#8 PEM ECDSA P-256 key from a secret) to sign it"
+        )
+        rerun = (
+            " (its golden cases run again by this run: the run that pushed it stopped before)"
+            if evidence.how == "rerun"
+            else ""
+        )
+        lines += [
+            "",
+            f"**Evidence** of `{_md(where)}`{rerun}: `{_md(evidence.repository)}:{_md(evidence.tag)}` "
+            f"(manifest {evidence.manifest}, {evidence.bytes} bytes), {signed}",
+            "",
+            "| statement | predicate type | layer digest |",
+            "| --- | --- | --- |",
+        ]
+        lines += [
+            f"| {KINDS.get(layer.predicate_type, 'other')} | `{_md(layer.predicate_type)}` | {layer.digest} |"
+            for layer in evidence.layers
+        ]
         if evidence.signing == "key":
-            lines += ["", f"Verify it: `triton-release verify {_md(where)} --key cosign.pub`, or `cosign "
-                      f"verify-attestation --key cosign.pub --insecure-ignore-tlog=true --type {GOLDEN_TYPE} "
-                      f"{_md(where)}`"]
+            lines += [
+                "",
+                f"Verify it: `triton-release verify {_md(where)} --key cosign.pub`, or `cosign "
+                f"verify-attestation --key cosign.pub --insecure-ignore-tlog=true --type {GOLDEN_TYPE} "
+                f"{_md(where)}`",
+            ]
         elif evidence.signing == "keyless":
-            lines += ["", f"Verify it: `cosign verify-attestation --type {GOLDEN_TYPE} --certificate-identity-regexp "
-                      f"'^https://github.com/' --certificate-oidc-issuer https://token.actions.githubusercontent.com "
-                      f"{_md(where)}`"]
+            lines += [
+                "",
+                f"Verify it: `cosign verify-attestation --type {GOLDEN_TYPE} --certificate-identity-regexp "
+                f"'^https://github.com/' --certificate-oidc-issuer https://token.actions.githubusercontent.com "
+                f"{_md(where)}`",
+            ]
     if checked is not None:
         state = "verified" if checked.ok else "**does not verify**: " + _md("; ".join(checked.problems))
-        lines += ["", f"**Evidence** of `{_md(checked.repository)}@{checked.digest}` checked with key "
-                  f"{checked.key}: {state}"]
+        lines += [
+            "",
+            f"**Evidence** of `{_md(checked.repository)}@{checked.digest}` checked with key {checked.key}: {state}",
+        ]
     return lines
 
 
@@ -268,8 +344,10 @@ def summary(report: Report) -> str:
     lines = ["## triton-release", ""]
     rolled = report.result("rollback")
     if rolled is not None and hasattr(rolled, "channel"):
-        lines.append(f"Rolled `{rolled.channel}` of `{rolled.repository}` back to **{rolled.version}** "
-                     f"(`{rolled.digest}`; before: `{rolled.previous_digest}`).")
+        lines.append(
+            f"Rolled `{rolled.channel}` of `{rolled.repository}` back to **{rolled.version}** "
+            f"(`{rolled.digest}`; before: `{rolled.previous_digest}`)."
+        )
     changed = report.result("changed")
     if changed is not None:
         models = sorted(changed.found.models)
@@ -278,19 +356,25 @@ def summary(report: Report) -> str:
         for name in changed.found.ensembles:
             lines.append(f"- `{name}`: ensemble using a changed model; tested, not bumped")
         if plan is not None:
-            lines.append(f"**Version:** {plan.previous or 'none'} -> **{plan.version or 'no release'}** "
-                         f"({changed.kind.kind or 'nothing'})")
+            lines.append(
+                f"**Version:** {plan.previous or 'none'} -> **{plan.version or 'no release'}** "
+                f"({changed.kind.kind or 'nothing'})"
+            )
     bumped = report.result("bump")
     undone = " (undone: the release failed)" if report.result("undo-bump") is not None else ""
-    for bump in (bumped.bumps if bumped is not None else ()):
+    for bump in bumped.bumps if bumped is not None else ():
         lines.append(f"- `{bump.model}`: version {bump.from_version} -> {bump.to_version}{undone}")
     carried = getattr(bumped, "carried", ())
     for item in carried:
-        lines.append(f"- `{_md(item.model)}`: version {item.version} carried from `{_md(item.release)}`, the "
-                     "registry's record (its bump was never committed to git)")
+        lines.append(
+            f"- `{_md(item.model)}`: version {item.version} carried from `{_md(item.release)}`, the "
+            "registry's record (its bump was never committed to git)"
+        )
     if bumped is not None and (bumped.bumps or carried) and report.result("commit") is None and not undone:
-        lines.append("- The bump is not committed (commit: false): the registry keeps the record of released "
-                     "versions, and the next release carries them.")
+        lines.append(
+            "- The bump is not committed (commit: false): the registry keeps the record of released "
+            "versions, and the next release carries them."
+        )
     built = report.result("build")
     if built is not None:
         stub = built.stub
@@ -308,8 +392,11 @@ def summary(report: Report) -> str:
                 result += " (tested on CPU)"
             lines.append(f"| `{_md(case.case)}` | {result} | {case.latency_ms:.1f} | {worst} |")
     if on_cpu:
-        lines += ["", "**Tested on CPU** (KIND_GPU instance groups loaded as KIND_CPU): "
-                  + ", ".join(f"`{_md(m)}`" for m in sorted(on_cpu))]
+        lines += [
+            "",
+            "**Tested on CPU** (KIND_GPU instance groups loaded as KIND_CPU): "
+            + ", ".join(f"`{_md(m)}`" for m in sorted(on_cpu)),
+        ]
     needs_gpu = list(getattr(run, "needs_gpu", ()))
     if needs_gpu:
         lines += ["", *(f"- `{_md(name)}`: **not tested**: needs a GPU: {_md(why)}" for name, why in needs_gpu)]
@@ -319,33 +406,53 @@ def summary(report: Report) -> str:
     if staged is not None:
         candidate = staged.candidate
         how = "reused, staged before from this commit" if staged.reused else f"pushed as `{_md(staged.tag)}`"
-        lines += ["", f"**Candidate:** `{_md(candidate.ref)}` ({how}); release **{candidate.version or 'none'}** "
-                  "once every shard passed", "", "| shard | models | golden cases | runner |",
-                  "| --- | --- | ---: | --- |"]
+        lines += [
+            "",
+            f"**Candidate:** `{_md(candidate.ref)}` ({how}); release **{candidate.version or 'none'}** "
+            "once every shard passed",
+            "",
+            "| shard | models | golden cases | runner |",
+            "| --- | --- | ---: | --- |",
+        ]
         for shard in candidate.shards:
-            lines.append(f"| {_md(shard.name)} | {_md(', '.join(shard.models))} | {shard.cases} | "
-                         f"{'GPU' if shard.gpu else 'CPU'} |")
+            lines.append(
+                f"| {_md(shard.name)} | {_md(', '.join(shard.models))} | {shard.cases} | "
+                f"{'GPU' if shard.gpu else 'CPU'} |"
+            )
     recorded = report.result("golden-record")
     if recorded is not None:
-        lines += ["", f"**Record:** {_md(recorded.shard)} {'passed' if recorded.passed else '**failed**'}: "
-                  f"`{_md(recorded.repository)}:{_md(recorded.tag)}`"]
+        lines += [
+            "",
+            f"**Record:** {_md(recorded.shard)} {'passed' if recorded.passed else '**failed**'}: "
+            f"`{_md(recorded.repository)}:{_md(recorded.tag)}`",
+        ]
     promoted = report.result("promote")
     if promoted is not None:
-        lines += ["", f"**Promoted** `{_md(promoted.repository)}:{_md(promoted.version)}` ({promoted.digest}): tags "
-                  + ", ".join(f"`{_md(t)}`" for t in promoted.tags)]
+        lines += [
+            "",
+            f"**Promoted** `{_md(promoted.repository)}:{_md(promoted.version)}` ({promoted.digest}): tags "
+            + ", ".join(f"`{_md(t)}`" for t in promoted.tags),
+        ]
     pushed, tagged = report.result("push"), report.result("tags")
     if pushed is not None:
         tags = [pushed.version, *(tagged.tags if tagged is not None else ())]
-        lines += ["", f"**Pushed** `{pushed.repository}:{pushed.version}` ({pushed.digest}): tags "
-                  + ", ".join(f"`{t}`" for t in tags)]
+        lines += [
+            "",
+            f"**Pushed** `{pushed.repository}:{pushed.version}` ({pushed.digest}): tags "
+            + ", ".join(f"`{t}`" for t in tags),
+        ]
     lines += _evidence_lines(report.result("evidence"), report.result("check-evidence"))
     back = report.result("push-back")
     if back is not None:
         what = "the release commit and " if back.with_commit else ""
         where = f"`{_md(back.remote)}` {f'`{_md(back.branch)}`' if back.branch else ''}".rstrip()
-        lines += ["", f"**Pushed back** {what}`{_md(back.tag)}` to {where}" if back.pushed else
-                  f"**Not pushed back** ({back.outcome}): {what}`{_md(back.tag)}`: {_md(back.reason)}. The release "
-                  "is published; the registry keeps the record of released versions."]
+        lines += [
+            "",
+            f"**Pushed back** {what}`{_md(back.tag)}` to {where}"
+            if back.pushed
+            else f"**Not pushed back** ({back.outcome}): {what}`{_md(back.tag)}`: {_md(back.reason)}. The release "
+            "is published; the registry keeps the record of released versions.",
+        ]
     error = report.error_json()
     if error:
         lines += ["", f"**Failed** (exit {error['exit_code']}): {_md(error['message'])}"]

@@ -16,5 +16,12 @@ def add_arguments(parser) -> None:
 
 def run(ctx: Context, session) -> None:
     settings = ctx.settings
-    session.step("build", ctx.console.built, steps.build, ctx.model_repository, settings.image, ctx.args.tag,
-                 source=provenance_source(ctx.env))
+    session.step(
+        "build",
+        ctx.console.built,
+        steps.build,
+        ctx.model_repository,
+        settings.image,
+        ctx.args.tag,
+        source=provenance_source(ctx.env),
+    )

@@ -36,8 +36,9 @@ def run(ctx: Context, session) -> None:
     session.step("changed", ctx.console.changes, since_last_release, root, args.head, repository, ctx.console)
 
 
-def since_last_release(root: Path, head: str, repository: RegistryRepository | None,
-                       console: Console) -> steps.ChangesResult:
+def since_last_release(
+    root: Path, head: str, repository: RegistryRepository | None, console: Console
+) -> steps.ChangesResult:
     registry = ReadOrGitTags(repository, console) if repository is not None else None
     return steps.changes(root, None, head, registry=registry, plan=True)  # type: ignore[arg-type]
 
@@ -78,5 +79,6 @@ class ReadOrGitTags:
 
 
 def _unreadable(repository: RegistryRepository, exc: TritonReleaseError) -> str:
-    return (f"could not read the releases in {repository}, so the last release is found from git tags alone: "
-            f"{exc.message}")
+    return (
+        f"could not read the releases in {repository}, so the last release is found from git tags alone: {exc.message}"
+    )

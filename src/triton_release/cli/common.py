@@ -49,16 +49,22 @@ def setting(parser: argparse._ActionsContainer, flag: str, key: str, **kwargs) -
 
 def given_settings(args: argparse.Namespace) -> dict:
     """The settings the command line gave: only flags declared with `setting`."""
-    return {dest[len(SETTING_DEST):]: value for dest, value in vars(args).items()
-            if dest.startswith(SETTING_DEST) and value is not None}
+    return {
+        dest[len(SETTING_DEST) :]: value
+        for dest, value in vars(args).items()
+        if dest.startswith(SETTING_DEST) and value is not None
+    }
 
 
-SINCE_LAST_RELEASE = "the commit released last (default: the last release's vX.Y.Z git tag, else the revision of " \
+SINCE_LAST_RELEASE = (
+    "the commit released last (default: the last release's vX.Y.Z git tag, else the revision of "
     "the registry's newest release, else the newest vX.Y.Z tag; all zeros: a first release)"
+)
 
 
-def add_refs(parser: argparse.ArgumentParser,
-             base_help: str = "the commit released last (all zeros or absent: a first release)") -> None:
+def add_refs(
+    parser: argparse.ArgumentParser, base_help: str = "the commit released last (all zeros or absent: a first release)"
+) -> None:
     parser.add_argument("--base", metavar="REF", help=base_help)
     parser.add_argument("--head", metavar="REF", default="HEAD", help="the commit to release (default HEAD)")
 

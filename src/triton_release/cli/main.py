@@ -30,9 +30,18 @@ from triton_release.errors import UsageError
 from triton_release.settings import CONFIG_FILE, resolve
 
 COMMANDS: dict[str, ModuleType] = {
-    "validate": validate, "changed": changed, "bump": bump, "build": build, "test": test,
-    "record": record, "push": push, "release": release, "rollback": rollback, "stage": stage,
-    "promote": promote, "verify": verify,
+    "validate": validate,
+    "changed": changed,
+    "bump": bump,
+    "build": build,
+    "test": test,
+    "record": record,
+    "push": push,
+    "release": release,
+    "rollback": rollback,
+    "stage": stage,
+    "promote": promote,
+    "verify": verify,
 }
 MULTI_STEP = {"release", "bump", "push", "rollback", "stage", "promote"}  # commands whose steps each print their time
 
@@ -51,13 +60,21 @@ def add_global_flags(parser: argparse.ArgumentParser) -> None:
     copies a command's defaults over what the top parser read: `--json changed` would be lost).
     Each parser gets actions of its own, so the top parser's defaults reach no command's."""
     flags = parser.add_argument_group("every command")
-    flags.add_argument("--config", metavar="FILE", default=argparse.SUPPRESS,
-                       help=f"settings file (default: {CONFIG_FILE} where present, here or in the nearest parent "
-                       "folder up to the git top level)")
+    flags.add_argument(
+        "--config",
+        metavar="FILE",
+        default=argparse.SUPPRESS,
+        help=f"settings file (default: {CONFIG_FILE} where present, here or in the nearest parent "
+        "folder up to the git top level)",
+    )
     setting(flags, "--model-repository", "model_repository", metavar="DIR", default=argparse.SUPPRESS)
     flags.add_argument("--report", metavar="FILE", default=argparse.SUPPRESS, help="write the JSON report there")
-    flags.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
-                       help="the JSON report on stdout; human lines on stderr")
+    flags.add_argument(
+        "--json",
+        action="store_true",
+        default=argparse.SUPPRESS,
+        help="the JSON report on stdout; human lines on stderr",
+    )
     flags.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show a traceback on failure")
 
 

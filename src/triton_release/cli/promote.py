@@ -9,17 +9,32 @@ HELP = "tag a staged candidate X.Y.Z once every shard's golden record passed, th
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--candidate", metavar="REPO@sha256:...", required=True,
-                        help="the staged candidate (the stage's `candidate` output)")
-    parser.add_argument("--version", metavar="X.Y.Z", required=True,
-                        help="the release version: the candidate's planned one (the stage's `version` output)")
+    parser.add_argument(
+        "--candidate",
+        metavar="REPO@sha256:...",
+        required=True,
+        help="the staged candidate (the stage's `candidate` output)",
+    )
+    parser.add_argument(
+        "--version",
+        metavar="X.Y.Z",
+        required=True,
+        help="the release version: the candidate's planned one (the stage's `version` output)",
+    )
     setting(parser, "--channel", "channel", metavar="TAG")
-    parser.add_argument("--commit", action="store_true",
-                        help="redo the candidate's bump in the working tree, commit it as `release X.Y.Z` and tag "
-                             "vX.Y.Z")
+    parser.add_argument(
+        "--commit",
+        action="store_true",
+        help="redo the candidate's bump in the working tree, commit it as `release X.Y.Z` and tag vX.Y.Z",
+    )
     add_signing(parser)
-    parser.add_argument("--keep-candidates", type=int, default=0, metavar="N",
-                        help="keep the newest N candidates older than the release (default 0: delete them all)")
+    parser.add_argument(
+        "--keep-candidates",
+        type=int,
+        default=0,
+        metavar="N",
+        help="keep the newest N candidates older than the release (default 0: delete them all)",
+    )
 
 
 def run(ctx: Context, session) -> None:
@@ -28,8 +43,15 @@ def run(ctx: Context, session) -> None:
 
     args, settings = ctx.args, ctx.settings
     repository, digest = parse_reference(args.candidate)
-    request = PromoteRequest(open_repository(repository, ctx.env), digest, args.version, settings.channel,
-                             args.keep_candidates, args.commit, ctx.model_repository if args.commit else None,
-                             gpu_models=gpu_policy(settings))
+    request = PromoteRequest(
+        open_repository(repository, ctx.env),
+        digest,
+        args.version,
+        settings.channel,
+        args.keep_candidates,
+        args.commit,
+        ctx.model_repository if args.commit else None,
+        gpu_models=gpu_policy(settings),
+    )
     signed_by, invocation = signing(ctx)
     run_promote(replace(request, signing=signed_by, invocation=invocation), session)

@@ -11,8 +11,13 @@ def add_arguments(parser) -> None:
     parser.add_argument("--image", metavar="IMAGE", required=True, help="the tested local image")
     setting(parser, "--to", "repository", metavar="REPO")
     parser.add_argument("--version", metavar="X.Y.Z", required=True, help="the immutable release tag")
-    parser.add_argument("--revision", "--commit", dest="revision", metavar="SHA",
-                        help="the released commit (adds the sha-<12 hex> tag); --commit is its old name")
+    parser.add_argument(
+        "--revision",
+        "--commit",
+        dest="revision",
+        metavar="SHA",
+        help="the released commit (adds the sha-<12 hex> tag); --commit is its old name",
+    )
     setting(parser, "--channel", "channel", metavar="TAG")
     setting(parser, "--keep", "keep", metavar="N")
 
@@ -23,7 +28,8 @@ def run(ctx: Context, session) -> None:
     check_channel(settings.channel)
     repository = ctx.repository("--to REPO")
     pushed = session.step("push", console.pushed, steps.push, args.image, repository, args.version)
-    session.step("tags", console.tagged, steps.tag, repository, args.version, args.revision, settings.channel,
-                 pushed.digest)
+    session.step(
+        "tags", console.tagged, steps.tag, repository, args.version, args.revision, settings.channel, pushed.digest
+    )
     if settings.keep is not None:
         session.step("retain", console.retained, steps.retain, repository, settings.keep, settings.channel)

@@ -14,5 +14,13 @@ def add_arguments(parser) -> None:
 
 
 def run(ctx: Context, session) -> None:
-    session.step("record", ctx.console.recorded, steps.record, ctx.model_repository, ctx.args.image,
-                 models_list(ctx.args.models), ctx.settings.server, overwrite=ctx.args.overwrite)
+    session.step(
+        "record",
+        ctx.console.recorded,
+        steps.record,
+        ctx.model_repository,
+        ctx.args.image,
+        models_list(ctx.args.models),
+        ctx.settings.server,
+        overwrite=ctx.args.overwrite,
+    )

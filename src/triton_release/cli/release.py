@@ -22,8 +22,9 @@ def add_arguments(parser) -> None:
     add_refs(parser, SINCE_LAST_RELEASE)
     setting(parser, "--to", "repository", metavar="REPO")
     parser.add_argument("--no-push", action="store_true", help="stop after the tests (pull requests, forks)")
-    parser.add_argument("--commit", action="store_true",
-                        help="commit the new version folders as `release X.Y.Z` and tag vX.Y.Z")
+    parser.add_argument(
+        "--commit", action="store_true", help="commit the new version folders as `release X.Y.Z` and tag vX.Y.Z"
+    )
     setting(parser, "--push-commit", "push_commit", action="store_const", const=True)
     add_image_settings(parser)
     add_server_settings(parser)
@@ -44,10 +45,20 @@ def run(ctx: Context, session) -> None:
         raise UsageError("--push-commit pushes the release commit that --commit makes: give --commit too.")
     signed_by, invocation = signing(ctx) if not args.no_push else (None, None)
     request = release.ReleaseRequest(
-        model_repository=ctx.model_repository, repository=ctx.repository("--to REPO", required=not args.no_push),
-        base=args.base, head=args.head, image=settings.image, channel=settings.channel, keep=settings.keep,
-        push=not args.no_push, commit=args.commit, server=settings.server,
-        gates=GateOptions.from_settings(settings, ctx.env), source=release.provenance_source(ctx.env),
+        model_repository=ctx.model_repository,
+        repository=ctx.repository("--to REPO", required=not args.no_push),
+        base=args.base,
+        head=args.head,
+        image=settings.image,
+        channel=settings.channel,
+        keep=settings.keep,
+        push=not args.no_push,
+        commit=args.commit,
+        server=settings.server,
+        gates=GateOptions.from_settings(settings, ctx.env),
+        source=release.provenance_source(ctx.env),
         push_back=PushTarget.from_env(ctx.env) if args.commit and settings.push_commit else None,
-        signing=signed_by, invocation=invocation)
+        signing=signed_by,
+        invocation=invocation,
+    )
     release.run_release(request, session)

@@ -17,9 +17,14 @@ def add_arguments(parser) -> None:
     parser.add_argument("--model", metavar="NAME", help="model-level rollback: the model")
     parser.add_argument("--to-model-version", type=int, metavar="N", help="model-level rollback: the version to serve")
     add_server_settings(parser)
-    setting(parser, "--key", "verify_key", metavar="PUB",
-            help="refuse unless the release's evidence verifies with this public key (cosign.pub); the channel "
-                 "is not moved otherwise (default: the verify_key setting)")
+    setting(
+        parser,
+        "--key",
+        "verify_key",
+        metavar="PUB",
+        help="refuse unless the release's evidence verifies with this public key (cosign.pub); the channel "
+        "is not moved otherwise (default: the verify_key setting)",
+    )
 
 
 def run(ctx: Context, session) -> None:
@@ -29,11 +34,26 @@ def run(ctx: Context, session) -> None:
             raise UsageError("model-level rollback needs --server URL, --model NAME and --to-model-version N.")
         if args.to_model_version < 1:
             raise UsageError(f"--to-model-version {args.to_model_version}: Triton's versions start at 1.")
-        session.step("rollback", ctx.console.model_rolled_back, steps.rollback_model, args.server, args.model,
-                     args.to_model_version)
+        session.step(
+            "rollback",
+            ctx.console.model_rolled_back,
+            steps.rollback_model,
+            args.server,
+            args.model,
+            args.to_model_version,
+        )
         return
     if not args.to_version:
         raise UsageError("rollback needs --to-version X.Y.Z (or --server, --model and --to-model-version).")
-    release.run_rollback(release.RollbackRequest(
-        ctx.repository("--repo REPO"), args.to_version, settings.channel, args.verify,
-        ctx.model_repository if args.verify else None, settings.server, verify_key=settings.verify_key), session)
+    release.run_rollback(
+        release.RollbackRequest(
+            ctx.repository("--repo REPO"),
+            args.to_version,
+            settings.channel,
+            args.verify,
+            ctx.model_repository if args.verify else None,
+            settings.server,
+            verify_key=settings.verify_key,
+        ),
+        session,
+    )

@@ -22,10 +22,15 @@ def add_arguments(parser) -> None:
     add_refs(parser, SINCE_LAST_RELEASE)
     setting(parser, "--to", "repository", metavar="REPO")
     count = parser.add_mutually_exclusive_group()
-    count.add_argument("--shards", type=int, metavar="N",
-                       help="split the tested models into N shards (default: one per 25 models, at most 8)")
-    count.add_argument("--max-models-per-shard", type=int, metavar="N",
-                       help="as many shards as hold at most N tested models each")
+    count.add_argument(
+        "--shards",
+        type=int,
+        metavar="N",
+        help="split the tested models into N shards (default: one per 25 models, at most 8)",
+    )
+    count.add_argument(
+        "--max-models-per-shard", type=int, metavar="N", help="as many shards as hold at most N tested models each"
+    )
     add_image_settings(parser)
     setting(parser, "--channel", "channel", metavar="TAG")
     setting(parser, "--max-layers", "max_layers", metavar="N")
@@ -37,8 +42,15 @@ def run(ctx: Context, session) -> None:
     args, settings = ctx.args, ctx.settings
     check_counts(args.shards, args.max_models_per_shard)
     request = StageRequest(
-        model_repository=ctx.model_repository, repository=ctx.repository("--to REPO"), base=args.base,
-        head=args.head, image=settings.image, channel=settings.channel, shards=args.shards,
-        max_models=args.max_models_per_shard, source=release.provenance_source(ctx.env))
+        model_repository=ctx.model_repository,
+        repository=ctx.repository("--to REPO"),
+        base=args.base,
+        head=args.head,
+        image=settings.image,
+        channel=settings.channel,
+        shards=args.shards,
+        max_models=args.max_models_per_shard,
+        source=release.provenance_source(ctx.env),
+    )
     signed_by, invocation = signing(ctx)
     run_stage(replace(request, signing=signed_by, invocation=invocation), session)

@@ -16,15 +16,24 @@ HELP = "serve the image and run the golden cases"
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--image", metavar="IMAGE", required=True,
-                        help="the local image to serve, or a staged candidate REPO@sha256:... (pulled by digest)")
-    parser.add_argument("--shard", metavar="NAME",
-                        help="with a candidate: test this shard of its plan and record the outcome in the registry")
+    parser.add_argument(
+        "--image",
+        metavar="IMAGE",
+        required=True,
+        help="the local image to serve, or a staged candidate REPO@sha256:... (pulled by digest)",
+    )
+    parser.add_argument(
+        "--shard",
+        metavar="NAME",
+        help="with a candidate: test this shard of its plan and record the outcome in the registry",
+    )
     parser.add_argument("--models", metavar="A,B", help="the models to test (default: all)")
     add_server_settings(parser)
     setting(parser, "--max-drift", "max_drift", metavar="FRACTION")
     add_latency_settings(parser)
-    parser.add_argument("-k", dest="keyword", metavar="EXPR", help="only the golden cases matching this pytest -k expression")
+    parser.add_argument(
+        "-k", dest="keyword", metavar="EXPR", help="only the golden cases matching this pytest -k expression"
+    )
     parser.add_argument("--junitxml", metavar="FILE", help="also write the golden results as JUnit XML")
 
 
@@ -35,19 +44,33 @@ def run(ctx: Context, session) -> None:
         serve_candidate(ctx, session)
         return
     if ctx.args.shard is not None:
-        raise UsageError("--shard tests a staged candidate: give --image REPO@sha256:... (the stage's `candidate` "
-                         "output).")
+        raise UsageError(
+            "--shard tests a staged candidate: give --image REPO@sha256:... (the stage's `candidate` output)."
+        )
     if getattr(ctx.args, SETTING_DEST + "max_drift", None) is not None:
-        raise UsageError("--max-drift bounds how far a new version drifts from its previous one, and only a staged "
-                         "candidate says which versions are new: give --image REPO@sha256:..., or use `release`.")
+        raise UsageError(
+            "--max-drift bounds how far a new version drifts from its previous one, and only a staged "
+            "candidate says which versions are new: give --image REPO@sha256:..., or use `release`."
+        )
     if getattr(ctx.args, SETTING_DEST + "max_latency_increase", None) is not None:
-        raise UsageError("--max-latency-increase bounds how much slower a new version is than its previous one, and "
-                         "only a staged candidate says which versions are new: give --image REPO@sha256:..., or use "
-                         "`release`.")
+        raise UsageError(
+            "--max-latency-increase bounds how much slower a new version is than its previous one, and "
+            "only a staged candidate says which versions are new: give --image REPO@sha256:..., or use "
+            "`release`."
+        )
     repo = Repository.load(ctx.model_repository)
     names = models_list(ctx.args.models) or sorted(repo.models)
-    session.step("test", ctx.console.golden_run, steps.test, repo, ctx.args.image, names, ctx.settings.server,
-                 junitxml=ctx.args.junitxml, keyword=ctx.args.keyword)
+    session.step(
+        "test",
+        ctx.console.golden_run,
+        steps.test,
+        repo,
+        ctx.args.image,
+        names,
+        ctx.settings.server,
+        junitxml=ctx.args.junitxml,
+        keyword=ctx.args.keyword,
+    )
 
 
 def serve_candidate(ctx: Context, session) -> None:
@@ -62,7 +85,14 @@ def serve_candidate(ctx: Context, session) -> None:
     assert candidate is not None
     where, digest = candidate
     request = CandidateTestRequest(
-        model_repository=ctx.model_repository, repository=open_repository(where, ctx.env), digest=digest,
-        shard=args.shard, models=tuple(models_list(args.models)), junitxml=args.junitxml, keyword=args.keyword,
-        server=settings.server, gates=GateOptions.from_settings(settings, ctx.env))
+        model_repository=ctx.model_repository,
+        repository=open_repository(where, ctx.env),
+        digest=digest,
+        shard=args.shard,
+        models=tuple(models_list(args.models)),
+        junitxml=args.junitxml,
+        keyword=args.keyword,
+        server=settings.server,
+        gates=GateOptions.from_settings(settings, ctx.env),
+    )
     run_candidate_test(request, session)

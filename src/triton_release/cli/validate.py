@@ -11,5 +11,6 @@ def add_arguments(parser) -> None:
 
 
 def run(ctx: Context, session) -> None:
-    session.step("validate", ctx.console.validation, steps.validate, ctx.model_repository,
-                 ctx.settings.requirements_options)
+    session.step(
+        "validate", ctx.console.validation, steps.validate, ctx.model_repository, ctx.settings.requirements_options
+    )

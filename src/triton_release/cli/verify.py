@@ -20,10 +20,20 @@ def run(ctx: Context, session) -> None:
     from triton_release.registry.client import open_repository
 
     if not ctx.settings.verify_key:
-        raise UsageError("verify needs --key PUB: the public key (cosign.pub) of the key releases are signed with "
-                         "(or verify_key: in triton-release.yaml).")
+        raise UsageError(
+            "verify needs --key PUB: the public key (cosign.pub) of the key releases are signed with "
+            "(or verify_key: in triton-release.yaml)."
+        )
     key = load_public_key(ctx.settings.verify_key)
     repository, tag, digest = parse_reference(ctx.args.reference)
     registry = open_repository(repository, ctx.env)
-    session.step("check-evidence", ctx.console.evidence_checked, steps.check_evidence, registry, ctx.args.reference,
-                 key, tag=tag, digest=digest)
+    session.step(
+        "check-evidence",
+        ctx.console.evidence_checked,
+        steps.check_evidence,
+        registry,
+        ctx.args.reference,
+        key,
+        tag=tag,
+        digest=digest,
+    )

@@ -44,25 +44,36 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class Evidence:
     """The evidence attached to a release (or a candidate)."""
+
     repository: str
     version: str
     digest: str
     tag: str
     manifest: str
     layers: tuple[Layer, ...]
-    signing: str               # key | keyless | none
-    signed_by: str             # the key's fingerprint, keyless, or unsigned
-    referrers: bool            # also a referrer of the digest (OCI 1.1)
-    bytes: int                 # uploaded at most: envelopes, config and manifest
-    how: str                   # release | rerun | stage | promote
+    signing: str  # key | keyless | none
+    signed_by: str  # the key's fingerprint, keyless, or unsigned
+    referrers: bool  # also a referrer of the digest (OCI 1.1)
+    bytes: int  # uploaded at most: envelopes, config and manifest
+    how: str  # release | rerun | stage | promote
     passed: bool | None = None  # what the golden results say; None: not attached here
 
     def to_json(self) -> dict:
-        return {"repository": self.repository, "version": self.version, "digest": self.digest,
-                "evidence": f"{self.repository}:{self.tag}", "evidence_manifest": self.manifest,
-                "statements": [layer.to_json() for layer in self.layers], "signing": self.signing,
-                "signed_by": self.signed_by, "signed": self.signing != "none", "referrers": self.referrers,
-                "bytes": self.bytes, "how": self.how, "golden_passed": self.passed}
+        return {
+            "repository": self.repository,
+            "version": self.version,
+            "digest": self.digest,
+            "evidence": f"{self.repository}:{self.tag}",
+            "evidence_manifest": self.manifest,
+            "statements": [layer.to_json() for layer in self.layers],
+            "signing": self.signing,
+            "signed_by": self.signed_by,
+            "signed": self.signing != "none",
+            "referrers": self.referrers,
+            "bytes": self.bytes,
+            "how": self.how,
+            "golden_passed": self.passed,
+        }
 
     def facts(self) -> dict:
         return {"evidence": f"{self.repository}:{self.tag}", "evidence_signed": self.signing != "none"}
@@ -80,8 +91,11 @@ def _models(labels: Mapping[str, str]) -> dict[str, list[int]]:
         found = json.loads(labels.get(MODELS_LABEL) or "{}")
     except ValueError:
         return {}
-    return {str(m): [v for v in vs if isinstance(v, int)] for m, vs in found.items() if isinstance(vs, list)} \
-        if isinstance(found, dict) else {}
+    return (
+        {str(m): [v for v in vs if isinstance(v, int)] for m, vs in found.items() if isinstance(vs, list)}
+        if isinstance(found, dict)
+        else {}
+    )
 
 
 def case_files(root: Path, commit: str, cases: Iterable[Any]) -> dict[str, bytes | None]:
@@ -94,8 +108,9 @@ def case_files(root: Path, commit: str, cases: Iterable[Any]) -> dict[str, bytes
         prefix = Path(root).resolve().relative_to(git.cwd.resolve()).as_posix()
     except Exception:  # no git around it: no digests, said so in the predicate
         return {}
-    paths = {c.case: "/".join(p for p in (prefix if prefix != "." else "", *Path(c.path).parts[-3:]) if p)
-             for c in cases}
+    paths = {
+        c.case: "/".join(p for p in (prefix if prefix != "." else "", *Path(c.path).parts[-3:]) if p) for c in cases
+    }
     try:
         blobs = git.blobs(commit, sorted(set(paths.values())))
     except Exception:
@@ -107,19 +122,44 @@ def _sign(signing: Signing, payloads: list[tuple[str, bytes]]) -> list[tuple[byt
     out = []
     for kind, payload in payloads:
         signed = signing.sign(payload)
-        annotations = {attestations.PREDICATE_TYPE: kind, attestations.SIGNATURE: "",
-                       attestations.SIGNING: signing.mode, **signed.annotations}
+        annotations = {
+            attestations.PREDICATE_TYPE: kind,
+            attestations.SIGNATURE: "",
+            attestations.SIGNING: signing.mode,
+            **signed.annotations,
+        }
         out.append((signed.body, annotations, kind))
     return out
 
 
-def store(registry: RegistryRepository, digest: str, version: str, layers: list[tuple[bytes, dict, str]],
-          signing: Signing, how: str, passed: bool | None) -> Evidence:
+def store(
+    registry: RegistryRepository,
+    digest: str,
+    version: str,
+    layers: list[tuple[bytes, dict, str]],
+    signing: Signing,
+    how: str,
+    passed: bool | None,
+) -> Evidence:
     tag, manifest, sent, referred = attestations.write(registry, digest, [(body, ann) for body, ann, _ in layers])
-    described = tuple(Layer(kind, "sha256:" + hashlib.sha256(body).hexdigest(), len(body), ann[attestations.SIGNING])
-                      for body, ann, kind in layers)
-    return Evidence(str(registry), version, digest, tag, manifest, described, signing.mode, signing.identity,
-                    referred, sent, how, passed)
+    described = tuple(
+        Layer(kind, "sha256:" + hashlib.sha256(body).hexdigest(), len(body), ann[attestations.SIGNING])
+        for body, ann, kind in layers
+    )
+    return Evidence(
+        str(registry),
+        version,
+        digest,
+        tag,
+        manifest,
+        described,
+        signing.mode,
+        signing.identity,
+        referred,
+        sent,
+        how,
+        passed,
+    )
 
 
 def _base_digests(client, image_id: str) -> tuple[str, ...]:
@@ -136,37 +176,86 @@ def _file_sha256(path: Path | None) -> str:
         return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
-def release(registry: RegistryRepository, digest: str, version: str, *, root: Path, planned: ChangesResult,
-            prepared: Prepared, run: GoldenRun | None, tested: Iterable[str], signing: Signing,
-            invocation: st.Invocation, settings: Mapping[str, Any], latency: Any = None) -> Evidence:
+def release(
+    registry: RegistryRepository,
+    digest: str,
+    version: str,
+    *,
+    root: Path,
+    planned: ChangesResult,
+    prepared: Prepared,
+    run: GoldenRun | None,
+    tested: Iterable[str],
+    signing: Signing,
+    invocation: st.Invocation,
+    settings: Mapping[str, Any],
+    latency: Any = None,
+) -> Evidence:
     """The evidence of release `version` (`digest`), from the run that built, tested and pushed it."""
     labels, config_digest = _image(registry, digest)
     models = _models(labels)
     base, choice = prepared.base, prepared.stub
     client, found, envs = _packages(prepared)
     name = str(registry)
-    golden = st.golden_predicate(image=f"{name}:{version}", digest=digest, config_digest=config_digest,
-                                 triton=base.triton_version, models=models, run=run,
-                                 case_files=case_files(root, planned.found.head, run.cases if run else ()),
-                                 tested=tested, previous=planned.plan.previous if planned.plan else None,
-                                 latency=latency)
+    golden = st.golden_predicate(
+        image=f"{name}:{version}",
+        digest=digest,
+        config_digest=config_digest,
+        triton=base.triton_version,
+        models=models,
+        run=run,
+        case_files=case_files(root, planned.found.head, run.cases if run else ()),
+        tested=tested,
+        previous=planned.plan.previous if planned.plan else None,
+        latency=latency,
+    )
     stub = {**choice.to_json(), "sha256": _file_sha256(choice.stub_file)}
-    facts = st.BuildFacts(planned.found.head, labels.get(SOURCE_LABEL, ""), base.image, base.image_id,
-                          _base_digests(client, base.image_id), stub, settings,
-                          tuple(sorted({(d.name, d.version, d.sha256) for d in prepared.environments.distributions})),
-                          labels.get(CREATED_LABEL, ""), version, planned.found.base or "")
-    bom = sbom(image=name, digest=digest, version=version, base_image=base.image, base_image_id=base.image_id,
-               triton=base.triton_version, models=models, environments=envs, system=found.system,
-               python=choice.target_python)
-    payloads = [(st.GOLDEN_TYPE, st.statement(name, digest, st.GOLDEN_TYPE, golden)),
-                (st.PROVENANCE_TYPE, st.statement(name, digest, st.PROVENANCE_TYPE,
-                                                  st.provenance_predicate(facts, invocation))),
-                (st.SBOM_TYPE, st.statement(name, digest, st.SBOM_TYPE, bom))]
+    facts = st.BuildFacts(
+        planned.found.head,
+        labels.get(SOURCE_LABEL, ""),
+        base.image,
+        base.image_id,
+        _base_digests(client, base.image_id),
+        stub,
+        settings,
+        tuple(sorted({(d.name, d.version, d.sha256) for d in prepared.environments.distributions})),
+        labels.get(CREATED_LABEL, ""),
+        version,
+        planned.found.base or "",
+    )
+    bom = sbom(
+        image=name,
+        digest=digest,
+        version=version,
+        base_image=base.image,
+        base_image_id=base.image_id,
+        triton=base.triton_version,
+        models=models,
+        environments=envs,
+        system=found.system,
+        python=choice.target_python,
+    )
+    payloads = [
+        (st.GOLDEN_TYPE, st.statement(name, digest, st.GOLDEN_TYPE, golden)),
+        (
+            st.PROVENANCE_TYPE,
+            st.statement(name, digest, st.PROVENANCE_TYPE, st.provenance_predicate(facts, invocation)),
+        ),
+        (st.SBOM_TYPE, st.statement(name, digest, st.SBOM_TYPE, bom)),
+    ]
     return store(registry, digest, version, _sign(signing, payloads), signing, "release", golden["passed"])
 
 
-def _from_image(registry: RegistryRepository, digest: str, version: str, image: str, labels: Mapping[str, str],
-                settings: Mapping[str, Any], invocation: st.Invocation, how: str) -> tuple[list, dict, str]:
+def _from_image(
+    registry: RegistryRepository,
+    digest: str,
+    version: str,
+    image: str,
+    labels: Mapping[str, str],
+    settings: Mapping[str, Any],
+    invocation: st.Invocation,
+    how: str,
+) -> tuple[list, dict, str]:
     """Provenance and SBOM read from a pushed image itself (pulled as `image`) and its labels; and
     the Triton version its environment names."""
     from triton_release.evidence.packages import image_packages
@@ -187,64 +276,144 @@ def _from_image(registry: RegistryRepository, digest: str, version: str, image: 
     triton = next((v.split("=", 1)[1] for v in variables if v.startswith("TRITON_SERVER_VERSION=")), "")
     provider, _, origin = labels.get(STUB_LABEL, "").partition(": ")
     name, models = str(registry), _models(labels)
-    facts = st.BuildFacts(labels.get(REVISION_LABEL, ""), labels.get(SOURCE_LABEL, ""), base_image, base_id,
-                          _base_digests(client, base_id) if base_id else (),
-                          {"provider": provider, "origin": origin, "target_python": python,
-                           "read_from": "the image's labels"}, settings,
-                          created=labels.get(CREATED_LABEL, ""), version=version,
-                          bumped_from=labels.get(BASE_LABEL, ""))
-    bom = sbom(image=name, digest=digest, version=version, base_image=base_image, base_image_id=base_id,
-               triton=triton, models=models, environments=found.environments, system=found.system, python=python)
-    return [(st.PROVENANCE_TYPE, st.statement(name, digest, st.PROVENANCE_TYPE,
-                                              st.provenance_predicate(facts, invocation, how))),
-            (st.SBOM_TYPE, st.statement(name, digest, st.SBOM_TYPE, bom))], models, triton
+    facts = st.BuildFacts(
+        labels.get(REVISION_LABEL, ""),
+        labels.get(SOURCE_LABEL, ""),
+        base_image,
+        base_id,
+        _base_digests(client, base_id) if base_id else (),
+        {"provider": provider, "origin": origin, "target_python": python, "read_from": "the image's labels"},
+        settings,
+        created=labels.get(CREATED_LABEL, ""),
+        version=version,
+        bumped_from=labels.get(BASE_LABEL, ""),
+    )
+    bom = sbom(
+        image=name,
+        digest=digest,
+        version=version,
+        base_image=base_image,
+        base_image_id=base_id,
+        triton=triton,
+        models=models,
+        environments=found.environments,
+        system=found.system,
+        python=python,
+    )
+    return (
+        [
+            (
+                st.PROVENANCE_TYPE,
+                st.statement(name, digest, st.PROVENANCE_TYPE, st.provenance_predicate(facts, invocation, how)),
+            ),
+            (st.SBOM_TYPE, st.statement(name, digest, st.SBOM_TYPE, bom)),
+        ],
+        models,
+        triton,
+    )
 
 
-def rerun(registry: RegistryRepository, digest: str, version: str, *, root: Path, run: GoldenRun | None,
-          signing: Signing, invocation: st.Invocation, settings: Mapping[str, Any]) -> Evidence:
+def rerun(
+    registry: RegistryRepository,
+    digest: str,
+    version: str,
+    *,
+    root: Path,
+    run: GoldenRun | None,
+    signing: Signing,
+    invocation: st.Invocation,
+    settings: Mapping[str, Any],
+) -> Evidence:
     """The evidence of release `version`, made by a later run: `run` re-ran its golden cases against
     `REPO:version` (that digest, pulled)."""
     labels, config_digest = _image(registry, digest)
-    payloads, models, triton = _from_image(registry, digest, version, f"{registry}:{version}", labels, settings,
-                                           invocation, "rerun")
-    golden = st.golden_predicate(image=f"{registry}:{version}", digest=digest, config_digest=config_digest,
-                                 triton=triton, models=models, run=run,
-                                 case_files=case_files(root, labels.get(REVISION_LABEL, ""), run.cases if run else ()),
-                                 tested=list(models), latency=None,
-                                 how="rerun: the release's own golden cases, run again against its digest by a "
-                                     "later run (the run that pushed it stopped before attaching its evidence)")
+    payloads, models, triton = _from_image(
+        registry, digest, version, f"{registry}:{version}", labels, settings, invocation, "rerun"
+    )
+    golden = st.golden_predicate(
+        image=f"{registry}:{version}",
+        digest=digest,
+        config_digest=config_digest,
+        triton=triton,
+        models=models,
+        run=run,
+        case_files=case_files(root, labels.get(REVISION_LABEL, ""), run.cases if run else ()),
+        tested=list(models),
+        latency=None,
+        how="rerun: the release's own golden cases, run again against its digest by a "
+        "later run (the run that pushed it stopped before attaching its evidence)",
+    )
     payloads.insert(0, (st.GOLDEN_TYPE, st.statement(str(registry), digest, st.GOLDEN_TYPE, golden)))
     return store(registry, digest, version, _sign(signing, payloads), signing, "rerun", golden["passed"])
 
 
-def stage(registry: RegistryRepository, digest: str, version: str, *, planned: ChangesResult,
-          prepared: Prepared, signing: Signing, invocation: st.Invocation, settings: Mapping[str, Any]) -> Evidence:
+def stage(
+    registry: RegistryRepository,
+    digest: str,
+    version: str,
+    *,
+    planned: ChangesResult,
+    prepared: Prepared,
+    signing: Signing,
+    invocation: st.Invocation,
+    settings: Mapping[str, Any],
+) -> Evidence:
     """Provenance and SBOM of a staged candidate; promote adds the golden results."""
     labels, _ = _image(registry, digest)
     base, choice = prepared.base, prepared.stub
     client, found, envs = _packages(prepared)
     name = str(registry)
-    facts = st.BuildFacts(planned.found.head, labels.get(SOURCE_LABEL, ""), base.image, base.image_id,
-                          _base_digests(client, base.image_id), {**choice.to_json(), "sha256": _file_sha256(choice.stub_file)},
-                          settings,
-                          tuple(sorted({(d.name, d.version, d.sha256) for d in prepared.environments.distributions})),
-                          labels.get(CREATED_LABEL, ""), version, planned.found.base or "")
-    bom = sbom(image=name, digest=digest, version=version, base_image=base.image, base_image_id=base.image_id,
-               triton=base.triton_version, models=_models(labels), environments=envs, system=found.system,
-               python=choice.target_python)
-    payloads = [(st.PROVENANCE_TYPE, st.statement(name, digest, st.PROVENANCE_TYPE,
-                                                  st.provenance_predicate(facts, invocation, "stage"))),
-                (st.SBOM_TYPE, st.statement(name, digest, st.SBOM_TYPE, bom))]
+    facts = st.BuildFacts(
+        planned.found.head,
+        labels.get(SOURCE_LABEL, ""),
+        base.image,
+        base.image_id,
+        _base_digests(client, base.image_id),
+        {**choice.to_json(), "sha256": _file_sha256(choice.stub_file)},
+        settings,
+        tuple(sorted({(d.name, d.version, d.sha256) for d in prepared.environments.distributions})),
+        labels.get(CREATED_LABEL, ""),
+        version,
+        planned.found.base or "",
+    )
+    bom = sbom(
+        image=name,
+        digest=digest,
+        version=version,
+        base_image=base.image,
+        base_image_id=base.image_id,
+        triton=base.triton_version,
+        models=_models(labels),
+        environments=envs,
+        system=found.system,
+        python=choice.target_python,
+    )
+    payloads = [
+        (
+            st.PROVENANCE_TYPE,
+            st.statement(name, digest, st.PROVENANCE_TYPE, st.provenance_predicate(facts, invocation, "stage")),
+        ),
+        (st.SBOM_TYPE, st.statement(name, digest, st.SBOM_TYPE, bom)),
+    ]
     return store(registry, digest, version, _sign(signing, payloads), signing, "stage", None)
 
 
-def promote(registry: RegistryRepository, digest: str, version: str, *, records: Iterable[Any],
-            untested: Iterable[tuple[str, str]], signing: Signing, invocation: st.Invocation) -> Evidence:
+def promote(
+    registry: RegistryRepository,
+    digest: str,
+    version: str,
+    *,
+    records: Iterable[Any],
+    untested: Iterable[tuple[str, str]],
+    signing: Signing,
+    invocation: st.Invocation,
+) -> Evidence:
     """The golden results of a promoted candidate (its shards' records), added to what its stage
     attached (kept as they were, signed by the stage)."""
     labels, _ = _image(registry, digest)
-    golden = st.golden_from_records(image=f"{registry}:{version}", digest=digest, records=records,
-                                    models=_models(labels), untested=untested)
+    golden = st.golden_from_records(
+        image=f"{registry}:{version}", digest=digest, records=records, models=_models(labels), untested=untested
+    )
     layers = _sign(signing, [(st.GOLDEN_TYPE, st.statement(str(registry), digest, st.GOLDEN_TYPE, golden))])
     stored = attestations.read(registry, digest)
     for envelope in stored[1] if stored is not None else []:  # the stage's provenance and SBOM
@@ -272,6 +441,8 @@ def _packages(prepared: Prepared):
     client = docker_client()
     install = base.pythons.get(choice.target_python)
     found = image_packages(client, base.image_id, install.executable if install else "python3")
-    envs = {model: tuple(Package(d.name, d.version, d.sha256, location=f"/{d.in_image}") for d in env.distributions)
-            for model, env in prepared.environments.by_model.items()}
+    envs = {
+        model: tuple(Package(d.name, d.version, d.sha256, location=f"/{d.in_image}") for d in env.distributions)
+        for model, env in prepared.environments.by_model.items()
+    }
     return client, found, envs

@@ -33,22 +33,31 @@ TOKEN_VARIABLES = ("ACTIONS_ID_TOKEN_REQUEST_URL", "ACTIONS_ID_TOKEN_REQUEST_TOK
 def check_prerequisites(env: Mapping[str, str], importable: bool) -> None:
     """Refused (exit 2) with the fix unless sigstore is installed and GitHub offers an OIDC token."""
     if not importable:
-        raise UsageError("signing keyless needs sigstore-python, which is not installed here: `pip install "
-                         "sigstore` (the action's image has it), or sign with a key (signing_key).")
+        raise UsageError(
+            "signing keyless needs sigstore-python, which is not installed here: `pip install "
+            "sigstore` (the action's image has it), or sign with a key (signing_key)."
+        )
     if not all(env.get(name) for name in TOKEN_VARIABLES):
-        raise UsageError("signing keyless needs the workflow's OIDC token, and this job has none: give the job "
-                         "`permissions: id-token: write` (and contents: read) in GitHub Actions, or sign with a "
-                         "key (signing_key). Keyless signing cannot run outside GitHub Actions.")
+        raise UsageError(
+            "signing keyless needs the workflow's OIDC token, and this job has none: give the job "
+            "`permissions: id-token: write` (and contents: read) in GitHub Actions, or sign with a "
+            "key (signing_key). Keyless signing cannot run outside GitHub Actions."
+        )
 
 
 def rekor_bundle(entry: Any) -> dict:
     """cosign's `dev.sigstore.cosign/bundle` annotation (its RekorBundle) of a sigstore log entry:
     the signed entry timestamp and the entry's body, time, index and log id."""
     inner = entry._inner
-    return {"SignedEntryTimestamp": _b64(inner.inclusion_promise.signed_entry_timestamp),
-            "Payload": {"body": _b64(inner.canonicalized_body), "integratedTime": int(inner.integrated_time),
-                        "logIndex": int(inner.log_index),
-                        "logID": base64.b64decode(_b64(inner.log_id.key_id)).hex()}}
+    return {
+        "SignedEntryTimestamp": _b64(inner.inclusion_promise.signed_entry_timestamp),
+        "Payload": {
+            "body": _b64(inner.canonicalized_body),
+            "integratedTime": int(inner.integrated_time),
+            "logIndex": int(inner.log_index),
+            "logID": base64.b64decode(_b64(inner.log_id.key_id)).hex(),
+        },
+    }
 
 
 def _b64(value: Any) -> str:
@@ -60,8 +69,10 @@ def cosign_annotations(bundle: Any) -> dict[str, str]:
     """The certificate, chain and Rekor entry of a sigstore bundle, as cosign annotates a layer."""
     from cryptography.hazmat.primitives.serialization import Encoding
 
-    found = {CERTIFICATE: bundle.signing_certificate.public_bytes(Encoding.PEM).decode(),
-             BUNDLE: json.dumps(rekor_bundle(bundle.log_entry), separators=(",", ":"))}
+    found = {
+        CERTIFICATE: bundle.signing_certificate.public_bytes(Encoding.PEM).decode(),
+        BUNDLE: json.dumps(rekor_bundle(bundle.log_entry), separators=(",", ":")),
+    }
     chain = getattr(bundle, "chain_pem", "")
     if chain:
         found[CHAIN] = chain
@@ -81,6 +92,7 @@ class KeylessSigner:
     def prepare(cls, env: Mapping[str, str]) -> KeylessSigner:
         try:
             import sigstore  # noqa: F401 - only whether it is there
+
             importable = True
         except ImportError:
             importable = False
@@ -92,16 +104,19 @@ class KeylessSigner:
         try:
             raw = detect_credential()  # GitHub's token service, for the audience sigstore
             if not raw:
-                raise UsageError("signing keyless: GitHub gave no OIDC token; give the job `permissions: "
-                                 "id-token: write`.")
+                raise UsageError(
+                    "signing keyless: GitHub gave no OIDC token; give the job `permissions: id-token: write`."
+                )
             context = SigningContext.from_trust_config(ClientTrustConfig.production())
             return cls(context, IdentityToken(raw))
         except UsageError:
             raise
         except Exception as exc:  # sigstore's own errors: its services or the token
-            raise InfrastructureError(f"signing keyless: sigstore could not start ({exc.__class__.__name__}: "
-                                      f"{exc}). Check that the runner reaches sigstore's services, or sign with "
-                                      "a key.") from None
+            raise InfrastructureError(
+                f"signing keyless: sigstore could not start ({exc.__class__.__name__}: "
+                f"{exc}). Check that the runner reaches sigstore's services, or sign with "
+                "a key."
+            ) from None
 
     def sign(self, payload: bytes) -> Signed:
         from sigstore.dsse import Statement
@@ -110,8 +125,10 @@ class KeylessSigner:
             with self._context.signer(self._token, cache=True) as signer:
                 bundle = signer.sign_dsse(Statement(payload))
         except Exception as exc:
-            raise InfrastructureError(f"signing keyless failed ({exc.__class__.__name__}: {exc}); the release "
-                                      "is published without its evidence: run again to attach it.") from None
+            raise InfrastructureError(
+                f"signing keyless failed ({exc.__class__.__name__}: {exc}); the release "
+                "is published without its evidence: run again to attach it."
+            ) from None
         envelope = json.loads(bundle._dsse_envelope.to_json())
         for signature in envelope.get("signatures", []):
             signature.setdefault("keyid", "")

@@ -60,8 +60,10 @@ def _from_folder(ident: str) -> Package | None:
 def parse(text: str) -> ImagePackages:
     data = json.loads(text.strip().splitlines()[-1])
     system = tuple(sorted({Package(str(n), str(v), location=str(where)) for n, v, where in data.get("system", [])}))
-    envs = {str(model): tuple(sorted(p for ident in idents if (p := _from_folder(str(ident))) is not None))
-            for model, idents in (data.get("environments") or {}).items()}
+    envs = {
+        str(model): tuple(sorted(p for ident in idents if (p := _from_folder(str(ident))) is not None))
+        for model, idents in (data.get("environments") or {}).items()
+    }
     return ImagePackages(str(data.get("python", "")), system, envs)
 
 
@@ -81,8 +83,9 @@ def image_packages(client, image: str, python: str = "python3") -> ImagePackages
     try:
         output = run_probe(client, image, 'exec "$PY" -c "$PROBE"', {"PY": python, "PROBE": _PROBE})
     except (docker.errors.DockerException, TritonReleaseError) as exc:
-        log.warning(f"the Python packages of {image} could not be listed ({exc}); the SBOM lists the model "
-                    "environments only")
+        log.warning(
+            f"the Python packages of {image} could not be listed ({exc}); the SBOM lists the model environments only"
+        )
         return ImagePackages("", (), {})
     try:
         found = parse(output)

@@ -21,14 +21,24 @@ from triton_release import __version__
 class Package:
     name: str
     version: str
-    sha256: str = ""         # of its wheel, when known
-    location: str = ""       # where it is installed in the image
+    sha256: str = ""  # of its wheel, when known
+    location: str = ""  # where it is installed in the image
     sha256_prefix: str = ""  # the first hex of the wheel's sha256, when only that is known (its folder's name)
 
 
-def sbom(*, image: str, digest: str, version: str, base_image: str, base_image_id: str, triton: str,
-         models: Mapping[str, list[int]], environments: Mapping[str, Iterable[Package]],
-         system: Iterable[Package], python: str = "") -> dict:
+def sbom(
+    *,
+    image: str,
+    digest: str,
+    version: str,
+    base_image: str,
+    base_image_id: str,
+    triton: str,
+    models: Mapping[str, list[int]],
+    environments: Mapping[str, Iterable[Package]],
+    system: Iterable[Package],
+    python: str = "",
+) -> dict:
     """The CycloneDX document (as JSON data) of the image `image`@`digest`."""
     from cyclonedx.model import HashAlgorithm, HashType, Property
     from cyclonedx.model.bom import Bom
@@ -37,15 +47,26 @@ def sbom(*, image: str, digest: str, version: str, base_image: str, base_image_i
     from packageurl import PackageURL
 
     bom = Bom()
-    subject = Component(name=image, version=version or digest, type=ComponentType.CONTAINER, bom_ref="image",
-                        hashes=[HashType(alg=HashAlgorithm.SHA_256, content=digest.split(":", 1)[1])],
-                        properties=[Property(name="triton-release:digest", value=digest)])
+    subject = Component(
+        name=image,
+        version=version or digest,
+        type=ComponentType.CONTAINER,
+        bom_ref="image",
+        hashes=[HashType(alg=HashAlgorithm.SHA_256, content=digest.split(":", 1)[1])],
+        properties=[Property(name="triton-release:digest", value=digest)],
+    )
     bom.metadata.component = subject
-    bom.metadata.tools.components.add(Component(name="triton-release", version=__version__,
-                                                 type=ComponentType.APPLICATION))
+    bom.metadata.tools.components.add(
+        Component(name="triton-release", version=__version__, type=ComponentType.APPLICATION)
+    )
     base = Component(name=base_image, version=base_image_id, type=ComponentType.CONTAINER, bom_ref="base-image")
-    server = Component(name="tritonserver", version=triton or "unknown", type=ComponentType.APPLICATION,
-                       bom_ref="tritonserver", supplier=None)
+    server = Component(
+        name="tritonserver",
+        version=triton or "unknown",
+        type=ComponentType.APPLICATION,
+        bom_ref="tritonserver",
+        supplier=None,
+    )
     bom.components.add(base)
     bom.components.add(server)
     top = [base, server]
@@ -56,33 +77,57 @@ def sbom(*, image: str, digest: str, version: str, base_image: str, base_image_i
         key = (ref, package.name, package.version, package.sha256 or package.sha256_prefix)
         if key not in libraries:
             hashes = [HashType(alg=HashAlgorithm.SHA_256, content=package.sha256)] if package.sha256 else []
-            extra = [Property(name="triton-release:wheel-sha256-prefix", value=package.sha256_prefix)] \
-                if package.sha256_prefix and not package.sha256 else []
-            component = Component(name=package.name, version=package.version, type=ComponentType.LIBRARY,
-                                  purl=PackageURL(type="pypi", name=package.name, version=package.version),
-                                  hashes=hashes, properties=properties + extra,
-                                  bom_ref=f"{ref}:{package.name}@{package.version}"
-                                          f"{'#' + (package.sha256 or package.sha256_prefix)[:12] if package.sha256 or package.sha256_prefix else ''}")
+            extra = (
+                [Property(name="triton-release:wheel-sha256-prefix", value=package.sha256_prefix)]
+                if package.sha256_prefix and not package.sha256
+                else []
+            )
+            component = Component(
+                name=package.name,
+                version=package.version,
+                type=ComponentType.LIBRARY,
+                purl=PackageURL(type="pypi", name=package.name, version=package.version),
+                hashes=hashes,
+                properties=properties + extra,
+                bom_ref=f"{ref}:{package.name}@{package.version}"
+                f"{'#' + (package.sha256 or package.sha256_prefix)[:12] if package.sha256 or package.sha256_prefix else ''}",
+            )
             libraries[key] = component
             bom.components.add(component)
         return libraries[key]
 
     for name, versions in sorted(models.items()):
-        model = Component(name=name, version=str(max(versions)) if versions else "", bom_ref=f"model:{name}",
-                          type=ComponentType.MACHINE_LEARNING_MODEL,
-                          properties=[Property(name="triton-release:versions", value=",".join(map(str, versions)))])
+        model = Component(
+            name=name,
+            version=str(max(versions)) if versions else "",
+            bom_ref=f"model:{name}",
+            type=ComponentType.MACHINE_LEARNING_MODEL,
+            properties=[Property(name="triton-release:versions", value=",".join(map(str, versions)))],
+        )
         bom.components.add(model)
         top.append(model)
-        used = [library(p, "environment", [Property(name="triton-release:installed-in",
-                                                     value="model environments (EXECUTION_ENV_PATH)")])
-                for p in sorted(environments.get(name, ()))]
+        used = [
+            library(
+                p,
+                "environment",
+                [Property(name="triton-release:installed-in", value="model environments (EXECUTION_ENV_PATH)")],
+            )
+            for p in sorted(environments.get(name, ()))
+        ]
         if used:
             model.properties.add(Property(name="triton-release:environment", value=f"/opt/triton-release/envs/{name}"))
             bom.register_dependency(model, used)
-    image_python = [library(p, "image", [Property(name="triton-release:installed-in",
-                                                  value=f"the image's Python {python}".rstrip()),
-                                         Property(name="triton-release:location", value=p.location)])
-                    for p in sorted(set(system))]
+    image_python = [
+        library(
+            p,
+            "image",
+            [
+                Property(name="triton-release:installed-in", value=f"the image's Python {python}".rstrip()),
+                Property(name="triton-release:location", value=p.location),
+            ],
+        )
+        for p in sorted(set(system))
+    ]
     bom.register_dependency(base, image_python)
     bom.register_dependency(subject, top)
     return json.loads(JsonV1Dot6(bom).output_as_string())

@@ -31,13 +31,16 @@ if TYPE_CHECKING:
 
 PAYLOAD_TYPE = "application/vnd.in-toto+json"
 MODES = ("key", "keyless")  # the `signing` setting; `key` without a signing_key: unsigned
-NEW_KEY = ("openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out signing-key.pem && "
-           "openssl pkey -in signing-key.pem -pubout -out cosign.pub")
+NEW_KEY = (
+    "openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out signing-key.pem && "
+    "openssl pkey -in signing-key.pem -pubout -out cosign.pub"
+)
 
 
 @dataclass(frozen=True)
 class Signed:
     """One statement in its envelope, and what a registry layer of it is annotated with."""
+
     envelope: dict
     annotations: Mapping[str, str] = field(default_factory=dict)
 
@@ -91,20 +94,27 @@ def load_signing_key(path: str | Path, where: str = "--signing-key") -> KeySigne
     try:
         pem = Path(path).read_bytes()
     except OSError as exc:
-        raise UsageError(f"{where} {path}: cannot read the signing key ({exc.strerror}). Give the path of a "
-                         f"PKCS#8 PEM ECDSA P-256 private key.") from None
+        raise UsageError(
+            f"{where} {path}: cannot read the signing key ({exc.strerror}). Give the path of a "
+            f"PKCS#8 PEM ECDSA P-256 private key."
+        ) from None
     if b"-----BEGIN ENCRYPTED PRIVATE KEY-----" in pem or b"ENCRYPTED SIGSTORE PRIVATE KEY" in pem:
-        raise UsageError(f"{where} {path}: the signing key is encrypted; give it unencrypted (keep it in a "
-                         "secret instead): `openssl pkcs8 -topk8 -nocrypt -in KEY -out signing-key.pem`.")
+        raise UsageError(
+            f"{where} {path}: the signing key is encrypted; give it unencrypted (keep it in a "
+            "secret instead): `openssl pkcs8 -topk8 -nocrypt -in KEY -out signing-key.pem`."
+        )
     if b"-----BEGIN PRIVATE KEY-----" not in pem:
-        raise UsageError(f"{where} {path}: not a PKCS#8 PEM private key (-----BEGIN PRIVATE KEY-----). Convert "
-                         f"it with `openssl pkcs8 -topk8 -nocrypt -in KEY -out signing-key.pem`, or make one: "
-                         f"{NEW_KEY}.")
+        raise UsageError(
+            f"{where} {path}: not a PKCS#8 PEM private key (-----BEGIN PRIVATE KEY-----). Convert "
+            f"it with `openssl pkcs8 -topk8 -nocrypt -in KEY -out signing-key.pem`, or make one: "
+            f"{NEW_KEY}."
+        )
     try:
         key = load_pem_private_key(pem, password=None)
     except (ValueError, TypeError):
-        raise UsageError(f"{where} {path}: the PEM private key cannot be read (damaged, or encrypted). Make "
-                         f"a new one: {NEW_KEY}.") from None
+        raise UsageError(
+            f"{where} {path}: the PEM private key cannot be read (damaged, or encrypted). Make a new one: {NEW_KEY}."
+        ) from None
     if not _p256(key):
         raise UsageError(f"{where} {path}: the signing key is not an ECDSA P-256 key; make one: {NEW_KEY}.")
     from securesystemslib.signer import CryptoSigner
@@ -128,16 +138,19 @@ def load_public_key(path: str | Path, where: str = "--key") -> PublicKey:
     except OSError as exc:
         raise UsageError(f"{where} {path}: cannot read the public key ({exc.strerror}).") from None
     if b"PRIVATE KEY" in pem:
-        raise UsageError(f"{where} {path} holds a private key; give the public one (`openssl pkey -in KEY "
-                         "-pubout -out cosign.pub`), and keep the private key out of verification.")
+        raise UsageError(
+            f"{where} {path} holds a private key; give the public one (`openssl pkey -in KEY "
+            "-pubout -out cosign.pub`), and keep the private key out of verification."
+        )
     try:
         key = load_pem_public_key(pem)
     except (ValueError, TypeError):
-        raise UsageError(f"{where} {path}: not a PEM public key (-----BEGIN PUBLIC KEY-----); make it from the "
-                         "signing key with `openssl pkey -in signing-key.pem -pubout -out cosign.pub`.") from None
+        raise UsageError(
+            f"{where} {path}: not a PEM public key (-----BEGIN PUBLIC KEY-----); make it from the "
+            "signing key with `openssl pkey -in signing-key.pem -pubout -out cosign.pub`."
+        ) from None
     if not _p256(key):
-        raise UsageError(f"{where} {path}: not an ECDSA P-256 public key, which release evidence is signed "
-                         "with.")
+        raise UsageError(f"{where} {path}: not an ECDSA P-256 public key, which release evidence is signed with.")
     return PublicKey(str(path), fingerprint(key), key)
 
 
@@ -145,9 +158,9 @@ class Signing:
     """How a run signs its statements: with a key, keyless, or not at all."""
 
     def __init__(self, mode: str, key: KeySigner | None = None, keyless: Any = None) -> None:
-        self.mode = mode          # key | keyless | none
+        self.mode = mode  # key | keyless | none
         self.key = key
-        self.keyless = keyless    # keyless.KeylessSigner
+        self.keyless = keyless  # keyless.KeylessSigner
 
     def __repr__(self) -> str:
         return f"Signing({self.mode}{', ' + self.key.fingerprint if self.key else ''})"
@@ -170,8 +183,7 @@ class Signing:
             return self.key.sign(payload)
         if self.keyless is not None:
             return self.keyless.sign(payload)
-        return Signed({"payload": base64.b64encode(payload).decode(), "payloadType": PAYLOAD_TYPE,
-                       "signatures": []})
+        return Signed({"payload": base64.b64encode(payload).decode(), "payloadType": PAYLOAD_TYPE, "signatures": []})
 
 
 def prepare(mode: str, signing_key: str | None, env: Mapping[str, str]) -> Signing:
@@ -181,8 +193,9 @@ def prepare(mode: str, signing_key: str | None, env: Mapping[str, str]) -> Signi
         raise UsageError(f"signing {mode!r}: give key (sign with signing_key, when given) or keyless.")
     if mode == "keyless":
         if signing_key:
-            raise UsageError("signing keyless signs without a key: leave signing_key (signing-key) empty, or "
-                             "give signing: key.")
+            raise UsageError(
+                "signing keyless signs without a key: leave signing_key (signing-key) empty, or give signing: key."
+            )
         from triton_release.evidence.keyless import KeylessSigner
 
         return Signing("keyless", keyless=KeylessSigner.prepare(env))
@@ -217,12 +230,14 @@ def signature_problem(envelope: dict, key: PublicKey) -> str:
         return "unsigned (the release was made without a signing key)"
     for signature in signatures if isinstance(signatures, list) else []:
         # each alone, compared by the key itself: cosign's envelopes may leave keyid out or empty
-        one = {"payload": envelope.get("payload"), "payloadType": envelope.get("payloadType"),
-               "signatures": [{"keyid": "", "sig": signature.get("sig") if isinstance(signature, dict) else None}]}
+        one = {
+            "payload": envelope.get("payload"),
+            "payloadType": envelope.get("payloadType"),
+            "signatures": [{"keyid": "", "sig": signature.get("sig") if isinstance(signature, dict) else None}],
+        }
         try:
             Envelope.from_dict(one).verify([_cosign_key(key.key)], 1)
             return ""
-        except (exceptions.VerificationError, exceptions.FormatError, ValueError, KeyError, TypeError,
-                AttributeError):
+        except (exceptions.VerificationError, exceptions.FormatError, ValueError, KeyError, TypeError, AttributeError):
             continue
     return f"its signature does not verify with the key {key.path} ({key.fingerprint})"

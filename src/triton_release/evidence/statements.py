@@ -39,9 +39,17 @@ KINDS = {GOLDEN_TYPE: "golden results", PROVENANCE_TYPE: "SLSA provenance", SBOM
 CLI_BUILDER = "https://triton-release.dev/builder/cli"
 ACTION_BUILDER = "https://triton-release.dev/builder/github-action"
 # the GitHub run, from the environment: these variables only (never the environment at large)
-GITHUB_FIELDS = {"GITHUB_REPOSITORY": "repository", "GITHUB_RUN_ID": "run_id", "GITHUB_RUN_ATTEMPT": "run_attempt",
-                 "GITHUB_WORKFLOW_REF": "workflow_ref", "GITHUB_SHA": "sha", "GITHUB_REF": "ref",
-                 "GITHUB_EVENT_NAME": "event_name", "GITHUB_ACTOR": "actor", "RUNNER_ENVIRONMENT": "runner_environment"}
+GITHUB_FIELDS = {
+    "GITHUB_REPOSITORY": "repository",
+    "GITHUB_RUN_ID": "run_id",
+    "GITHUB_RUN_ATTEMPT": "run_attempt",
+    "GITHUB_WORKFLOW_REF": "workflow_ref",
+    "GITHUB_SHA": "sha",
+    "GITHUB_REF": "ref",
+    "GITHUB_EVENT_NAME": "event_name",
+    "GITHUB_ACTOR": "actor",
+    "RUNNER_ENVIRONMENT": "runner_environment",
+}
 
 
 def canonical(data: Any) -> bytes:
@@ -54,13 +62,20 @@ def sha256(data: bytes) -> str:
 
 def statement(name: str, digest: str, predicate_type: str, predicate: dict) -> bytes:
     """The Statement's bytes (the DSSE payload): about the manifest `digest` of repository `name`."""
-    return canonical({"_type": STATEMENT_TYPE, "subject": [{"name": name, "digest": {"sha256": digest.split(":", 1)[1]}}],
-                      "predicateType": predicate_type, "predicate": predicate})
+    return canonical(
+        {
+            "_type": STATEMENT_TYPE,
+            "subject": [{"name": name, "digest": {"sha256": digest.split(":", 1)[1]}}],
+            "predicateType": predicate_type,
+            "predicate": predicate,
+        }
+    )
 
 
 @dataclass(frozen=True)
 class Invocation:
     """Who built, and the GitHub run when there is one: the named variables only."""
+
     builder_id: str
     github: Mapping[str, str] = field(default_factory=dict)
     server: str = ""
@@ -88,19 +103,22 @@ class Invocation:
 
 # -- golden results -------------------------------------------------------------------------------
 
+
 def _inputs_and_outputs(raw: dict) -> tuple[Any, Any]:
     if isinstance(raw.get("sequence"), list):
         steps = [s for s in raw["sequence"] if isinstance(s, dict)]
-        return ([s.get("inputs") for s in steps],
-                [{k: s[k] for k in ("outputs", "error") if k in s} for s in steps])
+        return ([s.get("inputs") for s in steps], [{k: s[k] for k in ("outputs", "error") if k in s} for s in steps])
     return raw.get("inputs"), {k: raw[k] for k in ("outputs", "error") if k in raw}
 
 
 def _expected_tensors(raw: dict) -> list[dict]:
     """Every expected output tensor of a case file: of its outputs (a decoupled model's list of
     responses included) and of each step of a sequence."""
-    parts = [s.get("outputs") for s in raw["sequence"] if isinstance(s, dict)] \
-        if isinstance(raw.get("sequence"), list) else [raw.get("outputs")]
+    parts = (
+        [s.get("outputs") for s in raw["sequence"] if isinstance(s, dict)]
+        if isinstance(raw.get("sequence"), list)
+        else [raw.get("outputs")]
+    )
     found: list[dict] = []
     for part in parts:
         for item in part if isinstance(part, list) else []:
@@ -117,8 +135,11 @@ def _tolerances(raw: dict) -> dict[str, dict]:
         datatype = str(tensor.get("datatype", ""))
         if datatype in FLOATS:
             default = FLOATS[datatype]
-            found[str(tensor.get("name"))] = {"datatype": datatype, "atol": raw.get("atol", default),
-                                              "rtol": raw.get("rtol", default)}
+            found[str(tensor.get("name"))] = {
+                "datatype": datatype,
+                "atol": raw.get("atol", default),
+                "rtol": raw.get("rtol", default),
+            }
         else:
             found[str(tensor.get("name"))] = {"datatype": datatype, "exact": True}
     return found
@@ -127,8 +148,11 @@ def _tolerances(raw: dict) -> dict[str, dict]:
 def case_entry(result: Any, content: bytes | None) -> dict:
     """One case: its outcome, and what it sent and expected by digest (`content`: the case file
     as released, None when it could not be read)."""
-    entry: dict = {"name": result.case.split("/", 1)[1], "passed": bool(result.passed),
-                   "latency_ms": round(float(result.latency_ms), 3)}
+    entry: dict = {
+        "name": result.case.split("/", 1)[1],
+        "passed": bool(result.passed),
+        "latency_ms": round(float(result.latency_ms), 3),
+    }
     if result.message and not result.passed:
         entry["message"] = result.message[:500]
     try:
@@ -137,13 +161,21 @@ def case_entry(result: Any, content: bytes | None) -> dict:
         raw = None
     if isinstance(raw, dict):
         inputs, outputs = _inputs_and_outputs(raw)
-        entry.update({"file_sha256": sha256(content or b""), "inputs_sha256": sha256(canonical(inputs)),
-                      "outputs_sha256": sha256(canonical(outputs)), "protocol": raw.get("protocol", "http"),
-                      "tolerances": _tolerances(raw)})
+        entry.update(
+            {
+                "file_sha256": sha256(content or b""),
+                "inputs_sha256": sha256(canonical(inputs)),
+                "outputs_sha256": sha256(canonical(outputs)),
+                "protocol": raw.get("protocol", "http"),
+                "tolerances": _tolerances(raw),
+            }
+        )
     else:
         entry["digests"] = "not recorded: the case file could not be read as released"
-    entry["outputs"] = [{"name": o.name, "passed": o.passed, "max_abs_diff": o.max_abs_diff,
-                         "max_rel_diff": o.max_rel_diff} for o in result.outputs]
+    entry["outputs"] = [
+        {"name": o.name, "passed": o.passed, "max_abs_diff": o.max_abs_diff, "max_rel_diff": o.max_rel_diff}
+        for o in result.outputs
+    ]
     if result.steps:
         entry.update({"steps": result.steps, "steps_passed": result.steps_passed})
     return entry
@@ -158,9 +190,20 @@ def _case_version(content: bytes | None, newest: int | None) -> int | None:
     return version if isinstance(version, int) and not isinstance(version, bool) else newest
 
 
-def golden_predicate(*, image: str, digest: str, config_digest: str, triton: str, models: Mapping[str, list[int]],
-                     run: GoldenRun | None, case_files: Mapping[str, bytes | None], tested: Iterable[str] = (),
-                     previous: str | None = None, latency: Any = None, how: str = "release") -> dict:
+def golden_predicate(
+    *,
+    image: str,
+    digest: str,
+    config_digest: str,
+    triton: str,
+    models: Mapping[str, list[int]],
+    run: GoldenRun | None,
+    case_files: Mapping[str, bytes | None],
+    tested: Iterable[str] = (),
+    previous: str | None = None,
+    latency: Any = None,
+    how: str = "release",
+) -> dict:
     """The golden predicate of a run (None: nothing had to be tested) against `image`.
     `models`: the image's models and versions; `tested`: the models the run was asked to test;
     `case_files`: each case (<model>/<name>) -> its file as released."""
@@ -171,7 +214,8 @@ def golden_predicate(*, image: str, digest: str, config_digest: str, triton: str
         model = result.case.split("/", 1)[0]
         content = case_files.get(result.case)
         by_model.setdefault(model, {}).setdefault(_case_version(content, newest.get(model)), []).append(
-            case_entry(result, content))
+            case_entry(result, content)
+        )
     aside = dict(run.needs_gpu) if run is not None else {}
     no_cases = set(run.untested) if run is not None else set()
     loaded = set(run.loaded) if run is not None else set()
@@ -193,14 +237,24 @@ def golden_predicate(*, image: str, digest: str, config_digest: str, triton: str
         not_tested.append({"model": name, "why": why})
     failed = sum(1 for c in cases if not c.passed)
     predicate: dict = {
-        "version": 1, "how": how, "passed": failed == 0 and (run is None or run.passed),
-        "cases": len(cases), "failed": failed,
-        "tool": {"name": "triton-release", "version": __version__}, "triton": {"version": triton},
-        "image": {"name": image, "digest": digest, "config_digest": config_digest,
-                  "tested_image": run.image if run is not None else None},
-        "models": [{"model": model, "version": version, "cases": entries}
-                   for model, versions in sorted(by_model.items())
-                   for version, entries in sorted(versions.items(), key=lambda item: item[0] or 0)],
+        "version": 1,
+        "how": how,
+        "passed": failed == 0 and (run is None or run.passed),
+        "cases": len(cases),
+        "failed": failed,
+        "tool": {"name": "triton-release", "version": __version__},
+        "triton": {"version": triton},
+        "image": {
+            "name": image,
+            "digest": digest,
+            "config_digest": config_digest,
+            "tested_image": run.image if run is not None else None,
+        },
+        "models": [
+            {"model": model, "version": version, "cases": entries}
+            for model, versions in sorted(by_model.items())
+            for version, entries in sorted(versions.items(), key=lambda item: item[0] or 0)
+        ],
         "tested_on_cpu": sorted(run.on_cpu) if run is not None else [],
         "not_tested": not_tested,
         "drift": [d.to_json() for d in run.drift] if run is not None else [],
@@ -211,48 +265,80 @@ def golden_predicate(*, image: str, digest: str, config_digest: str, triton: str
     return predicate
 
 
-def golden_from_records(*, image: str, digest: str, records: Iterable[Any], models: Mapping[str, list[int]],
-                        untested: Iterable[tuple[str, str]] = (), triton: str = "") -> dict:
+def golden_from_records(
+    *,
+    image: str,
+    digest: str,
+    records: Iterable[Any],
+    models: Mapping[str, list[int]],
+    untested: Iterable[tuple[str, str]] = (),
+    triton: str = "",
+) -> dict:
     """The golden predicate of a promoted candidate, from its shards' records (registry/records.py):
     each case by name and outcome; their digests are not recorded by the shards."""
     entries: dict[str, list[dict]] = {}
     aside: dict[str, str] = dict(untested)
     shards = []
     for record in records:
-        shards.append({"shard": record.shard, "passed": record.passed, "revision": record.revision,
-                       **({"reason": record.reason} if record.reason else {})})
+        shards.append(
+            {
+                "shard": record.shard,
+                "passed": record.passed,
+                "revision": record.revision,
+                **({"reason": record.reason} if record.reason else {}),
+            }
+        )
         for case in record.cases:
             model, _, name = str(case.get("case", "")).partition("/")
             entries.setdefault(model, []).append({"name": name, "passed": bool(case.get("passed"))})
         aside.update(dict(record.needs_gpu))
     newest = {name: max(versions) if versions else None for name, versions in models.items()}
     failed = sum(1 for cases in entries.values() for case in cases if not case["passed"])
-    not_tested = [{"model": name, "why": f"needs a GPU, which its shard's runner did not have: {aside[name]}"
-                   if name in aside else "unchanged since the release before, or no golden cases"}
-                  for name in sorted(set(models) | set(aside)) if name not in entries]
-    return {"version": 1, "how": "promote: the shards' golden records", "passed": failed == 0 and all(
-        s["passed"] for s in shards), "cases": sum(len(c) for c in entries.values()), "failed": failed,
-        "tool": {"name": "triton-release", "version": __version__}, "triton": {"version": triton},
-        "image": {"name": image, "digest": digest}, "shards": shards,
-        "models": [{"model": model, "version": newest.get(model), "cases": cases}
-                   for model, cases in sorted(entries.items())],
-        "tested_on_cpu": [], "not_tested": not_tested, "drift": []}
+    not_tested = [
+        {
+            "model": name,
+            "why": f"needs a GPU, which its shard's runner did not have: {aside[name]}"
+            if name in aside
+            else "unchanged since the release before, or no golden cases",
+        }
+        for name in sorted(set(models) | set(aside))
+        if name not in entries
+    ]
+    return {
+        "version": 1,
+        "how": "promote: the shards' golden records",
+        "passed": failed == 0 and all(s["passed"] for s in shards),
+        "cases": sum(len(c) for c in entries.values()),
+        "failed": failed,
+        "tool": {"name": "triton-release", "version": __version__},
+        "triton": {"version": triton},
+        "image": {"name": image, "digest": digest},
+        "shards": shards,
+        "models": [
+            {"model": model, "version": newest.get(model), "cases": cases} for model, cases in sorted(entries.items())
+        ],
+        "tested_on_cpu": [],
+        "not_tested": not_tested,
+        "drift": [],
+    }
 
 
 # -- provenance -----------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class BuildFacts:
     """What the image was built from and how."""
+
     revision: str
-    source: str                       # the source repository's URL ("" when unknown)
+    source: str  # the source repository's URL ("" when unknown)
     base_image: str
     base_image_id: str
     base_repo_digests: tuple[str, ...]
-    stub: Mapping[str, Any]           # provider, origin, mode, Pythons, the stub file's sha256
-    settings: Mapping[str, Any]       # the settings that shaped the build and the test
+    stub: Mapping[str, Any]  # provider, origin, mode, Pythons, the stub file's sha256
+    settings: Mapping[str, Any]  # the settings that shaped the build and the test
     wheels: tuple[tuple[str, str, str], ...] = ()  # (name, version, sha256) of the environments' wheels
-    created: str = ""                 # the image's created label: when it was built
+    created: str = ""  # the image's created label: when it was built
     version: str = ""
     bumped_from: str = ""
 
@@ -260,20 +346,35 @@ class BuildFacts:
 def provenance_predicate(facts: BuildFacts, invocation: Invocation, how: str = "release") -> dict:
     source_uri = f"git+{facts.source}" if facts.source else "git+file:unknown"
     dependencies: list[dict] = [{"uri": source_uri, "digest": {"gitCommit": facts.revision}}] if facts.revision else []
-    base = {"uri": f"docker-image://{facts.base_image}", "digest": {"sha256": facts.base_image_id.split(":")[-1]},
-            "annotations": {"digest_kind": "image id (config digest)"}}
+    base = {
+        "uri": f"docker-image://{facts.base_image}",
+        "digest": {"sha256": facts.base_image_id.split(":")[-1]},
+        "annotations": {"digest_kind": "image id (config digest)"},
+    }
     for repo_digest in facts.base_repo_digests:  # pulled from a registry: its manifest digest too
         name, _, digest = repo_digest.partition("@")
-        base = {"uri": f"docker-image://{name}", "digest": {"sha256": digest.split(":")[-1]},
-                "annotations": {"image_id": facts.base_image_id, "as_given": facts.base_image}}
+        base = {
+            "uri": f"docker-image://{name}",
+            "digest": {"sha256": digest.split(":")[-1]},
+            "annotations": {"image_id": facts.base_image_id, "as_given": facts.base_image},
+        }
         break
     dependencies.append(base)
     stub = dict(facts.stub)
     if stub.get("sha256"):
-        dependencies.append({"uri": f"triton-python-backend-stub:{stub.get('provider')}", "name": "python backend stub",
-                             "digest": {"sha256": stub["sha256"]}, "annotations": {"origin": stub.get("origin", "")}})
-    dependencies += [{"uri": f"pkg:pypi/{name}@{version}", "digest": {"sha256": digest}}
-                     for name, version, digest in facts.wheels if digest]
+        dependencies.append(
+            {
+                "uri": f"triton-python-backend-stub:{stub.get('provider')}",
+                "name": "python backend stub",
+                "digest": {"sha256": stub["sha256"]},
+                "annotations": {"origin": stub.get("origin", "")},
+            }
+        )
+    dependencies += [
+        {"uri": f"pkg:pypi/{name}@{version}", "digest": {"sha256": digest}}
+        for name, version, digest in facts.wheels
+        if digest
+    ]
     now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     metadata: dict = {"finishedOn": now, **({"startedOn": facts.created} if facts.created else {})}
     if invocation.run_url:
@@ -281,13 +382,21 @@ def provenance_predicate(facts: BuildFacts, invocation: Invocation, how: str = "
     return {
         "buildDefinition": {
             "buildType": BUILD_TYPE,
-            "externalParameters": {"source": {"uri": source_uri, "revision": facts.revision},
-                                   "version": facts.version, "bumped_from": facts.bumped_from or None,
-                                   "settings": dict(facts.settings)},
-            "internalParameters": {"stub": stub, "how": how, **({"github": dict(invocation.github)}
-                                                                 if invocation.github else {})},
+            "externalParameters": {
+                "source": {"uri": source_uri, "revision": facts.revision},
+                "version": facts.version,
+                "bumped_from": facts.bumped_from or None,
+                "settings": dict(facts.settings),
+            },
+            "internalParameters": {
+                "stub": stub,
+                "how": how,
+                **({"github": dict(invocation.github)} if invocation.github else {}),
+            },
             "resolvedDependencies": dependencies,
         },
-        "runDetails": {"builder": {"id": invocation.builder_id, "version": {"triton-release": __version__}},
-                       "metadata": metadata},
+        "runDetails": {
+            "builder": {"id": invocation.builder_id, "version": {"triton-release": __version__}},
+            "metadata": metadata,
+        },
     }

@@ -35,25 +35,31 @@ def parse_reference(ref: str) -> tuple[str, str | None, str | None]:
 @dataclass(frozen=True)
 class Found:
     """One envelope of the evidence, as checked."""
+
     predicate_type: str
-    layer: str                 # its digest
+    layer: str  # its digest
     signed: bool
     problems: tuple[str, ...]
 
     def to_json(self) -> dict:
-        return {"predicate_type": self.predicate_type, "kind": KINDS.get(self.predicate_type, "other"),
-                "layer": self.layer, "signed": self.signed, "verified": not self.problems,
-                "problems": list(self.problems)}
+        return {
+            "predicate_type": self.predicate_type,
+            "kind": KINDS.get(self.predicate_type, "other"),
+            "layer": self.layer,
+            "signed": self.signed,
+            "verified": not self.problems,
+            "problems": list(self.problems),
+        }
 
 
 @dataclass(frozen=True)
 class EvidenceCheck:
     repository: str
-    reference: str             # as given
+    reference: str  # as given
     digest: str
-    tag: str                   # the evidence tag
-    manifest: str | None       # its manifest digest; None: no evidence
-    key: str                   # the key's fingerprint
+    tag: str  # the evidence tag
+    manifest: str | None  # its manifest digest; None: no evidence
+    key: str  # the key's fingerprint
     found: tuple[Found, ...]
     problems: tuple[str, ...]
     golden: dict | None = None  # the golden predicate's counts
@@ -63,10 +69,18 @@ class EvidenceCheck:
         return not self.problems
 
     def to_json(self) -> dict:
-        return {"repository": self.repository, "reference": self.reference, "digest": self.digest,
-                "evidence": f"{self.repository}:{self.tag}", "evidence_manifest": self.manifest, "key": self.key,
-                "verified": self.ok, "statements": [f.to_json() for f in self.found], "problems": list(self.problems),
-                **({"golden": self.golden} if self.golden else {})}
+        return {
+            "repository": self.repository,
+            "reference": self.reference,
+            "digest": self.digest,
+            "evidence": f"{self.repository}:{self.tag}",
+            "evidence_manifest": self.manifest,
+            "key": self.key,
+            "verified": self.ok,
+            "statements": [f.to_json() for f in self.found],
+            "problems": list(self.problems),
+            **({"golden": self.golden} if self.golden else {}),
+        }
 
     def facts(self) -> dict:
         return {"digest": self.digest, "evidence_verified": self.ok}
@@ -75,12 +89,23 @@ class EvidenceCheck:
 def _golden_problems(predicate: object) -> tuple[list[str], dict]:
     if not isinstance(predicate, dict):
         return ["its golden results are not an object"], {}
-    failed = [f"{m.get('model')}/{c.get('name')}" for m in predicate.get("models") or [] if isinstance(m, dict)
-              for c in m.get("cases") or [] if isinstance(c, dict) and c.get("passed") is not True]
-    counts = {"passed": predicate.get("passed"), "cases": predicate.get("cases"), "failed": len(failed),
-              "not_tested": [n.get("model") for n in predicate.get("not_tested") or [] if isinstance(n, dict)]}
+    failed = [
+        f"{m.get('model')}/{c.get('name')}"
+        for m in predicate.get("models") or []
+        if isinstance(m, dict)
+        for c in m.get("cases") or []
+        if isinstance(c, dict) and c.get("passed") is not True
+    ]
+    counts = {
+        "passed": predicate.get("passed"),
+        "cases": predicate.get("cases"),
+        "failed": len(failed),
+        "not_tested": [n.get("model") for n in predicate.get("not_tested") or [] if isinstance(n, dict)],
+    }
     if predicate.get("passed") is not True or failed:
-        return [f"the golden results say not every tested case passed ({', '.join(failed[:5]) or 'passed: false'})"], counts
+        return [
+            f"the golden results say not every tested case passed ({', '.join(failed[:5]) or 'passed: false'})"
+        ], counts
     return [], counts
 
 
@@ -89,8 +114,16 @@ def check(registry: RegistryRepository, reference: str, digest: str, key: Public
     tag = contract.evidence_tag(digest)
     stored = attestations.read(registry, digest)
     if stored is None:
-        result = EvidenceCheck(str(registry), reference, digest, tag, None, key.fingerprint, (),
-                               (f"no evidence is attached ({registry}:{tag} does not exist)",))
+        result = EvidenceCheck(
+            str(registry),
+            reference,
+            digest,
+            tag,
+            None,
+            key.fingerprint,
+            (),
+            (f"no evidence is attached ({registry}:{tag} does not exist)",),
+        )
         raise _refusal(result)
     manifest, envelopes = stored
     found, problems, types, golden = [], [], set(), None
@@ -116,8 +149,10 @@ def check(registry: RegistryRepository, reference: str, digest: str, key: Public
         if not subjects:
             own.append("it names no subject")
         elif wrong:
-            own.append(f"its subject is {', '.join(wrong)}, not {digest}: the subject does not match (evidence of "
-                       f"another image)")
+            own.append(
+                f"its subject is {', '.join(wrong)}, not {digest}: the subject does not match (evidence of "
+                f"another image)"
+            )
         signed = bool(data.get("signatures"))
         signature = signature_problem(data, key)
         if signature:
@@ -133,8 +168,9 @@ def check(registry: RegistryRepository, reference: str, digest: str, key: Public
     for kind in (GOLDEN_TYPE, PROVENANCE_TYPE, SBOM_TYPE):
         if kind not in types:
             problems.append(f"no {KINDS[kind]} ({kind}) is attached")
-    result = EvidenceCheck(str(registry), reference, digest, tag, manifest, key.fingerprint, tuple(found),
-                           tuple(problems), golden)
+    result = EvidenceCheck(
+        str(registry), reference, digest, tag, manifest, key.fingerprint, tuple(found), tuple(problems), golden
+    )
     if problems:
         raise _refusal(result)
     return result
@@ -142,9 +178,15 @@ def check(registry: RegistryRepository, reference: str, digest: str, key: Public
 
 def _refusal(result: EvidenceCheck) -> Refused:
     unsigned = any("unsigned" in p for p in result.problems)
-    fix = ("release it with a signing key (--signing-key, the action's signing-key) to attach signed evidence"
-           if unsigned else "check that the key is the one releases are signed with, and that the image is one "
-           "triton-release released; a rerun of its release attaches evidence that is missing")
-    return Refused(f"""
+    fix = (
+        "release it with a signing key (--signing-key, the action's signing-key) to attach signed evidence"
+        if unsigned
+        else "check that the key is the one releases are signed with, and that the image is one "
+        "triton-release released; a rerun of its release attaches evidence that is missing"
+    )
+    return Refused(
+        f"""
         The evidence of {result.reference} ({result.digest}) does not verify with {result.key}:
-        {'; '.join(result.problems)}. To fix it, {fix}.""", result=result)
+        {"; ".join(result.problems)}. To fix it, {fix}.""",
+        result=result,
+    )

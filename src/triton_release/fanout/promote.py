@@ -36,16 +36,16 @@ def gpu_policy(settings) -> str:
 
 @dataclass(frozen=True)
 class PromoteRequest:
-    repository: RegistryRepository   # the candidate's repository, with its credentials
-    digest: str                         # the candidate's manifest digest
+    repository: RegistryRepository  # the candidate's repository, with its credentials
+    digest: str  # the candidate's manifest digest
     version: str
     channel: str
-    keep_candidates: int = 0            # older candidates kept besides the released one
+    keep_candidates: int = 0  # older candidates kept besides the released one
     commit: bool = False
     model_repository: Path | None = None  # with commit: the checkout of the candidate's commit
-    gpu_models: str = "require"         # "test": models a shard set aside for lacking a GPU ship untested
-    signing: object = None              # evidence/signing.py's Signing: the golden results added to the evidence
-    invocation: object = None           # evidence/statements.py's Invocation
+    gpu_models: str = "require"  # "test": models a shard set aside for lacking a GPU ship untested
+    signing: object = None  # evidence/signing.py's Signing: the golden results added to the evidence
+    invocation: object = None  # evidence/statements.py's Invocation
 
 
 def run_promote(request: PromoteRequest, session: Session) -> None:
@@ -56,25 +56,54 @@ def run_promote(request: PromoteRequest, session: Session) -> None:
     if request.gpu_models not in ("test", "require"):
         raise UsageError(f"gpu_models {request.gpu_models!r}: give test or require.")
     console = session.console
-    checked = session.step("records", console.candidate_checked, steps.check_candidate, request.repository,
-                           request.digest, request.version, request.gpu_models)
+    checked = session.step(
+        "records",
+        console.candidate_checked,
+        steps.check_candidate,
+        request.repository,
+        request.digest,
+        request.version,
+        request.gpu_models,
+    )
     planned = None
     if request.commit:
         assert request.model_repository is not None  # with commit: the CLI and the action give it
         planned = session.step("changed", console.changes, steps.plan_commit, request.model_repository, checked)
-    with exclusive(f"release {request.repository}", lambda: console.waiting(f"another release of "
-                                                                           f"{request.repository}")):
-        promoted = session.step("promote", console.promoted, steps.promote, request.repository, checked,
-                                request.version, request.channel)
+    with exclusive(
+        f"release {request.repository}", lambda: console.waiting(f"another release of {request.repository}")
+    ):
+        promoted = session.step(
+            "promote", console.promoted, steps.promote, request.repository, checked, request.version, request.channel
+        )
     # -- published: finished forward by a rerun, never rolled back -----------------------------
-    session.step("evidence", console.evidence, steps.promote_evidence, request.repository, checked, promoted,
-                 *_evidence_of(request))
+    session.step(
+        "evidence",
+        console.evidence,
+        steps.promote_evidence,
+        request.repository,
+        checked,
+        promoted,
+        *_evidence_of(request),
+    )
     if planned is not None:
         assert request.model_repository is not None
-        session.step("commit", console.committed, steps.commit_shipped, request.model_repository, request.version,
-                     planned, f"{request.repository}:{request.version}")
-    session.step("retain-candidates", console.candidates_retained, steps.retain_candidates, request.repository,
-                 promoted.digest, request.keep_candidates)
+        session.step(
+            "commit",
+            console.committed,
+            steps.commit_shipped,
+            request.model_repository,
+            request.version,
+            planned,
+            f"{request.repository}:{request.version}",
+        )
+    session.step(
+        "retain-candidates",
+        console.candidates_retained,
+        steps.retain_candidates,
+        request.repository,
+        promoted.digest,
+        request.keep_candidates,
+    )
 
 
 def _evidence_of(request: PromoteRequest):

@@ -58,20 +58,21 @@ class StageRequest:
     repository: RegistryRepository
     base: str | None
     head: str
-    image: ImageOptions                # what the candidate is built from and how
+    image: ImageOptions  # what the candidate is built from and how
     channel: str
-    shards: int | None = None          # this many shards ...
-    max_models: int | None = None      # ... or as many as hold at most this many tested models each
+    shards: int | None = None  # this many shards ...
+    max_models: int | None = None  # ... or as many as hold at most this many tested models each
     source: str = ""
-    signing: object = None             # evidence/signing.py's Signing: the candidate's provenance and SBOM
-    invocation: object = None          # evidence/statements.py's Invocation
+    signing: object = None  # evidence/signing.py's Signing: the candidate's provenance and SBOM
+    invocation: object = None  # evidence/statements.py's Invocation
 
 
 def run_stage(request: StageRequest, session: Session) -> None:
     releases.check_channel(request.channel)
     # the local build tag is the release's: one build of this repository at a time on this machine
-    with exclusive(f"release {request.repository}", lambda: session.console.waiting(f"another release of "
-                                                                                      f"{request.repository}")):
+    with exclusive(
+        f"release {request.repository}", lambda: session.console.waiting(f"another release of {request.repository}")
+    ):
         _stage(request, session)
 
 
@@ -80,36 +81,69 @@ def _stage(request: StageRequest, session: Session) -> None:
     root, repository = request.model_repository, request.repository
 
     session.step("validate", console.validation, steps.validate, root, request.image.requirements_options)
-    planned = session.step("changed", console.changes, steps.changes, root, request.base, request.head,
-                           registry=repository, plan=True)
+    planned = session.step(
+        "changed", console.changes, steps.changes, root, request.base, request.head, registry=repository, plan=True
+    )
     assert planned.plan is not None
     if planned.plan.version is None and not planned.to_test:
         report.facts.update({"released": False, "shards": []})
         console.not_released("no model changed: nothing staged")
         return
-    found = session.step("reuse", console.candidate_reused, steps.find_candidate, repository, planned.found.head,
-                         planned.found.base, _build_inputs(request))
+    found = session.step(
+        "reuse",
+        console.candidate_reused,
+        steps.find_candidate,
+        repository,
+        planned.found.head,
+        planned.found.base,
+        _build_inputs(request),
+    )
     if found is not None:
         return
     with tempfile.TemporaryDirectory(prefix="triton-release-") as scratch:
-        _, exported, prepared, to_test, version = prepare(session, root, planned, Path(scratch), request.image,
-                                                          repository, bumped=False)
-        plan = session.step("shards", console.shards_planned, steps.plan_shards, exported, to_test,
-                            request.shards, request.max_models)
-        labels = {SHARDS_LABEL: shards_label(list(plan.shards)), CHANGED_LABEL: changed_label(to_test),
-                  CHANGED_MODELS_LABEL: changed_label(planned.found.models),
-                  NEW_VERSIONS_LABEL: changed_label(steps.new_versions(planned)),
-                  DRIFT_UNMEASURABLE_LABEL: unmeasurable_label(steps.unmeasurable_drift(prepared)),
-                  BUILD_INPUTS_LABEL: build_inputs_label(_build_inputs(request, prepared.base.image_id)),
-                  **planned.record_label()}
-        built = session.step("build", console.built, steps.build, exported, request.image,
-                             f"{repository}:{steps.CANDIDATE_TAG}", revision=planned.found.head, source=request.source,
-                             version=version or "", bumped_from=planned.found.base, channel=request.channel,
-                             prepared=prepared, extra_labels=labels)
-    staged = session.step("candidate", console.candidate_pushed, steps.push_candidate, built.image_id, repository,
-                          planned.found.head)
-    session.step("evidence", console.evidence, steps.stage_evidence, repository, staged, planned, prepared,
-                 *_evidence_of(request))
+        _, exported, prepared, to_test, version = prepare(
+            session, root, planned, Path(scratch), request.image, repository, bumped=False
+        )
+        plan = session.step(
+            "shards", console.shards_planned, steps.plan_shards, exported, to_test, request.shards, request.max_models
+        )
+        labels = {
+            SHARDS_LABEL: shards_label(list(plan.shards)),
+            CHANGED_LABEL: changed_label(to_test),
+            CHANGED_MODELS_LABEL: changed_label(planned.found.models),
+            NEW_VERSIONS_LABEL: changed_label(steps.new_versions(planned)),
+            DRIFT_UNMEASURABLE_LABEL: unmeasurable_label(steps.unmeasurable_drift(prepared)),
+            BUILD_INPUTS_LABEL: build_inputs_label(_build_inputs(request, prepared.base.image_id)),
+            **planned.record_label(),
+        }
+        built = session.step(
+            "build",
+            console.built,
+            steps.build,
+            exported,
+            request.image,
+            f"{repository}:{steps.CANDIDATE_TAG}",
+            revision=planned.found.head,
+            source=request.source,
+            version=version or "",
+            bumped_from=planned.found.base,
+            channel=request.channel,
+            prepared=prepared,
+            extra_labels=labels,
+        )
+    staged = session.step(
+        "candidate", console.candidate_pushed, steps.push_candidate, built.image_id, repository, planned.found.head
+    )
+    session.step(
+        "evidence",
+        console.evidence,
+        steps.stage_evidence,
+        repository,
+        staged,
+        planned,
+        prepared,
+        *_evidence_of(request),
+    )
 
 
 def _evidence_of(request: StageRequest):
@@ -117,8 +151,10 @@ def _evidence_of(request: StageRequest):
     from triton_release.evidence.signing import Signing
     from triton_release.evidence.statements import CLI_BUILDER, Invocation
 
-    settings = {"build": {**request.image.to_json(), "channel": request.channel},
-                "base_image": request.image.base_image}
+    settings = {
+        "build": {**request.image.to_json(), "channel": request.channel},
+        "base_image": request.image.base_image,
+    }
     return request.signing or Signing("none"), request.invocation or Invocation(CLI_BUILDER), settings
 
 
@@ -133,9 +169,15 @@ def _build_inputs(request: StageRequest, base_image_id: str | None = None) -> di
 
         base_image_id = image_id(docker_client(), request.image.base_image)
     image = request.image
-    inputs = build_inputs(base_image_id=base_image_id, stub=image.stub, python=image.python,
-                          requirements_options=image.requirements_options, max_layers=image.max_layers,
-                          channel=request.channel, source=request.source)
+    inputs = build_inputs(
+        base_image_id=base_image_id,
+        stub=image.stub,
+        python=image.python,
+        requirements_options=image.requirements_options,
+        max_layers=image.max_layers,
+        channel=request.channel,
+        source=request.source,
+    )
     return {**inputs, "warmup": image.warmup} if image.warmup != "off" else inputs
 
 
@@ -143,13 +185,13 @@ def _build_inputs(request: StageRequest, base_image_id: str | None = None) -> di
 class CandidateTestRequest:
     model_repository: Path
     repository: RegistryRepository
-    digest: str                        # sha256:... of the candidate in `repository`
-    shard: str | None                  # with a shard: its models (unless `models`), and its record written
+    digest: str  # sha256:... of the candidate in `repository`
+    shard: str | None  # with a shard: its models (unless `models`), and its record written
     models: tuple[str, ...] = ()
     junitxml: str | None = None
     keyword: str | None = None
     server: ServerOptions = ServerOptions()  # how tritonserver runs the shard's golden cases
-    gates: GateOptions = NO_GATES      # beyond the drift or latency bound the shard's record fails
+    gates: GateOptions = NO_GATES  # beyond the drift or latency bound the shard's record fails
 
 
 def run_candidate_test(request: CandidateTestRequest, session: Session) -> None:
@@ -158,65 +200,124 @@ def run_candidate_test(request: CandidateTestRequest, session: Session) -> None:
     if request.shard is not None:
         check_shard_name(request.shard)
     if request.shard is not None and request.keyword:
-        raise UsageError("-k selects some cases, and a shard's record must hold all of them: give -k or --shard, "
-                         "not both.")
+        raise UsageError(
+            "-k selects some cases, and a shard's record must hold all of them: give -k or --shard, not both."
+        )
     console = session.console
     pulled = session.step("pull", console.candidate_pulled, steps.pull_candidate, request.repository, request.digest)
     shard = pulled.shard(request.shard) if request.shard is not None else None
-    names = list(request.models) or (list(shard.models) if shard is not None
-                                     else list(pulled.candidate.changed) if pulled.candidate is not None else [])
+    names = list(request.models) or (
+        list(shard.models)
+        if shard is not None
+        else list(pulled.candidate.changed)
+        if pulled.candidate is not None
+        else []
+    )
     counts = shard.case_counts() if shard is not None else None
     planned = tuple((name, counts.get(name, 0)) for name in names) if counts is not None else None
     with tempfile.TemporaryDirectory(prefix="triton-release-") as scratch:
         root = _golden_cases_of(request.model_repository, pulled.revision, Path(scratch), session)
         if not names:
             from triton_release.models.repository import Repository
+
             names = sorted(Repository.load(root).models)
         junit = request.junitxml or str(Path(scratch) / "junit.xml")
         labelled = pulled.candidate.new_versions if pulled.candidate is not None else None
         unmeasurable = pulled.candidate.drift_unmeasurable if pulled.candidate is not None else {}
         new = tuple(n for n in names if n in labelled) if labelled is not None else ()
         if labelled is None and request.gates.max_drift is not None:
-            console.warning(f"{pulled.ref} does not say which of its models have a new version (it was staged "
-                            "by an earlier triton-release): no drift is measured and max-drift bounds nothing. "
-                            "Stage the commit again to measure it.")
+            console.warning(
+                f"{pulled.ref} does not say which of its models have a new version (it was staged "
+                "by an earlier triton-release): no drift is measured and max-drift bounds nothing. "
+                "Stage the commit again to measure it."
+            )
         try:
-            run = session.step("test", console.golden_run, steps.test, root, pulled.ref, names,
-                               request.server, junitxml=junit, keyword=request.keyword,
-                               shown_as=request.model_repository, new_versions=new, drift_unmeasurable=unmeasurable,
-                               gates=request.gates)
+            run = session.step(
+                "test",
+                console.golden_run,
+                steps.test,
+                root,
+                pulled.ref,
+                names,
+                request.server,
+                junitxml=junit,
+                keyword=request.keyword,
+                shown_as=request.model_repository,
+                new_versions=new,
+                drift_unmeasurable=unmeasurable,
+                gates=request.gates,
+            )
         except Refused as exc:  # a verdict: the shard failed, and its record says so
             if request.shard is not None:
                 cases = _cases(exc.result)
                 reason = "" if any(not c["passed"] for c in cases) else _first_sentence(str(exc))
-                record = GoldenRecord(request.digest, request.shard, tuple(names), False, cases, pulled.revision,
-                                      reason, planned, tuple(getattr(exc.result, "needs_gpu", None) or ()))
+                record = GoldenRecord(
+                    request.digest,
+                    request.shard,
+                    tuple(names),
+                    False,
+                    cases,
+                    pulled.revision,
+                    reason,
+                    planned,
+                    tuple(getattr(exc.result, "needs_gpu", None) or ()),
+                )
                 try:
-                    session.step("golden-record", console.golden_recorded, steps.write_golden_record,
-                                 request.repository, record, _read(junit))
+                    session.step(
+                        "golden-record",
+                        console.golden_recorded,
+                        steps.write_golden_record,
+                        request.repository,
+                        record,
+                        _read(junit),
+                    )
                 except Exception as late:  # never masks the failure being reported
-                    console.warning(f"the failed shard's record could not be written ({late}); promote finds "
-                                    "none for it and refuses all the same")
+                    console.warning(
+                        f"the failed shard's record could not be written ({late}); promote finds "
+                        "none for it and refuses all the same"
+                    )
             raise
         if request.shard is not None:
-            record = GoldenRecord(request.digest, request.shard, tuple(names), True, _cases(run), pulled.revision,
-                                  planned_cases=planned, needs_gpu=tuple(run.needs_gpu))
+            record = GoldenRecord(
+                request.digest,
+                request.shard,
+                tuple(names),
+                True,
+                _cases(run),
+                pulled.revision,
+                planned_cases=planned,
+                needs_gpu=tuple(run.needs_gpu),
+            )
             short = [u for u in record.untested(dict(planned or ())) if not u[3]]  # u[3]: the GPU it needs
             if short:  # cases the plan holds and the checkout lacks: not tested, so the shard failed
                 ran, wanted = sum(u[1] for u in short), sum(u[2] for u in short)
-                where = (request.model_repository if root == request.model_repository
-                         else f"commit {pulled.revision[:12]} as checked out here")
-                reason = (f"ran {ran} of {wanted} planned golden cases of "
-                          f"{', '.join(f'{m} ({r} of {n})' for m, r, n, _ in short)}: {where} lacks them")
+                where = (
+                    request.model_repository
+                    if root == request.model_repository
+                    else f"commit {pulled.revision[:12]} as checked out here"
+                )
+                reason = (
+                    f"ran {ran} of {wanted} planned golden cases of "
+                    f"{', '.join(f'{m} ({r} of {n})' for m, r, n, _ in short)}: {where} lacks them"
+                )
                 record = replace(record, passed=False, reason=reason)
-            session.step("golden-record", console.golden_recorded, steps.write_golden_record, request.repository,
-                         record, _read(junit))
+            session.step(
+                "golden-record",
+                console.golden_recorded,
+                steps.write_golden_record,
+                request.repository,
+                record,
+                _read(junit),
+            )
             if short:
-                raise Refused(f"""
+                raise Refused(
+                    f"""
                     {request.shard} of {pulled.ref} {reason}, so they were not tested; its record says it
                     failed, and promote refuses it. Run the shard's test from a checkout of the candidate's
-                    commit {pulled.revision[:12] or '(not labelled)'} (actions/checkout with fetch-depth: 0),
-                    whose golden folders hold them.""", result=run)
+                    commit {pulled.revision[:12] or "(not labelled)"} (actions/checkout with fetch-depth: 0),
+                    whose golden folders hold them.""",
+                    result=run,
+                )
 
 
 def _golden_cases_of(model_repository: Path, revision: str, scratch: Path, session: Session) -> Path:
@@ -227,8 +328,10 @@ def _golden_cases_of(model_repository: Path, revision: str, scratch: Path, sessi
     except (Refused, UsageError, OSError):
         found = None
     if found is None:
-        session.console.warning(f"the candidate's commit {revision[:12] or '(not labelled)'} is not in this "
-                                f"checkout; its golden cases are taken from {model_repository} as it is")
+        session.console.warning(
+            f"the candidate's commit {revision[:12] or '(not labelled)'} is not in this "
+            f"checkout; its golden cases are taken from {model_repository} as it is"
+        )
         return model_repository
     return found
 
@@ -240,7 +343,7 @@ def _cases(run) -> tuple[dict, ...]:
 
 def _first_sentence(text: str, limit: int = 300) -> str:
     first = " ".join(text.split()).split(". ", 1)[0]
-    return first if len(first) <= limit else first[:limit - 3] + "..."
+    return first if len(first) <= limit else first[: limit - 3] + "..."
 
 
 def _read(path: str) -> bytes | None:

@@ -22,6 +22,7 @@ from triton_release.history.git import Git
 class FolderBump:
     """A new version: `to_version` gets the contents `from_version` holds at head, and
     `from_version` gets its released contents back."""
+
     model: str
     from_version: int
     to_version: int
@@ -40,18 +41,24 @@ class Carried:
     """A released version written from the registry's record (history/record.py): the checkout
     lacks it (`at_head` False), or holds other contents under its number (`at_head`: the working
     folder of a model whose newer release was never committed)."""
+
     model: str
     version: int
-    tree: str            # its contents as released, a git tree id
-    release: str = ""    # the release it comes from, REPO:X.Y.Z
+    tree: str  # its contents as released, a git tree id
+    release: str = ""  # the release it comes from, REPO:X.Y.Z
     at_head: bool = False
 
     def folders(self) -> tuple[int, ...]:
         return (self.version,)
 
     def to_json(self) -> dict:
-        return {"model": self.model, "version": self.version, "tree": self.tree, "from": self.release,
-                "replaces_checkout": self.at_head}
+        return {
+            "model": self.model,
+            "version": self.version,
+            "tree": self.tree,
+            "from": self.release,
+            "replaces_checkout": self.at_head,
+        }
 
 
 Written = FolderBump | Carried  # what a bump writes into a model repository
@@ -61,17 +68,23 @@ Written = FolderBump | Carried  # what a bump writes into a model repository
 class FolderWrite:
     model: str
     version: int
-    tree: str      # the git tree id written there
+    tree: str  # the git tree id written there
     at_head: bool  # the folder exists at head: undo restores it, else undo removes it
 
 
 def folder_writes(git: Git, changes: ChangeSet, items: list[Written]) -> list[FolderWrite]:
     """Every folder the items write, with the git tree of its contents."""
+
     def path(model: str, version: int) -> str:
         return PurePosixPath(changes.prefix, model, str(version)).as_posix()
 
-    wanted = [f"{ref}:{path(b.model, b.from_version)}" for b in items if isinstance(b, FolderBump)
-              for tree, ref in ((b.old_tree, changes.base), (b.new_tree, changes.head)) if not tree]
+    wanted = [
+        f"{ref}:{path(b.model, b.from_version)}"
+        for b in items
+        if isinstance(b, FolderBump)
+        for tree, ref in ((b.old_tree, changes.base), (b.new_tree, changes.head))
+        if not tree
+    ]
     found = dict(zip(wanted, git.text("rev-parse", *wanted).split())) if wanted else {}
     writes = []
     for item in items:
@@ -79,8 +92,12 @@ def folder_writes(git: Git, changes: ChangeSet, items: list[Written]) -> list[Fo
             writes.append(FolderWrite(item.model, item.version, item.tree, item.at_head))
             continue
         where = path(item.model, item.from_version)
-        writes.append(FolderWrite(item.model, item.from_version, item.old_tree or found[f"{changes.base}:{where}"], True))
-        writes.append(FolderWrite(item.model, item.to_version, item.new_tree or found[f"{changes.head}:{where}"], False))
+        writes.append(
+            FolderWrite(item.model, item.from_version, item.old_tree or found[f"{changes.base}:{where}"], True)
+        )
+        writes.append(
+            FolderWrite(item.model, item.to_version, item.new_tree or found[f"{changes.head}:{where}"], False)
+        )
     return writes
 
 
@@ -113,7 +130,7 @@ def extract_tree(git: Git, ref: str, strip: str, dest: Path) -> None:
         mode, kind, oid = meta.split()
         if kind != "blob":
             continue  # a submodule: git archive too writes no files for it
-        relative = path[len(under):] if path.startswith(under) else path
+        relative = path[len(under) :] if path.startswith(under) else path
         parts = PurePosixPath(relative).parts
         if not parts or relative.startswith("/") or ".." in parts:
             raise InfrastructureError(f"git holds a path that leaves its tree at {ref[:12]}: {path!r}")
@@ -169,22 +186,26 @@ def check_working_tree(changes: ChangeSet, bumps: list[Written], model_repositor
     git = Git(Git(Path(model_repository)).toplevel())
     if git.text("rev-parse", "HEAD") != changes.head:
         raise Refused(f"""
-            The version folders are bumped in the working tree, which holds {git.text("rev-parse", "--short",
-            "HEAD")}, not the commit released ({changes.head[:12]}). Check that commit out first (git checkout
+            The version folders are bumped in the working tree, which holds {
+            git.text("rev-parse", "--short", "HEAD")
+        }, not the commit released ({changes.head[:12]}). Check that commit out first (git checkout
             {changes.head[:12]}), or release HEAD.""")
     paths = [f"{changes.prefix}/{b.model}/{b.from_version}" for b in bumps if isinstance(b, FolderBump)]
     paths += [f"{changes.prefix}/{b.model}/{b.version}" for b in bumps if isinstance(b, Carried) and b.at_head]
     if not paths:
         return
     tree = git.run("ls-tree", "-r", "-z", changes.head, "--", *paths).stdout.decode(errors="surrogateescape")
-    found = [("a git submodule", entry.split("\t", 1)[1]) for entry in tree.split("\0")
-             if entry and entry.split()[1] == "commit"]
+    found = [
+        ("a git submodule", entry.split("\t", 1)[1])
+        for entry in tree.split("\0")
+        if entry and entry.split()[1] == "commit"
+    ]
     found += _status(git, paths)
     if found:
         listed = "; ".join(f"{path} ({state})" for state, path in found[:5])
         more = f" and {len(found) - 5} more" if len(found) > 5 else ""
         raise Refused(f"""
-            Bumping would replace {', '.join(paths)} with the committed contents, and the working tree holds
+            Bumping would replace {", ".join(paths)} with the committed contents, and the working tree holds
             more there: {listed}{more}. Commit them (large weights: git LFS), or move them out of the
             version folder, then run again. Nothing was changed.""")
 
@@ -318,7 +339,7 @@ def fill_lfs_pointers(git: Git, tree: Path, required: bool = True) -> list[str]:
             if not required:
                 continue
             raise Refused(f"""
-                {path.relative_to(tree)} is a git LFS pointer, and its object ({oid[:12] or 'no oid'}) is not in this
+                {path.relative_to(tree)} is a git LFS pointer, and its object ({oid[:12] or "no oid"}) is not in this
                 checkout's LFS store: the release would ship the pointer, not the file. Fetch it (git lfs pull; in
                 a workflow, actions/checkout with lfs: true), then run again.""")
         shutil.copyfile(source, path)
@@ -350,12 +371,15 @@ def holds_bump(changes: ChangeSet, bumps: list[Written], model_repository: Path)
     since)."""
     root = Path(model_repository)
     git = Git(Git(root).toplevel())
-    return all(same_as_tree(git, write.tree, root / write.model / str(write.version))
-               for write in folder_writes(git, changes, bumps))
+    return all(
+        same_as_tree(git, write.tree, root / write.model / str(write.version))
+        for write in folder_writes(git, changes, bumps)
+    )
 
 
 def _same_tree(a: Path, b: Path) -> bool:
     def files(root: Path) -> dict[str, Path]:
         return {p.relative_to(root).as_posix(): p for p in root.rglob("*") if p.is_file() or p.is_symlink()}
+
     left, right = files(a), files(b)
     return left.keys() == right.keys() and all(filecmp.cmp(left[k], right[k], shallow=False) for k in left)

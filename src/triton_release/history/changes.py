@@ -18,13 +18,13 @@ SETTINGS_FILES = {CONFIG_FILE, "requirements.txt"}
 @dataclass(frozen=True)
 class ModelChange:
     name: str
-    status: str                                # added | removed | modified
-    files: tuple[str, ...] = ()                # paths relative to the model repository
-    edited_versions: tuple[int, ...] = ()      # existing version folders whose files changed
-    added_versions: tuple[int, ...] = ()       # version folders new at head
+    status: str  # added | removed | modified
+    files: tuple[str, ...] = ()  # paths relative to the model repository
+    edited_versions: tuple[int, ...] = ()  # existing version folders whose files changed
+    added_versions: tuple[int, ...] = ()  # version folders new at head
     base_versions: tuple[int, ...] = ()
     reasons: tuple[str, ...] = ()
-    removed_versions: tuple[int, ...] = ()     # version folders released at base, gone at head
+    removed_versions: tuple[int, ...] = ()  # version folders released at base, gone at head
 
     @property
     def golden_only(self) -> bool:
@@ -35,20 +35,26 @@ class ModelChange:
         return max(self.base_versions) if self.base_versions else None
 
     def to_json(self) -> dict:
-        return {"name": self.name, "status": self.status, "reasons": list(self.reasons),
-                "golden_only": self.golden_only, "edited_versions": list(self.edited_versions),
-                "added_versions": list(self.added_versions), "files": list(self.files)}
+        return {
+            "name": self.name,
+            "status": self.status,
+            "reasons": list(self.reasons),
+            "golden_only": self.golden_only,
+            "edited_versions": list(self.edited_versions),
+            "added_versions": list(self.added_versions),
+            "files": list(self.files),
+        }
 
 
 @dataclass(frozen=True)
 class ChangeSet:
-    base: str | None              # None: a first release, every model counts as changed
+    base: str | None  # None: a first release, every model counts as changed
     head: str
     prefix: str = "model_repository"  # the model repository, relative to the git repository
     models: dict[str, ModelChange] = field(default_factory=dict)
     ensembles: tuple[str, ...] = ()  # loaded and tested because a step changed; not bumped
     configs: dict = field(default_factory=dict, repr=False, compare=False)  # (side, model) -> ModelConfig
-    callers: tuple[str, ...] = ()    # tested because a model they call (BLS) changed; not bumped
+    callers: tuple[str, ...] = ()  # tested because a model they call (BLS) changed; not bumped
 
     @property
     def changed(self) -> list[str]:
@@ -67,10 +73,17 @@ class ChangeSet:
         return sorted(set(self.changed) | set(self.ensembles) | set(self.callers))
 
     def to_json(self) -> dict:
-        return {"base": self.base, "head": self.head, "changed": self.changed, "added": self.added,
-                "removed": self.removed, "ensembles": list(self.ensembles),
-                "callers": list(self.callers), "to_test": self.to_test,
-                "models": {n: c.to_json() for n, c in sorted(self.models.items())}}
+        return {
+            "base": self.base,
+            "head": self.head,
+            "changed": self.changed,
+            "added": self.added,
+            "removed": self.removed,
+            "ensembles": list(self.ensembles),
+            "callers": list(self.callers),
+            "to_test": self.to_test,
+            "models": {n: c.to_json() for n, c in sorted(self.models.items())},
+        }
 
 
 def _versions(files: list[str]) -> dict[str, set[int]]:
@@ -114,7 +127,7 @@ class Changes:
             return path
         if not path.startswith(self.prefix + "/"):  # git names every path below the prefix asked for
             raise ValueError(f"{path!r} is not below {self.prefix!r}")
-        return path[len(self.prefix) + 1:]
+        return path[len(self.prefix) + 1 :]
 
     def files(self, ref: str) -> list[str]:
         return [self.rel(p) for p in self.git.ls_files(ref, self.prefix + "/" if self.prefix != "." else ".")]
@@ -135,9 +148,12 @@ class Changes:
         head_files = self.files(head_id)
         head_versions = _versions(head_files)
         if base_id is None:
-            models = {name: ModelChange(name, "added", added_versions=tuple(sorted(v)),
-                                        reasons=("first release: no base commit",))
-                      for name, v in head_versions.items()}
+            models = {
+                name: ModelChange(
+                    name, "added", added_versions=tuple(sorted(v)), reasons=("first release: no base commit",)
+                )
+                for name, v in head_versions.items()
+            }
             for name in models:
                 _check_name(name, f"{self.prefix}/{name}")
             return self._with_ensembles(ChangeSet(None, head_id, self.prefix, models), head_id, None, head_versions)
@@ -152,16 +168,17 @@ class Changes:
         for name, files in sorted(touched.items()):
             _check_name(name, f"{self.prefix}/{name}")
             models[name] = self._classify(name, sorted(files), base_versions.get(name), head_versions.get(name))
-        return self._with_ensembles(ChangeSet(base_id, head_id, self.prefix, models), head_id, base_id,
-                                    head_versions)
+        return self._with_ensembles(ChangeSet(base_id, head_id, self.prefix, models), head_id, base_id, head_versions)
 
     def _classify(self, name: str, files: list[str], base: set[int] | None, head: set[int] | None) -> ModelChange:
         if base is None:
-            return ModelChange(name, "added", tuple(files), added_versions=tuple(sorted(head or ())),
-                               reasons=("model added",))
+            return ModelChange(
+                name, "added", tuple(files), added_versions=tuple(sorted(head or ())), reasons=("model added",)
+            )
         if head is None:
-            return ModelChange(name, "removed", tuple(files), base_versions=tuple(sorted(base)),
-                               reasons=("model removed",))
+            return ModelChange(
+                name, "removed", tuple(files), base_versions=tuple(sorted(base)), reasons=("model removed",)
+            )
         edited: set[int] = set()
         added: set[int] = set()
         reasons: list[str] = []
@@ -184,8 +201,16 @@ class Changes:
             reasons.append(" and ".join(names) + " only: no version folder bumped")
         elif "other" in kinds:
             reasons.append("other model files changed")
-        return ModelChange(name, "modified", tuple(files), tuple(sorted(edited)), tuple(sorted(added)),
-                           tuple(sorted(base)), tuple(reasons), tuple(sorted(removed)))
+        return ModelChange(
+            name,
+            "modified",
+            tuple(files),
+            tuple(sorted(edited)),
+            tuple(sorted(added)),
+            tuple(sorted(base)),
+            tuple(reasons),
+            tuple(sorted(removed)),
+        )
 
     @staticmethod
     def _kind(parts: tuple[str, ...]) -> str:
@@ -202,35 +227,51 @@ class Changes:
         blobs = self.git.blobs(ref, list(paths.values()))
         return {n: parse_config_blob(blobs[p]) for n, p in paths.items()}
 
-    def _with_ensembles(self, changes: ChangeSet, head: str, base: str | None,
-                        head_versions: dict[str, set[int]]) -> ChangeSet:
+    def _with_ensembles(
+        self, changes: ChangeSet, head: str, base: str | None, head_versions: dict[str, set[int]]
+    ) -> ChangeSet:
         head_configs = self.configs(head, sorted(head_versions))
         base_names = sorted(set(changes.models) - set(changes.added)) if base else []
         configs = {("head", n): c for n, c in head_configs.items()}
         configs.update({("base", n): c for n, c in self.configs(base, base_names).items()} if base else {})
         steps = ensemble_needs(head_configs)
         calls = self.calls(head, head_configs, head_versions, changes.removed)
-        dependents = users(changes.changed, {m: steps.get(m, set()) | calls.get(m, set())
-                                             for m in set(steps) | set(calls)})
+        dependents = users(
+            changes.changed, {m: steps.get(m, set()) | calls.get(m, set()) for m in set(steps) | set(calls)}
+        )
         dependents |= users(changes.removed, calls)  # callers of a removed model: validate refuses named ones
         ensembles = {m for m in dependents if m in steps}
         callers = dependents - ensembles
-        return ChangeSet(changes.base, changes.head, changes.prefix, changes.models, tuple(sorted(ensembles)),
-                         configs, tuple(sorted(callers)))
+        return ChangeSet(
+            changes.base,
+            changes.head,
+            changes.prefix,
+            changes.models,
+            tuple(sorted(ensembles)),
+            configs,
+            tuple(sorted(callers)),
+        )
 
-    def calls(self, ref: str, configs: dict, versions: dict[str, set[int]],
-              removed: list[str] | tuple[str, ...] = ()) -> dict[str, set[str]]:
+    def calls(
+        self, ref: str, configs: dict, versions: dict[str, set[int]], removed: list[str] | tuple[str, ...] = ()
+    ) -> dict[str, set[str]]:
         """model -> the models its newest version calls (BLS: in its model file or the modules of
         its version folder it imports) or its config declares. A model building a request whose
         model its code does not tell, and declaring nothing, calls every other model (`removed`
         included): it is re-tested on any change. Three git commands, however many models."""
-        folders = {(name, str(max(versions[name]))): model_file(config) for name, config in configs.items()
-                   if versions.get(name) and (config is None or config.backend == "python")}
+        folders = {
+            (name, str(max(versions[name]))): model_file(config)
+            for name, config in configs.items()
+            if versions.get(name) and (config is None or config.backend == "python")
+        }
         wanted: dict[str, tuple[str, str]] = {}  # path in git -> (model, path inside its version folder)
         for path in self.files(ref):
             parts = path.split("/", 2)
-            if len(parts) == 3 and (parts[0], parts[1]) in folders and (
-                    parts[2].endswith(".py") or parts[2] == folders[parts[0], parts[1]]):
+            if (
+                len(parts) == 3
+                and (parts[0], parts[1]) in folders
+                and (parts[2].endswith(".py") or parts[2] == folders[parts[0], parts[1]])
+            ):
                 wanted[path if self.prefix == "." else f"{self.prefix}/{path}"] = (parts[0], parts[2])
         blobs = self.git.blobs(ref, list(wanted))
         sources: dict[str, dict[str, bytes]] = {}

@@ -41,8 +41,10 @@ class Git:
     def toplevel(self) -> Path:
         result = self.run("rev-parse", "--show-toplevel", check=False)
         if result.returncode != 0:
-            raise UsageError(f"{self.cwd} is not inside a git repository: change detection needs one "
-                             "(in a workflow, check out with actions/checkout and fetch-depth: 0).")
+            raise UsageError(
+                f"{self.cwd} is not inside a git repository: change detection needs one "
+                "(in a workflow, check out with actions/checkout and fetch-depth: 0)."
+            )
         return Path(result.stdout.decode().strip())
 
     def is_shallow(self) -> bool:
@@ -94,14 +96,18 @@ class Git:
             if kind == b"blob":
                 ids[path.decode("utf-8", errors="surrogateescape")] = oid.decode()
         wanted = sorted(set(ids.values()))
-        out = self.run("cat-file", "--batch", input="".join(f"{oid}\n" for oid in wanted).encode()).stdout if wanted else b""
+        out = (
+            self.run("cat-file", "--batch", input="".join(f"{oid}\n" for oid in wanted).encode()).stdout
+            if wanted
+            else b""
+        )
         contents: dict[str, bytes] = {}
         pos = 0
         for oid in wanted:
             end = out.index(b"\n", pos)
             size = int(out[pos:end].split()[2])
             pos = end + 1
-            contents[oid] = out[pos:pos + size]
+            contents[oid] = out[pos : pos + size]
             pos += size + 1
         return {path: contents[ids[path]] if path in ids else None for path in paths}
 
@@ -110,8 +116,13 @@ class Git:
         """Each of `oids`' bytes in chunks, in order, from one `git cat-file --batch` fed by a
         thread (a large file never sits in memory). Consume each object's chunks before the next."""
         try:
-            process = subprocess.Popen(["git", "cat-file", "--batch", "--buffer"], cwd=self.cwd,
-                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+            process = subprocess.Popen(
+                ["git", "cat-file", "--batch", "--buffer"],
+                cwd=self.cwd,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+            )
         except FileNotFoundError:
             raise InfrastructureError("git is not installed: install it (apt-get install git).") from None
         stdin, stdout = process.stdin, process.stdout

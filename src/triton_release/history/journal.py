@@ -27,13 +27,14 @@ FILE = "triton-release/bump.json"
 @dataclass(frozen=True)
 class Entry:
     """A journal as read back."""
+
     phase: str
     head: str
     prefix: str
     writes: tuple[FolderWrite, ...]
     owner: dict
-    release: str = ""   # REPO, when the run was to push
-    version: str = ""   # the X.Y.Z it was pushing
+    release: str = ""  # REPO, when the run was to push
+    version: str = ""  # the X.Y.Z it was pushing
 
     def carried(self) -> list[Carried]:
         """The writes as items the bump functions undo (history/bump.py)."""
@@ -46,8 +47,17 @@ class Journal:
         self.path = (own if own.is_absolute() else git.cwd / own) / FILE
 
     def begin(self, head: str, prefix: str, writes: list[FolderWrite], release: str = "") -> None:
-        self._write({"phase": "bumped", "head": head, "prefix": prefix, "release": release, "version": "",
-                     "writes": [[w.model, w.version, w.tree, w.at_head] for w in writes], "owner": owner()})
+        self._write(
+            {
+                "phase": "bumped",
+                "head": head,
+                "prefix": prefix,
+                "release": release,
+                "version": "",
+                "writes": [[w.model, w.version, w.tree, w.at_head] for w in writes],
+                "owner": owner(),
+            }
+        )
 
     def phase(self, phase: str, version: str = "") -> None:
         data = self._read_raw()
@@ -66,8 +76,15 @@ class Journal:
             return None
         try:
             writes = tuple(FolderWrite(str(m), int(v), str(t), bool(h)) for m, v, t, h in data["writes"])
-            return Entry(str(data["phase"]), str(data["head"]), str(data["prefix"]), writes, dict(data["owner"]),
-                         str(data.get("release") or ""), str(data.get("version") or ""))
+            return Entry(
+                str(data["phase"]),
+                str(data["head"]),
+                str(data["prefix"]),
+                writes,
+                dict(data["owner"]),
+                str(data.get("release") or ""),
+                str(data.get("version") or ""),
+            )
         except (KeyError, TypeError, ValueError):
             self.end()
             return None

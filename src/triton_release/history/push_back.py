@@ -30,6 +30,7 @@ log = logging.getLogger("triton_release")
 
 class Committed(Protocol):
     """What the commit step made (steps.Committed): the release commit, if any, and its tag."""
+
     @property
     def committed(self) -> bool: ...
     @property
@@ -49,6 +50,7 @@ _NO_ATOMIC = "does not support --atomic"
 @dataclass(frozen=True)
 class PushTarget:
     """Where the release commit goes: `branch` of `remote`; branch None: the checkout's current one."""
+
     branch: str | None = None
     remote: str = REMOTE
 
@@ -70,13 +72,14 @@ class PushTarget:
 @dataclass(frozen=True)
 class PushedBack:
     """What became of the push: `pushed`, `refused` by the remote, or `skipped` (nothing to push to)."""
+
     outcome: str
     remote: str
     branch: str | None
     tag: str
-    refs: tuple[str, ...]     # the refspecs pushed, or that would have been
-    reason: str = ""          # why not, in git's or the remote's words
-    atomic: bool = False      # all refs or none (the remote supports --atomic)
+    refs: tuple[str, ...]  # the refspecs pushed, or that would have been
+    reason: str = ""  # why not, in git's or the remote's words
+    atomic: bool = False  # all refs or none (the remote supports --atomic)
 
     @property
     def pushed(self) -> bool:
@@ -88,8 +91,15 @@ class PushedBack:
         return any(":refs/heads/" in ref for ref in self.refs)
 
     def to_json(self) -> dict:
-        return {"outcome": self.outcome, "remote": self.remote, "branch": self.branch, "tag": self.tag,
-                "refs": list(self.refs), "atomic": self.atomic, **({"reason": self.reason} if self.reason else {})}
+        return {
+            "outcome": self.outcome,
+            "remote": self.remote,
+            "branch": self.branch,
+            "tag": self.tag,
+            "refs": list(self.refs),
+            "atomic": self.atomic,
+            **({"reason": self.reason} if self.reason else {}),
+        }
 
 
 def redact(text: str) -> str:
@@ -100,8 +110,16 @@ def redact(text: str) -> str:
 def _git(root: Path, *args: str, timeout: float | None = None) -> subprocess.CompletedProcess:
     env = {**os.environ, "GIT_TERMINAL_PROMPT": "0"}
     try:
-        return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, errors="replace",
-                              stdin=subprocess.DEVNULL, env=env, timeout=timeout)
+        return subprocess.run(
+            ["git", *args],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            errors="replace",
+            stdin=subprocess.DEVNULL,
+            env=env,
+            timeout=timeout,
+        )
     except FileNotFoundError:
         raise InfrastructureError("git is not installed: install it (apt-get install git).") from None
 
@@ -140,31 +158,45 @@ def push_release(root: Path, committed: Committed, target: PushTarget) -> Pushed
     for a refusal: it is logged as a warning with the fix and returned."""
     tag = committed.tag
     branch = _branch(root, target)
-    refs = ([f"{committed.commit}:refs/heads/{branch}"] if committed.committed and branch else []) \
-        + [f"refs/tags/{tag}:refs/tags/{tag}"]
+    refs = ([f"{committed.commit}:refs/heads/{branch}"] if committed.committed and branch else []) + [
+        f"refs/tags/{tag}:refs/tags/{tag}"
+    ]
     release = f"release {committed.version}" if committed.version else tag
     what = f"its release commit and tag {tag} were" if committed.committed else f"its tag {tag} was"
 
     def warn(outcome: str, reason: str, fix: str, atomic: bool = False) -> PushedBack:
-        log.warning(f"{release} is published, but {what} not pushed to {target.remote}{' ' + branch if branch else ''}: "
-                    f"{reason}. {fix}")
+        log.warning(
+            f"{release} is published, but {what} not pushed to {target.remote}{' ' + branch if branch else ''}: "
+            f"{reason}. {fix}"
+        )
         return PushedBack(outcome, target.remote, branch, tag, tuple(refs), reason, atomic)
 
     if _git(root, "remote", "get-url", target.remote).returncode != 0:  # the URL itself is never shown
-        return warn("skipped", f"the checkout has no remote {target.remote}",
-                    f"Only this checkout has the release commit and tag: push with `git push <remote> "
-                    f"HEAD:refs/heads/<branch> refs/tags/{tag}`, or set push-commit: false (on the command line: "
-                    "leave out --push-commit) to commit and tag locally only.")
+        return warn(
+            "skipped",
+            f"the checkout has no remote {target.remote}",
+            f"Only this checkout has the release commit and tag: push with `git push <remote> "
+            f"HEAD:refs/heads/<branch> refs/tags/{tag}`, or set push-commit: false (on the command line: "
+            "leave out --push-commit) to commit and tag locally only.",
+        )
     if committed.committed and branch is None:
-        return warn("skipped", "HEAD is detached and no branch was named (GITHUB_REF_NAME, GITHUB_HEAD_REF)",
-                    f"Check out the branch (actions/checkout does, on push events), or push them with "
-                    f"`git push {target.remote} HEAD:refs/heads/<branch> refs/tags/{tag}`.")
+        return warn(
+            "skipped",
+            "HEAD is detached and no branch was named (GITHUB_REF_NAME, GITHUB_HEAD_REF)",
+            f"Check out the branch (actions/checkout does, on push events), or push them with "
+            f"`git push {target.remote} HEAD:refs/heads/<branch> refs/tags/{tag}`.",
+        )
     if branch is not None and _git(root, "check-ref-format", "--branch", branch).returncode != 0:
-        return warn("skipped", f"{branch!r} is not a branch name",
-                    f"Push them with `git push {target.remote} HEAD:refs/heads/<branch> refs/tags/{tag}`.")
-    fix = (f"Give the workflow a token that may push to {branch or 'the repository'} (permissions: contents: write, "
-           "or a deploy key), or set commit: false (on the command line: leave out --push-commit): the registry "
-           "keeps the record of released versions.")
+        return warn(
+            "skipped",
+            f"{branch!r} is not a branch name",
+            f"Push them with `git push {target.remote} HEAD:refs/heads/<branch> refs/tags/{tag}`.",
+        )
+    fix = (
+        f"Give the workflow a token that may push to {branch or 'the repository'} (permissions: contents: write, "
+        "or a deploy key), or set commit: false (on the command line: leave out --push-commit): the registry "
+        "keeps the record of released versions."
+    )
     atomic = True
     try:
         result = _push(root, target.remote, refs, atomic)
@@ -176,7 +208,9 @@ def push_release(root: Path, committed: Committed, target: PushTarget) -> Pushed
     if result.returncode != 0:
         reason = _reason(result)
         if branch and f"{branch} [rejected]" in reason:  # fetch first, non-fast-forward: it moved on meanwhile
-            reason += f" ({branch} moved on while the release ran; the next release reads {committed.version or tag} " \
-                      "from the registry all the same)"
+            reason += (
+                f" ({branch} moved on while the release ran; the next release reads {committed.version or tag} "
+                "from the registry all the same)"
+            )
         return warn("refused", reason, fix, atomic)
     return PushedBack("pushed", target.remote, branch, tag, tuple(refs), atomic=atomic)

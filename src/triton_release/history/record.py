@@ -41,8 +41,11 @@ def parse(text: str | None) -> Record | None:
 
 
 def label(record: Record) -> str:
-    return json.dumps({m: {str(v): t for v, t in sorted(vs.items())} for m, vs in sorted(record.items())},
-                      sort_keys=True, separators=(",", ":"))
+    return json.dumps(
+        {m: {str(v): t for v, t in sorted(vs.items())} for m, vs in sorted(record.items())},
+        sort_keys=True,
+        separators=(",", ":"),
+    )
 
 
 def trees_at(git: Git, ref: str, prefix: str) -> Record:
@@ -54,7 +57,7 @@ def trees_at(git: Git, ref: str, prefix: str) -> Record:
             continue
         meta, path = entry.split("\t", 1)
         _, kind, oid = meta.split()
-        parts = PurePosixPath(path).parts[0 if prefix == "." else len(PurePosixPath(prefix).parts):]
+        parts = PurePosixPath(path).parts[0 if prefix == "." else len(PurePosixPath(prefix).parts) :]
         if kind == "tree" and len(parts) == 2 and VERSION_DIR.match(parts[1]):
             found.setdefault(parts[0], {})[int(parts[1])] = oid
     return found
@@ -70,13 +73,14 @@ def shipped(git: Git, changes: ChangeSet, head: Record, written: list[FolderBump
 
 @dataclass(frozen=True)
 class Reconciled:
-    changes: ChangeSet                  # with models the record shows changed and git did not
+    changes: ChangeSet  # with models the record shows changed and git did not
     bumps: tuple[FolderBump, ...]
     carried: tuple[Carried, ...]
 
 
-def reconcile(git: Git, changes: ChangeSet, bumps: list[FolderBump], record: Record, release: str,
-              head: Record) -> Reconciled:
+def reconcile(
+    git: Git, changes: ChangeSet, bumps: list[FolderBump], record: Record, release: str, head: Record
+) -> Reconciled:
     """The bumps and carried versions that make the next image ship every version `record`
     (the release `release`, REPO:X.Y.Z) shipped, byte for byte, and number a new version after
     the highest released one. `bumps`: what git's history alone would bump; `head`: the record
@@ -115,9 +119,13 @@ def reconcile(git: Git, changes: ChangeSet, bumps: list[FolderBump], record: Rec
         else:
             new_bumps.append(FolderBump(name, top, newest + 1, new_tree=held[top], old_tree=released[top]))
             if name not in models:
-                models[name] = ModelChange(name, "modified", edited_versions=(top,), base_versions=tuple(sorted(released)),
-                                           reasons=(f"version {top} differs from every version {release} "
-                                                    "shipped",))
+                models[name] = ModelChange(
+                    name,
+                    "modified",
+                    edited_versions=(top,),
+                    base_versions=tuple(sorted(released)),
+                    reasons=(f"version {top} differs from every version {release} shipped",),
+                )
         carried += [Carried(name, v, released[v], release) for v in sorted(released) if v not in held]
     _refuse_missing_trees(git, changes.prefix, carried, release)
     return Reconciled(replace(changes, models=models), tuple(new_bumps), tuple(carried))

@@ -62,13 +62,17 @@ def check_channel(channel: str) -> str:
     """A channel is a moving tag of its own: never a tag of a family the tool writes or reads
     (contract.py), which it would overwrite or be mistaken for."""
     if not DOCKER_TAG.match(channel or ""):
-        raise UsageError(f"channel {channel!r} is not a valid tag: letters, digits, '_', '.', '-' (up to 128), "
-                         "e.g. latest or stable.")
+        raise UsageError(
+            f"channel {channel!r} is not a valid tag: letters, digits, '_', '.', '-' (up to 128), "
+            "e.g. latest or stable."
+        )
     family = contract.owned_family(channel)
     if family is not None:
-        raise UsageError(f"channel {channel!r} is a tag of triton-release's own ({family}: "
-                         f"{contract.FAMILIES[family][0]}), which it would overwrite or be mistaken for; name it "
-                         "like latest, stable or prod.")
+        raise UsageError(
+            f"channel {channel!r} is a tag of triton-release's own ({family}: "
+            f"{contract.FAMILIES[family][0]}), which it would overwrite or be mistaken for; name it "
+            "like latest, stable or prod."
+        )
     return channel
 
 
@@ -96,6 +100,7 @@ def last_release_commit(registry: Releases | None, git: Git, head: str = "HEAD")
     """The commit of the last release on this line of history, the base of the next one: its
     vX.Y.Z git tag (the commit holding its bump), else its image's revision label, else the newest
     vX.Y.Z git tag. Releases made from other branches (a hotfix's v1.1.0) are passed over."""
+
     def on_this_line(ref: str) -> bool:
         return git.has_commit(ref) and git.is_ancestor(ref, head)
 
@@ -124,12 +129,16 @@ def next_version(previous: semver.Version | None, kind: str | None) -> semver.Ve
 
 # -- the kind of release a change makes ------------------------------------------------------
 
+
 def signature(config) -> dict | None:
     """What clients depend on: tensors (data type, dims) and whether there is a batch dimension."""
     if config is None:
         return None
-    tensors = {f"{kind} {t.name}": (datatype_name(t.data_type), tuple(t.dims))
-               for kind in ("input", "output") for t in getattr(config, kind)}
+    tensors = {
+        f"{kind} {t.name}": (datatype_name(t.data_type), tuple(t.dims))
+        for kind in ("input", "output")
+        for t in getattr(config, kind)
+    }
     return {"tensors": tensors, "batched": config.max_batch_size > 0}
 
 
@@ -148,24 +157,37 @@ def served_signature(config: dict) -> dict | None:
 
 
 def signatures_label(signatures: dict[str, dict]) -> str:
-    return json.dumps({m: {"tensors": {k: [dtype, list(dims)] for k, (dtype, dims) in sorted(s["tensors"].items())},
-                           "batched": s["batched"]} for m, s in sorted(signatures.items())},
-                      sort_keys=True, separators=(",", ":"))
+    return json.dumps(
+        {
+            m: {
+                "tensors": {k: [dtype, list(dims)] for k, (dtype, dims) in sorted(s["tensors"].items())},
+                "batched": s["batched"],
+            }
+            for m, s in sorted(signatures.items())
+        },
+        sort_keys=True,
+        separators=(",", ":"),
+    )
 
 
 def signatures_from_label(text: str | None) -> dict[str, dict]:
     """The label's signatures; {} for none or one this version cannot read."""
     try:
         found = json.loads(text or "{}")
-        return {str(m): {"tensors": {str(k): (str(v[0]), tuple(int(d) for d in v[1])) for k, v in s["tensors"].items()},
-                         "batched": bool(s["batched"])} for m, s in found.items()}
+        return {
+            str(m): {
+                "tensors": {str(k): (str(v[0]), tuple(int(d) for d in v[1])) for k, v in s["tensors"].items()},
+                "batched": bool(s["batched"]),
+            }
+            for m, s in found.items()
+        }
     except (ValueError, TypeError, KeyError, IndexError, AttributeError):
         return {}
 
 
 @dataclass(frozen=True)
 class ReleaseKind:
-    kind: str | None        # major | minor | patch | None (nothing changed in the image)
+    kind: str | None  # major | minor | patch | None (nothing changed in the image)
     reasons: tuple[str, ...]
 
     def to_json(self) -> dict:
@@ -179,8 +201,7 @@ def release_kind(changes: ChangeSet, bumped: set[str], signatures: dict | None =
     """The semver part to bump, with a reason for each step up. `signatures` may give
     (side, model) -> signature for models without config.pbtxt, as the server saw them."""
     if changes.base is None:
-        return ReleaseKind("minor", ("first release: every model counts as added (1.0.0 when no release "
-                                     "exists yet)",))
+        return ReleaseKind("minor", ("first release: every model counts as added (1.0.0 when no release exists yet)",))
     reasons: list[tuple[str, str]] = []
     for name, change in sorted(changes.models.items()):
         if change.status == "removed":

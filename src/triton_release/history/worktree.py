@@ -35,8 +35,7 @@ def differs(git: Git, changes: ChangeSet, bumps: list[Written], root: Path) -> s
     return in_place(git, changes, bumps, root)[0]
 
 
-def in_place(git: Git, changes: ChangeSet, bumps: list[Written],
-             root: Path) -> tuple[str | None, dict[str, str]]:
+def in_place(git: Git, changes: ChangeSet, bumps: list[Written], root: Path) -> tuple[str | None, dict[str, str]]:
     """`differs`, and when the checkout is the commit, the git object id of each committed file
     outside the bumped folders, by its absolute path under `root`: git status found it holds
     exactly that blob, so a build can name it by the id instead of reading it (links excluded:
@@ -59,9 +58,10 @@ def in_place(git: Git, changes: ChangeSet, bumps: list[Written],
             return f"git looks away from {path} (assume-unchanged, skip-worktree or a submodule)", {}
         tracked.append(path)
         if mode != "120000" and path.startswith(under) and not path.startswith(ours):
-            blob_ids[os.path.join(top, path[len(under):])] = rest.split(" ", 1)[0]
-    status = git.run(*STRICT, "status", "--porcelain=v1", "-z", "--ignored", "--untracked-files=all", "--no-renames",
-                     "--", prefix).stdout.decode("utf-8", "surrogateescape")
+            blob_ids[os.path.join(top, path[len(under) :])] = rest.split(" ", 1)[0]
+    status = git.run(
+        *STRICT, "status", "--porcelain=v1", "-z", "--ignored", "--untracked-files=all", "--no-renames", "--", prefix
+    ).stdout.decode("utf-8", "surrogateescape")
     for entry in filter(None, status.split("\0")):
         if not entry[3:].startswith(ours):
             return f"{entry[3:]} is not as committed", {}
@@ -84,8 +84,16 @@ def bumps_intact(git: Git, changes: ChangeSet, bumps: list[Written], root: Path)
 
 
 # git status trusts the index's file times where the user's config says so: not here
-STRICT = ("-c", "core.trustctime=true", "-c", "core.checkStat=default", "-c", "core.fsmonitor=false",
-          "-c", "core.untrackedCache=false")
+STRICT = (
+    "-c",
+    "core.trustctime=true",
+    "-c",
+    "core.checkStat=default",
+    "-c",
+    "core.fsmonitor=false",
+    "-c",
+    "core.untrackedCache=false",
+)
 # attributes under which a checkout and `git archive` may write other bytes for the same blob
 CONVERTING = ("export-ignore", "export-subst", "text", "eol", "ident", "filter", "working-tree-encoding")
 
@@ -95,13 +103,17 @@ def _archive_attributes(git: Git, head: str, tracked: list[str]) -> str | None:
     them at all: those the checkout sees (every attributes file git reads), and those in the
     commit's own .gitattributes files."""
     if tracked:
-        out = git.run("check-attr", "-z", "--stdin", *CONVERTING,
-                      input="\0".join(tracked).encode("utf-8", "surrogateescape") + b"\0").stdout
+        out = git.run(
+            "check-attr",
+            "-z",
+            "--stdin",
+            *CONVERTING,
+            input="\0".join(tracked).encode("utf-8", "surrogateescape") + b"\0",
+        ).stdout
         fields = out.split(b"\0")
         for i in range(0, len(fields) - 2, 3):
             if fields[i + 2] not in (b"unspecified", b"unset"):
-                return (f"the attribute {fields[i + 1].decode()} is set for "
-                        f"{fields[i].decode('utf-8', 'replace')}")
+                return f"the attribute {fields[i + 1].decode()} is set for {fields[i].decode('utf-8', 'replace')}"
     names = git.run("ls-tree", "-r", "-z", "--name-only", head).stdout.decode("utf-8", "surrogateescape")
     files = [f for f in names.split("\0") if f == ".gitattributes" or f.endswith("/.gitattributes")]
     for path, text in git.blobs(head, files).items():

@@ -26,12 +26,26 @@ from triton_release.errors import InfrastructureError
 
 # The keys of an image config's "config" that an image carries (the rest of `docker inspect`'s
 # Config belongs to containers).
-IMAGE_CONFIG_KEYS = ("User", "ExposedPorts", "Env", "Entrypoint", "Cmd", "Volumes", "WorkingDir", "Labels",
-                     "StopSignal", "Shell", "Healthcheck", "OnBuild", "ArgsEscaped")
+IMAGE_CONFIG_KEYS = (
+    "User",
+    "ExposedPorts",
+    "Env",
+    "Entrypoint",
+    "Cmd",
+    "Volumes",
+    "WorkingDir",
+    "Labels",
+    "StopSignal",
+    "Shell",
+    "Healthcheck",
+    "OnBuild",
+    "ArgsEscaped",
+)
 
 
-def image_config(base: Mapping, diff_ids: Sequence[str], labels: Mapping[str, str], cmd: Sequence[str] | None,
-                 created: str = "") -> bytes:
+def image_config(
+    base: Mapping, diff_ids: Sequence[str], labels: Mapping[str, str], cmd: Sequence[str] | None, created: str = ""
+) -> bytes:
     """The image config JSON: `base`'s (a `docker inspect` of the base image) with `labels` added,
     `cmd` as the command (None: the base's), and `diff_ids` as the root file system. Canonical:
     the same inputs give the same bytes, so the same image id."""
@@ -39,8 +53,12 @@ def image_config(base: Mapping, diff_ids: Sequence[str], labels: Mapping[str, st
     config["Labels"] = {**(config.get("Labels") or {}), **labels}
     if cmd is not None:
         config["Cmd"] = list(cmd)
-    found = {"architecture": base.get("Architecture") or "amd64", "os": base.get("Os") or "linux",
-             "config": config, "rootfs": {"type": "layers", "diff_ids": list(diff_ids)}}
+    found = {
+        "architecture": base.get("Architecture") or "amd64",
+        "os": base.get("Os") or "linux",
+        "config": config,
+        "rootfs": {"type": "layers", "diff_ids": list(diff_ids)},
+    }
     if base.get("Variant"):
         found["variant"] = base["Variant"]
     if created:
@@ -92,8 +110,9 @@ class MissingLayer(Exception):
     """The daemon lacked a layer the archive left out."""
 
 
-def load(client: docker.DockerClient, tag: str, config: bytes, diff_ids: Sequence[str],
-         tars: Mapping[str, Path]) -> str:
+def load(
+    client: docker.DockerClient, tag: str, config: bytes, diff_ids: Sequence[str], tars: Mapping[str, Path]
+) -> str:
     """Load the image into the daemon; returns its id (the config's sha256, checked)."""
     with tempfile.TemporaryFile() as archive:
         write_archive(archive, tag, config, diff_ids, tars)
@@ -106,18 +125,28 @@ def load(client: docker.DockerClient, tag: str, config: bytes, diff_ids: Sequenc
                         raise MissingLayer(error)
                     raise InfrastructureError(f"The Docker daemon refused the image {tag}: {error}")
         except docker.errors.APIError as exc:
-            raise InfrastructureError(f"The Docker daemon failed to load the image {tag}: "
-                                      f"{exc.explanation or exc}") from None
+            raise InfrastructureError(
+                f"The Docker daemon failed to load the image {tag}: {exc.explanation or exc}"
+            ) from None
     image_id = "sha256:" + hashlib.sha256(config).hexdigest()
     loaded = client.images.get(tag)
     if loaded.id != image_id or loaded.attrs["RootFS"]["Layers"] != list(diff_ids):
-        raise InfrastructureError(f"The Docker daemon loaded {tag} as {loaded.id[:19]}, not the image written "
-                                  f"({image_id[:19]}); nothing is pushed. Run again.")
+        raise InfrastructureError(
+            f"The Docker daemon loaded {tag} as {loaded.id[:19]}, not the image written "
+            f"({image_id[:19]}); nothing is pushed. Run again."
+        )
     return image_id
 
 
-def assemble(client: docker.DockerClient, tag: str, config: bytes, diff_ids: Sequence[str], start: int,
-             tar_of: Callable[[str], Path], held: Sequence[Sequence[str]] = ()) -> tuple[str, int]:
+def assemble(
+    client: docker.DockerClient,
+    tag: str,
+    config: bytes,
+    diff_ids: Sequence[str],
+    start: int,
+    tar_of: Callable[[str], Path],
+    held: Sequence[Sequence[str]] = (),
+) -> tuple[str, int]:
     """Load the image whose layers from `start` on are ours (`tar_of(diff_id)` gives a layer's tar,
     written on demand), sending only those the daemon lacks. Returns the image id and how many
     layer tars were sent."""
@@ -131,5 +160,6 @@ def assemble(client: docker.DockerClient, tag: str, config: bytes, diff_ids: Seq
     try:
         return load(client, tag, config, diff_ids, {d: tar_of(d) for d in missing}), len(missing)
     except MissingLayer as exc:
-        raise InfrastructureError(f"The Docker daemon lacks a layer of the base image: {exc}. Pull the base "
-                                  "image again.") from None
+        raise InfrastructureError(
+            f"The Docker daemon lacks a layer of the base image: {exc}. Pull the base image again."
+        ) from None

@@ -22,9 +22,18 @@ STUB_PATH = "/opt/tritonserver/backends/python/triton_python_backend_stub"
 CACHE_FORMAT = 1
 
 # NGC release (r<YY.MM> branches) for Triton versions whose image may lack the NGC variable.
-NGC_RELEASES = {"2.29.0": "22.12", "2.34.0": "23.05", "2.42.0": "24.01", "2.46.0": "24.05",
-                "2.48.0": "24.07", "2.50.0": "24.09", "2.51.0": "24.10", "2.52.0": "24.11",
-                "2.54.0": "25.01", "2.62.0": "25.10"}
+NGC_RELEASES = {
+    "2.29.0": "22.12",
+    "2.34.0": "23.05",
+    "2.42.0": "24.01",
+    "2.46.0": "24.05",
+    "2.48.0": "24.07",
+    "2.50.0": "24.09",
+    "2.51.0": "24.10",
+    "2.52.0": "24.11",
+    "2.54.0": "25.01",
+    "2.62.0": "25.10",
+}
 
 # Each Python found prints one JSON line; the shell finds the interpreters and the stub.
 _PYTHON_PROBE = r"""
@@ -63,20 +72,20 @@ _NEEDS = re.compile(r"^\s*(libpython(\d)(?:-[0-9a-f]+)?\.(\d+)\S*\.so[.\d]*)\s*(
 
 @dataclass(frozen=True)
 class PythonInstall:
-    version: str          # X.Y
+    version: str  # X.Y
     executable: str
-    soname: str           # libpython3.X.so.1.0 (the name a stub links)
-    libpython: str        # where that library is, "" when the image lacks it
-    site_packages: str    # where requirements are installed
-    numpy: str            # numpy's version, "" when absent
+    soname: str  # libpython3.X.so.1.0 (the name a stub links)
+    libpython: str  # where that library is, "" when the image lacks it
+    site_packages: str  # where requirements are installed
+    numpy: str  # numpy's version, "" when absent
 
 
 @dataclass(frozen=True)
 class StubLinks:
     present: bool
-    libpython: str        # the libpython name the stub needs, e.g. libpython3.8.so.1.0
-    python: str           # X.Y that name is for
-    resolved_to: str      # where the loader finds it, "" when not found
+    libpython: str  # the libpython name the stub needs, e.g. libpython3.8.so.1.0
+    python: str  # X.Y that name is for
+    resolved_to: str  # where the loader finds it, "" when not found
     missing: tuple[str, ...]  # every library the loader cannot find
     ldd: str = field(repr=False, default="")
 
@@ -106,11 +115,11 @@ class BaseImage:
     image_id: str
     triton_version: str
     ngc_release: str
-    python3: str                          # what `python3` runs, X.Y
+    python3: str  # what `python3` runs, X.Y
     glibc: str
-    pythons: dict[str, PythonInstall]     # X.Y -> install
+    pythons: dict[str, PythonInstall]  # X.Y -> install
     stub: StubLinks
-    layers: int = 0                       # the image's own layers, counted in the layer budget
+    layers: int = 0  # the image's own layers, counted in the layer budget
 
     def to_json(self) -> dict:
         data = asdict(self)
@@ -145,7 +154,7 @@ def parse_probe(image: str, image_id: str, output: str) -> BaseImage:
             found = PythonInstall(**item["python"])
             pythons.setdefault(found.version, found)
         elif item.get("ldd") == "begin":
-            stub = parse_ldd("\n".join(lines[index + 1:]))
+            stub = parse_ldd("\n".join(lines[index + 1 :]))
             break
     else:
         stub = StubLinks(False, "", "", "", ())
@@ -159,22 +168,31 @@ def run_probe(client: docker.DockerClient, image: str, script: str, env: dict[st
     name = f"triton-release-probe-{uuid.uuid4().hex[:12]}"  # known before it exists: removed by it
     container = None
     try:
-        container = client.containers.create(image, entrypoint=["/bin/sh", "-c", script], environment=env,
-                                             network_disabled=True, name=name,
-                                             labels={PROBE_LABEL: "1", **owner_labels()})
+        container = client.containers.create(
+            image,
+            entrypoint=["/bin/sh", "-c", script],
+            environment=env,
+            network_disabled=True,
+            name=name,
+            labels={PROBE_LABEL: "1", **owner_labels()},
+        )
         container.start()
         status = container.wait().get("StatusCode", 1)
         output = container.logs(stdout=True, stderr=False)
         if status != 0:
             errors = container.logs(stdout=False, stderr=True).decode(errors="replace").splitlines()[-5:]
-            raise Refused(f"Inspecting {image} failed: /bin/sh exited with {status}. Is it a Linux image with a "
-                          "shell?", details=errors)
+            raise Refused(
+                f"Inspecting {image} failed: /bin/sh exited with {status}. Is it a Linux image with a shell?",
+                details=errors,
+            )
     except docker.errors.ImageNotFound:
         raise Refused(f"""
             The base image {image} is not on this Docker host and cannot be pulled. Pull or build it
             first, or give another with --base-image.""") from None
     except docker.errors.APIError as exc:
-        raise InfrastructureError(f"The Docker daemon failed while inspecting {image}: {exc.explanation or exc}") from None
+        raise InfrastructureError(
+            f"The Docker daemon failed while inspecting {image}: {exc.explanation or exc}"
+        ) from None
     finally:  # whatever stopped the probe (a signal too, even one during its create): never left behind
         remove_by_name(client, name, created=container is not None)
     return output.decode("utf-8", errors="replace")
@@ -186,7 +204,9 @@ def image_id(client: docker.DockerClient, image: str) -> str:
     except docker.errors.ImageNotFound:
         pass
     except docker.errors.APIError as exc:
-        raise InfrastructureError(f"The Docker daemon failed while looking up {image}: {exc.explanation or exc}") from None
+        raise InfrastructureError(
+            f"The Docker daemon failed while looking up {image}: {exc.explanation or exc}"
+        ) from None
     try:
         return client.images.pull(image).id
     except docker.errors.APIError:
@@ -200,7 +220,9 @@ def layer_count(client: docker.DockerClient, image: str) -> int:
     try:
         return len(client.images.get(image).attrs["RootFS"]["Layers"])
     except docker.errors.APIError as exc:
-        raise InfrastructureError(f"The Docker daemon failed while looking up {image}: {exc.explanation or exc}") from None
+        raise InfrastructureError(
+            f"The Docker daemon failed while looking up {image}: {exc.explanation or exc}"
+        ) from None
 
 
 def inspect(client: docker.DockerClient, image: str) -> BaseImage:
@@ -222,5 +244,11 @@ def inspect(client: docker.DockerClient, image: str) -> BaseImage:
 
 def check_stub(client: docker.DockerClient, image: str) -> StubLinks:
     """ldd of the stub inside `image` (the built one, after the build)."""
-    return parse_ldd(run_probe(client, image, 'if [ -e "$STUB" ]; then ldd "$STUB" 2>&1; '
-                                              'else echo "no stub at $STUB"; fi', {"STUB": STUB_PATH}))
+    return parse_ldd(
+        run_probe(
+            client,
+            image,
+            'if [ -e "$STUB" ]; then ldd "$STUB" 2>&1; else echo "no stub at $STUB"; fi',
+            {"STUB": STUB_PATH},
+        )
+    )

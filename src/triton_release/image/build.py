@@ -45,18 +45,32 @@ class BuildResult:
     sent: int = 0  # layer tars the daemon lacked and was sent
 
     def to_json(self) -> dict:
-        return {"tag": self.tag, "image_id": self.image_id, "base_image": self.base_image,
-                "layers_sent": self.sent, "layers": [layer.to_json() for layer in self.layers]}
+        return {
+            "tag": self.tag,
+            "image_id": self.image_id,
+            "base_image": self.base_image,
+            "layers_sent": self.sent,
+            "layers": [layer.to_json() for layer in self.layers],
+        }
 
 
 STUB_NAME = "triton_python_backend_stub"
 NOTHING_EXTRA = Runtime()  # the models alone: the base image's stub, no environments
 
 
-def build_image(repo: Repository, base_image: str, tag: str, labels: dict[str, str] | None = None,
-                models: list[str] | None = None, client: docker.DockerClient | None = None,
-                runtime: Runtime = NOTHING_EXTRA, *, max_layers: int = 120,
-                base_layers: int | None = None, blob_ids: Mapping[str, str] | None = None) -> BuildResult:
+def build_image(
+    repo: Repository,
+    base_image: str,
+    tag: str,
+    labels: dict[str, str] | None = None,
+    models: list[str] | None = None,
+    client: docker.DockerClient | None = None,
+    runtime: Runtime = NOTHING_EXTRA,
+    *,
+    max_layers: int = 120,
+    base_layers: int | None = None,
+    blob_ids: Mapping[str, str] | None = None,
+) -> BuildResult:
     """Put `tag` together FROM `base_image` with the repository's models (all, or `models`) and
     the runtime's items, in at most `max_layers` layers: our layer tars and a config written
     here, loaded into the daemon with only the layers it lacks. `base_layers`: the base image's
@@ -98,15 +112,16 @@ def _assemble(client, tag: str, base, base_ids: list[str], planned, tars: LayerT
         return _load(client, tag, base, base_ids, order_layers(written, order), tars, previous, labels)
 
 
-def _load(client, tag: str, base, base_ids: list[str], layers: list[Layer], tars: LayerTars, previous,
-          labels) -> BuildResult:
+def _load(
+    client, tag: str, base, base_ids: list[str], layers: list[Layer], tars: LayerTars, previous, labels
+) -> BuildResult:
     labels = {**labels, LAYER_ORDER_LABEL: json.dumps([[layer.name, layer.digest] for layer in layers])}
     diff_ids = [*base_ids, *(f"sha256:{layer.digest}" for layer in layers)]
-    config = image_config(base.attrs, diff_ids, labels, SERVER_COMMAND,
-                          labels.get(CREATED_LABEL, ""))
+    config = image_config(base.attrs, diff_ids, labels, SERVER_COMMAND, labels.get(CREATED_LABEL, ""))
     held = [previous.attrs["RootFS"]["Layers"]] if previous else []
-    image_id, sent = assemble(client, tag, config, diff_ids, len(base_ids),
-                              lambda diff_id: tars.tar(diff_id.split(":", 1)[1]), held)
+    image_id, sent = assemble(
+        client, tag, config, diff_ids, len(base_ids), lambda diff_id: tars.tar(diff_id.split(":", 1)[1]), held
+    )
     return BuildResult(tag, image_id, base.id, tuple(layers), sent)
 
 
@@ -117,7 +132,9 @@ def _local_image(client: docker.DockerClient, image: str):
     try:
         return client.images.get(image_id(client, image))
     except docker.errors.APIError as exc:
-        raise InfrastructureError(f"The Docker daemon failed while looking up {image}: {exc.explanation or exc}") from None
+        raise InfrastructureError(
+            f"The Docker daemon failed while looking up {image}: {exc.explanation or exc}"
+        ) from None
 
 
 def _previous(client: docker.DockerClient, tag: str):
@@ -144,17 +161,23 @@ def compile_stub(client: docker.DockerClient, stage: str) -> Path:
             tar.addfile(info, io.BytesIO(text))
         context.seek(0)
         try:
-            image, _ = client.images.build(fileobj=context, custom_context=True, target="stub-builder", rm=True,
-                                           forcerm=True, pull=False)
+            image, _ = client.images.build(
+                fileobj=context, custom_context=True, target="stub-builder", rm=True, forcerm=True, pull=False
+            )
         except docker.errors.BuildError as exc:
             log = "".join(chunk.get("stream", "") + chunk.get("error", "") for chunk in exc.build_log)
             if "Could not resolve host" in log:
-                raise InfrastructureError("""
+                raise InfrastructureError(
+                    """
                     The stub builder stage could not reach github.com to fetch python_backend. Build where
-                    GitHub is reachable, or give a stub with --stub path:FILE.""", details=log.splitlines()[-5:]) from None
+                    GitHub is reachable, or give a stub with --stub path:FILE.""",
+                    details=log.splitlines()[-5:],
+                ) from None
             raise Refused(f"Compiling the stub failed: {exc.msg}", details=log.splitlines()[-10:]) from None
         except docker.errors.APIError as exc:
-            raise InfrastructureError(f"The Docker daemon failed while compiling the stub: {exc.explanation or exc}") from None
+            raise InfrastructureError(
+                f"The Docker daemon failed while compiling the stub: {exc.explanation or exc}"
+            ) from None
     container = client.containers.create(image.id, command=["true"], entrypoint=[], labels=owner_labels())
     try:
         stream, _ = container.get_archive(f"/build/{STUB_NAME}")
@@ -180,5 +203,6 @@ def relabel(image: str, labels: dict[str, str], tag: str, client: docker.DockerC
 
 
 def _no_tar(diff_id: str) -> Path:
-    raise InfrastructureError(f"The Docker daemon lost layer {diff_id[:19]} of the tested image; nothing is pushed. "
-                              "Run again.")
+    raise InfrastructureError(
+        f"The Docker daemon lost layer {diff_id[:19]} of the tested image; nothing is pushed. Run again."
+    )

@@ -14,8 +14,9 @@ from triton_release.errors import InfrastructureError
 PING_TIMEOUT = 15  # seconds a daemon has to answer its first requests (the API version, a ping)
 
 
-def docker_client(timeout: int = 600, env: Mapping[str, str] | None = None,
-                  ping_timeout: float = PING_TIMEOUT) -> docker.DockerClient:
+def docker_client(
+    timeout: int = 600, env: Mapping[str, str] | None = None, ping_timeout: float = PING_TIMEOUT
+) -> docker.DockerClient:
     """A client of the daemon at DOCKER_HOST (of `env`, default os.environ). It must answer within
     `ping_timeout`; the long `timeout` is for the real work after that (builds, pushes, pulls)."""
     env = os.environ if env is None else env
@@ -30,4 +31,3 @@ def docker_client(timeout: int = 600, env: Mapping[str, str] | None = None,
             a container action, /var/run/docker.sock must be mounted.""") from None
     client.api.timeout = timeout
     return client
-

@@ -63,10 +63,10 @@ log = logging.getLogger("triton_release")
 
 @dataclass(frozen=True, order=True)
 class Distribution:
-    name: str        # canonical
+    name: str  # canonical
     version: str
-    sha256: str      # of the wheel
-    folder: Path     # the unpacked wheel, on the host
+    sha256: str  # of the wheel
+    folder: Path  # the unpacked wheel, on the host
 
     @property
     def ident(self) -> str:
@@ -95,8 +95,9 @@ class Environment:
     @property
     def fingerprint(self) -> str:
         """Changes exactly when the environment's contents do."""
-        text = " ".join([ENV_FORMAT, self.python.version, self.python.executable,
-                         *(d.ident for d in self.distributions)])
+        text = " ".join(
+            [ENV_FORMAT, self.python.version, self.python.executable, *(d.ident for d in self.distributions)]
+        )
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
     def files(self) -> dict[str, bytes]:
@@ -106,20 +107,27 @@ class Environment:
         # the image's Python finds this environment's pyvenv.cfg, as a venv's python does
         python = Executable(f'#!/bin/bash\nexec -a "$0" {self.python.executable} "$@"\n'.encode())
         ours = ("python", "python3", f"python{version}", "activate")
-        scripts = {name: Executable(_script(f"{home}/bin/python", target))
-                   for dist in self.distributions for name, target in console_scripts(dist.folder).items()
-                   if name not in ours}
+        scripts = {
+            name: Executable(_script(f"{home}/bin/python", target))
+            for dist in self.distributions
+            for name, target in console_scripts(dist.folder).items()
+            if name not in ours
+        }
         return {
-            f"{self.in_image}/pyvenv.cfg": (f"home = {PurePosixPath(self.python.executable).parent}\n"
-                                            f"include-system-site-packages = true\nversion = {version}\n").encode(),
+            f"{self.in_image}/pyvenv.cfg": (
+                f"home = {PurePosixPath(self.python.executable).parent}\n"
+                f"include-system-site-packages = true\nversion = {version}\n"
+            ).encode(),
             **{f"{self.in_image}/bin/{name}": python for name in ours[:3]},
             **{f"{self.in_image}/bin/{name}": script for name, script in sorted(scripts.items())},
             f"{self.in_image}/bin/activate": (
                 f"# The environment of model {json.dumps(self.model)}, made by triton-release from its "
                 f"requirements.txt.\n# The Python backend sources this file before it starts the model's stub.\n"
-                f'export VIRTUAL_ENV="{home}"\nexport PATH="{home}/bin:$PATH"\n').encode(),
-            f"{self.in_image}/lib/python{version}/site-packages/triton-release.pth":
-                "".join(f"/{d.in_image}\n" for d in self.distributions).encode(),
+                f'export VIRTUAL_ENV="{home}"\nexport PATH="{home}/bin:$PATH"\n'
+            ).encode(),
+            f"{self.in_image}/lib/python{version}/site-packages/triton-release.pth": "".join(
+                f"/{d.in_image}\n" for d in self.distributions
+            ).encode(),
         }
 
     def to_json(self) -> dict:
@@ -156,12 +164,16 @@ class Environments:
         return sorted(m for m in set(before) | set(now) if before.get(m) != now.get(m))
 
     def to_json(self) -> dict:
-        return {"python": self.python, "distributions": len(self.distributions),
-                "models": {m: env.to_json() for m, env in sorted(self.by_model.items())}}
+        return {
+            "python": self.python,
+            "distributions": len(self.distributions),
+            "models": {m: env.to_json() for m, env in sorted(self.by_model.items())},
+        }
 
 
-def resolve(repo: Repository, install: PythonInstall, glibc: str, models: list[str] | None = None,
-            options: str = "refuse") -> Environments:
+def resolve(
+    repo: Repository, install: PythonInstall, glibc: str, models: list[str] | None = None, options: str = "refuse"
+) -> Environments:
     """Each model's environment: its requirements resolved and downloaded for the target Python,
     every wheel unpacked into its own folder. `options`: the requirements_options setting."""
     files = requirement_files(repo, models)
@@ -245,10 +257,11 @@ def unpack(wheel: Path) -> Distribution:
 @dataclass(frozen=True)
 class _File:
     """A file of the unpacked wheel, as the wheel says it is."""
+
     member: zipfile.ZipInfo
     executable: bool
-    algorithm: str = ""   # RECORD's hash of it, urlsafe base64 without padding; "" when RECORD
-    digest: str = ""      # gives none (then the wheel's own bytes are hashed)
+    algorithm: str = ""  # RECORD's hash of it, urlsafe base64 without padding; "" when RECORD
+    digest: str = ""  # gives none (then the wheel's own bytes are hashed)
 
 
 _HASHES = {"sha256", "sha384", "sha512", "sha3_256", "sha3_384", "sha3_512", "blake2b", "blake2s"}
@@ -263,8 +276,10 @@ def _expected(wheel: Path, archive: zipfile.ZipFile) -> dict[str, _File]:
         if member.is_dir() or not parts:
             continue
         if member.filename.startswith("/") or ".." in parts or "\\" in member.filename:
-            raise Refused(f"{wheel.name}: the wheel holds {member.filename!r}, a path outside its own "
-                          "folder; it is not installed. Pin another version.")
+            raise Refused(
+                f"{wheel.name}: the wheel holds {member.filename!r}, a path outside its own "
+                "folder; it is not installed. Pin another version."
+            )
         if parts[0].endswith(".data"):
             if len(parts) < 3 or parts[1] not in ("purelib", "platlib"):
                 continue
@@ -280,8 +295,10 @@ def _expected(wheel: Path, archive: zipfile.ZipFile) -> dict[str, _File]:
             algorithm, _, digest = fields[1].partition("=") if len(fields) == 3 else ("", "", "")
             if algorithm in _HASHES and digest:
                 recorded[fields[0]] = (algorithm, digest)
-    return {path: _File(member, bool((member.external_attr >> 16) & 0o111), *recorded.get(member.filename, ("", "")))
-            for path, member in laid_out.items()}
+    return {
+        path: _File(member, bool((member.external_attr >> 16) & 0o111), *recorded.get(member.filename, ("", "")))
+        for path, member in laid_out.items()
+    }
 
 
 def _differs(folder: Path, expected: dict[str, _File], archive: zipfile.ZipFile) -> str:
@@ -352,13 +369,15 @@ def console_scripts(folder: Path) -> dict[str, tuple[str, str]]:
             log.warning(f"{folder.name}: {path.parent.name}/entry_points.txt cannot be read; its scripts are left out")
             continue
         for section in ("console_scripts", "gui_scripts"):
-            for name, value in (parser.items(section) if parser.has_section(section) else []):
+            for name, value in parser.items(section) if parser.has_section(section) else []:
                 match = _ENTRY_POINT.fullmatch(value.strip())
                 if _SCRIPT_NAME.fullmatch(name) and match:
                     found[name] = (match.group("module"), match.group("attr"))
                 else:
-                    log.warning(f"{path.parent.name}: the script {name!r} = {value.strip()!r} is left out "
-                                "(not a plain name, or not module:function)")
+                    log.warning(
+                        f"{path.parent.name}: the script {name!r} = {value.strip()!r} is left out "
+                        "(not a plain name, or not module:function)"
+                    )
     return found
 
 
@@ -367,20 +386,25 @@ def _script(python: str, target: tuple[str, str]) -> bytes:
     interpreter's path is too long for the kernel's #! line, as pip does)."""
     module, attr = target
     shebang = f"#!{python}" if len(python) <= 125 else f"#!/bin/sh\n'''exec' \"{python}\" \"$0\" \"$@\"\n' '''"
-    return (f"{shebang}\n# -*- coding: utf-8 -*-\nimport re\nimport sys\nfrom {module} import {attr.split('.')[0]}\n"
-            f"if __name__ == \"__main__\":\n    sys.argv[0] = re.sub(r\"(-script\\.pyw|\\.exe)?$\", \"\", sys.argv[0])\n"
-            f"    sys.exit({attr}())\n").encode()
+    return (
+        f"{shebang}\n# -*- coding: utf-8 -*-\nimport re\nimport sys\nfrom {module} import {attr.split('.')[0]}\n"
+        f'if __name__ == "__main__":\n    sys.argv[0] = re.sub(r"(-script\\.pyw|\\.exe)?$", "", sys.argv[0])\n'
+        f"    sys.exit({attr}())\n"
+    ).encode()
 
 
 # -- in the image -----------------------------------------------------------------------------
+
 
 def env_config(model_folder: Path, env: Environment) -> bytes:
     """The model's config.pbtxt as the image holds it: the user's text with the parameter
     appended (a model without one gets a config naming the backend only; Triton completes it)."""
     path = model_folder / CONFIG_FILE
     text = path.read_text(encoding="utf-8") if path.is_file() else 'backend: "python"\n'
-    return (text.rstrip("\n") + f"\n\n# added by triton-release: the model's requirements.txt environment\n"
-            f'parameters {{ key: "{ENV_PARAMETER}" value: {{ string_value: "/{env.in_image}" }} }}\n').encode()
+    return (
+        text.rstrip("\n") + f"\n\n# added by triton-release: the model's requirements.txt environment\n"
+        f'parameters {{ key: "{ENV_PARAMETER}" value: {{ string_value: "/{env.in_image}" }} }}\n'
+    ).encode()
 
 
 def environment_items(envs: Environments, repo: Repository) -> tuple[list[Item], dict[str, dict[str, bytes]]]:
@@ -388,10 +412,19 @@ def environment_items(envs: Environments, repo: Repository) -> tuple[list[Item],
     environment folder; and each model's config.pbtxt as the image holds it."""
     items = []
     for dist in envs.distributions:
-        entries = {str(dist.in_image / p.relative_to(dist.folder).as_posix()): p
-                   for p in sorted(dist.folder.rglob("*")) if p.is_file() and p.name != ".complete"}
-        items.append(Item(f"dist/{dist.ident}", entries, sum(p.stat().st_size for p in entries.values()),
-                          fingerprint=f"wheel-sha256:{dist.folder.name}"))  # the folder is named by its wheel
+        entries = {
+            str(dist.in_image / p.relative_to(dist.folder).as_posix()): p
+            for p in sorted(dist.folder.rglob("*"))
+            if p.is_file() and p.name != ".complete"
+        }
+        items.append(
+            Item(
+                f"dist/{dist.ident}",
+                entries,
+                sum(p.stat().st_size for p in entries.values()),
+                fingerprint=f"wheel-sha256:{dist.folder.name}",
+            )
+        )  # the folder is named by its wheel
     configs = {}
     for model, env in sorted(envs.by_model.items()):
         files = env.files()

@@ -52,15 +52,20 @@ SHOWN_KEYS = 5  # item keys a group layer shows in the report, besides its count
 
 @dataclass(frozen=True)
 class Layer:
-    name: str                 # the layer's name (its tar's), e.g. add_sub.v1.tar, group-07.tar
-    items: tuple[str, ...]    # the keys of the items it holds, sorted
-    digest: str = ""          # sha256 of the tar we made (stable across builds)
-    size: int = 0             # bytes of file content
-    grouped: bool = False     # a group layer (items placed by their key's hash)
+    name: str  # the layer's name (its tar's), e.g. add_sub.v1.tar, group-07.tar
+    items: tuple[str, ...]  # the keys of the items it holds, sorted
+    digest: str = ""  # sha256 of the tar we made (stable across builds)
+    size: int = 0  # bytes of file content
+    grouped: bool = False  # a group layer (items placed by their key's hash)
 
     def to_json(self) -> dict:
-        return {"name": self.name, "item_count": len(self.items), "items": list(self.items[:SHOWN_KEYS]),
-                "tar_sha256": self.digest, "bytes": self.size}
+        return {
+            "name": self.name,
+            "item_count": len(self.items),
+            "items": list(self.items[:SHOWN_KEYS]),
+            "tar_sha256": self.digest,
+            "bytes": self.size,
+        }
 
 
 def _info(name: str, is_dir: bool, size: int = 0, executable: bool = False) -> tarfile.TarInfo:
@@ -180,6 +185,7 @@ def entries_fingerprint(entries: Mapping[str, Path | bytes], blob_ids: Mapping[s
 
 # -- items: the models' and the runtime's -----------------------------------------------------
 
+
 def model_entries(model: Model, paths: list[Path]) -> dict[str, Path | bytes]:
     return {str(MODELS_DIR / model.name / p.relative_to(model.path).as_posix()): p for p in paths}
 
@@ -219,8 +225,11 @@ def plan_layers(model: Model, root: Path | None = None) -> list[tuple[str, int |
     if problem:
         raise _refuse(problem)
     versions = {str(v) for v in model.versions}
-    others = [p for p in sorted(model.path.iterdir())
-              if p.name not in SKIP_NAMES and p.name not in versions and not p.name.startswith(".")]
+    others = [
+        p
+        for p in sorted(model.path.iterdir())
+        if p.name not in SKIP_NAMES and p.name not in versions and not p.name.startswith(".")
+    ]
     other_paths: list[Path] = [model.path]
     for path in others:
         other_paths.extend(_model_tree(path, root))
@@ -262,8 +271,9 @@ class Runtime:
     """What the image gets besides the models: a replacement stub (a file, or a Dockerfile stage
     that compiles it, run before the image is put together), extra items as they are (the models'
     environments), and model files the image holds instead of the user's."""
+
     stub_file: Path | None = None
-    builder_stage: str = ""           # a Dockerfile stage named stub-builder that compiles the stub
+    builder_stage: str = ""  # a Dockerfile stage named stub-builder that compiles the stub
     extra: tuple[Item, ...] = ()
     model_files: Mapping[str, Mapping[str, bytes]] = field(default_factory=dict)  # model -> {relative path: content}
 
@@ -300,8 +310,15 @@ def image_items(repo: Repository, models: list[str] | None = None, runtime: Runt
     return items
 
 
-def plan_image(repo: Repository, base_image: str, models: list[str] | None = None, runtime: Runtime = Runtime(),
-               *, max_layers: int = 120, base_layers: int = 0) -> list[Planned]:
+def plan_image(
+    repo: Repository,
+    base_image: str,
+    models: list[str] | None = None,
+    runtime: Runtime = Runtime(),
+    *,
+    max_layers: int = 120,
+    base_layers: int = 0,
+) -> list[Planned]:
     """The image's layers as planned: every item placed, within `max_layers` with the base
     image's `base_layers` counted; refused before anything is written when they cannot fit."""
     slots = layer_slots(max_layers, base_layers, base_image)
@@ -336,9 +353,11 @@ class LayerTars:
         them into tars again)."""
         if self.known is None:
             return None
-        prints = [item.fingerprint or (f"content-sha256:{found}"
-                                       if (found := entries_fingerprint(item.entries, self.blob_ids)) else "")
-                  for item in planned.items]
+        prints = [
+            item.fingerprint
+            or (f"content-sha256:{found}" if (found := entries_fingerprint(item.entries, self.blob_ids)) else "")
+            for item in planned.items
+        ]
         if not all(prints):
             return None
         text = "\n".join([LAYER_FORMAT, planned.name, *(f"{i.key}={p}" for i, p in zip(planned.items, prints))])
@@ -376,8 +395,13 @@ class LayerTars:
             if remembered is not None and self._key(planned) == key:  # unchanged while it was written
                 write_atomic(remembered, digest)
         self._planned[digest] = planned
-        return Layer(planned.name, tuple(item.key for item in planned.items), digest,
-                     sum(item.size for item in planned.items), planned.grouped)
+        return Layer(
+            planned.name,
+            tuple(item.key for item in planned.items),
+            digest,
+            sum(item.size for item in planned.items),
+            planned.grouped,
+        )
 
     def tar(self, digest: str) -> Path:
         """The tar of the layer with `digest` (sha256 hex), written now if it was not."""

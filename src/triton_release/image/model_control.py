@@ -36,10 +36,12 @@ FATAL_LOG_LINES = ("error while loading shared libraries",)
 # HTTP threads (8) for the readiness polls.
 LOAD_REQUESTS = 4
 UNLOADED = "unloaded"  # the repository index's reason for a model unloaded on request
-STATS_TIMEOUT = 10     # seconds the daemon has to give the container's memory figures
+STATS_TIMEOUT = 10  # seconds the daemon has to give the container's memory figures
 # The words every failed load's reason starts with: the request's, and Triton's status code.
-_LOAD_FAILED = re.compile(r"^(load failed for model '[^']*': )?(version \d+ is at UNAVAILABLE state: )?"
-                          r"((Internal|Invalid argument|Unavailable|Unknown|Not found|Already exists): )?")
+_LOAD_FAILED = re.compile(
+    r"^(load failed for model '[^']*': )?(version \d+ is at UNAVAILABLE state: )?"
+    r"((Internal|Invalid argument|Unavailable|Unknown|Not found|Already exists): )?"
+)
 
 
 @dataclass(frozen=True)
@@ -85,8 +87,10 @@ class ModelControl:
             answer = requests.post(f"http://{self.http_url}/v2/repository/index", json={}, timeout=5)
             answer.raise_for_status()
             listed = answer.json()
-            return [ModelState(str(m["name"]), str(m.get("version", "")), m.get("state", ""), m.get("reason", ""))
-                    for m in listed]
+            return [
+                ModelState(str(m["name"]), str(m.get("version", "")), m.get("state", ""), m.get("reason", ""))
+                for m in listed
+            ]
         except (requests.RequestException, ValueError, KeyError, TypeError):  # not an index: none yet
             return []
 
@@ -111,8 +115,10 @@ class ModelControl:
             if answer is not None and answer.status_code == 200:
                 return
             if time.monotonic() > deadline:
-                raise Refused(f"tritonserver from {self.image} did not answer within --load-timeout "
-                              f"{self.load_timeout:g} s.", details=self.logs().splitlines()[-30:])
+                raise Refused(
+                    f"tritonserver from {self.image} did not answer within --load-timeout {self.load_timeout:g} s.",
+                    details=self.logs().splitlines()[-30:],
+                )
             time.sleep(0.25)
 
     def model_ready(self, name: str, version: int | None) -> bool:
@@ -120,8 +126,12 @@ class ModelControl:
         answer = self._get(path)
         return answer is not None and answer.status_code == 200
 
-    def wait_ready(self, models: dict[str, int | None] | None = None,
-                   requested: dict[str, Future] | None = None, during: str = "during start-up") -> None:
+    def wait_ready(
+        self,
+        models: dict[str, int | None] | None = None,
+        requested: dict[str, Future] | None = None,
+        during: str = "during start-up",
+    ) -> None:
         """Wait until each of `models` (default: the start's) is ready at its version; refuse as soon
         as one failed: UNAVAILABLE in the index, or its load request (`requested`) refused."""
         deadline = time.monotonic() + self.load_timeout
@@ -132,8 +142,14 @@ class ModelControl:
                 bar.update(detail=self.wave)
             self._wait_ready(pending, requested, during, deadline, bar)
 
-    def _wait_ready(self, pending: dict[str, int | None], requested: dict[str, Future], during: str,
-                    deadline: float, bar: progress.Task) -> None:
+    def _wait_ready(
+        self,
+        pending: dict[str, int | None],
+        requested: dict[str, Future],
+        during: str,
+        deadline: float,
+        bar: progress.Task,
+    ) -> None:
         """wait_ready's loop: `pending` shrinks as models become ready (each one advances `bar`) or
         are set aside as needing a GPU (which do not)."""
         rounds = 0
@@ -150,10 +166,16 @@ class ModelControl:
                 return
             states = self.index()
             failed = [s for s in states if s.name in pending and s.state == "UNAVAILABLE" and s.reason != UNLOADED]
-            refused = {name: answer.result() for name, answer in requested.items()
-                       if name in pending and answer.done() and answer.result()}
-            failed += [ModelState(name, "", "UNAVAILABLE", why) for name, why in sorted(refused.items())
-                       if name not in {s.name for s in failed}]
+            refused = {
+                name: answer.result()
+                for name, answer in requested.items()
+                if name in pending and answer.done() and answer.result()
+            }
+            failed += [
+                ModelState(name, "", "UNAVAILABLE", why)
+                for name, why in sorted(refused.items())
+                if name not in {s.name for s in failed}
+            ]
             if failed and all(s.name in self.overrides for s in failed):  # only models loaded on the CPU failed
                 if self.gpu_models != "test":
                     raise self.gpu_failure(failed)
@@ -170,8 +192,9 @@ class ModelControl:
                     raise self.version_failure(name, version, states)
             if time.monotonic() > deadline:
                 known = {s.name: s for s in self.index()}
-                raise self.load_failure([known.get(n, ModelState(n, "", "LOADING", "still loading"))
-                                         for n in pending], timed_out=True)
+                raise self.load_failure(
+                    [known.get(n, ModelState(n, "", "LOADING", "still loading")) for n in pending], timed_out=True
+                )
             time.sleep(0.25)
 
     def check_running(self, during: str) -> None:
@@ -185,27 +208,41 @@ class ModelControl:
             return
         state = self.container.attrs.get("State") or {}
         if state.get("OOMKilled") or state.get("ExitCode") == 137:
-            why = ("out of memory, the daemon says" if state.get("OOMKilled")
-                   else "SIGKILL, exit code 137: `docker kill`, or the kernel's OOM killer")
-            raise InfrastructureError(f"""
+            why = (
+                "out of memory, the daemon says"
+                if state.get("OOMKilled")
+                else "SIGKILL, exit code 137: `docker kill`, or the kernel's OOM killer"
+            )
+            raise InfrastructureError(
+                f"""
                 The tritonserver container {self.name} was killed {during} ({why}): nothing is wrong with
                 the golden files. Give the server more memory (server_memory in triton-release.yaml, or a
                 runner with more), or fewer models at once (--max-loaded), and run again.""",
-                details=self.logs().splitlines()[-30:])
-        raise Refused(f"tritonserver exited {during} (image {self.image}, exit code {state.get('ExitCode', '?')}).",
-                      details=self.logs().splitlines()[-30:])
+                details=self.logs().splitlines()[-30:],
+            )
+        raise Refused(
+            f"tritonserver exited {during} (image {self.image}, exit code {state.get('ExitCode', '?')}).",
+            details=self.logs().splitlines()[-30:],
+        )
 
     @staticmethod
     def unserved(name: str, version: int | None, states: list[ModelState]) -> bool:
         """The model is READY, but without `version`: its version_policy excludes it, and it will
         never load. (Triton lists every version it loads, LOADING, before any is READY.)"""
         mine = [s for s in states if s.name == name]
-        return (version is not None and any(s.state == "READY" for s in mine)
-                and not any(s.version == str(version) for s in mine))
+        return (
+            version is not None
+            and any(s.state == "READY" for s in mine)
+            and not any(s.version == str(version) for s in mine)
+        )
 
     def version_failure(self, name: str, version: int, states: list[ModelState]) -> Refused:
-        served = ", ".join(sorted((s.version for s in states if s.name == name and s.state == "READY"),
-                                  key=lambda v: int(v) if v.isdigit() else 0))
+        served = ", ".join(
+            sorted(
+                (s.version for s in states if s.name == name and s.state == "READY"),
+                key=lambda v: int(v) if v.isdigit() else 0,
+            )
+        )
         answer = self._get(f"/v2/models/{name}/config")
         try:
             policy = json.dumps(answer.json().get("version_policy")) if answer is not None else None
@@ -214,28 +251,34 @@ class ModelControl:
         return Refused(f"""
             Model {name} is ready in {self.image} with version {served} only, not version {version}, the
             newest version folder, which is the one tested: its config.pbtxt's version_policy
-            {policy or ''} excludes it. Add {version} to version_policy (or use latest {{ num_versions: 1 }})
+            {policy or ""} excludes it. Add {version} to version_policy (or use latest {{ num_versions: 1 }})
             and run again.""")
 
     def check_fatal_lines(self) -> None:
         fatal = [line for line in self.logs().splitlines() if any(f in line for f in FATAL_LOG_LINES)]
         if fatal:
-            raise Refused(f"""
+            raise Refused(
+                f"""
                 The Python backend stub cannot start in {self.image}: a shared library it links is
                 missing (above), so no Python model can load. Rebuild the image with
                 `triton-release build` (it matches the stub to the image's Python), or give another
-                --base-image.""", details=fatal[-5:])
+                --base-image.""",
+                details=fatal[-5:],
+            )
 
     def gpu_failure(self, states: list[ModelState]) -> Refused:
         names = ", ".join(s.name for s in states)
         reasons = "; ".join(f"{s.name}: {_reason(s.reason)}" for s in states)
         logs = self.logs().splitlines()
         details = [line for state in states for line in [line for line in logs if state.name in line][-20:]]
-        return Refused(f"""
+        return Refused(
+            f"""
             Model {names} has a KIND_GPU instance group and the server has no GPU (no --gpus): loaded
             on the CPU, it failed ({reasons}). Run on a GPU runner with --gpus all, or make the model
             load on a CPU; `test` and `release` can instead report it untested (gpu_models: test, the
-            default, rather than require).""", details=details)
+            default, rather than require).""",
+            details=details,
+        )
 
     def load_failure(self, states: list[ModelState], timed_out: bool = False) -> Refused:
         logs = self.logs().splitlines()
@@ -244,11 +287,13 @@ class ModelControl:
             lines = [line for line in logs if state.name in line]
             details += [f"{state.name}: {state.state} {state.reason}".rstrip(), *lines[-20:]]
         names = ", ".join(s.name for s in states)
-        why = (f"did not become ready within --load-timeout {self.load_timeout:g} s" if timed_out
-               else "failed to load")
-        return Refused(f"""
+        why = f"did not become ready within --load-timeout {self.load_timeout:g} s" if timed_out else "failed to load"
+        return Refused(
+            f"""
             Model {names} {why} in {self.image}. The server's lines about it are above; fix the model
-            (its model.py initialize, its config.pbtxt) and run again.""", details=details)
+            (its model.py initialize, its config.pbtxt) and run again.""",
+            details=details,
+        )
 
     # -- waves: another set of models in the same server ----------------------------------------
 
@@ -279,8 +324,10 @@ class ModelControl:
             if states and not busy:
                 break
             if time.monotonic() > deadline:
-                log.warning(f"{', '.join(busy) or 'the models'} did not unload within --load-timeout "
-                            f"{self.load_timeout:g} s; the next models load beside them")
+                log.warning(
+                    f"{', '.join(busy) or 'the models'} did not unload within --load-timeout "
+                    f"{self.load_timeout:g} s; the next models load beside them"
+                )
                 break
             time.sleep(0.2)
         for name in names:
@@ -324,8 +371,9 @@ class ModelControl:
         config = config if config is not None else self.overrides.get(name)
         body = {"parameters": {"config": config}} if config is not None else {}
         try:
-            answer = requests.post(f"http://{self.http_url}/v2/repository/models/{name}/load", json=body,
-                                   timeout=self.load_timeout + 30)
+            answer = requests.post(
+                f"http://{self.http_url}/v2/repository/models/{name}/load", json=body, timeout=self.load_timeout + 30
+            )
         except requests.RequestException as exc:
             return f"the load request failed ({exc.__class__.__name__})"
         if answer.ok:
@@ -395,6 +443,7 @@ class ModelControl:
         reader.start()
         reader.join(STATS_TIMEOUT)
         return found[0] if found else None
+
 
 def _reason(text: str) -> str:
     """The server's reason for a failed load in one line: its first, without the words every such

@@ -39,11 +39,12 @@ GROUP_BYTES = 256 * 1024
 @dataclass(frozen=True)
 class Item:
     """A piece of the image with a stable identity: its own layer, or one of a group layer."""
-    key: str                               # e.g. "model/add_sub", "model/add_sub/2", "stub", "env/add_sub"
+
+    key: str  # e.g. "model/add_sub", "model/add_sub/2", "stub", "env/add_sub"
     entries: Mapping[str, Path | bytes] = field(repr=False)  # archive name -> file or folder, or a file's content
-    size: int                              # bytes of file content
-    fingerprint: str = ""                  # when set: names the entries' bytes exactly (a content-addressed
-                                           # distribution), so its layer's digest can be remembered
+    size: int  # bytes of file content
+    fingerprint: str = ""  # when set: names the entries' bytes exactly (a content-addressed
+    # distribution), so its layer's digest can be remembered
 
 
 _CLEAN_PART = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]*")
@@ -61,8 +62,11 @@ def layer_name(key: str) -> str:
         if VERSION_DIR.match(parts[2]):
             return f"{parts[1]}.v{parts[2]}.tar"
     slug = "--".join(parts)
-    if (all(_CLEAN_PART.fullmatch(p) and "--" not in p and not p.endswith("-") for p in parts)
-            and not _TAKEN.search(slug) and len(slug) <= 200):
+    if (
+        all(_CLEAN_PART.fullmatch(p) and "--" not in p and not p.endswith("-") for p in parts)
+        and not _TAKEN.search(slug)
+        and len(slug) <= 200
+    ):
         return f"{slug}.tar"
     safe = re.sub(r"[^A-Za-z0-9_.+-]", "_", slug)[:100]
     if not safe[:1].isalnum():
@@ -91,7 +95,7 @@ def group_of(key: str, groups: int) -> int:
 @dataclass(frozen=True)
 class Planned:
     name: str
-    items: tuple[Item, ...]   # sorted by key
+    items: tuple[Item, ...]  # sorted by key
     grouped: bool = False
 
 
@@ -109,16 +113,17 @@ def plan(items: Iterable[Item], slots: int) -> list[Planned]:
     else:
         large = [item for item in ordered if item.size >= GROUP_BYTES]
         largest = sorted(large, key=lambda item: (-size_class(item.size), item.key))
-        groups = group_count(slots, sum(item.size for item in ordered) - sum(item.size for item in largest[:slots // 2]))
-        own = {item.key for item in largest[:slots - groups]}
+        groups = group_count(
+            slots, sum(item.size for item in ordered) - sum(item.size for item in largest[: slots // 2])
+        )
+        own = {item.key for item in largest[: slots - groups]}
         members: dict[int, list[Item]] = {}
         for item in ordered:
             if item.key not in own:
                 members.setdefault(group_of(item.key, groups), []).append(item)
         width = max(2, len(str(groups - 1)))
         found = [Planned(layer_name(item.key), (item,)) for item in ordered if item.key in own]
-        found += [Planned(f"group-{index:0{width}d}.tar", tuple(held), True)
-                  for index, held in sorted(members.items())]
+        found += [Planned(f"group-{index:0{width}d}.tar", tuple(held), True) for index, held in sorted(members.items())]
     names = [layer.name for layer in found]
     if len(set(names)) != len(names):
         raise ValueError(f"two layers named alike: {sorted({n for n in names if names.count(n) > 1})}")
@@ -147,6 +152,9 @@ def check_disjoint(items: list[Item]) -> None:
     for item in items:
         for name, value in item.entries.items():
             key, seen = owner.setdefault(name.strip("/"), (item.key, value))
-            if key != item.key and seen != value and not (isinstance(seen, Path) and isinstance(value, Path)
-                                                          and seen.is_dir() and value.is_dir()):
+            if (
+                key != item.key
+                and seen != value
+                and not (isinstance(seen, Path) and isinstance(value, Path) and seen.is_dir() and value.is_dir())
+            ):
                 raise ValueError(f"{name} is in both {key} and {item.key}")

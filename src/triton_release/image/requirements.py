@@ -47,8 +47,11 @@ class Pin:
 
 
 def requirement_files(repo: Repository, models: list[str] | None = None) -> dict[str, Path]:
-    return {m.name: m.path / REQUIREMENTS_FILE for m in repo
-            if (models is None or m.name in models) and (m.path / REQUIREMENTS_FILE).is_file()}
+    return {
+        m.name: m.path / REQUIREMENTS_FILE
+        for m in repo
+        if (models is None or m.name in models) and (m.path / REQUIREMENTS_FILE).is_file()
+    }
 
 
 def read_pins(model: str, path: Path, options: str = "refuse") -> list[Pin]:
@@ -62,16 +65,25 @@ def read_pins(model: str, path: Path, options: str = "refuse") -> list[Pin]:
 
 # -- the image's Python, as pip sees it -----------------------------------------------------------
 
+
 def marker_environment(python: str) -> dict[str, str]:
     """The values requirement markers (`; python_version < "3.12"`) are evaluated against: the
     image's CPython X.Y on linux x86-64, not the tool's own Python. The kernel's values stay the
     host's (a container runs on it); the image's micro version is not inspected: X.Y.0."""
     full = f"{python}.0"
     defaults = cast("dict[str, str]", default_environment())
-    return {**defaults, "implementation_name": "cpython", "implementation_version": full,
-            "os_name": "posix", "platform_machine": "x86_64", "platform_python_implementation": "CPython",
-            "platform_system": "Linux", "python_full_version": full, "python_version": python,
-            "sys_platform": "linux"}
+    return {
+        **defaults,
+        "implementation_name": "cpython",
+        "implementation_version": full,
+        "os_name": "posix",
+        "platform_machine": "x86_64",
+        "platform_python_implementation": "CPython",
+        "platform_system": "Linux",
+        "python_full_version": full,
+        "python_version": python,
+        "sys_platform": "linux",
+    }
 
 
 def for_python(pins: list[Pin], python: str) -> list[Pin]:
@@ -112,7 +124,8 @@ _SOURCES = ("index-url", "extra-index-url", "find-links", "no-index", "constrain
 class PipSettings:
     """pip's index settings as the tool's pip reads them (its configuration files and PIP_*
     variables; the tool gives pip none of its own): a kept resolution was made under them."""
-    lines: tuple[str, ...] = ()         # as `pip config list` shows them, e.g. ":env:.find-links='/wheels'"
+
+    lines: tuple[str, ...] = ()  # as `pip config list` shows them, e.g. ":env:.find-links='/wheels'"
     constraints: tuple[Path, ...] = ()  # the constraint files they name
 
     @property
@@ -129,8 +142,9 @@ class PipSettings:
 
 def pip_settings() -> PipSettings:
     """The index settings pip will use (`pip config list`, which includes the PIP_* variables)."""
-    done = subprocess.run([sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True,
-                          stdin=subprocess.DEVNULL)
+    done = subprocess.run(
+        [sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True, stdin=subprocess.DEVNULL
+    )
     lines, constraints = [], []
     for line in sorted(done.stdout.splitlines()):
         name, _, value = line.partition("=")
@@ -154,11 +168,15 @@ def platforms(glibc: str) -> list[str]:
 # pip's lines that may be shown: each names only the models' requirements or index packages.
 _REQUESTED = re.compile(r"^The user requested (?P<req>.+)$")
 _DEPENDS = re.compile(r"^(?P<dist>[A-Za-z0-9][A-Za-z0-9._-]*) [A-Za-z0-9.+!_-]+ depends on (?P<req>.+)$")
-_NO_VERSION = re.compile(r"^ERROR: Could not find a version that satisfies the requirement (?P<req>\S+) "
-                         r"\(from versions: [A-Za-z0-9.+!_, -]*\)$")
+_NO_VERSION = re.compile(
+    r"^ERROR: Could not find a version that satisfies the requirement (?P<req>\S+) "
+    r"\(from versions: [A-Za-z0-9.+!_, -]*\)$"
+)
 _NO_DISTRIBUTION = re.compile(r"^ERROR: No matching distribution found for (?P<req>\S+)$")
-_CANNOT_INSTALL = re.compile(r"^ERROR: Cannot install (?P<reqs>.+) because these package versions have "
-                             r"conflicting dependencies\.$")
+_CANNOT_INSTALL = re.compile(
+    r"^ERROR: Cannot install (?P<reqs>.+) because these package versions have "
+    r"conflicting dependencies\.$"
+)
 _FIXED = ("The conflict is caused by:", "ERROR: ResolutionImpossible: ")
 _NETWORK = ("Could not fetch URL", "NewConnectionError", "Temporary failure", "Max retries exceeded")
 _CREDENTIALS = re.compile(r"(://)[^/@\s]*@")
@@ -235,33 +253,50 @@ def _constraint_where(constraint: str, settings: PipSettings) -> str:
     return "a constraint file of pip's configuration (PIP_CONSTRAINT or pip.conf)"
 
 
-def pip_failure(output: str, pins: list[Pin], install: PythonInstall,
-                settings: PipSettings = PipSettings()) -> Exception:
+def pip_failure(
+    output: str, pins: list[Pin], install: PythonInstall, settings: PipSettings = PipSettings()
+) -> Exception:
     lines = shown_lines(output, pins)
     involved, constraints = _involved(lines, pins)
     if any(line.startswith(_FIXED) for line in lines) and involved:
-        where = ", ".join([*(f"{pin.requirement} ({pin.where})" for pin in involved),
-                           *(f"the constraint {c} ({_constraint_where(c, settings)})" for c in constraints)])
+        where = ", ".join(
+            [
+                *(f"{pin.requirement} ({pin.where})" for pin in involved),
+                *(f"the constraint {c} ({_constraint_where(c, settings)})" for c in constraints),
+            ]
+        )
         fix = "Loosen or agree the versions in its requirements.txt" + (" or the constraint" if constraints else "")
-        return Refused(f"""
+        return Refused(
+            f"""
             The requirements of model {involved[0].model} cannot be installed together on Python
-            {install.version}: {where}. {fix}.""", details=lines[-8:])
+            {install.version}: {where}. {fix}.""",
+            details=lines[-8:],
+        )
     missing = next((m for m in map(_NO_DISTRIBUTION.match, lines) if m), None)
     if missing:
         owner = next((p for p in pins if canonicalize_name(p.requirement.name) == _name(missing.group("req"))), None)
         where = f" ({owner.where})" if owner else ""
-        return Refused(f"""
+        return Refused(
+            f"""
             No wheel of {missing.group("req")}{where} installs on Python {install.version} in this image (linux
             x86-64): pick a version with a wheel for it, or vendor the package into the model's version folder.""",
-                       details=lines[-5:])
+            details=lines[-5:],
+        )
     if any(word in line for line in lines for word in _NETWORK):
-        return InfrastructureError("pip could not reach the package index to resolve the models' requirements. "
-                                   "Check the network and pip's index settings.", details=lines[-5:])
+        return InfrastructureError(
+            "pip could not reach the package index to resolve the models' requirements. "
+            "Check the network and pip's index settings.",
+            details=lines[-5:],
+        )
     files = sorted({pin.where.rsplit(":", 1)[0] for pin in pins}) or ["the model's requirements.txt"]
-    reason = lines[-1] if lines else ("pip's output is not shown, as it can quote the files pip read; run "
-                                      f"`pip download -r {files[0]}` to see it")
-    return Refused(f"pip could not resolve {files[0]} for Python {install.version}: {reason}",
-                   details=lines[-8:])
+    reason = (
+        lines[-1]
+        if lines
+        else (
+            f"pip's output is not shown, as it can quote the files pip read; run `pip download -r {files[0]}` to see it"
+        )
+    )
+    return Refused(f"pip could not resolve {files[0]} for Python {install.version}: {reason}", details=lines[-8:])
 
 
 # -- resolved and downloaded ---------------------------------------------------------------------
@@ -269,8 +304,9 @@ def pip_failure(output: str, pins: list[Pin], install: PythonInstall,
 RESOLUTION_FORMAT = "2"  # in every kept resolution's key: change it when what a resolution holds changes
 
 
-def download(path: Path, pins: list[Pin], install: PythonInstall, glibc: str, options: str,
-             settings: PipSettings = PipSettings()) -> list[Path]:
+def download(
+    path: Path, pins: list[Pin], install: PythonInstall, glibc: str, options: str, settings: PipSettings = PipSettings()
+) -> list[Path]:
     """The wheels that install the model's requirements, resolved by pip into one shared store.
 
     Markers are evaluated for the image's Python: a pin whose marker does not hold there is not
@@ -280,15 +316,26 @@ def download(path: Path, pins: list[Pin], install: PythonInstall, glibc: str, op
     cannot move, and is kept, by everything it was made under (pip's index settings included)."""
     text = path.read_text(encoding="utf-8")
     wanted = for_python(pins, install.version)
-    key = hashlib.sha256(json.dumps([RESOLUTION_FORMAT, install.version, glibc, options, text,
-                                     settings.key]).encode()).hexdigest()[:20]
+    key = hashlib.sha256(
+        json.dumps([RESOLUTION_FORMAT, install.version, glibc, options, text, settings.key]).encode()
+    ).hexdigest()[:20]
     store, known = cache_dir() / "wheels", cache_dir() / "resolutions" / f"{key}.json"
     kept = _kept(known, store, wanted) if options != "allow" else None
     if kept is not None:
         return kept
-    command = pip_command(install.version, "download", "--disable-pip-version-check", "--no-input",
-                          "--dest", str(store), "--only-binary=:all:", "--implementation", "cp",
-                          "--python-version", install.version)
+    command = pip_command(
+        install.version,
+        "download",
+        "--disable-pip-version-check",
+        "--no-input",
+        "--dest",
+        str(store),
+        "--only-binary=:all:",
+        "--implementation",
+        "cp",
+        "--python-version",
+        install.version,
+    )
     for tag in platforms(glibc):
         command += ["--platform", tag]
     if options == "allow":
@@ -323,8 +370,11 @@ def _kept(known: Path, store: Path, pins: list[Pin]) -> list[Path] | None:
         return None
     except (OSError, ValueError):  # UnicodeDecodeError is a ValueError
         names = None
-    shaped = (isinstance(names, list) and all(isinstance(n, str) and _WHEEL_NAME.fullmatch(n) for n in names)
-              and len(set(names)) == len(names))
+    shaped = (
+        isinstance(names, list)
+        and all(isinstance(n, str) and _WHEEL_NAME.fullmatch(n) for n in names)
+        and len(set(names)) == len(names)
+    )
     wheels = [store / name for name in names] if shaped else []
     if not shaped or not _pinned(wheels, pins) or not _covers(wheels, pins):
         discard(known, "is not a resolution of the pinned requirements it is kept for")

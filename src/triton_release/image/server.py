@@ -34,11 +34,13 @@ from triton_release.processes import alive, owner_labels
 from triton_release.settings import ServerOptions, memory_bytes
 
 HTTP_PORT, GRPC_PORT = "8000/tcp", "8001/tcp"
-RUN_ID_VARIABLE = "TRITON_RELEASE_RUN_ID"  # the label's value: the run's, so parallel runs on one daemon can tell theirs
+RUN_ID_VARIABLE = (
+    "TRITON_RELEASE_RUN_ID"  # the label's value: the run's, so parallel runs on one daemon can tell theirs
+)
 _CONTAINER_ID = re.compile(r"/containers/([0-9a-f]{64})/")
 log = logging.getLogger("triton_release")
-LOG_TAIL_LINES = 500          # docker splits lines at 16 KiB: at most about 8 MiB from the daemon
-LOG_TAIL_BYTES = 1 << 20      # and at most 1 MiB of it kept
+LOG_TAIL_LINES = 500  # docker splits lines at 16 KiB: at most about 8 MiB from the daemon
+LOG_TAIL_BYTES = 1 << 20  # and at most 1 MiB of it kept
 LOG_FILE_LIMIT = {"max-size": "20m", "max-file": "2"}  # the runner's disk, whatever the model writes
 # What the daemon answers a GPU request with when it has no GPU runtime (or the runtime no GPU).
 NO_GPU_RUNTIME = ("could not select device driver", "nvidia-container-cli", "nvidia-smi", "no cuda-capable device")
@@ -145,14 +147,32 @@ class TritonServer(ModelControl):
     @classmethod
     def started_as(cls, options: ServerOptions, image: str, models: dict[str, int | None], **kwargs) -> TritonServer:
         """The server `options` describe (settings.ServerOptions: its timeout, limits and GPUs)."""
-        return cls(image, models, load_timeout=options.load_timeout, memory=options.memory, pids=options.pids,
-                   gpus=options.gpus, gpu_models=options.gpu_models, **kwargs)
+        return cls(
+            image,
+            models,
+            load_timeout=options.load_timeout,
+            memory=options.memory,
+            pids=options.pids,
+            gpus=options.gpus,
+            gpu_models=options.gpu_models,
+            **kwargs,
+        )
 
-    def __init__(self, image: str, models: dict[str, int | None], *, all_models: bool = False,
-                 load_timeout: float = 300, client: docker.DockerClient | None = None,
-                 memory: str | int | None = None, pids: int | None = 4096,
-                 overrides: Mapping[str, str] | None = None, deferred: Mapping[str, Iterable[str]] | None = None,
-                 gpus: str | None = None, gpu_models: str = "test") -> None:
+    def __init__(
+        self,
+        image: str,
+        models: dict[str, int | None],
+        *,
+        all_models: bool = False,
+        load_timeout: float = 300,
+        client: docker.DockerClient | None = None,
+        memory: str | int | None = None,
+        pids: int | None = 4096,
+        overrides: Mapping[str, str] | None = None,
+        deferred: Mapping[str, Iterable[str]] | None = None,
+        gpus: str | None = None,
+        gpu_models: str = "test",
+    ) -> None:
         self.image = image
         self.models = dict(models)  # name -> version to wait for (None: any)
         self.overrides = dict(overrides or {})
@@ -161,13 +181,15 @@ class TritonServer(ModelControl):
         self.gpus = gpus
         self.gpu_models = gpu_models
         self.unloadable: dict[str, str] = {}  # model -> why it did not load on the CPU (gpu_models "test")
-        self.on_cpu: set[str] = set()         # overridden models that loaded
+        self.on_cpu: set[str] = set()  # overridden models that loaded
         self.completed: dict[str, dict] = {}  # auto-complete models: their config as the server completed it
         self.load_timeout = load_timeout
         self.memory = memory_limit(memory)
         if pids is not None and (isinstance(pids, bool) or not isinstance(pids, int) or pids < 1):
-            raise UsageError(f"server_pids {pids!r} is not a number of processes; give a positive number "
-                             "(default 4096) in triton-release.yaml.")
+            raise UsageError(
+                f"server_pids {pids!r} is not a number of processes; give a positive number "
+                "(default 4096) in triton-release.yaml."
+            )
         self.pids = pids
         self.client = client or docker.from_env(timeout=120)
         self.container = None
@@ -176,7 +198,7 @@ class TritonServer(ModelControl):
         self.loaded: dict[str, int | None] = {}  # what is loaded now: the start's models, or the last switch's
         self.peak_memory: int | None = None
         self._cgroup_peak = False  # the daemon reports the cgroup's own peak: only the last figure counts
-        self._created = False      # a container of this name may exist
+        self._created = False  # a container of this name may exist
 
     @property
     def at_start(self) -> dict[str, int | None]:
@@ -188,11 +210,23 @@ class TritonServer(ModelControl):
         stub_timeout = max(30, int(self.load_timeout))
         listen = []
         if ports:  # sharing a network namespace: ports free in it, on loopback only
-            listen = [f"--http-port={ports[0]}", f"--grpc-port={ports[1]}", f"--metrics-port={ports[2]}",
-                      "--http-address=127.0.0.1", "--grpc-address=127.0.0.1"]
-        return ["tritonserver", "--model-repository=/models", "--model-control-mode=explicit", *load,
-                f"--backend-config=python,stub-timeout-seconds={stub_timeout}",
-                "--exit-on-error=false", "--log-verbose=0", *listen]
+            listen = [
+                f"--http-port={ports[0]}",
+                f"--grpc-port={ports[1]}",
+                f"--metrics-port={ports[2]}",
+                "--http-address=127.0.0.1",
+                "--grpc-address=127.0.0.1",
+            ]
+        return [
+            "tritonserver",
+            "--model-repository=/models",
+            "--model-control-mode=explicit",
+            *load,
+            f"--backend-config=python,stub-timeout-seconds={stub_timeout}",
+            "--exit-on-error=false",
+            "--log-verbose=0",
+            *listen,
+        ]
 
     def limits(self) -> dict:
         """containers.run options bounding the server: memory (no swap beyond it), processes, log files."""
@@ -217,12 +251,16 @@ class TritonServer(ModelControl):
             if here is not None:
                 ports = free_ports(3)
                 self.container = self.client.containers.run(
-                    self.image, command=self.command(ports), network_mode=f"container:{here.id}", **common)
+                    self.image, command=self.command(ports), network_mode=f"container:{here.id}", **common
+                )
                 self.http_url, self.grpc_url = f"127.0.0.1:{ports[0]}", f"127.0.0.1:{ports[1]}"
             else:
                 self.container = self.client.containers.run(
-                    self.image, command=self.command(),
-                    ports={HTTP_PORT: ("127.0.0.1", None), GRPC_PORT: ("127.0.0.1", None)}, **common)
+                    self.image,
+                    command=self.command(),
+                    ports={HTTP_PORT: ("127.0.0.1", None), GRPC_PORT: ("127.0.0.1", None)},
+                    **common,
+                )
                 self.container.reload()
                 published = self.container.attrs["NetworkSettings"]["Ports"]
                 self.http_url = f"127.0.0.1:{published[HTTP_PORT][0]['HostPort']}"
@@ -236,8 +274,9 @@ class TritonServer(ModelControl):
                 self.load(later)
         except docker.errors.ImageNotFound:
             self.remove()
-            raise UsageError(f"{self.image}: no such image on this Docker host; build it with "
-                             "`triton-release build` or pull it.") from None
+            raise UsageError(
+                f"{self.image}: no such image on this Docker host; build it with `triton-release build` or pull it."
+            ) from None
         except docker.errors.APIError as exc:
             self.remove()
             why = str(exc.explanation or exc)
@@ -247,12 +286,15 @@ class TritonServer(ModelControl):
                     or no GPU, so the tritonserver container cannot get GPUs (the daemon said: {why}).
                     Drop --gpus (gpus: in triton-release.yaml, the action's input gpus) to test KIND_GPU
                     models on the CPU, or run on a GPU runner with the NVIDIA Container Toolkit.""") from None
-            raise InfrastructureError(f"The Docker daemon failed to start tritonserver from {self.image}: "
-                                      f"{why}") from None
+            raise InfrastructureError(
+                f"The Docker daemon failed to start tritonserver from {self.image}: {why}"
+            ) from None
         except requests.RequestException as exc:  # the daemon's socket timed out or dropped
             self.remove()
-            raise InfrastructureError(f"The Docker daemon stopped answering while tritonserver started from "
-                                      f"{self.image} ({exc.__class__.__name__}).") from None
+            raise InfrastructureError(
+                f"The Docker daemon stopped answering while tritonserver started from "
+                f"{self.image} ({exc.__class__.__name__})."
+            ) from None
         except BaseException:
             self.remove()
             raise
@@ -275,8 +317,10 @@ class TritonServer(ModelControl):
         except docker.errors.NotFound:
             pass
         except (docker.errors.APIError, requests.RequestException) as exc:  # never masks the error being reported
-            log.warning(f"could not remove the server container {self.name} ({exc.__class__.__name__}); "
-                        f"remove it with `docker rm -f {self.name}`")
+            log.warning(
+                f"could not remove the server container {self.name} ({exc.__class__.__name__}); "
+                f"remove it with `docker rm -f {self.name}`"
+            )
         finally:
             self.container = None
 
@@ -288,5 +332,5 @@ class TritonServer(ModelControl):
             return ""
         if len(data) > LOG_TAIL_BYTES:
             data = data[-LOG_TAIL_BYTES:]
-            data = data[data.find(b"\n") + 1:]  # no half line at the top
+            data = data[data.find(b"\n") + 1 :]  # no half line at the top
         return data.decode("utf-8", errors="replace")

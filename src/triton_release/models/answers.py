@@ -18,6 +18,7 @@ from triton_release.models.golden import FLOATS, ExpectedError, GoldenCase, Tens
 @dataclass(frozen=True)
 class Answer:
     """One response: output name -> (array, datatype); an array is None when it did not decode."""
+
     outputs: dict[str, tuple[np.ndarray | None, str, str]]  # name -> (array, datatype, decode error)
 
 
@@ -25,6 +26,7 @@ class Answer:
 class Reply:
     """What the server answered one request: its responses (a decoupled model's stream: any
     number), or an error, the server's message (in a stream: after `answers`)."""
+
     answers: tuple[Answer, ...] = ()
     error: str | None = None
     status: str = ""  # "500", "StatusCode.INTERNAL"; "" in a stream
@@ -44,8 +46,13 @@ class OutputResult:
     message: str = ""
 
     def to_json(self) -> dict:
-        return {"name": self.name, "passed": self.passed, "max_abs_diff": self.max_abs_diff,
-                "max_rel_diff": self.max_rel_diff, "message": self.message}
+        return {
+            "name": self.name,
+            "passed": self.passed,
+            "max_abs_diff": self.max_abs_diff,
+            "max_rel_diff": self.max_rel_diff,
+            "message": self.message,
+        }
 
 
 def tolerances(case: GoldenCase, datatype: str) -> tuple[float, float]:
@@ -55,17 +62,20 @@ def tolerances(case: GoldenCase, datatype: str) -> tuple[float, float]:
     return (atol, rtol) if datatype in FLOATS else (0.0, 0.0)
 
 
-def compare(expected: Tensor, actual: np.ndarray | None, actual_datatype: str | None,
-            atol: float, rtol: float) -> OutputResult:
+def compare(
+    expected: Tensor, actual: np.ndarray | None, actual_datatype: str | None, atol: float, rtol: float
+) -> OutputResult:
     name = expected.name
     if actual is None:
         return OutputResult(name, False, message=f"output {name!r} is missing from the response")
     if actual_datatype and actual_datatype != expected.datatype:
-        return OutputResult(name, False, message=f"output {name!r}: expected datatype {expected.datatype}, "
-                            f"got {actual_datatype}")
+        return OutputResult(
+            name, False, message=f"output {name!r}: expected datatype {expected.datatype}, got {actual_datatype}"
+        )
     if tuple(actual.shape) != expected.shape:
-        return OutputResult(name, False, message=f"output {name!r}: expected shape {list(expected.shape)}, "
-                            f"got {list(actual.shape)}")
+        return OutputResult(
+            name, False, message=f"output {name!r}: expected shape {list(expected.shape)}, got {list(actual.shape)}"
+        )
     want = expected.array()
     if expected.datatype == "BYTES":
         got = np.array([v if isinstance(v, bytes) else str(v).encode() for v in actual.reshape(-1)], dtype=object)
@@ -73,18 +83,26 @@ def compare(expected: Tensor, actual: np.ndarray | None, actual_datatype: str | 
         if not bad:
             return OutputResult(name, True)
         i = bad[0]
-        return OutputResult(name, False, message=f"output {name!r}: {len(bad)} element(s) differ; first at "
-                            f"{element_index(i, expected.shape)}: expected {_show(want.reshape(-1)[i])}, "
-                            f"got {_show(got[i])}")
+        return OutputResult(
+            name,
+            False,
+            message=f"output {name!r}: {len(bad)} element(s) differ; first at "
+            f"{element_index(i, expected.shape)}: expected {_show(want.reshape(-1)[i])}, "
+            f"got {_show(got[i])}",
+        )
     if expected.datatype not in FLOATS:  # integers and BOOL: exactly, in their own type
         got = np.asarray(actual).reshape(-1)
         bad_at = np.flatnonzero(got != want.reshape(-1))
         if not bad_at.size:
             return OutputResult(name, True, 0.0, 0.0)
         i = int(bad_at[0])
-        return OutputResult(name, False, message=f"output {name!r}: {bad_at.size} of {got.size} element(s) differ; "
-                            f"first at {element_index(i, expected.shape)}: expected {want.reshape(-1)[i].item()!r}, "
-                            f"got {got[i].item()!r}")
+        return OutputResult(
+            name,
+            False,
+            message=f"output {name!r}: {bad_at.size} of {got.size} element(s) differ; "
+            f"first at {element_index(i, expected.shape)}: expected {want.reshape(-1)[i].item()!r}, "
+            f"got {got[i].item()!r}",
+        )
     w = want.astype(np.float64).reshape(-1)
     g = np.asarray(actual).astype(np.float64).reshape(-1)
     both_nan = np.isnan(w) & np.isnan(g)
@@ -101,10 +119,14 @@ def compare(expected: Tensor, actual: np.ndarray | None, actual_datatype: str | 
         return OutputResult(name, True, max_abs, max_rel)
     worst = int(np.argmax(np.where(bad, np.nan_to_num(abs_diff, nan=np.inf), -1.0)))
     return OutputResult(
-        name, False, max_abs, max_rel,
+        name,
+        False,
+        max_abs,
+        max_rel,
         f"output {name!r}: {int(bad.sum())} of {bad.size} element(s) outside atol={atol:g} rtol={rtol:g}; "
         f"worst at {element_index(worst, expected.shape)}: expected {float(w[worst])!r}, got {float(g[worst])!r} "
-        f"(abs diff {abs_diff[worst]:.3g}, rel diff {rel_diff[worst]:.3g})")
+        f"(abs diff {abs_diff[worst]:.3g}, rel diff {rel_diff[worst]:.3g})",
+    )
 
 
 def _show(value: bytes) -> str:
@@ -143,6 +165,7 @@ def tensor_json(name: str, array, datatype: str) -> dict:
 
 # -- errors ---------------------------------------------------------------------------------------
 
+
 def first_line(message: str) -> str:
     """An error message's first line: Triton appends the model's traceback below it."""
     return message.strip().splitlines()[0] if message.strip() else message
@@ -170,6 +193,7 @@ def error_json(message: str) -> str:
 
 # -- recording --------------------------------------------------------------------------------------
 
+
 class NotRecorded(Exception):
     """What the server answered does not fit what the case asks for; the file stays as it is."""
 
@@ -186,15 +210,21 @@ def recorded(case: GoldenCase, raw: dict, replies: Sequence[Reply], decoupled: b
         where = f"sequence step {index}: " if case.sequence is not None else ""
         if step.error is not None:
             if reply.error is None:
-                raise NotRecorded(f"{where}the case expects an error but the model answered; remove \"error\" to "
-                                  "record its outputs, or change the inputs")
+                raise NotRecorded(
+                    f'{where}the case expects an error but the model answered; remove "error" to '
+                    "record its outputs, or change the inputs"
+                )
             raw_step["error"] = error_json(reply.error)
             continue
         if reply.error is not None:
-            raise NotRecorded(f"{where}the server answered with an error ({first_line(reply.error)}); if the model "
-                              "is right to refuse these inputs, write \"error\": true in place of \"outputs\" and "
-                              "record again, which fills in the error's text; else fix the inputs")
-        responses = [[tensor_json(n, a, d) for n, (a, d, _) in sorted(answer.outputs.items()) if a is not None]
-                     for answer in reply.answers]
+            raise NotRecorded(
+                f"{where}the server answered with an error ({first_line(reply.error)}); if the model "
+                'is right to refuse these inputs, write "error": true in place of "outputs" and '
+                "record again, which fills in the error's text; else fix the inputs"
+            )
+        responses = [
+            [tensor_json(n, a, d) for n, (a, d, _) in sorted(answer.outputs.items()) if a is not None]
+            for answer in reply.answers
+        ]
         raw_step["outputs"] = responses if decoupled else (responses[0] if responses else [])
     return raw

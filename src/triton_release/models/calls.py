@@ -46,22 +46,27 @@ MAX_ROUNDS = 64  # a version folder's modules feeding each other aliases settle 
 
 @dataclass(frozen=True)
 class Call:
-    callee: str | None   # None: the model is chosen at run time, or the request is built out of sight
+    callee: str | None  # None: the model is chosen at run time, or the request is built out of sight
     line: int
-    file: str = ""       # the file of the version folder it is in; "" for a source read alone
+    file: str = ""  # the file of the version folder it is in; "" for a source read alone
 
 
 @dataclass(frozen=True)
 class _Facts:
     """What one file's syntax tree says, given the aliases its imports bring in."""
+
     calls: tuple[tuple[str | None, int], ...]
-    imports: tuple[tuple, ...]   # ("import", "a.b", asname) | ("from", level, "a.b" | "", name, asname)
-    loads_any: bool              # loads code by a computed name or path
-    exports: Mapping[str, str]   # simple names bound to the class (CLASS) or a partial of it (BOUND)
+    imports: tuple[tuple, ...]  # ("import", "a.b", asname) | ("from", level, "a.b" | "", name, asname)
+    loads_any: bool  # loads code by a computed name or path
+    exports: Mapping[str, str]  # simple names bound to the class (CLASS) or a partial of it (BOUND)
 
     def to_json(self) -> dict:
-        return {"calls": [list(c) for c in self.calls], "imports": [list(i) for i in self.imports],
-                "loads_any": self.loads_any, "exports": dict(self.exports)}
+        return {
+            "calls": [list(c) for c in self.calls],
+            "imports": [list(i) for i in self.imports],
+            "loads_any": self.loads_any,
+            "exports": dict(self.exports),
+        }
 
     @classmethod
     def from_json(cls, data: dict) -> _Facts:
@@ -70,11 +75,18 @@ class _Facts:
         imports = tuple(tuple(entry) for entry in data["imports"])
         exports = dict(data["exports"])
         shapes = {"import": (str, str, str), "from": (str, int, str, str, str)}
-        if not (all((callee is None or isinstance(callee, str)) and type(line) is int for callee, line in calls)
-                and all(entry and entry[0] in shapes and len(entry) == len(shapes[entry[0]])
-                        and all(type(v) is t for v, t in zip(entry, shapes[entry[0]])) for entry in imports)
-                and all(isinstance(k, str) and v in (CLASS, BOUND) for k, v in exports.items())
-                and type(data["loads_any"]) is bool):
+        if not (
+            all((callee is None or isinstance(callee, str)) and type(line) is int for callee, line in calls)
+            and all(
+                entry
+                and entry[0] in shapes
+                and len(entry) == len(shapes[entry[0]])
+                and all(type(v) is t for v, t in zip(entry, shapes[entry[0]]))
+                for entry in imports
+            )
+            and all(isinstance(k, str) and v in (CLASS, BOUND) for k, v in exports.items())
+            and type(data["loads_any"]) is bool
+        ):
             raise ValueError("not the facts of a file")
         return cls(calls, imports, data["loads_any"], exports)
 
@@ -157,7 +169,7 @@ def _links(name: str, imports: Iterable[tuple], sources: Mapping[str, bytes]) ->
         _, level, dotted, imported, asname = entry
         if level and level - 1 > len(package):
             continue  # above the version folder: not one of its modules
-        base = (package[:len(package) - (level - 1)] if level else []) + (dotted.split(".") if dotted else [])
+        base = (package[: len(package) - (level - 1)] if level else []) + (dotted.split(".") if dotted else [])
         if not base and not level:
             continue
         owner = run(base)
@@ -218,8 +230,12 @@ def _dotted(node: ast.AST) -> str | None:
 
 def _pairs(target: ast.AST, value: ast.AST) -> Iterator[tuple[ast.AST, ast.AST]]:
     """(target, value) of an assignment, tuples unpacked element by element."""
-    if (isinstance(target, (ast.Tuple, ast.List)) and isinstance(value, (ast.Tuple, ast.List))
-            and len(target.elts) == len(value.elts) and not any(isinstance(e, ast.Starred) for e in target.elts)):
+    if (
+        isinstance(target, (ast.Tuple, ast.List))
+        and isinstance(value, (ast.Tuple, ast.List))
+        and len(target.elts) == len(value.elts)
+        and not any(isinstance(e, ast.Starred) for e in target.elts)
+    ):
         for t, v in zip(target.elts, value.elts):
             yield from _pairs(t, v)
     else:
@@ -260,8 +276,12 @@ def _constants(tree: ast.Module) -> dict[str, str]:
     found = {}
     for node in tree.body:
         for target, value in _bindings(node):
-            if (isinstance(target, ast.Name) and counts.get(target.id) == 1 and isinstance(value, ast.Constant)
-                    and isinstance(value.value, str)):
+            if (
+                isinstance(target, ast.Name)
+                and counts.get(target.id) == 1
+                and isinstance(value, ast.Constant)
+                and isinstance(value.value, str)
+            ):
                 found[target.id] = value.value
     return found
 
@@ -315,8 +335,12 @@ class _Reader:
     def kind(self, node: ast.AST) -> str | None:
         """CLASS when `node` evaluates to the request class (or may), BOUND for a partial of it that
         names the model, None otherwise."""
-        if (isinstance(node, ast.Attribute) and node.attr == REQUEST
-                or isinstance(node, ast.Name) and node.id == REQUEST):
+        if (
+            isinstance(node, ast.Attribute)
+            and node.attr == REQUEST
+            or isinstance(node, ast.Name)
+            and node.id == REQUEST
+        ):
             return CLASS
         key = _dotted(node)
         if key is not None:
@@ -341,7 +365,7 @@ class _Reader:
             if keyword.arg == "model_name":
                 return keyword.value
         positional = call.args[skip:]
-        for i, argument in enumerate(positional[:MODEL_NAME_AT + 1]):
+        for i, argument in enumerate(positional[: MODEL_NAME_AT + 1]):
             if isinstance(argument, ast.Starred):
                 return "hidden"
             if i == MODEL_NAME_AT:
@@ -369,13 +393,22 @@ class _Reader:
         found: list[tuple[str | None, int]] = []
         imports: list[tuple] = []
         loads_any = False
-        seen: set[int] = set()     # references of the class whose use is understood
+        seen: set[int] = set()  # references of the class whose use is understood
         skipped: set[int] = set()  # annotations: types, never run as constructors
         for node in ast.walk(self.tree):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 arguments = node.args
-                hints = [a.annotation for a in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs,
-                                                arguments.vararg, arguments.kwarg) if a is not None and a.annotation]
+                hints = [
+                    a.annotation
+                    for a in (
+                        *arguments.posonlyargs,
+                        *arguments.args,
+                        *arguments.kwonlyargs,
+                        arguments.vararg,
+                        arguments.kwarg,
+                    )
+                    if a is not None and a.annotation
+                ]
                 for hint in [*hints, node.returns]:
                     if hint is not None:
                         skipped.update(id(n) for n in ast.walk(hint))
@@ -384,8 +417,9 @@ class _Reader:
             elif isinstance(node, ast.Import):
                 imports.extend(("import", alias.name, alias.asname or "") for alias in node.names)
             elif isinstance(node, ast.ImportFrom):
-                imports.extend(("from", node.level, node.module or "", alias.name, alias.asname or "")
-                               for alias in node.names)
+                imports.extend(
+                    ("from", node.level, node.module or "", alias.name, alias.asname or "") for alias in node.names
+                )
             elif isinstance(node, ast.Compare):
                 seen.update(id(n) for n in (node.left, *node.comparators))
             for target, value in _bindings(node):
@@ -413,8 +447,9 @@ class _Reader:
                 name = node.args[0]
                 if isinstance(name, ast.Constant) and isinstance(name.value, str) and name.value.strip("."):
                     level = len(name.value) - len(name.value.lstrip("."))
-                    imports.append(("from", level, name.value.lstrip("."), "*", "") if level
-                                   else ("import", name.value, ""))
+                    imports.append(
+                        ("from", level, name.value.lstrip("."), "*", "") if level else ("import", name.value, "")
+                    )
                 else:
                     loads_any = True
             elif last in LOADERS or func in BUILTIN_LOADERS:
@@ -439,8 +474,7 @@ def declared(config) -> list[str]:
 
 def model_file(config) -> str:
     """The file the Python backend runs in each version folder."""
-    return (config.default_model_filename if config is not None and config.default_model_filename
-            else DEFAULT_FILE)
+    return config.default_model_filename if config is not None and config.default_model_filename else DEFAULT_FILE
 
 
 def callees(config, found: Iterable[Call]) -> set[str]:

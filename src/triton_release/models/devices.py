@@ -57,12 +57,14 @@ def cpu_config(config: model_config_pb2.ModelConfig, env_path: str | None = None
 
 def cpu_override(config: model_config_pb2.ModelConfig, env_path: str | None = None) -> str:
     """The load request's `config` parameter: `cpu_config` in protobuf's JSON mapping."""
-    return json_format.MessageToJson(cpu_config(config, env_path), preserving_proto_field_name=True, indent=None,
-                                     sort_keys=True)
+    return json_format.MessageToJson(
+        cpu_config(config, env_path), preserving_proto_field_name=True, indent=None, sort_keys=True
+    )
 
 
-def image_configs(client: docker.DockerClient, image: str,
-                  names: Iterable[str]) -> dict[str, model_config_pb2.ModelConfig | None]:
+def image_configs(
+    client: docker.DockerClient, image: str, names: Iterable[str]
+) -> dict[str, model_config_pb2.ModelConfig | None]:
     """Each model's config as `image` holds it (/models/<model>/config.pbtxt), read from one container
     created from the image and never started; None for a model whose config the image lacks or
     that does not parse (Triton then loads it from its own files, and says what is wrong)."""
@@ -75,8 +77,9 @@ def image_configs(client: docker.DockerClient, image: str,
     found: dict[str, model_config_pb2.ModelConfig | None] = {}
     container = None
     try:
-        container = client.containers.create(image, command=["true"], entrypoint=[], network_disabled=True,
-                                             labels=owner_labels(), name=reader)
+        container = client.containers.create(
+            image, command=["true"], entrypoint=[], network_disabled=True, labels=owner_labels(), name=reader
+        )
         for name in names:
             try:
                 stream, _ = container.get_archive(f"/models/{name}/config.pbtxt")
@@ -89,15 +92,22 @@ def image_configs(client: docker.DockerClient, image: str,
             except (text_format.ParseError, tarfile.TarError):
                 found[name] = None
     except docker.errors.APIError as exc:
-        raise InfrastructureError(f"The Docker daemon could not read the model configs inside {image}: "
-                                  f"{exc.explanation or exc}. Run again when the daemon is back.") from None
+        raise InfrastructureError(
+            f"The Docker daemon could not read the model configs inside {image}: "
+            f"{exc.explanation or exc}. Run again when the daemon is back."
+        ) from None
     finally:  # by its name: a signal during the create leaves none behind either
         remove_by_name(client, reader, created=container is not None)
     return found
 
 
-def image_cpu_overrides(client: docker.DockerClient, image: str, repo: Repository, names: Iterable[str],
-                        environments: Mapping[str, str] | None = None) -> dict[str, str]:
+def image_cpu_overrides(
+    client: docker.DockerClient,
+    image: str,
+    repo: Repository,
+    names: Iterable[str],
+    environments: Mapping[str, str] | None = None,
+) -> dict[str, str]:
     """The models among `names` that ask for a GPU in `image` -> the config they load with on a
     machine without GPUs (the load's `config` parameter), made from the image's own config.pbtxt.
     Only the models whose checkout config asks for one are read from the image (a container,
@@ -107,5 +117,8 @@ def image_cpu_overrides(client: docker.DockerClient, image: str, repo: Repositor
     environments = environments or {}
     asking = [name for name in names if name in repo and needs_gpu(repo[name].config)]
     configs = image_configs(client, image, asking)
-    return {name: cpu_override(config, environments.get(name)) for name, config in sorted(configs.items())
-            if needs_gpu(config)}
+    return {
+        name: cpu_override(config, environments.get(name))
+        for name, config in sorted(configs.items())
+        if needs_gpu(config)
+    }

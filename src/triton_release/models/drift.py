@@ -59,6 +59,7 @@ INFINITE = math.inf
 
 class Server(Protocol):
     """What drift needs of a running server (image/server.py's TritonServer, its model_control)."""
+
     http_url: str
     grpc_url: str
     unloadable: dict[str, str]
@@ -71,17 +72,20 @@ class Server(Protocol):
 
 # -- one output of one answer against the other ---------------------------------------------------
 
+
 @dataclass(frozen=True)
 class Difference:
     """One output of one step (or response): version N's answer against N+1's."""
+
     max_abs_diff: float | None  # None: no size (BYTES, BOOL, a changed shape or data type)
     max_rel_diff: float
     beyond_tolerance: bool
-    where: str = ""             # the worst element: "[0, 3]: 5.0 -> 5.05", or what changed
+    where: str = ""  # the worst element: "[0, 3]: 5.0 -> 5.05", or what changed
 
 
-def difference(old: np.ndarray | None, old_type: str, new: np.ndarray | None, new_type: str,
-               atol: float, rtol: float) -> Difference:
+def difference(
+    old: np.ndarray | None, old_type: str, new: np.ndarray | None, new_type: str, atol: float, rtol: float
+) -> Difference:
     if old is None or new is None:
         which = "N" if old is None else "N+1"
         return Difference(None, INFINITE, True, f"version {which} did not answer it")
@@ -98,8 +102,13 @@ def difference(old: np.ndarray | None, old_type: str, new: np.ndarray | None, ne
         if not differ.size:
             return Difference(None, 0.0, False)
         i = int(differ[0])
-        return Difference(None, INFINITE, True, f"{differ.size} of {a.size} element(s) differ; first "
-                          f"{element_index(i, shape)}: {_shown(a[i])} -> {_shown(b[i])}")
+        return Difference(
+            None,
+            INFINITE,
+            True,
+            f"{differ.size} of {a.size} element(s) differ; first "
+            f"{element_index(i, shape)}: {_shown(a[i])} -> {_shown(b[i])}",
+        )
     shown_a, shown_b = a, b
     a, b = a.astype(np.float64), b.astype(np.float64)
     equal = (a == b) | (np.isnan(a) & np.isnan(b))
@@ -107,9 +116,13 @@ def difference(old: np.ndarray | None, old_type: str, new: np.ndarray | None, ne
         abs_diff = np.where(equal, 0.0, np.nan_to_num(np.abs(b - a), nan=INFINITE, posinf=INFINITE))
         magnitude = np.abs(a)
         near_zero = magnitude <= atol
-        rel_diff = np.where(abs_diff == 0, 0.0,
-                            np.where(near_zero, np.where(abs_diff <= atol, 0.0, INFINITE),
-                                     abs_diff / np.where(near_zero, 1.0, magnitude)))
+        rel_diff = np.where(
+            abs_diff == 0,
+            0.0,
+            np.where(
+                near_zero, np.where(abs_diff <= atol, 0.0, INFINITE), abs_diff / np.where(near_zero, 1.0, magnitude)
+            ),
+        )
         rel_diff = np.nan_to_num(rel_diff, nan=INFINITE, posinf=INFINITE)  # an infinite reference that changed
         beyond = abs_diff > atol + rtol * np.nan_to_num(magnitude, posinf=0.0)
     if not a.size:
@@ -124,16 +137,23 @@ def difference(old: np.ndarray | None, old_type: str, new: np.ndarray | None, ne
 def _integer_difference(a: np.ndarray, b: np.ndarray, shape: tuple[int, ...]) -> Difference:
     """Integer elements compared exactly: as Python integers, which neither round (INT64 and UINT64
     beyond 2**53 do as floats) nor overflow (|INT64 max - INT64 min| fits no int64)."""
-    differ = np.flatnonzero(a != b) if a.dtype == b.dtype else \
-        np.array([i for i, (x, y) in enumerate(zip(a.tolist(), b.tolist())) if x != y], dtype=np.intp)
+    differ = (
+        np.flatnonzero(a != b)
+        if a.dtype == b.dtype
+        else np.array([i for i, (x, y) in enumerate(zip(a.tolist(), b.tolist())) if x != y], dtype=np.intp)
+    )
     if not differ.size:
         return Difference(0.0, 0.0, False)
     olds, news = a[differ].tolist(), b[differ].tolist()
     sizes = [abs(y - x) for x, y in zip(olds, news)]
     relative = [size / abs(x) if x else INFINITE for x, size in zip(olds, sizes)]  # int / int: rounded once
     worst = max(range(len(sizes)), key=lambda k: (relative[k], sizes[k]))
-    return Difference(float(max(sizes)), relative[worst], True,
-                      f"{element_index(int(differ[worst]), shape)}: {olds[worst]} -> {news[worst]}")
+    return Difference(
+        float(max(sizes)),
+        relative[worst],
+        True,
+        f"{element_index(int(differ[worst]), shape)}: {olds[worst]} -> {news[worst]}",
+    )
 
 
 def _shown(value) -> str:
@@ -147,14 +167,16 @@ def _shown(value) -> str:
 
 # -- a case's answers from both versions ---------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class CaseDrift:
     """A case's outputs compared (output -> its differences over steps and responses), what of it
     was not compared, and the outputs only one version answered (in any step or response)."""
+
     case: str
     outputs: tuple[tuple[str, tuple[Difference, ...]], ...]
     skipped: tuple[str, ...] = ()
-    new_outputs: tuple[str, ...] = ()   # answered by N+1 only
+    new_outputs: tuple[str, ...] = ()  # answered by N+1 only
     gone_outputs: tuple[str, ...] = ()  # answered by N only
 
 
@@ -179,8 +201,7 @@ def compare_case(case: GoldenCase, old: Exchange, new: Exchange) -> CaseDrift:
             continue
         if index >= len(old.replies) or index >= len(new.replies):
             failure = old.failure or new.failure or "no answer"
-            skipped.append(f"{where}: no answer from version {'N' if index >= len(old.replies) else 'N+1'} "
-                           f"({failure})")
+            skipped.append(f"{where}: no answer from version {'N' if index >= len(old.replies) else 'N+1'} ({failure})")
             continue
         before, after = old.replies[index], new.replies[index]
         if before.error is not None or after.error is not None:
@@ -197,44 +218,57 @@ def compare_case(case: GoldenCase, old: Exchange, new: Exchange) -> CaseDrift:
                 found.setdefault(name, []).append(replace(diff, where=f"{prefix} {diff.where}".strip()))
         if len(before.answers) != len(after.answers):  # a decoupled model's stream changed
             for name in {n for answer in (*before.answers, *after.answers) for n in answer.outputs}:
-                found.setdefault(name, []).append(Difference(
-                    None, INFINITE, True, f"{where}: {len(before.answers)} -> {len(after.answers)} responses"))
-    return CaseDrift(label, tuple((name, tuple(diffs)) for name, diffs in sorted(found.items())), tuple(skipped),
-                     tuple(sorted(after_names - before_names - set(found))),
-                     tuple(sorted(before_names - after_names - set(found))))
+                found.setdefault(name, []).append(
+                    Difference(
+                        None, INFINITE, True, f"{where}: {len(before.answers)} -> {len(after.answers)} responses"
+                    )
+                )
+    return CaseDrift(
+        label,
+        tuple((name, tuple(diffs)) for name, diffs in sorted(found.items())),
+        tuple(skipped),
+        tuple(sorted(after_names - before_names - set(found))),
+        tuple(sorted(before_names - after_names - set(found))),
+    )
 
 
 # -- a model: its outputs over every case ---------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class OutputDrift:
     name: str
     max_abs_diff: float | None
     max_rel_diff: float
-    cases: int                   # cases that compared this output
+    cases: int  # cases that compared this output
     cases_beyond_tolerance: int
-    worst: str = ""              # where the largest relative difference is
+    worst: str = ""  # where the largest relative difference is
 
     @property
     def beyond_tolerance(self) -> bool:
         return self.cases_beyond_tolerance > 0
 
     def to_json(self) -> dict:
-        return {"name": self.name, "max_abs_diff": _number(self.max_abs_diff),
-                "max_rel_diff": _number(self.max_rel_diff), "cases": self.cases,
-                "cases_beyond_tolerance": self.cases_beyond_tolerance, "worst": self.worst}
+        return {
+            "name": self.name,
+            "max_abs_diff": _number(self.max_abs_diff),
+            "max_rel_diff": _number(self.max_rel_diff),
+            "cases": self.cases,
+            "cases_beyond_tolerance": self.cases_beyond_tolerance,
+            "worst": self.worst,
+        }
 
 
 @dataclass(frozen=True)
 class ModelDrift:
     model: str
-    version: int                      # N+1, the tested one
-    previous: int | None              # N; None: there is none
+    version: int  # N+1, the tested one
+    previous: int | None  # N; None: there is none
     outputs: tuple[OutputDrift, ...] = ()
-    cases: int = 0                    # cases compared
-    skipped: tuple[str, ...] = ()     # parts of cases not compared, and why
-    note: str = ""                    # why the model was not compared at all
-    new_outputs: tuple[str, ...] = ()   # answered by N+1 and never by N: nothing to compare them with
+    cases: int = 0  # cases compared
+    skipped: tuple[str, ...] = ()  # parts of cases not compared, and why
+    note: str = ""  # why the model was not compared at all
+    new_outputs: tuple[str, ...] = ()  # answered by N+1 and never by N: nothing to compare them with
     gone_outputs: tuple[str, ...] = ()  # answered by N and never by N+1
 
     @property
@@ -255,11 +289,20 @@ class ModelDrift:
         return any(o.beyond_tolerance for o in self.outputs)
 
     def to_json(self) -> dict:
-        return {"model": self.model, "from_version": self.previous, "to_version": self.version,
-                "compared": self.compared, "note": self.note, "cases": self.cases,
-                "max_rel_diff": _number(self.max_rel_diff), "beyond_tolerance": self.beyond_tolerance,
-                "outputs": [o.to_json() for o in self.outputs], "skipped": list(self.skipped),
-                "new_outputs": list(self.new_outputs), "gone_outputs": list(self.gone_outputs)}
+        return {
+            "model": self.model,
+            "from_version": self.previous,
+            "to_version": self.version,
+            "compared": self.compared,
+            "note": self.note,
+            "cases": self.cases,
+            "max_rel_diff": _number(self.max_rel_diff),
+            "beyond_tolerance": self.beyond_tolerance,
+            "outputs": [o.to_json() for o in self.outputs],
+            "skipped": list(self.skipped),
+            "new_outputs": list(self.new_outputs),
+            "gone_outputs": list(self.gone_outputs),
+        }
 
 
 def _number(value: float | None) -> float | str | None:
@@ -269,8 +312,9 @@ def _number(value: float | None) -> float | str | None:
     return "Infinity" if value > 0 else "NaN"
 
 
-def model_drift(model: str, version: int, previous: int, cases: list[CaseDrift],
-                skipped: Iterable[str] = ()) -> ModelDrift:
+def model_drift(
+    model: str, version: int, previous: int, cases: list[CaseDrift], skipped: Iterable[str] = ()
+) -> ModelDrift:
     """The cases' differences gathered per output: the largest of each, the cases beyond tolerance.
     An output only one version answered is new (or gone) when no case has both versions answer it;
     else, in the cases where one version left it out, it differs infinitely."""
@@ -283,8 +327,12 @@ def model_drift(model: str, version: int, previous: int, cases: list[CaseDrift],
         for names, which in ((case.new_outputs, "N"), (case.gone_outputs, "N+1")):
             for name in names:
                 if name in compared:
-                    by_output[name].append((case.case, (Difference(
-                        None, INFINITE, True, f"{case.case}: version {which} did not answer it"),)))
+                    by_output[name].append(
+                        (
+                            case.case,
+                            (Difference(None, INFINITE, True, f"{case.case}: version {which} did not answer it"),),
+                        )
+                    )
     new = sorted({name for case in cases for name in case.new_outputs} - compared)
     gone = sorted({name for case in cases for name in case.gone_outputs} - compared)
     outputs = []
@@ -292,15 +340,36 @@ def model_drift(model: str, version: int, previous: int, cases: list[CaseDrift],
         differences = [d for _, ds in found for d in ds]
         sized = [d.max_abs_diff for d in differences if d.max_abs_diff is not None]
         worst = max(differences, key=lambda d: d.max_rel_diff)
-        outputs.append(OutputDrift(name, max(sized) if sized else None, worst.max_rel_diff, len(found),
-                                   sum(any(d.beyond_tolerance for d in ds) for _, ds in found),
-                                   worst.where if worst.max_rel_diff > 0 else ""))
-    notes = [*skipped, *(s for case in cases for s in case.skipped),
-             *(f"output {name!r} is new in version {version}: version {previous} never answered it, so there is "
-               "nothing to compare it with" for name in new),
-             *(f"output {name!r} is gone in version {version}: version {previous} answered it" for name in gone)]
-    return ModelDrift(model, version, previous, tuple(outputs), sum(bool(c.outputs) for c in cases), tuple(notes),
-                      new_outputs=tuple(new), gone_outputs=tuple(gone))
+        outputs.append(
+            OutputDrift(
+                name,
+                max(sized) if sized else None,
+                worst.max_rel_diff,
+                len(found),
+                sum(any(d.beyond_tolerance for d in ds) for _, ds in found),
+                worst.where if worst.max_rel_diff > 0 else "",
+            )
+        )
+    notes = [
+        *skipped,
+        *(s for case in cases for s in case.skipped),
+        *(
+            f"output {name!r} is new in version {version}: version {previous} never answered it, so there is "
+            "nothing to compare it with"
+            for name in new
+        ),
+        *(f"output {name!r} is gone in version {version}: version {previous} answered it" for name in gone),
+    ]
+    return ModelDrift(
+        model,
+        version,
+        previous,
+        tuple(outputs),
+        sum(bool(c.outputs) for c in cases),
+        tuple(notes),
+        new_outputs=tuple(new),
+        gone_outputs=tuple(gone),
+    )
 
 
 def over(drifts: Iterable[ModelDrift], bound: float) -> list[ModelDrift]:
@@ -318,8 +387,10 @@ def show_fraction(value: float) -> str:
 
 # -- the server side ------------------------------------------------------------------------------
 
-def drift_config(config: model_config_pb2.ModelConfig | None, versions: list[int], env_path: str | None = None,
-                 on_cpu: bool = False) -> str:
+
+def drift_config(
+    config: model_config_pb2.ModelConfig | None, versions: list[int], env_path: str | None = None, on_cpu: bool = False
+) -> str:
     """The load's `config` parameter serving `versions` side by side: the model's config as the
     image holds it (with its environment; for a KIND_GPU model tested on the CPU, as
     `devices.cpu_override` makes it), `version_policy` replaced. A model without config.pbtxt
@@ -351,9 +422,15 @@ class DriftMeter:
     wave's cases have run. `versions`: the tested version N+1 of each; `environments`: model ->
     its environment's path in the image."""
 
-    def __init__(self, repo: Repository, server: Server, previous: Mapping[str, int | None],
-                 versions: Mapping[str, int | None], environments: Mapping[str, str] | None = None,
-                 unmeasurable: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        repo: Repository,
+        server: Server,
+        previous: Mapping[str, int | None],
+        versions: Mapping[str, int | None],
+        environments: Mapping[str, str] | None = None,
+        unmeasurable: Mapping[str, str] | None = None,
+    ) -> None:
         self.repo, self.server = repo, server
         self.previous = dict(previous)
         self.unmeasurable = dict(unmeasurable or {})  # model -> why its drift cannot be measured here
@@ -368,20 +445,29 @@ class DriftMeter:
         failed = {c.case.split("/", 1)[0] for c in cases if not c.passed}
         names = [name for name in tested if name in self.previous]
         notes = {name: self._note(name, "its golden cases failed: not compared") for name in names if name in failed}
-        notes.update({name: self._note(name, why) for name in names if name not in notes
-                      if (why := self._not_comparable(name))})
+        notes.update(
+            {name: self._note(name, why) for name in names if name not in notes if (why := self._not_comparable(name))}
+        )
         loads = {}
         for name in names:
             if name not in notes and not self.server.model_ready(name, self.previous[name]):
                 versions = list(self._versions(name))
-                loads[name] = (drift_config(self.repo[name].config, versions, self.environments.get(name),
-                                            on_cpu=name in self.server.overrides), versions)
+                loads[name] = (
+                    drift_config(
+                        self.repo[name].config,
+                        versions,
+                        self.environments.get(name),
+                        on_cpu=name in self.server.overrides,
+                    ),
+                    versions,
+                )
         failures = {name: why for name, why in self.server.load_configs(loads).items() if why}
         if failures:  # a server that died while reloading (out of memory) is a failure, not notes
             self.server.check_running("while loading models' previous versions to measure their drift")
         for name, why in failures.items():
-            notes[name] = self._note(name, f"version {self.previous[name]} did not load beside "
-                                           f"{self.versions[name]}: {why}")
+            notes[name] = self._note(
+                name, f"version {self.previous[name]} did not load beside {self.versions[name]}: {why}"
+            )
         self.results.extend(notes.get(name) or self._compare(name) for name in names)
 
     def _versions(self, name: str) -> tuple[int, int]:

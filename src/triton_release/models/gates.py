@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class GateOptions:
-    max_drift: float | None = None         # refuse a new version this far (relative) from its previous one
+    max_drift: float | None = None  # refuse a new version this far (relative) from its previous one
     latency: LatencyOptions | None = None  # measure new versions against their previous one; None: not at all
 
     @classmethod

@@ -17,9 +17,11 @@ Needs = Mapping[str, Iterable[str]]  # model -> the models it needs loaded
 
 def ensemble_needs(configs: Mapping[str, model_config_pb2.ModelConfig | None]) -> dict[str, set[str]]:
     """model -> its ensemble steps, from parsed configs (None: no config.pbtxt)."""
-    return {name: {step.model_name for step in config.ensemble_scheduling.step}
-            for name, config in configs.items()
-            if config is not None and config.platform == "ensemble"}
+    return {
+        name: {step.model_name for step in config.ensemble_scheduling.step}
+        for name, config in configs.items()
+        if config is not None and config.platform == "ensemble"
+    }
 
 
 def needed(names: Iterable[str], needs: Needs) -> set[str]:

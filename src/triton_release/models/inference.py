@@ -27,35 +27,48 @@ NOT_THE_MODEL = {"StatusCode.UNAVAILABLE", "StatusCode.CANCELLED"}  # gRPC failu
 
 @dataclass(frozen=True)
 class CaseResult:
-    case: str       # <model>/<case>
+    case: str  # <model>/<case>
     path: str
     passed: bool
     latency_ms: float
     outputs: tuple[OutputResult, ...]
     message: str = ""
-    steps: int = 0              # a sequence case's steps (0: not a sequence)
+    steps: int = 0  # a sequence case's steps (0: not a sequence)
     steps_passed: int = 0
-    error: str | None = None    # the first error the server answered with, expected or not
+    error: str | None = None  # the first error the server answered with, expected or not
 
     def to_json(self) -> dict:
-        return {"case": self.case, "path": self.path, "passed": self.passed, "latency_ms": self.latency_ms,
-                "outputs": [o.to_json() for o in self.outputs], "message": self.message,
-                "steps": self.steps or None, "steps_passed": self.steps_passed if self.steps else None,
-                "error": self.error}
+        return {
+            "case": self.case,
+            "path": self.path,
+            "passed": self.passed,
+            "latency_ms": self.latency_ms,
+            "outputs": [o.to_json() for o in self.outputs],
+            "message": self.message,
+            "steps": self.steps or None,
+            "steps_passed": self.steps_passed if self.steps else None,
+            "error": self.error,
+        }
 
 
 NUMPY2_MESSAGE = "output tensor shape does not match size of output"
-NUMPY2_HINT = ("numpy 2 is known to break Triton 2.51's Python backend (`output tensor shape does not match "
-               "size of output`); pin numpy<2 in the model's requirements.txt or use a base image with numpy 1.x")
+NUMPY2_HINT = (
+    "numpy 2 is known to break Triton 2.51's Python backend (`output tensor shape does not match "
+    "size of output`); pin numpy<2 in the model's requirements.txt or use a base image with numpy 1.x"
+)
 
 
 STUB_DIED_MESSAGE = "is not healthy"
-STUB_DIED_HINT = ("the model's Python process died: it ran out of the server's memory limit (the server_memory "
-                  "setting; default 3/4 of this machine's memory) or crashed in native code")
+STUB_DIED_HINT = (
+    "the model's Python process died: it ran out of the server's memory limit (the server_memory "
+    "setting; default 3/4 of this machine's memory) or crashed in native code"
+)
 
 NO_SEQUENCE_MESSAGE = "must specify a non-zero or non-empty correlation ID"
-NO_SEQUENCE_HINT = ("the model has sequence_batching: write the case as {\"sequence\": [{\"inputs\": ..., "
-                    "\"outputs\": ...}, ...]}, whose steps are sent with one correlation id")
+NO_SEQUENCE_HINT = (
+    'the model has sequence_batching: write the case as {"sequence": [{"inputs": ..., '
+    '"outputs": ...}, ...]}, whose steps are sent with one correlation id'
+)
 
 
 def with_hint(message: str, always: bool = False) -> str:
@@ -71,6 +84,7 @@ def with_hint(message: str, always: bool = False) -> str:
 class Exchange:
     """A case's replies, one per step; `failure` when a request got no answer (the deadline, the
     server unreachable): why, and the steps after it were not sent."""
+
     replies: tuple[Reply, ...]
     latency_ms: float
     failure: str = ""
@@ -83,15 +97,19 @@ class InferenceFailed(Exception):
 def _client(protocol: str, http_url: str, grpc_url: str, timeout: float):
     if protocol == "grpc":
         import tritonclient.grpc as lib
+
         return lib, lib.InferenceServerClient(grpc_url), {"client_timeout": timeout}
     import tritonclient.http as lib
+
     return lib, lib.InferenceServerClient(http_url, connection_timeout=timeout, network_timeout=timeout), {}
 
 
 def _late(case: GoldenCase, what: str) -> str:
     whole = ", for the whole sequence" if case.sequence is not None else ""
-    return (f"case {case.model}/{case.name} {what} within {case.timeout:g} s (its \"timeout\"{whole}, default "
-            f"{DEFAULT_TIMEOUT:g}); the model hangs or is slower: fix it, or raise \"timeout\" in {case.path.name}")
+    return (
+        f'case {case.model}/{case.name} {what} within {case.timeout:g} s (its "timeout"{whole}, default '
+        f'{DEFAULT_TIMEOUT:g}); the model hangs or is slower: fix it, or raise "timeout" in {case.path.name}'
+    )
 
 
 def _timed_out(exc: Exception) -> bool:
@@ -143,8 +161,11 @@ def ask(case: GoldenCase, http_url: str, grpc_url: str, decoupled: bool = False)
     start = time.perf_counter()
     for index, step in enumerate(steps):
         where = f" to sequence step {index + 1}" if correlation_id else ""
-        control = {"sequence_id": correlation_id, "sequence_start": index == 0,
-                   "sequence_end": index == len(steps) - 1} if correlation_id else {}
+        control = (
+            {"sequence_id": correlation_id, "sequence_start": index == 0, "sequence_end": index == len(steps) - 1}
+            if correlation_id
+            else {}
+        )
         left = case.timeout - (time.perf_counter() - start)
         try:
             if left <= 0:
@@ -158,14 +179,22 @@ def ask(case: GoldenCase, http_url: str, grpc_url: str, decoupled: bool = False)
     return Exchange(tuple(replies), (time.perf_counter() - start) * 1000)
 
 
-def _infer(case: GoldenCase, step: Step, http_url: str, grpc_url: str, timeout: float, control: dict,
-           where: str) -> Reply:
+def _infer(
+    case: GoldenCase, step: Step, http_url: str, grpc_url: str, timeout: float, control: dict, where: str
+) -> Reply:
     lib, client, deadline = _client(case.protocol, http_url, grpc_url, timeout)
     outputs = [lib.InferRequestedOutput(n) for n in dict.fromkeys(t.name for t in step.expected)] or None
     start = time.perf_counter()
     try:
-        result = client.infer(case.model, _inputs(lib, step), model_version=str(case.version or ""),
-                              outputs=outputs, parameters=case.parameters or None, **control, **deadline)
+        result = client.infer(
+            case.model,
+            _inputs(lib, step),
+            model_version=str(case.version or ""),
+            outputs=outputs,
+            parameters=case.parameters or None,
+            **control,
+            **deadline,
+        )
     except Exception as exc:  # the server's own message is what the user needs
         if _timed_out(exc) or time.perf_counter() - start >= timeout:
             raise InferenceFailed(_late(case, f"got no answer{where}")) from None
@@ -183,26 +212,35 @@ def _stream(case: GoldenCase, step: Step, grpc_url: str, timeout: float, control
     import queue
 
     import tritonclient.grpc as lib
+
     client = lib.InferenceServerClient(grpc_url)
     received: queue.Queue = queue.Queue()
-    client.start_stream(callback=lambda result, error: received.put((result, error)),
-                        stream_timeout=timeout + STREAM_GRACE)
+    client.start_stream(
+        callback=lambda result, error: received.put((result, error)), stream_timeout=timeout + STREAM_GRACE
+    )
     answers: list[Answer] = []
     finished = False
     start = time.perf_counter()
     names = dict.fromkeys(t.name for t in step.expected)
     try:
-        client.async_stream_infer(case.model, _inputs(lib, step), model_version=str(case.version or ""),
-                                  outputs=[lib.InferRequestedOutput(n) for n in names] or None,
-                                  parameters=case.parameters or None, enable_empty_final_response=True,
-                                  **control)
+        client.async_stream_infer(
+            case.model,
+            _inputs(lib, step),
+            model_version=str(case.version or ""),
+            outputs=[lib.InferRequestedOutput(n) for n in names] or None,
+            parameters=case.parameters or None,
+            enable_empty_final_response=True,
+            **control,
+        )
         while True:
             try:
                 result, error = received.get(timeout=max(0.1, timeout - (time.perf_counter() - start)))
             except queue.Empty:
-                raise InferenceFailed(_late(case, f"got no final response{where} (after {len(answers)} "
-                                            "response(s))") + "; a decoupled model ends each request with "
-                                      "TRITONSERVER_RESPONSE_COMPLETE_FINAL") from None
+                raise InferenceFailed(
+                    _late(case, f"got no final response{where} (after {len(answers)} response(s))")
+                    + "; a decoupled model ends each request with "
+                    "TRITONSERVER_RESPONSE_COMPLETE_FINAL"
+                ) from None
             if error is not None:
                 if _timed_out(error):
                     raise InferenceFailed(_late(case, f"got no final response{where}"))

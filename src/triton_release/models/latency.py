@@ -40,55 +40,78 @@ from triton_release.models.repository import Repository
 from triton_release.models.workload import Workload, workload
 from triton_release.signals import checkpoint
 
-DEFAULT_ROUNDS = 4            # pairs: each version measured this many times
-DEFAULT_INTERVAL_MS = 300     # one perf_analyzer window; a round is three
+DEFAULT_ROUNDS = 4  # pairs: each version measured this many times
+DEFAULT_INTERVAL_MS = 300  # one perf_analyzer window; a round is three
 MAX_INTERVAL_MS = 10_000
-REQUESTS_PER_WINDOW = 30      # a slow model's windows are made long enough for this many requests
-COLD_LOAD_MARGIN_S = 0.5      # cold-start differences below these are noise, never a warning
+REQUESTS_PER_WINDOW = 30  # a slow model's windows are made long enough for this many requests
+COLD_LOAD_MARGIN_S = 0.5  # cold-start differences below these are noise, never a warning
 COLD_REQUEST_MARGIN_MS = 25.0
 
 
 @dataclass(frozen=True, kw_only=True)
 class LatencyOptions:
     """How the gate measures, and its bound (None: measured and reported, never refused)."""
+
     max_increase: float | None = None
     rounds: int = DEFAULT_ROUNDS
     interval_ms: int = DEFAULT_INTERVAL_MS
-    perf_analyzer: str | None = None         # the binary; None: PATH, then the action image's
+    perf_analyzer: str | None = None  # the binary; None: PATH, then the action image's
     env: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)  # PATH, LD_LIBRARY_PATH
 
     @classmethod
     def from_settings(cls, settings, env: Mapping[str, str]) -> LatencyOptions:
-        return cls(max_increase=settings.max_latency_increase, rounds=settings.latency_rounds,
-                   interval_ms=settings.latency_interval, perf_analyzer=settings.perf_analyzer, env=dict(env))
+        return cls(
+            max_increase=settings.max_latency_increase,
+            rounds=settings.latency_rounds,
+            interval_ms=settings.latency_interval,
+            perf_analyzer=settings.perf_analyzer,
+            env=dict(env),
+        )
 
 
 # -- what is measured -----------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class Round:
-    index: int                 # the order it ran in, from 1; 0: a warm-up round (not counted)
+    index: int  # the order it ran in, from 1; 0: a warm-up round (not counted)
     version: int
     levels: tuple[Level, ...]
     interval_ms: int
 
     def to_json(self) -> dict:
-        return {"round": self.index, "version": self.version, "warmup": self.index == 0,
-                "interval_ms": self.interval_ms,
-                "levels": [{"concurrency": lv.concurrency, "p50_us": lv.p50_us, "p90_us": lv.p90_us,
-                            "p99_us": lv.p99_us, "throughput": lv.throughput} for lv in self.levels]}
+        return {
+            "round": self.index,
+            "version": self.version,
+            "warmup": self.index == 0,
+            "interval_ms": self.interval_ms,
+            "levels": [
+                {
+                    "concurrency": lv.concurrency,
+                    "p50_us": lv.p50_us,
+                    "p90_us": lv.p90_us,
+                    "p99_us": lv.p99_us,
+                    "throughput": lv.throughput,
+                }
+                for lv in self.levels
+            ],
+        }
 
 
 @dataclass(frozen=True)
 class Figures:
     """A version's medians over its rounds at one concurrency."""
+
     p50_us: float
     p99_us: float
     throughput: float
 
     def to_json(self) -> dict:
-        return {"p50_us": round(self.p50_us, 1), "p99_us": round(self.p99_us, 1),
-                "throughput": round(self.throughput, 2)}
+        return {
+            "p50_us": round(self.p50_us, 1),
+            "p99_us": round(self.p99_us, 1),
+            "throughput": round(self.throughput, 2),
+        }
 
     def shown(self) -> str:
         return f"p50 {self.p50_us / 1000:.2f} ms, p99 {self.p99_us / 1000:.2f} ms, {self.throughput:.0f} infer/s"
@@ -98,17 +121,24 @@ class Figures:
 class Comparison:
     concurrency: int
     pairs: int
-    before: Figures            # version N
-    after: Figures             # version N+1
+    before: Figures  # version N
+    after: Figures  # version N+1
     p50: stats.Ratio
     p99: stats.Ratio
     throughput: stats.Ratio
-    verdict: str               # pass | inconclusive | refused | measured (no bound)
+    verdict: str  # pass | inconclusive | refused | measured (no bound)
 
     def to_json(self) -> dict:
-        return {"concurrency": self.concurrency, "pairs": self.pairs, "before": self.before.to_json(),
-                "after": self.after.to_json(), "p50_ratio": self.p50.to_json(), "p99_ratio": self.p99.to_json(),
-                "throughput_ratio": self.throughput.to_json(), "verdict": self.verdict}
+        return {
+            "concurrency": self.concurrency,
+            "pairs": self.pairs,
+            "before": self.before.to_json(),
+            "after": self.after.to_json(),
+            "p50_ratio": self.p50.to_json(),
+            "p99_ratio": self.p99.to_json(),
+            "throughput_ratio": self.throughput.to_json(),
+            "verdict": self.verdict,
+        }
 
 
 def compare(rounds: Iterable[Round], previous: int, version: int, bound: float | None) -> tuple[Comparison, ...]:
@@ -117,24 +147,37 @@ def compare(rounds: Iterable[Round], previous: int, version: int, bound: float |
     levels = sorted({lv.concurrency for r in counted for lv in r.levels})
     found = []
     for level in levels:
+
         def series(v: int, level: int = level) -> list[Level]:
             return [lv for r in counted if r.version == v for lv in r.levels if lv.concurrency == level]
+
         before, after = series(previous), series(version)
         pairs = min(len(before), len(after))
         if pairs == 0:
             continue
         before, after = before[:pairs], after[:pairs]
         p50 = stats.ratio([x.p50_us for x in before], [x.p50_us for x in after])
-        found.append(Comparison(
-            level, pairs, _figures(before), _figures(after), p50,
-            stats.ratio([x.p99_us for x in before], [x.p99_us for x in after]),
-            stats.ratio([x.throughput for x in before], [x.throughput for x in after]), stats.verdict(p50, bound)))
+        found.append(
+            Comparison(
+                level,
+                pairs,
+                _figures(before),
+                _figures(after),
+                p50,
+                stats.ratio([x.p99_us for x in before], [x.p99_us for x in after]),
+                stats.ratio([x.throughput for x in before], [x.throughput for x in after]),
+                stats.verdict(p50, bound),
+            )
+        )
     return tuple(found)
 
 
 def _figures(levels: list[Level]) -> Figures:
-    return Figures(statistics.median(x.p50_us for x in levels), statistics.median(x.p99_us for x in levels),
-                   statistics.median(x.throughput for x in levels))
+    return Figures(
+        statistics.median(x.p50_us for x in levels),
+        statistics.median(x.p99_us for x in levels),
+        statistics.median(x.throughput for x in levels),
+    )
 
 
 @dataclass(frozen=True)
@@ -145,9 +188,12 @@ class ColdStart:
     note: str = ""
 
     def to_json(self) -> dict:
-        return {"version": self.version, "load_s": None if self.load_s is None else round(self.load_s, 3),
-                "first_request_ms": None if self.first_request_ms is None else round(self.first_request_ms, 2),
-                **({"note": self.note} if self.note else {})}
+        return {
+            "version": self.version,
+            "load_s": None if self.load_s is None else round(self.load_s, 3),
+            "first_request_ms": None if self.first_request_ms is None else round(self.first_request_ms, 2),
+            **({"note": self.note} if self.note else {}),
+        }
 
 
 def cold_warnings(model: str, before: ColdStart, after: ColdStart, bound: float | None) -> tuple[str, ...]:
@@ -155,27 +201,30 @@ def cold_warnings(model: str, before: ColdStart, after: ColdStart, bound: float 
     if bound is None:
         return ()
     found = []
-    for what, unit, a, b, margin in (("load", "s", before.load_s, after.load_s, COLD_LOAD_MARGIN_S),
-                                     ("first request", "ms", before.first_request_ms, after.first_request_ms,
-                                      COLD_REQUEST_MARGIN_MS)):
+    for what, unit, a, b, margin in (
+        ("load", "s", before.load_s, after.load_s, COLD_LOAD_MARGIN_S),
+        ("first request", "ms", before.first_request_ms, after.first_request_ms, COLD_REQUEST_MARGIN_MS),
+    ):
         if a is not None and b is not None and b > a * (1 + bound) and b - a > margin:
-            found.append(f"{model}: cold start: version {after.version}'s {what} took {b:.2f} {unit}, version "
-                         f"{before.version}'s {a:.2f} {unit}: more than max_latency_increase {bound:g} slower (a "
-                         "single measurement: a warning, not a refusal)")
+            found.append(
+                f"{model}: cold start: version {after.version}'s {what} took {b:.2f} {unit}, version "
+                f"{before.version}'s {a:.2f} {unit}: more than max_latency_increase {bound:g} slower (a "
+                "single measurement: a warning, not a refusal)"
+            )
     return tuple(found)
 
 
 @dataclass(frozen=True)
 class ModelLatency:
     model: str
-    version: int                       # N+1
-    previous: int | None               # N
+    version: int  # N+1
+    previous: int | None  # N
     comparisons: tuple[Comparison, ...] = ()
     rounds: tuple[Round, ...] = ()
-    cold_start: tuple[ColdStart, ...] = ()   # N's, then N+1's
+    cold_start: tuple[ColdStart, ...] = ()  # N's, then N+1's
     load: Workload | None = None
-    seconds: float = 0.0               # what measuring it took
-    note: str = ""                     # why it was not measured (or not fully)
+    seconds: float = 0.0  # what measuring it took
+    note: str = ""  # why it was not measured (or not fully)
     warnings: tuple[str, ...] = ()
 
     @property
@@ -194,21 +243,30 @@ class ModelLatency:
         return next((c for c in self.comparisons if c.verdict == self.verdict), None)
 
     def to_json(self) -> dict:
-        return {"model": self.model, "from_version": self.previous, "to_version": self.version,
-                "verdict": self.verdict, "note": self.note, "seconds": round(self.seconds, 2),
-                "comparisons": [c.to_json() for c in self.comparisons], "rounds": [r.to_json() for r in self.rounds],
-                "cold_start": [c.to_json() for c in self.cold_start],
-                "workload": self.load.to_json() if self.load is not None else None, "warnings": list(self.warnings)}
+        return {
+            "model": self.model,
+            "from_version": self.previous,
+            "to_version": self.version,
+            "verdict": self.verdict,
+            "note": self.note,
+            "seconds": round(self.seconds, 2),
+            "comparisons": [c.to_json() for c in self.comparisons],
+            "rounds": [r.to_json() for r in self.rounds],
+            "cold_start": [c.to_json() for c in self.cold_start],
+            "workload": self.load.to_json() if self.load is not None else None,
+            "warnings": list(self.warnings),
+        }
 
 
 @dataclass(frozen=True)
 class LatencyRun:
     """The gate's outcome over a test run."""
+
     bound: float | None
     rounds: int
     interval_ms: int
     perf_analyzer: PerfAnalyzer | None = None
-    note: str = ""                     # why nothing was measured
+    note: str = ""  # why nothing was measured
     models: tuple[ModelLatency, ...] = ()
 
     @property
@@ -220,12 +278,18 @@ class LatencyRun:
         return [m for m in self.models if m.verdict == stats.INCONCLUSIVE]
 
     def to_json(self) -> dict:
-        return {"max_latency_increase": self.bound, "rounds": self.rounds, "interval_ms": self.interval_ms,
-                "perf_analyzer": self.perf_analyzer.to_json() if self.perf_analyzer else None, "note": self.note,
-                "models": [m.to_json() for m in self.models]}
+        return {
+            "max_latency_increase": self.bound,
+            "rounds": self.rounds,
+            "interval_ms": self.interval_ms,
+            "perf_analyzer": self.perf_analyzer.to_json() if self.perf_analyzer else None,
+            "note": self.note,
+            "models": [m.to_json() for m in self.models],
+        }
 
 
 # -- the server side ------------------------------------------------------------------------------
+
 
 class Server(Protocol):
     http_url: str
@@ -249,9 +313,17 @@ class LatencyMeter:
     """Measures the models of `previous` (model -> its version N) as each wave's cases and drift are
     done. `configs`: each model's config as the image holds it (for the cold-start loads)."""
 
-    def __init__(self, repo: Repository, server: Server, previous: Mapping[str, int | None],
-                 versions: Mapping[str, int | None], options: LatencyOptions, analyzer: PerfAnalyzer,
-                 configs: Mapping | None = None, environments: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        repo: Repository,
+        server: Server,
+        previous: Mapping[str, int | None],
+        versions: Mapping[str, int | None],
+        options: LatencyOptions,
+        analyzer: PerfAnalyzer,
+        configs: Mapping | None = None,
+        environments: Mapping[str, str] | None = None,
+    ) -> None:
         self.repo, self.server, self.options, self.analyzer = repo, server, options, analyzer
         self.previous, self.versions = dict(previous), dict(versions)
         self.configs = dict(configs or {})
@@ -315,8 +387,11 @@ class LatencyMeter:
                     for which in (first, second):
                         checkpoint()
                         v = previous if which == "before" else version
-                        rounds.append(Round(len(rounds) - 1, v, tuple(self._round(name, v, data, load, levels,
-                                                                                  interval)), interval))
+                        rounds.append(
+                            Round(
+                                len(rounds) - 1, v, tuple(self._round(name, v, data, load, levels, interval)), interval
+                            )
+                        )
                         bar.advance()
             except MeasurementFailed as exc:
                 self.server.check_running(f"while measuring {name}'s latency")
@@ -324,11 +399,19 @@ class LatencyMeter:
         comparisons = compare(rounds, previous, version, self.options.max_increase) if not note else ()
         cold = self._cold_start(name, version, previous, load, config)
         warnings = cold_warnings(name, cold[0], cold[1], self.options.max_increase) if len(cold) == 2 else ()
-        return replace(base, comparisons=comparisons, rounds=tuple(rounds), cold_start=cold, note=note,
-                       warnings=warnings, seconds=time.monotonic() - started)
+        return replace(
+            base,
+            comparisons=comparisons,
+            rounds=tuple(rounds),
+            cold_start=cold,
+            note=note,
+            warnings=warnings,
+            seconds=time.monotonic() - started,
+        )
 
-    def _round(self, name: str, version: int, data: Path, load: Workload, levels: tuple[int, ...],
-               interval: int) -> list[Level]:
+    def _round(
+        self, name: str, version: int, data: Path, load: Workload, levels: tuple[int, ...], interval: int
+    ) -> list[Level]:
         out = Path(self._scratch.name) / f"{name}-{version}.csv"
         return measure(self.analyzer, name, version, self.server.grpc_url, data, load, levels, interval, out)
 
@@ -375,8 +458,13 @@ class LatencyMeter:
                 sent.set_data_from_numpy(tensor.array())
                 inputs.append(sent)
             start = time.perf_counter()
-            client.infer(case.model, inputs, model_version=str(version), parameters=case.parameters or None,
-                         client_timeout=case.timeout)
+            client.infer(
+                case.model,
+                inputs,
+                model_version=str(version),
+                parameters=case.parameters or None,
+                client_timeout=case.timeout,
+            )
             return (time.perf_counter() - start) * 1000
         except Exception:  # the golden cases answered it; a figure missing here is noted as unknown
             return None

@@ -28,6 +28,7 @@ PASS, INCONCLUSIVE, REFUSED, MEASURED = "pass", "inconclusive", "refused", "meas
 @dataclass(frozen=True)
 class Ratio:
     """N+1 / N of a figure: the ratio of the medians and its confidence interval."""
+
     estimate: float
     low: float
     high: float
@@ -43,8 +44,14 @@ def _rounded(value: float) -> float | str:
     return round(value, 4) if math.isfinite(value) else "Infinity"
 
 
-def ratio(before: Sequence[float], after: Sequence[float], *, resamples: int = RESAMPLES,
-          confidence: float = CONFIDENCE, seed: int = SEED) -> Ratio:
+def ratio(
+    before: Sequence[float],
+    after: Sequence[float],
+    *,
+    resamples: int = RESAMPLES,
+    confidence: float = CONFIDENCE,
+    seed: int = SEED,
+) -> Ratio:
     """median(after) / median(before), with the percentile bootstrap interval over the pairs
     (before[i], after[i]). Needs at least one pair; with one, the interval is the estimate."""
     a, b = np.asarray(before, dtype=np.float64), np.asarray(after, dtype=np.float64)

@@ -31,11 +31,13 @@ NAME = "perf_analyzer"
 IMAGE_PREFIX = Path("/opt/perf_analyzer")  # the action image's (Dockerfile)
 TRITONCLIENT = "2.51.0"
 CUDA_RUNTIME = "12.6.77"
-HOW_TO_GET = (f"perf_analyzer ships in the tritonclient {TRITONCLIENT} wheel: install it into a folder of its "
-              f"own with `pip install --target ~/perf_analyzer --no-deps tritonclient=={TRITONCLIENT} "
-              f"nvidia-cuda-runtime-cu12=={CUDA_RUNTIME}` and `apt-get install libb64-0d`, then give "
-              "--perf-analyzer ~/perf_analyzer/bin/perf_analyzer (perf_analyzer: in triton-release.yaml) or put "
-              "that bin/ on PATH. The action's image has it")
+HOW_TO_GET = (
+    f"perf_analyzer ships in the tritonclient {TRITONCLIENT} wheel: install it into a folder of its "
+    f"own with `pip install --target ~/perf_analyzer --no-deps tritonclient=={TRITONCLIENT} "
+    f"nvidia-cuda-runtime-cu12=={CUDA_RUNTIME}` and `apt-get install libb64-0d`, then give "
+    "--perf-analyzer ~/perf_analyzer/bin/perf_analyzer (perf_analyzer: in triton-release.yaml) or put "
+    "that bin/ on PATH. The action's image has it"
+)
 
 
 class PerfAnalyzerMissing(Exception):
@@ -45,12 +47,19 @@ class PerfAnalyzerMissing(Exception):
 @dataclass(frozen=True)
 class PerfAnalyzer:
     path: Path
-    version: str                       # "2.51.0", as it prints it
+    version: str  # "2.51.0", as it prints it
     env: Mapping[str, str] = field(default_factory=dict, repr=False)  # what it runs with
 
     def run(self, args: list[str], timeout: float) -> subprocess.CompletedProcess:
-        return subprocess.run([str(self.path), *args], env=dict(self.env), capture_output=True, text=True,
-                              timeout=timeout, stdin=subprocess.DEVNULL, check=False)
+        return subprocess.run(
+            [str(self.path), *args],
+            env=dict(self.env),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            stdin=subprocess.DEVNULL,
+            check=False,
+        )
 
     def to_json(self) -> dict:
         return {"path": str(self.path), "version": self.version}
@@ -63,14 +72,15 @@ def find(given: str | None, env: Mapping[str, str]) -> PerfAnalyzer:
     if given:
         path = Path(given).expanduser()
         if not path.is_file():
-            raise PerfAnalyzerMissing(f"perf_analyzer {given} (the perf_analyzer setting) is not a file. "
-                                      f"{HOW_TO_GET}.")
+            raise PerfAnalyzerMissing(f"perf_analyzer {given} (the perf_analyzer setting) is not a file. {HOW_TO_GET}.")
     else:
         found = shutil.which(NAME, path=env.get("PATH", os.defpath))
         path = Path(found) if found else IMAGE_PREFIX / "bin" / NAME
         if not path.is_file():
-            raise PerfAnalyzerMissing(f"perf_analyzer was not found: not on PATH, not in {IMAGE_PREFIX}, and "
-                                      f"no perf_analyzer setting. {HOW_TO_GET}.")
+            raise PerfAnalyzerMissing(
+                f"perf_analyzer was not found: not on PATH, not in {IMAGE_PREFIX}, and "
+                f"no perf_analyzer setting. {HOW_TO_GET}."
+            )
     analyzer = PerfAnalyzer(path.absolute(), "", _environment(path, env))
     try:
         answer = analyzer.run(["--version"], timeout=30)
@@ -80,11 +90,13 @@ def find(given: str | None, env: Mapping[str, str]) -> PerfAnalyzer:
     if "error while loading shared libraries" in text:
         line = next(line for line in text.splitlines() if "error while loading shared libraries" in line)
         raise PerfAnalyzerMissing(f"{path} cannot start: {line.split(': ', 1)[-1].strip()}. {_library_fix(line)}")
-    version = next((line.rsplit("Version", 1)[-1].split()[0] for line in text.splitlines()
-                    if "Perf Analyzer Version" in line), "")
+    version = next(
+        (line.rsplit("Version", 1)[-1].split()[0] for line in text.splitlines() if "Perf Analyzer Version" in line), ""
+    )
     if not version:
-        raise PerfAnalyzerMissing(f"{path} did not say it is perf_analyzer (`--version` printed "
-                                  f"{text.strip()[:200]!r}). {HOW_TO_GET}.")
+        raise PerfAnalyzerMissing(
+            f"{path} did not say it is perf_analyzer (`--version` printed {text.strip()[:200]!r}). {HOW_TO_GET}."
+        )
     return PerfAnalyzer(analyzer.path, version, analyzer.env)
 
 
@@ -92,9 +104,11 @@ def _library_fix(line: str) -> str:
     if "libb64" in line:
         return "Install Debian's libb64-0d (`apt-get install libb64-0d`) and run again."
     if "libcudart" in line:
-        return (f"Install PyPI's nvidia-cuda-runtime-cu12=={CUDA_RUNTIME} beside perf_analyzer (`pip install "
-                f"--target <perf_analyzer's folder> --no-deps nvidia-cuda-runtime-cu12=={CUDA_RUNTIME}`), or put "
-                "the folder holding libcudart.so.12 on LD_LIBRARY_PATH, and run again.")
+        return (
+            f"Install PyPI's nvidia-cuda-runtime-cu12=={CUDA_RUNTIME} beside perf_analyzer (`pip install "
+            f"--target <perf_analyzer's folder> --no-deps nvidia-cuda-runtime-cu12=={CUDA_RUNTIME}`), or put "
+            "the folder holding libcudart.so.12 on LD_LIBRARY_PATH, and run again."
+        )
     return f"Install the library it names and run again. {HOW_TO_GET}."
 
 
@@ -102,9 +116,11 @@ def _environment(path: Path, env: Mapping[str, str]) -> dict[str, str]:
     """A small environment of its own (no credentials of the run's): PATH, the locale, and
     LD_LIBRARY_PATH with the cuda_runtime folder of its prefix."""
     prefix = path.resolve().parent.parent
-    candidates = [prefix / "nvidia" / "cuda_runtime" / "lib",
-                  *sorted(prefix.glob("lib/python3*/site-packages/nvidia/cuda_runtime/lib")),
-                  *sorted(prefix.glob("local/lib/python3*/dist-packages/nvidia/cuda_runtime/lib"))]
+    candidates = [
+        prefix / "nvidia" / "cuda_runtime" / "lib",
+        *sorted(prefix.glob("lib/python3*/site-packages/nvidia/cuda_runtime/lib")),
+        *sorted(prefix.glob("local/lib/python3*/dist-packages/nvidia/cuda_runtime/lib")),
+    ]
     folders = [str(c) for c in candidates if (c / "libcudart.so.12").exists()]
     folders += [part for part in env.get("LD_LIBRARY_PATH", "").split(":") if part]
     found = {"PATH": env.get("PATH", os.defpath), "LANG": "C.UTF-8", "HOME": env.get("HOME", "/tmp")}
@@ -114,6 +130,7 @@ def _environment(path: Path, env: Mapping[str, str]) -> dict[str, str]:
 
 
 # -- the input data -------------------------------------------------------------------------------
+
 
 def input_data(load: Workload) -> dict:
     """The workload as perf_analyzer's --input-data JSON: one entry per sample, each input with its
@@ -148,15 +165,21 @@ def parameter_args(load: Workload) -> list[str]:
 def shape_args(load: Workload) -> list[str]:
     """--shape NAME:DIMS of the first sample's inputs (for inputs with variable dimensions)."""
     first = load.samples[0]
-    return [arg for name, _, shape, _ in first.tensors if shape
-            for arg in ("--shape", f"{name}:{','.join(str(d) for d in shape)}")]
+    return [
+        arg
+        for name, _, shape, _ in first.tensors
+        if shape
+        for arg in ("--shape", f"{name}:{','.join(str(d) for d in shape)}")
+    ]
 
 
 # -- one measurement ------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class Level:
     """perf_analyzer's figures at one concurrency: client-side latency percentiles (µs), infer/s."""
+
     concurrency: int
     throughput: float
     p50_us: float
@@ -173,23 +196,60 @@ def parse_csv(text: str) -> list[Level]:
     levels = []
     for row in csv.DictReader(io.StringIO(text)):
         try:
-            levels.append(Level(int(row["Concurrency"]), float(row["Inferences/Second"]),
-                                float(row["p50 latency"]), float(row["p90 latency"]), float(row["p99 latency"])))
+            levels.append(
+                Level(
+                    int(row["Concurrency"]),
+                    float(row["Inferences/Second"]),
+                    float(row["p50 latency"]),
+                    float(row["p90 latency"]),
+                    float(row["p99 latency"]),
+                )
+            )
         except (KeyError, TypeError, ValueError):
             continue
     return sorted(levels, key=lambda level: level.concurrency)
 
 
-def measure(analyzer: PerfAnalyzer, model: str, version: int, grpc_url: str, data_file: Path, load: Workload,
-            concurrency: tuple[int, ...], interval_ms: int, out: Path, request_timeout: float = 60) -> list[Level]:
+def measure(
+    analyzer: PerfAnalyzer,
+    model: str,
+    version: int,
+    grpc_url: str,
+    data_file: Path,
+    load: Workload,
+    concurrency: tuple[int, ...],
+    interval_ms: int,
+    out: Path,
+    request_timeout: float = 60,
+) -> list[Level]:
     """One round: perf_analyzer over gRPC at each concurrency, 3 windows of `interval_ms` each
     (stability accepted at once: the rounds, not the windows, carry the statistics)."""
     low, high = min(concurrency), max(concurrency)
     step = max(1, high - low)
-    args = ["-m", model, "-x", str(version), "-u", grpc_url, "-i", "grpc",
-            "--concurrency-range", f"{low}:{high}:{step}" if high > low else str(low),
-            "--measurement-interval", str(interval_ms), "--stability-percentage", "1000", "--max-trials", "3",
-            "--input-data", str(data_file), *shape_args(load), *parameter_args(load), "-f", str(out)]
+    args = [
+        "-m",
+        model,
+        "-x",
+        str(version),
+        "-u",
+        grpc_url,
+        "-i",
+        "grpc",
+        "--concurrency-range",
+        f"{low}:{high}:{step}" if high > low else str(low),
+        "--measurement-interval",
+        str(interval_ms),
+        "--stability-percentage",
+        "1000",
+        "--max-trials",
+        "3",
+        "--input-data",
+        str(data_file),
+        *shape_args(load),
+        *parameter_args(load),
+        "-f",
+        str(out),
+    ]
     if load.batch_size is not None:
         args += ["-b", str(load.batch_size)]
     out.unlink(missing_ok=True)

@@ -20,8 +20,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("triton-release", "golden-input tests against a running tritonserver")
     group.addoption("--triton-url", metavar="HOST:PORT", help="the server's HTTP endpoint; turns the golden cases on")
     group.addoption("--triton-grpc-url", metavar="HOST:PORT", help="its gRPC endpoint (default: HOST:8001)")
-    group.addoption("--model-repository", metavar="DIR", default="model_repository",
-                    help="the model repository holding <model>/golden/*.json (default: model_repository)")
+    group.addoption(
+        "--model-repository",
+        metavar="DIR",
+        default="model_repository",
+        help="the model repository holding <model>/golden/*.json (default: model_repository)",
+    )
     group.addoption("--triton-models", metavar="A,B", help="only these models' cases (default: every model)")
 
 

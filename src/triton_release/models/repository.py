@@ -34,11 +34,15 @@ VERSION_DIR = re.compile(r"^[1-9][0-9]*$")
 def model_name_problem(name: str) -> str | None:
     """Why `name` cannot be a model's name, or None. Names reach paths, git and docker."""
     if len(name) > MAX_NAME_LENGTH:
-        return (f"model name {name[:24]!r}... is {len(name)} characters long: at most {MAX_NAME_LENGTH} are "
-                "allowed (the name becomes file names in the image's build); rename the folder")
+        return (
+            f"model name {name[:24]!r}... is {len(name)} characters long: at most {MAX_NAME_LENGTH} are "
+            "allowed (the name becomes file names in the image's build); rename the folder"
+        )
     if not MODEL_NAME.match(name):
-        return (f"model name {name!r} is not allowed: use letters, digits, '_', '-' and '.', starting with "
-                "a letter or digit; rename the folder")
+        return (
+            f"model name {name!r} is not allowed: use letters, digits, '_', '-' and '.', starting with "
+            "a letter or digit; rename the folder"
+        )
     return None
 
 
@@ -79,8 +83,11 @@ def link_problem(path: Path, root: Path) -> Problem | None:
     inside `root` and points to something)."""
     target = outside(path, root)
     if target is not None:
-        return Problem(path, f"symbolic link points outside the model repository ({target}): what it points to "
-                       "would be read and shipped in the image; copy the files in instead")
+        return Problem(
+            path,
+            f"symbolic link points outside the model repository ({target}): what it points to "
+            "would be read and shipped in the image; copy the files in instead",
+        )
     if os.path.islink(path) and not os.path.exists(path):
         return Problem(path, f"symbolic link points to nothing ({os.readlink(path)}); fix or remove it")
     return None
@@ -97,7 +104,9 @@ def kind_problem(path: Path) -> Problem | None:
     return Problem(path, "neither a file nor a folder (a FIFO, socket or device); remove it")
 
 
-def walk(folder: Path, root: Path, skip: Callable[[str], bool] = lambda name: False) -> tuple[list[Path], list[Problem]]:
+def walk(
+    folder: Path, root: Path, skip: Callable[[str], bool] = lambda name: False
+) -> tuple[list[Path], list[Problem]]:
     """Every file and folder below `folder`, sorted, as seen through the symbolic links that stay
     inside `root`: a linked folder is walked as if its files were there. Problems for links that
     leave `root`, point to nothing or lead back into a folder above them (a loop); what lies behind
@@ -126,8 +135,13 @@ def walk(folder: Path, root: Path, skip: Callable[[str], bool] = lambda name: Fa
             if through_link or is_link:
                 linked += 1
                 if linked > MAX_LINKED_ENTRIES:
-                    problems.append(Problem(path, f"symbolic links below {folder} lead to more than "
-                                            f"{MAX_LINKED_ENTRIES} files and folders; link fewer, or copy them in"))
+                    problems.append(
+                        Problem(
+                            path,
+                            f"symbolic links below {folder} lead to more than "
+                            f"{MAX_LINKED_ENTRIES} files and folders; link fewer, or copy them in",
+                        )
+                    )
                     raise _Stop
             problem = kind_problem(path)
             if problem:
@@ -139,8 +153,11 @@ def walk(folder: Path, root: Path, skip: Callable[[str], bool] = lambda name: Fa
                     real = Path(os.path.realpath(path))
                     if any(real == seen or real in seen.parents for seen in map(_real, chain)):
                         found.pop()
-                        problems.append(Problem(path, f"symbolic link leads back into a folder above it ({real}), "
-                                                "a loop; remove it"))
+                        problems.append(
+                            Problem(
+                                path, f"symbolic link leads back into a folder above it ({real}), a loop; remove it"
+                            )
+                        )
                         continue
                 visit(path, (*chain, path), through_link or is_link)
 
@@ -155,11 +172,13 @@ def walk(folder: Path, root: Path, skip: Callable[[str], bool] = lambda name: Fa
 
 REQUIREMENTS_OPTIONS = ("refuse", "allow")
 _COMMENT = re.compile(r"(^|\s)#.*$")
-_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")          # http:, git+https:, file:, c:
+_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")  # http:, git+https:, file:, c:
 _CREDENTIALS = re.compile(r"(://)[^/@\s]*@")
 _ARCHIVES = (".whl", ".zip", ".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tbz", ".tar.xz", ".txz", ".tar.lz", ".tlz")
-_ALLOW = ("write one requirement per line (name==version), or, if pip is meant to read the file as it is, set "
-          "requirements_options: allow in triton-release.yaml")
+_ALLOW = (
+    "write one requirement per line (name==version), or, if pip is meant to read the file as it is, set "
+    "requirements_options: allow in triton-release.yaml"
+)
 
 
 def _shown(text: str) -> str:
@@ -204,15 +223,26 @@ def read_requirements(path: Path, options: str = "refuse") -> tuple[list[tuple[i
         kind = _refused_kind(line)
         if kind is not None:
             if options != "allow":
-                problems.append(Problem(path, f"{_shown(line)} is {kind}: refused in a model's requirements "
-                                        f"(requirements_options is \"refuse\"); {_ALLOW}", number))
+                problems.append(
+                    Problem(
+                        path,
+                        f"{_shown(line)} is {kind}: refused in a model's requirements "
+                        f'(requirements_options is "refuse"); {_ALLOW}',
+                        number,
+                    )
+                )
             continue
         try:
             found.append((number, Requirement(line)))
         except InvalidRequirement as exc:
             reason = str(exc).splitlines()[0]
-            problems.append(Problem(path, f"{_shown(line)} is not a requirement ({reason}); write it as "
-                                    "name==version, one per line", number))
+            problems.append(
+                Problem(
+                    path,
+                    f"{_shown(line)} is not a requirement ({reason}); write it as name==version, one per line",
+                    number,
+                )
+            )
     return found, problems
 
 
@@ -228,8 +258,8 @@ class Model:
     path: Path
     config: model_config_pb2.ModelConfig | None = None  # None: no config.pbtxt (auto-complete)
     config_text: str = ""
-    versions: tuple[int, ...] = ()                     # valid numbered version folders, ascending
-    other_dirs: tuple[str, ...] = ()                    # non-numeric folders (golden/ among them)
+    versions: tuple[int, ...] = ()  # valid numbered version folders, ascending
+    other_dirs: tuple[str, ...] = ()  # non-numeric folders (golden/ among them)
     problems: tuple[Problem, ...] = field(default=(), compare=False)
 
     @property
@@ -260,7 +290,6 @@ class Model:
     @property
     def golden_cases(self) -> list[Path]:
         return sorted((self.path / GOLDEN_DIR).glob("*.json"))
-
 
     def tensors(self, kind: str) -> dict:
         """Declared inputs or outputs by name (kind: 'input' or 'output'); {} without a config."""
@@ -312,11 +341,32 @@ def parse_config(path: Path, text: str) -> tuple[model_config_pb2.ModelConfig | 
 
 
 # common spellings of Triton's data types, by the name without TYPE_ (KServe's and numpy's among them)
-DATA_TYPE_SPELLINGS = {"FLOAT": "FP32", "FLOAT32": "FP32", "F32": "FP32", "SINGLE": "FP32",
-                       "FLOAT16": "FP16", "HALF": "FP16", "F16": "FP16", "FLOAT64": "FP64", "DOUBLE": "FP64",
-                       "F64": "FP64", "BFLOAT16": "BF16", "BFLOAT": "BF16", "INT": "INT32", "LONG": "INT64",
-                       "UINT": "UINT32", "BYTE": "UINT8", "CHAR": "INT8", "SHORT": "INT16", "BOOLEAN": "BOOL",
-                       "STRING": "STRING", "STR": "STRING", "BYTES": "STRING", "TEXT": "STRING", "OBJECT": "STRING"}
+DATA_TYPE_SPELLINGS = {
+    "FLOAT": "FP32",
+    "FLOAT32": "FP32",
+    "F32": "FP32",
+    "SINGLE": "FP32",
+    "FLOAT16": "FP16",
+    "HALF": "FP16",
+    "F16": "FP16",
+    "FLOAT64": "FP64",
+    "DOUBLE": "FP64",
+    "F64": "FP64",
+    "BFLOAT16": "BF16",
+    "BFLOAT": "BF16",
+    "INT": "INT32",
+    "LONG": "INT64",
+    "UINT": "UINT32",
+    "BYTE": "UINT8",
+    "CHAR": "INT8",
+    "SHORT": "INT16",
+    "BOOLEAN": "BOOL",
+    "STRING": "STRING",
+    "STR": "STRING",
+    "BYTES": "STRING",
+    "TEXT": "STRING",
+    "OBJECT": "STRING",
+}
 _UNKNOWN_ENUM = re.compile(r'^Enum type "([\w.]+)" has no value named ("?)([^".\s]+)')
 
 

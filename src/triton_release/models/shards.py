@@ -35,8 +35,8 @@ from triton_release.models.graph import needed
 from triton_release.models.repository import Repository
 
 DEFAULT_MODELS_PER_SHARD = 25  # without --shards or --max-models-per-shard: one shard per 25 models ...
-DEFAULT_MAX_SHARDS = 8         # ... and at most this many
-MAX_SHARDS = 256               # a GitHub Actions matrix runs at most 256 jobs
+DEFAULT_MAX_SHARDS = 8  # ... and at most this many
+MAX_SHARDS = 256  # a GitHub Actions matrix runs at most 256 jobs
 _SHARD_NAME = re.compile(r"^shard-[1-9][0-9]{0,2}$")
 
 
@@ -44,14 +44,19 @@ _SHARD_NAME = re.compile(r"^shard-[1-9][0-9]{0,2}$")
 class Shard:
     name: str
     models: tuple[str, ...]  # the models whose golden cases this shard runs
-    load: tuple[str, ...]    # the models its server loads: those and what they need
-    cases: int               # golden case files of its models
-    gpu: bool                # a model it loads has a KIND_GPU instance group
+    load: tuple[str, ...]  # the models its server loads: those and what they need
+    cases: int  # golden case files of its models
+    gpu: bool  # a model it loads has a KIND_GPU instance group
     model_cases: tuple[int, ...] | None = None  # each model's golden case files (None: a plan from before)
 
     def to_json(self) -> dict:
-        data = {"name": self.name, "models": list(self.models), "load": list(self.load), "cases": self.cases,
-                "gpu": self.gpu}
+        data = {
+            "name": self.name,
+            "models": list(self.models),
+            "load": list(self.load),
+            "cases": self.cases,
+            "gpu": self.gpu,
+        }
         if self.model_cases is not None:
             data["model_cases"] = dict(zip(self.models, self.model_cases))
         return data
@@ -63,15 +68,21 @@ class Shard:
 
     def matrix_entry(self) -> dict:
         """One `strategy.matrix.include` entry: lists as the comma-separated text `--models` takes."""
-        return {"name": self.name, "models": ",".join(self.models), "load": ",".join(self.load),
-                "cases": self.cases, "gpu": self.gpu}
+        return {
+            "name": self.name,
+            "models": ",".join(self.models),
+            "load": ",".join(self.load),
+            "cases": self.cases,
+            "gpu": self.gpu,
+        }
 
 
 def check_shard_name(name: str) -> str:
     """Shard names become part of a registry tag: only the names a plan makes."""
     if not _SHARD_NAME.match(name or ""):
-        raise UsageError(f"{name!r} is not a shard name; shards are named shard-1, shard-2, ... (the stage's "
-                         "`shards` output).")
+        raise UsageError(
+            f"{name!r} is not a shard name; shards are named shard-1, shard-2, ... (the stage's `shards` output)."
+        )
     return name
 
 
@@ -87,14 +98,16 @@ def check_counts(shards: int | None, max_models: int | None) -> None:
     if shards is not None and max_models is not None:
         raise UsageError("give --shards or --max-models-per-shard, not both.")
     if shards is not None and not 1 <= shards <= MAX_SHARDS:
-        raise UsageError(f"--shards {shards}: give 1 to {MAX_SHARDS} (a workflow's matrix runs at most "
-                         f"{MAX_SHARDS} jobs).")
+        raise UsageError(
+            f"--shards {shards}: give 1 to {MAX_SHARDS} (a workflow's matrix runs at most {MAX_SHARDS} jobs)."
+        )
     if max_models is not None and max_models < 1:
         raise UsageError(f"--max-models-per-shard {max_models}: give 1 or more.")
 
 
-def plan_shards(repo: Repository, names: Iterable[str], *, shards: int | None = None,
-                max_models: int | None = None) -> list[Shard]:
+def plan_shards(
+    repo: Repository, names: Iterable[str], *, shards: int | None = None, max_models: int | None = None
+) -> list[Shard]:
     """The shards that test `names`: `shards` of them, or as many as hold at most `max_models`
     tested models each (a group bigger than that is a shard of its own), or by default one per
     25 models, at most 8. Never more shards than groups; none for no names."""
@@ -106,8 +119,10 @@ def plan_shards(repo: Repository, names: Iterable[str], *, shards: int | None = 
     if not tested:
         return []
     groups = _groups(repo, tested)
-    sizes = {name: folder_mib(repo[name].path / str(repo[name].newest_version)) if name in repo else 0.0
-             for name in set().union(*(load for _, load in groups))}
+    sizes = {
+        name: folder_mib(repo[name].path / str(repo[name].newest_version)) if name in repo else 0.0
+        for name in set().union(*(load for _, load in groups))
+    }
     cases = {name: len(repo[name].golden_cases) for name in tested}
 
     def weight(group: tuple[list[str], frozenset[str]]) -> float:
@@ -133,12 +148,22 @@ def plan_shards(repo: Repository, names: Iterable[str], *, shards: int | None = 
         target[1].update(load)
         target[2][0] += weight(group)
     if len(bins) > MAX_SHARDS:
-        raise UsageError(f"{len(tested)} models at --max-models-per-shard {max_models} make {len(bins)} shards; a "
-                         f"workflow's matrix runs at most {MAX_SHARDS} jobs. Give a larger --max-models-per-shard.")
+        raise UsageError(
+            f"{len(tested)} models at --max-models-per-shard {max_models} make {len(bins)} shards; a "
+            f"workflow's matrix runs at most {MAX_SHARDS} jobs. Give a larger --max-models-per-shard."
+        )
     filled = sorted((sorted(members), sorted(load)) for members, load, _ in bins if members)
-    return [Shard(f"shard-{i}", tuple(members), tuple(load), sum(cases[m] for m in members),
-                  any(needs_gpu(repo[m].config) for m in load if m in repo), tuple(cases[m] for m in members))
-            for i, (members, load) in enumerate(filled, start=1)]
+    return [
+        Shard(
+            f"shard-{i}",
+            tuple(members),
+            tuple(load),
+            sum(cases[m] for m in members),
+            any(needs_gpu(repo[m].config) for m in load if m in repo),
+            tuple(cases[m] for m in members),
+        )
+        for i, (members, load) in enumerate(filled, start=1)
+    ]
 
 
 def _groups(repo: Repository, tested: list[str]) -> list[tuple[list[str], frozenset[str]]]:
@@ -166,7 +191,7 @@ def shards_from_label(text: str | None) -> list[Shard]:
         shards = [_shard(entry) for entry in data]
     except (ValueError, TypeError, KeyError, AttributeError, UsageError):
         raise Refused(f"""
-            The candidate's label {SHARDS_LABEL} is {'missing' if not text else 'not a shard plan'}: it was not
+            The candidate's label {SHARDS_LABEL} is {"missing" if not text else "not a shard plan"}: it was not
             staged by `triton-release stage`. Stage the commit again.""") from None
     return shards
 
@@ -179,8 +204,14 @@ def _shard(entry: dict) -> Shard:
             raise ValueError("model_cases does not count the shard's models")
         counts = tuple(int(counts[m]) for m in models)
     load = tuple(str(m) for m in entry.get("load", entry["models"]))
-    return Shard(check_shard_name(str(entry["name"])), models, load, int(entry.get("cases", 0)),
-                 bool(entry.get("gpu", False)), counts)
+    return Shard(
+        check_shard_name(str(entry["name"])),
+        models,
+        load,
+        int(entry.get("cases", 0)),
+        bool(entry.get("gpu", False)),
+        counts,
+    )
 
 
 def build_inputs_label(inputs: dict) -> str:
@@ -234,6 +265,6 @@ def changed_from_label(text: str | None) -> list[str]:
         data = None
     if not isinstance(data, list) or not all(isinstance(m, str) for m in data):
         raise Refused(f"""
-            The candidate's label {CHANGED_LABEL} is {'missing' if not text else 'not a list of models'}: it was
+            The candidate's label {CHANGED_LABEL} is {"missing" if not text else "not a list of models"}: it was
             not staged by `triton-release stage`. Stage the commit again.""")
     return data

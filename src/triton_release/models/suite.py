@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 
 class Server(Protocol):
     """What the waves need of a running server (image/server.py's TritonServer)."""
+
     http_url: str
     grpc_url: str
     unloadable: dict[str, str]
@@ -46,16 +47,18 @@ class Server(Protocol):
     def read_configs(self, names: list[str]) -> None: ...
     def sample_memory(self, last: bool = False) -> int | None: ...
 
+
 log = logging.getLogger("triton_release")
 
 
 @dataclass(frozen=True)
 class Wave:
     """Models loaded together, and the tested ones among them (whose cases run in this wave)."""
-    index: int                # from 1
+
+    index: int  # from 1
     load: tuple[str, ...]
     tested: tuple[str, ...]
-    oversized: bool = False   # one ensemble needs more than max_loaded models: loaded together all the same
+    oversized: bool = False  # one ensemble needs more than max_loaded models: loaded together all the same
 
 
 @dataclass(frozen=True)
@@ -68,8 +71,14 @@ class WaveRun:
     oversized: bool = False
 
     def to_json(self) -> dict:
-        return {"index": self.index, "loaded": list(self.loaded), "tested": list(self.tested), "cases": self.cases,
-                "seconds": round(self.seconds, 3), "oversized": self.oversized}
+        return {
+            "index": self.index,
+            "loaded": list(self.loaded),
+            "tested": list(self.tested),
+            "cases": self.cases,
+            "seconds": round(self.seconds, 3),
+            "oversized": self.oversized,
+        }
 
 
 @dataclass(frozen=True)
@@ -80,7 +89,7 @@ class GoldenRun:
     untested: tuple[str, ...]  # models without golden cases
     waves: tuple[WaveRun, ...] = ()
     peak_memory_bytes: int | None = None  # the server container's; None where the daemon did not say
-    on_cpu: tuple[str, ...] = ()          # KIND_GPU models loaded (and tested) on the CPU
+    on_cpu: tuple[str, ...] = ()  # KIND_GPU models loaded (and tested) on the CPU
     needs_gpu: tuple[tuple[str, str], ...] = ()  # (model, why): not tested, they did not load on the CPU
     completed: tuple[tuple[str, dict], ...] = ()  # auto-complete models: (model, its config as served)
     drift: tuple[ModelDrift, ...] = ()  # new versions against their previous one (models/drift.py)
@@ -95,13 +104,20 @@ class GoldenRun:
         return [c for c in self.cases if not c.passed]
 
     def to_json(self) -> dict:
-        return {"image": self.image, "loaded": list(self.loaded), "passed": self.passed,
-                "cases": [c.to_json() for c in self.cases], "models_without_golden_cases": list(self.untested),
-                "waves": [w.to_json() for w in self.waves], "peak_memory_bytes": self.peak_memory_bytes,
-                "tested_on_cpu": list(self.on_cpu), "not_tested_needs_gpu": dict(self.needs_gpu),
-                "auto_completed": sorted(name for name, _ in self.completed),
-                "drift": [d.to_json() for d in self.drift],
-                "latency": self.latency.to_json() if self.latency is not None else None}
+        return {
+            "image": self.image,
+            "loaded": list(self.loaded),
+            "passed": self.passed,
+            "cases": [c.to_json() for c in self.cases],
+            "models_without_golden_cases": list(self.untested),
+            "waves": [w.to_json() for w in self.waves],
+            "peak_memory_bytes": self.peak_memory_bytes,
+            "tested_on_cpu": list(self.on_cpu),
+            "not_tested_needs_gpu": dict(self.needs_gpu),
+            "auto_completed": sorted(name for name, _ in self.completed),
+            "drift": [d.to_json() for d in self.drift],
+            "latency": self.latency.to_json() if self.latency is not None else None,
+        }
 
 
 def models_to_load(repo: Repository, names: list[str]) -> dict[str, int | None]:
@@ -112,8 +128,9 @@ def models_to_load(repo: Repository, names: list[str]) -> dict[str, int | None]:
     wanted = needed(names, repo.needs())
     absent = sorted(n for n in wanted if n not in repo)
     if absent:
-        raise Refused(f"model {absent[0]!r}, which {', '.join(names)} need, is not in {repo.root}; run "
-                      "`triton-release validate`.")
+        raise Refused(
+            f"model {absent[0]!r}, which {', '.join(names)} need, is not in {repo.root}; run `triton-release validate`."
+        )
     return {n: repo[n].newest_version for n in sorted(wanted)}
 
 
@@ -122,8 +139,11 @@ def cpu_overrides(repo: Repository, names, environments: Mapping[str, str] | Non
     machine without GPUs (the load's `config` parameter). `environments`: model -> its environment's
     path in the image, which the image's config.pbtxt names and so must the override."""
     environments = environments or {}
-    return {name: cpu_override(repo[name].config, environments.get(name)) for name in sorted(names)
-            if needs_gpu(repo[name].config)}
+    return {
+        name: cpu_override(repo[name].config, environments.get(name))
+        for name in sorted(names)
+        if needs_gpu(repo[name].config)
+    }
 
 
 def deferred(repo: Repository, names, overridden) -> dict[str, set[str]]:
@@ -161,8 +181,10 @@ def plan_waves(repo: Repository, names: list[str], max_loaded: int) -> list[Wave
         else:
             packed.append(set(group))
     first = {name: next(i for i, wave in enumerate(packed) if group <= wave) for name, group in groups.items()}
-    return [Wave(i + 1, tuple(sorted(wave)), tuple(n for n in tested if first[n] == i), len(wave) > max_loaded)
-            for i, wave in enumerate(packed)]
+    return [
+        Wave(i + 1, tuple(sorted(wave)), tuple(n for n in tested if first[n] == i), len(wave) > max_loaded)
+        for i, wave in enumerate(packed)
+    ]
 
 
 def wave_label(index: int, count: int) -> str:
@@ -208,16 +230,24 @@ class _Collector:
             return
         result = getattr(item, "result", None)
         if result is None:  # the item failed before it got an answer
-            result = CaseResult(item.name, str(item.path), False, 0.0, (),
-                                str(call.excinfo.value) if call.excinfo else "no answer")
+            result = CaseResult(
+                item.name, str(item.path), False, 0.0, (), str(call.excinfo.value) if call.excinfo else "no answer"
+            )
         self.cases.append(result)
         if self.bar is not None:
             self.bar.advance()
 
 
-def run_suite(repo: Repository, names: list[str], http_url: str, grpc_url: str, *,
-              junitxml: str | None = None, keyword: str | None = None,
-              bar: progress.Task | None = None) -> list[CaseResult]:
+def run_suite(
+    repo: Repository,
+    names: list[str],
+    http_url: str,
+    grpc_url: str,
+    *,
+    junitxml: str | None = None,
+    keyword: str | None = None,
+    bar: progress.Task | None = None,
+) -> list[CaseResult]:
     """pytest in-process with the plugin: one item per golden case, `<model>/<case>`; each case
     run advances `bar`."""
     import pytest
@@ -229,9 +259,28 @@ def run_suite(repo: Repository, names: list[str], http_url: str, grpc_url: str, 
     with tempfile.TemporaryDirectory() as tmp:
         ini = Path(tmp) / "pytest.ini"
         ini.write_text("[pytest]\n")
-        args = [*(folders or [root]), "--triton-url", http_url, "--triton-grpc-url", grpc_url, "--model-repository", root,
-                "--triton-models", ",".join(names), "-c", str(ini), "--rootdir", root, "--noconftest",
-                "-p", "triton_release.models.pytest_plugin", "-p", "no:cacheprovider", "-p", "no:terminal"]
+        args = [
+            *(folders or [root]),
+            "--triton-url",
+            http_url,
+            "--triton-grpc-url",
+            grpc_url,
+            "--model-repository",
+            root,
+            "--triton-models",
+            ",".join(names),
+            "-c",
+            str(ini),
+            "--rootdir",
+            root,
+            "--noconftest",
+            "-p",
+            "triton_release.models.pytest_plugin",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "no:terminal",
+        ]
         if junitxml:
             args += ["--junitxml", str(Path(junitxml).resolve())]
         if keyword:
@@ -242,16 +291,24 @@ def run_suite(repo: Repository, names: list[str], http_url: str, grpc_url: str, 
     if code == pytest.ExitCode.USAGE_ERROR:
         raise UsageError(f"pytest refused the golden run's arguments (is -k {keyword!r} a valid expression?).")
     if code not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED, pytest.ExitCode.NO_TESTS_COLLECTED):
-        raise Refused(f"pytest could not run the golden cases of {repo.root} (exit {int(code)}); "
-                      f"check -k and the golden files (`triton-release validate`).")
+        raise Refused(
+            f"pytest could not run the golden cases of {repo.root} (exit {int(code)}); "
+            f"check -k and the golden files (`triton-release validate`)."
+        )
     return collector.cases
 
 
-def run_waves(repo: Repository, server: Server, waves: list[Wave], versions: dict[str, int | None], *,
-              junitxml: str | None = None, keyword: str | None = None,
-              started: float | None = None,
-              after_wave: Callable[[list[str], list[CaseResult]], None] | None = None,
-              ) -> tuple[list[CaseResult], list[WaveRun]]:
+def run_waves(
+    repo: Repository,
+    server: Server,
+    waves: list[Wave],
+    versions: dict[str, int | None],
+    *,
+    junitxml: str | None = None,
+    keyword: str | None = None,
+    started: float | None = None,
+    after_wave: Callable[[list[str], list[CaseResult]], None] | None = None,
+) -> tuple[list[CaseResult], list[WaveRun]]:
     """Every wave's cases against `server`, which has the first wave loaded: each later wave is
     switched in (the models of the one before unloaded, its own loaded at `versions`). Every wave
     runs whatever the cases of the others answered; a model that fails to load refuses at once,
@@ -263,14 +320,18 @@ def run_waves(repo: Repository, server: Server, waves: list[Wave], versions: dic
     the server's loads show too (`server.wave`)."""
     for wave in waves:
         if wave.oversized:
-            log.warning(f"wave {wave.index} loads {len(wave.load)} models ({', '.join(wave.load)}), more than "
-                        "max_loaded: an ensemble and the models it needs are always loaded together")
+            log.warning(
+                f"wave {wave.index} loads {len(wave.load)} models ({', '.join(wave.load)}), more than "
+                "max_loaded: an ensemble and the models it needs are always loaded together"
+            )
     cases: list[CaseResult] = []
     ran: list[WaveRun] = []
     counts = {name: len(repo[name].golden_cases) for wave in waves for name in wave.tested}  # a file, a case
     total = None if keyword else sum(counts.values())
-    with progress.task("golden cases", total=total, unit="cases") as bar, \
-            tempfile.TemporaryDirectory(prefix="triton-release-waves-") as tmp:
+    with (
+        progress.task("golden cases", total=total, unit="cases") as bar,
+        tempfile.TemporaryDirectory(prefix="triton-release-waves-") as tmp,
+    ):
         parts = []
         for wave in waves:
             start = started if wave.index == 1 and started is not None else time.monotonic()
@@ -288,15 +349,17 @@ def run_waves(repo: Repository, server: Server, waves: list[Wave], versions: dic
             if junitxml and len(waves) > 1:
                 part = str(Path(tmp) / f"wave-{wave.index}.xml")
                 parts.append(part)
-            found = run_suite(repo, tested, server.http_url, server.grpc_url, junitxml=part,
-                              keyword=keyword, bar=bar) if tested else []
+            found = (
+                run_suite(repo, tested, server.http_url, server.grpc_url, junitxml=part, keyword=keyword, bar=bar)
+                if tested
+                else []
+            )
             if after_wave is not None:
                 after_wave(tested, found)
             server.sample_memory(last=wave is waves[-1])
             cases += found
             loaded = tuple(name for name in wave.load if name not in server.unloadable)
-            ran.append(WaveRun(wave.index, loaded, tuple(tested), len(found), time.monotonic() - start,
-                               wave.oversized))
+            ran.append(WaveRun(wave.index, loaded, tuple(tested), len(found), time.monotonic() - start, wave.oversized))
         if parts and junitxml:
             merge_junit(parts, junitxml)
     return cases, ran

@@ -12,17 +12,51 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-DATATYPES = {"BOOL", "UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16", "INT32", "INT64",
-             "FP16", "BF16", "FP32", "FP64", "BYTES"}
+DATATYPES = {
+    "BOOL",
+    "UINT8",
+    "UINT16",
+    "UINT32",
+    "UINT64",
+    "INT8",
+    "INT16",
+    "INT32",
+    "INT64",
+    "FP16",
+    "BF16",
+    "FP32",
+    "FP64",
+    "BYTES",
+}
 FLOATS = {"FP16": 1e-3, "BF16": 1e-2, "FP32": 1e-5, "FP64": 1e-9}
 MAX_DEPTH = 64  # nesting of "data": far beyond any tensor's rank, far below Python's recursion limit
-INTEGERS = {dt: (int(np.iinfo(t).min), int(np.iinfo(t).max)) for dt, t in (
-    ("UINT8", np.uint8), ("UINT16", np.uint16), ("UINT32", np.uint32), ("UINT64", np.uint64),
-    ("INT8", np.int8), ("INT16", np.int16), ("INT32", np.int32), ("INT64", np.int64))}
-FLOAT_MAX = {"FP16": float(np.finfo(np.float16).max), "BF16": 3.3895313892515355e38,
-             "FP32": float(np.finfo(np.float32).max), "FP64": float(np.finfo(np.float64).max)}
-SPECIAL_FLOATS = {"NaN": math.nan, "nan": math.nan, "Infinity": math.inf, "inf": math.inf,
-                  "-Infinity": -math.inf, "-inf": -math.inf}
+INTEGERS = {
+    dt: (int(np.iinfo(t).min), int(np.iinfo(t).max))
+    for dt, t in (
+        ("UINT8", np.uint8),
+        ("UINT16", np.uint16),
+        ("UINT32", np.uint32),
+        ("UINT64", np.uint64),
+        ("INT8", np.int8),
+        ("INT16", np.int16),
+        ("INT32", np.int32),
+        ("INT64", np.int64),
+    )
+}
+FLOAT_MAX = {
+    "FP16": float(np.finfo(np.float16).max),
+    "BF16": 3.3895313892515355e38,
+    "FP32": float(np.finfo(np.float32).max),
+    "FP64": float(np.finfo(np.float64).max),
+}
+SPECIAL_FLOATS = {
+    "NaN": math.nan,
+    "nan": math.nan,
+    "Infinity": math.inf,
+    "inf": math.inf,
+    "-Infinity": -math.inf,
+    "-inf": -math.inf,
+}
 TENSOR_KEYS = {"name", "datatype", "shape", "data", "parameters"}
 
 
@@ -35,9 +69,11 @@ class Tensor:
 
     def array(self) -> np.ndarray:
         if self.datatype == "BYTES":
-            return np.array([s if isinstance(s, bytes) else s.encode("utf-8") for s in self.data],
-                            dtype=np.object_).reshape(self.shape)
+            return np.array(
+                [s if isinstance(s, bytes) else s.encode("utf-8") for s in self.data], dtype=np.object_
+            ).reshape(self.shape)
         from tritonclient.utils import triton_to_np_dtype
+
         return np.array(self.data, dtype=triton_to_np_dtype(self.datatype)).reshape(self.shape)
 
 
@@ -97,7 +133,7 @@ def out_of_range(datatype: str, data: list) -> int | None:
             if not math.isfinite(value):
                 continue
             if numpy_type is None:  # BF16: beyond its largest value by more than half a unit in the last place
-                if abs(value) > FLOAT_MAX[datatype] * (1 + 2 ** -9):
+                if abs(value) > FLOAT_MAX[datatype] * (1 + 2**-9):
                     return i
             else:
                 with np.errstate(over="ignore"):
@@ -119,4 +155,4 @@ def short(value) -> str:
 def kind_of(datatype: str) -> str:
     if datatype == "BOOL":
         return "true or false"
-    return "numbers (or \"NaN\", \"Infinity\", \"-Infinity\")" if datatype in FLOATS else "integers"
+    return 'numbers (or "NaN", "Infinity", "-Infinity")' if datatype in FLOATS else "integers"

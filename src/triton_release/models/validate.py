@@ -49,10 +49,14 @@ class ValidationResult:
         return not self.problems
 
     def to_json(self) -> dict:
-        return {"model_repository": self.root, "ok": self.ok, "models": list(self.models),
-                "golden_cases": self.golden_cases,
-                "problems": [p.to_json() for p in self.problems],
-                "warnings": [w.to_json() for w in self.warnings]}
+        return {
+            "model_repository": self.root,
+            "ok": self.ok,
+            "models": list(self.models),
+            "golden_cases": self.golden_cases,
+            "problems": [p.to_json() for p in self.problems],
+            "warnings": [w.to_json() for w in self.warnings],
+        }
 
 
 Rule = Callable[[Model, Repository], Iterator[Problem]]
@@ -71,29 +75,43 @@ def check_config(model: Model, repo: Repository) -> Iterator[Problem]:
         return
     text = model.config_text
     if config.name and config.name != model.name:
-        yield Problem(model.config_path, f"name {config.name!r} differs from the model's folder "
-                      f"{model.name!r}: Triton refuses to load it; make them equal", line_of(text, "name"))
+        yield Problem(
+            model.config_path,
+            f"name {config.name!r} differs from the model's folder "
+            f"{model.name!r}: Triton refuses to load it; make them equal",
+            line_of(text, "name"),
+        )
     if not config.backend and not config.platform:
-        yield Problem(model.config_path, "neither backend nor platform is set: add backend: \"python\" "
-                      "(or platform: \"ensemble\")")
+        yield Problem(
+            model.config_path, 'neither backend nor platform is set: add backend: "python" (or platform: "ensemble")'
+        )
     if config.max_batch_size < 0:
-        yield Problem(model.config_path, "max_batch_size must be 0 (no batching) or positive",
-                      line_of(text, "max_batch_size"))
+        yield Problem(
+            model.config_path, "max_batch_size must be 0 (no batching) or positive", line_of(text, "max_batch_size")
+        )
     for kind in ("input", "output"):
         names = Counter(t.name for t in getattr(config, kind))
         for name, count in names.items():
             if count > 1:
-                yield Problem(model.config_path, f"{kind} {name!r} is declared {count} times",
-                              line_of(text, f'"{name}"'))
+                yield Problem(
+                    model.config_path, f"{kind} {name!r} is declared {count} times", line_of(text, f'"{name}"')
+                )
         for tensor in getattr(config, kind):
             if not tensor.dims and not tensor.HasField("reshape") and config.max_batch_size == 0:
-                yield Problem(model.config_path, f"{kind} {tensor.name!r} has no dims: give at least one "
-                              "dimension (or max_batch_size > 0 for a batch dimension)",
-                              line_of(text, f'"{tensor.name}"'))
+                yield Problem(
+                    model.config_path,
+                    f"{kind} {tensor.name!r} has no dims: give at least one "
+                    "dimension (or max_batch_size > 0 for a batch dimension)",
+                    line_of(text, f'"{tensor.name}"'),
+                )
             bad = [d for d in tensor.dims if d == 0 or d < -1]
             if bad:
-                yield Problem(model.config_path, f"{kind} {tensor.name!r} has dims {list(tensor.dims)}: each "
-                              "dimension is positive, or -1 for a variable one", line_of(text, f'"{tensor.name}"'))
+                yield Problem(
+                    model.config_path,
+                    f"{kind} {tensor.name!r} has dims {list(tensor.dims)}: each "
+                    "dimension is positive, or -1 for a variable one",
+                    line_of(text, f'"{tensor.name}"'),
+                )
 
 
 def check_versions(model: Model, repo: Repository) -> Iterator[Problem]:
@@ -101,18 +119,23 @@ def check_versions(model: Model, repo: Repository) -> Iterator[Problem]:
         if LOOKS_LIKE_VERSION.match(name):
             number = int(re.sub(r"[^0-9]", "", name))
             fix = f"rename it to {number}" if number >= 1 else "version numbers start at 1"
-            yield Problem(model.path / name, f"Triton ignores the folder {name!r}: version folders are "
-                          f"numbered 1, 2, 3 ... without leading zeros; {fix}")
+            yield Problem(
+                model.path / name,
+                f"Triton ignores the folder {name!r}: version folders are "
+                f"numbered 1, 2, 3 ... without leading zeros; {fix}",
+            )
     for child in sorted(model.path.iterdir()):
         if child.is_file() and LOOKS_LIKE_VERSION.match(child.name):
             yield Problem(child, f"{child.name!r} is a file where a version folder is expected")
     if not model.versions and model.is_ensemble:
-        yield Problem(model.path, "no version folder: Triton needs one even for an ensemble (an empty 1/), and git "
-                      "keeps no empty folders, so a checkout lacks it; add an empty file "
-                      f"{display_path(model.path / '1' / '.gitkeep')} and commit it")
+        yield Problem(
+            model.path,
+            "no version folder: Triton needs one even for an ensemble (an empty 1/), and git "
+            "keeps no empty folders, so a checkout lacks it; add an empty file "
+            f"{display_path(model.path / '1' / '.gitkeep')} and commit it",
+        )
     elif not model.versions:
-        yield Problem(model.path, "no version folder: put the model's files in "
-                      f"{display_path(model.path / '1')}/")
+        yield Problem(model.path, f"no version folder: put the model's files in {display_path(model.path / '1')}/")
     for version in model.versions:
         folder = model.path / str(version)
         if not model.is_ensemble and not any(folder.iterdir()):
@@ -139,8 +162,12 @@ def _syntax(path: Path) -> Iterator[Problem]:
     try:
         compile(path.read_bytes(), str(path), "exec", dont_inherit=True)
     except SyntaxError as exc:
-        yield Problem(path, f"Python syntax error: {exc.msg}; fix it (tritonserver would fail to load the model)",
-                      exc.lineno, exc.offset)
+        yield Problem(
+            path,
+            f"Python syntax error: {exc.msg}; fix it (tritonserver would fail to load the model)",
+            exc.lineno,
+            exc.offset,
+        )
     except ValueError as exc:  # null bytes
         yield Problem(path, f"not a Python source file ({exc})")
 
@@ -163,17 +190,23 @@ def _auto_complete(model: Model, path: Path) -> Iterator[Problem]:
             names.add(node.attr)
         elif isinstance(node, ast.alias):
             names.add(node.asname or node.name)
-    model_class = next((node for node in tree.body if isinstance(node, ast.ClassDef)
-                        and node.name == "TritonPythonModel"), None)
-    inherits = model_class is not None and any(not (isinstance(b, ast.Name) and b.id == "object")
-                                               for b in model_class.bases)
+    model_class = next(
+        (node for node in tree.body if isinstance(node, ast.ClassDef) and node.name == "TritonPythonModel"), None
+    )
+    inherits = model_class is not None and any(
+        not (isinstance(b, ast.Name) and b.id == "object") for b in model_class.bases
+    )
     imported = model_class is None and "TritonPythonModel" in names
     if "auto_complete_config" in names or inherits or imported:
         return
-    yield Problem(path, f"{model.name} has no config.pbtxt and {path.name} defines no auto_complete_config: "
-                  "tritonserver cannot load the model without one of them. Add "
-                  f"{display_path(model.config_path)}, or define auto_complete_config(auto_complete_model_config) "
-                  "as a @staticmethod of TritonPythonModel", model_class.lineno if model_class else None)
+    yield Problem(
+        path,
+        f"{model.name} has no config.pbtxt and {path.name} defines no auto_complete_config: "
+        "tritonserver cannot load the model without one of them. Add "
+        f"{display_path(model.config_path)}, or define auto_complete_config(auto_complete_model_config) "
+        "as a @staticmethod of TritonPythonModel",
+        model_class.lineno if model_class else None,
+    )
 
 
 def _unknown_sources(model: Model, step, produced: set[str]) -> Iterator[Problem]:
@@ -183,12 +216,19 @@ def _unknown_sources(model: Model, step, produced: set[str]) -> Iterator[Problem
         if tensor in inputs or tensor in produced:
             continue
         found = re.search(rf'value\s*:\s*"{re.escape(tensor)}"', model.config_text)
-        line = model.config_text.count("\n", 0, found.start()) + 1 if found else line_of(
-            model.config_text, f'"{step.model_name}"')
-        yield Problem(model.config_path, f"step {step.model_name!r} maps its input {key!r} from tensor {tensor!r}, "
-                      "which is neither an ensemble input nor produced by any step's output_map (ensemble inputs: "
-                      f"{', '.join(sorted(inputs)) or 'none'}; step outputs: {', '.join(sorted(produced)) or 'none'}): "
-                      "fix the name, or add a step whose output_map produces it", line)
+        line = (
+            model.config_text.count("\n", 0, found.start()) + 1
+            if found
+            else line_of(model.config_text, f'"{step.model_name}"')
+        )
+        yield Problem(
+            model.config_path,
+            f"step {step.model_name!r} maps its input {key!r} from tensor {tensor!r}, "
+            "which is neither an ensemble input nor produced by any step's output_map (ensemble inputs: "
+            f"{', '.join(sorted(inputs)) or 'none'}; step outputs: {', '.join(sorted(produced)) or 'none'}): "
+            "fix the name, or add a step whose output_map produces it",
+            line,
+        )
 
 
 def check_ensemble(model: Model, repo: Repository) -> Iterator[Problem]:
@@ -203,8 +243,12 @@ def check_ensemble(model: Model, repo: Repository) -> Iterator[Problem]:
         line = line_of(text, f'"{step.model_name}"')
         yield from _unknown_sources(model, step, produced)
         if step.model_name not in repo:
-            yield Problem(model.config_path, f"step model {step.model_name!r} is not in the model repository "
-                          f"(models: {', '.join(sorted(repo.models))})", line)
+            yield Problem(
+                model.config_path,
+                f"step model {step.model_name!r} is not in the model repository "
+                f"(models: {', '.join(sorted(repo.models))})",
+                line,
+            )
             continue
         target = repo[step.model_name]
         if target.config is None:
@@ -213,13 +257,20 @@ def check_ensemble(model: Model, repo: Repository) -> Iterator[Problem]:
             declared = target.tensors(kind)
             for key in mapping:
                 if key not in declared:
-                    yield Problem(model.config_path, f"step {step.model_name!r} maps {kind} {key!r}, which "
-                                  f"{step.model_name} does not declare (its {kind}s: "
-                                  f"{', '.join(sorted(declared)) or 'none'})", line_of(text, f'"{key}"') or line)
+                    yield Problem(
+                        model.config_path,
+                        f"step {step.model_name!r} maps {kind} {key!r}, which "
+                        f"{step.model_name} does not declare (its {kind}s: "
+                        f"{', '.join(sorted(declared)) or 'none'})",
+                        line_of(text, f'"{key}"') or line,
+                    )
     for name in model.tensors("output"):
         if steps and name not in produced:
-            yield Problem(model.config_path, f"ensemble output {name!r} is produced by no step's output_map",
-                          line_of(text, f'"{name}"'))
+            yield Problem(
+                model.config_path,
+                f"ensemble output {name!r} is produced by no step's output_map",
+                line_of(text, f'"{name}"'),
+            )
 
 
 def check_links(model: Model, repo: Repository) -> Iterator[Problem]:
@@ -240,16 +291,22 @@ def check_requirements(model: Model, repo: Repository, options: str = "refuse") 
         ignored = model.path / str(version) / REQUIREMENTS_FILE
         if ignored.is_file():
             fix = f"merge its lines into {display_path(path)}" if path.is_file() else f"move it to {display_path(path)}"
-            yield Problem(ignored, f"a requirements.txt inside version folder {version} is ignored: the release "
-                          f"installs a model's requirements from {model.name}/{REQUIREMENTS_FILE} only; {fix}")
+            yield Problem(
+                ignored,
+                f"a requirements.txt inside version folder {version} is ignored: the release "
+                f"installs a model's requirements from {model.name}/{REQUIREMENTS_FILE} only; {fix}",
+            )
     if path.is_file():
         yield from read_requirements(path, options)[1]
         config = model.config
         if config is not None and ENV_PARAMETER in config.parameters:
-            yield Problem(model.config_path, "sets EXECUTION_ENV_PATH and has a requirements.txt: the release "
-                          "builds the model's environment from requirements.txt and sets EXECUTION_ENV_PATH "
-                          "itself. Keep one: remove the parameter, or the requirements.txt",
-                          line_of(model.config_text, ENV_PARAMETER))
+            yield Problem(
+                model.config_path,
+                "sets EXECUTION_ENV_PATH and has a requirements.txt: the release "
+                "builds the model's environment from requirements.txt and sets EXECUTION_ENV_PATH "
+                "itself. Keep one: remove the parameter, or the requirements.txt",
+                line_of(model.config_text, ENV_PARAMETER),
+            )
 
 
 def check_golden(model: Model, repo: Repository) -> Iterator[Problem]:
@@ -268,10 +325,13 @@ def check_version_policy(model: Model, repo: Repository) -> Iterator[Problem]:
         return
     versions = sorted(config.version_policy.specific.versions)
     if newest not in versions:
-        yield Problem(model.config_path, f"version_policy specific {{ versions: {versions} }} excludes version "
-                      f"{newest}, the newest version folder, which a release tests and serves: tritonserver "
-                      f"would never load it. Add {newest} to its versions, or use latest {{ num_versions: 1 }}",
-                      line_of(model.config_text, "version_policy"))
+        yield Problem(
+            model.config_path,
+            f"version_policy specific {{ versions: {versions} }} excludes version "
+            f"{newest}, the newest version folder, which a release tests and serves: tritonserver "
+            f"would never load it. Add {newest} to its versions, or use latest {{ num_versions: 1 }}",
+            line_of(model.config_text, "version_policy"),
+        )
 
 
 def _model_calls(model: Model) -> tuple[Path, list[calls.Call]]:
@@ -286,12 +346,25 @@ def called(model: Model) -> Iterator[tuple[str, Problem]]:
     folder, found = _model_calls(model)
     for call in found:
         if call.callee is not None:
-            yield call.callee, Problem(folder / call.file, f"calls model {call.callee!r} (InferenceRequest), which is "
-                                       "not in the model repository: add it (back), or fix the name", call.line)
+            yield (
+                call.callee,
+                Problem(
+                    folder / call.file,
+                    f"calls model {call.callee!r} (InferenceRequest), which is "
+                    "not in the model repository: add it (back), or fix the name",
+                    call.line,
+                ),
+            )
     for name in calls.declared(model.config):
-        yield name, Problem(model.config_path, f"{calls.DEPENDS_PARAMETER} names model {name!r}, which is not in "
-                            "the model repository: add it, or fix the name",
-                            line_of(model.config_text, calls.DEPENDS_PARAMETER))
+        yield (
+            name,
+            Problem(
+                model.config_path,
+                f"{calls.DEPENDS_PARAMETER} names model {name!r}, which is not in "
+                "the model repository: add it, or fix the name",
+                line_of(model.config_text, calls.DEPENDS_PARAMETER),
+            ),
+        )
 
 
 def warn_calls(model: Model, repo: Repository) -> Iterator[Problem]:
@@ -301,19 +374,26 @@ def warn_calls(model: Model, repo: Repository) -> Iterator[Problem]:
     folder, found = _model_calls(model)
     for call in found:
         if call.callee is None:
-            yield Problem(folder / call.file, "InferenceRequest's model_name is computed at run time (or the request "
-                          "is built in a way the release does not read), so the release cannot tell which model this "
-                          f"calls: until you declare it, {model.name} is re-tested on every change of any other model, "
-                          "and none of them is loaded for its tests. Declare the models it calls in "
-                          f'{display_path(model.config_path)}: parameters {{ key: "{calls.DEPENDS_PARAMETER}" value: '
-                          '{ string_value: "model_a,model_b" } }', call.line)
+            yield Problem(
+                folder / call.file,
+                "InferenceRequest's model_name is computed at run time (or the request "
+                "is built in a way the release does not read), so the release cannot tell which model this "
+                f"calls: until you declare it, {model.name} is re-tested on every change of any other model, "
+                "and none of them is loaded for its tests. Declare the models it calls in "
+                f'{display_path(model.config_path)}: parameters {{ key: "{calls.DEPENDS_PARAMETER}" value: '
+                '{ string_value: "model_a,model_b" } }',
+                call.line,
+            )
 
 
 def warn_golden(model: Model, repo: Repository) -> Iterator[Problem]:
     """Cases that are legal but prove less than their author may think."""
     if not model.golden_cases:
-        yield Problem(model.path / GOLDEN_DIR, "no golden cases: a release can load this model but proves nothing "
-                      "about its answers; add golden/<case>.json")
+        yield Problem(
+            model.path / GOLDEN_DIR,
+            "no golden cases: a release can load this model but proves nothing "
+            "about its answers; add golden/<case>.json",
+        )
     for path in model.golden_cases:
         case, _ = golden.load_case(path, model.name)
         if case is not None:
@@ -358,6 +438,7 @@ Found = tuple[str | None, Problem]  # a problem, with the model whose absence ma
 class Verdict:
     """What the checks found in one model folder, in order. A call's problem names the model
     called: it stands only while that model is missing from the repository."""
+
     problems: tuple[Found, ...]
     warnings: tuple[Problem, ...]
     golden_cases: int
@@ -366,8 +447,11 @@ class Verdict:
         return tuple(problem for needed, problem in self.problems if needed is None or needed not in repo)
 
     def to_json(self) -> dict:
-        return {"problems": [[needed, _problem_json(p)] for needed, p in self.problems],
-                "warnings": [_problem_json(p) for p in self.warnings], "golden_cases": self.golden_cases}
+        return {
+            "problems": [[needed, _problem_json(p)] for needed, p in self.problems],
+            "warnings": [_problem_json(p) for p in self.warnings],
+            "golden_cases": self.golden_cases,
+        }
 
     @classmethod
     def from_json(cls, data: object) -> Verdict:
@@ -390,8 +474,12 @@ def _problem_json(problem: Problem) -> list:
 
 
 def _problem(data: object) -> Problem:
-    if (not isinstance(data, list) or len(data) != 4 or not all(isinstance(d, str) for d in data[:2])
-            or not all(d is None or type(d) is int for d in data[2:])):
+    if (
+        not isinstance(data, list)
+        or len(data) != 4
+        or not all(isinstance(d, str) for d in data[:2])
+        or not all(d is None or type(d) is int for d in data[2:])
+    ):
         raise TypeError("not a problem")
     return Problem(Path(data[0]), data[1], data[2], data[3])
 

@@ -28,6 +28,7 @@ MAX_SAMPLES = 256  # rows replayed at most: perf_analyzer cycles through them, w
 class Sample:
     """One request's worth of every input (one batch row where the model batches): name ->
     (datatype, shape, flat data)."""
+
     case: str
     tensors: tuple[tuple[str, str, tuple[int, ...], tuple], ...]
 
@@ -36,19 +37,24 @@ class Sample:
 class Workload:
     model: str
     samples: tuple[Sample, ...] = ()
-    batch_size: int | None = None       # -b: the model batches; None: it does not
+    batch_size: int | None = None  # -b: the model batches; None: it does not
     parameters: tuple[tuple[str, object], ...] = ()  # the request parameters every replayed case sends
-    cases: tuple[str, ...] = ()         # the cases replayed
-    left_out: tuple[str, ...] = ()      # "<model>/<case>: why"
-    skipped: str = ""                   # why nothing of the model can be replayed
+    cases: tuple[str, ...] = ()  # the cases replayed
+    left_out: tuple[str, ...] = ()  # "<model>/<case>: why"
+    skipped: str = ""  # why nothing of the model can be replayed
 
     @property
     def usable(self) -> bool:
         return not self.skipped and bool(self.samples)
 
     def to_json(self) -> dict:
-        return {"cases": list(self.cases), "batch_size": self.batch_size, "samples": len(self.samples),
-                "parameters": dict(self.parameters), "left_out": list(self.left_out)}
+        return {
+            "cases": list(self.cases),
+            "batch_size": self.batch_size,
+            "samples": len(self.samples),
+            "parameters": dict(self.parameters),
+            "left_out": list(self.left_out),
+        }
 
 
 def model_kind(model: Model) -> str:
@@ -56,10 +62,11 @@ def model_kind(model: Model) -> str:
     config = model.config
     if model.is_ensemble:
         return ""  # an ensemble is replayed like any model: its steps run inside the server
-    if config is not None and config.HasField("sequence_batching") \
-            and not config.sequence_batching.iterative_sequence:
-        return ("a sequence model: its cases' steps need their correlation id with START and END, which a "
-                "plain replay does not send")
+    if config is not None and config.HasField("sequence_batching") and not config.sequence_batching.iterative_sequence:
+        return (
+            "a sequence model: its cases' steps need their correlation id with START and END, which a "
+            "plain replay does not send"
+        )
     if model.decoupled:
         return "a decoupled model: it answers over a stream, which this replay does not measure"
     return ""
@@ -101,21 +108,31 @@ def workload(model: Model, max_batch_size: int | None = None) -> Workload:
                 left_out.append(f"{label}: batch size {rows}, the first replayed case's is {batch_size}")
                 continue
             batch_size = rows
-            samples += [Sample(case.name, tuple((t.name, t.datatype, tuple(t.shape[1:]), _row(t, r))
-                                                for t in case.inputs)) for r in range(rows)]
+            samples += [
+                Sample(case.name, tuple((t.name, t.datatype, tuple(t.shape[1:]), _row(t, r)) for t in case.inputs))
+                for r in range(rows)
+            ]
         else:
-            samples.append(Sample(case.name, tuple((t.name, t.datatype, tuple(t.shape), tuple(t.data))
-                                                   for t in case.inputs)))
+            samples.append(
+                Sample(case.name, tuple((t.name, t.datatype, tuple(t.shape), tuple(t.data)) for t in case.inputs))
+            )
         parameters = dict(case.parameters)
         cases.append(label)
         if len(samples) >= MAX_SAMPLES:
             break
     if not samples:
         reasons = "; ".join(left_out[:3]) or "no golden case could be read"
-        return Workload(model.name, left_out=tuple(left_out),
-                        skipped=f"no golden case sends a request it can replay ({reasons})")
-    return Workload(model.name, tuple(samples[:MAX_SAMPLES]), batch_size,
-                    tuple(sorted((parameters or {}).items())), tuple(cases), tuple(left_out))
+        return Workload(
+            model.name, left_out=tuple(left_out), skipped=f"no golden case sends a request it can replay ({reasons})"
+        )
+    return Workload(
+        model.name,
+        tuple(samples[:MAX_SAMPLES]),
+        batch_size,
+        tuple(sorted((parameters or {}).items())),
+        tuple(cases),
+        tuple(left_out),
+    )
 
 
 def _not_replayable(case: GoldenCase) -> str:
@@ -146,4 +163,4 @@ def _rows(case: GoldenCase) -> int | None:
 
 def _row(tensor, index: int) -> tuple:
     per_row = math.prod(tensor.shape[1:])
-    return tuple(tensor.data[index * per_row:(index + 1) * per_row])
+    return tuple(tensor.data[index * per_row : (index + 1) * per_row])

@@ -25,9 +25,9 @@ from triton_release.registry.client import Manifest, RegistryRepository, content
 DSSE_TYPE = "application/vnd.dsse.envelope.v1+json"
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 OCI_CONFIG = "application/vnd.oci.image.config.v1+json"
-PREDICATE_TYPE = "predicateType"                       # cosign's annotation of a layer
-SIGNATURE = "dev.cosignproject.cosign/signature"       # empty for attestations: the signature is in the envelope
-SIGNING = "dev.triton-release.signing"                 # key | keyless | none (unsigned)
+PREDICATE_TYPE = "predicateType"  # cosign's annotation of a layer
+SIGNATURE = "dev.cosignproject.cosign/signature"  # empty for attestations: the signature is in the envelope
+SIGNING = "dev.triton-release.signing"  # key | keyless | none (unsigned)
 ZERO_TIME = "0001-01-01T00:00:00Z"
 
 
@@ -39,13 +39,18 @@ class Layer:
     signing: str
 
     def to_json(self) -> dict:
-        return {"predicate_type": self.predicate_type, "digest": self.digest, "size": self.size,
-                "signing": self.signing}
+        return {
+            "predicate_type": self.predicate_type,
+            "digest": self.digest,
+            "size": self.size,
+            "signing": self.signing,
+        }
 
 
 @dataclass(frozen=True)
 class Envelope:
     """A layer read back: its descriptor and the envelope's bytes."""
+
     descriptor: Mapping
     body: bytes = field(repr=False)
 
@@ -57,27 +62,39 @@ class Envelope:
 def cosign_config(layer_digests: list[str]) -> bytes:
     """The config blob of cosign's signature and attestation images: an empty image's, its root file
     system the layers (uncompressed: each layer's diff id is its digest), one history entry each."""
-    return json.dumps({"architecture": "", "created": ZERO_TIME,
-                       "history": [{"created": ZERO_TIME} for _ in layer_digests], "os": "",
-                       "rootfs": {"type": "layers", "diff_ids": list(layer_digests)}, "config": {}},
-                      separators=(",", ":")).encode()
+    return json.dumps(
+        {
+            "architecture": "",
+            "created": ZERO_TIME,
+            "history": [{"created": ZERO_TIME} for _ in layer_digests],
+            "os": "",
+            "rootfs": {"type": "layers", "diff_ids": list(layer_digests)},
+            "config": {},
+        },
+        separators=(",", ":"),
+    ).encode()
 
 
-def write(registry: RegistryRepository, subject: str, layers: list[tuple[bytes, Mapping[str, str]]]
-          ) -> tuple[str, str, int, bool]:
+def write(
+    registry: RegistryRepository, subject: str, layers: list[tuple[bytes, Mapping[str, str]]]
+) -> tuple[str, str, int, bool]:
     """Put `layers` (envelope bytes, annotations) under the evidence tag of `subject`; returns the
     tag, the manifest's digest, the bytes uploaded at most (blobs and manifest) and whether the
     manifest was also made a referrer of `subject`."""
     descriptors: list[dict] = []
     sent = 0
     for body, notes in layers:
-        descriptors.append({"mediaType": DSSE_TYPE, "size": len(body), "digest": registry.put_blob(body),
-                            "annotations": dict(notes)})
+        descriptors.append(
+            {"mediaType": DSSE_TYPE, "size": len(body), "digest": registry.put_blob(body), "annotations": dict(notes)}
+        )
         sent += len(body)
     config = cosign_config([d["digest"] for d in descriptors])
-    manifest: dict = {"schemaVersion": 2, "mediaType": OCI_MANIFEST,
-                      "config": {"mediaType": OCI_CONFIG, "size": len(config), "digest": registry.put_blob(config)},
-                      "layers": descriptors}
+    manifest: dict = {
+        "schemaVersion": 2,
+        "mediaType": OCI_MANIFEST,
+        "config": {"mediaType": OCI_CONFIG, "size": len(config), "digest": registry.put_blob(config)},
+        "layers": descriptors,
+    }
     referred = registry.referrers(subject) is not None
     if referred:
         target = registry.manifest(subject)
@@ -102,8 +119,10 @@ def read(registry: RegistryRepository, subject: str) -> tuple[str, list[Envelope
     except (ValueError, AttributeError):
         layers = None
     if not isinstance(layers, list) or not all(isinstance(layer, dict) for layer in layers):
-        raise Refused(f"{registry}:{tag} is not an attestation manifest (it lists no layers). Release again, or "
-                      f"delete that tag and rerun the release: the rerun attaches the evidence anew.")
+        raise Refused(
+            f"{registry}:{tag} is not an attestation manifest (it lists no layers). Release again, or "
+            f"delete that tag and rerun the release: the rerun attaches the evidence anew."
+        )
     found = []
     for layer in layers:
         digest = str(layer.get("digest", ""))

@@ -48,9 +48,10 @@ def parse_candidate(image: str) -> tuple[str, str] | None:
 @dataclass(frozen=True)
 class Staged:
     """The candidate a stage left in the registry: pushed now, or found from an earlier run."""
+
     candidate: Candidate
     tag: str
-    reused: bool = False          # staged before for the same commit and base: not built again
+    reused: bool = False  # staged before for the same commit and base: not built again
     layers_uploaded: int = 0
     layers_present: int = 0
 
@@ -60,25 +61,52 @@ class Staged:
 
     def to_json(self) -> dict:
         c = self.candidate
-        return {"candidate": c.ref, "tag": f"{c.repository}:{self.tag}", "version": c.version,
-                "revision": c.revision, "base": c.base or None, "changed": list(c.changed),
-                "shards": [s.to_json() for s in c.shards], "reused": self.reused,
-                "layers_uploaded": self.layers_uploaded, "layers_already_present": self.layers_present}
+        return {
+            "candidate": c.ref,
+            "tag": f"{c.repository}:{self.tag}",
+            "version": c.version,
+            "revision": c.revision,
+            "base": c.base or None,
+            "changed": list(c.changed),
+            "shards": [s.to_json() for s in c.shards],
+            "reused": self.reused,
+            "layers_uploaded": self.layers_uploaded,
+            "layers_already_present": self.layers_present,
+        }
 
     def facts(self) -> dict:
-        return {"candidate": self.ref, "version": self.candidate.version or None,
-                "shards": [s.matrix_entry() for s in self.candidate.shards], "released": False}
+        return {
+            "candidate": self.ref,
+            "version": self.candidate.version or None,
+            "shards": [s.matrix_entry() for s in self.candidate.shards],
+            "released": False,
+        }
 
 
-def build_inputs(*, base_image_id: str, stub: str, python: str | None, requirements_options: str, max_layers: int,
-                 channel: str, source: str) -> dict:
+def build_inputs(
+    *,
+    base_image_id: str,
+    stub: str,
+    python: str | None,
+    requirements_options: str,
+    max_layers: int,
+    channel: str,
+    source: str,
+) -> dict:
     """Every input of a stage's build besides the commit and the base of its bump: the base image
     (by its id, whatever name it was given by), the stub provider (a stub file by its content), the
     target Python, the settings that shape the layers and the environments, the labels given, and
     this tool's version. A candidate is reused only when all of them are what it was built from."""
-    inputs = {"base_image_id": base_image_id, "stub": stub, "python": python or "",
-              "requirements_options": requirements_options, "max_layers": max_layers, "channel": channel,
-              "source": source, "triton_release": __version__}
+    inputs = {
+        "base_image_id": base_image_id,
+        "stub": stub,
+        "python": python or "",
+        "requirements_options": requirements_options,
+        "max_layers": max_layers,
+        "channel": channel,
+        "source": source,
+        "triton_release": __version__,
+    }
     if stub.startswith("path:"):
         try:
             inputs["stub_sha256"] = hashlib.sha256(Path(stub.removeprefix("path:")).read_bytes()).hexdigest()
@@ -92,12 +120,16 @@ def differences(built_from: dict | None, inputs: dict) -> list[str]:
     one entry when the candidate does not say what it was built from."""
     if built_from is None:
         return [f"it does not say what it was built from (no {BUILD_INPUTS_LABEL} label)"]
-    return [f"{key} {built_from.get(key, '(none)')!s:.80} -> {inputs.get(key, '(none)')!s:.80}"
-            for key in sorted(set(built_from) | set(inputs)) if built_from.get(key) != inputs.get(key)]
+    return [
+        f"{key} {built_from.get(key, '(none)')!s:.80} -> {inputs.get(key, '(none)')!s:.80}"
+        for key in sorted(set(built_from) | set(inputs))
+        if built_from.get(key) != inputs.get(key)
+    ]
 
 
-def find_reusable(registry: RegistryRepository, revision: str, base: str | None,
-                  inputs: dict | None = None) -> Staged | None:
+def find_reusable(
+    registry: RegistryRepository, revision: str, base: str | None, inputs: dict | None = None
+) -> Staged | None:
     """The candidate staged before for this commit from the same base and the same build `inputs`
     (`build_inputs`: so the same image); None when there is none, or it was staged from another
     base, of other inputs, or by something else. Without `inputs`, none is reused."""
@@ -113,13 +145,16 @@ def find_reusable(registry: RegistryRepository, revision: str, base: str | None,
         return None
     changed = differences(build_inputs_from_label(labels.get(BUILD_INPUTS_LABEL)), inputs)
     if changed:
-        log.warning(f"{registry}:{tag} was staged from this commit with other build inputs ({'; '.join(changed)}): "
-                    f"it is built again, and {tag} moves to the new candidate; the records of "
-                    f"{registry}@{manifest.digest} do not count for it")
+        log.warning(
+            f"{registry}:{tag} was staged from this commit with other build inputs ({'; '.join(changed)}): "
+            f"it is built again, and {tag} moves to the new candidate; the records of "
+            f"{registry}@{manifest.digest} do not count for it"
+        )
         return None
     try:
-        candidate = Candidate.from_labels(str(registry), manifest.digest, labels, str(config.get("created", "")),
-                                          manifest)
+        candidate = Candidate.from_labels(
+            str(registry), manifest.digest, labels, str(config.get("created", "")), manifest
+        )
     except Refused:
         return None
     return Staged(candidate, tag, reused=True)
@@ -149,7 +184,7 @@ def push_candidate(client: docker.DockerClient, image: str, registry: RegistryRe
     if not pushed or digest != pushed:
         wrote = pushed or "the manifest the Docker daemon wrote"
         raise InfrastructureError(f"""
-            {registry}:{tag} is {digest or 'missing'} after the push, not {wrote}: another stage of the
+            {registry}:{tag} is {digest or "missing"} after the push, not {wrote}: another stage of the
             same commit may have pushed meanwhile. Stage it again.""")
     candidate = Candidate.from_labels(str(registry), digest, local.labels or {}, local.attrs.get("Created", ""))
     return Staged(candidate, tag, False, uploaded + mounted, present)
@@ -158,10 +193,11 @@ def push_candidate(client: docker.DockerClient, image: str, registry: RegistryRe
 @dataclass(frozen=True)
 class Pulled:
     """An image pulled by digest, the daemon holding exactly that manifest."""
+
     ref: str
     image_id: str
     revision: str
-    candidate: Candidate | None   # None: not staged by `stage` (no shard plan in its labels)
+    candidate: Candidate | None  # None: not staged by `stage` (no shard plan in its labels)
 
     def shard(self, name: str) -> Shard:
         shards = self.candidate.shards if self.candidate is not None else ()
@@ -173,8 +209,12 @@ class Pulled:
             {self.ref} has no shard {name}; its shards are {known}: see the stage's `shards` output.""")
 
     def to_json(self) -> dict:
-        return {"candidate": self.ref, "image_id": self.image_id, "revision": self.revision,
-                "version": self.candidate.version if self.candidate is not None else None}
+        return {
+            "candidate": self.ref,
+            "image_id": self.image_id,
+            "revision": self.revision,
+            "version": self.candidate.version if self.candidate is not None else None,
+        }
 
 
 def pull_candidate(client: docker.DockerClient, registry: RegistryRepository, digest: str) -> Pulled:
@@ -183,8 +223,9 @@ def pull_candidate(client: docker.DockerClient, registry: RegistryRepository, di
     ref = f"{registry}@{digest}"
     credentials = registry.credentials
     try:
-        image = client.images.pull(str(registry), tag=digest,
-                                   auth_config=credentials.docker_auth() if credentials else None)
+        image = client.images.pull(
+            str(registry), tag=digest, auth_config=credentials.docker_auth() if credentials else None
+        )
     except docker.errors.NotFound:
         raise Refused(f"""
             {ref} is not in the registry: the candidate was deleted, or the digest is wrong. Use the stage's
@@ -196,12 +237,13 @@ def pull_candidate(client: docker.DockerClient, registry: RegistryRepository, di
                 The registry {registry.host} refused the pull of {ref} ({explanation}). Give credentials that
                 may pull there (username/password inputs, TRITON_RELEASE_USERNAME and TRITON_RELEASE_PASSWORD,
                 or `docker login {registry.host}`).""") from None
-        raise InfrastructureError(f"Could not pull {ref} ({explanation}). Run the test again when the registry "
-                                  "is back.") from None
+        raise InfrastructureError(
+            f"Could not pull {ref} ({explanation}). Run the test again when the registry is back."
+        ) from None
     if ref not in (image.attrs.get("RepoDigests") or []):
         raise Refused(f"""
             The Docker daemon pulled {ref}, but the image it holds is not that manifest (its digests:
-            {', '.join(image.attrs.get('RepoDigests') or []) or 'none'}); it was not tested.""")
+            {", ".join(image.attrs.get("RepoDigests") or []) or "none"}); it was not tested.""")
     labels = image.labels or {}
     candidate = None
     if SHARDS_LABEL in labels:

@@ -27,25 +27,28 @@ from triton_release.registry.credentials import Credentials, find_credentials
 from triton_release.registry.transport import deadline, watched_session
 from triton_release.signals import checkpoint
 
-MANIFEST_TYPES = ", ".join([
-    "application/vnd.oci.image.index.v1+json",
-    "application/vnd.docker.distribution.manifest.list.v2+json",
-    "application/vnd.oci.image.manifest.v1+json",
-    "application/vnd.docker.distribution.manifest.v2+json",
-])
+MANIFEST_TYPES = ", ".join(
+    [
+        "application/vnd.oci.image.index.v1+json",
+        "application/vnd.docker.distribution.manifest.list.v2+json",
+        "application/vnd.oci.image.manifest.v1+json",
+        "application/vnd.docker.distribution.manifest.v2+json",
+    ]
+)
 REPO_REF = re.compile(r"^(?P<host>[A-Za-z0-9.-]+(:[0-9]+)?)/(?P<name>[a-z0-9]+([._/-][a-z0-9]+)*)$")
 _ANY_CASE_REF = re.compile(REPO_REF.pattern, re.IGNORECASE | re.ASCII)  # as typed: ghcr.io/${{ github.repository }}
-RETRIES = 4            # attempts for 429 and 5xx
-MAX_BACKOFF = 8.0      # seconds, also the cap on a Retry-After we honour
+RETRIES = 4  # attempts for 429 and 5xx
+MAX_BACKOFF = 8.0  # seconds, also the cap on a Retry-After we honour
 CONNECT_TIMEOUT = 10.0  # seconds to open a connection
-READ_TIMEOUT = 30.0     # seconds of silence within an answer
-DEADLINE = 120.0        # seconds for one whole answer, however slowly it trickles
-MAX_PAGES = 1000        # pages of a tag list (1000 tags each)
+READ_TIMEOUT = 30.0  # seconds of silence within an answer
+DEADLINE = 120.0  # seconds for one whole answer, however slowly it trickles
+MAX_PAGES = 1000  # pages of a tag list (1000 tags each)
 _CHALLENGE = re.compile(r'(\w+)="([^"]*)"')
 
 
-def open_repository(ref: str, env: Mapping[str, str], username: str | None = None,
-                    password: str | None = None) -> RegistryRepository:
+def open_repository(
+    ref: str, env: Mapping[str, str], username: str | None = None, password: str | None = None
+) -> RegistryRepository:
     """The registry repository `ref` with the credentials found for its host."""
     host = RegistryRepository.parse(ref).host
     return RegistryRepository.parse(ref, find_credentials(host, env, username, password))
@@ -95,8 +98,8 @@ class RegistryRepository:
         self.credentials = credentials
         self.session = watched_session()
         self._token: str | None = None
-        self.deadline = DEADLINE     # seconds for one whole answer
-        self.max_pages = MAX_PAGES   # of a tag list
+        self.deadline = DEADLINE  # seconds for one whole answer
+        self.max_pages = MAX_PAGES  # of a tag list
 
     @classmethod
     def parse(cls, ref: str, credentials: Credentials | None = None) -> RegistryRepository:
@@ -126,8 +129,9 @@ class RegistryRepository:
         """One request whose whole answer (headers and body) arrives within `self.deadline`."""
         with deadline(self.deadline) as watch:
             try:
-                answer = self.session.request(method, url,
-                                              timeout=(CONNECT_TIMEOUT, min(READ_TIMEOUT, self.deadline)), **kw)
+                answer = self.session.request(
+                    method, url, timeout=(CONNECT_TIMEOUT, min(READ_TIMEOUT, self.deadline)), **kw
+                )
             except requests.RequestException as exc:
                 if watch.expired:
                     raise self._too_slow(service) from None
@@ -154,7 +158,7 @@ class RegistryRepository:
             answer = self._exchange(method, url, f"The registry {self.host}", headers=headers, **kw)
             if answer.status_code != 429 and answer.status_code < 500 or attempt == RETRIES - 1:
                 return answer
-            wait = min(MAX_BACKOFF, 0.5 * 2 ** attempt)
+            wait = min(MAX_BACKOFF, 0.5 * 2**attempt)
             try:
                 wait = max(0.0, min(MAX_BACKOFF, float(answer.headers.get("Retry-After", wait))))
             except ValueError:
@@ -215,8 +219,11 @@ class RegistryRepository:
         if self.credentials:
             self._check_realm(realm)
         # the scope this request needs (a token for pull cannot push); with credentials ask for both
-        params["scope"] = (f"repository:{self.name}:pull,push" if self.credentials
-                           else params.get("scope", f"repository:{self.name}:pull"))
+        params["scope"] = (
+            f"repository:{self.name}:pull,push"
+            if self.credentials
+            else params.get("scope", f"repository:{self.name}:pull")
+        )
         auth = (self.credentials.username, self.credentials.password) if self.credentials else None
         service = f"The registry's token service {_without_userinfo(realm)}"
         answer = self._exchange("GET", realm, service, params=params, auth=auth)
@@ -237,8 +244,10 @@ class RegistryRepository:
                 that may do so: the action's username/password inputs, TRITON_RELEASE_USERNAME and
                 TRITON_RELEASE_PASSWORD, or `docker login {self.host}`.""")
         kind = "is overloaded" if status == 429 else "failed" if status >= 500 else "refused the request"
-        raise InfrastructureError(f"The registry {self.host} {kind} when asked to {what} {self} (HTTP {status}"
-                                  f"{', after ' + str(RETRIES) + ' attempts' if status == 429 or status >= 500 else ''}).")
+        raise InfrastructureError(
+            f"The registry {self.host} {kind} when asked to {what} {self} (HTTP {status}"
+            f"{', after ' + str(RETRIES) + ' attempts' if status == 429 or status >= 500 else ''})."
+        )
 
     # -- API ----------------------------------------------------------------------------------
 
@@ -312,7 +321,7 @@ class RegistryRepository:
         if started.status_code // 100 != 2 or not location:
             raise InfrastructureError(f"""
                 The registry {self.host} did not open an upload to {self} (HTTP {started.status_code},
-                {'no Location' if not location else 'Location given'}). Check that it is a container registry
+                {"no Location" if not location else "Location given"}). Check that it is a container registry
                 that accepts pushes.""")
         url = urljoin(self.base_url, location)
         if urlsplit(url)[:2] != urlsplit(self.base_url)[:2]:
@@ -328,16 +337,18 @@ class RegistryRepository:
 
     def put_manifest(self, tag: str, manifest: Manifest) -> str:
         """Point `tag` at `manifest` (a retag: no layer moves). Returns the digest of the bytes sent."""
-        answer = self._request("PUT", f"manifests/{tag}", data=manifest.body,
-                               headers={"Content-Type": manifest.media_type})
+        answer = self._request(
+            "PUT", f"manifests/{tag}", data=manifest.body, headers={"Content-Type": manifest.media_type}
+        )
         self._raise_for(answer, f"write tag {tag} of")
         return content_digest(manifest.body)
 
     def referrers(self, digest: str) -> dict | None:
         """The OCI 1.1 referrers index of `digest`; None when the registry has no referrers API (it
         answers 404, as docker-registry 2.8 does, or anything but an image index)."""
-        answer = self._request("GET", f"referrers/{digest}",
-                               headers={"Accept": "application/vnd.oci.image.index.v1+json"})
+        answer = self._request(
+            "GET", f"referrers/{digest}", headers={"Accept": "application/vnd.oci.image.index.v1+json"}
+        )
         if answer.status_code != 200:
             return None
         try:

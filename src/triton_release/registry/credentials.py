@@ -43,8 +43,9 @@ def docker_config_credentials(host: str, env: Mapping[str, str]) -> Credentials 
     return None
 
 
-def find_credentials(host: str, env: Mapping[str, str], username: str | None = None,
-                     password: str | None = None) -> Credentials | None:
+def find_credentials(
+    host: str, env: Mapping[str, str], username: str | None = None, password: str | None = None
+) -> Credentials | None:
     """Given ones (action inputs), else TRITON_RELEASE_USERNAME/_PASSWORD, else the Docker config."""
     if username and password:
         return Credentials(username, password, "inputs")

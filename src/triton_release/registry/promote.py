@@ -70,14 +70,15 @@ def parse_reference(ref: str) -> tuple[str, str]:
 @dataclass(frozen=True)
 class Candidate:
     """A staged image, as its labels describe it."""
+
     repository: str
     digest: str
-    version: str                 # the planned X.Y.Z
-    revision: str                # the commit it was built from
-    base: str                    # the commit its bump started from ("" for a first release)
+    version: str  # the planned X.Y.Z
+    revision: str  # the commit it was built from
+    base: str  # the commit its bump started from ("" for a first release)
     created: str
     shards: tuple[Shard, ...]
-    changed: tuple[str, ...]     # the models the shards' records must cover
+    changed: tuple[str, ...]  # the models the shards' records must cover
     manifest: Manifest | None = field(default=None, repr=False, compare=False)
     new_versions: tuple[str, ...] | None = None  # the models given a new version (drift); None: not labelled
     # model -> version -> git tree of every version folder it holds (history/record.py); None: not labelled
@@ -92,17 +93,27 @@ class Candidate:
         return f"{self.repository}@{self.digest}"
 
     @classmethod
-    def from_labels(cls, repository: str, digest: str, labels: dict, created: str = "",
-                    manifest: Manifest | None = None) -> Candidate:
+    def from_labels(
+        cls, repository: str, digest: str, labels: dict, created: str = "", manifest: Manifest | None = None
+    ) -> Candidate:
         """The candidate its labels describe; refused when they hold no shard plan or changed models."""
         shards = shards_from_label(labels.get(SHARDS_LABEL))
         changed = changed_from_label(labels.get(CHANGED_LABEL))
-        return cls(repository, digest, labels.get(VERSION_LABEL, ""), labels.get(REVISION_LABEL, ""),
-                   labels.get(BASE_LABEL, ""), labels.get(CREATED_LABEL, "") or created, tuple(shards),
-                   tuple(changed), manifest, new_versions_from_label(labels.get(NEW_VERSIONS_LABEL)),
-                   released_record.parse(labels.get(RELEASED_VERSIONS_LABEL)),
-                   unmeasurable_from_label(labels.get(DRIFT_UNMEASURABLE_LABEL)),
-                   new_versions_from_label(labels.get(CHANGED_MODELS_LABEL)))
+        return cls(
+            repository,
+            digest,
+            labels.get(VERSION_LABEL, ""),
+            labels.get(REVISION_LABEL, ""),
+            labels.get(BASE_LABEL, ""),
+            labels.get(CREATED_LABEL, "") or created,
+            tuple(shards),
+            tuple(changed),
+            manifest,
+            new_versions_from_label(labels.get(NEW_VERSIONS_LABEL)),
+            released_record.parse(labels.get(RELEASED_VERSIONS_LABEL)),
+            unmeasurable_from_label(labels.get(DRIFT_UNMEASURABLE_LABEL)),
+            new_versions_from_label(labels.get(CHANGED_MODELS_LABEL)),
+        )
 
 
 def read_candidate(registry: RegistryRepository, digest: str) -> Candidate:
@@ -119,6 +130,7 @@ def read_candidate(registry: RegistryRepository, digest: str) -> Candidate:
 @dataclass(frozen=True)
 class CandidateCheck:
     """Each shard of a candidate with its record (None: none found), and what stops the promote."""
+
     candidate: Candidate
     records: tuple[tuple[str, GoldenRecord | None], ...]
     problems: tuple[str, ...]
@@ -133,16 +145,29 @@ class CandidateCheck:
         shards = []
         for shard in self.candidate.shards:
             record = found.get(shard.name)
-            shards.append({"name": shard.name, "models": list(shard.models),
-                           "record": record_tag(self.candidate.digest, shard.name), "found": record is not None,
-                           "passed": bool(record and record.passed and record.candidate == self.candidate.digest),
-                           "failed_cases": record.failed_cases if record else [],
-                           "cases_planned": shard.cases, "cases_run": len(record.cases) if record else 0})
-        return {"candidate": self.candidate.ref, "planned_version": self.candidate.version or None,
-                "revision": self.candidate.revision, "base": self.candidate.base or None,
-                "changed_models": self.changed_models, "tested_models": list(self.candidate.changed), "shards": shards,
-                "problems": list(self.problems),
-                "shipped_untested": dict(self.untested)}
+            shards.append(
+                {
+                    "name": shard.name,
+                    "models": list(shard.models),
+                    "record": record_tag(self.candidate.digest, shard.name),
+                    "found": record is not None,
+                    "passed": bool(record and record.passed and record.candidate == self.candidate.digest),
+                    "failed_cases": record.failed_cases if record else [],
+                    "cases_planned": shard.cases,
+                    "cases_run": len(record.cases) if record else 0,
+                }
+            )
+        return {
+            "candidate": self.candidate.ref,
+            "planned_version": self.candidate.version or None,
+            "revision": self.candidate.revision,
+            "base": self.candidate.base or None,
+            "changed_models": self.changed_models,
+            "tested_models": list(self.candidate.changed),
+            "shards": shards,
+            "problems": list(self.problems),
+            "shipped_untested": dict(self.untested),
+        }
 
     @property
     def changed_models(self) -> list[str]:
@@ -155,8 +180,9 @@ class CandidateCheck:
         return {"candidate": self.candidate.ref, "changed_models": self.changed_models}
 
 
-def problems(candidate: Candidate, records: dict[str, GoldenRecord | None], version: str,
-             gpu_models: str = "require") -> list[str]:
+def problems(
+    candidate: Candidate, records: dict[str, GoldenRecord | None], version: str, gpu_models: str = "require"
+) -> list[str]:
     """What stops `candidate` from becoming release `version`, naming every shard at fault; []
     when nothing does. `gpu_models` "test" accepts models set aside for needing a GPU (`review`)."""
     return review(candidate, records, version, gpu_models)[0]
@@ -167,19 +193,24 @@ def _untested_text(model: str, ran: int, planned: int, why: str) -> str:
     return f"{model} ({'needs a GPU: ' + why + '; ' if why else ''}{cases})"
 
 
-def review(candidate: Candidate, records: dict[str, GoldenRecord | None], version: str,
-           gpu_models: str = "require") -> tuple[list[str], list[tuple[str, str]]]:
+def review(
+    candidate: Candidate, records: dict[str, GoldenRecord | None], version: str, gpu_models: str = "require"
+) -> tuple[list[str], list[tuple[str, str]]]:
     """What stops `candidate` from becoming release `version`, and the models that ship untested
     because `gpu_models` is "test" and their shard's runner had no GPU: (model, why)."""
     found: list[str] = []
     accepted: list[tuple[str, str]] = []
     if version != candidate.version:
-        found.append(f"--version {version} is not the candidate's planned version "
-                     f"{candidate.version or '(none: it has no version label)'}")
+        found.append(
+            f"--version {version} is not the candidate's planned version "
+            f"{candidate.version or '(none: it has no version label)'}"
+        )
     missing = [shard.name for shard in candidate.shards if records.get(shard.name) is None]
     if missing:
-        found.append(f"no record for {', '.join(missing)} (the test job of {'that shard' if len(missing) == 1 else 'those shards'} "
-                     "did not run or did not finish)")
+        found.append(
+            f"no record for {', '.join(missing)} (the test job of {'that shard' if len(missing) == 1 else 'those shards'} "
+            "did not run or did not finish)"
+        )
     covered: set[str] = set()
     explained: set[str] = set()
     for shard in candidate.shards:
@@ -192,12 +223,18 @@ def review(candidate: Candidate, records: dict[str, GoldenRecord | None], versio
             found.append(f"the record under {record_tag(candidate.digest, shard.name)} is {record.shard}'s")
         elif not record.passed:
             failed = record.failed_cases
-            found.append(f"{shard.name} failed: {', '.join(failed)}" if failed else
-                         f"{shard.name} failed: {record.reason}" if record.reason else
-                         f"{shard.name} failed before any case failed (a model did not load, or the test stopped)")
+            found.append(
+                f"{shard.name} failed: {', '.join(failed)}"
+                if failed
+                else f"{shard.name} failed: {record.reason}"
+                if record.reason
+                else f"{shard.name} failed before any case failed (a model did not load, or the test stopped)"
+            )
         elif (planned := shard.case_counts()) is None:
-            found.append(f"the plan of {shard.name} does not say how many golden cases of each model it must run "
-                         "(the candidate was staged by an earlier triton-release)")
+            found.append(
+                f"the plan of {shard.name} does not say how many golden cases of each model it must run "
+                "(the candidate was staged by an earlier triton-release)"
+            )
         else:
             short = record.untested(planned)
             refused = [u for u in short if not (u[3] and gpu_models == "test")]  # u[3]: the GPU it needs
@@ -210,8 +247,9 @@ def review(candidate: Candidate, records: dict[str, GoldenRecord | None], versio
         explained.update(shard.models)
     uncovered = sorted(set(candidate.changed) - covered - explained)
     if uncovered:
-        found.append(f"no passing record covers the changed model{'s' if len(uncovered) > 1 else ''} "
-                     f"{', '.join(uncovered)}")
+        found.append(
+            f"no passing record covers the changed model{'s' if len(uncovered) > 1 else ''} {', '.join(uncovered)}"
+        )
     return found, accepted
 
 
@@ -219,21 +257,29 @@ def refusal(check: CandidateCheck) -> Refused:
     candidate = check.candidate
     fixes = []
     if any(not p.startswith("--version") for p in check.problems):
-        fixes.append(f"run the test job of each shard named again (`triton-release test --image {candidate.ref} "
-                     "--shard NAME`) from a checkout of the candidate's commit, or stage the commit again")
+        fixes.append(
+            f"run the test job of each shard named again (`triton-release test --image {candidate.ref} "
+            "--shard NAME`) from a checkout of the candidate's commit, or stage the commit again"
+        )
     if any("needs a GPU" in p for p in check.problems):
-        fixes.append("test a shard that needs a GPU on a runner with one (--gpus all; its `gpu` in the stage's "
-                     "`shards` output says so), or accept its models shipping untested with gpu_models test")
+        fixes.append(
+            "test a shard that needs a GPU on a runner with one (--gpus all; its `gpu` in the stage's "
+            "`shards` output says so), or accept its models shipping untested with gpu_models test"
+        )
     if candidate.version and any(p.startswith("--version") for p in check.problems):
         fixes.append(f"promote it as --version {candidate.version}")
     fix = "; ".join(fixes) or "stage the commit again"
-    return Refused(f"""
-        {candidate.ref} is not promoted: {'; '.join(check.problems)}. Nothing was tagged. To release it,
-        {fix}.""", result=check)
+    return Refused(
+        f"""
+        {candidate.ref} is not promoted: {"; ".join(check.problems)}. Nothing was tagged. To release it,
+        {fix}.""",
+        result=check,
+    )
 
 
-def check_candidate(registry: RegistryRepository, digest: str, version: str,
-                    gpu_models: str = "require") -> CandidateCheck:
+def check_candidate(
+    registry: RegistryRepository, digest: str, version: str, gpu_models: str = "require"
+) -> CandidateCheck:
     """The candidate and its shards' records; refused, naming every problem, unless they allow
     the candidate to become release `version`. `gpu_models` "test": models set aside for needing
     a GPU ship untested, with a warning naming them."""
@@ -245,29 +291,42 @@ def check_candidate(registry: RegistryRepository, digest: str, version: str,
     if not check.ok:
         raise refusal(check)
     for model, why in untested:
-        log.warning(f"{model} ships untested in {version}: it needs a GPU ({why}) and its shard ran on a runner "
-                    "without one; gpu_models test accepts that")
+        log.warning(
+            f"{model} ships untested in {version}: it needs a GPU ({why}) and its shard ran on a runner "
+            "without one; gpu_models test accepts that"
+        )
     return check
 
 
 @dataclass(frozen=True)
 class Promoted:
     """The candidate's manifest under X.Y.Z and the moving tags: the release is published."""
+
     repository: str
     version: str
     digest: str
-    tags: tuple[str, ...]            # in the order written: X.Y.Z, X.Y, X, sha-<12 hex>, the channel last
-    channel_before: str | None       # the digest the channel pointed at before: roll forward with it
-    resumed: bool = False            # X.Y.Z was this candidate already (a rerun): the other tags were moved
+    tags: tuple[str, ...]  # in the order written: X.Y.Z, X.Y, X, sha-<12 hex>, the channel last
+    channel_before: str | None  # the digest the channel pointed at before: roll forward with it
+    resumed: bool = False  # X.Y.Z was this candidate already (a rerun): the other tags were moved
 
     def to_json(self) -> dict:
-        return {"repository": self.repository, "version": self.version, "digest": self.digest,
-                "image": f"{self.repository}:{self.version}", "tags": list(self.tags),
-                "channel_digest_before": self.channel_before, "resumed": self.resumed}
+        return {
+            "repository": self.repository,
+            "version": self.version,
+            "digest": self.digest,
+            "image": f"{self.repository}:{self.version}",
+            "tags": list(self.tags),
+            "channel_digest_before": self.channel_before,
+            "resumed": self.resumed,
+        }
 
     def facts(self) -> dict:
-        return {"version": self.version, "image": f"{self.repository}:{self.version}", "digest": self.digest,
-                "released": True}
+        return {
+            "version": self.version,
+            "image": f"{self.repository}:{self.version}",
+            "digest": self.digest,
+            "released": True,
+        }
 
 
 def promote(registry: RegistryRepository, check: CandidateCheck, version: str, channel: str) -> Promoted:
@@ -295,26 +354,33 @@ def promote(registry: RegistryRepository, check: CandidateCheck, version: str, c
     if existing is None:
         registry.put_manifest(version, manifest)
     tagged = tag_release(registry, version, candidate.revision or None, channel, candidate.digest)
-    return Promoted(str(registry), version, candidate.digest, (version, *tagged.tags), tagged.channel_before,
-                    existing is not None)
+    return Promoted(
+        str(registry), version, candidate.digest, (version, *tagged.tags), tagged.channel_before, existing is not None
+    )
 
 
 # -- retention of candidates -------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class CandidateRetention:
     repository: str
     keep: int
-    deleted: tuple[str, ...]         # candidate tags deleted (their manifests)
-    records: tuple[str, ...]         # their records, deleted
-    released: tuple[str, ...]        # older candidate tags left: a release is their manifest
-    warning: str = ""                # why deleting stopped part way ("" when it did not)
-    evidence: tuple[str, ...] = ()   # their evidence (provenance and SBOM from the stage), deleted
+    deleted: tuple[str, ...]  # candidate tags deleted (their manifests)
+    records: tuple[str, ...]  # their records, deleted
+    released: tuple[str, ...]  # older candidate tags left: a release is their manifest
+    warning: str = ""  # why deleting stopped part way ("" when it did not)
+    evidence: tuple[str, ...] = ()  # their evidence (provenance and SBOM from the stage), deleted
 
     def to_json(self) -> dict:
-        data = {"repository": self.repository, "keep_candidates": self.keep, "deleted": list(self.deleted),
-                "records_deleted": list(self.records), "kept_as_released": list(self.released),
-                "evidence_deleted": list(self.evidence)}
+        data = {
+            "repository": self.repository,
+            "keep_candidates": self.keep,
+            "deleted": list(self.deleted),
+            "records_deleted": list(self.records),
+            "kept_as_released": list(self.released),
+            "evidence_deleted": list(self.evidence),
+        }
         return {**data, "warning": self.warning} if self.warning else data
 
 
@@ -371,9 +437,12 @@ def retain_candidates(registry: RegistryRepository, released: str, keep: int = 0
             if evidence is not None:
                 attested.append(evidence)
     except (InfrastructureError, Refused) as exc:
-        warning = (f"old candidates of {registry} could not all be deleted ({exc.message}); they stay, and the "
-                   "next promote tries again")
+        warning = (
+            f"old candidates of {registry} could not all be deleted ({exc.message}); they stay, and the "
+            "next promote tries again"
+        )
         log.warning(warning)
-        return CandidateRetention(str(registry), keep, tuple(deleted), tuple(gone), tuple(kept), warning,
-                                  tuple(attested))
+        return CandidateRetention(
+            str(registry), keep, tuple(deleted), tuple(gone), tuple(kept), warning, tuple(attested)
+        )
     return CandidateRetention(str(registry), keep, tuple(deleted), tuple(gone), tuple(kept), evidence=tuple(attested))

@@ -39,37 +39,54 @@ class LostRace(AlreadyReleased):
 @dataclass(frozen=True)
 class PushResult:
     """The immutable X.Y.Z in the registry: from here on the release is published."""
+
     repository: str
     version: str
     digest: str
-    layers_uploaded: int      # sent to the registry
-    layers_mounted: int       # already in the registry under another repository: linked, not sent
-    layers_present: int       # already in this repository
+    layers_uploaded: int  # sent to the registry
+    layers_mounted: int  # already in the registry under another repository: linked, not sent
+    layers_present: int  # already in this repository
 
     def to_json(self) -> dict:
-        return {"repository": self.repository, "version": self.version, "digest": self.digest,
-                "image": f"{self.repository}:{self.version}", "layers_uploaded": self.layers_uploaded,
-                "layers_mounted": self.layers_mounted, "layers_already_present": self.layers_present}
+        return {
+            "repository": self.repository,
+            "version": self.version,
+            "digest": self.digest,
+            "image": f"{self.repository}:{self.version}",
+            "layers_uploaded": self.layers_uploaded,
+            "layers_mounted": self.layers_mounted,
+            "layers_already_present": self.layers_present,
+        }
 
     def facts(self) -> dict:
-        return {"version": self.version, "image": f"{self.repository}:{self.version}", "digest": self.digest,
-                "released": True}
+        return {
+            "version": self.version,
+            "image": f"{self.repository}:{self.version}",
+            "digest": self.digest,
+            "released": True,
+        }
 
 
 @dataclass(frozen=True)
 class Tagged:
     """The moving tags pointed at a release: X.Y, X, sha-<12 hex>, the channel last."""
+
     repository: str
     version: str
     tags: tuple[str, ...]
     channel_before: str | None  # the digest the channel pointed at before: roll forward with it
     previous_version: str | None = None  # the release before this one in the registry, X.Y.Z ...
-    previous_digest: str | None = None   # ... and its manifest digest: roll back to it
+    previous_digest: str | None = None  # ... and its manifest digest: roll back to it
 
     def to_json(self) -> dict:
-        return {"repository": self.repository, "version": self.version, "tags": list(self.tags),
-                "channel_digest_before": self.channel_before, "previous_version": self.previous_version,
-                "previous_digest": self.previous_digest}
+        return {
+            "repository": self.repository,
+            "version": self.version,
+            "tags": list(self.tags),
+            "channel_digest_before": self.channel_before,
+            "previous_version": self.previous_version,
+            "previous_digest": self.previous_digest,
+        }
 
     def facts(self) -> dict:
         return {"previous_version": self.previous_version, "previous_digest": self.previous_digest}
@@ -114,7 +131,7 @@ def push(client: docker.DockerClient, image: str, registry: RegistryRepository, 
     digest = registry.digest(version)  # read back: the manifest X.Y.Z names now, by its bytes
     if digest != pushed:
         raise LostRace(f"""
-            {registry}:{version} is {digest or 'gone'}, not {pushed} that this release pushed: another
+            {registry}:{version} is {digest or "gone"}, not {pushed} that this release pushed: another
             release won the race for {version}, and no other tag was moved. Run the release again: it
             releases the next version.""")
     return PushResult(str(registry), version, digest, uploaded, mounted, present)
@@ -128,8 +145,9 @@ def published(registry: RegistryRepository, version: str) -> bool | None:
         return None
 
 
-def tag_release(registry: RegistryRepository, version: str, revision: str | None, channel: str,
-                digest: str | None = None) -> Tagged:
+def tag_release(
+    registry: RegistryRepository, version: str, revision: str | None, channel: str, digest: str | None = None
+) -> Tagged:
     """Point X.Y, X, sha-<12> and, last, the channel at release `version`'s manifest; with `digest`
     (the push's), only while X.Y.Z is still that manifest. Also reads the release before it (the
     highest X.Y.Z below it) and its digest, the one to roll back to."""
@@ -137,7 +155,7 @@ def tag_release(registry: RegistryRepository, version: str, revision: str | None
     manifest = registry.manifest(version)
     if digest is not None and (manifest is None or manifest.digest != digest):
         raise LostRace(f"""
-            {registry}:{version} is {manifest.digest if manifest else 'gone'}, not {digest} that this release
+            {registry}:{version} is {manifest.digest if manifest else "gone"}, not {digest} that this release
             pushed: another release overwrote it, and no other tag was moved. Run the release again: it
             releases the next version.""")
     channel_before = registry.digest(channel)
@@ -147,21 +165,27 @@ def tag_release(registry: RegistryRepository, version: str, revision: str | None
     assert manifest is not None
     for tag in tags:
         registry.put_manifest(tag, manifest)
-    return Tagged(str(registry), version, tuple(tags), channel_before, previous,
-                  registry.digest(previous) if previous else None)
+    return Tagged(
+        str(registry), version, tuple(tags), channel_before, previous, registry.digest(previous) if previous else None
+    )
 
 
 @dataclass(frozen=True)
 class Finished:
     """The moving tags of an interrupted release, pointed at it by a later run."""
+
     repository: str
     version: str | None
     digest: str | None
     tags: tuple[str, ...]
 
     def to_json(self) -> dict:
-        return {"repository": self.repository, "version": self.version, "digest": self.digest,
-                "finished_tags": list(self.tags)}
+        return {
+            "repository": self.repository,
+            "version": self.version,
+            "digest": self.digest,
+            "finished_tags": list(self.tags),
+        }
 
     def facts(self) -> dict:
         if not self.tags:
@@ -217,7 +241,7 @@ class _PushStream:
         self.registry, self.tag, self.bar = registry, tag, bar
         self.uploaded = self.mounted = self.present = 0
         self.digest = ""
-        self.layers: set[str] = set()          # every layer of the image
+        self.layers: set[str] = set()  # every layer of the image
         self.sent: dict[str, tuple[int, int]] = {}  # layer -> (bytes sent, size), of those being sent
 
     def take(self, event: dict) -> None:
@@ -245,9 +269,11 @@ class _PushStream:
             return
         if self.sent:
             done = self.uploaded + self.mounted + self.present
-            self.bar.update(sum(sent for sent, _ in self.sent.values()),
-                            total=sum(size for _, size in self.sent.values()),
-                            detail=f"{done} of {max(len(self.layers), done)} layers done")
+            self.bar.update(
+                sum(sent for sent, _ in self.sent.values()),
+                total=sum(size for _, size in self.sent.values()),
+                detail=f"{done} of {max(len(self.layers), done)} layers done",
+            )
 
     def _failure(self, message: str) -> Exception:
         registry, tag = self.registry, self.tag
@@ -265,15 +291,20 @@ class _PushStream:
 class Retention:
     repository: str
     keep: int
-    deleted: tuple[str, ...]                              # the releases deleted, X.Y.Z
-    dropped: tuple[str, ...] = ()                         # the other tags that pointed at them, gone with them
+    deleted: tuple[str, ...]  # the releases deleted, X.Y.Z
+    dropped: tuple[str, ...] = ()  # the other tags that pointed at them, gone with them
     kept_for: tuple[tuple[str, tuple[str, ...]], ...] = ()  # older releases kept: (X.Y.Z, the channels on it)
-    evidence: tuple[str, ...] = ()                        # the evidence tags of the deleted releases, deleted
+    evidence: tuple[str, ...] = ()  # the evidence tags of the deleted releases, deleted
 
     def to_json(self) -> dict:
-        return {"repository": self.repository, "keep": self.keep, "deleted": list(self.deleted),
-                "tags_dropped": list(self.dropped), "evidence_deleted": list(self.evidence),
-                "kept_as_channel_targets": {version: list(channels) for version, channels in self.kept_for}}
+        return {
+            "repository": self.repository,
+            "keep": self.keep,
+            "deleted": list(self.deleted),
+            "tags_dropped": list(self.dropped),
+            "evidence_deleted": list(self.evidence),
+            "kept_as_channel_targets": {version: list(channels) for version, channels in self.kept_for},
+        }
 
 
 def retain(registry: RegistryRepository, keep: int, channel: str) -> Retention:
@@ -296,9 +327,15 @@ def retain(registry: RegistryRepository, keep: int, channel: str) -> Retention:
     if len(releases) <= keep:
         return Retention(str(registry), keep, ())
     digests = {tag: registry.digest(tag) for tag in tags}
-    owned = [tag for tag in tags if is_release_tag(tag) or re.fullmatch(r"\d+(\.\d+)?", tag)  # X.Y, X
-             or is_provenance_tag(tag) or is_candidate_tag(tag)
-             or tag.startswith("sha256-")]  # records and evidence: artifacts of their own, never a release
+    owned = [
+        tag
+        for tag in tags
+        if is_release_tag(tag)
+        or re.fullmatch(r"\d+(\.\d+)?", tag)  # X.Y, X
+        or is_provenance_tag(tag)
+        or is_candidate_tag(tag)
+        or tag.startswith("sha256-")
+    ]  # records and evidence: artifacts of their own, never a release
     channels: dict[str, list[str]] = {}  # digest -> the channels on it
     for tag in sorted({*(set(tags) - set(owned)), channel}):
         digest = digests[tag] if tag in digests else registry.digest(tag)
@@ -331,5 +368,6 @@ def retain(registry: RegistryRepository, keep: int, channel: str) -> Retention:
         them = "it" if len(deleted) == 1 else "them"
         logging.getLogger("triton_release").warning(
             f"--keep {keep} deleted {', '.join(deleted)} from {registry}, and with {them} the tags that pointed "
-            f"there: {', '.join(dropped)}. Pull a kept release by its X.Y.Z or a channel.")
+            f"there: {', '.join(dropped)}. Pull a kept release by its X.Y.Z or a channel."
+        )
     return Retention(str(registry), keep, tuple(deleted), dropped, tuple(kept), tuple(evidence))

@@ -33,15 +33,15 @@ EMPTY = b"{}"
 
 @dataclass(frozen=True)
 class GoldenRecord:
-    candidate: str            # sha256:... the candidate manifest digest
+    candidate: str  # sha256:... the candidate manifest digest
     shard: str
-    models: tuple[str, ...]   # the models the shard tested
+    models: tuple[str, ...]  # the models the shard tested
     passed: bool
-    cases: tuple[dict, ...]   # {"case": "a/basic", "passed": true}
-    revision: str             # the commit
-    reason: str = ""          # why a shard failed when no case did (a drift beyond max-drift, a load)
+    cases: tuple[dict, ...]  # {"case": "a/basic", "passed": true}
+    revision: str  # the commit
+    reason: str = ""  # why a shard failed when no case did (a drift beyond max-drift, a load)
     planned_cases: tuple[tuple[str, int], ...] | None = None  # model -> the golden cases the plan holds of it
-    needs_gpu: tuple[tuple[str, str], ...] = ()         # (model, why): set aside, it did not load on the CPU
+    needs_gpu: tuple[tuple[str, str], ...] = ()  # (model, why): set aside, it did not load on the CPU
 
     @property
     def failed_cases(self) -> list[str]:
@@ -56,13 +56,23 @@ class GoldenRecord:
         the record's models that ran fewer golden cases than `planned` holds of it, or was set
         aside for lacking a GPU, in the record's order."""
         ran, aside = self.ran(), dict(self.needs_gpu)
-        return [(model, ran[model], planned.get(model, 0), aside.get(model, "")) for model in self.models
-                if model in aside or ran[model] < planned.get(model, 0)]
+        return [
+            (model, ran[model], planned.get(model, 0), aside.get(model, ""))
+            for model in self.models
+            if model in aside or ran[model] < planned.get(model, 0)
+        ]
 
     def to_json(self) -> dict:
-        data = {"candidate": self.candidate, "shard": self.shard, "models": list(self.models),
-                "passed": self.passed, "cases": [dict(case) for case in self.cases], "revision": self.revision,
-                "cases_run": len(self.cases), **({"reason": self.reason} if self.reason else {})}
+        data = {
+            "candidate": self.candidate,
+            "shard": self.shard,
+            "models": list(self.models),
+            "passed": self.passed,
+            "cases": [dict(case) for case in self.cases],
+            "revision": self.revision,
+            "cases_run": len(self.cases),
+            **({"reason": self.reason} if self.reason else {}),
+        }
         if self.planned_cases is not None:
             data["planned_cases"] = dict(self.planned_cases)
         if self.needs_gpu:
@@ -80,21 +90,33 @@ class GoldenRecord:
                 raise ValueError(f"{key!r} is missing or not a {kind.__name__}")
         if not all(isinstance(m, str) for m in data["models"]):
             raise ValueError("'models' is not a list of names")
-        if not all(isinstance(c, dict) and isinstance(c.get("case"), str) and isinstance(c.get("passed"), bool)
-                   for c in data["cases"]):
+        if not all(
+            isinstance(c, dict) and isinstance(c.get("case"), str) and isinstance(c.get("passed"), bool)
+            for c in data["cases"]
+        ):
             raise ValueError("'cases' is not a list of {case, passed}")
         if "cases_run" in data and data["cases_run"] != len(data["cases"]):
             raise ValueError(f"'cases_run' is {data['cases_run']!r}, and 'cases' lists {len(data['cases'])}")
         planned = data.get("planned_cases")
-        if planned is not None and not (isinstance(planned, dict) and all(
-                isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in planned.values())):
+        if planned is not None and not (
+            isinstance(planned, dict)
+            and all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in planned.values())
+        ):
             raise ValueError("'planned_cases' is not an object of model -> a count")
         aside = data.get("needs_gpu") or {}
         if not isinstance(aside, dict) or not all(isinstance(why, str) for why in aside.values()):
             raise ValueError("'needs_gpu' is not an object of model -> why")
-        return cls(data["candidate"], data["shard"], tuple(data["models"]), data["passed"],
-                   tuple(dict(c) for c in data["cases"]), data["revision"], str(data.get("reason") or ""),
-                   tuple(planned.items()) if planned is not None else None, tuple(aside.items()))
+        return cls(
+            data["candidate"],
+            data["shard"],
+            tuple(data["models"]),
+            data["passed"],
+            tuple(dict(c) for c in data["cases"]),
+            data["revision"],
+            str(data.get("reason") or ""),
+            tuple(planned.items()) if planned is not None else None,
+            tuple(aside.items()),
+        )
 
 
 def write_record(registry: RegistryRepository, record: GoldenRecord, junit: bytes | None = None) -> str:
@@ -135,8 +157,9 @@ def read_record(registry: RegistryRepository, candidate: str, shard: str) -> Gol
     except (ValueError, AttributeError):
         raise unreadable("its manifest is not a JSON object") from None
     if not isinstance(config, dict) or config.get("mediaType") != RECORD_TYPE:
-        raise unreadable(f"its config is {config.get('mediaType') if isinstance(config, dict) else None!r}, "
-                         f"not {RECORD_TYPE}")
+        raise unreadable(
+            f"its config is {config.get('mediaType') if isinstance(config, dict) else None!r}, not {RECORD_TYPE}"
+        )
     digest = str(config.get("digest", ""))
     if not CANDIDATE_DIGEST.match(digest):
         raise unreadable("its config names no sha256 digest")

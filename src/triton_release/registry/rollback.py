@@ -27,16 +27,21 @@ log = logging.getLogger("triton_release")
 
 def record_rollback(registry: RegistryRepository, channel: str, version: str, manifest: Manifest) -> None:
     body = json.loads(manifest.body)
-    body["annotations"] = {**(body.get("annotations") or {}), "org.triton-release.rollback.channel": channel,
-                           "org.triton-release.rollback.version": version,
-                           ROLLBACK_AT: datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")}
+    body["annotations"] = {
+        **(body.get("annotations") or {}),
+        "org.triton-release.rollback.channel": channel,
+        "org.triton-release.rollback.version": version,
+        ROLLBACK_AT: datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
     raw = json.dumps(body, indent=3).encode()
     record = Manifest(manifest.media_type, raw, "sha256:" + hashlib.sha256(raw).hexdigest())
     try:
         registry.put_manifest(rollback_tag(channel), record)
     except (Refused, InfrastructureError) as exc:
-        log.warning(f"{channel} was rolled back to {version}, but the record of it could not be written ({exc}); "
-                    "a rerun of an interrupted release could move the channel forward again")
+        log.warning(
+            f"{channel} was rolled back to {version}, but the record of it could not be written ({exc}); "
+            "a rerun of an interrupted release could move the channel forward again"
+        )
 
 
 def rolled_back_since(registry: RegistryRepository, channel: str, created: str) -> bool:
@@ -62,9 +67,15 @@ class Rollback:
     golden: dict = field(default_factory=dict)
 
     def to_json(self) -> dict:
-        return {"repository": self.repository, "channel": self.channel, "to_version": self.version,
-                "digest": self.digest, "previous_digest": self.previous_digest, "verified": self.verified,
-                **({"test": self.golden} if self.golden else {})}
+        return {
+            "repository": self.repository,
+            "channel": self.channel,
+            "to_version": self.version,
+            "digest": self.digest,
+            "previous_digest": self.previous_digest,
+            "verified": self.verified,
+            **({"test": self.golden} if self.golden else {}),
+        }
 
     def facts(self) -> dict:
         return {"version": self.version, "image": f"{self.repository}:{self.version}", "digest": self.digest}
@@ -76,16 +87,19 @@ def release_manifest(registry: RegistryRepository, version: str) -> Manifest:
     if manifest is None:
         known = versions_in(registry.tags())
         target = parse_version(version)
-        nearest = sorted(known, key=lambda v: (abs(v.major - target.major), abs(v.minor - target.minor),
-                                               abs(v.patch - target.patch)))[:3]
+        nearest = sorted(
+            known, key=lambda v: (abs(v.major - target.major), abs(v.minor - target.minor), abs(v.patch - target.patch))
+        )[:3]
         listed = ", ".join(str(v) for v in sorted(nearest)) or "none: the repository has no release"
-        raise Refused(f"{registry}:{version} does not exist, so there is nothing to roll back to. "
-                      f"Nearest releases: {listed}.")
+        raise Refused(
+            f"{registry}:{version} does not exist, so there is nothing to roll back to. Nearest releases: {listed}."
+        )
     return manifest
 
 
-def rollback(registry: RegistryRepository, version: str, channel: str = "latest",
-             verified: dict | None = None) -> Rollback:
+def rollback(
+    registry: RegistryRepository, version: str, channel: str = "latest", verified: dict | None = None
+) -> Rollback:
     """Point `channel` at release `version` by a manifest PUT. `verified`: the golden run that
     passed against that release first, for the report."""
     manifest = release_manifest(registry, version)
@@ -103,8 +117,12 @@ class ModelRollback:
     version_policy_before: dict | None
 
     def to_json(self) -> dict:
-        return {"server": self.server, "model": self.model, "version": self.version,
-                "version_policy_before": self.version_policy_before}
+        return {
+            "server": self.server,
+            "model": self.model,
+            "version": self.version,
+            "version_policy_before": self.version_policy_before,
+        }
 
 
 def rollback_model(server: str, model: str, version: int) -> ModelRollback:
@@ -113,13 +131,17 @@ def rollback_model(server: str, model: str, version: int) -> ModelRollback:
     try:
         answer = requests.get(f"{base}/v2/models/{model}/config", timeout=10)
         if answer.status_code != 200:
-            raise Refused(f"{server} does not serve a model {model!r} (HTTP {answer.status_code}): "
-                          f"{answer.text.strip()[:200]}")
+            raise Refused(
+                f"{server} does not serve a model {model!r} (HTTP {answer.status_code}): {answer.text.strip()[:200]}"
+            )
         config = answer.json()
         before = config.get("version_policy")
         config["version_policy"] = {"specific": {"versions": [version]}}
-        load = requests.post(f"{base}/v2/repository/models/{model}/load",
-                             json={"parameters": {"config": json.dumps(config)}}, timeout=600)
+        load = requests.post(
+            f"{base}/v2/repository/models/{model}/load",
+            json={"parameters": {"config": json.dumps(config)}},
+            timeout=600,
+        )
         if load.status_code != 200:
             raise Refused(f"""
                 {server} could not load version {version} of {model}: {load.text.strip()[:300]}. Is

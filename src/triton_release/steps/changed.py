@@ -42,6 +42,7 @@ if TYPE_CHECKING:
 
 # -- validate, changed, bump ------------------------------------------------------------------
 
+
 def validate(root: Path, requirements_options: str = "refuse") -> ValidationResult:
     result = validate_repository(root, requirements_options)
     if not result.ok:
@@ -54,8 +55,8 @@ def validate(root: Path, requirements_options: str = "refuse") -> ValidationResu
 @dataclass(frozen=True)
 class VersionPlan:
     previous: str | None
-    previous_from: str          # registry | git tag | none
-    version: str | None         # None: nothing to release
+    previous_from: str  # registry | git tag | none
+    version: str | None  # None: nothing to release
 
 
 @dataclass(frozen=True)
@@ -83,12 +84,23 @@ class ChangesResult:
         return {RELEASED_VERSIONS_LABEL: released_record.label(record)} if self.record else {}
 
     def to_json(self) -> dict:
-        data = {"base": self.found.base, "base_from": self.base_from, "head": self.found.head,
-                "changes": self.found.to_json(), "bumps": [b.to_json() for b in self.bumps],
-                "release": self.kind.to_json(), "carried": [c.to_json() for c in self.carried]}
+        data = {
+            "base": self.found.base,
+            "base_from": self.base_from,
+            "head": self.found.head,
+            "changes": self.found.to_json(),
+            "bumps": [b.to_json() for b in self.bumps],
+            "release": self.kind.to_json(),
+            "carried": [c.to_json() for c in self.carried],
+        }
         if self.plan is not None:
-            data.update({"previous_version": self.plan.previous, "previous_from": self.plan.previous_from,
-                         "version": self.plan.version})
+            data.update(
+                {
+                    "previous_version": self.plan.previous,
+                    "previous_from": self.plan.previous_from,
+                    "version": self.plan.version,
+                }
+            )
         return data
 
     def facts(self) -> dict:
@@ -98,8 +110,9 @@ class ChangesResult:
         return facts
 
 
-def changes(root: Path, base: str | None, head: str = "HEAD", *, registry: RegistryRepository | None = None,
-            plan: bool = False) -> ChangesResult:
+def changes(
+    root: Path, base: str | None, head: str = "HEAD", *, registry: RegistryRepository | None = None, plan: bool = False
+) -> ChangesResult:
     """The change between `base` and `head`; without `base` and with `plan`, since the last release.
     With `plan`, also the version it makes (the previous release read from the registry)."""
     git = Git(Git(root).toplevel())
@@ -113,8 +126,11 @@ def changes(root: Path, base: str | None, head: str = "HEAD", *, registry: Regis
         bumps = plan_bumps(found)
         return ChangesResult(found, tuple(bumps), releases.release_kind(found, {b.model for b in bumps}), base_from)
     previous, source = releases.previous_release(registry.tags() if registry is not None else [], git)
-    labels = (registry.image_config(str(previous)).get("config", {}).get("Labels") or {}) \
-        if registry is not None and source == "registry" else {}
+    labels = (
+        (registry.image_config(str(previous)).get("config", {}).get("Labels") or {})
+        if registry is not None and source == "registry"
+        else {}
+    )
     shipped = released_record.parse(labels.get(RELEASED_VERSIONS_LABEL))
     bumps = plan_bumps(found, edits=shipped is None)
     carried: tuple[Carried, ...] = ()
@@ -137,8 +153,11 @@ class BumpResult:
     carried: tuple[Carried, ...] = ()
 
     def to_json(self) -> dict:
-        return {"bumps": [b.to_json() for b in self.bumps], "carried": [c.to_json() for c in self.carried],
-                "undone": self.undone}
+        return {
+            "bumps": [b.to_json() for b in self.bumps],
+            "carried": [c.to_json() for c in self.carried],
+            "undone": self.undone,
+        }
 
     @property
     def folders(self) -> list[str]:
@@ -193,8 +212,9 @@ def journal_end(root: Path) -> None:
 @dataclass(frozen=True)
 class Recovered:
     """What a run found of an earlier one that was killed with its bump in the working tree."""
+
     phase: str
-    action: str          # undone | kept | tagged
+    action: str  # undone | kept | tagged
     folders: tuple[str, ...]
     owner: str
 
@@ -228,7 +248,7 @@ def recover(root: Path, repository: RegistryRepository | None) -> Recovered | No
         if published_now is None:
             raise InfrastructureError(f"""
                 A run ({who}) was stopped while pushing {entry.release}:{entry.version}, and the registry does
-                not answer whether it went up; its bump stays in {', '.join(folders)}. Run again when the
+                not answer whether it went up; its bump stays in {", ".join(folders)}. Run again when the
                 registry answers.""")
         if published_now:
             journal.end()
@@ -238,7 +258,7 @@ def recover(root: Path, repository: RegistryRepository | None) -> Recovered | No
             journal.end()
             return Recovered(entry.phase, "gone", folders, who)
         raise Refused(f"""
-            A run ({who}) was stopped with its bump of commit {entry.head[:12]} in {', '.join(folders)}, and
+            A run ({who}) was stopped with its bump of commit {entry.head[:12]} in {", ".join(folders)}, and
             {git.text("rev-parse", "--short", "HEAD")} is checked out now. Check {entry.head[:12]} out and run
             again (the bump is undone), or remove {journal.path} after restoring those folders by hand.""")
     undo_bumps(found, _undoable(git, entry, root), root)
@@ -266,10 +286,10 @@ def _undoable(git: Git, entry: Entry, root: Path) -> list[Written]:
             if STAGING.match(stale.name):
                 shutil.rmtree(stale, ignore_errors=True)  # a staging folder of the killed run
         ours = not folder.exists() or same_as_tree(git, write.tree, folder)
-        head = write.at_head and git.run("rev-parse", "-q", "--verify",
-                                         f"{entry.head}:{entry.prefix}/{write.model}/{write.version}", check=False)
-        if not ours and not (head and head.returncode == 0
-                             and same_as_tree(git, head.stdout.decode().strip(), folder)):
+        head = write.at_head and git.run(
+            "rev-parse", "-q", "--verify", f"{entry.head}:{entry.prefix}/{write.model}/{write.version}", check=False
+        )
+        if not ours and not (head and head.returncode == 0 and same_as_tree(git, head.stdout.decode().strip(), folder)):
             raise Refused(f"""
                 {entry.prefix}/{write.model}/{write.version} changed after a run that bumped it was killed:
                 it holds neither what that run wrote nor what git holds. Commit it or move it away, then run
@@ -283,8 +303,11 @@ def _published_from(git: Git, entry: Entry, repository: RegistryRepository | Non
     from triton_release.registry import publish
     from triton_release.registry.client import RegistryRepository
 
-    registry = repository if repository is not None and str(repository) == entry.release \
+    registry = (
+        repository
+        if repository is not None and str(repository) == entry.release
         else RegistryRepository.parse(entry.release)
+    )
     try:
         if publish.published(registry, entry.version) is not True:
             return publish.published(registry, entry.version)
@@ -312,22 +335,25 @@ def _finish_release_commit(git: Git, entry: Entry) -> str:
     return "kept"
 
 
-
 @dataclass(frozen=True)
 class Export:
     """The model repository as the release ships it: the released commit's files, bumped."""
+
     root: Path
     commit: str
     uncommitted: tuple[str, ...]  # what the working tree holds besides: not released
-    in_place: bool = False        # the checkout itself, which is exactly that (history/worktree.py)
-    unpacked_because: str = ""    # why the checkout could not be used in place
+    in_place: bool = False  # the checkout itself, which is exactly that (history/worktree.py)
+    unpacked_because: str = ""  # why the checkout could not be used in place
     # in place: the git object id of each file outside the bumped folders, by absolute path
     blob_ids: Mapping[str, str] = field(default_factory=dict, repr=False)
 
     def to_json(self) -> dict:
-        return {"commit": self.commit, "uncommitted_not_released": list(self.uncommitted),
-                "in_place": self.in_place, **({"unpacked_because": self.unpacked_because}
-                                              if self.unpacked_because else {})}
+        return {
+            "commit": self.commit,
+            "uncommitted_not_released": list(self.uncommitted),
+            "in_place": self.in_place,
+            **({"unpacked_because": self.unpacked_because} if self.unpacked_because else {}),
+        }
 
 
 def export(root: Path, planned: ChangesResult, dest: Path, *, bumped: bool = False) -> Export:
@@ -353,8 +379,12 @@ def export(root: Path, planned: ChangesResult, dest: Path, *, bumped: bool = Fal
         raise no_space(dest, f"exporting commit {found.head[:12]} to build it") from None
     changed = git.run("status", "--porcelain=v1", "-z", "--untracked-files=all", "--", found.prefix).stdout
     ours = worktree.bumped_folders(found.prefix, planned.writes)
-    uncommitted = tuple(path for entry in changed.decode(errors="surrogateescape").split("\0") if len(entry) > 3
-                        if not (path := entry[3:]).startswith(ours))
+    uncommitted = tuple(
+        path
+        for entry in changed.decode(errors="surrogateescape").split("\0")
+        if len(entry) > 3
+        if not (path := entry[3:]).startswith(ours)
+    )
     if git.text("rev-parse", "HEAD") != found.head:
         uncommitted = ()  # the working tree is another commit: nothing of it is released
     return Export(target, found.head, uncommitted[:20], unpacked_because=why)
@@ -366,9 +396,12 @@ def still_in_place(shipped: Export, planned: ChangesResult) -> None:
     if not shipped.in_place:
         return
     git = Git(Git(shipped.root).toplevel())
-    why = (worktree.differs(git, planned.found, planned.writes, shipped.root)
-           or worktree.bumps_intact(git, planned.found, planned.writes, shipped.root))
+    why = worktree.differs(git, planned.found, planned.writes, shipped.root) or worktree.bumps_intact(
+        git, planned.found, planned.writes, shipped.root
+    )
     if why:
-        raise Refused(f"The model repository changed while the release built and tested it in place ({why}): "
-                      "the image may hold bytes that are not commit "
-                      f"{planned.found.head[:12]}'s. Nothing was pushed. Leave the checkout alone and run again.")
+        raise Refused(
+            f"The model repository changed while the release built and tested it in place ({why}): "
+            "the image may hold bytes that are not commit "
+            f"{planned.found.head[:12]}'s. Nothing was pushed. Leave the checkout alone and run again."
+        )

@@ -31,20 +31,48 @@ if TYPE_CHECKING:
 
 # -- evidence: the release's signed Statements, attached in the registry (evidence/) -------------
 
-def attach_evidence(repository: RegistryRepository, pushed: PushResult, root: Path, planned: ChangesResult,
-                    prepared: Prepared, run: GoldenRun | None, tested: list[str], signing: Signing,
-                    invocation: Invocation, settings: Mapping, latency=None) -> Evidence:
+
+def attach_evidence(
+    repository: RegistryRepository,
+    pushed: PushResult,
+    root: Path,
+    planned: ChangesResult,
+    prepared: Prepared,
+    run: GoldenRun | None,
+    tested: list[str],
+    signing: Signing,
+    invocation: Invocation,
+    settings: Mapping,
+    latency=None,
+) -> Evidence:
     """The golden results, provenance and SBOM of the release just pushed, attached to its digest."""
     from triton_release.evidence import attach
 
-    return attach.release(repository, pushed.digest, pushed.version, root=root, planned=planned, prepared=prepared,
-                          run=run, tested=tested, signing=signing, invocation=invocation, settings=settings,
-                          latency=latency)
+    return attach.release(
+        repository,
+        pushed.digest,
+        pushed.version,
+        root=root,
+        planned=planned,
+        prepared=prepared,
+        run=run,
+        tested=tested,
+        signing=signing,
+        invocation=invocation,
+        settings=settings,
+        latency=latency,
+    )
 
 
-def finish_evidence(repository: RegistryRepository, root: Path, head: str, signing: Signing,
-                    invocation: Invocation, settings: Mapping,
-                    server_options: ServerOptions = DEFAULT_SERVER) -> Evidence | None:
+def finish_evidence(
+    repository: RegistryRepository,
+    root: Path,
+    head: str,
+    signing: Signing,
+    invocation: Invocation,
+    settings: Mapping,
+    server_options: ServerOptions = DEFAULT_SERVER,
+) -> Evidence | None:
     """The evidence of the newest release when the run that pushed it (from this commit) stopped
     before attaching it: its golden cases run again against its digest, then attached. None when
     there is nothing to finish. Golden cases that fail now are attached as failed, and refused."""
@@ -72,15 +100,23 @@ def finish_evidence(repository: RegistryRepository, root: Path, head: str, signi
         if exc.result is None:
             raise
         run, failure = exc.result, exc
-    evidence = attach.rerun(repository, digest, version, root=root, run=run, signing=signing, invocation=invocation,
-                            settings=settings)
+    evidence = attach.rerun(
+        repository, digest, version, root=root, run=run, signing=signing, invocation=invocation, settings=settings
+    )
     if failure is not None:
         raise Refused(f"{failure.message} Its evidence, attached now, says so.", result=evidence)
     return evidence
 
 
-def check_evidence(repository: RegistryRepository, reference: str, key: PublicKey, *, tag: str | None = None,
-                   digest: str | None = None, version: str | None = None) -> EvidenceCheck:
+def check_evidence(
+    repository: RegistryRepository,
+    reference: str,
+    key: PublicKey,
+    *,
+    tag: str | None = None,
+    digest: str | None = None,
+    version: str | None = None,
+) -> EvidenceCheck:
     """The evidence of REPO:TAG, REPO@DIGEST or release `version` checked with `key`; refused,
     naming every problem, unless every envelope verifies, every subject is the digest, every
     tested case passed, and the SBOM and provenance are there."""
@@ -96,19 +132,45 @@ def check_evidence(repository: RegistryRepository, reference: str, key: PublicKe
     return check(repository, reference, digest, key)
 
 
-def stage_evidence(repository: RegistryRepository, staged: Staged, planned: ChangesResult, prepared: Prepared,
-                   signing: Signing, invocation: Invocation, settings: Mapping) -> Evidence:
+def stage_evidence(
+    repository: RegistryRepository,
+    staged: Staged,
+    planned: ChangesResult,
+    prepared: Prepared,
+    signing: Signing,
+    invocation: Invocation,
+    settings: Mapping,
+) -> Evidence:
     from triton_release.evidence import attach
 
     candidate = staged.candidate
-    return attach.stage(repository, candidate.digest, candidate.version, planned=planned, prepared=prepared,
-                        signing=signing, invocation=invocation, settings=settings)
+    return attach.stage(
+        repository,
+        candidate.digest,
+        candidate.version,
+        planned=planned,
+        prepared=prepared,
+        signing=signing,
+        invocation=invocation,
+        settings=settings,
+    )
 
 
-def promote_evidence(repository: RegistryRepository, checked: CandidateCheck, promoted: Promoted,
-                     signing: Signing, invocation: Invocation) -> Evidence:
+def promote_evidence(
+    repository: RegistryRepository,
+    checked: CandidateCheck,
+    promoted: Promoted,
+    signing: Signing,
+    invocation: Invocation,
+) -> Evidence:
     from triton_release.evidence import attach
 
-    return attach.promote(repository, promoted.digest, promoted.version,
-                          records=[r for _, r in checked.records if r is not None], untested=checked.untested,
-                          signing=signing, invocation=invocation)
+    return attach.promote(
+        repository,
+        promoted.digest,
+        promoted.version,
+        records=[r for _, r in checked.records if r is not None],
+        untested=checked.untested,
+        signing=signing,
+        invocation=invocation,
+    )

@@ -26,8 +26,10 @@ if TYPE_CHECKING:
 
 # -- promote: a staged candidate becomes the release --------------------------------------------
 
-def check_candidate(repository: RegistryRepository, digest: str, version: str,
-                    gpu_models: str = "require") -> CandidateCheck:
+
+def check_candidate(
+    repository: RegistryRepository, digest: str, version: str, gpu_models: str = "require"
+) -> CandidateCheck:
     """The candidate's labels and its shards' golden records; refused, naming every shard at
     fault, unless they let it become release `version` (`gpu_models` "test": GPU-only models
     may ship untested, said so)."""
@@ -43,16 +45,21 @@ def plan_commit(root: Path, checked: CandidateCheck) -> ChangesResult:
     candidate = checked.candidate
     git = Git(Git(root).toplevel())
     if not candidate.revision:
-        raise Refused(f"{candidate.ref} has no {REVISION_LABEL} label, so its bump cannot be redone for "
-                      "--commit. Promote it without --commit, or stage the commit again.")
+        raise Refused(
+            f"{candidate.ref} has no {REVISION_LABEL} label, so its bump cannot be redone for "
+            "--commit. Promote it without --commit, or stage the commit again."
+        )
     head = git.text("rev-parse", "HEAD")
     if head != candidate.revision:
         raise UsageError(f"""
             --commit makes the release commit on the candidate's commit {candidate.revision[:12]}, and
             {head[:12]} is checked out. Check out {candidate.revision[:12]} (actions/checkout with ref:
             and fetch-depth: 0), or promote without --commit. Nothing was tagged.""")
-    planned = changes(root, candidate.base or None, candidate.revision) if candidate.record is None \
+    planned = (
+        changes(root, candidate.base or None, candidate.revision)
+        if candidate.record is None
         else as_recorded(root, candidate.revision, candidate.record, candidate.ref)
+    )
     if not _holds_shipped_bump(root, planned, candidate.ref):
         check_working_tree(planned.found, planned.writes, root)
     return planned
@@ -72,6 +79,7 @@ def retain_candidates(repository: RegistryRepository, released: str, keep: int) 
 
 # -- stage and candidate tests: a release over many runners ------------------------------------
 
+
 @dataclass(frozen=True)
 class ShardPlan:
     shards: tuple[Shard, ...]
@@ -83,16 +91,18 @@ class ShardPlan:
         return {"shards": [s.matrix_entry() for s in self.shards]}
 
 
-def plan_shards(root: Path | Repository, names: list[str], shards: int | None = None,
-                max_models: int | None = None) -> ShardPlan:
+def plan_shards(
+    root: Path | Repository, names: list[str], shards: int | None = None, max_models: int | None = None
+) -> ShardPlan:
     from triton_release.models.shards import plan_shards as plan
 
     repo = root if isinstance(root, Repository) else Repository.load(root)
     return ShardPlan(tuple(plan(repo, names, shards=shards, max_models=max_models)))
 
 
-def find_candidate(registry: RegistryRepository, revision: str, base: str | None,
-                   inputs: dict[str, str]) -> Staged | None:
+def find_candidate(
+    registry: RegistryRepository, revision: str, base: str | None, inputs: dict[str, str]
+) -> Staged | None:
     """The candidate staged before for this commit, base and build `inputs`, to reuse; None: stage it."""
     from triton_release.registry.candidate import find_reusable
 
@@ -122,12 +132,17 @@ class RecordWritten:
     cases: int
 
     def to_json(self) -> dict:
-        return {"record": f"{self.repository}:{self.tag}", "shard": self.shard, "passed": self.passed,
-                "cases": self.cases}
+        return {
+            "record": f"{self.repository}:{self.tag}",
+            "shard": self.shard,
+            "passed": self.passed,
+            "cases": self.cases,
+        }
 
 
-def write_golden_record(registry: RegistryRepository, record: GoldenRecord,
-                        junit: bytes | None = None) -> RecordWritten:
+def write_golden_record(
+    registry: RegistryRepository, record: GoldenRecord, junit: bytes | None = None
+) -> RecordWritten:
     """The shard's outcome, kept in the registry beside the candidate for `promote` to read."""
     from triton_release.registry.records import write_record
 

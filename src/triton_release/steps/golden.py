@@ -27,10 +27,20 @@ if TYPE_CHECKING:
 
 # -- test, record -----------------------------------------------------------------------------
 
-def test(root: Path | Repository, image: str, names: list[str], server_options: ServerOptions = DEFAULT_SERVER, *,
-         junitxml: str | None = None, keyword: str | None = None, shown_as: Path | None = None,
-         new_versions: tuple[str, ...] = (), drift_unmeasurable: Mapping[str, str] | None = None,
-         gates: GateOptions = NO_GATES) -> GoldenRun:
+
+def test(
+    root: Path | Repository,
+    image: str,
+    names: list[str],
+    server_options: ServerOptions = DEFAULT_SERVER,
+    *,
+    junitxml: str | None = None,
+    keyword: str | None = None,
+    shown_as: Path | None = None,
+    new_versions: tuple[str, ...] = (),
+    drift_unmeasurable: Mapping[str, str] | None = None,
+    gates: GateOptions = NO_GATES,
+) -> GoldenRun:
     """Serve `image` with the models (and what they need) loaded, as `server_options` say; run their
     golden cases. More than its `max_loaded` models are tested in waves, in the same server.
     `shown_as`: the model repository the user knows, when `root` is an export of it: the cases'
@@ -62,23 +72,38 @@ def test(root: Path | Repository, image: str, names: list[str], server_options: 
     repo = root if isinstance(root, Repository) else Repository.load(root)
     client = docker_client()
     shipped = _image_models(client, image)  # the image is the truth: the versions it holds
-    load = {name: max(shipped[name]) if shipped.get(name) else version
-            for name, version in models_to_load(repo, names).items()}
+    load = {
+        name: max(shipped[name]) if shipped.get(name) else version
+        for name, version in models_to_load(repo, names).items()
+    }
     load_cases(repo, names)  # every case file well-formed before any server starts
     waves = plan_waves(repo, names, server_options.max_loaded)
     environments = _image_environments(client, image)
-    overrides = ({} if server_options.gpus else  # the image's configs
-                 image_cpu_overrides(client, image, repo, load, environments))
+    overrides = (
+        {}
+        if server_options.gpus
+        # the image's configs
+        else image_cpu_overrides(client, image, repo, load, environments)
+    )
     every = len(waves) == 1 and set(load) == set(repo.models) and not overrides
-    previous = {name: previous_version(shipped.get(name) or repo[name].versions, load[name])
-                for name in new_versions if name in load and name in names}
+    previous = {
+        name: previous_version(shipped.get(name) or repo[name].versions, load[name])
+        for name in new_versions
+        if name in load and name in names
+    }
     analyzer, latency_note = _perf_analyzer(latency, [n for n, v in previous.items() if v is not None])
     started = time.monotonic()
-    server = TritonServer.started_as(server_options, image, {m: load[m] for m in waves[0].load}, all_models=every,
-                                     client=client, overrides=overrides, deferred=deferred(repo, load, overrides))
+    server = TritonServer.started_as(
+        server_options,
+        image,
+        {m: load[m] for m in waves[0].load},
+        all_models=every,
+        client=client,
+        overrides=overrides,
+        deferred=deferred(repo, load, overrides),
+    )
     server.wave = wave_label(1, len(waves))  # wave 1 loads as the server starts
-    with server, _latency_meter(repo, server, client, image, previous, load, latency, analyzer,
-                                environments) as timing:
+    with server, _latency_meter(repo, server, client, image, previous, load, latency, analyzer, environments) as timing:
         meter = DriftMeter(repo, server, previous, load, environments, drift_unmeasurable) if previous else None
 
         def after_wave(tested: list[str], found: list) -> None:
@@ -87,22 +112,41 @@ def test(root: Path | Repository, image: str, names: list[str], server_options: 
             if timing is not None:  # after drift: both versions are loaded side by side
                 timing.after_wave(tested, found)
 
-        cases, ran = run_waves(repo, server, waves, load, junitxml=junitxml, keyword=keyword, started=started,
-                               after_wave=after_wave if meter else None)
+        cases, ran = run_waves(
+            repo,
+            server,
+            waves,
+            load,
+            junitxml=junitxml,
+            keyword=keyword,
+            started=started,
+            after_wave=after_wave if meter else None,
+        )
         if any(not c.passed for c in cases):  # a server the daemon killed is no model's fault
             server.check_running("while its golden cases ran")
     if shown_as is not None:
         cases = [replace(c, path=str(_shown(Path(c.path), repo.root, shown_as))) for c in cases]
-    run = GoldenRun(image, tuple(load), tuple(cases), tuple(n for n in names if not repo[n].golden_cases),
-                    tuple(ran), server.peak_memory, tuple(sorted(server.on_cpu)),
-                    tuple((n, server.unloadable[n]) for n in sorted(names) if n in server.unloadable),
-                    tuple(sorted(server.completed.items())), tuple(meter.results) if meter else (),
-                    _latency_run(latency, analyzer, latency_note, timing))
+    run = GoldenRun(
+        image,
+        tuple(load),
+        tuple(cases),
+        tuple(n for n in names if not repo[n].golden_cases),
+        tuple(ran),
+        server.peak_memory,
+        tuple(sorted(server.on_cpu)),
+        tuple((n, server.unloadable[n]) for n in sorted(names) if n in server.unloadable),
+        tuple(sorted(server.completed.items())),
+        tuple(meter.results) if meter else (),
+        _latency_run(latency, analyzer, latency_note, timing),
+    )
     if not run.passed:
         failed = run.failed
-        raise Refused(f"""
+        raise Refused(
+            f"""
             {len(failed)} of {len(run.cases)} golden cases failed in {image} (first: {failed[0].path}:
-            {failed[0].message}). Fix the model or, if the new answer is right, the golden file.""", result=run)
+            {failed[0].message}). Fix the model or, if the new answer is right, the golden file.""",
+            result=run,
+        )
     if max_drift is not None:
         _check_drift(run, max_drift)
     if run.latency is not None and run.latency.bound is not None:
@@ -117,8 +161,11 @@ def _perf_analyzer(options: LatencyOptions | None, measurable: list[str]):
     if options is None:
         return None, ""
     if not measurable:
-        return None, ("no model has a version before its new one (a first release, or only new models): no "
-                      "latency to compare" if options.max_increase is not None else "")
+        return None, (
+            "no model has a version before its new one (a first release, or only new models): no latency to compare"
+            if options.max_increase is not None
+            else ""
+        )
     from triton_release.models.perf_analyzer import PerfAnalyzerMissing, find
 
     try:
@@ -126,12 +173,22 @@ def _perf_analyzer(options: LatencyOptions | None, measurable: list[str]):
     except PerfAnalyzerMissing as exc:
         if options.max_increase is None:
             return None, f"latency not measured: {exc}"
-        raise InfrastructureError(f"--max-latency-increase {options.max_increase:g} asks for the latency gate, "
-                                  f"and {exc}") from None
+        raise InfrastructureError(
+            f"--max-latency-increase {options.max_increase:g} asks for the latency gate, and {exc}"
+        ) from None
 
 
-def _latency_meter(repo: Repository, server, client, image: str, previous: Mapping, load: Mapping,
-                   options: LatencyOptions | None, analyzer, environments: Mapping):
+def _latency_meter(
+    repo: Repository,
+    server,
+    client,
+    image: str,
+    previous: Mapping,
+    load: Mapping,
+    options: LatencyOptions | None,
+    analyzer,
+    environments: Mapping,
+):
     """The latency meter of the models with a version before (a context: its scratch folder is
     removed), or a null context when nothing is measured."""
     import contextlib
@@ -150,8 +207,14 @@ def _latency_run(options: LatencyOptions | None, analyzer, note: str, timing):
         return None
     from triton_release.models.latency import LatencyRun
 
-    return LatencyRun(options.max_increase, options.rounds, options.interval_ms, analyzer, note,
-                      tuple(timing.results) if timing is not None else ())
+    return LatencyRun(
+        options.max_increase,
+        options.rounds,
+        options.interval_ms,
+        analyzer,
+        note,
+        tuple(timing.results) if timing is not None else (),
+    )
 
 
 def _check_latency(run: GoldenRun, bound: float) -> None:
@@ -165,7 +228,8 @@ def _check_latency(run: GoldenRun, bound: float) -> None:
     compared = first.deciding
     assert compared is not None
     others = f" (and {', '.join(m.model for m in found[1:])})" if len(found) > 1 else ""
-    raise Refused(f"""
+    raise Refused(
+        f"""
         Model {first.model}{others} version {first.version} is slower than version {first.previous}
         beyond max_latency_increase {bound:g} at concurrency {compared.concurrency}: p50
         {compared.after.p50_us / 1000:.2f} ms against {compared.before.p50_us / 1000:.2f} ms, p99
@@ -174,7 +238,9 @@ def _check_latency(run: GoldenRun, bound: float) -> None:
         {compared.p50.estimate:.2f}x with the interval {compared.p50.low:.2f}x to {compared.p50.high:.2f}x
         over {compared.pairs} rounds each, wholly above {1 + bound:.2f}x. Nothing is released. If the new
         version must be slower, release it with a larger --max-latency-increase (the max_latency_increase
-        setting, the action's input max-latency-increase) or without it; else make it faster.""", result=run)
+        setting, the action's input max-latency-increase) or without it; else make it faster.""",
+        result=run,
+    )
 
 
 def _check_drift(run: GoldenRun, bound: float) -> None:
@@ -189,29 +255,38 @@ def _check_drift(run: GoldenRun, bound: float) -> None:
     worst = first.worst
     where = f" (output {worst.name}{': ' + worst.worst if worst.worst else ''})" if worst else ""
     others = f" (and {', '.join(d.model for d in found[1:])})" if len(found) > 1 else ""
-    raise Refused(f"""
+    raise Refused(
+        f"""
         Model {first.model}{others} drifted beyond max_drift {bound:g}: version {first.version} answers
         its golden inputs up to {show_fraction(first.max_rel_diff)} apart from version
         {first.previous}{where}. Nothing is released. If the change is intended, release it
         without --max-drift (the max_drift setting, the action's input max-drift) or with a larger
-        bound; else fix the model.""", result=run)
+        bound; else fix the model.""",
+        result=run,
+    )
 
 
 @dataclass(frozen=True)
 class Signatures:
     """The tested image labelled with its auto-complete models' signatures, and the version they make."""
+
     image_id: str
     version: str
     kind: releases.ReleaseKind
     signatures: dict
 
     def to_json(self) -> dict:
-        return {"image_id": self.image_id, "version": self.version, "release": self.kind.to_json(),
-                "models": sorted(self.signatures)}
+        return {
+            "image_id": self.image_id,
+            "version": self.version,
+            "release": self.kind.to_json(),
+            "models": sorted(self.signatures),
+        }
 
 
-def signatures(image: str, tag: str, run: GoldenRun, planned: ChangesResult, previous_labels: dict,
-               version: str) -> Signatures:
+def signatures(
+    image: str, tag: str, run: GoldenRun, planned: ChangesResult, previous_labels: dict, version: str
+) -> Signatures:
     """Label the tested image with the signatures its auto-complete models were served with (no
     layer changes), and count them in the release: a signature changed since the previous release
     can make it major."""
@@ -242,8 +317,11 @@ def _image_models(client, image: str) -> dict[str, list[int]]:
         return {}
     if not isinstance(found, dict):
         return {}
-    return {str(name): [v for v in versions if isinstance(v, int)] for name, versions in found.items()
-            if isinstance(versions, list)}
+    return {
+        str(name): [v for v in versions if isinstance(v, int)]
+        for name, versions in found.items()
+        if isinstance(versions, list)
+    }
 
 
 def _image_environments(client, image: str) -> dict[str, str]:
@@ -277,8 +355,9 @@ class Recorded:
         return {"image": self.image, "written": list(self.written)}
 
 
-def record(root: Path, image: str, names: list[str], server_options: ServerOptions = DEFAULT_SERVER,
-           overwrite: bool = False) -> Recorded:
+def record(
+    root: Path, image: str, names: list[str], server_options: ServerOptions = DEFAULT_SERVER, overwrite: bool = False
+) -> Recorded:
     """Fill in the outputs of golden cases that have none with what the server answers; in waves
     of at most `max_loaded` models, as `test`. Without `gpus`, KIND_GPU models answer from the
     CPU; one that cannot load there is refused (there is no answer to record)."""
@@ -298,11 +377,19 @@ def record(root: Path, image: str, names: list[str], server_options: ServerOptio
     load = models_to_load(repo, models)
     waves = plan_waves(repo, models, server_options.max_loaded)
     client = docker_client()
-    overrides = ({} if server_options.gpus else
-                 image_cpu_overrides(client, image, repo, load, _image_environments(client, image)))
-    with TritonServer.started_as(replace(server_options, gpu_models="require"), image,
-                                 {m: load[m] for m in waves[0].load}, client=client, overrides=overrides,
-                                 deferred=deferred(repo, load, overrides)) as server:
+    overrides = (
+        {}
+        if server_options.gpus
+        else image_cpu_overrides(client, image, repo, load, _image_environments(client, image))
+    )
+    with TritonServer.started_as(
+        replace(server_options, gpu_models="require"),
+        image,
+        {m: load[m] for m in waves[0].load},
+        client=client,
+        overrides=overrides,
+        deferred=deferred(repo, load, overrides),
+    ) as server:
         for wave in waves:
             server.switch_to({m: load[m] for m in wave.load})
             for case in (c for c in todo if c.model in wave.tested):

@@ -40,26 +40,36 @@ if TYPE_CHECKING:
 
 # -- build ------------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class Prepared:
     """What the image is built on: the base, the stub, and each model's environment."""
+
     base: BaseImage
     stub: StubChoice
     environments: Environments
-    changed: tuple[str, ...] = ()   # models whose environment differs from the last release's
-    compared_with: str = ""         # that release, "" when none was compared
+    changed: tuple[str, ...] = ()  # models whose environment differs from the last release's
+    compared_with: str = ""  # that release, "" when none was compared
     previous_labels: dict = field(default_factory=dict, repr=False)  # that release's image labels
 
     def to_json(self) -> dict:
-        return {"environments": self.environments.to_json(), "environment_changed_models": list(self.changed),
-                "compared_with": self.compared_with}
+        return {
+            "environments": self.environments.to_json(),
+            "environment_changed_models": list(self.changed),
+            "compared_with": self.compared_with,
+        }
 
     def facts(self) -> dict:
         return {"environment_changed_models": list(self.changed)} if self.changed else {}
 
 
-def environments(root: Path | Repository, image: ImageOptions | str, *, registry: RegistryRepository | None = None,
-                 previous: str | None = None) -> Prepared:
+def environments(
+    root: Path | Repository,
+    image: ImageOptions | str,
+    *,
+    registry: RegistryRepository | None = None,
+    previous: str | None = None,
+) -> Prepared:
     """Inspect the base, choose the stub, and resolve each model's requirements into its own
     environment, as `image` says (a base image alone: its defaults); with `registry` and
     `previous`, name the models whose environment changed since that release (its image's label)."""
@@ -74,8 +84,12 @@ def environments(root: Path | Repository, image: ImageOptions | str, *, registry
     choice = stub.choose(base, options.python, options.stub)
     envs = resolve(repo, base.pythons[choice.target_python], base.glibc, options=options.requirements_options)
     for model, env in sorted(envs.by_model.items()):
-        stub.refuse_numpy2(choice, env.packages.get("numpy", ""), f"model {model}'s environment",
-                           f"numpy<2 in {display_path(env.requirements)}")
+        stub.refuse_numpy2(
+            choice,
+            env.packages.get("numpy", ""),
+            f"model {model}'s environment",
+            f"numpy<2 in {display_path(env.requirements)}",
+        )
     if registry is None or previous is None:
         return Prepared(base, choice, envs)
     labels = registry.image_config(previous).get("config", {}).get("Labels") or {}
@@ -90,8 +104,9 @@ def released_before(planned: ChangesResult) -> str | None:
     return planned.plan.previous if planned.plan.previous_from == "registry" else None
 
 
-def with_environment_changes(planned: ChangesResult, prepared: Prepared,
-                             version: str | None) -> tuple[list[str], str | None]:
+def with_environment_changes(
+    planned: ChangesResult, prepared: Prepared, version: str | None
+) -> tuple[list[str], str | None]:
     """The models to test and the version, once models whose environment changed count as
     changed: tested, not bumped, and at least a patch release."""
     extra = [m for m in prepared.changed if m not in planned.to_test]
@@ -105,8 +120,11 @@ def with_environment_changes(planned: ChangesResult, prepared: Prepared,
 def unmeasurable_drift(prepared: Prepared) -> dict[str, str]:
     """Models whose drift this image cannot measure: their environment changed since the last
     release, so version N would answer with N+1's environment, not the one it was released with."""
-    return {m: f"its environment changed since {prepared.compared_with}: version N would run with the new "
-               "environment here, so its drift cannot be measured" for m in prepared.changed}
+    return {
+        m: f"its environment changed since {prepared.compared_with}: version N would run with the new "
+        "environment here, so its drift cannot be measured"
+        for m in prepared.changed
+    }
 
 
 def new_versions(planned: ChangesResult) -> tuple[str, ...]:
@@ -115,13 +133,18 @@ def new_versions(planned: ChangesResult) -> tuple[str, ...]:
     found = planned.found
     if found.base is None:
         return ()
-    return tuple(sorted({b.model for b in planned.bumps} | {name for name, change in found.models.items()
-                                                             if change.status == "added" or change.added_versions}))
+    return tuple(
+        sorted(
+            {b.model for b in planned.bumps}
+            | {name for name, change in found.models.items() if change.status == "added" or change.added_versions}
+        )
+    )
 
 
 @dataclass(frozen=True)
 class ReleaseImage:
     """The built image and the decisions behind it."""
+
     build: BuildResult
     prepared: Prepared
     warnings: tuple[str, ...]
@@ -145,22 +168,42 @@ class ReleaseImage:
 
     def summary(self) -> str:
         envs = self.environments
-        extra = (f", {len(envs.by_model)} model environments of {len(envs.distributions)} distributions"
-                 if envs.by_model else "")
-        return (f"{self.build.tag}: built FROM {self.base.image}, {len(self.build.layers)} layers "
-                f"({self.build.sent} sent to the daemon){extra}; "
-                f"{self.stub.summary()}")
+        extra = (
+            f", {len(envs.by_model)} model environments of {len(envs.distributions)} distributions"
+            if envs.by_model
+            else ""
+        )
+        return (
+            f"{self.build.tag}: built FROM {self.base.image}, {len(self.build.layers)} layers "
+            f"({self.build.sent} sent to the daemon){extra}; "
+            f"{self.stub.summary()}"
+        )
 
     def to_json(self) -> dict:
-        return {**self.build.to_json(), "stub": self.stub.to_json(), "base": self.base.to_json(),
-                "environments": self.environments.to_json(), "warnings": list(self.warnings),
-                **({"warmup": self.warmup.to_json()} if self.warmup is not None else {})}
+        return {
+            **self.build.to_json(),
+            "stub": self.stub.to_json(),
+            "base": self.base.to_json(),
+            "environments": self.environments.to_json(),
+            "warnings": list(self.warnings),
+            **({"warmup": self.warmup.to_json()} if self.warmup is not None else {}),
+        }
 
 
-def build(root: Path | Repository, image: ImageOptions | str, tag: str, *, revision: str | None = None,
-          source: str = "", version: str = "", bumped_from: str | None = None, channel: str = "",
-          prepared: Prepared | None = None, extra_labels: dict[str, str] | None = None,
-          blob_ids: Mapping[str, str] | None = None) -> ReleaseImage:
+def build(
+    root: Path | Repository,
+    image: ImageOptions | str,
+    tag: str,
+    *,
+    revision: str | None = None,
+    source: str = "",
+    version: str = "",
+    bumped_from: str | None = None,
+    channel: str = "",
+    prepared: Prepared | None = None,
+    extra_labels: dict[str, str] | None = None,
+    blob_ids: Mapping[str, str] | None = None,
+) -> ReleaseImage:
     """Inspect the base, choose the stub, resolve the environments (unless `prepared`), build as
     `image` says (a base image alone: its defaults), and prove the stub loads. `revision`: the
     commit built (default: the git HEAD around the model repository, if any). `extra_labels`: more
@@ -205,8 +248,16 @@ def build(root: Path | Repository, image: ImageOptions | str, tag: str, *, revis
         configs, warmed = with_warmup(repo, configs)
         warnings += [f"{model}: no model_warmup written (warmup: golden): {why}" for model, why in warmed.left_out]
     runtime = Runtime(choice.stub_file, choice.builder_stage, extra=tuple(items), model_files=configs)
-    built = build_image(repo, options.base_image, tag, {k: v for k, v in labels.items() if v}, client=client,
-                        runtime=runtime, max_layers=options.max_layers, base_layers=base.layers or None,
-                        blob_ids=blob_ids)
+    built = build_image(
+        repo,
+        options.base_image,
+        tag,
+        {k: v for k, v in labels.items() if v},
+        client=client,
+        runtime=runtime,
+        max_layers=options.max_layers,
+        base_layers=base.layers or None,
+        blob_ids=blob_ids,
+    )
     stub.check_built(client, tag, install)
     return ReleaseImage(built, prepared, tuple(warnings), warmed)

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 
 # -- push, retain, commit ---------------------------------------------------------------------
 
+
 def push(image: str, repository: RegistryRepository, version: str) -> PushResult:
     from triton_release.image.engine import docker_client
     from triton_release.registry import publish
@@ -40,8 +41,9 @@ def published(repository: RegistryRepository, version: str) -> bool | None:
     return publish.published(repository, version)
 
 
-def tag(repository: RegistryRepository, version: str, revision: str | None, channel: str,
-        digest: str | None = None) -> Tagged:
+def tag(
+    repository: RegistryRepository, version: str, revision: str | None, channel: str, digest: str | None = None
+) -> Tagged:
     """The moving tags; with `digest` (the push's), only while X.Y.Z is still what was pushed."""
     from triton_release.registry import publish
 
@@ -87,8 +89,12 @@ def commit(root: Path, version: str, bumped: BumpResult | None = None, revision:
     if staged:
         identity = []
         if git.run("config", "user.name", check=False).returncode != 0:
-            identity = ["-c", "user.name=github-actions[bot]",
-                        "-c", "user.email=41898282+github-actions[bot]@users.noreply.github.com"]
+            identity = [
+                "-c",
+                "user.name=github-actions[bot]",
+                "-c",
+                "user.email=41898282+github-actions[bot]@users.noreply.github.com",
+            ]
         git.run(*identity, "commit", "-q", "-m", f"release {version}", "--", *paths)
     tag = releases.git_tag(version)
     target = git.text("rev-parse", "HEAD") if staged or not revision else revision
@@ -113,14 +119,17 @@ def finish_commit(root: Path, repository: RegistryRepository) -> Committed | Non
     labels = repository.image_config(version).get("config", {}).get("Labels") or {}
     revision, base = labels.get(REVISION_LABEL, ""), labels.get(BASE_LABEL, "")
     if not revision or git.text("rev-parse", "HEAD") != revision:
-        log.warning(f"{repository}:{version} has no git tag {releases.git_tag(version)}; it was built from "
-                    f"{revision[:12] or 'an unknown commit'}, not the checked-out commit, so its release commit is "
-                    "not made here")
+        log.warning(
+            f"{repository}:{version} has no git tag {releases.git_tag(version)}; it was built from "
+            f"{revision[:12] or 'an unknown commit'}, not the checked-out commit, so its release commit is "
+            "not made here"
+        )
         return None
     released = f"{repository}:{version}"
     shipped = released_record.parse(labels.get(RELEASED_VERSIONS_LABEL))
-    planned = changes(root, base or None, revision) if shipped is None else as_recorded(root, revision, shipped,
-                                                                                       released)
+    planned = (
+        changes(root, base or None, revision) if shipped is None else as_recorded(root, revision, shipped, released)
+    )
     return commit_shipped(root, version, planned, released)
 
 
@@ -130,11 +139,16 @@ def as_recorded(root: Path, revision: str, shipped: Mapping, released: str) -> C
     git, repository = Git(Git(root).toplevel()), Changes(root)
     found = ChangeSet(None, repository.resolve(None, revision)[1], repository.prefix)
     held = released_record.trees_at(git, found.head, found.prefix)
-    carried = tuple(Carried(model, version, tree, released, at_head=version in held.get(model, {}))
-                    for model, versions in sorted(shipped.items()) if model in held
-                    for version, tree in sorted(versions.items()) if held[model].get(version) != tree)
-    return ChangesResult(found, (), releases.ReleaseKind(None, ()),
-                         f"the record of {released}", carried=carried, record=dict(shipped))
+    carried = tuple(
+        Carried(model, version, tree, released, at_head=version in held.get(model, {}))
+        for model, versions in sorted(shipped.items())
+        if model in held
+        for version, tree in sorted(versions.items())
+        if held[model].get(version) != tree
+    )
+    return ChangesResult(
+        found, (), releases.ReleaseKind(None, ()), f"the record of {released}", carried=carried, record=dict(shipped)
+    )
 
 
 def _holds_shipped_bump(root: Path, planned: ChangesResult, released: str) -> bool:
@@ -147,7 +161,7 @@ def _holds_shipped_bump(root: Path, planned: ChangesResult, released: str) -> bo
     if not holds_bump(planned.found, planned.writes, root):
         raise Refused(f"""
             The working tree holds the new version folders of {released} with other contents than it
-            shipped: {', '.join(fresh)}. Put them back as shipped (remove them and run again: the bump is
+            shipped: {", ".join(fresh)}. Put them back as shipped (remove them and run again: the bump is
             redone), then commit the changes as a new release.""")
     return True
 

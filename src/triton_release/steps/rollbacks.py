@@ -23,8 +23,10 @@ if TYPE_CHECKING:
 
 # -- rollback ---------------------------------------------------------------------------------
 
-def rollback(repository: RegistryRepository, version: str, channel: str = "latest",
-             verified: GoldenRun | None = None) -> Rollback:
+
+def rollback(
+    repository: RegistryRepository, version: str, channel: str = "latest", verified: GoldenRun | None = None
+) -> Rollback:
     from triton_release.registry.rollback import rollback as point_channel
 
     return point_channel(repository, version, channel, verified.to_json() if verified is not None else None)
@@ -36,8 +38,9 @@ def rollback_model(server: str, model: str, version: int) -> ModelRollback:
     return serve_version(server, model, version)
 
 
-def verify_release(repository: RegistryRepository, version: str, model_repository: Path,
-                   server_options: ServerOptions = DEFAULT_SERVER) -> GoldenRun:
+def verify_release(
+    repository: RegistryRepository, version: str, model_repository: Path, server_options: ServerOptions = DEFAULT_SERVER
+) -> GoldenRun:
     """Pull release X.Y.Z and run the golden cases of the commit it was built from."""
     import docker
 
@@ -60,11 +63,12 @@ def verify_release(repository: RegistryRepository, version: str, model_repositor
         names = [m for m in models if m in repo]
         if not names:
             raise UsageError(f"""
-                None of the models in {image} ({', '.join(models) or 'none listed in its labels'}) has golden
+                None of the models in {image} ({", ".join(models) or "none listed in its labels"}) has golden
                 cases here: its commit is not in this git repository and {model_repository} does not hold them.
                 Fetch the history (fetch-depth: 0), or roll back without --verify.""")
         try:
             return test(repo, image, names, server_options)
         except Refused as exc:
-            raise Refused(f"{image} fails its own golden cases; the channel was not moved. {exc.message}",
-                          result=exc.result) from None
+            raise Refused(
+                f"{image} fails its own golden cases; the channel was not moved. {exc.message}", result=exc.result
+            ) from None
