@@ -12,7 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from triton_release.models.golden import FLOATS, ExpectedError, GoldenCase, Tensor, element_index
+from triton_release.models.elements import compare_elements, json_figure
+from triton_release.models.golden import FLOATS, ExpectedError, GoldenCase, Tensor
 
 
 @dataclass(frozen=True)
@@ -49,8 +50,8 @@ class OutputResult:
         return {
             "name": self.name,
             "passed": self.passed,
-            "max_abs_diff": self.max_abs_diff,
-            "max_rel_diff": self.max_rel_diff,
+            "max_abs_diff": json_figure(self.max_abs_diff),
+            "max_rel_diff": json_figure(self.max_rel_diff),
             "message": self.message,
         }
 
@@ -76,65 +77,29 @@ def compare(
         return OutputResult(
             name, False, message=f"output {name!r}: expected shape {list(expected.shape)}, got {list(actual.shape)}"
         )
-    want = expected.array()
-    if expected.datatype == "BYTES":
-        got = np.array([v if isinstance(v, bytes) else str(v).encode() for v in actual.reshape(-1)], dtype=object)
-        bad = [i for i, (g, w) in enumerate(zip(got, want.reshape(-1))) if g != w]
-        if not bad:
-            return OutputResult(name, True)
-        i = bad[0]
-        return OutputResult(
-            name,
-            False,
-            message=f"output {name!r}: {len(bad)} element(s) differ; first at "
-            f"{element_index(i, expected.shape)}: expected {_show(want.reshape(-1)[i])}, "
-            f"got {_show(got[i])}",
+    found = compare_elements(expected.array(), actual, expected.datatype, atol, rtol)
+    if found.within:
+        return OutputResult(name, True, found.max_abs_diff, found.max_rel_diff)
+    worst = found.worst_beyond
+    assert worst is not None  # some element is beyond tolerance
+    if expected.datatype in FLOATS:
+        message = (
+            f"output {name!r}: {found.beyond} of {found.size} element(s) outside atol={atol:g} rtol={rtol:g}; "
+            f"worst at {worst.index}: expected {worst.reference}, got {worst.actual} "
+            f"(abs diff {worst.abs_diff:.3g}, rel diff {worst.rel_diff:.3g})"
         )
-    if expected.datatype not in FLOATS:  # integers and BOOL: exactly, in their own type
-        got = np.asarray(actual).reshape(-1)
-        bad_at = np.flatnonzero(got != want.reshape(-1))
-        if not bad_at.size:
-            return OutputResult(name, True, 0.0, 0.0)
-        i = int(bad_at[0])
-        return OutputResult(
-            name,
-            False,
-            message=f"output {name!r}: {bad_at.size} of {got.size} element(s) differ; "
-            f"first at {element_index(i, expected.shape)}: expected {want.reshape(-1)[i].item()!r}, "
-            f"got {got[i].item()!r}",
+    elif worst.abs_diff is not None:  # integers
+        message = (
+            f"output {name!r}: {found.beyond} of {found.size} element(s) differ; "
+            f"worst at {worst.index}: expected {worst.reference}, got {worst.actual} "
+            f"(abs diff {worst.abs_diff:g}, rel diff {worst.rel_diff:.3g})"
         )
-    w = want.astype(np.float64).reshape(-1)
-    g = np.asarray(actual).astype(np.float64).reshape(-1)
-    both_nan = np.isnan(w) & np.isnan(g)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        abs_diff = np.where(both_nan, 0.0, np.abs(g - w))
-        abs_diff = np.where(np.isinf(w) & (g == w), 0.0, abs_diff)
-        rel_diff = np.where(abs_diff == 0, 0.0, abs_diff / np.abs(w))
-    same_inf = np.isinf(w) & (g == w)
-    with np.errstate(invalid="ignore"):
-        bad = ~((abs_diff <= atol + rtol * np.nan_to_num(np.abs(w), posinf=0.0)) | both_nan | same_inf)
-    max_abs = float(np.nanmax(abs_diff)) if abs_diff.size else 0.0
-    max_rel = float(np.nanmax(rel_diff)) if rel_diff.size else 0.0
-    if not bad.any():
-        return OutputResult(name, True, max_abs, max_rel)
-    worst = int(np.argmax(np.where(bad, np.nan_to_num(abs_diff, nan=np.inf), -1.0)))
-    return OutputResult(
-        name,
-        False,
-        max_abs,
-        max_rel,
-        f"output {name!r}: {int(bad.sum())} of {bad.size} element(s) outside atol={atol:g} rtol={rtol:g}; "
-        f"worst at {element_index(worst, expected.shape)}: expected {float(w[worst])!r}, got {float(g[worst])!r} "
-        f"(abs diff {abs_diff[worst]:.3g}, rel diff {rel_diff[worst]:.3g})",
-    )
-
-
-def _show(value: bytes) -> str:
-    """A BYTES element in a message: as text where it is UTF-8, else as Python bytes."""
-    try:
-        return repr(value.decode("utf-8"))
-    except UnicodeDecodeError:
-        return repr(value)
+    else:  # BOOL and BYTES
+        message = (
+            f"output {name!r}: {found.beyond} of {found.size} element(s) differ; "
+            f"first at {worst.index}: expected {worst.reference}, got {worst.actual}"
+        )
+    return OutputResult(name, False, found.max_abs_diff, found.max_rel_diff, message)
 
 
 def _bytes_json(value) -> str | dict:

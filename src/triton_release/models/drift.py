@@ -8,17 +8,13 @@ A model whose own policy already serves N is not reloaded. Every case is then se
 N+1 and the answers are compared with each other, output by output: N's answer is the
 reference.
 
-Per element, with the case's tolerances for the output's data type (`answers.tolerances`):
-- the absolute difference |new - old|;
-- the relative difference |new - old| / |old|. Where |old| is within atol of zero a ratio says
-  nothing: the relative difference is 0 when the change is within atol, else infinite (a value
-  that was zero no longer is). NaN against NaN and an infinity against the same one are equal;
-- beyond tolerance where |new - old| > atol + rtol * |old|, the golden comparison's own rule.
-Integers compare exactly, as integers (never through floats, where 2**53 + 1 equals 2**53): any
-difference is beyond tolerance, its relative difference |new - old| / |old| (infinite from 0).
-BOOL and BYTES elements are equal or not: a difference has no size (its relative difference is
-infinite). An output whose data type or shape changed differs beyond tolerance, infinitely; so
-do the outputs of a decoupled model whose number of responses changed.
+Per element, with the case's tolerances for the output's data type (`answers.tolerances`), by
+the rule a golden case is checked with (`models.elements`, N's answer the reference): the
+absolute and the relative difference, and beyond tolerance where |new - old| > atol + rtol *
+|old|. Integers compare exactly, as integers; BOOL and BYTES elements are equal or not (a
+difference has no size: its relative difference is infinite). An output whose data type or
+shape changed differs beyond tolerance, infinitely; so do the outputs of a decoupled model whose
+number of responses changed.
 
 Only the outputs both versions answer are compared. An output that N+1 answers and N never did
 is new, and one that N answered and N+1 never does is gone: both are reported as such, not as
@@ -49,10 +45,10 @@ from google.protobuf import json_format
 from triton_release.models.answers import tolerances
 from triton_release.models.config_schema import model_config_pb2
 from triton_release.models.devices import ENV_PARAMETER, cpu_config
-from triton_release.models.golden import GoldenCase, element_index, load_case
+from triton_release.models.elements import compare_elements, json_figure
+from triton_release.models.golden import GoldenCase, load_case
 from triton_release.models.inference import Exchange, ask
 from triton_release.models.repository import Repository
-from triton_release.models.tensors import INTEGERS
 
 INFINITE = math.inf
 
@@ -93,76 +89,17 @@ def difference(
         return Difference(None, INFINITE, True, f"data type {old_type} -> {new_type}")
     if tuple(old.shape) != tuple(new.shape):
         return Difference(None, INFINITE, True, f"shape {list(old.shape)} -> {list(new.shape)}")
-    shape = tuple(old.shape)
-    a, b = np.asarray(old).reshape(-1), np.asarray(new).reshape(-1)
-    if old_type in INTEGERS:
-        return _integer_difference(a, b, shape)
-    if old_type in ("BYTES", "BOOL"):
-        differ = np.flatnonzero(np.array([x != y for x, y in zip(a, b)], dtype=bool))
-        if not differ.size:
-            return Difference(None, 0.0, False)
-        i = int(differ[0])
-        return Difference(
-            None,
-            INFINITE,
-            True,
-            f"{differ.size} of {a.size} element(s) differ; first "
-            f"{element_index(i, shape)}: {_shown(a[i])} -> {_shown(b[i])}",
-        )
-    shown_a, shown_b = a, b
-    a, b = a.astype(np.float64), b.astype(np.float64)
-    equal = (a == b) | (np.isnan(a) & np.isnan(b))
-    with np.errstate(invalid="ignore", over="ignore"):
-        abs_diff = np.where(equal, 0.0, np.nan_to_num(np.abs(b - a), nan=INFINITE, posinf=INFINITE))
-        magnitude = np.abs(a)
-        near_zero = magnitude <= atol
-        rel_diff = np.where(
-            abs_diff == 0,
-            0.0,
-            np.where(
-                near_zero, np.where(abs_diff <= atol, 0.0, INFINITE), abs_diff / np.where(near_zero, 1.0, magnitude)
-            ),
-        )
-        rel_diff = np.nan_to_num(rel_diff, nan=INFINITE, posinf=INFINITE)  # an infinite reference that changed
-        beyond = abs_diff > atol + rtol * np.nan_to_num(magnitude, posinf=0.0)
-    if not a.size:
-        return Difference(0.0, 0.0, False)
-    worst = int(np.argmax(rel_diff)) if rel_diff.max() > 0 else int(np.argmax(abs_diff))
-    where = ""
-    if abs_diff[worst]:
-        where = f"{element_index(worst, shape)}: {_shown(shown_a[worst])} -> {_shown(shown_b[worst])}"
-    return Difference(float(abs_diff.max()), float(rel_diff.max()), bool(beyond.any()), where)
-
-
-def _integer_difference(a: np.ndarray, b: np.ndarray, shape: tuple[int, ...]) -> Difference:
-    """Integer elements compared exactly: as Python integers, which neither round (INT64 and UINT64
-    beyond 2**53 do as floats) nor overflow (|INT64 max - INT64 min| fits no int64)."""
-    differ = (
-        np.flatnonzero(a != b)
-        if a.dtype == b.dtype
-        else np.array([i for i, (x, y) in enumerate(zip(a.tolist(), b.tolist())) if x != y], dtype=np.intp)
-    )
-    if not differ.size:
-        return Difference(0.0, 0.0, False)
-    olds, news = a[differ].tolist(), b[differ].tolist()
-    sizes = [abs(y - x) for x, y in zip(olds, news)]
-    relative = [size / abs(x) if x else INFINITE for x, size in zip(olds, sizes)]  # int / int: rounded once
-    worst = max(range(len(sizes)), key=lambda k: (relative[k], sizes[k]))
+    found = compare_elements(old, new, old_type, atol, rtol)
+    worst = found.worst
+    if worst is None:
+        return Difference(found.max_abs_diff, 0.0, False)
+    if worst.abs_diff is None:  # BOOL and BYTES: equal or not
+        where = f"{found.beyond} of {found.size} element(s) differ; first {worst.index}: "
+    else:
+        where = f"{worst.index}: "
     return Difference(
-        float(max(sizes)),
-        relative[worst],
-        True,
-        f"{element_index(int(differ[worst]), shape)}: {olds[worst]} -> {news[worst]}",
+        found.max_abs_diff, found.max_rel_diff, not found.within, where + f"{worst.reference} -> {worst.actual}"
     )
-
-
-def _shown(value) -> str:
-    if isinstance(value, bytes):
-        try:
-            return repr(value.decode("utf-8"))
-        except UnicodeDecodeError:
-            return repr(value)
-    return str(value) if isinstance(value, np.generic) else repr(value)  # np.float32(5.05) as 5.05
 
 
 # -- a case's answers from both versions ---------------------------------------------------------
@@ -251,8 +188,8 @@ class OutputDrift:
     def to_json(self) -> dict:
         return {
             "name": self.name,
-            "max_abs_diff": _number(self.max_abs_diff),
-            "max_rel_diff": _number(self.max_rel_diff),
+            "max_abs_diff": json_figure(self.max_abs_diff),
+            "max_rel_diff": json_figure(self.max_rel_diff),
             "cases": self.cases,
             "cases_beyond_tolerance": self.cases_beyond_tolerance,
             "worst": self.worst,
@@ -296,20 +233,13 @@ class ModelDrift:
             "compared": self.compared,
             "note": self.note,
             "cases": self.cases,
-            "max_rel_diff": _number(self.max_rel_diff),
+            "max_rel_diff": json_figure(self.max_rel_diff),
             "beyond_tolerance": self.beyond_tolerance,
             "outputs": [o.to_json() for o in self.outputs],
             "skipped": list(self.skipped),
             "new_outputs": list(self.new_outputs),
             "gone_outputs": list(self.gone_outputs),
         }
-
-
-def _number(value: float | None) -> float | str | None:
-    """A figure in the JSON report: an infinite one as "Infinity" (JSON has no infinity)."""
-    if value is None or math.isfinite(value):
-        return value
-    return "Infinity" if value > 0 else "NaN"
 
 
 def model_drift(
