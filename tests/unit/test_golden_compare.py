@@ -7,7 +7,7 @@ import math
 import numpy as np
 
 from triton_release.models.answers import compare
-from triton_release.models.golden import Tensor
+from triton_release.models.tensors import Tensor
 
 
 def test_integers_compare_exactly_even_beyond_float_precision():

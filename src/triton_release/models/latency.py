@@ -424,7 +424,7 @@ class LatencyMeter:
 
     def _cold_start(self, name: str, version: int, previous: int, load: Workload, config) -> tuple[ColdStart, ...]:
         """Each version loaded alone (N, then N+1, which stays loaded), timed, then its first request."""
-        from triton_release.models.golden import load_case
+        from triton_release.models.golden_reader import load_case
 
         case = None
         first = load.cases[0].split("/", 1)[1]

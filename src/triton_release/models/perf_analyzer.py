@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from triton_release.models.golden import FLOATS
+from triton_release.models.tensors import FLOATS
 from triton_release.models.workload import Workload
 
 NAME = "perf_analyzer"

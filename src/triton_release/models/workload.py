@@ -18,8 +18,10 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from triton_release.models.golden import FLOATS, GoldenCase, load_case
+from triton_release.models.golden_format import GoldenCase
+from triton_release.models.golden_reader import load_case
 from triton_release.models.repository import Model
+from triton_release.models.tensors import FLOATS
 
 MAX_SAMPLES = 256  # rows replayed at most: perf_analyzer cycles through them, warm-up takes the first few
 

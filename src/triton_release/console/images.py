@@ -1,0 +1,83 @@
+"""Lines of the image and what the registry holds of it: per-model environments, signatures and
+the build; the push and its evidence; tags, retention and rollbacks."""
+
+from __future__ import annotations
+
+from triton_release.console.core import ConsoleCore
+
+
+class ImageLines(ConsoleCore):
+    def environments(self, result) -> None:
+        envs = result.environments
+        if len(envs.by_model) > 10:
+            self.line(
+                f"{len(envs.by_model)} models in their own environments, of {len(envs.distributions)} "
+                "distributions (the report lists them)"
+            )
+        else:
+            for model, env in sorted(envs.by_model.items()):
+                packages = ", ".join(f"{name} {version}" for name, version in sorted(env.packages.items()))
+                self.line(f"{model}: its own environment, {packages or 'no packages'}")
+        for model in result.changed:
+            self.line(f"{model}: environment changed since {result.compared_with}: tested, not bumped")
+
+    def signatures(self, result) -> None:
+        self.line(
+            f"auto-complete models' signatures, as served, labelled ({', '.join(sorted(result.signatures))}); "
+            f"release {result.version} ({result.kind.kind})"
+        )
+
+    def built(self, result) -> None:
+        for warning in result.warnings:
+            self.warning(warning)
+        self.line(result.summary())
+
+    def pushed(self, result) -> None:
+        self.line(
+            f"pushed {result.repository}:{result.version} ({result.digest}); {result.layers_uploaded} layers "
+            f"uploaded, {result.layers_mounted + result.layers_present} already in the registry"
+        )
+
+    def evidence(self, result) -> None:
+        from triton_release.evidence.statements import KINDS
+
+        kinds = ", ".join(KINDS.get(layer.predicate_type, layer.predicate_type) for layer in result.layers)
+        how = " (its golden cases run again: the run that pushed it stopped before)" if result.how == "rerun" else ""
+        self.line(
+            f"evidence of {result.repository}@{result.digest}{how}: {kinds} as "
+            f"{result.repository}:{result.tag} ({result.bytes} bytes), {result.signed_by}"
+        )
+        if result.signing == "none":
+            self.warning(
+                "the evidence is unsigned: give a signing key (--signing-key, the action's signing-key) "
+                "so that `triton-release verify --key` and admission policies can trust it"
+            )
+
+    def evidence_checked(self, result) -> None:
+        for found in result.found:
+            state = "verified" if not found.problems else "; ".join(found.problems)
+            self.line(f"{found.predicate_type}: {state}")
+        if result.ok:
+            self.line(
+                f"the evidence of {result.repository}@{result.digest} verifies with {result.key}: "
+                f"{len(result.found)} statements, every golden case passed"
+            )
+
+    def tagged(self, result) -> None:
+        self.line(
+            f"tags {', '.join(result.tags)} -> {result.version} (the channel pointed at "
+            f"{result.channel_before or 'nothing'} before)"
+        )
+
+    def retained(self, result) -> None:
+        for version in result.deleted:
+            self.line(f"deleted {result.repository}:{version} (--keep {result.keep})")
+
+    def rolled_back(self, result) -> None:
+        self.line(
+            f"{result.repository}:{result.channel} -> {result.version} ({result.digest}); it pointed at "
+            f"{result.previous_digest or 'nothing'} before (roll forward with that digest)"
+        )
+
+    def model_rolled_back(self, result) -> None:
+        self.line(f"{result.server}: {result.model} now serves version {result.version} only")

@@ -1,0 +1,105 @@
+"""Lines of the release's course on the source side: settings and validation, what changed, a
+stopped run recovered, the bump and the commit built from, the lock on this machine, a release
+not made or finished, the release commit and tag."""
+
+from __future__ import annotations
+
+from triton_release.console.core import ConsoleCore
+
+
+class ReleaseLines(ConsoleCore):
+    def settings(self, settings) -> None:
+        for warning in settings.warnings:
+            self.warning(warning)
+
+    def validation(self, result) -> None:
+        for warning in result.warnings:
+            self.warning(warning.message, warning)
+        for problem in result.problems:
+            self.problem(problem)
+        if result.ok:
+            self.line(f"{result.root}: {len(result.models)} models, {result.golden_cases} golden cases, no problems")
+
+    def changes(self, result) -> None:
+        found = result.found
+        for name, change in sorted(found.models.items()):
+            self.line(f"{name}: {change.status}; {'; '.join(change.reasons)}")
+        for name in found.ensembles:
+            self.line(f"{name}: ensemble using a changed model; tested, not bumped")
+        for name in found.callers:
+            self.line(f"{name}: calls a changed model (BLS); tested, not bumped")
+        if not found.models:
+            self.line("no model changed")
+        plan = result.plan
+        if plan is None:
+            self.line(f"release: {result.kind.kind or 'none'} ({'; '.join(result.kind.reasons)})")
+        else:
+            self.line(
+                f"release: {result.kind.kind or 'nothing'} -> {plan.version or '(none)'} "
+                f"(previous: {plan.previous or 'none'}; base: {result.base_from})"
+            )
+
+    def recovered(self, result) -> None:
+        if result is None:
+            return
+        what = {
+            "undone": "its bump was never published: undone",
+            "kept": "its release was published: its bump is kept for the release commit",
+            "tagged": "its release commit is there: tagged",
+            "gone": "a checkout since removed it",
+        }[result.action]
+        self.line(
+            f"a run ({result.owner}) was stopped during {result.phase} with its bump in "
+            f"{', '.join(result.folders)}; {what}"
+        )
+
+    def bumped(self, result) -> None:
+        for bump in result.bumps:
+            self.line(
+                f"{result.prefix}/{bump.model}/{bump.to_version}: new version folder with the head contents; "
+                f"version {bump.from_version} restored to its released contents"
+            )
+        for item in result.carried:
+            where = f"{result.prefix}/{item.model}/{item.version}"
+            self.line(
+                f"{where}: carried from {item.release}, which shipped it "
+                + (
+                    "with other contents than the checkout holds (its bump was never committed)"
+                    if item.at_head
+                    else "and the checkout lacks it (its bump was never committed)"
+                )
+            )
+        if not result.bumps:
+            self.line("no version folder to bump")
+
+    def exported(self, result) -> None:
+        if result.in_place:
+            self.line(
+                f"building and testing commit {result.commit[:12]} with the new version folders in place: "
+                "the checkout is exactly that"
+            )
+        else:
+            self.line(
+                f"building and testing commit {result.commit[:12]} with the new version folders, unpacked"
+                + (f" ({result.unpacked_because})" if result.unpacked_because else "")
+            )
+        if result.uncommitted:
+            self.warning(f"not released, because not committed: {', '.join(result.uncommitted)}")
+
+    def not_released(self, why: str) -> None:
+        self.line(why)
+
+    def waiting(self, holder: str) -> None:
+        self.line(f"{holder} is running on this machine; waiting for it")
+
+    def finished(self, result) -> None:
+        if result.tags:
+            self.line(f"finished the interrupted release {result.version}: tags {', '.join(result.tags)}")
+
+    def committed(self, result) -> None:
+        if result is None:
+            return
+        self.line(
+            f"{'committed the new version folders and ' if result.committed else ''}tagged {result.tag} "
+            f"({result.commit[:12]})"
+        )
