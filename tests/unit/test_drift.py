@@ -22,6 +22,7 @@ from triton_release.action.outputs import summary
 from triton_release.cli.common import given_settings
 from triton_release.cli.main import parser
 from triton_release.console import Console
+from triton_release.console.golden import show_fraction
 from triton_release.errors import Refused, UsageError
 from triton_release.models import golden
 from triton_release.models.answers import Answer, Reply
@@ -38,7 +39,6 @@ from triton_release.models.drift import (
     model_drift,
     over,
     previous_version,
-    show_fraction,
 )
 from triton_release.models.inference import Exchange
 from triton_release.models.repository import Repository

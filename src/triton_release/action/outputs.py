@@ -208,7 +208,7 @@ def _drift_table(drifts) -> list[str]:
     """Each new model version against the one before, per output; beyond tolerance in bold."""
     if not drifts:
         return []
-    from triton_release.models.drift import show_fraction
+    from triton_release.console.golden import show_fraction
 
     lines = [
         "",

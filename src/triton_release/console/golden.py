@@ -3,6 +3,7 @@ from the version before and the latency gate; and the answers `record` wrote."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 from triton_release.console.core import ConsoleCore
@@ -43,8 +44,6 @@ class GoldenLines(ConsoleCore):
 
     def drift(self, drifts) -> None:
         """One line per model with a new version: its largest difference from the version before."""
-        from triton_release.models.drift import show_fraction
-
         for found in drifts:  # notes and output names come from the server: each line kept one line
             if not found.compared:
                 self.line(escape_controls(f"drift {found.model}: not compared: {found.note}"))
@@ -129,3 +128,11 @@ def _seconds(value: float | None) -> str:
 
 def _ms(value: float | None) -> str:
     return "?" if value is None else f"{value:.1f} ms"
+
+
+def show_fraction(value: float) -> str:
+    """A relative difference for people: 1.00%, 0.0120%, infinite."""
+    if not math.isfinite(value):
+        return "infinite"
+    percent = value * 100
+    return f"{percent:.2f}%" if percent >= 0.01 or percent == 0 else f"{percent:.2g}%"

@@ -307,14 +307,6 @@ def over(drifts: Iterable[ModelDrift], bound: float) -> list[ModelDrift]:
     return [d for d in drifts if d.compared and d.max_rel_diff > bound]
 
 
-def show_fraction(value: float) -> str:
-    """A relative difference for people: 1.00%, 0.0120%, infinite."""
-    if not math.isfinite(value):
-        return "infinite"
-    percent = value * 100
-    return f"{percent:.2f}%" if percent >= 0.01 or percent == 0 else f"{percent:.2g}%"
-
-
 # -- the server side ------------------------------------------------------------------------------
 
 

@@ -246,7 +246,8 @@ def _check_latency(run: GoldenRun, bound: float) -> None:
 def _check_drift(run: GoldenRun, bound: float) -> None:
     """Refuse a drift above `bound`: the largest relative difference of a model's new version
     from its previous one (models/drift.py)."""
-    from triton_release.models.drift import over, show_fraction
+    from triton_release.console.golden import show_fraction
+    from triton_release.models.drift import over
 
     found = over(run.drift, bound)
     if not found:
