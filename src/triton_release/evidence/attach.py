@@ -193,30 +193,53 @@ def release(
 ) -> Evidence:
     """The evidence of release `version` (`digest`), from the run that built, tested and pushed it."""
     labels, config_digest = _image(registry, digest)
-    models = _models(labels)
-    base, choice = prepared.base, prepared.stub
-    client, found, envs = _packages(prepared)
-    name = str(registry)
     golden = st.golden_predicate(
-        image=f"{name}:{version}",
+        image=f"{registry}:{version}",
         digest=digest,
         config_digest=config_digest,
-        triton=base.triton_version,
-        models=models,
+        triton=prepared.base.triton_version,
+        models=_models(labels),
         run=run,
         case_files=case_files(root, planned.found.head, run.cases if run else ()),
         tested=tested,
         previous=planned.plan.previous if planned.plan else None,
         latency=latency,
     )
-    stub = {**choice.to_json(), "sha256": _file_sha256(choice.stub_file)}
+    payloads = [
+        _payload(str(registry), digest, st.GOLDEN_TYPE, golden),
+        *_from_build(registry, digest, version, labels, planned, prepared, settings, invocation, "release"),
+    ]
+    return store(registry, digest, version, _sign(signing, payloads), signing, "release", golden["passed"])
+
+
+def _payload(name: str, digest: str, kind: str, predicate: dict) -> tuple[str, bytes]:
+    """A Statement of `kind` about `name`@`digest`, as `_sign` takes it."""
+    return kind, st.statement(name, digest, kind, predicate)
+
+
+def _from_build(
+    registry: RegistryRepository,
+    digest: str,
+    version: str,
+    labels: Mapping[str, str],
+    planned: ChangesResult,
+    prepared: Prepared,
+    settings: Mapping[str, Any],
+    invocation: st.Invocation,
+    how: str,
+) -> list[tuple[str, bytes]]:
+    """Provenance and SBOM from what the run that built the image found: its base image and stub,
+    and its environments (each wheel by its sha256)."""
+    base, choice = prepared.base, prepared.stub
+    client, found, envs = _packages(prepared)
+    name = str(registry)
     facts = st.BuildFacts(
         planned.found.head,
         labels.get(SOURCE_LABEL, ""),
         base.image,
         base.image_id,
         _base_digests(client, base.image_id),
-        stub,
+        {**choice.to_json(), "sha256": _file_sha256(choice.stub_file)},
         settings,
         tuple(sorted({(d.name, d.version, d.sha256) for d in prepared.environments.distributions})),
         labels.get(CREATED_LABEL, ""),
@@ -230,20 +253,15 @@ def release(
         base_image=base.image,
         base_image_id=base.image_id,
         triton=base.triton_version,
-        models=models,
+        models=_models(labels),
         environments=envs,
         system=found.system,
         python=choice.target_python,
     )
-    payloads = [
-        (st.GOLDEN_TYPE, st.statement(name, digest, st.GOLDEN_TYPE, golden)),
-        (
-            st.PROVENANCE_TYPE,
-            st.statement(name, digest, st.PROVENANCE_TYPE, st.provenance_predicate(facts, invocation)),
-        ),
-        (st.SBOM_TYPE, st.statement(name, digest, st.SBOM_TYPE, bom)),
+    return [
+        _payload(name, digest, st.PROVENANCE_TYPE, st.provenance_predicate(facts, invocation, how)),
+        _payload(name, digest, st.SBOM_TYPE, bom),
     ]
-    return store(registry, digest, version, _sign(signing, payloads), signing, "release", golden["passed"])
 
 
 def _from_image(
@@ -302,11 +320,8 @@ def _from_image(
     )
     return (
         [
-            (
-                st.PROVENANCE_TYPE,
-                st.statement(name, digest, st.PROVENANCE_TYPE, st.provenance_predicate(facts, invocation, how)),
-            ),
-            (st.SBOM_TYPE, st.statement(name, digest, st.SBOM_TYPE, bom)),
+            _payload(name, digest, st.PROVENANCE_TYPE, st.provenance_predicate(facts, invocation, how)),
+            _payload(name, digest, st.SBOM_TYPE, bom),
         ],
         models,
         triton,
@@ -343,7 +358,7 @@ def rerun(
         how="rerun: the release's own golden cases, run again against its digest by a "
         "later run (the run that pushed it stopped before attaching its evidence)",
     )
-    payloads.insert(0, (st.GOLDEN_TYPE, st.statement(str(registry), digest, st.GOLDEN_TYPE, golden)))
+    payloads.insert(0, _payload(str(registry), digest, st.GOLDEN_TYPE, golden))
     return store(registry, digest, version, _sign(signing, payloads), signing, "rerun", golden["passed"])
 
 
@@ -360,41 +375,7 @@ def stage(
 ) -> Evidence:
     """Provenance and SBOM of a staged candidate; promote adds the golden results."""
     labels, _ = _image(registry, digest)
-    base, choice = prepared.base, prepared.stub
-    client, found, envs = _packages(prepared)
-    name = str(registry)
-    facts = st.BuildFacts(
-        planned.found.head,
-        labels.get(SOURCE_LABEL, ""),
-        base.image,
-        base.image_id,
-        _base_digests(client, base.image_id),
-        {**choice.to_json(), "sha256": _file_sha256(choice.stub_file)},
-        settings,
-        tuple(sorted({(d.name, d.version, d.sha256) for d in prepared.environments.distributions})),
-        labels.get(CREATED_LABEL, ""),
-        version,
-        planned.found.base or "",
-    )
-    bom = sbom(
-        image=name,
-        digest=digest,
-        version=version,
-        base_image=base.image,
-        base_image_id=base.image_id,
-        triton=base.triton_version,
-        models=_models(labels),
-        environments=envs,
-        system=found.system,
-        python=choice.target_python,
-    )
-    payloads = [
-        (
-            st.PROVENANCE_TYPE,
-            st.statement(name, digest, st.PROVENANCE_TYPE, st.provenance_predicate(facts, invocation, "stage")),
-        ),
-        (st.SBOM_TYPE, st.statement(name, digest, st.SBOM_TYPE, bom)),
-    ]
+    payloads = _from_build(registry, digest, version, labels, planned, prepared, settings, invocation, "stage")
     return store(registry, digest, version, _sign(signing, payloads), signing, "stage", None)
 
 
@@ -414,7 +395,7 @@ def promote(
     golden = st.golden_from_records(
         image=f"{registry}:{version}", digest=digest, records=records, models=_models(labels), untested=untested
     )
-    layers = _sign(signing, [(st.GOLDEN_TYPE, st.statement(str(registry), digest, st.GOLDEN_TYPE, golden))])
+    layers = _sign(signing, [_payload(str(registry), digest, st.GOLDEN_TYPE, golden)])
     stored = attestations.read(registry, digest)
     for envelope in stored[1] if stored is not None else []:  # the stage's provenance and SBOM
         statement, _ = statement_of(_json(envelope.body))

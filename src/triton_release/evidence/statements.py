@@ -173,7 +173,7 @@ def case_entry(result: Any, content: bytes | None) -> dict:
     else:
         entry["digests"] = "not recorded: the case file could not be read as released"
     entry["outputs"] = [
-        {"name": o.name, "passed": o.passed, "max_abs_diff": o.max_abs_diff, "max_rel_diff": o.max_rel_diff}
+        {k: v for k, v in o.to_json().items() if k != "message"}  # "Infinity" for an infinite difference
         for o in result.outputs
     ]
     if result.steps:

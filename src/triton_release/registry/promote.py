@@ -50,7 +50,7 @@ from triton_release.models.shards import (
 )
 from triton_release.registry import attestations
 from triton_release.registry.client import Manifest, RegistryRepository
-from triton_release.registry.publish import AlreadyReleased, tag_release
+from triton_release.registry.publish import AlreadyReleased, released_facts, tag_release
 from triton_release.registry.records import GoldenRecord, read_record
 
 CANDIDATE_REF = re.compile(r"^(?P<repository>[^@\s]+)@(?P<digest>sha256:[0-9a-f]{64})$")
@@ -321,12 +321,7 @@ class Promoted:
         }
 
     def facts(self) -> dict:
-        return {
-            "version": self.version,
-            "image": f"{self.repository}:{self.version}",
-            "digest": self.digest,
-            "released": True,
-        }
+        return released_facts(self.repository, self.version, self.digest)
 
 
 def promote(registry: RegistryRepository, check: CandidateCheck, version: str, channel: str) -> Promoted:

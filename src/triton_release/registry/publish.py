@@ -59,12 +59,12 @@ class PushResult:
         }
 
     def facts(self) -> dict:
-        return {
-            "version": self.version,
-            "image": f"{self.repository}:{self.version}",
-            "digest": self.digest,
-            "released": True,
-        }
+        return released_facts(self.repository, self.version, self.digest)
+
+
+def released_facts(repository: str, version: str, digest: str) -> dict:
+    """The report's facts (and the action's outputs) of a published release: pushed or promoted."""
+    return {"version": version, "image": f"{repository}:{version}", "digest": digest, "released": True}
 
 
 @dataclass(frozen=True)
