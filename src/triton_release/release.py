@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import re
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -31,9 +32,10 @@ from triton_release.history.push_back import PushTarget, push_release
 from triton_release.models.gates import NO_GATES, GateOptions
 from triton_release.models.repository import Repository
 from triton_release.session import Session
-from triton_release.settings import CONFIG_FILE, ImageOptions, ServerOptions, Settings
+from triton_release.settings import CONFIG_FILE, ImageOptions, PublishOptions, ServerOptions, Settings
 
 if TYPE_CHECKING:
+    from triton_release.console import Console
     from triton_release.evidence.signing import Signing
     from triton_release.evidence.statements import Invocation
     from triton_release.registry.client import RegistryRepository
@@ -46,14 +48,13 @@ class ReleaseRequest:
     base: str | None
     head: str
     image: ImageOptions  # what the image is built from and how
-    channel: str
-    keep: int | None
+    publish: PublishOptions  # its channel, the releases kept, whether the release commit is pushed
     push: bool
     commit: bool
     server: ServerOptions = ServerOptions()  # how tritonserver runs the golden cases
     source: str = ""  # the source repository's URL, for the image's label
     gates: GateOptions = NO_GATES  # drift and latency bounds on each new version (models/gates.py)
-    push_back: PushTarget | None = None  # with commit: push the release commit and tag there; None: local only
+    push_target: PushTarget = PushTarget()  # with commit and publish.push_commit: where the release commit goes
     signing: Signing | None = None  # how the evidence is signed (evidence/signing.py); None: unsigned
     invocation: Invocation | None = None  # the builder and the GitHub run, for the provenance
 
@@ -135,14 +136,20 @@ def prepare(
     return shipped, exported, prepared, to_test, version
 
 
+@contextmanager
+def one_at_a_time(repository: RegistryRepository, console: Console) -> Iterator[None]:
+    """One release of `repository` at a time on this machine (a release, a stage, a promote): they
+    share the local build tag and move the registry's tags; a second one waits, saying so."""
+    with exclusive(f"release {repository}", lambda: console.waiting(f"another release of {repository}")):
+        yield
+
+
 def run_release(request: ReleaseRequest, session: Session) -> None:
-    releases.check_channel(request.channel)  # every argument checked before the first side effect
+    releases.check_channel(request.publish.channel)  # every argument checked before the first side effect
     if not (request.push and request.repository is not None):
         _release(request, session)
         return
-    with exclusive(
-        f"release {request.repository}", lambda: session.console.waiting(f"another release of {request.repository}")
-    ):
+    with one_at_a_time(request.repository, session.console):
         _release(request, session)
 
 
@@ -172,13 +179,13 @@ def _release(request: ReleaseRequest, session: Session) -> None:
                 *evidence_of(request),
                 request.server,
             )
-            session.step("finish", console.finished, steps.finish_interrupted, repository, request.channel)
+            session.step("finish", console.finished, steps.finish_interrupted, repository, request.publish)
             if request.commit:
                 committed = session.step("commit", console.committed, steps.finish_commit, root, repository)
-                if committed is not None and request.push_back is not None:
-                    session.step("push-back", None, push_release, root, committed, request.push_back)
-            if request.keep is not None:
-                session.step("retain", console.retained, steps.retain, repository, request.keep, request.channel)
+                if committed is not None and request.publish.push_commit:
+                    session.step("push-back", None, push_release, root, committed, request.push_target)
+            if request.publish.keep is not None:
+                session.step("retain", console.retained, steps.retain, repository, request.publish)
         return
 
     # -- undone on failure, until X.Y.Z is in the registry ------------------------------------
@@ -209,7 +216,7 @@ def _release(request: ReleaseRequest, session: Session) -> None:
                 source=request.source,
                 version=version or "",
                 bumped_from=planned.found.base,
-                channel=request.channel,
+                channel=request.publish.channel,
                 prepared=prepared,
                 blob_ids=shipped.blob_ids,
                 extra_labels=planned.record_label(),
@@ -285,15 +292,15 @@ def _release(request: ReleaseRequest, session: Session) -> None:
         *evidence_of(request),
     )
     session.step(
-        "tags", console.tagged, steps.tag, repository, version, planned.found.head, request.channel, pushed.digest
+        "tags", console.tagged, steps.tag, repository, version, planned.found.head, request.publish, pushed.digest
     )
     if request.commit:
         committed = session.step("commit", console.committed, steps.commit, root, version, bump, planned.found.head)
         steps.journal_end(root)
-        if request.push_back is not None:  # after the registry's tags: the release is out, a refusal only warns
-            session.step("push-back", None, push_release, root, committed, request.push_back)
-    if request.keep is not None:
-        session.step("retain", console.retained, steps.retain, repository, request.keep, request.channel)
+        if request.publish.push_commit:  # after the registry's tags: the release is out, a refusal only warns
+            session.step("push-back", None, push_release, root, committed, request.push_target)
+    if request.publish.keep is not None:
+        session.step("retain", console.retained, steps.retain, repository, request.publish)
 
 
 def evidence_of(request: ReleaseRequest) -> tuple[Signing, Invocation, dict]:
@@ -303,7 +310,7 @@ def evidence_of(request: ReleaseRequest) -> tuple[Signing, Invocation, dict]:
     from triton_release.evidence.statements import CLI_BUILDER, Invocation
 
     settings = {
-        "build": {**request.image.to_json(), "channel": request.channel},
+        "build": {**request.image.to_json(), "channel": request.publish.channel},
         "test": {**request.server.to_json(), "max_drift": request.gates.max_drift},
         "base_image": request.image.base_image,
     }
@@ -333,7 +340,7 @@ def _undo_bump(session: Session, root: Path, planned: steps.ChangesResult) -> No
 class RollbackRequest:
     repository: RegistryRepository
     version: str
-    channel: str
+    publish: PublishOptions  # the channel pointed back
     verify: bool = False
     model_repository: Path | None = None  # with verify: the golden cases' repository (and its git)
     server: ServerOptions = ServerOptions()  # with verify: how tritonserver runs its golden cases
@@ -343,7 +350,7 @@ class RollbackRequest:
 def run_rollback(request: RollbackRequest, session: Session) -> None:
     """Point the channel at release X.Y.Z; with `verify_key`, only when its evidence verifies with
     it; with `verify`, only after its own golden cases pass."""
-    releases.check_channel(request.channel)
+    releases.check_channel(request.publish.channel)
     releases.parse_version(request.version, "the version to roll back to")
     key = None
     if request.verify_key:
@@ -378,6 +385,6 @@ def run_rollback(request: RollbackRequest, session: Session) -> None:
         steps.rollback,
         request.repository,
         request.version,
-        request.channel,
+        request.publish,
         verified,
     )

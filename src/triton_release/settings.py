@@ -386,6 +386,17 @@ class ServerOptions:
 
 
 @dataclass(frozen=True)
+class PublishOptions:
+    """How a release is published: one group of settings, built once (Settings.publish) and passed
+    whole to the code that moves the channel, retains releases and pushes the release commit
+    (release, stage, promote, push, rollback, and their steps)."""
+
+    channel: str = "latest"  # the moving tag consumers follow
+    keep: int | None = None  # keep only the newest N releases; None: every release
+    push_commit: bool = False  # with --commit: push the release commit and its tag to origin
+
+
+@dataclass(frozen=True)
 class Settings:
     values: Mapping[str, Any]
     sources: Mapping[str, str]  # key -> where its value came from
@@ -402,6 +413,10 @@ class Settings:
         return ServerOptions(
             self.load_timeout, self.server_memory, self.server_pids, self.max_loaded, self.gpus, self.gpu_models
         )
+
+    @property
+    def publish(self) -> PublishOptions:
+        return PublishOptions(self.channel, self.keep, self.push_commit)
 
     def __getattr__(self, key: str) -> Any:
         try:

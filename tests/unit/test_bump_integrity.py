@@ -15,7 +15,7 @@ from triton_release.errors import InfrastructureError, Refused
 from triton_release.history.git import Git
 from triton_release.history.releases import last_release_commit
 from triton_release.release import ReleaseRequest, local_candidate
-from triton_release.settings import ImageOptions
+from triton_release.settings import ImageOptions, PublishOptions
 
 
 @pytest.fixture
@@ -140,7 +140,7 @@ def test_a_hotfix_branch_release_does_not_block_the_next_release_of_main(release
 
 
 def test_a_checkout_folder_of_any_name_makes_a_valid_local_tag(tmp_path):
-    request = ReleaseRequest(tmp_path, None, None, "HEAD", ImageOptions("b"), "latest", None, False, False)
+    request = ReleaseRequest(tmp_path, None, None, "HEAD", ImageOptions("b"), PublishOptions(), False, False)
     for name in ("Ü..Models", "---", "a__b..c"):
         tag = local_candidate(request, Git(tmp_path / name))
         assert tag.split(":")[0].split("/")[1] in ("u-models", "models", "a-b-c")

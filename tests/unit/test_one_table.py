@@ -107,3 +107,16 @@ def test_the_image_options_are_the_build_settings_grouped(tmp_path):
     defaults = resolve({}, cwd=tmp_path).image
     for field in ("base_image", "python", "stub", "requirements_options", "max_layers", "warmup"):
         assert getattr(defaults, field) == BY_KEY[field].default, field
+
+
+def test_the_publish_options_are_the_publishing_settings_grouped(tmp_path):
+    from dataclasses import fields
+
+    from triton_release.settings import PublishOptions
+
+    assert resolve({}, cwd=tmp_path).publish == PublishOptions()
+    for field in fields(PublishOptions):
+        assert field.name in BY_KEY, f"PublishOptions.{field.name} is no setting"
+        assert field.default == BY_KEY[field.name].default, field.name
+    given = resolve({"channel": "stable", "keep": "3", "push_commit": "true"}, cwd=tmp_path).publish
+    assert given == PublishOptions("stable", 3, True)

@@ -14,6 +14,7 @@ import tempfile
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TypedDict
 
 from triton_release import cache, release
 from triton_release import session as sessions
@@ -23,7 +24,7 @@ from triton_release.console import Console
 from triton_release.errors import TritonReleaseError, UsageError
 from triton_release.history.push_back import PushTarget
 from triton_release.models.gates import GateOptions
-from triton_release.settings import resolve
+from triton_release.settings import ImageOptions, PublishOptions, Settings, resolve
 
 DEFAULT_REPORT = "triton-release-report.json"
 INPUT = "the action's input model-repository"
@@ -96,7 +97,7 @@ def run(inputs: ActionInputs, settings, event: Event, env: Mapping[str, str], se
             release.RollbackRequest(
                 repository,
                 inputs.rollback_to,
-                settings.channel,
+                settings.publish,
                 inputs.verify,
                 release.model_repository(settings, INPUT) if inputs.verify else None,
                 settings.server,
@@ -110,22 +111,41 @@ def run(inputs: ActionInputs, settings, event: Event, env: Mapping[str, str], se
         return
     release.run_release(
         release.ReleaseRequest(
-            model_repository=release.model_repository(settings, INPUT),
+            **_from_checkout(inputs, settings, event, env),
             repository=repository,
-            base=inputs.base_ref or event.base,
-            head="HEAD",
-            image=settings.image,
-            channel=settings.channel,
-            keep=settings.keep,
             push=pushes,
             commit=inputs.commit,
             server=settings.server,
             gates=GateOptions.from_settings(settings, env),
-            source=release.provenance_source(env),
-            push_back=PushTarget.from_env(env) if inputs.commit and settings.push_commit else None,
+            push_target=PushTarget.from_env(env),
             **_signing(settings, env, pushes),
         ),
         session,
+    )
+
+
+class _FromCheckout(TypedDict):
+    """What a release and a stage of the checkout are made from: the fields of the same name of
+    ReleaseRequest and StageRequest, as the action gives them."""
+
+    model_repository: Path
+    base: str | None
+    head: str
+    image: ImageOptions
+    publish: PublishOptions
+    source: str
+
+
+def _from_checkout(inputs: ActionInputs, settings: Settings, event: Event, env: Mapping[str, str]) -> _FromCheckout:
+    """The checkout's model repository, its commits since the last release (a pull request's: since
+    its base), the image built from them, how it is published, and the source URL for its label."""
+    return _FromCheckout(
+        model_repository=release.model_repository(settings, INPUT),
+        base=inputs.base_ref or event.base,
+        head="HEAD",
+        image=settings.image,
+        publish=settings.publish,
+        source=release.provenance_source(env),
     )
 
 
@@ -184,15 +204,10 @@ def stage(
     check_counts(inputs.shards, inputs.max_models_per_shard)
     run_stage(
         StageRequest(
-            model_repository=release.model_repository(settings, INPUT),
+            **_from_checkout(inputs, settings, event, env),
             repository=repository,
-            base=inputs.base_ref or event.base,
-            head="HEAD",
-            image=settings.image,
-            channel=settings.channel,
             shards=inputs.shards,
             max_models=inputs.max_models_per_shard,
-            source=release.provenance_source(env),
             **_signing(settings, env),
         ),
         session,
@@ -246,7 +261,7 @@ def promote(inputs: ActionInputs, settings, env: Mapping[str, str], session: ses
             repository,
             digest,
             inputs.version,
-            settings.channel,
+            settings.publish,
             commit=inputs.commit,
             model_repository=release.model_repository(settings, INPUT) if inputs.commit else None,
             gpu_models=gpu_policy(settings),

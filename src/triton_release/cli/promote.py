@@ -47,7 +47,7 @@ def run(ctx: Context, session) -> None:
         open_repository(repository, ctx.env),
         digest,
         args.version,
-        settings.channel,
+        settings.publish,
         args.keep_candidates,
         args.commit,
         ctx.model_repository if args.commit else None,

@@ -23,13 +23,11 @@ def add_arguments(parser) -> None:
 
 
 def run(ctx: Context, session) -> None:
-    args, settings, console = ctx.args, ctx.settings, ctx.console
+    args, publish, console = ctx.args, ctx.settings.publish, ctx.console
     parse_version(args.version)  # every argument checked before anything moves
-    check_channel(settings.channel)
+    check_channel(publish.channel)
     repository = ctx.repository("--to REPO")
     pushed = session.step("push", console.pushed, steps.push, args.image, repository, args.version)
-    session.step(
-        "tags", console.tagged, steps.tag, repository, args.version, args.revision, settings.channel, pushed.digest
-    )
-    if settings.keep is not None:
-        session.step("retain", console.retained, steps.retain, repository, settings.keep, settings.channel)
+    session.step("tags", console.tagged, steps.tag, repository, args.version, args.revision, publish, pushed.digest)
+    if publish.keep is not None:
+        session.step("retain", console.retained, steps.retain, repository, publish)

@@ -49,7 +49,7 @@ def run(ctx: Context, session) -> None:
         release.RollbackRequest(
             ctx.repository("--repo REPO"),
             args.to_version,
-            settings.channel,
+            settings.publish,
             args.verify,
             ctx.model_repository if args.verify else None,
             settings.server,

@@ -47,7 +47,7 @@ def run(ctx: Context, session) -> None:
         base=args.base,
         head=args.head,
         image=settings.image,
-        channel=settings.channel,
+        publish=settings.publish,
         shards=args.shards,
         max_models=args.max_models_per_shard,
         source=release.provenance_source(ctx.env),

@@ -18,10 +18,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from triton_release import steps
-from triton_release.cache import exclusive
 from triton_release.errors import UsageError
 from triton_release.history import releases
+from triton_release.release import one_at_a_time
 from triton_release.session import Session
+from triton_release.settings import PublishOptions
 
 if TYPE_CHECKING:
     from triton_release.registry.client import RegistryRepository
@@ -39,7 +40,7 @@ class PromoteRequest:
     repository: RegistryRepository  # the candidate's repository, with its credentials
     digest: str  # the candidate's manifest digest
     version: str
-    channel: str
+    publish: PublishOptions  # the channel moved to it
     keep_candidates: int = 0  # older candidates kept besides the released one
     commit: bool = False
     model_repository: Path | None = None  # with commit: the checkout of the candidate's commit
@@ -50,7 +51,7 @@ class PromoteRequest:
 
 def run_promote(request: PromoteRequest, session: Session) -> None:
     releases.parse_version(request.version)  # every argument checked before the first request
-    releases.check_channel(request.channel)
+    releases.check_channel(request.publish.channel)
     if request.keep_candidates < 0:
         raise UsageError(f"--keep-candidates {request.keep_candidates}: give 0 or more.")
     if request.gpu_models not in ("test", "require"):
@@ -69,11 +70,15 @@ def run_promote(request: PromoteRequest, session: Session) -> None:
     if request.commit:
         assert request.model_repository is not None  # with commit: the CLI and the action give it
         planned = session.step("changed", console.changes, steps.plan_commit, request.model_repository, checked)
-    with exclusive(
-        f"release {request.repository}", lambda: console.waiting(f"another release of {request.repository}")
-    ):
+    with one_at_a_time(request.repository, console):
         promoted = session.step(
-            "promote", console.promoted, steps.promote, request.repository, checked, request.version, request.channel
+            "promote",
+            console.promoted,
+            steps.promote,
+            request.repository,
+            checked,
+            request.version,
+            request.publish.channel,
         )
     # -- published: finished forward by a rerun, never rolled back -----------------------------
     session.step(

@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from triton_release import steps
-from triton_release.cache import exclusive
 from triton_release.contract import (
     BUILD_INPUTS_LABEL,
     CHANGED_LABEL,
@@ -44,12 +43,13 @@ from triton_release.models.shards import (
     shards_label,
     unmeasurable_label,
 )
-from triton_release.release import prepare
+from triton_release.release import one_at_a_time, prepare
 from triton_release.session import Session
-from triton_release.settings import ImageOptions, ServerOptions
+from triton_release.settings import ImageOptions, PublishOptions, ServerOptions
 
 if TYPE_CHECKING:
     from triton_release.registry.client import RegistryRepository
+    from triton_release.registry.records import GoldenRecord
 
 
 @dataclass(frozen=True)
@@ -59,7 +59,7 @@ class StageRequest:
     base: str | None
     head: str
     image: ImageOptions  # what the candidate is built from and how
-    channel: str
+    publish: PublishOptions  # its channel: a label of the candidate and one of its build inputs
     shards: int | None = None  # this many shards ...
     max_models: int | None = None  # ... or as many as hold at most this many tested models each
     source: str = ""
@@ -68,11 +68,8 @@ class StageRequest:
 
 
 def run_stage(request: StageRequest, session: Session) -> None:
-    releases.check_channel(request.channel)
-    # the local build tag is the release's: one build of this repository at a time on this machine
-    with exclusive(
-        f"release {request.repository}", lambda: session.console.waiting(f"another release of {request.repository}")
-    ):
+    releases.check_channel(request.publish.channel)
+    with one_at_a_time(request.repository, session.console):  # the local build tag is the release's
         _stage(request, session)
 
 
@@ -127,7 +124,7 @@ def _stage(request: StageRequest, session: Session) -> None:
             source=request.source,
             version=version or "",
             bumped_from=planned.found.base,
-            channel=request.channel,
+            channel=request.publish.channel,
             prepared=prepared,
             extra_labels=labels,
         )
@@ -152,7 +149,7 @@ def _evidence_of(request: StageRequest):
     from triton_release.evidence.statements import CLI_BUILDER, Invocation
 
     settings = {
-        "build": {**request.image.to_json(), "channel": request.channel},
+        "build": {**request.image.to_json(), "channel": request.publish.channel},
         "base_image": request.image.base_image,
     }
     return request.signing or Signing("none"), request.invocation or Invocation(CLI_BUILDER), settings
@@ -175,7 +172,7 @@ def _build_inputs(request: StageRequest, base_image_id: str | None = None) -> di
         python=image.python,
         requirements_options=image.requirements_options,
         max_layers=image.max_layers,
-        channel=request.channel,
+        channel=request.publish.channel,
         source=request.source,
     )
     return {**inputs, "warmup": image.warmup} if image.warmup != "off" else inputs
@@ -263,14 +260,7 @@ def run_candidate_test(request: CandidateTestRequest, session: Session) -> None:
                     tuple(getattr(exc.result, "needs_gpu", None) or ()),
                 )
                 try:
-                    session.step(
-                        "golden-record",
-                        console.golden_recorded,
-                        steps.write_golden_record,
-                        request.repository,
-                        record,
-                        _read(junit),
-                    )
+                    _write_record(session, request.repository, record, junit)
                 except Exception as late:  # never masks the failure being reported
                     console.warning(
                         f"the failed shard's record could not be written ({late}); promote finds "
@@ -301,14 +291,7 @@ def run_candidate_test(request: CandidateTestRequest, session: Session) -> None:
                     f"{', '.join(f'{m} ({r} of {n})' for m, r, n, _ in short)}: {where} lacks them"
                 )
                 record = replace(record, passed=False, reason=reason)
-            session.step(
-                "golden-record",
-                console.golden_recorded,
-                steps.write_golden_record,
-                request.repository,
-                record,
-                _read(junit),
-            )
+            _write_record(session, request.repository, record, junit)
             if short:
                 raise Refused(
                     f"""
@@ -318,6 +301,13 @@ def run_candidate_test(request: CandidateTestRequest, session: Session) -> None:
                     whose golden folders hold them.""",
                     result=run,
                 )
+
+
+def _write_record(session: Session, repository: RegistryRepository, record: GoldenRecord, junit: str) -> None:
+    """The shard's golden record, passed or failed, with its JUnit XML, written to the registry."""
+    session.step(
+        "golden-record", session.console.golden_recorded, steps.write_golden_record, repository, record, _read(junit)
+    )
 
 
 def _golden_cases_of(model_repository: Path, revision: str, scratch: Path, session: Session) -> Path:

@@ -23,6 +23,7 @@ log = logging.getLogger("triton_release")
 if TYPE_CHECKING:
     from triton_release.registry.client import RegistryRepository
     from triton_release.registry.publish import Finished, PushResult, Retention, Tagged
+    from triton_release.settings import PublishOptions
 
 
 # -- push, retain, commit ---------------------------------------------------------------------
@@ -42,24 +43,32 @@ def published(repository: RegistryRepository, version: str) -> bool | None:
 
 
 def tag(
-    repository: RegistryRepository, version: str, revision: str | None, channel: str, digest: str | None = None
+    repository: RegistryRepository,
+    version: str,
+    revision: str | None,
+    options: PublishOptions,
+    digest: str | None = None,
 ) -> Tagged:
-    """The moving tags; with `digest` (the push's), only while X.Y.Z is still what was pushed."""
+    """The moving tags, the channel last; with `digest` (the push's), only while X.Y.Z is still what
+    was pushed."""
     from triton_release.registry import publish
 
-    return publish.tag_release(repository, version, revision, channel, digest)
+    return publish.tag_release(repository, version, revision, options.channel, digest)
 
 
-def retain(registry: RegistryRepository, keep: int, channel: str) -> Retention:
+def retain(registry: RegistryRepository, options: PublishOptions) -> Retention:
+    """The newest `options.keep` releases kept, and every release a channel points at (run only
+    when keep is set: unset, every release is kept)."""
     from triton_release.registry import publish
 
-    return publish.retain(registry, keep, channel)
+    assert options.keep is not None
+    return publish.retain(registry, options.keep, options.channel)
 
 
-def finish_interrupted(registry: RegistryRepository, channel: str) -> Finished:
+def finish_interrupted(registry: RegistryRepository, options: PublishOptions) -> Finished:
     from triton_release.registry import publish
 
-    return publish.finish_interrupted(registry, channel)
+    return publish.finish_interrupted(registry, options.channel)
 
 
 @dataclass(frozen=True)

@@ -18,18 +18,19 @@ if TYPE_CHECKING:
     from triton_release.models.suite import GoldenRun
     from triton_release.registry.client import RegistryRepository
     from triton_release.registry.rollback import ModelRollback, Rollback
-    from triton_release.settings import ServerOptions
+    from triton_release.settings import PublishOptions, ServerOptions
 
 
 # -- rollback ---------------------------------------------------------------------------------
 
 
 def rollback(
-    repository: RegistryRepository, version: str, channel: str = "latest", verified: GoldenRun | None = None
+    repository: RegistryRepository, version: str, options: PublishOptions, verified: GoldenRun | None = None
 ) -> Rollback:
+    """The channel of `options` pointed back at release X.Y.Z."""
     from triton_release.registry.rollback import rollback as point_channel
 
-    return point_channel(repository, version, channel, verified.to_json() if verified is not None else None)
+    return point_channel(repository, version, options.channel, verified.to_json() if verified is not None else None)
 
 
 def rollback_model(server: str, model: str, version: int) -> ModelRollback:
