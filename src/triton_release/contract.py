@@ -15,7 +15,8 @@ a rerun agree, and a channel (a user's moving tag) can never be one of them.
 
 The makers and parsers: candidate `candidate_tag`, `is_candidate_tag` (CANDIDATE_PREFIX); local
 CANDIDATE_TAG; record `record_tag`, RECORD_TAG; rollback `rollback_tag` (ROLLBACK_PREFIX);
-evidence `evidence_tag`, `evidence_subject`.
+evidence `evidence_tag`, `evidence_subject`, and the evidence's predicate types (GOLDEN_TYPE,
+PROVENANCE_TYPE, SBOM_TYPE; KINDS names them).
 
 Every label the tool writes on an image or a container, or reads from one, is named here too:
 
@@ -94,6 +95,13 @@ BUILD_INPUTS_LABEL = "triton-release.build-inputs"  # what the candidate was bui
 OWNER_LABEL = "triton-release.owner"  # on every container the tool makes: removed once its run is gone
 SERVER_LABEL = "triton-release.server"  # on a server container (image/server.py): the run's id
 PROBE_LABEL = "triton-release.probe"  # on a base image's probe container (image/base.py): tests check none is left
+
+# The in-toto predicate types of a release's evidence (sha256-<hex>.att), which verify and a deploy
+# policy read, and what each is called in messages.
+GOLDEN_TYPE = "https://triton-release.dev/golden/v1"
+PROVENANCE_TYPE = "https://slsa.dev/provenance/v1"
+SBOM_TYPE = "https://cyclonedx.org/bom"
+KINDS = {GOLDEN_TYPE: "golden results", PROVENANCE_TYPE: "SLSA provenance", SBOM_TYPE: "CycloneDX SBOM"}
 
 # family -> what a tag of it looks like, and its test: the channel check refuses every one
 FAMILIES: dict[str, tuple[str, Callable[[str], object]]] = {

@@ -15,6 +15,7 @@ import pytest
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
+from triton_release import contract
 from triton_release.errors import Refused, UsageError
 from triton_release.evidence import keyless, signing
 from triton_release.evidence import statements as st
@@ -133,7 +134,7 @@ def test_a_failed_case_makes_the_golden_predicate_fail():
 
 
 def test_the_statement_is_about_the_digest():
-    statement = json.loads(st.statement("r/m", DIGEST, st.GOLDEN_TYPE, {"passed": True}))
+    statement = json.loads(st.statement("r/m", DIGEST, contract.GOLDEN_TYPE, {"passed": True}))
     assert statement["_type"] == "https://in-toto.io/Statement/v1"
     assert statement["subject"] == [{"name": "r/m", "digest": {"sha256": "ab" * 32}}]
     assert statement["predicateType"] == "https://triton-release.dev/golden/v1"
@@ -168,7 +169,7 @@ def test_the_invocation_takes_the_github_run_and_nothing_else_from_the_environme
 def test_a_signed_envelope_verifies_with_cryptography_alone_over_the_pae(tmp_path):
     private, public, key = write_key(tmp_path)
     signer = signing.load_signing_key(private)
-    payload = st.statement("r/m", DIGEST, st.GOLDEN_TYPE, {"passed": True})
+    payload = st.statement("r/m", DIGEST, contract.GOLDEN_TYPE, {"passed": True})
     envelope = signer.sign(payload).envelope
     assert envelope["payloadType"] == "application/vnd.in-toto+json"
     assert base64.b64decode(envelope["payload"]) == payload
@@ -343,12 +344,12 @@ def attach(
     registry,
     subject: str,
     signer: signing.Signing,
-    kinds=(st.GOLDEN_TYPE, st.PROVENANCE_TYPE, st.SBOM_TYPE),
+    kinds=(contract.GOLDEN_TYPE, contract.PROVENANCE_TYPE, contract.SBOM_TYPE),
     passed: bool = True,
 ) -> None:
     layers = []
     for kind in kinds:
-        predicate = {"passed": passed, "models": []} if kind == st.GOLDEN_TYPE else {}
+        predicate = {"passed": passed, "models": []} if kind == contract.GOLDEN_TYPE else {}
         signed = signer.sign(st.statement("r/m", subject, kind, predicate))
         layers.append((signed.body, {attestations.PREDICATE_TYPE: kind, attestations.SIGNATURE: ""}))
     attestations.write(registry, subject, layers)
@@ -364,7 +365,7 @@ def test_the_check_passes_and_names_each_problem_otherwise(tmp_path):
     manifest = json.loads(registry.manifest(f"sha256-{'ab' * 32}.att").body)
     assert [layer["mediaType"] for layer in manifest["layers"]] == [attestations.DSSE_TYPE] * 3
     assert manifest["layers"][0]["annotations"] == {
-        "predicateType": st.GOLDEN_TYPE,
+        "predicateType": contract.GOLDEN_TYPE,
         "dev.cosignproject.cosign/signature": "",
     }
 
@@ -374,7 +375,7 @@ def test_the_check_passes_and_names_each_problem_otherwise(tmp_path):
         check(registry, "r/m:1.0.0", DIGEST, key)
     assert raised.value.result.problems[0].startswith("golden results, SLSA provenance, CycloneDX SBOM: its subject")
 
-    attach(registry, DIGEST, signer, kinds=(st.GOLDEN_TYPE,), passed=False)
+    attach(registry, DIGEST, signer, kinds=(contract.GOLDEN_TYPE,), passed=False)
     with pytest.raises(Refused) as raised:
         check(registry, "r/m:1.0.0", DIGEST, key)
     message = raised.value.message
@@ -422,7 +423,7 @@ def test_the_step_summary_links_the_evidence_and_says_how_to_verify_it_or_that_i
 
     layers = tuple(
         Layer(kind, "sha256:" + str(i) * 64, 100, "key")
-        for i, kind in enumerate((st.GOLDEN_TYPE, st.PROVENANCE_TYPE, st.SBOM_TYPE))
+        for i, kind in enumerate((contract.GOLDEN_TYPE, contract.PROVENANCE_TYPE, contract.SBOM_TYPE))
     )
     signed = Evidence(
         "127.0.0.1:5000/t/m",

@@ -289,7 +289,7 @@ def _latency_table(found) -> list[str]:
 
 def _evidence_lines(evidence, checked) -> list[str]:
     """The release's evidence by its digests, and how to check it; or the check a rollback made."""
-    from triton_release.evidence.statements import GOLDEN_TYPE, KINDS
+    from triton_release.contract import GOLDEN_TYPE, KINDS
 
     lines: list[str] = []
     if evidence is not None:

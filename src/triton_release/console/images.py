@@ -4,6 +4,7 @@ the build; the push and its evidence; tags, retention and rollbacks."""
 from __future__ import annotations
 
 from triton_release.console.core import ConsoleCore
+from triton_release.contract import KINDS
 
 
 class ImageLines(ConsoleCore):
@@ -39,8 +40,6 @@ class ImageLines(ConsoleCore):
         )
 
     def evidence(self, result) -> None:
-        from triton_release.evidence.statements import KINDS
-
         kinds = ", ".join(KINDS.get(layer.predicate_type, layer.predicate_type) for layer in result.layers)
         how = " (its golden cases run again: the run that pushed it stopped before)" if result.how == "rerun" else ""
         self.line(

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from triton_release import contract
 from triton_release.contract import (
     BASE_LABEL,
     CREATED_LABEL,
@@ -206,7 +207,7 @@ def release(
         latency=latency,
     )
     payloads = [
-        _payload(str(registry), digest, st.GOLDEN_TYPE, golden),
+        _payload(str(registry), digest, contract.GOLDEN_TYPE, golden),
         *_from_build(registry, digest, version, labels, planned, prepared, settings, invocation, "release"),
     ]
     return store(registry, digest, version, _sign(signing, payloads), signing, "release", golden["passed"])
@@ -259,8 +260,8 @@ def _from_build(
         python=choice.target_python,
     )
     return [
-        _payload(name, digest, st.PROVENANCE_TYPE, st.provenance_predicate(facts, invocation, how)),
-        _payload(name, digest, st.SBOM_TYPE, bom),
+        _payload(name, digest, contract.PROVENANCE_TYPE, st.provenance_predicate(facts, invocation, how)),
+        _payload(name, digest, contract.SBOM_TYPE, bom),
     ]
 
 
@@ -320,8 +321,8 @@ def _from_image(
     )
     return (
         [
-            _payload(name, digest, st.PROVENANCE_TYPE, st.provenance_predicate(facts, invocation, how)),
-            _payload(name, digest, st.SBOM_TYPE, bom),
+            _payload(name, digest, contract.PROVENANCE_TYPE, st.provenance_predicate(facts, invocation, how)),
+            _payload(name, digest, contract.SBOM_TYPE, bom),
         ],
         models,
         triton,
@@ -358,7 +359,7 @@ def rerun(
         how="rerun: the release's own golden cases, run again against its digest by a "
         "later run (the run that pushed it stopped before attaching its evidence)",
     )
-    payloads.insert(0, _payload(str(registry), digest, st.GOLDEN_TYPE, golden))
+    payloads.insert(0, _payload(str(registry), digest, contract.GOLDEN_TYPE, golden))
     return store(registry, digest, version, _sign(signing, payloads), signing, "rerun", golden["passed"])
 
 
@@ -395,12 +396,12 @@ def promote(
     golden = st.golden_from_records(
         image=f"{registry}:{version}", digest=digest, records=records, models=_models(labels), untested=untested
     )
-    layers = _sign(signing, [_payload(str(registry), digest, st.GOLDEN_TYPE, golden)])
+    layers = _sign(signing, [_payload(str(registry), digest, contract.GOLDEN_TYPE, golden)])
     stored = attestations.read(registry, digest)
     for envelope in stored[1] if stored is not None else []:  # the stage's provenance and SBOM
         statement, _ = statement_of(_json(envelope.body))
         kind = str((statement or {}).get("predicateType", ""))
-        if kind and kind != st.GOLDEN_TYPE:
+        if kind and kind != contract.GOLDEN_TYPE:
             layers.append((envelope.body, dict(envelope.annotations), kind))
     return store(registry, digest, version, layers, signing, "promote", golden["passed"])
 

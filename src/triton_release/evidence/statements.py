@@ -31,11 +31,7 @@ if TYPE_CHECKING:
     from triton_release.models.suite import GoldenRun
 
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
-GOLDEN_TYPE = "https://triton-release.dev/golden/v1"
-PROVENANCE_TYPE = "https://slsa.dev/provenance/v1"
-SBOM_TYPE = "https://cyclonedx.org/bom"
 BUILD_TYPE = "https://triton-release.dev/build/v1"
-KINDS = {GOLDEN_TYPE: "golden results", PROVENANCE_TYPE: "SLSA provenance", SBOM_TYPE: "CycloneDX SBOM"}
 CLI_BUILDER = "https://triton-release.dev/builder/cli"
 ACTION_BUILDER = "https://triton-release.dev/builder/github-action"
 # the GitHub run, from the environment: these variables only (never the environment at large)

@@ -9,9 +9,9 @@ import re
 from dataclasses import dataclass
 
 from triton_release import contract
+from triton_release.contract import GOLDEN_TYPE, KINDS, PROVENANCE_TYPE, SBOM_TYPE
 from triton_release.errors import Refused, UsageError
 from triton_release.evidence.signing import PublicKey, signature_problem, statement_of
-from triton_release.evidence.statements import GOLDEN_TYPE, KINDS, PROVENANCE_TYPE, SBOM_TYPE
 from triton_release.registry import attestations
 from triton_release.registry.client import RegistryRepository, lower_cased
 
