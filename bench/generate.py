@@ -10,14 +10,15 @@ from pathlib import Path
 # that neither bench nor tests imports the other.
 MODEL_PY = (Path(__file__).resolve().parents[1] / "tests" / "support" / "add_one_model.py.tmpl").read_text()
 
-CONFIG = """\
+# The add-one model's config, {name} to fill in (bench/latency.py's models share it).
+ADD_ONE_CONFIG = """\
 name: "{name}"
 backend: "python"
 max_batch_size: 8
 input [ {{ name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] }} ]
 output [ {{ name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 4 ] }} ]
-instance_group [ {{ kind: KIND_CPU count: 1 }} ]
 """
+CONFIG = ADD_ONE_CONFIG + "instance_group [ {{ kind: KIND_CPU count: 1 }} ]\n"
 
 
 def write_model(root: Path, name: str, offset: int = 1, weights_bytes: int = 0) -> None:

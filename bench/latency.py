@@ -31,6 +31,7 @@ from pathlib import Path
 
 import docker
 
+from bench.generate import ADD_ONE_CONFIG
 from bench.report import revision
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -57,13 +58,6 @@ class TritonPythonModel:
             responses.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT0", (x + 1).astype(np.float32))]))
         return responses
 """
-CONFIG = """\
-name: "{name}"
-backend: "python"
-max_batch_size: 8
-input [ {{ name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] }} ]
-output [ {{ name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 4 ] }} ]
-"""
 CASE = {
     "inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [1, 4], "data": [1, 2, 3, 4]}],
     "outputs": [{"name": "OUTPUT0", "datatype": "FP32", "shape": [1, 4], "data": [2, 3, 4, 5]}],
@@ -75,32 +69,47 @@ def write_models(root: Path, slowdowns: dict[str, float], base_ms: float) -> Pat
         (root / name / "1").mkdir(parents=True)
         (root / name / "2").mkdir()
         (root / name / "golden").mkdir()
-        (root / name / "config.pbtxt").write_text(CONFIG.format(name=name))
+        (root / name / "config.pbtxt").write_text(ADD_ONE_CONFIG.format(name=name))
         (root / name / "1" / "model.py").write_text(MODEL.format(seconds=base_ms / 1000))
         (root / name / "2" / "model.py").write_text(MODEL.format(seconds=base_ms * slowdown / 1000))
         (root / name / "golden" / "basic.json").write_text(json.dumps(CASE))
     return root
 
 
-def trials(args, client, tmp: Path) -> dict:
-    """Every trial of every slowdown, in one server: the gate's figures per trial."""
+def built(folder: Path, name: str, slowdowns: dict[str, float], base_ms: float):
+    """The models written under `folder` and built as triton-release-bench/`name`: the repository
+    and the image's tag."""
     from triton_release import steps
-    from triton_release.image.server import TritonServer
-    from triton_release.models.drift import drift_config
-    from triton_release.models.latency import LatencyMeter, LatencyOptions
-    from triton_release.models.perf_analyzer import find
     from triton_release.models.repository import Repository
 
-    repo = Repository.load(write_models(tmp / "gate" / "model_repository", SLOWDOWNS, args.base_ms))
-    tag = f"triton-release-bench/latency:{time.strftime('%Y%m%d%H%M%S')}"
+    repo = Repository.load(write_models(folder / "model_repository", slowdowns, base_ms))
+    tag = f"triton-release-bench/{name}:{time.strftime('%Y%m%d%H%M%S')}"
     steps.build(repo, BASE_IMAGE, tag)
-    options = LatencyOptions(
+    return repo, tag
+
+
+def gate_options(args):
+    """The gate measured: the bound, rounds and window of the command line."""
+    from triton_release.models.latency import LatencyOptions
+
+    return LatencyOptions(
         max_increase=args.bound,
         rounds=args.rounds,
         interval_ms=args.interval,
         perf_analyzer=args.perf_analyzer,
         env=dict(os.environ),
     )
+
+
+def trials(args, client, tmp: Path) -> dict:
+    """Every trial of every slowdown, in one server: the gate's figures per trial."""
+    from triton_release.image.server import TritonServer
+    from triton_release.models.drift import drift_config
+    from triton_release.models.latency import LatencyMeter
+    from triton_release.models.perf_analyzer import find
+
+    repo, tag = built(tmp / "gate", "latency", SLOWDOWNS, args.base_ms)
+    options = gate_options(args)
     analyzer = find(options.perf_analyzer, options.env)
     found: dict[str, list[dict]] = {name: [] for name in SLOWDOWNS}
     try:
@@ -145,21 +154,11 @@ def ten_model_change(args, client, tmp: Path) -> dict:
     gate and with it: the seconds it adds."""
     from triton_release import steps
     from triton_release.models.gates import GateOptions
-    from triton_release.models.latency import LatencyOptions
-    from triton_release.models.repository import Repository
     from triton_release.settings import ServerOptions
 
     names = {f"m{i}": 1.0 for i in range(args.ten)}
-    repo = Repository.load(write_models(tmp / "ten" / "model_repository", names, 1.0))
-    tag = f"triton-release-bench/latency-ten:{time.strftime('%Y%m%d%H%M%S')}"
-    steps.build(repo, BASE_IMAGE, tag)
-    options = LatencyOptions(
-        max_increase=args.bound,
-        rounds=args.rounds,
-        interval_ms=args.interval,
-        perf_analyzer=args.perf_analyzer,
-        env=dict(os.environ),
-    )
+    repo, tag = built(tmp / "ten", "latency-ten", names, 1.0)
+    options = gate_options(args)
     try:
         start = time.perf_counter()
         steps.test(repo, tag, list(names), ServerOptions(load_timeout=120), new_versions=tuple(names))

@@ -14,6 +14,7 @@ import tarfile
 import tempfile
 import time
 from pathlib import Path
+from typing import IO
 
 import docker
 
@@ -28,16 +29,25 @@ def diff_ids(client: docker.DockerClient, tag: str) -> list[str]:
     return client.images.get(tag).attrs["RootFS"]["Layers"]
 
 
-def naive_build(client: docker.DockerClient, root: Path, tag: str) -> None:
-    context = io.BytesIO()
+def docker_build(
+    client: docker.DockerClient, dockerfile: str, folders: dict[str, Path], tag: str, context: IO[bytes] | None = None
+) -> None:
+    """`docker build` of a context holding `dockerfile` and `folders` (each under its name there),
+    written to `context` (in memory when none is given)."""
+    context = io.BytesIO() if context is None else context
     with tarfile.open(fileobj=context, mode="w") as tar:
-        data = NAIVE_DOCKERFILE.encode()
+        data = dockerfile.encode()
         info = tarfile.TarInfo("Dockerfile")
         info.size = len(data)
         tar.addfile(info, io.BytesIO(data))
-        tar.add(root, arcname="model_repository")
+        for name, folder in folders.items():
+            tar.add(folder, arcname=name)
     context.seek(0)
     client.images.build(fileobj=context, custom_context=True, tag=tag, rm=True, forcerm=True, pull=False)
+
+
+def naive_build(client: docker.DockerClient, root: Path, tag: str) -> None:
+    docker_build(client, NAIVE_DOCKERFILE, {"model_repository": root}, tag)
 
 
 def measure(n_models: int, weights_bytes: int, repeat: int) -> dict:

@@ -11,11 +11,9 @@ layers of the new manifest that the previous one did not have, read from the reg
 
 from __future__ import annotations
 
-import io
 import shutil
 import subprocess
 import sys
-import tarfile
 import tempfile
 import time
 from pathlib import Path
@@ -24,7 +22,7 @@ import docker
 
 from bench import pipeline
 from bench.generate import MODEL_PY, git, write_model
-from bench.rebuild import BASE_IMAGE
+from bench.rebuild import BASE_IMAGE, docker_build
 from triton_release.image.requirements import platforms
 from triton_release.registry.client import RegistryRepository
 
@@ -108,15 +106,7 @@ def naive_build(client: docker.DockerClient, root: Path, tag: str) -> None:
             *requirements,
         )
         shutil.rmtree(site / "bin", ignore_errors=True)
-        with tarfile.open(fileobj=context, mode="w") as tar:
-            data = NAIVE_DOCKERFILE.encode()
-            info = tarfile.TarInfo("Dockerfile")
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-            tar.add(site, arcname="site-packages")
-            tar.add(models, arcname="model_repository")
-        context.seek(0)
-        client.images.build(fileobj=context, custom_context=True, tag=tag, rm=True, forcerm=True, pull=False)
+        docker_build(client, NAIVE_DOCKERFILE, {"site-packages": site, "model_repository": models}, tag, context)
 
 
 def naive_release(client: docker.DockerClient, root: Path, repo: str, tag: str, changed: str) -> dict[str, float]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from support.stack import REGISTRY
+from support.stack import REGISTRY, repo_image  # noqa: F401 - repo_image: the fixture `image`
 from support.workspace import Workspace
 
 

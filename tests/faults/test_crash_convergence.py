@@ -10,7 +10,6 @@ import os
 import random
 import signal
 import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -19,7 +18,8 @@ import pytest
 
 from support.models import PYTHON_MODEL
 from support.registries import LocalRegistry, RegistryProxy
-from support.stack import BASE_IMAGE, REGISTRY, SERVERS
+from support.stack import REGISTRY, SERVERS
+from support.tool import release_command, start
 from support.workspace import Workspace
 from triton_release.contract import OWNER_LABEL
 from triton_release.history.releases import versions_in
@@ -29,33 +29,25 @@ from triton_release.registry.client import RegistryRepository
 pytestmark = pytest.mark.integration
 
 
-def release_command(ws: Workspace, *extra: str) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "triton_release",
-        "release",
-        "--to",
-        ws.image,
-        "--base-image",
-        BASE_IMAGE,
-        "--load-timeout",
-        "60",
-        *extra,
-    ]
+def command(ws: Workspace) -> list[str]:
+    """The release every run here makes, with --commit as a self-hosted runner makes it."""
+    return release_command(ws.image, "--load-timeout", "60", "--commit")
+
+
+def outside_ci() -> dict[str, str]:
+    """This process's environment with CI emptied."""
+    return {**os.environ, "CI": ""}
+
+
+def run_release(ws: Workspace) -> subprocess.CompletedProcess:
+    """A release in `ws` run to its end, its output captured."""
+    return subprocess.run(command(ws), cwd=ws.root, capture_output=True, text=True, env=outside_ci(), timeout=600)
 
 
 def run_until(ws: Workspace, trigger, *, sig: int = signal.SIGKILL, delay: float = 0.0) -> tuple[int, str, bool]:
     """Run a release and send `sig` `delay` seconds after the first line `trigger` accepts. Returns
     the exit code, the output, and whether the signal was sent."""
-    process = subprocess.Popen(
-        release_command(ws, "--commit"),
-        cwd=ws.root,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env={**os.environ, "CI": ""},
-    )
+    process = start(command(ws), cwd=ws.root, env=outside_ci())
     lines, sent, at = [], threading.Event(), []
 
     def fire():
@@ -94,14 +86,7 @@ def change_a(ws: Workspace) -> None:
 
 
 def assert_converged(ws: Workspace, first_digest: str) -> None:
-    rerun = subprocess.run(
-        release_command(ws, "--commit"),
-        cwd=ws.root,
-        capture_output=True,
-        text=True,
-        env={**os.environ, "CI": ""},
-        timeout=600,
-    )
+    rerun = run_release(ws)
     assert rerun.returncode == 0, rerun.stdout[-3000:] + rerun.stderr[-3000:]
     assert [str(v) for v in versions_in(ws.registry.tags())] == ["1.0.0", "1.1.0"]
     assert ws.registry.digest("1.0.0") == first_digest
@@ -189,14 +174,7 @@ def test_the_registry_killed_as_the_bumped_release_puts_its_manifest_then_the_re
             first = ws.registry.digest("1.0.0")
             change_a(ws)
             armed.set()
-            failed = subprocess.run(
-                release_command(ws, "--commit"),
-                cwd=ws.root,
-                capture_output=True,
-                text=True,
-                env={**os.environ, "CI": ""},
-                timeout=600,
-            )
+            failed = run_release(ws)
             out = failed.stdout + failed.stderr
             assert killed.is_set(), out[-3000:]
             assert failed.returncode == 3, out[-3000:]

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -14,6 +13,7 @@ import pytest
 
 from support.registries import FakeRegistry, LocalRegistry
 from support.stack import BASE_IMAGE
+from support.tool import release_command, start
 from support.workspace import assert_refused_cleanly, change_a
 from triton_release.registry.client import RegistryRepository
 
@@ -101,24 +101,7 @@ def test_registry_stopped_mid_push_then_a_rerun_completes(ws, tmp_path):
     target = f"{registry.address}/team/models"
     try:
         report = tmp_path / "report.json"
-        process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "triton_release",
-                "release",
-                "--to",
-                target,
-                "--base-image",
-                BASE_IMAGE,
-                "--report",
-                str(report),
-            ],
-            cwd=ws.root,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
+        process = start(release_command(target, "--report", str(report)), cwd=ws.root)
         uploads = Path(
             tmp_path
             / "registry"
@@ -157,24 +140,7 @@ def test_two_releases_at_once_never_share_a_version(ws, tmp_path):
         subprocess.run(["git", "clone", "-q", str(ws.root), str(clone)], check=True)
         clones.append(clone)
     processes = [
-        subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "triton_release",
-                "release",
-                "--to",
-                ws.image,
-                "--base-image",
-                BASE_IMAGE,
-                "--report",
-                str(clone.parent / f"{clone.name}.json"),
-            ],
-            cwd=clone,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
+        start(release_command(ws.image, "--report", str(clone.parent / f"{clone.name}.json")), cwd=clone)
         for clone in clones
     ]
     outputs = [p.communicate(timeout=600)[0] for p in processes]

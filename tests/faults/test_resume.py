@@ -7,8 +7,6 @@ from __future__ import annotations
 import json
 import signal
 import stat
-import subprocess
-import sys
 import threading
 import time
 
@@ -16,7 +14,8 @@ import pytest
 
 from support.models import PYTHON_MODEL
 from support.registries import RegistryProxy
-from support.stack import BASE_IMAGE, SERVERS
+from support.stack import SERVERS
+from support.tool import release_command, start
 from triton_release.history.releases import versions_in
 
 pytestmark = pytest.mark.integration
@@ -73,24 +72,7 @@ def test_a_signal_during_the_push_undoes_the_bump_when_nothing_was_published(ws,
     report = ws.root.parent / "push-signal.json"
     with RegistryProxy(version, held) as proxy:
         target = f"{proxy.address}/{ws.registry.name}"
-        run = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "triton_release",
-                "release",
-                "--to",
-                target,
-                "--base-image",
-                BASE_IMAGE,
-                "--report",
-                str(report),
-            ],
-            cwd=ws.root,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
+        run = start(release_command(target, "--report", str(report)), cwd=ws.root)
         try:
             deadline = time.monotonic() + 180
             while not entered.wait(0.5) and time.monotonic() < deadline:

@@ -4,14 +4,22 @@ the model's own words in the output, nothing pushed, the bump undone, no contain
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
-import sys
 import time
 
 import pytest
 
-from support.models import DECOUPLED_CONFIG, DECOUPLED_MODEL, PYTHON_MODEL, PYTHON_MODEL_RAISING, SLEEPY_MODEL
-from support.stack import BASE_IMAGE, SERVERS
+from support.models import (
+    DECOUPLED_CONFIG,
+    DECOUPLED_MODEL,
+    HANGING_MODEL,
+    PYTHON_MODEL,
+    PYTHON_MODEL_RAISING,
+    SLEEPY_MODEL,
+)
+from support.stack import SERVERS
+from support.tool import release_command, start
 from support.workspace import assert_refused_cleanly
 
 pytestmark = pytest.mark.integration
@@ -89,38 +97,11 @@ def test_megabytes_of_model_log_do_not_flood_the_output(ws):
 def test_a_cancelled_release_removes_the_server_undoes_the_bump_and_exits_143(ws):
     """GitHub cancels a run with SIGINT, then SIGTERM: here SIGTERM alone, during the test step of
     a release whose bumped model hangs in execute."""
-    import os
-    import signal
-    import subprocess
-    import sys
-    import time
-
-    from support.models import HANGING_MODEL
-    from support.stack import BASE_IMAGE, SERVERS
-
     ws.write({"a/1/model.py": HANGING_MODEL})
     ws.commit("a: hangs")
     before = ws.state()
     report = ws.root.parent / "cancel-report.json"
-    run = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "triton_release",
-            "release",
-            "--to",
-            ws.image,
-            "--base-image",
-            BASE_IMAGE,
-            "--report",
-            str(report),
-        ],
-        cwd=ws.root,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env={**os.environ},
-    )
+    run = start(release_command(ws.image, "--report", str(report)), cwd=ws.root)
     deadline = time.monotonic() + 180
     while time.monotonic() < deadline and run.poll() is None and not (ws.models / "a" / "2").exists():
         time.sleep(0.2)
@@ -154,26 +135,7 @@ def test_a_server_the_daemon_kills_during_a_case_is_an_infrastructure_failure(ws
     before = ws.state()
     report = ws.root.parent / "report.json"
     report.unlink(missing_ok=True)
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "triton_release",
-            "release",
-            "--to",
-            ws.image,
-            "--base-image",
-            BASE_IMAGE,
-            "--load-timeout",
-            "30",
-            "--report",
-            str(report),
-        ],
-        cwd=ws.root,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
+    process = start(release_command(ws.image, "--load-timeout", "30", "--report", str(report)), cwd=ws.root)
     lines = []
     for line in process.stdout:
         lines.append(line)
@@ -200,7 +162,7 @@ def test_a_closed_stdout_after_the_bump_stops_the_release_and_undoes_it(ws):
     ws.commit("a: a change")
     before = ws.state()
     process = subprocess.Popen(
-        [sys.executable, "-m", "triton_release", "release", "--to", ws.image, "--base-image", BASE_IMAGE, "--no-push"],
+        release_command(ws.image, "--no-push"),
         cwd=ws.root,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

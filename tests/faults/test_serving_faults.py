@@ -28,7 +28,8 @@ from support.models import (
     python_config,
     write_tree,
 )
-from support.stack import ROOT, SERVERS, built_image
+from support.stack import ROOT, SERVERS
+from support.tool import start, tool_command
 from triton_release.errors import Refused
 from triton_release.image.server import TritonServer, memory_limit
 from triton_release.models import inference
@@ -67,12 +68,6 @@ def repo(tmp_path_factory):
         },
     )
     return Repository.load(root)
-
-
-@pytest.fixture(scope="module")
-def image(docker_client, repo, unique):
-    with built_image(docker_client, repo, f"triton-release-test/serving-faults:{unique}") as tag:
-        yield tag
 
 
 @pytest.fixture(scope="module")
@@ -203,24 +198,10 @@ def test_sigint_during_a_hung_grpc_case_exits_130_at_once_and_removes_the_server
     shutil.copytree(repo.root / model, root / model)
     before = servers(docker_client, image)
     report = tmp_path / "report.json"
-    run = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "triton_release",
-            "test",
-            "--image",
-            image,
-            "--model-repository",
-            str(root),
-            "--models",
-            model,
-            "--report",
-            str(report),
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
+    run = start(
+        tool_command(
+            "test", "--image", image, "--model-repository", str(root), "--models", model, "--report", str(report)
+        )
     )
     left: set[str] = set()
     try:

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
 import uuid
 from pathlib import Path
 
 import pytest
 
-from support.stack import BASE_IMAGE, REGISTRY, ROOT
+from support.stack import BASE_IMAGE, REGISTRY, ROOT, repo_image  # noqa: F401 - repo_image: the fixture `image`
+from triton_release.action.main import main as action_main
 from triton_release.cli.main import main
 from triton_release.image.build import build_image
 from triton_release.models.repository import Repository
@@ -47,6 +49,26 @@ class Releaser:
         found = json.loads(report.read_text())
         assert exit_code == code, found.get("error")
         return found
+
+    def action(self, workspace: Path, env: dict[str, str] | None = None) -> tuple[dict, str]:
+        """The action run on a push in `workspace`, releasing into this repository, with `env` (more
+        inputs, PATH) over its own: its report and step summary, checking that it exits 0."""
+        summary, report = self.reports / "summary.md", self.reports / "action-report.json"
+        env = {
+            **os.environ,
+            "GITHUB_ACTIONS": "true",
+            "GITHUB_EVENT_NAME": "push",
+            "GITHUB_WORKSPACE": str(workspace),
+            "GITHUB_STEP_SUMMARY": str(summary),
+            "GITHUB_OUTPUT": str(self.reports / "outputs"),
+            "INPUT_REPOSITORY": self.target,
+            "INPUT_BASE-IMAGE": BASE_IMAGE,
+            "INPUT_PUSH": "true",
+            "INPUT_REPORT": str(report),
+            **(env or {}),
+        }
+        assert action_main(env) == 0, json.loads(report.read_text()).get("error")
+        return json.loads(report.read_text()), summary.read_text()
 
 
 @pytest.fixture

@@ -5,7 +5,6 @@ only above --max-drift (the action's input max-drift)."""
 from __future__ import annotations
 
 import json
-import os
 
 import docker
 import pytest
@@ -22,7 +21,6 @@ from support.models import (
 from support.stack import BASE_IMAGE
 from support.wheels import make_wheel, offline_index
 from triton_release import steps
-from triton_release.action.main import main as action_main
 from triton_release.models.repository import Repository
 from triton_release.registry.records import read_record
 from triton_release.settings import ServerOptions
@@ -32,9 +30,7 @@ pytestmark = pytest.mark.integration
 SCALED = [round(v * 1.01, 4) for v in (2, 3, 4, 5)]  # (x + 1) * 1.01 for the golden inputs 1, 2, 3, 4
 
 
-def test_a_new_version_scaling_its_output_by_1_01_drifts_1_percent_and_max_drift_refuses_it(
-    git_repo, releaser, tmp_path
-):
+def test_a_new_version_scaling_its_output_by_1_01_drifts_1_percent_and_max_drift_refuses_it(git_repo, releaser):
     git_repo.write(python_model_files("a"))
     git_repo.commit("a model")
     first = releaser()
@@ -57,28 +53,13 @@ def test_a_new_version_scaling_its_output_by_1_01_drifts_1_percent_and_max_drift
     assert 0.0099 < drift["max_rel_diff"] < 0.0101
 
     # the same change through the action, without a bound: released, the drift reported
-    summary, report = tmp_path / "summary.md", tmp_path / "action-report.json"
-    env = {
-        **os.environ,
-        "GITHUB_ACTIONS": "true",
-        "GITHUB_EVENT_NAME": "push",
-        "GITHUB_WORKSPACE": str(git_repo.root),
-        "GITHUB_STEP_SUMMARY": str(summary),
-        "GITHUB_OUTPUT": str(tmp_path / "outputs"),
-        "INPUT_REPOSITORY": releaser.target,
-        "INPUT_BASE-IMAGE": BASE_IMAGE,
-        "INPUT_PUSH": "true",
-        "INPUT_REPORT": str(report),
-    }
-    assert action_main(env) == 0, json.loads(report.read_text()).get("error")
-    released = json.loads(report.read_text())
+    released, text = releaser.action(git_repo.root)
     assert released["version"] == "1.1.0" and "push" in released["steps"]
     [drift] = released["steps"]["test"]["drift"]
     [output] = drift["outputs"]
     assert output["name"] == "OUTPUT0" and 0.0099 < output["max_rel_diff"] < 0.0101
     assert 0.0499 < output["max_abs_diff"] < 0.0501  # 5 -> 5.05
     assert output["cases_beyond_tolerance"] == 1 and drift["beyond_tolerance"] is True
-    text = summary.read_text()
     assert "**Drift**" in text
     assert "| `a` | 1 -> 2 | `OUTPUT0` | 0.05 | **1.00%** | **yes**: 1 of 1 cases" in text, text
 

@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import subprocess
-import sys
 import tarfile
 import time
 import uuid
@@ -17,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from support.models import python_model_files
-from support.stack import BASE_IMAGE, REGISTRY
+from support.stack import REGISTRY
+from support.tool import release_command
 from triton_release.registry.client import RegistryRepository
 
 pytestmark = pytest.mark.integration
@@ -53,35 +52,23 @@ class Origin:
         path = self.author / "model_repository" / rel
         self.push({rel: path.read_text() + line}, message)
 
-    def release(self, *flags: str) -> tuple[dict, float]:
-        """A fresh clone of the origin (full history, as actions/checkout with fetch-depth: 0), and
-        `release` in it with the defaults."""
-        self.runs += 1
-        clone = self.tmp / f"run-{self.runs}"
+    def clone(self, name: str) -> Path:
+        """A fresh clone of the origin (full history, as actions/checkout with fetch-depth: 0)."""
+        clone = self.tmp / name
         git(self.tmp, "clone", "-q", str(self.bare), str(clone))
+        return clone
+
+    def run(self, clone: Path, *flags: str) -> subprocess.CompletedProcess:
+        """`release` to the target in `clone`, its output captured, its exit code unchecked."""
+        return subprocess.run(release_command(self.target, *flags), cwd=clone, capture_output=True, text=True)
+
+    def release(self, *flags: str) -> tuple[dict, float]:
+        """`release` in a fresh clone with the defaults: its report and seconds, checking it exits 0."""
+        self.runs += 1
+        clone = self.clone(f"run-{self.runs}")
         report = self.tmp / f"report-{self.runs}.json"
         started = time.monotonic()
-        done = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "triton_release",
-                "release",
-                "--to",
-                self.target,
-                "--base-image",
-                BASE_IMAGE,
-                "--load-timeout",
-                "60",
-                "--report",
-                str(report),
-                *flags,
-            ],
-            cwd=clone,
-            capture_output=True,
-            text=True,
-            env=dict(os.environ),
-        )
+        done = self.run(clone, "--load-timeout", "60", "--report", str(report), *flags)
         seconds = time.monotonic() - started
         assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
         return json.loads(report.read_text()), seconds
@@ -188,14 +175,8 @@ def test_a_released_version_changed_in_git_is_refused_naming_the_release(origin,
         source = origin.author / "model_repository" / "a" / "1" / name
         (origin.author / "model_repository" / "a" / "2" / name).write_text(source.read_text() + "\n# three\n")
     origin.edit("a/1/model.py", "\n# edited again\n", "a: a released version edited")
-    clone = origin.tmp / "refused"
-    git(origin.tmp, "clone", "-q", str(origin.bare), str(clone))
-    done = subprocess.run(
-        [sys.executable, "-m", "triton_release", "release", "--to", origin.target, "--base-image", BASE_IMAGE],
-        cwd=clone,
-        capture_output=True,
-        text=True,
-    )
+    clone = origin.clone("refused")
+    done = origin.run(clone)
     assert done.returncode == 1, done.stderr[-3000:]
     assert "version 1 of a was released in" in done.stderr and ":1.1.0" in done.stderr
     assert RegistryRepository.parse(origin.target).tags().count("1.2.0") == 0
@@ -244,14 +225,7 @@ def test_a_mixed_case_repository_is_released_under_its_lower_cased_name(tmp_path
     name = f"triton-release-test/MixedCase-{uuid.uuid4().hex[:8]}"
     made = Origin(tmp_path, f"{REGISTRY}/{name}")
     made.push(python_model_files("a"), "one model")
-    clone = tmp_path / "clone"
-    git(tmp_path, "clone", "-q", str(made.bare), str(clone))
-    done = subprocess.run(
-        [sys.executable, "-m", "triton_release", "release", "--to", made.target, "--base-image", BASE_IMAGE],
-        cwd=clone,
-        capture_output=True,
-        text=True,
-    )
+    done = made.run(made.clone("clone"))
     assert done.returncode == 0, done.stderr[-3000:]
     lower = f"{REGISTRY}/{name.lower()}"
     assert f"lower-cased to {lower}" in done.stdout + done.stderr

@@ -21,7 +21,8 @@ from support.models import (
     python_config,
     write_tree,
 )
-from support.stack import BASE_IMAGE, SERVERS, built_image
+from support.stack import BASE_IMAGE, SERVERS
+from support.tool import start, tool_command
 from triton_release.cli.main import main
 from triton_release.errors import Refused
 from triton_release.image.build import build_image
@@ -59,12 +60,6 @@ def repo(tmp_path_factory):
         },
     )
     return Repository.load(root)
-
-
-@pytest.fixture(scope="module")
-def image(docker_client, repo, unique):
-    with built_image(docker_client, repo, f"triton-release-test/golden:{unique}") as tag:
-        yield tag
 
 
 @pytest.fixture(scope="module")
@@ -110,56 +105,36 @@ def test_decoupled_response_with_a_wrong_value_names_the_response(server, tmp_pa
 
 
 def test_the_plugin_runs_on_its_own_against_a_running_server(server, repo, tmp_path):
+    def plugin(*args: str) -> subprocess.CompletedProcess:
+        """pytest with the plugin, against `server` and the repository's cases."""
+        return subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                "--triton-url",
+                server.http_url,
+                "--triton-grpc-url",
+                server.grpc_url,
+                "--model-repository",
+                str(repo.root),
+                *args,
+                "-p",
+                "no:cacheprovider",
+            ],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+        )
+
     junit = tmp_path / "golden.xml"
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "--triton-url",
-            server.http_url,
-            "--triton-grpc-url",
-            server.grpc_url,
-            "--model-repository",
-            str(repo.root),
-            "--triton-models",
-            "addone,counter",
-            "--junitxml",
-            str(junit),
-            "-v",
-            "-p",
-            "no:cacheprovider",
-        ],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-    )
+    done = plugin("--triton-models", "addone,counter", "--junitxml", str(junit), "-v")
     assert done.returncode == 0, done.stdout + done.stderr
     for name in ("addone/basic", "addone/batch3", "counter/three"):
         assert f"::{name} PASSED" in done.stdout
     xml = junit.read_text()
     assert 'tests="3"' in xml and 'name="latency_ms"' in xml
-    only = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "--triton-url",
-            server.http_url,
-            "--triton-grpc-url",
-            server.grpc_url,
-            "--model-repository",
-            str(repo.root),
-            "-k",
-            "batch3",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-        ],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-    )
+    only = plugin("-k", "batch3", "-q")
     assert only.returncode == 0 and "1 passed" in only.stdout, only.stdout
 
 
@@ -262,23 +237,7 @@ def test_a_cancel_during_a_hung_case_removes_the_server_and_writes_the_report(
     build_image(Repository.load(root), BASE_IMAGE, tag, client=docker_client)
     before = {c.id for c in docker_client.containers.list(all=True, filters={"label": SERVERS})}
     report = tmp_path / "report.json"
-    run = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "triton_release",
-            "test",
-            "--image",
-            tag,
-            "--model-repository",
-            str(root),
-            "--report",
-            str(report),
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
+    run = start(tool_command("test", "--image", tag, "--model-repository", str(root), "--report", str(report)))
     deadline = time.monotonic() + 120
     ready = False
     while not ready and time.monotonic() < deadline and run.poll() is None:
@@ -314,25 +273,11 @@ def test_a_cancel_during_a_hung_case_removes_the_server_and_writes_the_report(
     assert os.path.exists(report)
 
 
-def test_a_bad_k_expression_is_a_usage_error(image, repo, tmp_path):
-    report = tmp_path / "r.json"
-    code = main(
-        [
-            "test",
-            "--image",
-            image,
-            "--model-repository",
-            str(repo.root),
-            "--models",
-            "addone",
-            "-k",
-            "and (",
-            "--report",
-            str(report),
-        ]
+def test_a_bad_k_expression_is_a_usage_error(image, repo, cli_report):
+    found = cli_report(
+        "test", "--image", image, "--model-repository", str(repo.root), "--models", "addone", "-k", "and (", code=2
     )
-    assert code == 2, json.loads(report.read_text())
-    assert "-k" in json.loads(report.read_text())["error"]["message"]
+    assert "-k" in found["error"]["message"]
 
 
 def test_an_image_is_tested_at_the_versions_it_holds_not_the_working_trees(docker_client, tmp_path, unique, image_tags):

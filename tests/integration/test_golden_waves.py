@@ -21,7 +21,7 @@ from support.models import (
     python_model_files,
     write_tree,
 )
-from support.stack import SERVERS, built_image
+from support.stack import SERVERS
 from triton_release import steps
 from triton_release.console import Console
 from triton_release.errors import Refused
@@ -47,12 +47,6 @@ def repo(tmp_path_factory):
     for name in ("a", "b", "c", "d", "s1", "s2"):
         files.update(python_model_files(name))
     return Repository.load(write_tree(tmp_path_factory.mktemp("waves") / "model_repository", files))
-
-
-@pytest.fixture(scope="module")
-def image(docker_client, repo, unique):
-    with built_image(docker_client, repo, f"triton-release-test/waves:{unique}") as tag:
-        yield tag
 
 
 def servers(docker_client) -> set[str]:

@@ -7,7 +7,6 @@ the Docker host cannot meet refused as an infrastructure failure."""
 from __future__ import annotations
 
 import io
-import json
 
 import pytest
 
@@ -15,7 +14,6 @@ from support.models import PYTHON_MODEL, golden_case, pipeline_files, python_mod
 from support.stack import BASE_IMAGE, SERVERS
 from support.wheels import make_wheel, offline_index
 from triton_release import steps
-from triton_release.cli.main import main
 from triton_release.console import Console
 from triton_release.errors import Refused
 from triton_release.models.repository import Repository
@@ -113,27 +111,13 @@ def test_a_kind_gpu_model_in_a_later_wave_is_loaded_for_the_cpu_too(repo, image)
 
 
 def test_gpus_on_a_docker_host_without_a_gpu_runtime_exits_3_and_leaves_no_container(
-    docker_client, repo, image, tmp_path
+    docker_client, repo, image, cli_report
 ):
     before = servers(docker_client)
-    report = tmp_path / "report.json"
-    code = main(
-        [
-            "test",
-            "--image",
-            image,
-            "--model-repository",
-            str(repo.root),
-            "--models",
-            "add",
-            "--gpus",
-            "all",
-            "--report",
-            str(report),
-        ]
+    found = cli_report(
+        "test", "--image", image, "--model-repository", str(repo.root), "--models", "add", "--gpus", "all", code=3
     )
-    message = json.loads(report.read_text())["error"]["message"]
-    assert code == 3, message
+    message = found["error"]["message"]
     assert "no GPU runtime" in message and "NVIDIA Container Toolkit" in message and "--gpus" in message
     assert servers(docker_client) == before
 
@@ -169,7 +153,7 @@ def offset_model(offset: int) -> dict[str, str]:
 
 
 def test_test_image_serves_the_kind_gpu_config_inside_the_image_not_the_checkouts(
-    docker_client, unique, tmp_path, image_tags
+    docker_client, unique, tmp_path, image_tags, cli_report
 ):
     """The image was built with OFFSET 5 (a wrong answer); the checkout says 1, as its golden case
     does. The CPU config is made from the image's config.pbtxt, so the image's answer is tested."""
@@ -179,21 +163,13 @@ def test_test_image_serves_the_kind_gpu_config_inside_the_image_not_the_checkout
     steps.build(Repository.load(built), BASE_IMAGE, tag)
     checkout = write_tree(tmp_path / "checkout" / "model_repository", offset_model(1))
     before = servers(docker_client)
-    report = tmp_path / "report.json"
-    code = main(
-        ["test", "--image", tag, "--model-repository", str(checkout), "--models", "offset", "--report", str(report)]
-    )
-    tested = json.loads(report.read_text())
-    assert code == 1, tested.get("error")
+    tested = cli_report("test", "--image", tag, "--model-repository", str(checkout), "--models", "offset", code=1)
     assert "1 of 1 golden cases failed" in tested["error"]["message"]
     [case] = tested["steps"]["test"]["cases"]
     assert case["case"] == "offset/basic" and not case["passed"]
     assert tested["steps"]["test"]["tested_on_cpu"] == ["offset"]
     # the image's answer is what its golden case must hold: +5 passes, whatever the checkout's config says
     write_tree(checkout, {"offset/golden/basic.json": golden_case(out=(6, 7, 8, 9))})
-    code = main(
-        ["test", "--image", tag, "--model-repository", str(checkout), "--models", "offset", "--report", str(report)]
-    )
-    assert code == 0, json.loads(report.read_text()).get("error")
+    cli_report("test", "--image", tag, "--model-repository", str(checkout), "--models", "offset")
     assert servers(docker_client) == before
     assert not docker_client.containers.list(all=True, filters={"ancestor": tag})  # the config reader is gone too

@@ -11,8 +11,8 @@ import json
 
 import pytest
 
-from support.models import int_tensor, python_config, write_tree
-from support.stack import SERVERS, built_image
+from support.models import int_tensor, iterative_config, write_tree
+from support.stack import SERVERS
 from triton_release import steps
 from triton_release.models.repository import Repository
 from triton_release.models.validate import validate
@@ -76,15 +76,6 @@ class TritonPythonModel:
 '''
 
 
-def iterative_config(name: str, decoupled: bool = False) -> str:
-    policy = "model_transaction_policy { decoupled: true }\n" if decoupled else ""
-    return (
-        python_config(name, max_batch_size=0, dims="[ 1 ]", dtype="TYPE_INT32")
-        + "sequence_batching { iterative_sequence: true }\n"
-        + policy
-    )
-
-
 def plain_case(value: int, outputs, **extra) -> str:
     return json.dumps({"inputs": [int_tensor("INPUT0", [value])], "outputs": outputs, **extra}, indent=2)
 
@@ -106,12 +97,6 @@ def repo(tmp_path_factory):
         },
     )
     return Repository.load(root)
-
-
-@pytest.fixture(scope="module")
-def image(docker_client, repo, unique):
-    with built_image(docker_client, repo, f"triton-release-test/iterative:{unique}") as tag:
-        yield tag
 
 
 def test_plain_cases_of_iterative_models_pass_validate_and_the_server(docker_client, repo, image):

@@ -14,7 +14,6 @@ import pytest
 from support.models import golden_case, python_config, write_tree
 from support.stack import BASE_IMAGE, PERF_ANALYZER
 from triton_release import steps
-from triton_release.action.main import main as action_main
 from triton_release.image.server import TritonServer
 from triton_release.models.devices import image_configs
 from triton_release.models.gates import GateOptions
@@ -57,7 +56,7 @@ def sleeping(name: str, milliseconds: float, comment: str = "") -> dict[str, str
 
 
 def test_a_version_sleeping_8_ms_where_the_last_slept_2_is_refused_and_a_comment_only_change_is_released(
-    git_repo, releaser, tmp_path
+    git_repo, releaser
 ):
     git_repo.write(sleeping("a", 2))
     git_repo.commit("a sleeps 2 ms")
@@ -86,24 +85,14 @@ def test_a_version_sleeping_8_ms_where_the_last_slept_2_is_refused_and_a_comment
     # the same model with only a comment changed, through the action with the bound as a percentage
     git_repo.write(sleeping("a", 2, comment="# only a comment changed\n"))
     git_repo.commit("a: a comment")
-    summary, report = tmp_path / "summary.md", tmp_path / "action-report.json"
-    env = {
-        **os.environ,
-        "GITHUB_ACTIONS": "true",
-        "GITHUB_EVENT_NAME": "push",
-        "GITHUB_WORKSPACE": str(git_repo.root),
-        "GITHUB_STEP_SUMMARY": str(summary),
-        "GITHUB_OUTPUT": str(tmp_path / "outputs"),
-        "INPUT_REPOSITORY": releaser.target,
-        "INPUT_BASE-IMAGE": BASE_IMAGE,
-        "INPUT_PUSH": "true",
-        "INPUT_REPORT": str(report),
-        "INPUT_MAX-LATENCY-INCREASE": "50%",
-        "INPUT_LATENCY-ROUNDS": "3",
-        "PATH": f"{PERF_ANALYZER.parent}:{os.environ['PATH']}",
-    }  # found on PATH, as in the action's image
-    assert action_main(env) == 0, json.loads(report.read_text()).get("error")
-    released = json.loads(report.read_text())
+    released, text = releaser.action(
+        git_repo.root,
+        {
+            "INPUT_MAX-LATENCY-INCREASE": "50%",
+            "INPUT_LATENCY-ROUNDS": "3",
+            "PATH": f"{PERF_ANALYZER.parent}:{os.environ['PATH']}",
+        },  # found on PATH, as in the action's image
+    )
     assert released["version"] == "1.1.0" and "push" in released["steps"]
     latency = released["steps"]["test"]["latency"]
     assert latency["max_latency_increase"] == 0.5 and latency["rounds"] == 3
@@ -112,7 +101,6 @@ def test_a_version_sleeping_8_ms_where_the_last_slept_2_is_refused_and_a_comment
     [compared] = model["comparisons"]
     assert compared["before"]["p50_us"] > 0 and compared["after"]["p50_us"] > 0 and compared["after"]["throughput"] > 0
     assert compared["p50_ratio"]["low"] <= compared["p50_ratio"]["ratio"] <= compared["p50_ratio"]["high"] < 1.5
-    text = summary.read_text()
     assert "**Latency** (perf_analyzer, 3 rounds per version, max-latency-increase 0.5)" in text, text
     assert "| `a` | 1 -> 2 | 1 |" in text and "cold start: load" in text
 

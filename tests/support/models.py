@@ -296,6 +296,17 @@ def sequence_config(name: str, strategy: str = "direct", decoupled: bool = False
     )
 
 
+def iterative_config(name: str, decoupled: bool = False) -> str:
+    """An INT32 [1] -> INT32 [1] Python model (max_batch_size 0) with `sequence_batching {
+    iterative_sequence: true }`: it reschedules its requests itself."""
+    policy = "model_transaction_policy { decoupled: true }\n" if decoupled else ""
+    return (
+        python_config(name, max_batch_size=0, dims="[ 1 ]", dtype="TYPE_INT32")
+        + "sequence_batching { iterative_sequence: true }\n"
+        + policy
+    )
+
+
 def int_tensor(name: str, values, batched: bool = False) -> dict:
     values = list(values)
     return {"name": name, "datatype": "INT32", "shape": [1, len(values)] if batched else [len(values)], "data": values}

@@ -8,6 +8,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import pytest
+
 from triton_release.contract import SERVER_LABEL
 from triton_release.image.server import RUN_ID_VARIABLE
 
@@ -32,3 +34,13 @@ def built_image(docker_client, repo, tag: str) -> Iterator[str]:
         yield tag
     finally:
         docker_client.images.remove(tag, force=True)
+
+
+@pytest.fixture(scope="module", name="image")
+def repo_image(docker_client, repo, unique, request) -> Iterator[str]:
+    """`image`: the test module's own `repo` fixture built once for the module, removed after it.
+    tests/integration/conftest.py and tests/faults/conftest.py offer it; a module with an `image`
+    of its own overrides it."""
+    name = request.module.__name__.rsplit(".", 1)[-1].removeprefix("test_").replace("_", "-")
+    with built_image(docker_client, repo, f"triton-release-test/{name}:{unique}") as tag:
+        yield tag

@@ -8,13 +8,13 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from support.git import GitRepo
 from support.models import python_model_files
 from support.stack import BASE_IMAGE, SERVERS
+from support.tool import tool_command
 from triton_release.contract import PROBE_LABEL
 from triton_release.registry.client import RegistryRepository
 
@@ -60,7 +60,7 @@ class Workspace:
         report = self.root.parent / "report.json"
         report.unlink(missing_ok=True)
         done = subprocess.run(
-            [sys.executable, "-m", "triton_release", *args, "--report", str(report)],
+            tool_command(*args, "--report", str(report)),
             cwd=self.root,
             capture_output=True,
             text=True,

@@ -7,20 +7,10 @@ from __future__ import annotations
 
 import json
 
-from support.models import int_tensor, python_config, sequence_case, sequence_config, write_tree
+from support.models import int_tensor, iterative_config, sequence_case, sequence_config, write_tree
 from triton_release.models import golden
 from triton_release.models.repository import load_model
 from triton_release.models.validate import validate
-
-
-def iterative_config(name: str, decoupled: bool = False) -> str:
-    policy = "model_transaction_policy { decoupled: true }\n" if decoupled else ""
-    return (
-        python_config(name, max_batch_size=0, dims="[ 1 ]", dtype="TYPE_INT32")
-        + "sequence_batching { iterative_sequence: true }\n"
-        + policy
-    )
-
 
 PLAIN = json.dumps({"inputs": [int_tensor("INPUT0", [3])], "outputs": [int_tensor("OUTPUT0", [5])]}, indent=2)
 STREAMED = json.dumps(

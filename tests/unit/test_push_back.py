@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from support.git import GitRepo
 from triton_release.history.push_back import PushTarget, push_release
 from triton_release.steps import Committed
 
@@ -135,12 +136,7 @@ def test_a_detached_head_without_a_branch_name_is_a_warning(origin, tmp_path, ca
 
 
 def test_a_checkout_without_origin_is_a_warning(tmp_path, caplog):
-    alone = tmp_path / "alone"
-    alone.mkdir()
-    git(alone, "init", "-q", "-b", "main")
-    git(alone, "config", "user.email", "test@example.com")
-    git(alone, "config", "user.name", "test")
-    (alone / "model_repository").mkdir()
+    alone = GitRepo(tmp_path / "alone").root
     committed = release_commit(alone)
     with caplog.at_level(logging.WARNING, logger="triton_release"):
         result = push_release(alone, committed, PushTarget())
@@ -149,12 +145,7 @@ def test_a_checkout_without_origin_is_a_warning(tmp_path, caplog):
 
 
 def test_credentials_in_the_remote_url_never_reach_the_warning_or_the_report(tmp_path, caplog):
-    checkout = tmp_path / "work"
-    checkout.mkdir()
-    git(checkout, "init", "-q", "-b", "main")
-    git(checkout, "config", "user.email", "test@example.com")
-    git(checkout, "config", "user.name", "test")
-    (checkout / "model_repository").mkdir()
+    checkout = GitRepo(tmp_path / "work").root
     git(checkout, "remote", "add", "origin", "http://bot:s3cret-token@127.0.0.1:9/models.git")  # nothing listens
     committed = release_commit(checkout)
     with caplog.at_level(logging.WARNING, logger="triton_release"):

@@ -22,9 +22,15 @@ class _Closed(io.StringIO):
         raise io.UnsupportedOperation("no file")
 
 
+def one_step(report, name: str, work, *args) -> int:
+    """A `release` session of one step `name` doing `work(*args)`, its output unread: the exit code,
+    the report written to `report`."""
+    session = Session("release", Console(out=io.StringIO(), err=io.StringIO()))
+    return run(session, lambda s: s.step(name, None, work, *args), report_path=str(report))
+
+
 def test_sighup_stops_the_run_as_sigterm_does(tmp_path):
     cleaned = []
-    session = Session("release", Console(out=io.StringIO(), err=io.StringIO()))
 
     def serve():
         try:
@@ -32,7 +38,7 @@ def test_sighup_stops_the_run_as_sigterm_does(tmp_path):
         finally:
             cleaned.append("container removed")
 
-    assert run(session, lambda s: s.step("test", None, serve), report_path=str(tmp_path / "r.json")) == 129
+    assert one_step(tmp_path / "r.json", "test", serve) == 129
     assert cleaned == ["container removed"]
     assert json.loads((tmp_path / "r.json").read_text())["error"]["message"] == "interrupted by SIGHUP"
 
@@ -98,15 +104,7 @@ def test_a_signal_during_a_container_removal_waits_for_it_then_stops_the_run(tmp
     class Client:
         api = Api()
 
-    session = Session("release", Console(out=io.StringIO(), err=io.StringIO()))
-    assert (
-        run(
-            session,
-            lambda s: s.step("build", None, remove_by_name, Client(), "probe-1"),
-            report_path=str(tmp_path / "r.json"),
-        )
-        == 143
-    )
+    assert one_step(tmp_path / "r.json", "build", remove_by_name, Client(), "probe-1") == 143
     assert removed == ["probe-1"]
 
 
@@ -137,8 +135,7 @@ def test_a_create_cut_short_by_a_signal_is_looked_for_until_the_daemon_has_made_
         finally:
             processes.remove_by_name(Client(), "probe-2", created=created)
 
-    session = Session("release", Console(out=io.StringIO(), err=io.StringIO()))
-    assert run(session, lambda s: s.step("build", None, probe), report_path=str(tmp_path / "r.json")) == 143
+    assert one_step(tmp_path / "r.json", "build", probe) == 143
     assert seen == ["probe-2"] * 3
 
 
@@ -158,15 +155,7 @@ def test_a_signal_held_while_the_removal_itself_fails_is_raised_not_lost(tmp_pat
     class Client:
         api = Api()
 
-    session = Session("release", Console(out=io.StringIO(), err=io.StringIO()))
-    assert (
-        run(
-            session,
-            lambda s: s.step("test", None, remove_by_name, Client(), "probe-3"),
-            report_path=str(tmp_path / "r.json"),
-        )
-        == 130
-    )
+    assert one_step(tmp_path / "r.json", "test", remove_by_name, Client(), "probe-3") == 130
     cleaned = []
 
     def serve():
@@ -175,6 +164,5 @@ def test_a_signal_held_while_the_removal_itself_fails_is_raised_not_lost(tmp_pat
         finally:
             cleaned.append("done")
 
-    again = Session("release", Console(out=io.StringIO(), err=io.StringIO()))
-    assert run(again, lambda s: s.step("test", None, serve), report_path=str(tmp_path / "r2.json")) == 0
+    assert one_step(tmp_path / "r2.json", "test", serve) == 0
     assert cleaned == ["done"]
