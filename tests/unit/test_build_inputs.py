@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import fields, replace
 
 import pytest
 
@@ -18,23 +19,23 @@ from triton_release.models.shards import (
 )
 from triton_release.registry.candidate import build_inputs, differences, find_reusable
 from triton_release.registry.client import RegistryRepository
+from triton_release.settings import ImageOptions, PublishOptions
 
 COMMIT = "0123456789abcdef" * 2 + "01234567"
 BASE = "sha256:" + "4a" * 32
 STUB38_BASE = "sha256:" + "fd" * 32
+IMAGE = {f.name for f in fields(ImageOptions)}
+PUBLISH = {f.name for f in fields(PublishOptions)}
 
 
 def inputs(**changed) -> dict:
-    given = {
-        "base_image_id": BASE,
-        "stub": "auto",
-        "python": None,
-        "requirements_options": "refuse",
-        "max_layers": 120,
-        "channel": "latest",
-        "source": "",
-    }
-    return build_inputs(**{**given, **changed})
+    """The build inputs of a stage with the default settings but `changed` (a setting's key, or
+    base_image_id or source)."""
+    image = replace(ImageOptions("local/tritonserver:24.10-py3"), **{k: v for k, v in changed.items() if k in IMAGE})
+    publish = replace(PublishOptions(), **{k: v for k, v in changed.items() if k in PUBLISH})
+    return build_inputs(
+        image, publish, base_image_id=changed.get("base_image_id", BASE), source=changed.get("source", "")
+    )
 
 
 def staged_with(labels: dict) -> FakeRegistry:
@@ -93,6 +94,7 @@ def test_the_same_inputs_reuse_the_candidate():
         {"max_layers": 60},
         {"requirements_options": "allow"},
         {"channel": "beta"},
+        {"warmup": "golden"},
     ],
     ids=lambda c: next(iter(c)),
 )

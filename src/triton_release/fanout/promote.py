@@ -78,7 +78,7 @@ def run_promote(request: PromoteRequest, session: Session) -> None:
             request.repository,
             checked,
             request.version,
-            request.publish.channel,
+            request.publish,
         )
     # -- published: finished forward by a rerun, never rolled back -----------------------------
     session.step(

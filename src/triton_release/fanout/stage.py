@@ -165,17 +165,7 @@ def _build_inputs(request: StageRequest, base_image_id: str | None = None) -> di
         from triton_release.image.engine import docker_client
 
         base_image_id = image_id(docker_client(), request.image.base_image)
-    image = request.image
-    inputs = build_inputs(
-        base_image_id=base_image_id,
-        stub=image.stub,
-        python=image.python,
-        requirements_options=image.requirements_options,
-        max_layers=image.max_layers,
-        channel=request.publish.channel,
-        source=request.source,
-    )
-    return {**inputs, "warmup": image.warmup} if image.warmup != "off" else inputs
+    return build_inputs(request.image, request.publish, base_image_id=base_image_id, source=request.source)
 
 
 @dataclass(frozen=True)

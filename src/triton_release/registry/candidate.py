@@ -35,6 +35,7 @@ from triton_release.models.shards import (
 from triton_release.registry.client import RegistryRepository
 from triton_release.registry.promote import CANDIDATE_REF, Candidate
 from triton_release.registry.publish import daemon_push
+from triton_release.settings import ImageOptions, PublishOptions
 
 log = logging.getLogger("triton_release")
 
@@ -83,30 +84,24 @@ class Staged:
         }
 
 
-def build_inputs(
-    *,
-    base_image_id: str,
-    stub: str,
-    python: str | None,
-    requirements_options: str,
-    max_layers: int,
-    channel: str,
-    source: str,
-) -> dict:
+def build_inputs(image: ImageOptions, publish: PublishOptions, *, base_image_id: str, source: str) -> dict:
     """Every input of a stage's build besides the commit and the base of its bump: the base image
     (by its id, whatever name it was given by), the stub provider (a stub file by its content), the
     target Python, the settings that shape the layers and the environments, the labels given, and
     this tool's version. A candidate is reused only when all of them are what it was built from."""
-    inputs = {
+    stub = image.stub
+    inputs: dict = {
         "base_image_id": base_image_id,
         "stub": stub,
-        "python": python or "",
-        "requirements_options": requirements_options,
-        "max_layers": max_layers,
-        "channel": channel,
+        "python": image.python or "",
+        "requirements_options": image.requirements_options,
+        "max_layers": image.max_layers,
+        "channel": publish.channel,
         "source": source,
         "triton_release": __version__,
     }
+    if image.warmup != "off":  # only when on: candidates staged before warmup existed still match
+        inputs["warmup"] = image.warmup
     if stub.startswith("path:"):
         try:
             inputs["stub_sha256"] = hashlib.sha256(Path(stub.removeprefix("path:")).read_bytes()).hexdigest()

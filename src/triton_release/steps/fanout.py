@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from triton_release.registry.client import RegistryRepository
     from triton_release.registry.promote import CandidateCheck, CandidateRetention, Promoted
     from triton_release.registry.records import GoldenRecord
+    from triton_release.settings import PublishOptions
     from triton_release.steps.changed import ChangesResult
 
 
@@ -65,10 +66,10 @@ def plan_commit(root: Path, checked: CandidateCheck) -> ChangesResult:
     return planned
 
 
-def promote(repository: RegistryRepository, checked: CandidateCheck, version: str, channel: str) -> Promoted:
+def promote(repository: RegistryRepository, checked: CandidateCheck, version: str, publish: PublishOptions) -> Promoted:
     from triton_release.registry import promote as promoting
 
-    return promoting.promote(repository, checked, version, channel)
+    return promoting.promote(repository, checked, version, publish.channel)
 
 
 def retain_candidates(repository: RegistryRepository, released: str, keep: int) -> CandidateRetention:
