@@ -252,9 +252,9 @@ def settings_page() -> str:
     inputs, outputs = action.get("inputs") or {}, action.get("outputs") or {}
     by_setting = flags_by_setting(cli_parser())
     out = [
-        banner("src/triton_release/settings.py (SETTINGS) and action.yml"),
+        banner("src/triton_release/settings/table.py (SETTINGS) and action.yml"),
         "# Settings and action inputs\n",
-        "Every setting, from the one table in `src/triton_release/settings.py`, with its default and the CLI "
+        "Every setting, from the one table in `src/triton_release/settings/table.py`, with its default and the CLI "
         "flags and action inputs that set it; then every input and output of the action, from `action.yml`. "
         f"Each setting is resolved once, each layer winning over the one before: its default, `{CONFIG_FILE}`, "
         "the action's input, the command line's flag. How to write the settings file, with an example: "

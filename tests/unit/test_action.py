@@ -10,7 +10,8 @@ import pytest
 
 from triton_release.action.inputs import ActionInputs, Event
 from triton_release.action.main import main
-from triton_release.action.outputs import ActionOutputs, summary
+from triton_release.action.outputs import ActionOutputs
+from triton_release.action.summary import summary
 from triton_release.errors import UsageError
 from triton_release.session import Report, StepRecord
 from triton_release.settings import resolve

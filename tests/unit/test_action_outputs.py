@@ -14,7 +14,8 @@ import pytest
 import yaml
 
 from triton_release.action.inputs import ActionInputs
-from triton_release.action.outputs import ActionOutputs, summary
+from triton_release.action.outputs import ActionOutputs
+from triton_release.action.summary import summary
 from triton_release.cli.main import main as cli_main
 from triton_release.errors import UsageError
 from triton_release.history.push_back import PushedBack

@@ -9,7 +9,7 @@ import io
 import re
 from types import SimpleNamespace as NS
 
-from triton_release.action.outputs import summary
+from triton_release.action.summary import summary
 from triton_release.console import Console
 from triton_release.models.inference import CaseResult
 from triton_release.models.suite import GoldenRun

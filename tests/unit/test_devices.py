@@ -16,7 +16,7 @@ from google.protobuf import json_format, text_format
 
 from support.models import PYTHON_MODEL, bls_caller_files, python_config, python_model_files, write_tree
 from triton_release.action.inputs import ActionInputs
-from triton_release.action.outputs import summary
+from triton_release.action.summary import summary
 from triton_release.cli.main import main
 from triton_release.console import Console
 from triton_release.errors import UsageError

@@ -1,5 +1,5 @@
 """The generated reference pages (docs/reference/, made by docs/gen.py) are what the code gives:
-the argparse parser, settings.py's table and action.yml. A page that differs is stale."""
+the argparse parser, the settings table (settings/table.py) and action.yml. A page that differs is stale."""
 
 from __future__ import annotations
 

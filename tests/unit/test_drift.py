@@ -18,7 +18,7 @@ from google.protobuf import json_format, text_format
 from support.models import golden_case, python_config, python_model_files, sequence_case
 from triton_release import steps
 from triton_release.action.inputs import ActionInputs
-from triton_release.action.outputs import summary
+from triton_release.action.summary import summary
 from triton_release.cli.common import given_settings
 from triton_release.cli.main import parser
 from triton_release.console import Console

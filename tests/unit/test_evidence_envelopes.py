@@ -416,7 +416,7 @@ def test_the_action_keeps_the_signing_key_in_a_private_file_for_the_run_only(tmp
 
 
 def test_the_step_summary_links_the_evidence_and_says_how_to_verify_it_or_that_it_is_unsigned():
-    from triton_release.action.outputs import summary
+    from triton_release.action.summary import summary
     from triton_release.evidence.attach import Evidence
     from triton_release.registry.attestations import Layer
     from triton_release.session import Report, StepRecord

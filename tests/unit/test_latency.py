@@ -13,7 +13,7 @@ from google.protobuf import text_format
 
 from support.models import golden_case, python_config, python_model_files, sequence_case, sequence_config, write_tree
 from triton_release import steps
-from triton_release.action.outputs import _latency_table
+from triton_release.action.summary import _latency_table
 from triton_release.errors import InfrastructureError
 from triton_release.image.warmup import entries, raw_bytes, with_warmup
 from triton_release.models import latency_stats as stats

@@ -19,7 +19,8 @@ from typing import TypedDict
 from triton_release import cache, release
 from triton_release import session as sessions
 from triton_release.action.inputs import ActionInputs, Event
-from triton_release.action.outputs import ActionOutputs, summary
+from triton_release.action.outputs import ActionOutputs
+from triton_release.action.summary import summary
 from triton_release.console import Console
 from triton_release.errors import TritonReleaseError, UsageError
 from triton_release.history.push_back import PushTarget

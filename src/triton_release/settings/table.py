@@ -1,0 +1,178 @@
+"""The one table of settings: each setting's key, default, help and converter (`SETTINGS`), by key
+(`BY_KEY`), and the old names that still work (`DEPRECATED`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from triton_release.settings.converters import (
+    _bool,
+    _choice,
+    _count,
+    _folder_path,
+    _fraction,
+    _keep,
+    _milliseconds,
+    _python_version,
+    _registry_repository,
+    _rounds,
+    _seconds,
+    _size,
+    _stub,
+    _stub_path,
+    _text,
+    _warmup,
+    gpus,
+)
+
+
+@dataclass(frozen=True)
+class Setting:
+    key: str
+    default: Any
+    help: str
+    convert: Callable[[Any], Any] = _text
+    # a value that names a path: re-anchored to the folder it was written relative to
+    anchor: Callable[[str, Path], str] | None = None
+    # a value the conversion changed: the warning saying so ({given} and {value})
+    notice: str | None = None
+
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting("model_repository", "model_repository", "the folder holding the models", anchor=_folder_path),
+    Setting("base_image", "nvcr.io/nvidia/tritonserver:24.10-py3", "the Triton image the release is built FROM"),
+    Setting("python", None, "the Python the models run on (default: the base image's python3)", _python_version),
+    Setting(
+        "repository",
+        None,
+        "the registry repository releases are pushed to, e.g. ghcr.io/org/models "
+        "(lower-cased: Docker refuses upper case)",
+        _registry_repository,
+        notice="registry repository {given} lower-cased to {value} (Docker refuses upper case)",
+    ),
+    Setting("channel", "latest", "the moving tag consumers follow"),
+    Setting("keep", None, "keep only the newest N releases (default: keep all)", _keep),
+    Setting("load_timeout", 300, "seconds each tested model may take to become ready", _seconds),
+    Setting(
+        "stub",
+        "auto",
+        "where the Python backend stub comes from: auto|stock|wheel|source|path:FILE",
+        _stub,
+        anchor=_stub_path,
+    ),
+    Setting(
+        "requirements_options",
+        "refuse",
+        "refuse|allow: pip options (-r, -c, -e, --index-url, -f), paths and URLs in models' requirements.txt",
+        _choice("refuse", "allow"),
+    ),
+    Setting(
+        "server_memory",
+        None,
+        "memory limit of the tritonserver container, e.g. 8g (default: 3/4 of this machine's memory)",
+        _size,
+    ),
+    Setting("server_pids", 4096, "process limit of the tritonserver container", _count),
+    Setting(
+        "max_loaded", 50, "at most this many models loaded at once while testing: more are tested in waves", _count
+    ),
+    Setting(
+        "gpus",
+        None,
+        "the GPUs the tritonserver container gets: all, a count, or device ids such as 0,1 "
+        "(default: none; KIND_GPU instance groups are then tested on the CPU)",
+        gpus,
+    ),
+    Setting(
+        "gpu_models",
+        "test",
+        "test|require: a KIND_GPU model that cannot load on the CPU is reported and not tested, or (require) refused",
+        _choice("test", "require"),
+    ),
+    Setting(
+        "max_drift",
+        None,
+        "refuse a release whose new model version answers its golden inputs further "
+        "than this from the version before (the largest relative difference of any output, e.g. 0.001: a "
+        "tenth of a percent); default: drift is reported, never refused",
+        _fraction,
+    ),
+    Setting(
+        "max_latency_increase",
+        None,
+        "refuse a release whose new model version is slower than the version "
+        "before by more than this fraction (0.2, or the same as a percentage: refused when the whole confidence "
+        "interval of its p50 latency ratio, measured with perf_analyzer, lies above 1.2); default: latency is "
+        "reported, never refused",
+        _fraction,
+    ),
+    Setting(
+        "latency_rounds",
+        4,
+        "perf_analyzer rounds per version in the latency comparison, alternating N, N+1, "
+        "N+1, N, ...: more rounds give tighter intervals and take longer",
+        _rounds,
+    ),
+    Setting(
+        "latency_interval",
+        300,
+        "milliseconds of one perf_analyzer measurement window (a round is three; "
+        "longer for a model too slow for 30 requests in one)",
+        _milliseconds,
+    ),
+    Setting(
+        "perf_analyzer",
+        None,
+        "the perf_analyzer binary the latency gate runs (default: perf_analyzer on "
+        "PATH, else /opt/perf_analyzer/bin/perf_analyzer, the action image's)",
+        anchor=_folder_path,
+    ),
+    Setting(
+        "warmup",
+        "off",
+        "off|golden: golden writes model_warmup from each model's golden inputs into the "
+        "image's copy of its config.pbtxt (the user's is untouched), so the server reports the model ready "
+        "only once warm",
+        _warmup,
+    ),
+    Setting(
+        "push_commit",
+        False,
+        "with --commit, push the release commit and its vX.Y.Z tag to the checked-out "
+        "branch of origin once the release is published (a refused push is a warning)",
+        _bool,
+    ),
+    Setting(
+        "max_layers",
+        120,
+        "the image's layer budget, the base image's layers counted (overlay2 refuses about 125)",
+        _count,
+    ),
+    Setting(
+        "signing_key",
+        None,
+        "a PKCS#8 PEM ECDSA P-256 private key file that signs each release's evidence "
+        "(its golden results, provenance and SBOM); default: the evidence is attached unsigned",
+        anchor=_folder_path,
+    ),
+    Setting(
+        "signing",
+        "key",
+        "key|keyless: sign the evidence with signing_key, or keyless with sigstore and the "
+        "workflow's OIDC token (GitHub Actions with id-token: write)",
+        _choice("key", "keyless"),
+    ),
+    Setting(
+        "verify_key",
+        None,
+        "a PEM public key (cosign.pub): rollback refuses a release whose evidence does not "
+        "verify with it, and verify checks with it when --key is not given",
+        anchor=_folder_path,
+    ),
+)
+BY_KEY = {s.key: s for s in SETTINGS}
+# Old names that still work, with a warning: workflows and settings files already use them.
+DEPRECATED = {"image": "repository"}
