@@ -5,6 +5,7 @@ anything runs."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -12,11 +13,12 @@ import yaml
 
 from triton_release.action.inputs import MODES, ActionInputs
 from triton_release.action.main import main as action_main
-from triton_release.action.outputs import ActionOutputs, summary
+from triton_release.action.outputs import ActionOutputs
+from triton_release.action.summary import summary
 from triton_release.cli.main import main
 from triton_release.errors import UsageError
 from triton_release.models.shards import Shard
-from triton_release.registry.candidate import Staged, parse_candidate
+from triton_release.registry.candidate import Pulled, Staged, parse_candidate
 from triton_release.registry.promote import Candidate
 from triton_release.session import Report, StepRecord
 
@@ -145,3 +147,24 @@ def test_the_example_workflow_tests_each_shard_on_its_runner_then_promotes():
     assert jobs["promote"]["needs"] == ["stage", "test"]
     modes = {name: next(s["with"]["mode"] for s in job["steps"] if s.get("uses") == "./") for name, job in jobs.items()}
     assert modes == {"stage": "stage", "test": "test", "promote": "promote"}
+
+
+def test_a_shards_test_outputs_the_candidates_changed_models():
+    shards = (Shard("shard-1", ("a", "caller"), ("a", "caller"), 2, False),)
+    candidate = Candidate(
+        "127.0.0.1:5000/team/models",
+        DIGEST,
+        "1.1.0",
+        "f" * 40,
+        "e" * 40,
+        "",
+        shards,
+        ("a", "caller"),
+        changed_models=("a",),
+    )
+    report = Report("test")
+    report.record("pull", StepRecord(Pulled(candidate.ref, "sha256:" + "1" * 64, "f" * 40, candidate), 0.1, True))
+    assert ActionOutputs.from_report(report, "report.json").changed_models == ("a",)
+    earlier = replace(candidate, changed_models=None)  # staged before the label: the models it tests
+    report.record("pull", StepRecord(Pulled(earlier.ref, "sha256:" + "1" * 64, "f" * 40, earlier), 0.1, True))
+    assert ActionOutputs.from_report(report, "report.json").changed_models == ("a", "caller")

@@ -203,6 +203,14 @@ class Pulled:
         raise UsageError(f"""
             {self.ref} has no shard {name}; its shards are {known}: see the stage's `shards` output.""")
 
+    def facts(self) -> dict:
+        """A staged candidate's changed models, so that a shard's test reports them as the stage
+        and the promote do (one staged before the label: the models it tests)."""
+        if self.candidate is None:
+            return {}
+        found = self.candidate.changed_models
+        return {"changed_models": sorted(found if found is not None else self.candidate.changed)}
+
     def to_json(self) -> dict:
         return {
             "candidate": self.ref,
