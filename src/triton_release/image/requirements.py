@@ -30,7 +30,8 @@ from packaging.version import Version
 from triton_release.cache import cache_dir, discard, exclusive, write_atomic
 from triton_release.errors import InfrastructureError, Refused
 from triton_release.image.base import PythonInstall
-from triton_release.models.repository import REQUIREMENTS_FILE, Repository, read_requirements
+from triton_release.models.repository import REQUIREMENTS_FILE, Repository
+from triton_release.models.requirements_file import read_requirements
 from triton_release.problems import display_path
 
 

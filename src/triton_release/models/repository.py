@@ -1,11 +1,14 @@
 """The model repository as Triton sees it: models, numbered versions, configs parsed with
-Triton's own schema (tritonclient's model_config_pb2)."""
+Triton's own schema (tritonclient's model_config_pb2).
+
+Also here: the model-name rule, the symbolic links the repository may hold, and a model folder's
+fingerprint. A requirements.txt is read in models/requirements_file.py; the hint for a misspelled
+enum value in a config: models/config_hints.py."""
 
 from __future__ import annotations
 
 import base64
 import binascii
-import difflib
 import hashlib
 import os
 import re
@@ -15,10 +18,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from google.protobuf import text_format
-from packaging.requirements import InvalidRequirement, Requirement
 
 from triton_release.cache import Memo
 from triton_release.models.calls import callees, version_calls
+from triton_release.models.config_hints import _enum_hint
 from triton_release.models.config_schema import model_config_pb2
 from triton_release.models.graph import ensemble_needs
 from triton_release.problems import Problem
@@ -168,84 +171,6 @@ def walk(
     return sorted(found), problems
 
 
-# -- requirements.txt: name==version lines; pip options, paths and URLs only when allowed ------
-
-REQUIREMENTS_OPTIONS = ("refuse", "allow")
-_COMMENT = re.compile(r"(^|\s)#.*$")
-_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")  # http:, git+https:, file:, c:
-_CREDENTIALS = re.compile(r"(://)[^/@\s]*@")
-_ARCHIVES = (".whl", ".zip", ".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tbz", ".tar.xz", ".txz", ".tar.lz", ".tlz")
-_ALLOW = (
-    "write one requirement per line (name==version), or, if pip is meant to read the file as it is, set "
-    "requirements_options: allow in triton-release.yaml"
-)
-
-
-def _shown(text: str) -> str:
-    """The offending line as a message quotes it: URL credentials hidden, cut at 100 characters."""
-    text = _CREDENTIALS.sub(r"\1***@", text)
-    return repr(text if len(text) <= 100 else text[:100] + "...")
-
-
-def _refused_kind(text: str) -> str | None:
-    """What makes a requirements line more than a requirement (an option, a URL, a path), or None."""
-    option = next((token for token in text.split() if token.startswith("-")), None)
-    if option is not None:
-        return f"the pip option {option.split('=')[0]!r}, which makes pip read other files or other package indexes"
-    if "${" in text:
-        return "an environment variable reference, which pip expands"
-    if text.endswith("\\"):
-        return "a line continued onto the next one"
-    if _SCHEME.match(text) or "://" in text or re.search(r"\s@\s|@\s*\S+:", text):
-        return "a URL, which pip would install from instead of the package index"
-    name = re.split(r"[\s\[;<>=!~]", text, maxsplit=1)[0]
-    if text.startswith((".", "/", "~", "\\")) or "/" in name or "\\" in name or name.lower().endswith(_ARCHIVES):
-        return "a local path, which pip would read from this machine"
-    return None
-
-
-def read_requirements(path: Path, options: str = "refuse") -> tuple[list[tuple[int, Requirement]], list[Problem]]:
-    """A model's requirements.txt: (line number, requirement) for each requirement, and a problem
-    for each line that is not one. With options "allow", pip options, paths and URLs are left to
-    pip (and not returned). A problem quotes its own line only, never the rest of the file."""
-    try:
-        text = path.read_bytes().decode("utf-8")
-    except UnicodeDecodeError:
-        return [], [Problem(path, "the file is not UTF-8 text; write one requirement per line (name==version)")]
-    except OSError as exc:
-        return [], [Problem(path, f"the file cannot be read ({exc.strerror})")]
-    found: list[tuple[int, Requirement]] = []
-    problems: list[Problem] = []
-    for number, raw in enumerate(text.splitlines(), 1):
-        line = _COMMENT.sub("", raw).strip()
-        if not line:
-            continue
-        kind = _refused_kind(line)
-        if kind is not None:
-            if options != "allow":
-                problems.append(
-                    Problem(
-                        path,
-                        f"{_shown(line)} is {kind}: refused in a model's requirements "
-                        f'(requirements_options is "refuse"); {_ALLOW}',
-                        number,
-                    )
-                )
-            continue
-        try:
-            found.append((number, Requirement(line)))
-        except InvalidRequirement as exc:
-            reason = str(exc).splitlines()[0]
-            problems.append(
-                Problem(
-                    path,
-                    f"{_shown(line)} is not a requirement ({reason}); write it as name==version, one per line",
-                    number,
-                )
-            )
-    return found, problems
-
-
 def datatype_name(data_type: int) -> str:
     """Config enum (TYPE_FP32, TYPE_STRING) -> KServe v2 name (FP32, BYTES)."""
     name = model_config_pb2.DataType.Name(data_type).removeprefix("TYPE_")
@@ -338,57 +263,6 @@ def parse_config(path: Path, text: str) -> tuple[model_config_pb2.ModelConfig | 
         hint = _enum_hint(message)
         message = message.rstrip(".") if hint else message
         return None, [Problem(path, f"{message}{hint} (Triton's model config schema)", line, col)]
-
-
-# common spellings of Triton's data types, by the name without TYPE_ (KServe's and numpy's among them)
-DATA_TYPE_SPELLINGS = {
-    "FLOAT": "FP32",
-    "FLOAT32": "FP32",
-    "F32": "FP32",
-    "SINGLE": "FP32",
-    "FLOAT16": "FP16",
-    "HALF": "FP16",
-    "F16": "FP16",
-    "FLOAT64": "FP64",
-    "DOUBLE": "FP64",
-    "F64": "FP64",
-    "BFLOAT16": "BF16",
-    "BFLOAT": "BF16",
-    "INT": "INT32",
-    "LONG": "INT64",
-    "UINT": "UINT32",
-    "BYTE": "UINT8",
-    "CHAR": "INT8",
-    "SHORT": "INT16",
-    "BOOLEAN": "BOOL",
-    "STRING": "STRING",
-    "STR": "STRING",
-    "BYTES": "STRING",
-    "TEXT": "STRING",
-    "OBJECT": "STRING",
-}
-_UNKNOWN_ENUM = re.compile(r'^Enum type "([\w.]+)" has no value named ("?)([^".\s]+)')
-
-
-def _enum_hint(message: str) -> str:
-    """'; did you mean TYPE_FP32?' for an unknown enum value in a parse error, or ''."""
-    match = _UNKNOWN_ENUM.match(message)
-    if match is None:
-        return ""
-    try:
-        enum = model_config_pb2.DESCRIPTOR.pool.FindEnumTypeByName(match.group(1))
-    except KeyError:
-        return ""
-    names = [name for name in enum.values_by_name if not name.endswith("_INVALID")]
-    given = match.group(3).upper()
-    if match.group(1) == "inference.DataType":
-        bare = given.removeprefix("TYPE_").removeprefix("TYPE")
-        spelled = "TYPE_" + DATA_TYPE_SPELLINGS.get(bare, bare)
-        given = spelled if spelled in names else given
-    if given in names:
-        return f"; write it without quotes: {given}" if match.group(2) else f"; did you mean {given}?"
-    close = difflib.get_close_matches(given, names, n=1, cutoff=0.6)
-    return f"; did you mean {close[0]}?" if close else f"; the values are {', '.join(names)}"
 
 
 def load_model(path: Path, root: Path | None = None) -> Model:

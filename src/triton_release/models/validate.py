@@ -1,39 +1,35 @@
 """Static checks of a model repository: what Triton would refuse, found before any build.
 
 Every rule sees one model and the repository around it and yields problems; all problems are
-reported, not just the first.
+reported, not just the first. The rules: models/validate_rules.py. This module runs them over the
+repository and keeps each model folder's verdict between runs, by the folder's fingerprint.
 """
 
 from __future__ import annotations
 
-import ast
 import hashlib
 import os
-import re
 import sys
-from collections import Counter
-from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
 from triton_release.cache import Memo
-from triton_release.models import calls, golden
-from triton_release.models.devices import ENV_PARAMETER
-from triton_release.models.repository import (
-    GOLDEN_DIR,
-    REQUIREMENTS_FILE,
-    Model,
-    Repository,
-    fingerprint,
-    link_problem,
-    model_name_problem,
-    read_requirements,
-    walk,
+from triton_release.models.repository import Model, Repository, fingerprint
+from triton_release.models.validate_rules import (
+    WARNINGS,
+    called,
+    check_config,
+    check_ensemble,
+    check_golden,
+    check_links,
+    check_name,
+    check_python_files,
+    check_requirements,
+    check_version_policy,
+    check_versions,
 )
-from triton_release.problems import Problem, display_path, line_of
-
-LOOKS_LIKE_VERSION = re.compile(r"^(v|version)?-?[0-9]+$", re.I)
+from triton_release.problems import Problem, display_path
 
 
 @dataclass(frozen=True)
@@ -57,350 +53,6 @@ class ValidationResult:
             "problems": [p.to_json() for p in self.problems],
             "warnings": [w.to_json() for w in self.warnings],
         }
-
-
-Rule = Callable[[Model, Repository], Iterator[Problem]]
-
-
-def check_name(model: Model, repo: Repository) -> Iterator[Problem]:
-    problem = model_name_problem(model.name)
-    if problem:
-        yield Problem(model.path, problem)
-
-
-def check_config(model: Model, repo: Repository) -> Iterator[Problem]:
-    yield from model.problems
-    config = model.config
-    if config is None:
-        return
-    text = model.config_text
-    if config.name and config.name != model.name:
-        yield Problem(
-            model.config_path,
-            f"name {config.name!r} differs from the model's folder "
-            f"{model.name!r}: Triton refuses to load it; make them equal",
-            line_of(text, "name"),
-        )
-    if not config.backend and not config.platform:
-        yield Problem(
-            model.config_path, 'neither backend nor platform is set: add backend: "python" (or platform: "ensemble")'
-        )
-    if config.max_batch_size < 0:
-        yield Problem(
-            model.config_path, "max_batch_size must be 0 (no batching) or positive", line_of(text, "max_batch_size")
-        )
-    for kind in ("input", "output"):
-        names = Counter(t.name for t in getattr(config, kind))
-        for name, count in names.items():
-            if count > 1:
-                yield Problem(
-                    model.config_path, f"{kind} {name!r} is declared {count} times", line_of(text, f'"{name}"')
-                )
-        for tensor in getattr(config, kind):
-            if not tensor.dims and not tensor.HasField("reshape") and config.max_batch_size == 0:
-                yield Problem(
-                    model.config_path,
-                    f"{kind} {tensor.name!r} has no dims: give at least one "
-                    "dimension (or max_batch_size > 0 for a batch dimension)",
-                    line_of(text, f'"{tensor.name}"'),
-                )
-            bad = [d for d in tensor.dims if d == 0 or d < -1]
-            if bad:
-                yield Problem(
-                    model.config_path,
-                    f"{kind} {tensor.name!r} has dims {list(tensor.dims)}: each "
-                    "dimension is positive, or -1 for a variable one",
-                    line_of(text, f'"{tensor.name}"'),
-                )
-
-
-def check_versions(model: Model, repo: Repository) -> Iterator[Problem]:
-    for name in model.other_dirs:
-        if LOOKS_LIKE_VERSION.match(name):
-            number = int(re.sub(r"[^0-9]", "", name))
-            fix = f"rename it to {number}" if number >= 1 else "version numbers start at 1"
-            yield Problem(
-                model.path / name,
-                f"Triton ignores the folder {name!r}: version folders are "
-                f"numbered 1, 2, 3 ... without leading zeros; {fix}",
-            )
-    for child in sorted(model.path.iterdir()):
-        if child.is_file() and LOOKS_LIKE_VERSION.match(child.name):
-            yield Problem(child, f"{child.name!r} is a file where a version folder is expected")
-    if not model.versions and model.is_ensemble:
-        yield Problem(
-            model.path,
-            "no version folder: Triton needs one even for an ensemble (an empty 1/), and git "
-            "keeps no empty folders, so a checkout lacks it; add an empty file "
-            f"{display_path(model.path / '1' / '.gitkeep')} and commit it",
-        )
-    elif not model.versions:
-        yield Problem(model.path, f"no version folder: put the model's files in {display_path(model.path / '1')}/")
-    for version in model.versions:
-        folder = model.path / str(version)
-        if not model.is_ensemble and not any(folder.iterdir()):
-            yield Problem(folder, "version folder is empty")
-
-
-def check_python_files(model: Model, repo: Repository) -> Iterator[Problem]:
-    if not model.is_python:
-        return
-    filename = (model.config.default_model_filename if model.config else "") or "model.py"
-    for version in model.versions:
-        folder = model.path / str(version)
-        if any(folder.iterdir()) and not (folder / filename).is_file():
-            what = "a model without config.pbtxt (auto-complete)" if model.auto_complete else "a python model"
-            yield Problem(folder, f"no {filename}: {what} needs {display_path(folder / filename)}")
-        elif (folder / filename).is_file():
-            yield from _syntax(folder / filename)
-    if model.auto_complete and model.newest_version is not None:
-        yield from _auto_complete(model, model.path / str(model.newest_version) / filename)
-
-
-def _syntax(path: Path) -> Iterator[Problem]:
-    """A model.py that does not compile would fail at load, after a build and a server start."""
-    try:
-        compile(path.read_bytes(), str(path), "exec", dont_inherit=True)
-    except SyntaxError as exc:
-        yield Problem(
-            path,
-            f"Python syntax error: {exc.msg}; fix it (tritonserver would fail to load the model)",
-            exc.lineno,
-            exc.offset,
-        )
-    except ValueError as exc:  # null bytes
-        yield Problem(path, f"not a Python source file ({exc})")
-
-
-def _auto_complete(model: Model, path: Path) -> Iterator[Problem]:
-    """Without config.pbtxt, tritonserver takes the whole config from TritonPythonModel's
-    auto_complete_config; a model.py lacking it does not load. Read as a syntax tree, never run.
-    A TritonPythonModel that is imported or has a base class may get it from elsewhere: not flagged."""
-    try:
-        tree = ast.parse(path.read_bytes())
-    except (OSError, SyntaxError, ValueError):
-        return  # unreadable or not Python: _syntax says so
-    names: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            names.add(node.name)
-        elif isinstance(node, ast.Name):
-            names.add(node.id)
-        elif isinstance(node, ast.Attribute):
-            names.add(node.attr)
-        elif isinstance(node, ast.alias):
-            names.add(node.asname or node.name)
-    model_class = next(
-        (node for node in tree.body if isinstance(node, ast.ClassDef) and node.name == "TritonPythonModel"), None
-    )
-    inherits = model_class is not None and any(
-        not (isinstance(b, ast.Name) and b.id == "object") for b in model_class.bases
-    )
-    imported = model_class is None and "TritonPythonModel" in names
-    if "auto_complete_config" in names or inherits or imported:
-        return
-    yield Problem(
-        path,
-        f"{model.name} has no config.pbtxt and {path.name} defines no auto_complete_config: "
-        "tritonserver cannot load the model without one of them. Add "
-        f"{display_path(model.config_path)}, or define auto_complete_config(auto_complete_model_config) "
-        "as a @staticmethod of TritonPythonModel",
-        model_class.lineno if model_class else None,
-    )
-
-
-def _unknown_sources(model: Model, step, produced: set[str]) -> Iterator[Problem]:
-    """input_map values naming a tensor that is neither an ensemble input nor any step's output."""
-    inputs = set(model.tensors("input"))
-    for key, tensor in step.input_map.items():
-        if tensor in inputs or tensor in produced:
-            continue
-        found = re.search(rf'value\s*:\s*"{re.escape(tensor)}"', model.config_text)
-        line = (
-            model.config_text.count("\n", 0, found.start()) + 1
-            if found
-            else line_of(model.config_text, f'"{step.model_name}"')
-        )
-        yield Problem(
-            model.config_path,
-            f"step {step.model_name!r} maps its input {key!r} from tensor {tensor!r}, "
-            "which is neither an ensemble input nor produced by any step's output_map (ensemble inputs: "
-            f"{', '.join(sorted(inputs)) or 'none'}; step outputs: {', '.join(sorted(produced)) or 'none'}): "
-            "fix the name, or add a step whose output_map produces it",
-            line,
-        )
-
-
-def check_ensemble(model: Model, repo: Repository) -> Iterator[Problem]:
-    if not model.is_ensemble or model.config is None:
-        return
-    text = model.config_text
-    steps = model.config.ensemble_scheduling.step
-    if not steps:
-        yield Problem(model.config_path, "an ensemble needs ensemble_scheduling with at least one step")
-    produced = {tensor for step in steps for tensor in step.output_map.values()}
-    for step in steps:
-        line = line_of(text, f'"{step.model_name}"')
-        yield from _unknown_sources(model, step, produced)
-        if step.model_name not in repo:
-            yield Problem(
-                model.config_path,
-                f"step model {step.model_name!r} is not in the model repository "
-                f"(models: {', '.join(sorted(repo.models))})",
-                line,
-            )
-            continue
-        target = repo[step.model_name]
-        if target.config is None:
-            continue
-        for kind, mapping in (("input", step.input_map), ("output", step.output_map)):
-            declared = target.tensors(kind)
-            for key in mapping:
-                if key not in declared:
-                    yield Problem(
-                        model.config_path,
-                        f"step {step.model_name!r} maps {kind} {key!r}, which "
-                        f"{step.model_name} does not declare (its {kind}s: "
-                        f"{', '.join(sorted(declared)) or 'none'})",
-                        line_of(text, f'"{key}"') or line,
-                    )
-    for name in model.tensors("output"):
-        if steps and name not in produced:
-            yield Problem(
-                model.config_path,
-                f"ensemble output {name!r} is produced by no step's output_map",
-                line_of(text, f'"{name}"'),
-            )
-
-
-def check_links(model: Model, repo: Repository) -> Iterator[Problem]:
-    """Links leaving the model repository (the model folder itself, or anything below), pointing to
-    nothing, or looping. Links that stay inside are followed, in the image too."""
-    problem = link_problem(model.path, repo.root)
-    if problem:
-        yield Problem(model.path, f"the model folder is itself a link: {problem.message}")
-        return
-    yield from walk(model.path, repo.root)[1]
-
-
-def check_requirements(model: Model, repo: Repository, options: str = "refuse") -> Iterator[Problem]:
-    """requirements.txt holds requirements only: pip options, paths and URLs only when allowed. One in
-    a version folder is read by nothing: only <model>/requirements.txt is installed."""
-    path = model.path / REQUIREMENTS_FILE
-    for version in model.versions:
-        ignored = model.path / str(version) / REQUIREMENTS_FILE
-        if ignored.is_file():
-            fix = f"merge its lines into {display_path(path)}" if path.is_file() else f"move it to {display_path(path)}"
-            yield Problem(
-                ignored,
-                f"a requirements.txt inside version folder {version} is ignored: the release "
-                f"installs a model's requirements from {model.name}/{REQUIREMENTS_FILE} only; {fix}",
-            )
-    if path.is_file():
-        yield from read_requirements(path, options)[1]
-        config = model.config
-        if config is not None and ENV_PARAMETER in config.parameters:
-            yield Problem(
-                model.config_path,
-                "sets EXECUTION_ENV_PATH and has a requirements.txt: the release "
-                "builds the model's environment from requirements.txt and sets EXECUTION_ENV_PATH "
-                "itself. Keep one: remove the parameter, or the requirements.txt",
-                line_of(model.config_text, ENV_PARAMETER),
-            )
-
-
-def check_golden(model: Model, repo: Repository) -> Iterator[Problem]:
-    for path in model.golden_cases:
-        case, problems = golden.load_case(path, model.name)
-        yield from problems
-        if case is not None:
-            yield from golden.check_against_config(case, model)
-
-
-def check_version_policy(model: Model, repo: Repository) -> Iterator[Problem]:
-    """A version_policy that excludes the newest version folder: the version a release tests and
-    serves would never load (the server would wait for it until --load-timeout)."""
-    config, newest = model.config, model.newest_version
-    if config is None or newest is None or config.version_policy.WhichOneof("policy_choice") != "specific":
-        return
-    versions = sorted(config.version_policy.specific.versions)
-    if newest not in versions:
-        yield Problem(
-            model.config_path,
-            f"version_policy specific {{ versions: {versions} }} excludes version "
-            f"{newest}, the newest version folder, which a release tests and serves: tritonserver "
-            f"would never load it. Add {newest} to its versions, or use latest {{ num_versions: 1 }}",
-            line_of(model.config_text, "version_policy"),
-        )
-
-
-def _model_calls(model: Model) -> tuple[Path, list[calls.Call]]:
-    """The newest version folder, and the requests its model file and the modules it imports build."""
-    folder = model.path / str(model.newest_version)
-    return folder, calls.version_calls(model.path, model.config, model.newest_version) if model.is_python else []
-
-
-def called(model: Model) -> Iterator[tuple[str, Problem]]:
-    """Each model a model calls (BLS), named in its code or declared, with the problem it is when
-    that model is not in the repository."""
-    folder, found = _model_calls(model)
-    for call in found:
-        if call.callee is not None:
-            yield (
-                call.callee,
-                Problem(
-                    folder / call.file,
-                    f"calls model {call.callee!r} (InferenceRequest), which is "
-                    "not in the model repository: add it (back), or fix the name",
-                    call.line,
-                ),
-            )
-    for name in calls.declared(model.config):
-        yield (
-            name,
-            Problem(
-                model.config_path,
-                f"{calls.DEPENDS_PARAMETER} names model {name!r}, which is not in "
-                "the model repository: add it, or fix the name",
-                line_of(model.config_text, calls.DEPENDS_PARAMETER),
-            ),
-        )
-
-
-def warn_calls(model: Model, repo: Repository) -> Iterator[Problem]:
-    """A request whose model the code does not tell: re-tested on every change until declared."""
-    if calls.declared(model.config):
-        return
-    folder, found = _model_calls(model)
-    for call in found:
-        if call.callee is None:
-            yield Problem(
-                folder / call.file,
-                "InferenceRequest's model_name is computed at run time (or the request "
-                "is built in a way the release does not read), so the release cannot tell which model this "
-                f"calls: until you declare it, {model.name} is re-tested on every change of any other model, "
-                "and none of them is loaded for its tests. Declare the models it calls in "
-                f'{display_path(model.config_path)}: parameters {{ key: "{calls.DEPENDS_PARAMETER}" value: '
-                '{ string_value: "model_a,model_b" } }',
-                call.line,
-            )
-
-
-def warn_golden(model: Model, repo: Repository) -> Iterator[Problem]:
-    """Cases that are legal but prove less than their author may think."""
-    if not model.golden_cases:
-        yield Problem(
-            model.path / GOLDEN_DIR,
-            "no golden cases: a release can load this model but proves nothing "
-            "about its answers; add golden/<case>.json",
-        )
-    for path in model.golden_cases:
-        case, _ = golden.load_case(path, model.name)
-        if case is not None:
-            yield from golden.case_warnings(case, model)
-
-
-WARNINGS: tuple[Rule, ...] = (warn_golden, warn_calls)
 
 
 def _rules_version() -> str:
