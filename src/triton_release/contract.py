@@ -82,7 +82,7 @@ ENVIRONMENTS_LABEL = "triton-release.environments"  # model -> its environment's
 LAYER_ORDER_LABEL = "triton-release.layers"  # the layers in order, by digest: the next build keeps the cache warm
 PYTHON_LABEL = "triton-release.python"  # the Python the stub was chosen for: evidence/attach.py's rerun reads it
 STUB_LABEL = "triton-release.stub"  # "<provider>: <origin>" of the stub: evidence/attach.py's rerun reads it
-# on the candidate: fanout/stage.py writes them, registry/candidate.py and registry/promote.py read them
+# on the candidate: fanout/stage.py writes them, registry/candidate.py and registry/candidate_labels.py read them
 SHARDS_LABEL = "triton-release.shards"  # the shard plan, JSON: [{"name": "shard-1", "models": [...]}, ...]
 CHANGED_LABEL = "triton-release.changed"  # the models the shards' records must cover, JSON list
 # the models whose files changed since the last release (the changed-models output after promote), JSON list

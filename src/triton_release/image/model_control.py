@@ -1,5 +1,6 @@
-"""The repository API of a running tritonserver: the index, readiness, loads and unloads, the
-failures that name a model with its lines from the server's log, and the container's memory.
+"""The repository API of a running tritonserver: `ModelControl`, the models' loads and unloads,
+built on the server's readiness and failures (image/readiness.py) and its container's memory
+(image/server_memory.py).
 
 `TritonServer` (image/server.py) owns the container and its life; this is what it does with the
 server inside, down to reloading a tested model with another config (`load_config`: both of its
@@ -9,291 +10,29 @@ that will never load (its version excluded, its stub unable to start) fails at o
 
 from __future__ import annotations
 
-import json
 import logging
-import re
-import threading
 import time
-from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from concurrent.futures import ThreadPoolExecutor
 
-import docker
 import requests
 
-from triton_release import progress
-from triton_release.errors import InfrastructureError, Refused
-from triton_release.signals import checkpoint
+from triton_release.image.readiness import ModelState, Readiness, _reason
+from triton_release.image.server_memory import ContainerMemory
 
-if TYPE_CHECKING:
-    from docker.models.containers import Container
+__all__ = ["ModelControl", "ModelState"]
 
 log = logging.getLogger("triton_release")
-# Lines after which no model of this server will ever load: fail now, not at --load-timeout.
-FATAL_LOG_LINES = ("error while loading shared libraries",)
 # Load requests at once: Triton answers each when its model is loaded, and keeps the rest of its
 # HTTP threads (8) for the readiness polls.
 LOAD_REQUESTS = 4
-UNLOADED = "unloaded"  # the repository index's reason for a model unloaded on request
-STATS_TIMEOUT = 10  # seconds the daemon has to give the container's memory figures
-# The words every failed load's reason starts with: the request's, and Triton's status code.
-_LOAD_FAILED = re.compile(
-    r"^(load failed for model '[^']*': )?(version \d+ is at UNAVAILABLE state: )?"
-    r"((Internal|Invalid argument|Unavailable|Unknown|Not found|Already exists): )?"
-)
 
 
-@dataclass(frozen=True)
-class ModelState:
-    name: str
-    version: str
-    state: str
-    reason: str
-
-
-class ModelControl:
+class ModelControl(Readiness, ContainerMemory):
     """The models of the server at `http_url`, in the container `container` (set by TritonServer)."""
 
-    wave = ""  # "wave 2 of 3" while a wave loads (set by run_waves), shown with the progress
-    image: str
-    name: str
-    http_url: str
-    client: docker.DockerClient
-    container: Container | None
-    models: dict[str, int | None]
-    overrides: dict[str, str]
     deferred: dict[str, frozenset[str]]
-    gpu_models: str
-    unloadable: dict[str, str]
     on_cpu: set[str]
-    completed: dict[str, dict]
-    load_timeout: float
     loaded: dict[str, int | None]
-    peak_memory: int | None
-    _cgroup_peak: bool
-    logs: Callable[[], str]
-
-    # -- readiness ----------------------------------------------------------------------------
-
-    def _get(self, path: str) -> requests.Response | None:
-        try:
-            return requests.get(f"http://{self.http_url}{path}", timeout=2)
-        except requests.RequestException:
-            return None
-
-    def index(self) -> list[ModelState]:
-        try:
-            answer = requests.post(f"http://{self.http_url}/v2/repository/index", json={}, timeout=5)
-            answer.raise_for_status()
-            listed = answer.json()
-            return [
-                ModelState(str(m["name"]), str(m.get("version", "")), m.get("state", ""), m.get("reason", ""))
-                for m in listed
-            ]
-        except (requests.RequestException, ValueError, KeyError, TypeError):  # not an index: none yet
-            return []
-
-    def read_configs(self, names: list[str]) -> None:
-        """Keep the configs of `names` as the server has them (an auto-complete model's signature
-        exists nowhere else); one it does not give is left out."""
-        for name in names:
-            answer = self._get(f"/v2/models/{name}/config")
-            try:
-                config = answer.json() if answer is not None and answer.status_code == 200 else None
-            except ValueError:
-                config = None
-            if isinstance(config, dict):
-                self.completed[name] = config
-
-    def wait_live(self) -> None:
-        """Until the server answers on HTTP: a start without --load-model flags returns at once."""
-        deadline = time.monotonic() + self.load_timeout
-        while True:
-            self.check_running("during start-up")
-            answer = self._get("/v2/health/live")
-            if answer is not None and answer.status_code == 200:
-                return
-            if time.monotonic() > deadline:
-                raise Refused(
-                    f"tritonserver from {self.image} did not answer within --load-timeout {self.load_timeout:g} s.",
-                    details=self.logs().splitlines()[-30:],
-                )
-            time.sleep(0.25)
-
-    def model_ready(self, name: str, version: int | None) -> bool:
-        path = f"/v2/models/{name}/versions/{version}/ready" if version else f"/v2/models/{name}/ready"
-        answer = self._get(path)
-        return answer is not None and answer.status_code == 200
-
-    def wait_ready(
-        self,
-        models: dict[str, int | None] | None = None,
-        requested: dict[str, Future] | None = None,
-        during: str = "during start-up",
-    ) -> None:
-        """Wait until each of `models` (default: the start's) is ready at its version; refuse as soon
-        as one failed: UNAVAILABLE in the index, or its load request (`requested`) refused."""
-        deadline = time.monotonic() + self.load_timeout
-        pending = dict(self.models if models is None else models)
-        requested = requested or {}
-        with progress.task("load", total=len(pending), unit="models ready") as bar:
-            if self.wave and pending:
-                bar.update(detail=self.wave)
-            self._wait_ready(pending, requested, during, deadline, bar)
-
-    def _wait_ready(
-        self,
-        pending: dict[str, int | None],
-        requested: dict[str, Future],
-        during: str,
-        deadline: float,
-        bar: progress.Task,
-    ) -> None:
-        """wait_ready's loop: `pending` shrinks as models become ready (each one advances `bar`) or
-        are set aside as needing a GPU (which do not)."""
-        rounds = 0
-        while True:
-            self.check_running(during)
-            rounds += 1
-            if rounds % 4 == 0:
-                self.check_fatal_lines()
-            for name, version in list(pending.items()):
-                if self.model_ready(name, version):
-                    del pending[name]
-                    bar.advance()
-            if not pending:
-                return
-            states = self.index()
-            failed = [s for s in states if s.name in pending and s.state == "UNAVAILABLE" and s.reason != UNLOADED]
-            refused = {
-                name: answer.result()
-                for name, answer in requested.items()
-                if name in pending and answer.done() and answer.result()
-            }
-            failed += [
-                ModelState(name, "", "UNAVAILABLE", why)
-                for name, why in sorted(refused.items())
-                if name not in {s.name for s in failed}
-            ]
-            if failed and all(s.name in self.overrides for s in failed):  # only models loaded on the CPU failed
-                if self.gpu_models != "test":
-                    raise self.gpu_failure(failed)
-                for state in failed:
-                    self.unloadable[state.name] = _reason(state.reason)
-                    pending.pop(state.name, None)
-                failed = []
-            if failed:
-                raise self.load_failure(failed)
-            if not pending:
-                return
-            for name, version in pending.items():
-                if version is not None and self.unserved(name, version, states):
-                    raise self.version_failure(name, version, states)
-            if time.monotonic() > deadline:
-                known = {s.name: s for s in self.index()}
-                raise self.load_failure(
-                    [known.get(n, ModelState(n, "", "LOADING", "still loading")) for n in pending], timed_out=True
-                )
-            time.sleep(0.25)
-
-    def check_running(self, during: str) -> None:
-        """Refused when the server exited on its own; an infrastructure failure when something
-        killed it (the daemon's OOM killer, `docker kill`). Every polling wait passes here, so a
-        signal that was dropped is raised again here too."""
-        checkpoint()
-        assert self.container is not None
-        self.container.reload()
-        if self.container.status not in ("exited", "dead"):
-            return
-        state = self.container.attrs.get("State") or {}
-        if state.get("OOMKilled") or state.get("ExitCode") == 137:
-            why = (
-                "out of memory, the daemon says"
-                if state.get("OOMKilled")
-                else "SIGKILL, exit code 137: `docker kill`, or the kernel's OOM killer"
-            )
-            raise InfrastructureError(
-                f"""
-                The tritonserver container {self.name} was killed {during} ({why}): nothing is wrong with
-                the golden files. Give the server more memory (server_memory in triton-release.yaml, or a
-                runner with more), or fewer models at once (--max-loaded), and run again.""",
-                details=self.logs().splitlines()[-30:],
-            )
-        raise Refused(
-            f"tritonserver exited {during} (image {self.image}, exit code {state.get('ExitCode', '?')}).",
-            details=self.logs().splitlines()[-30:],
-        )
-
-    @staticmethod
-    def unserved(name: str, version: int | None, states: list[ModelState]) -> bool:
-        """The model is READY, but without `version`: its version_policy excludes it, and it will
-        never load. (Triton lists every version it loads, LOADING, before any is READY.)"""
-        mine = [s for s in states if s.name == name]
-        return (
-            version is not None
-            and any(s.state == "READY" for s in mine)
-            and not any(s.version == str(version) for s in mine)
-        )
-
-    def version_failure(self, name: str, version: int, states: list[ModelState]) -> Refused:
-        served = ", ".join(
-            sorted(
-                (s.version for s in states if s.name == name and s.state == "READY"),
-                key=lambda v: int(v) if v.isdigit() else 0,
-            )
-        )
-        answer = self._get(f"/v2/models/{name}/config")
-        try:
-            policy = json.dumps(answer.json().get("version_policy")) if answer is not None else None
-        except ValueError:
-            policy = None
-        return Refused(f"""
-            Model {name} is ready in {self.image} with version {served} only, not version {version}, the
-            newest version folder, which is the one tested: its config.pbtxt's version_policy
-            {policy or ""} excludes it. Add {version} to version_policy (or use latest {{ num_versions: 1 }})
-            and run again.""")
-
-    def check_fatal_lines(self) -> None:
-        fatal = [line for line in self.logs().splitlines() if any(f in line for f in FATAL_LOG_LINES)]
-        if fatal:
-            raise Refused(
-                f"""
-                The Python backend stub cannot start in {self.image}: a shared library it links is
-                missing (above), so no Python model can load. Rebuild the image with
-                `triton-release build` (it matches the stub to the image's Python), or give another
-                --base-image.""",
-                details=fatal[-5:],
-            )
-
-    def gpu_failure(self, states: list[ModelState]) -> Refused:
-        names = ", ".join(s.name for s in states)
-        reasons = "; ".join(f"{s.name}: {_reason(s.reason)}" for s in states)
-        logs = self.logs().splitlines()
-        details = [line for state in states for line in [line for line in logs if state.name in line][-20:]]
-        return Refused(
-            f"""
-            Model {names} has a KIND_GPU instance group and the server has no GPU (no --gpus): loaded
-            on the CPU, it failed ({reasons}). Run on a GPU runner with --gpus all, or make the model
-            load on a CPU; `test` and `release` can instead report it untested (gpu_models: test, the
-            default, rather than require).""",
-            details=details,
-        )
-
-    def load_failure(self, states: list[ModelState], timed_out: bool = False) -> Refused:
-        logs = self.logs().splitlines()
-        details = []
-        for state in states:
-            lines = [line for line in logs if state.name in line]
-            details += [f"{state.name}: {state.state} {state.reason}".rstrip(), *lines[-20:]]
-        names = ", ".join(s.name for s in states)
-        why = f"did not become ready within --load-timeout {self.load_timeout:g} s" if timed_out else "failed to load"
-        return Refused(
-            f"""
-            Model {names} {why} in {self.image}. The server's lines about it are above; fix the model
-            (its model.py initialize, its config.pbtxt) and run again.""",
-            details=details,
-        )
 
     # -- waves: another set of models in the same server ----------------------------------------
 
@@ -406,47 +145,3 @@ class ModelControl:
             return {name: future.result() for name, future in asked.items()}
         finally:  # interrupted: the open requests are left to the server's removal
             pool.shutdown(wait=False, cancel_futures=True)
-
-    # -- memory -------------------------------------------------------------------------------
-
-    def sample_memory(self, last: bool = False) -> int | None:
-        """The container's peak memory so far: the cgroup's own peak where the daemon reports it
-        (max_usage, cgroup v1: then only the `last` sample is read again), else the largest use
-        sampled (cgroup v2); None while no figure could be read. A figure the daemon does not give
-        within STATS_TIMEOUT is a missing figure, not an error."""
-        if self._cgroup_peak and not last:
-            return self.peak_memory
-        stats = self._stats()
-        memory = stats.get("memory_stats") if isinstance(stats, dict) else None
-        if isinstance(memory, dict):
-            peak, used = memory.get("max_usage"), memory.get("usage")
-            self._cgroup_peak = isinstance(peak, int) and peak > 0
-            figure = peak if self._cgroup_peak else used
-            if isinstance(figure, int) and figure > 0:
-                self.peak_memory = max(self.peak_memory or 0, figure)
-        return self.peak_memory
-
-    def _stats(self) -> dict | None:
-        container = self.container
-        if container is None:
-            return None
-        found: list = []
-
-        def read() -> None:
-            try:
-                options = {"one_shot": True} if docker.utils.version_gte(self.client.api.api_version, "1.41") else {}
-                found.append(container.stats(stream=False, **options))
-            except (docker.errors.DockerException, requests.RequestException, ValueError):
-                pass
-
-        reader = threading.Thread(target=read, name="triton-stats", daemon=True)  # never holds up an exit
-        reader.start()
-        reader.join(STATS_TIMEOUT)
-        return found[0] if found else None
-
-
-def _reason(text: str) -> str:
-    """The server's reason for a failed load in one line: its first, without the words every such
-    reason starts with (the traceback below it is in the server's log)."""
-    first = next((line for line in text.strip().splitlines() if line.strip()), "")
-    return _LOAD_FAILED.sub("", first.strip()).rstrip(";").strip() or "no reason given"

@@ -1,0 +1,234 @@
+"""The latency gate's measuring: how it measures and its bound (`LatencyOptions`), and the
+`LatencyMeter`, which drives each model given a new version through perf_analyzer in the server
+that tested it, after each wave (warm-ups, the alternating rounds, a window long enough for a
+slow model), then times each version's cold start. What it measures: models/latency_results.py;
+the gate as a whole: models/latency.py."""
+
+from __future__ import annotations
+
+import math
+import tempfile
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Protocol
+
+from triton_release import progress
+from triton_release.models import latency_stats as stats
+from triton_release.models.drift import drift_config
+from triton_release.models.latency_results import ColdStart, ModelLatency, Round, cold_warnings, compare
+from triton_release.models.perf_analyzer import Level, MeasurementFailed, PerfAnalyzer, measure, write_input_data
+from triton_release.models.repository import Repository
+from triton_release.models.workload import Workload, workload
+from triton_release.signals import checkpoint
+
+DEFAULT_ROUNDS = 4  # pairs: each version measured this many times
+DEFAULT_INTERVAL_MS = 300  # one perf_analyzer window; a round is three
+MAX_INTERVAL_MS = 10_000
+REQUESTS_PER_WINDOW = 30  # a slow model's windows are made long enough for this many requests
+
+
+@dataclass(frozen=True, kw_only=True)
+class LatencyOptions:
+    """How the gate measures, and its bound (None: measured and reported, never refused)."""
+
+    max_increase: float | None = None
+    rounds: int = DEFAULT_ROUNDS
+    interval_ms: int = DEFAULT_INTERVAL_MS
+    perf_analyzer: str | None = None  # the binary; None: PATH, then the action image's
+    env: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)  # PATH, LD_LIBRARY_PATH
+
+    @classmethod
+    def from_settings(cls, settings, env: Mapping[str, str]) -> LatencyOptions:
+        return cls(
+            max_increase=settings.max_latency_increase,
+            rounds=settings.latency_rounds,
+            interval_ms=settings.latency_interval,
+            perf_analyzer=settings.perf_analyzer,
+            env=dict(env),
+        )
+
+
+# -- the server side ------------------------------------------------------------------------------
+
+
+class Server(Protocol):
+    http_url: str
+    grpc_url: str
+    overrides: dict[str, str]
+    completed: dict[str, dict]
+
+    def model_ready(self, name: str, version: int | None) -> bool: ...
+    def check_running(self, during: str) -> None: ...
+    def load_config(self, name: str, config: str, versions: list[int]) -> str: ...
+
+
+def instance_count(config) -> int:
+    """The model's instances (its instance groups' counts; 1 without any)."""
+    if config is None or not config.instance_group:
+        return 1
+    return max(1, sum(max(1, group.count) for group in config.instance_group))
+
+
+class LatencyMeter:
+    """Measures the models of `previous` (model -> its version N) as each wave's cases and drift are
+    done. `configs`: each model's config as the image holds it (for the cold-start loads)."""
+
+    def __init__(
+        self,
+        repo: Repository,
+        server: Server,
+        previous: Mapping[str, int | None],
+        versions: Mapping[str, int | None],
+        options: LatencyOptions,
+        analyzer: PerfAnalyzer,
+        configs: Mapping | None = None,
+        environments: Mapping[str, str] | None = None,
+    ) -> None:
+        self.repo, self.server, self.options, self.analyzer = repo, server, options, analyzer
+        self.previous, self.versions = dict(previous), dict(versions)
+        self.configs = dict(configs or {})
+        self.environments = dict(environments or {})
+        self.results: list[ModelLatency] = []
+        self._scratch = tempfile.TemporaryDirectory(prefix="triton-release-latency-")
+
+    def close(self) -> None:
+        self._scratch.cleanup()
+
+    def __enter__(self) -> LatencyMeter:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def after_wave(self, tested: Iterable[str], cases) -> None:
+        failed = {c.case.split("/", 1)[0] for c in cases if not c.passed}
+        for name in [n for n in tested if n in self.previous]:
+            checkpoint()
+            version, previous = self.versions.get(name) or 0, self.previous.get(name)
+            why = self._not_measured(name, failed)
+            self.results.append(ModelLatency(name, version, previous, note=why) if why else self.measure(name))
+
+    def _not_measured(self, name: str, failed: set[str]) -> str:
+        version, previous = self.versions.get(name), self.previous.get(name)
+        if version is None:
+            return "no numbered version folder"
+        if previous is None:
+            return f"no version before {version} in the image (a new model): nothing to compare"
+        if name in failed:
+            return "its golden cases failed: not measured"
+        if not (self.server.model_ready(name, previous) and self.server.model_ready(name, version)):
+            return f"version {previous} is not loaded beside {version} (the drift report says why)"
+        return ""
+
+    def measure(self, name: str) -> ModelLatency:
+        """Warm-ups, the alternating rounds, the comparison, then the cold starts."""
+        started = time.monotonic()
+        version, previous = self.versions[name], self.previous[name]
+        assert version is not None and previous is not None
+        model = self.repo[name]
+        served = self.server.completed.get(name) or {}
+        load = workload(model, max_batch_size=int(served.get("max_batch_size") or 0))
+        base = ModelLatency(name, version, previous, load=load)
+        if not load.usable:
+            return replace(base, note=f"not measured: {load.skipped}", seconds=time.monotonic() - started)
+        config = self.configs.get(name) or model.config
+        levels = tuple(sorted({1, instance_count(config)}))
+        data = write_input_data(load, Path(self._scratch.name) / f"{name}.json")
+        rounds: list[Round] = []
+        note = ""
+        with progress.task(f"latency {name}", total=2 + 2 * self.options.rounds, unit="rounds") as bar:
+            try:
+                interval = self.options.interval_ms
+                for v in (previous, version):
+                    rounds.append(Round(0, v, tuple(self._round(name, v, data, load, levels, interval)), interval))
+                    bar.advance()
+                interval = self._interval([r for r in rounds if r.index == 0])
+                for first, second in stats.alternating(self.options.rounds):
+                    for which in (first, second):
+                        checkpoint()
+                        v = previous if which == "before" else version
+                        rounds.append(
+                            Round(
+                                len(rounds) - 1, v, tuple(self._round(name, v, data, load, levels, interval)), interval
+                            )
+                        )
+                        bar.advance()
+            except MeasurementFailed as exc:
+                self.server.check_running(f"while measuring {name}'s latency")
+                note = f"perf_analyzer could not drive it: {exc}"
+        comparisons = compare(rounds, previous, version, self.options.max_increase) if not note else ()
+        cold = self._cold_start(name, version, previous, load, config)
+        warnings = cold_warnings(name, cold[0], cold[1], self.options.max_increase) if len(cold) == 2 else ()
+        return replace(
+            base,
+            comparisons=comparisons,
+            rounds=tuple(rounds),
+            cold_start=cold,
+            note=note,
+            warnings=warnings,
+            seconds=time.monotonic() - started,
+        )
+
+    def _round(
+        self, name: str, version: int, data: Path, load: Workload, levels: tuple[int, ...], interval: int
+    ) -> list[Level]:
+        out = Path(self._scratch.name) / f"{name}-{version}.csv"
+        return measure(self.analyzer, name, version, self.server.grpc_url, data, load, levels, interval, out)
+
+    def _interval(self, warmups: list[Round]) -> int:
+        """The window: the option's, longer for a model too slow to answer REQUESTS_PER_WINDOW
+        requests in it (its warm-up p50 tells)."""
+        slowest = max((lv.p50_us for r in warmups for lv in r.levels if lv.concurrency == 1), default=0.0)
+        wanted = math.ceil(slowest * REQUESTS_PER_WINDOW / 1000)
+        return int(min(MAX_INTERVAL_MS, max(self.options.interval_ms, wanted)))
+
+    def _cold_start(self, name: str, version: int, previous: int, load: Workload, config) -> tuple[ColdStart, ...]:
+        """Each version loaded alone (N, then N+1, which stays loaded), timed, then its first request."""
+        from triton_release.models.golden_reader import load_case
+
+        case = None
+        first = load.cases[0].split("/", 1)[1]
+        for path in self.repo[name].golden_cases:
+            if Path(path).stem == first:
+                case, _ = load_case(Path(path), name)
+        found = []
+        for v in (previous, version):
+            checkpoint()
+            text = drift_config(config, [v], self.environments.get(name), on_cpu=name in self.server.overrides)
+            start = time.monotonic()
+            why = self.server.load_config(name, text, [v])
+            seconds = time.monotonic() - start
+            if why:
+                self.server.check_running(f"while loading {name} version {v} alone to time its cold start")
+                found.append(ColdStart(v, note=f"version {v} did not load alone: {why}"))
+                continue
+            found.append(ColdStart(v, seconds, self._first_request(case, v) if case is not None else None))
+        return tuple(found)
+
+    def _first_request(self, case, version: int) -> float | None:
+        """Milliseconds of the version's first inference, over a gRPC connection opened before it."""
+        import tritonclient.grpc as grpc
+
+        client = grpc.InferenceServerClient(self.server.grpc_url)
+        try:
+            client.is_server_live(client_timeout=10)  # the connection is up: only the request is timed
+            inputs = []
+            for tensor in case.inputs:
+                sent = grpc.InferInput(tensor.name, list(tensor.shape), tensor.datatype)
+                sent.set_data_from_numpy(tensor.array())
+                inputs.append(sent)
+            start = time.perf_counter()
+            client.infer(
+                case.model,
+                inputs,
+                model_version=str(version),
+                parameters=case.parameters or None,
+                client_timeout=case.timeout,
+            )
+            return (time.perf_counter() - start) * 1000
+        except Exception:  # the golden cases answered it; a figure missing here is noted as unknown
+            return None
+        finally:
+            client.close()

@@ -1,0 +1,234 @@
+"""What the latency gate measured and what it concluded: each `Round` of perf_analyzer figures,
+the `Comparison` of two versions at one concurrency (`compare`: medians over the counted rounds,
+ratios with their intervals from models/latency_stats.py), each version's `ColdStart` and the
+warnings they give (`cold_warnings`), a model's outcome (`ModelLatency`) and the run's
+(`LatencyRun`), each as the JSON report holds it. (Measuring them: models/latency_meter.py.)"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from triton_release.models import latency_stats as stats
+from triton_release.models.perf_analyzer import Level, PerfAnalyzer
+from triton_release.models.workload import Workload
+
+COLD_LOAD_MARGIN_S = 0.5  # cold-start differences below these are noise, never a warning
+COLD_REQUEST_MARGIN_MS = 25.0
+
+
+@dataclass(frozen=True)
+class Round:
+    index: int  # the order it ran in, from 1; 0: a warm-up round (not counted)
+    version: int
+    levels: tuple[Level, ...]
+    interval_ms: int
+
+    def to_json(self) -> dict:
+        return {
+            "round": self.index,
+            "version": self.version,
+            "warmup": self.index == 0,
+            "interval_ms": self.interval_ms,
+            "levels": [
+                {
+                    "concurrency": lv.concurrency,
+                    "p50_us": lv.p50_us,
+                    "p90_us": lv.p90_us,
+                    "p99_us": lv.p99_us,
+                    "throughput": lv.throughput,
+                }
+                for lv in self.levels
+            ],
+        }
+
+
+@dataclass(frozen=True)
+class Figures:
+    """A version's medians over its rounds at one concurrency."""
+
+    p50_us: float
+    p99_us: float
+    throughput: float
+
+    def to_json(self) -> dict:
+        return {
+            "p50_us": round(self.p50_us, 1),
+            "p99_us": round(self.p99_us, 1),
+            "throughput": round(self.throughput, 2),
+        }
+
+    def shown(self) -> str:
+        return f"p50 {self.p50_us / 1000:.2f} ms, p99 {self.p99_us / 1000:.2f} ms, {self.throughput:.0f} infer/s"
+
+
+@dataclass(frozen=True)
+class Comparison:
+    concurrency: int
+    pairs: int
+    before: Figures  # version N
+    after: Figures  # version N+1
+    p50: stats.Ratio
+    p99: stats.Ratio
+    throughput: stats.Ratio
+    verdict: str  # pass | inconclusive | refused | measured (no bound)
+
+    def to_json(self) -> dict:
+        return {
+            "concurrency": self.concurrency,
+            "pairs": self.pairs,
+            "before": self.before.to_json(),
+            "after": self.after.to_json(),
+            "p50_ratio": self.p50.to_json(),
+            "p99_ratio": self.p99.to_json(),
+            "throughput_ratio": self.throughput.to_json(),
+            "verdict": self.verdict,
+        }
+
+
+def compare(rounds: Iterable[Round], previous: int, version: int, bound: float | None) -> tuple[Comparison, ...]:
+    """Each concurrency level's comparison over the counted rounds, paired in the order they ran."""
+    counted = [r for r in rounds if r.index > 0]
+    levels = sorted({lv.concurrency for r in counted for lv in r.levels})
+    found = []
+    for level in levels:
+
+        def series(v: int, level: int = level) -> list[Level]:
+            return [lv for r in counted if r.version == v for lv in r.levels if lv.concurrency == level]
+
+        before, after = series(previous), series(version)
+        pairs = min(len(before), len(after))
+        if pairs == 0:
+            continue
+        before, after = before[:pairs], after[:pairs]
+        p50 = stats.ratio([x.p50_us for x in before], [x.p50_us for x in after])
+        found.append(
+            Comparison(
+                level,
+                pairs,
+                _figures(before),
+                _figures(after),
+                p50,
+                stats.ratio([x.p99_us for x in before], [x.p99_us for x in after]),
+                stats.ratio([x.throughput for x in before], [x.throughput for x in after]),
+                stats.verdict(p50, bound),
+            )
+        )
+    return tuple(found)
+
+
+def _figures(levels: list[Level]) -> Figures:
+    return Figures(
+        statistics.median(x.p50_us for x in levels),
+        statistics.median(x.p99_us for x in levels),
+        statistics.median(x.throughput for x in levels),
+    )
+
+
+@dataclass(frozen=True)
+class ColdStart:
+    version: int
+    load_s: float | None = None
+    first_request_ms: float | None = None
+    note: str = ""
+
+    def to_json(self) -> dict:
+        return {
+            "version": self.version,
+            "load_s": None if self.load_s is None else round(self.load_s, 3),
+            "first_request_ms": None if self.first_request_ms is None else round(self.first_request_ms, 2),
+            **({"note": self.note} if self.note else {}),
+        }
+
+
+def cold_warnings(model: str, before: ColdStart, after: ColdStart, bound: float | None) -> tuple[str, ...]:
+    """N+1's load time or first request beyond 1 + bound of N's (and beyond the noise margins)."""
+    if bound is None:
+        return ()
+    found = []
+    for what, unit, a, b, margin in (
+        ("load", "s", before.load_s, after.load_s, COLD_LOAD_MARGIN_S),
+        ("first request", "ms", before.first_request_ms, after.first_request_ms, COLD_REQUEST_MARGIN_MS),
+    ):
+        if a is not None and b is not None and b > a * (1 + bound) and b - a > margin:
+            found.append(
+                f"{model}: cold start: version {after.version}'s {what} took {b:.2f} {unit}, version "
+                f"{before.version}'s {a:.2f} {unit}: more than max_latency_increase {bound:g} slower (a "
+                "single measurement: a warning, not a refusal)"
+            )
+    return tuple(found)
+
+
+@dataclass(frozen=True)
+class ModelLatency:
+    model: str
+    version: int  # N+1
+    previous: int | None  # N
+    comparisons: tuple[Comparison, ...] = ()
+    rounds: tuple[Round, ...] = ()
+    cold_start: tuple[ColdStart, ...] = ()  # N's, then N+1's
+    load: Workload | None = None
+    seconds: float = 0.0  # what measuring it took
+    note: str = ""  # why it was not measured (or not fully)
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def measured(self) -> bool:
+        return bool(self.comparisons)
+
+    @property
+    def verdict(self) -> str:
+        if not self.comparisons:
+            return "skipped"
+        return stats.worst([c.verdict for c in self.comparisons])
+
+    @property
+    def deciding(self) -> Comparison | None:
+        """The comparison behind the verdict: the first level with it."""
+        return next((c for c in self.comparisons if c.verdict == self.verdict), None)
+
+    def to_json(self) -> dict:
+        return {
+            "model": self.model,
+            "from_version": self.previous,
+            "to_version": self.version,
+            "verdict": self.verdict,
+            "note": self.note,
+            "seconds": round(self.seconds, 2),
+            "comparisons": [c.to_json() for c in self.comparisons],
+            "rounds": [r.to_json() for r in self.rounds],
+            "cold_start": [c.to_json() for c in self.cold_start],
+            "workload": self.load.to_json() if self.load is not None else None,
+            "warnings": list(self.warnings),
+        }
+
+
+@dataclass(frozen=True)
+class LatencyRun:
+    """The gate's outcome over a test run."""
+
+    bound: float | None
+    rounds: int
+    interval_ms: int
+    perf_analyzer: PerfAnalyzer | None = None
+    note: str = ""  # why nothing was measured
+    models: tuple[ModelLatency, ...] = ()
+
+    @property
+    def refused(self) -> list[ModelLatency]:
+        return [m for m in self.models if m.verdict == stats.REFUSED]
+
+    @property
+    def inconclusive(self) -> list[ModelLatency]:
+        return [m for m in self.models if m.verdict == stats.INCONCLUSIVE]
+
+    def to_json(self) -> dict:
+        return {
+            "max_latency_increase": self.bound,
+            "rounds": self.rounds,
+            "interval_ms": self.interval_ms,
+            "perf_analyzer": self.perf_analyzer.to_json() if self.perf_analyzer else None,
+            "note": self.note,
+            "models": [m.to_json() for m in self.models],
+        }
