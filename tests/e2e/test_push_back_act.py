@@ -16,8 +16,7 @@ import json
 import pytest
 from e2e.test_action_act import ACT, ActionCheckout
 
-from support.stack import BASE_IMAGE, REGISTRY
-from triton_release.cli.main import main
+from support.stack import REGISTRY
 from triton_release.registry.client import RegistryRepository
 
 pytestmark = pytest.mark.e2e
@@ -61,23 +60,7 @@ class PushBackCheckout(ActionCheckout):
         (root / ".github" / "workflows" / WORKFLOW).write_text(WORKFLOW_TEXT)
         self.commit("the push-back workflow")
         self.git("push", "-q", "origin", "main")
-        report = tmp_path / "first-release.json"
-        code = main(
-            [
-                "release",
-                "--model-repository",
-                str(self.models),
-                "--to",
-                image,
-                "--base-image",
-                BASE_IMAGE,
-                "--commit",
-                "--push-commit",
-                "--report",
-                str(report),
-            ]
-        )
-        assert code == 0, json.loads(report.read_text()).get("error")
+        self.release_from_host(tmp_path / "first-release.json", "--push-commit")
         assert self.origin("tag") == "v1.0.0"  # the CLI pushed the tag (a first release bumps nothing)
 
     def origin(self, *args: str) -> str:

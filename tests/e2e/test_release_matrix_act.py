@@ -14,11 +14,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from e2e.test_action_act import ACT, RUNNER, ActionCheckout
+from e2e.test_action_act import ACT, ActionCheckout
 
 from support.models import python_model_files
-from support.stack import BASE_IMAGE, REGISTRY
-from triton_release.cli.main import main
+from support.stack import REGISTRY
 from triton_release.contract import candidate_tag
 from triton_release.registry.client import RegistryRepository
 from triton_release.registry.records import read_record
@@ -36,22 +35,7 @@ class MatrixCheckout(ActionCheckout):
         super().__init__(root, image, docker_client)
         self.write(python_model_files("c"))
         self.commit("a third model")
-        report = tmp_path / "first-release.json"
-        code = main(
-            [
-                "release",
-                "--model-repository",
-                str(self.models),
-                "--to",
-                image,
-                "--base-image",
-                BASE_IMAGE,
-                "--commit",
-                "--report",
-                str(report),
-            ]
-        )
-        assert code == 0, json.loads(report.read_text()).get("error")
+        self.release_from_host(tmp_path / "first-release.json")
         self.git("push", "-q", "--atomic", "origin", "main", "v1.0.0")
 
     def change_every_model(self, wrong_case: str | None = None) -> tuple[str, str]:
@@ -70,33 +54,8 @@ class MatrixCheckout(ActionCheckout):
         return before, after
 
     def act_matrix(self, before: str, after: str) -> subprocess.CompletedProcess:
-        event = self.root.parent / "push.json"
-        event.write_text(json.dumps({"ref": "refs/heads/main", "before": before, "after": after}))
-        return subprocess.run(
-            [
-                str(ACT),
-                "push",
-                "-e",
-                str(event),
-                "-W",
-                f".github/workflows/{WORKFLOW}",
-                "--bind",
-                "--rm",
-                "-P",
-                f"ubuntu-latest={RUNNER}",
-                "--pull=false",
-                "--var",
-                f"MODELS_IMAGE={self.image}",
-                "--var",
-                f"TRITON_BASE_IMAGE={BASE_IMAGE}",
-                "--var",
-                "MAX_MODELS_PER_SHARD=1",
-            ],
-            cwd=self.root,
-            capture_output=True,
-            text=True,
-            timeout=1800,
-        )
+        payload = {"ref": "refs/heads/main", "before": before, "after": after}
+        return self.act("push", WORKFLOW, payload, timeout=1800, MAX_MODELS_PER_SHARD="1")
 
 
 @pytest.fixture
