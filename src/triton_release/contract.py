@@ -16,7 +16,8 @@ a rerun agree, and a channel (a user's moving tag) can never be one of them.
 The makers and parsers: candidate `candidate_tag`, `is_candidate_tag` (CANDIDATE_PREFIX); local
 CANDIDATE_TAG; record `record_tag`, RECORD_TAG; rollback `rollback_tag` (ROLLBACK_PREFIX);
 evidence `evidence_tag`, `evidence_subject`, and the evidence's predicate types (GOLDEN_TYPE,
-PROVENANCE_TYPE, SBOM_TYPE; KINDS names them).
+PROVENANCE_TYPE, SBOM_TYPE; KINDS names them). The repository names the tags live in: REPO_REF,
+and `lower_cased` for one typed in any case.
 
 Every label the tool writes on an image or a container, or reads from one, is named here too:
 
@@ -103,6 +104,10 @@ PROVENANCE_TYPE = "https://slsa.dev/provenance/v1"
 SBOM_TYPE = "https://cyclonedx.org/bom"
 KINDS = {GOLDEN_TYPE: "golden results", PROVENANCE_TYPE: "SLSA provenance", SBOM_TYPE: "CycloneDX SBOM"}
 
+# A registry repository HOST[:PORT]/NAME, as the tool accepts it (registry/client.py parses it).
+REPO_REF = re.compile(r"^(?P<host>[A-Za-z0-9.-]+(:[0-9]+)?)/(?P<name>[a-z0-9]+([._/-][a-z0-9]+)*)$")
+_ANY_CASE_REF = re.compile(REPO_REF.pattern, re.IGNORECASE | re.ASCII)  # as typed: ghcr.io/${{ github.repository }}
+
 # family -> what a tag of it looks like, and its test: the channel check refuses every one
 FAMILIES: dict[str, tuple[str, Callable[[str], object]]] = {
     "release": ("X.Y.Z", lambda tag: re.match(r"^\d+\.\d+\.\d+$", tag)),
@@ -159,3 +164,11 @@ def evidence_subject(tag: str) -> str | None:
     is not such a tag."""
     match = EVIDENCE.match(tag)
     return f"sha256:{match['hex']}" if match else None
+
+
+def lower_cased(ref: str) -> str:
+    """A registry repository HOST/NAME as Docker names it: lower case. Docker refuses upper case in a
+    repository's path, and a host name is case-insensitive, so `ghcr.io/MyOrg/Models` (what
+    `ghcr.io/${{ github.repository }}` gives) is `ghcr.io/myorg/models`, as docker/metadata-action
+    does. Anything else, a tag included, is returned as given, for `RegistryRepository.parse` to refuse."""
+    return ref.lower() if isinstance(ref, str) and _ANY_CASE_REF.match(ref) else ref

@@ -103,7 +103,8 @@ def test_a_lower_case_registry_repository_gets_no_notice(tmp_path):
 
 
 def test_a_tag_is_never_lower_cased_it_stays_refused(tmp_path):
-    from triton_release.registry.client import RegistryRepository, lower_cased
+    from triton_release.contract import lower_cased
+    from triton_release.registry.client import RegistryRepository
 
     assert lower_cased("ghcr.io/MyOrg/Models:V1") == "ghcr.io/MyOrg/Models:V1"
     settings = resolve({"repository": "ghcr.io/MyOrg/Models:V1"}, cwd=tmp_path)

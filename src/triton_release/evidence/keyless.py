@@ -22,7 +22,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from triton_release.errors import InfrastructureError, UsageError
-from triton_release.evidence.signing import Signed
 
 CERTIFICATE = "dev.sigstore.cosign/certificate"
 CHAIN = "dev.sigstore.cosign/chain"
@@ -118,7 +117,8 @@ class KeylessSigner:
                 "a key."
             ) from None
 
-    def sign(self, payload: bytes) -> Signed:
+    def sign(self, payload: bytes) -> tuple[dict, dict[str, str]]:
+        """The DSSE envelope of `payload` and the annotations its registry layer carries (cosign's)."""
         from sigstore.dsse import Statement
 
         try:
@@ -132,4 +132,4 @@ class KeylessSigner:
         envelope = json.loads(bundle._dsse_envelope.to_json())
         for signature in envelope.get("signatures", []):
             signature.setdefault("keyid", "")
-        return Signed(envelope, cosign_annotations(bundle))
+        return envelope, cosign_annotations(bundle)

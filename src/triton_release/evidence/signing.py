@@ -182,7 +182,7 @@ class Signing:
         if self.key is not None:
             return self.key.sign(payload)
         if self.keyless is not None:
-            return self.keyless.sign(payload)
+            return Signed(*self.keyless.sign(payload))
         return Signed({"payload": base64.b64encode(payload).decode(), "payloadType": PAYLOAD_TYPE, "signatures": []})
 
 

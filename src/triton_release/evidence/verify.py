@@ -9,11 +9,11 @@ import re
 from dataclasses import dataclass
 
 from triton_release import contract
-from triton_release.contract import GOLDEN_TYPE, KINDS, PROVENANCE_TYPE, SBOM_TYPE
+from triton_release.contract import GOLDEN_TYPE, KINDS, PROVENANCE_TYPE, SBOM_TYPE, lower_cased
 from triton_release.errors import Refused, UsageError
 from triton_release.evidence.signing import PublicKey, signature_problem, statement_of
 from triton_release.registry import attestations
-from triton_release.registry.client import RegistryRepository, lower_cased
+from triton_release.registry.client import RegistryRepository
 
 DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
 

@@ -22,6 +22,7 @@ from urllib.parse import quote, urljoin, urlsplit
 
 import requests
 
+from triton_release.contract import REPO_REF
 from triton_release.errors import InfrastructureError, Refused, UsageError
 from triton_release.registry.credentials import Credentials, find_credentials
 from triton_release.registry.transport import deadline, watched_session
@@ -35,8 +36,6 @@ MANIFEST_TYPES = ", ".join(
         "application/vnd.docker.distribution.manifest.v2+json",
     ]
 )
-REPO_REF = re.compile(r"^(?P<host>[A-Za-z0-9.-]+(:[0-9]+)?)/(?P<name>[a-z0-9]+([._/-][a-z0-9]+)*)$")
-_ANY_CASE_REF = re.compile(REPO_REF.pattern, re.IGNORECASE | re.ASCII)  # as typed: ghcr.io/${{ github.repository }}
 RETRIES = 4  # attempts for 429 and 5xx
 MAX_BACKOFF = 8.0  # seconds, also the cap on a Retry-After we honour
 CONNECT_TIMEOUT = 10.0  # seconds to open a connection
@@ -52,14 +51,6 @@ def open_repository(
     """The registry repository `ref` with the credentials found for its host."""
     host = RegistryRepository.parse(ref).host
     return RegistryRepository.parse(ref, find_credentials(host, env, username, password))
-
-
-def lower_cased(ref: str) -> str:
-    """A registry repository HOST/NAME as Docker names it: lower case. Docker refuses upper case in a
-    repository's path, and a host name is case-insensitive, so `ghcr.io/MyOrg/Models` (what
-    `ghcr.io/${{ github.repository }}` gives) is `ghcr.io/myorg/models`, as docker/metadata-action
-    does. Anything else, a tag included, is returned as given, for `RegistryRepository.parse` to refuse."""
-    return ref.lower() if isinstance(ref, str) and _ANY_CASE_REF.match(ref) else ref
 
 
 def content_digest(body: bytes) -> str:

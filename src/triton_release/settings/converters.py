@@ -9,6 +9,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from triton_release.contract import lower_cased
+
 
 def _int(value: Any) -> int:
     if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
@@ -119,8 +121,6 @@ def _stub(value: Any) -> str:
 
 
 def _registry_repository(value: Any) -> str:
-    from triton_release.registry.client import lower_cased  # the rule lives with the reference grammar
-
     return lower_cased(_text(value))
 
 
