@@ -1,6 +1,6 @@
 """Imports run one way: each folder (or top-level module) of the package imports only from those
-below it in LAYERS, lazy and type-checking imports included. The order is the one
-docs/contributing.md's table describes; a new module takes its place in it."""
+below it in LAYERS, lazy and type-checking imports included. docs/contributing.md's table lists
+them in this order and says what each holds; a new part takes its place in both."""
 
 from __future__ import annotations
 
