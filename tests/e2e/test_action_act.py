@@ -9,6 +9,7 @@ checkout's Dockerfile (`--pull=false`: nothing is pulled).
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -131,24 +132,25 @@ def test_a_pull_request_with_a_broken_golden_case_fails_naming_the_file(checkout
     assert not checkout.docker.containers.list(all=True, filters={"name": "act-"})  # --rm removed the job's
 
 
+# Under act the unit job runs these only: make test runs every unit test itself, and this proves
+# the job (checkout, install, lint, pytest) as GitHub runs it.
+SAMPLE = ("tests/unit/test_house_layers.py", "tests/unit/test_one_table.py", "tests/unit/test_cli.py")
+
+
 def test_the_projects_own_ci_unit_job_runs_under_act(stack):
-    run = subprocess.run(
-        [
-            str(ACT),
-            "push",
-            "-W",
-            ".github/workflows/ci.yml",
-            "-j",
-            "unit",
-            "--rm",
-            "-P",
-            f"ubuntu-latest={RUNNER}",
-            "--pull=false",
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
+    command = [
+        str(ACT),
+        "push",
+        "-W",
+        ".github/workflows/ci.yml",
+        "-j",
+        "unit",
+        "--rm",
+        "-P",
+        f"ubuntu-latest={RUNNER}",
+    ]
+    command += ["--pull=false", "--var", f"UNIT_TESTS={' '.join(SAMPLE)}"]
+    run = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=900)
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
     assert "Job succeeded" in run.stdout
+    assert re.search(r"\| \d+ passed in", run.stdout), run.stdout[-2000:]  # pytest ran the sample
