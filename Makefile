@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 TR := $(VENV)/bin/triton-release
 
-.PHONY: install lock stack stack-down demo lint test bench clean docs docs-gen
+.PHONY: install lock stack stack-down demo lint test test-stack test-fast bench clean docs docs-gen
 
 install: $(VENV)/.installed
 
@@ -59,9 +59,23 @@ lint: install
 	$(VENV)/bin/ruff format --check --quiet src tests stack bench docs
 	$(VENV)/bin/mypy
 
-test: stack lint
-	$(MKDOCS) build --strict   # not --quiet: it hides the warnings --strict fails on
-	TRITON_RELEASE_TEST_SWEEP=1 $(PY) -m pytest
+# Two halves at once on the machine's two cores: the tests on the stack (integration, faults,
+# end-to-end), and beside them lint, the docs build and the unit tests, which need no Docker and
+# print their output whole when they end. Either failing fails make test.
+test: install
+	@$(MAKE) --no-print-directory -j2 test-stack test-fast
+
+test-stack: stack
+	TRITON_RELEASE_TEST_SWEEP=1 $(PY) -m pytest -p no:cacheprovider --ignore=tests/unit
+
+FAST_LOG := .stack/lint-docs-unit.log
+test-fast: install
+	@mkdir -p .stack; code=0; \
+	{ $(MAKE) --no-print-directory lint && \
+	  $(MKDOCS) build --strict && \
+	  $(PY) -m pytest -p no:cacheprovider tests/unit; } > $(FAST_LOG) 2>&1 || code=$$?; \
+	echo "== lint, docs build (--strict, not --quiet: that hides its warnings) and unit tests: exit $$code =="; \
+	cat $(FAST_LOG); exit $$code
 
 bench: stack
 	$(PY) -m bench
