@@ -17,7 +17,6 @@ import argparse
 import json
 import math
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -28,12 +27,11 @@ import docker
 
 from bench.generate import generate_repository, git
 from bench.report import revision
-from stack.stack import ACT, act_command
+from stack.stack import ACT, act_command, lay_out_action
 
 ROOT = Path(__file__).resolve().parents[1]
 BASE_IMAGE = "local/tritonserver:24.10-py3"
 REGISTRY = "127.0.0.1:5000"
-ACTION_FILES = ("action.yml", "Dockerfile", ".dockerignore", "pyproject.toml", "requirements.lock", "README.md", "src")
 STEP = re.compile(r"^\[[^/\]]+/(?P<job>[^\]]+?)\s*\]\s+\|\s+(?P<step>[\w-]+): done in (?P<seconds>[0-9.]+) s\s*$", re.M)
 GOAL_S = 3.0  # the split's overhead the issue asks to stay under
 
@@ -42,16 +40,7 @@ def checkout(root: Path, n_models: int, image: str) -> tuple[str, str]:
     """A repository laid out as this project (the action at its root) with `n_models` models,
     released as 1.0.0 to `image`, then a commit changing every model. Returns (before, after)."""
     root.mkdir(parents=True)
-    for name in ACTION_FILES:
-        source = ROOT / name
-        if source.is_dir():
-            shutil.copytree(source, root / name, ignore=shutil.ignore_patterns("*.egg-info", "__pycache__"))
-        else:
-            shutil.copy2(source, root / name)
-    shutil.copytree(ROOT / ".github" / "workflows", root / ".github" / "workflows")
-    (root / ".gitignore").write_text("triton-release-report.json\n.origin.git/\n")
-    with open(root / ".dockerignore", "a") as ignore:
-        ignore.write(".origin.git\n")
+    lay_out_action(root)
     models = generate_repository(root / "model_repository", n_models)
     git(root, "init", "-q", "-b", "main")
     git(root, "config", "user.email", "bench@example.com")

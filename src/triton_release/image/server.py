@@ -30,7 +30,7 @@ import requests
 from triton_release.contract import OWNER_LABEL, SERVER_LABEL
 from triton_release.errors import InfrastructureError, UsageError
 from triton_release.image.model_control import ModelControl
-from triton_release.processes import alive, owner_labels
+from triton_release.processes import alive, owner_labels, remove_by_name
 from triton_release.settings import ServerOptions, memory_bytes
 
 HTTP_PORT, GRPC_PORT = "8000/tcp", "8001/tcp"
@@ -304,25 +304,14 @@ class TritonServer(ModelControl):
         self.remove()
 
     def remove(self) -> None:
-        if self.container is None and self._created:
-            try:  # created, then refused at its start (a GPU request): it has a name, not yet a handle
-                self.container = self.client.containers.get(self.name)
-            except (docker.errors.DockerException, requests.RequestException):
-                pass
-        self._created = False
-        if self.container is None:
+        """Remove the server by its name, as the probes are: also when a signal cut its create short
+        and the daemon is still making it (then it is looked for for a few seconds), or when the
+        create returned and the signal came before its handle was kept."""
+        if not self._created:
             return
-        try:
-            self.container.remove(force=True)
-        except docker.errors.NotFound:
-            pass
-        except (docker.errors.APIError, requests.RequestException) as exc:  # never masks the error being reported
-            log.warning(
-                f"could not remove the server container {self.name} ({exc.__class__.__name__}); "
-                f"remove it with `docker rm -f {self.name}`"
-            )
-        finally:
-            self.container = None
+        self._created = False
+        remove_by_name(self.client, self.name, created=self.container is not None)
+        self.container = None
 
     def logs(self) -> str:
         """The tail of the server's log: its last LOG_TAIL_LINES lines, at most LOG_TAIL_BYTES."""
