@@ -157,8 +157,9 @@ def _release(request: ReleaseRequest, session: Session) -> None:
     console, report = session.console, session.report
     root, repository = request.model_repository, request.repository
 
+    recovered = None
     if steps.journaled(root):  # a run killed with its bump in the working tree: finish it first
-        session.step("recover", console.recovered, steps.recover, root, repository)
+        recovered = session.step("recover", console.recovered, steps.recover, root, repository)
     session.step("validate", console.validation, steps.validate, root, request.image.requirements_options)
     planned = session.step(
         "changed", console.changes, steps.changes, root, request.base, request.head, registry=repository, plan=True
@@ -198,8 +199,9 @@ def _release(request: ReleaseRequest, session: Session) -> None:
             root,
             planned,
             str(repository) if request.push and repository is not None else "",
+            held_is_ours=recovered is not None and recovered.action == "dropped",
         )
-        bumped = bool(planned.writes)
+        bumped = bump.written  # a bump found in the working tree is left as found
         git = Git(Git(root).toplevel())
         with tempfile.TemporaryDirectory(prefix="triton-release-") as scratch:
             shipped, exported, prepared, to_test, version = prepare(
@@ -258,7 +260,8 @@ def _release(request: ReleaseRequest, session: Session) -> None:
                 if version is None
                 else f"--no-push: {version} built and tested, not pushed"
             )
-            steps.journal_end(root)  # the bump stays in the working tree, as asked
+            if bumped:  # released nothing: the working tree is left as it was, ready for the next try
+                _undo_bump(session, root, planned)
             return
         assert repository is not None  # a push names its repository (the CLI and the action require it)
         pushing = True

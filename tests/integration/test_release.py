@@ -115,6 +115,24 @@ def test_no_push_builds_and_tests_only(released):
     assert repo.tags() == tags
 
 
+def test_no_push_twice_with_an_edit_between_leaves_the_tree_as_it_was(released):
+    """The README's local loop: try, edit, try again. A --no-push run releases nothing, so it undoes
+    its bump: the next try is not refused over the folders the tool itself wrote."""
+    git_repo, repo, release = released
+    tags = repo.tags()
+    model_py = git_repo.models / "a" / "1" / "model.py"
+    for attempt in ("first", "second"):
+        model_py.write_text(f"# the {attempt} try\n" + model_py.read_text())
+        git_repo.commit(f"a: the {attempt} try")
+        code, report = release("--no-push")
+        assert code == 0, report.get("error")
+        assert report["released"] is False and report["version"] == "1.1.0"
+        assert [b["to"] for b in report["steps"]["bump"]["bumps"]] == [2]
+        assert report["steps"]["undo-bump"]["undone"] is True
+        assert git_repo.git("status", "--porcelain", "--ignored", "model_repository") == ""
+    assert repo.tags() == tags
+
+
 def test_an_auto_complete_models_served_signature_is_kept_and_compared(git_repo, releaser, docker_client):
     """No config.pbtxt: the signature is the one the server completed, kept in the image's label;
     batching switched off in auto_complete_config is then a major release."""

@@ -82,3 +82,43 @@ def test_a_release_commit_left_without_its_tag_is_tagged_and_gits_lock_cleared(c
     lock.write_text("")
     assert steps.recover(changed.models, None).action == "tagged"
     assert changed.git("tag", "--points-at", "HEAD") == "v1.1.0" and not lock.exists()
+
+
+@pytest.mark.parametrize("text", ['{"phase": "bumped", "head": "ab', "[]", ""])
+def test_an_unreadable_journal_is_dropped_and_its_bump_known_by_content_and_undone(changed, text):
+    """A journal cut short or of another shape: the next run drops it, recognises the bump it
+    left by its contents (exactly what it would write), and undoes it like one it wrote."""
+    journal = killed_bump(changed)
+    journal.path.write_text(text)
+    found = steps.recover(changed.models, None)
+    assert found is not None and found.action == "dropped" and not journal.path.exists()
+    planned = steps.changes(changed.models, changed.base)
+    again = steps.bump(changed.models, planned, held_is_ours=True)
+    assert again.written and journal.path.exists()  # this run's now: undone if it releases nothing
+    steps.undo_bump(changed.models, planned)
+    assert changed.git("status", "--porcelain", "--ignored") == "" and not journal.path.exists()
+
+
+def test_a_users_own_bump_is_used_as_found_and_left_so(changed):
+    """`triton-release bump` ends with no journal: a later release takes the folders as the user's,
+    uses them (they are exactly its bump) and undoes nothing of them."""
+    from triton_release.cli.main import main
+
+    assert main(["bump", "--base", changed.base, "--model-repository", str(changed.models)]) == 0
+    journal = Journal(Git(changed.root))
+    assert not journal.path.exists() and (changed.models / "a" / "2").is_dir()
+    assert steps.recover(changed.models, None) is None  # nothing a killed run left
+    before = changed.git("status", "--porcelain")
+    planned = steps.changes(changed.models, changed.base)
+    found = steps.bump(changed.models, planned)
+    assert found.found and not found.written and not journal.path.exists()
+    assert changed.git("status", "--porcelain") == before
+
+
+def test_a_bump_with_other_contents_than_the_planned_one_is_still_refused(changed):
+    planned = steps.changes(changed.models, changed.base)
+    steps.bump(changed.models, planned)
+    steps.journal_end(changed.models)
+    (changed.models / "a" / "2" / "mine.txt").write_text("a user's file")
+    with pytest.raises(Refused, match="already exists in the working tree|Commit them"):
+        steps.bump(changed.models, steps.changes(changed.models, changed.base))

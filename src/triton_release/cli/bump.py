@@ -11,3 +11,4 @@ def run(ctx: Context, session) -> None:
     root = ctx.model_repository
     planned = session.step("changed", None, steps.changes, root, ctx.args.base, ctx.args.head)
     session.step("bump", ctx.console.bumped, steps.bump, root, planned)
+    steps.journal_end(root)  # the bump is the user's now: no later run takes it for a killed one's

@@ -42,6 +42,12 @@ class ReleaseLines(ConsoleCore):
     def recovered(self, result) -> None:
         if result is None:
             return
+        if result.action == "dropped":
+            self.line(
+                "a run left a journal of its bump that cannot be read: dropped; a bump it left in the working "
+                "tree is recognised by its contents and undone if this run releases nothing"
+            )
+            return
         what = {
             "undone": "its bump was never published: undone",
             "kept": "its release was published: its bump is kept for the release commit",
@@ -54,6 +60,12 @@ class ReleaseLines(ConsoleCore):
         )
 
     def bumped(self, result) -> None:
+        if result.found:
+            self.line(
+                f"the working tree holds this bump already ({', '.join(result.folders)}, exactly as it would "
+                "write them): used as found, and left so"
+            )
+            return
         for bump in result.bumps:
             self.line(
                 f"{result.prefix}/{bump.model}/{bump.to_version}: new version folder with the head contents; "

@@ -8,6 +8,9 @@ Its phase says how far the dead run got:
 - `pushing`: X.Y.Z may be in the registry: the next run asks it, then keeps or undoes the bump;
 - `committing`: published, the release commit under way: the next run clears git's stale lock and
   makes the commit's tag, or leaves the bump for the commit to be made.
+A journal that cannot be read (cut short, another shape) is dropped; the next run then knows the
+bump it may describe by its contents (steps/changed.py's `bump`: the folders hold exactly what
+the bump writes) and undoes it as its own.
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ class Journal:
     def __init__(self, git: Git) -> None:
         own = Path(git.text("rev-parse", "--git-dir"))  # this worktree's: each has its own bump
         self.path = (own if own.is_absolute() else git.cwd / own) / FILE
+        self.dropped = False  # the last read found a journal it could not read, and removed it
 
     def begin(self, head: str, prefix: str, writes: list[FolderWrite], release: str = "") -> None:
         self._write(
@@ -70,9 +74,14 @@ class Journal:
         self.path.unlink(missing_ok=True)
 
     def read(self) -> Entry | None:
-        """The journal; None for none, and one of another shape is dropped (it is ours to write)."""
+        """The journal; None for none, and one cut short or of another shape is dropped (it is
+        ours to write): `dropped` tells the caller so."""
+        self.dropped = False
         data = self._read_raw()
         if data is None:
+            if self.path.exists():
+                self.dropped = True
+                self.end()
             return None
         try:
             writes = tuple(FolderWrite(str(m), int(v), str(t), bool(h)) for m, v, t, h in data["writes"])
@@ -86,6 +95,7 @@ class Journal:
                 str(data.get("version") or ""),
             )
         except (KeyError, TypeError, ValueError):
+            self.dropped = True
             self.end()
             return None
 

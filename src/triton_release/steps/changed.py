@@ -25,6 +25,7 @@ from triton_release.history.bump import (
     extract_tree,
     fill_lfs_pointers,
     folder_writes,
+    holds_bump,
     plan_bumps,
     same_as_tree,
     undo_bumps,
@@ -151,12 +152,21 @@ class BumpResult:
     bumps: tuple[FolderBump, ...]
     undone: bool = False
     carried: tuple[Carried, ...] = ()
+    # the working tree held exactly this bump already (a `bump` of the user's, or what an earlier
+    # run left): nothing was written, and nothing of it is undone by this run
+    found: bool = False
+
+    @property
+    def written(self) -> bool:
+        """Whether this run wrote folders into the working tree, which it undoes on failure."""
+        return bool(self.bumps or self.carried) and not self.found and not self.undone
 
     def to_json(self) -> dict:
         return {
             "bumps": [b.to_json() for b in self.bumps],
             "carried": [c.to_json() for c in self.carried],
             "undone": self.undone,
+            "found_in_working_tree": self.found,
         }
 
     @property
@@ -166,12 +176,23 @@ class BumpResult:
         return [f"{self.prefix}/{b.model}/{v}" for b in writes for v in b.folders()]
 
 
-def bump(root: Path, planned: ChangesResult, release: str = "") -> BumpResult:
+def bump(root: Path, planned: ChangesResult, release: str = "", *, held_is_ours: bool = False) -> BumpResult:
     """The next version folders in the working tree; refused before touching anything when the
     working tree holds anything but the commit there. Journaled under .git/ until the run undoes
     it or ends with it (`release`: the registry repository it is for), so that a killed run's bump
-    is finished by the next (`recover`)."""
+    is finished by the next (`recover`).
+
+    A working tree that holds exactly this bump already (the same folders, byte for byte) is the
+    bump found, not a refusal: the user's own `bump`, or one a run left whose journal is gone. It
+    is left as found, whatever this run ends with; `held_is_ours` (the run that left it was
+    killed, its journal unreadable) makes it this run's, undone like one it wrote."""
     found = planned.found
+    if planned.writes and _holds(found, planned, root):
+        if not held_is_ours:
+            return BumpResult(found.prefix, planned.bumps, carried=planned.carried, found=True)
+        git = Git(Git(root).toplevel())
+        Journal(git).begin(found.head, found.prefix, folder_writes(git, found, planned.writes), release)
+        return BumpResult(found.prefix, planned.bumps, carried=planned.carried)
     check_working_tree(found, planned.writes, root)
     if planned.writes:
         git = Git(Git(root).toplevel())
@@ -183,6 +204,20 @@ def bump(root: Path, planned: ChangesResult, release: str = "") -> BumpResult:
             journal.end()
             raise
     return BumpResult(found.prefix, planned.bumps, carried=planned.carried)
+
+
+def _holds(found: ChangeSet, planned: ChangesResult, root: Path) -> bool:
+    """Whether the checkout of the commit released holds exactly the planned bump, a new folder
+    among it (a tree untouched since its commit is no bump found)."""
+    git = Git(Git(root).toplevel())
+    fresh = [w for w in planned.writes if isinstance(w, FolderBump) or not w.at_head]
+    if git.text("rev-parse", "HEAD") != found.head or not fresh:
+        return False
+    if not all(
+        (root / w.model / str(w.to_version if isinstance(w, FolderBump) else w.version)).is_dir() for w in fresh
+    ):
+        return False
+    return holds_bump(found, planned.writes, root)
 
 
 def undo_bump(root: Path, planned: ChangesResult) -> BumpResult:
@@ -214,7 +249,7 @@ class Recovered:
     """What a run found of an earlier one that was killed with its bump in the working tree."""
 
     phase: str
-    action: str  # undone | kept | tagged
+    action: str  # undone | kept | tagged | gone | dropped (unreadable: its bump is known by content)
     folders: tuple[str, ...]
     owner: str
 
@@ -230,7 +265,8 @@ def recover(root: Path, repository: RegistryRepository | None) -> Recovered | No
     journal = Journal(git)
     entry = journal.read()
     if entry is None:
-        return None
+        # unreadable: dropped; the bump it described is known by its contents (`bump`)
+        return Recovered("unknown", "dropped", (), "unknown") if journal.dropped else None
     who = f"pid {entry.owner.get('pid')} on {entry.owner.get('host')}"
     if alive(entry.owner, elsewhere=False):
         raise UsageError(f"""
