@@ -52,20 +52,24 @@ class Origin:
         path = self.author / "model_repository" / rel
         self.push({rel: path.read_text() + line}, message)
 
-    def clone(self, name: str) -> Path:
-        """A fresh clone of the origin (full history, as actions/checkout with fetch-depth: 0)."""
+    def clone(self, name: str, depth: int | None = None) -> Path:
+        """A fresh clone of the origin: full history, as actions/checkout with fetch-depth: 0; with
+        `depth`, shallow and without tags, as actions/checkout makes it by default (depth 1)."""
         clone = self.tmp / name
-        git(self.tmp, "clone", "-q", str(self.bare), str(clone))
+        if depth is None:
+            git(self.tmp, "clone", "-q", str(self.bare), str(clone))
+        else:
+            git(self.tmp, "clone", "-q", "--no-tags", "--depth", str(depth), f"file://{self.bare}", str(clone))
         return clone
 
     def run(self, clone: Path, *flags: str) -> subprocess.CompletedProcess:
         """`release` to the target in `clone`, its output captured, its exit code unchecked."""
         return subprocess.run(release_command(self.target, *flags), cwd=clone, capture_output=True, text=True)
 
-    def release(self, *flags: str) -> tuple[dict, float]:
+    def release(self, *flags: str, depth: int | None = None) -> tuple[dict, float]:
         """`release` in a fresh clone with the defaults: its report and seconds, checking it exits 0."""
         self.runs += 1
-        clone = self.clone(f"run-{self.runs}")
+        clone = self.clone(f"run-{self.runs}", depth)
         report = self.tmp / f"report-{self.runs}.json"
         started = time.monotonic()
         done = self.run(clone, "--load-timeout", "60", "--report", str(report), *flags)
@@ -162,6 +166,21 @@ def new_layer_bytes(registry: RegistryRepository, before: str, after: str) -> in
     """Bytes of the layers `after` holds that `before` did not: what its push had to upload."""
     held = {layer["digest"] for layer in registry.manifest(before).layers}
     return sum(layer["size"] for layer in registry.manifest(after).layers if layer["digest"] not in held)
+
+
+def test_a_shallow_clone_as_actions_checkout_makes_it_releases_only_the_change(origin, docker_client):
+    """fetch-depth: 1, the default: the history since the last release is fetched, not taken for a
+    first release of every model (nor a raw git error)."""
+    origin.push({**python_model_files("a"), **python_model_files("b")}, "two models")
+    origin.release(depth=1)
+    origin.edit("a/1/model.py", "\n# change one\n", "a: change one")
+    second, _ = origin.release(depth=1)
+    assert second["version"] == "1.1.0" and second["changed_models"] == ["a"], second["steps"]["changed"]
+    assert second["steps"]["bump"]["bumps"] == [{"model": "a", "from": 1, "to": 2}]
+    assert second["steps"]["test"]["cases"] and {c["case"] for c in second["steps"]["test"]["cases"]} == {"a/basic"}
+    assert any("shallow clone" in w for w in second["steps"]["changed"]["warnings"])
+    v1, v2 = (version_folders(docker_client, f"{origin.target}:{v}") for v in ("1.0.0", "1.1.0"))
+    assert v2["a/1"] == v1["a/1"] and v2["b/1"] == v1["b/1"] and b"# change one" in v2["a/2"]
 
 
 def test_a_released_version_changed_in_git_is_refused_naming_the_release(origin, docker_client):

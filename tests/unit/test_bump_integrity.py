@@ -135,8 +135,8 @@ def test_a_hotfix_branch_release_does_not_block_the_next_release_of_main(release
     released.git("tag", "v1.1.0")
     released.git("checkout", "-q", "main")
     change_a(released)
-    base, why = last_release_commit(None, Git(released.root))
-    assert base == "v1.0.0", why
+    last = last_release_commit(None, Git(released.root))
+    assert last.commit == "v1.0.0", last.why
 
 
 def test_a_checkout_folder_of_any_name_makes_a_valid_local_tag(tmp_path):

@@ -127,8 +127,9 @@ def test_a_carried_version_missing_from_the_clone_is_refused_before_anything_is_
     trees = record.trees_at(steps.Git(repo.root), "HEAD", "model_repository")
     registry.release("1.1.0", repo.git("rev-parse", "HEAD"), {"a": {**trees["a"], 2: "1" * 40}, "b": trees["b"]})
     edit(repo, "b", 1, "# b\n")
-    with pytest.raises(Refused, match="fetch-depth: 0"):
+    with pytest.raises(Refused, match="never reached origin") as refused:
         plan(repo, registry)
+    assert "docker cp released:/models/a/2 model_repository/a/2" in " ".join(str(refused.value).split())
     assert repo.git("status", "--porcelain") == ""
 
 
@@ -186,3 +187,79 @@ def test_following_the_refusals_advice_converges(runner):
     planned = plan(repo, registry)
     assert [(b.model, b.from_version, b.to_version) for b in planned.bumps] == [("a", 2, 3)]
     assert content(repo, "a", 1) == PYTHON_MODEL
+
+
+# -- the history the record needs: shallow clones, moved tags, a revision never pushed ------------
+
+
+def shallow_clone(repo, tmp_path, name: str = "shallow"):
+    """A depth-1 clone of `repo`, as actions/checkout makes it by default."""
+    import subprocess
+
+    from support.git import GitRepo
+
+    clone = tmp_path / name
+    subprocess.run(
+        ["git", "clone", "-q", "--depth", "1", "--no-tags", f"file://{repo.root}", str(clone)],
+        check=True,
+        capture_output=True,
+    )
+    return GitRepo(clone)
+
+
+def test_a_shallow_clone_is_fetched_whole_and_plans_as_a_full_clone(runner, tmp_path):
+    repo, registry = runner
+    edit(repo, "a", 1, "# one\n")
+    full = plan(repo, registry)
+    clone = shallow_clone(repo, tmp_path)
+    assert clone.git("rev-parse", "--is-shallow-repository") == "true"
+    planned = plan(clone, registry)
+    assert clone.git("rev-parse", "--is-shallow-repository") == "false"
+    assert planned.found.base == full.found.base and sorted(planned.found.models) == ["a"]
+    assert planned.found.models["a"].status == "modified" and planned.plan.version == "1.1.0"
+    assert any("shallow clone" in w for w in planned.warnings)
+
+
+def test_a_shallow_clone_that_cannot_be_fetched_is_refused_before_anything_with_the_fix(runner, tmp_path):
+    from triton_release.errors import UsageError
+
+    repo, registry = runner
+    edit(repo, "a", 1, "# one\n")
+    clone = shallow_clone(repo, tmp_path)
+    clone.git("remote", "set-url", "origin", f"file://{tmp_path}/no-such-origin")
+    with pytest.raises(UsageError, match="shallow clone") as refused:
+        plan(clone, registry)
+    assert "fetch-depth: 0" in str(refused.value) and "git fetch --unshallow --tags" in str(refused.value)
+    assert clone.git("status", "--porcelain") == ""
+
+
+def test_a_registry_release_whose_commit_never_reached_origin_is_refused_naming_it(runner, tmp_path):
+    """Not 'fetch deeper': the clone is whole, the commit was never pushed."""
+    repo, registry = runner
+    edit(repo, "a", 1, "# one\n")
+    registry.release("1.1.0", "f" * 40, plan(repo, registry))
+    with pytest.raises(Refused, match="never reached origin") as refused:
+        plan(repo, registry)
+    assert "git push origin ffffffffffff" in str(refused.value) and "fetch-depth" not in str(refused.value)
+
+
+def test_a_git_tag_moved_by_hand_loses_to_the_registrys_revision_with_a_warning(runner):
+    repo, registry = runner
+    first = repo.git("rev-parse", "HEAD")
+    second = edit(repo, "a", 1, "# one\n")
+    registry.release("1.1.0", second, plan(repo, registry))
+    repo.git("tag", "v1.1.0", first)  # moved onto an older commit
+    planned = plan(repo, registry)
+    assert planned.found.base == second and planned.plan.version is None  # nothing changed since 1.1.0
+    assert any("git tag v1.1.0 points at" in w and "was moved" in w for w in planned.warnings)
+
+
+def test_a_release_commit_tagged_on_its_revision_is_the_base_without_a_warning(runner):
+    repo, registry = runner
+    second = edit(repo, "a", 1, "# one\n")
+    registry.release("1.1.0", second, plan(repo, registry))
+    (repo.models / "README").write_text("the bump\n")
+    repo.commit("release 1.1.0")
+    repo.git("tag", "v1.1.0")
+    planned = plan(repo, registry)
+    assert planned.base_from.startswith("git tag v1.1.0") and planned.warnings == ()

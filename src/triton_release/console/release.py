@@ -22,6 +22,8 @@ class ReleaseLines(ConsoleCore):
 
     def changes(self, result) -> None:
         found = result.found
+        for warning in result.warnings:
+            self.warning(warning)
         for name, change in sorted(found.models.items()):
             self.line(f"{name}: {change.status}; {'; '.join(change.reasons)}")
         for name in found.ensembles:

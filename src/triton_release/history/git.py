@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import threading
@@ -18,6 +19,8 @@ class GitFailed(InfrastructureError):
     user gave that do not resolve are a UsageError instead."""
 
 
+FETCH_TIMEOUT_S = 600  # fetching a shallow clone's history: a remote that stalls is refused, not waited on
+
 ZERO_SHA = re.compile(r"^0{40}$|^0{64}$")
 SAFE_REF = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_./@{}~^+-]*$")
 
@@ -26,11 +29,22 @@ SAFE_REF = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_./@{}~^+-]*$")
 class Git:
     cwd: Path
 
-    def run(self, *args: str, input: bytes | None = None, check: bool = True) -> subprocess.CompletedProcess:
+    def run(
+        self,
+        *args: str,
+        input: bytes | None = None,
+        check: bool = True,
+        timeout: float | None = None,
+        env: dict[str, str] | None = None,
+    ) -> subprocess.CompletedProcess:
         try:
-            result = subprocess.run(["git", *args], cwd=self.cwd, input=input, capture_output=True)
+            result = subprocess.run(
+                ["git", *args], cwd=self.cwd, input=input, capture_output=True, timeout=timeout, env=env
+            )
         except FileNotFoundError:
             raise InfrastructureError("git is not installed: install it (apt-get install git).") from None
+        except subprocess.TimeoutExpired:
+            raise GitFailed(f"git {args[0]} did not finish within {timeout:.0f} s in {self.cwd}") from None
         if check and result.returncode != 0:
             raise GitFailed(f"git {args[0]} failed in {self.cwd}: {result.stderr.decode(errors='replace').strip()}")
         return result
@@ -49,6 +63,31 @@ class Git:
 
     def is_shallow(self) -> bool:
         return self.text("rev-parse", "--is-shallow-repository") == "true"
+
+    def remote(self) -> str | None:
+        """The remote the checked-out branch follows, else `origin`, else the only one; None: none."""
+        upstream = self.run("rev-parse", "--abbrev-ref", "--symbolic-full-name", "@{u}", check=False)
+        remotes = self.text("remote").splitlines()
+        followed = upstream.stdout.decode().strip().split("/", 1)[0] if upstream.returncode == 0 else ""
+        for name in (followed, "origin"):
+            if name and name in remotes:
+                return name
+        return remotes[0] if len(remotes) == 1 else None
+
+    def fetch(self, *args: str) -> str:
+        """`git fetch <remote> *args` with the checkout's own credentials (actions/checkout keeps
+        the workflow's token in the git config), never asking for others; "" when it worked, else
+        why not."""
+        remote = self.remote()
+        if remote is None:
+            return "the checkout has no remote to fetch from"
+        try:
+            # never asking on a terminal: a run in CI has no one to answer, and a local one must not hang
+            prompt = {**os.environ, "GIT_TERMINAL_PROMPT": "0"}
+            result = self.run("fetch", "--quiet", remote, *args, check=False, timeout=FETCH_TIMEOUT_S, env=prompt)
+        except GitFailed as exc:
+            return str(exc)
+        return "" if result.returncode == 0 else result.stderr.decode(errors="replace").strip()[-400:]
 
     def commit(self, ref: str, what: str = "ref") -> str | None:
         """The commit id of `ref`; None for GitHub's all-zero 'no previous commit'."""

@@ -11,7 +11,8 @@ release's record and ships every version the record holds byte for byte:
   after the highest released one (not after the highest folder git has), and the folder gets
   its released contents back;
 - any other folder that holds other contents under a released number is refused.
-A tree the clone does not hold (a shallow clone, history rewritten) is refused before any build.
+A tree the clone does not hold (a shallow clone is fetched whole first: history rewritten, a release
+made from a commit never pushed) is refused before any build, with how to restore it.
 """
 
 from __future__ import annotations
@@ -140,6 +141,9 @@ def _refuse_missing_trees(git: Git, prefix: str, carried: list[Carried], release
         if line.endswith(" missing") or not line.split()[1:2] == ["tree"]:
             raise Refused(f"""
                 {prefix}/{item.model}/{item.version}: version {item.version} of {item.model} was released in
-                {release}, and its contents (git tree {item.tree[:12]}) are not in this clone. Check out
-                the whole history (actions/checkout with fetch-depth: 0; locally `git fetch --unshallow`)
-                and run again. Nothing was built.""")
+                {release}, and its contents (git tree {item.tree[:12]}) are in neither this clone nor its history:
+                the commit that held them never reached origin. Push it from the checkout that released it and
+                run again; or, where it is lost, restore the folder from the release image (`docker create
+                --name released {release}`, `docker cp released:/models/{item.model}/{item.version}
+                {prefix}/{item.model}/{item.version}`, `docker rm released`), commit it, and run again.
+                Nothing was built.""")

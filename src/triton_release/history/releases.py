@@ -14,7 +14,7 @@ from typing import Protocol
 import semver
 
 from triton_release import contract
-from triton_release.errors import UsageError
+from triton_release.errors import Refused, UsageError
 from triton_release.history.changes import ChangeSet
 from triton_release.history.git import Git
 from triton_release.models.repository import datatype_name
@@ -96,27 +96,84 @@ def previous_release(registry_tags: list[str], git: Git | None = None) -> tuple[
     return None, "none"
 
 
-def last_release_commit(registry: Releases | None, git: Git, head: str = "HEAD") -> tuple[str | None, str]:
+@dataclass(frozen=True)
+class LastRelease:
+    """The base of the next release, found by `last_release_commit`."""
+
+    commit: str | None  # None: no earlier release on this line of history
+    why: str  # how it was found, for the user
+    warnings: tuple[str, ...] = ()  # where git and the registry disagreed, and which one won
+
+
+def whole_history(git: Git, why: str) -> str:
+    """A shallow clone (actions/checkout's default, fetch-depth: 1) fetched whole, with its tags, with
+    the checkout's own credentials; refused before anything is built when that fails. A note for the
+    user when it fetched, "" when the clone was whole already."""
+    if not git.is_shallow():
+        return ""
+    failed = git.fetch("--unshallow", "--tags")
+    if failed or git.is_shallow():
+        raise UsageError(f"""
+            This checkout is a shallow clone (actions/checkout's default, fetch-depth: 1), and {why}; fetching
+            the rest of its history failed ({failed or "it is still shallow"}). Check out the whole history: in
+            the workflow, give actions/checkout `fetch-depth: 0`; locally, run `git fetch --unshallow --tags`.
+            Then run again. Nothing was built.""")
+    return "a shallow clone: its whole history was fetched first (actions/checkout with fetch-depth: 0 saves that)"
+
+
+def last_release_commit(registry: Releases | None, git: Git, head: str = "HEAD") -> LastRelease:
     """The commit of the last release on this line of history, the base of the next one: its
     vX.Y.Z git tag (the commit holding its bump), else its image's revision label, else the newest
-    vX.Y.Z git tag. Releases made from other branches (a hotfix's v1.1.0) are passed over."""
+    vX.Y.Z git tag. Releases made from other branches (a hotfix's v1.1.0) are passed over.
+
+    The registry is the record: a git tag that points elsewhere than the release's revision (or the
+    release commit made on it) was moved, and the revision wins, with a warning; a release whose
+    revision this clone lacks, even after fetching it, is refused (a registry that holds releases is
+    never a first release)."""
 
     def on_this_line(ref: str) -> bool:
         return git.has_commit(ref) and git.is_ancestor(ref, head)
 
     versions = versions_in(registry.tags()) if registry is not None else []
     if registry is not None and versions:
+        where = f"{registry}:{versions[-1]}"
+        labels = registry.image_config(str(versions[-1])).get("config", {}).get("Labels") or {}
+        revision = str(labels.get(contract.REVISION_LABEL) or "")
+        if revision and not git.has_commit(revision):
+            git.fetch(revision)  # on a branch this clone did not fetch: origin serves a reachable commit
+        if revision and not git.has_commit(revision):
+            raise Refused(f"""
+                {where}, the last release, was built from commit {revision[:12]}, which neither this clone nor
+                its remote has: the commit it was released from never reached origin (a release made from a
+                local checkout, or history rewritten since). Push that commit from the checkout that released
+                it (`git push origin {revision[:12]}:refs/heads/<a branch>`), then run again. Nothing was
+                built.""")
         tag = git_tag(versions[-1])
         if on_this_line(tag):
-            return tag, f"git tag {tag} of the latest release {registry}:{versions[-1]}"
-        labels = registry.image_config(str(versions[-1])).get("config", {}).get("Labels") or {}
-        revision = labels.get(contract.REVISION_LABEL, "")
+            tagged = git.text("rev-parse", f"{tag}^{{commit}}")
+            if not revision or revision in (tagged, _release_commit_parent(git, tagged, versions[-1])):
+                return LastRelease(tag, f"git tag {tag} of the latest release {where}")
+            warning = (
+                f"git tag {tag} points at {tagged[:12]}, but {where} was built from {revision[:12]}: the tag was "
+                f"moved. The registry's record wins: the base is {revision[:12]}. Put the tag back with `git tag "
+                f"-f {tag} {revision[:12]}` (and `git push -f origin {tag}`)."
+            )
+            if on_this_line(revision):
+                return LastRelease(revision, f"the revision of {where}", (warning,))
         if revision and on_this_line(revision):
-            return revision, f"the revision of {registry}:{versions[-1]}"
+            return LastRelease(revision, f"the revision of {where}")
     for version in reversed(versions_in(git.tags("v*"), GIT_TAG)):
         if on_this_line(git_tag(version)):
-            return git_tag(version), f"git tag {git_tag(version)}"
-    return None, "no earlier release on this branch: a first release of every model"
+            return LastRelease(git_tag(version), f"git tag {git_tag(version)}")
+    return LastRelease(None, "no earlier release on this branch: a first release of every model")
+
+
+def _release_commit_parent(git: Git, tagged: str, version: semver.Version) -> str:
+    """The commit a `release X.Y.Z` commit was made on (`--commit`), "" for any other commit."""
+    if git.text("log", "-1", "--format=%s", tagged) != f"release {version}":
+        return ""
+    parent = git.run("rev-parse", "-q", "--verify", f"{tagged}^", check=False)
+    return parent.stdout.decode().strip() if parent.returncode == 0 else ""
 
 
 def next_version(previous: semver.Version | None, kind: str | None) -> semver.Version | None:

@@ -70,6 +70,7 @@ class ChangesResult:
     carried: tuple[Carried, ...] = ()  # released versions written from the registry's record
     # release only: model -> version -> git tree of the image it builds (history/record.py)
     record: Mapping[str, Mapping[int, str]] = field(default_factory=dict, repr=False)
+    warnings: tuple[str, ...] = ()  # how the base was found, where that needed saying (a fetch, a moved tag)
 
     @property
     def to_test(self) -> list[str]:
@@ -93,6 +94,7 @@ class ChangesResult:
             "bumps": [b.to_json() for b in self.bumps],
             "release": self.kind.to_json(),
             "carried": [c.to_json() for c in self.carried],
+            "warnings": list(self.warnings),
         }
         if self.plan is not None:
             data.update(
@@ -118,14 +120,23 @@ def changes(
     With `plan`, also the version it makes (the previous release read from the registry)."""
     git = Git(Git(root).toplevel())
     base_from = "--base"
+    warnings: tuple[str, ...] = ()
+    fetched = ""
     if base is None and plan:
-        base, base_from = releases.last_release_commit(registry, git, head)
+        fetched = releases.whole_history(git, "the last release's commit and its tags are needed")
+        last = releases.last_release_commit(registry, git, head)
+        base, base_from, warnings = last.commit, last.why, last.warnings
     elif base is None:
         base_from = "no --base: a first release of every model"
+    elif not git.has_commit(base):
+        fetched = releases.whole_history(git, f"the base {base!r} is not among its commits")
+    if fetched:
+        warnings = (fetched, *warnings)
     found = Changes(root).between(base, head)
     if not plan:
         bumps = plan_bumps(found)
-        return ChangesResult(found, tuple(bumps), releases.release_kind(found, {b.model for b in bumps}), base_from)
+        kind = releases.release_kind(found, {b.model for b in bumps})
+        return ChangesResult(found, tuple(bumps), kind, base_from, warnings=warnings)
     previous, source = releases.previous_release(registry.tags() if registry is not None else [], git)
     labels = (
         (registry.image_config(str(previous)).get("config", {}).get("Labels") or {})
@@ -143,7 +154,7 @@ def changes(
     kind = releases.release_kind(found, {b.model for b in bumps})
     version = releases.next_version(previous, kind.kind)
     version_plan = VersionPlan(str(previous) if previous else None, source, str(version) if version else None)
-    return ChangesResult(found, tuple(bumps), kind, base_from, version_plan, tuple(carried), record)
+    return ChangesResult(found, tuple(bumps), kind, base_from, version_plan, tuple(carried), record, warnings)
 
 
 @dataclass(frozen=True)
