@@ -153,3 +153,12 @@ def test_version_still_works(capsys):
     with pytest.raises(SystemExit) as done:
         main(["--version"], env={})
     assert done.value.code == 0 and capsys.readouterr().out.startswith("triton-release ")
+
+
+def test_a_lone_registry_username_in_the_environment_is_a_warning_naming_the_missing_password(
+    tmp_path, monkeypatch, capsys
+):
+    monkeypatch.chdir(tmp_path)
+    env = {"HOME": str(tmp_path), "TRITON_RELEASE_USERNAME": "bot"}
+    assert main(["rollback", "--to-version", "1.0.0"], env=env) == 2  # no repository given
+    assert "warning: TRITON_RELEASE_USERNAME is given without TRITON_RELEASE_PASSWORD" in capsys.readouterr().out

@@ -7,7 +7,8 @@
 - Every `actions/checkout` step says `fetch-depth: 0`: a release reads the history since the last
   release, which a shallow clone of one commit lacks.
 - A step that uses the action (`uses: ./`, `org/triton-release@...`, its image by tag or digest)
-  gives only inputs action.yml declares.
+  gives only inputs action.yml declares, and `username` and `password` together or neither (the
+  tool uses neither of a lone one: the registry is then reached anonymously).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ INPUTS = set(ACTION["inputs"])
 IMAGE = re.sub(r"^docker://|[:@][^/]*$", "", ACTION["runs"]["image"])
 ACTION_NAME = "/".join(IMAGE.split("/")[1:])
 DOCKER_WITH = {"entrypoint", "args"}  # what `with:` passes to a `uses: docker://...` step besides inputs
+PAIRED = ("username", "password")
 
 FENCE = re.compile(r"^(?P<indent>[ \t]*)```(?P<lang>[\w+-]*)[ \t]*$")
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
@@ -133,6 +135,10 @@ def input_problems(data: object) -> list[str]:
         name = step.get("id") or step["uses"]
         allowed = INPUTS | (DOCKER_WITH if str(step["uses"]).startswith("docker://") else set())
         found += [f"{name}: input {key} is not in action.yml" for key in given if key not in allowed]
+        half = [key for key in PAIRED if key in given]
+        if len(half) == 1:
+            missing = next(key for key in PAIRED if key not in given)
+            found.append(f"{name}: {half[0]} without {missing} (the tool then uses neither)")
     return found
 
 
@@ -185,6 +191,8 @@ def test_the_checks_catch_what_they_are_for():
         "job one's permissions: 'read-all' do not name contents: (read, or write to push back)",
         *["actions/checkout@v4 without fetch-depth: 0 (a shallow clone lacks the history since the last release)"] * 2,
         "a: input repositroy is not in action.yml",
+        "a: password without username (the tool then uses neither)",
+        f"docker://{IMAGE}@sha256:{'0' * 64}: username without password (the tool then uses neither)",
     ]
     del wrong["permissions"]
     assert "job two has no permissions: block" in permission_problems(wrong)

@@ -27,6 +27,7 @@ from triton_release.cli import (
 from triton_release.cli.common import Context, given_settings, setting
 from triton_release.console import Console
 from triton_release.errors import UsageError
+from triton_release.registry.credentials import unpaired_credentials
 from triton_release.settings import CONFIG_FILE, resolve
 
 COMMANDS: dict[str, ModuleType] = {
@@ -105,6 +106,8 @@ def main(argv: list[str] | None = None, env: Mapping[str, str] | None = None) ->
     session = sessions.Session(args.command, console, timed=args.command in MULTI_STEP)
 
     def body(session: sessions.Session) -> None:
+        for warning in unpaired_credentials(env):
+            console.warning(warning)
         settings = resolve(given_settings(args), args.config)
         console.settings(settings)
         COMMANDS[args.command].run(Context(args, settings, console, env), session)
