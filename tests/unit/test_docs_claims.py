@@ -6,6 +6,9 @@
   fails. A whole workflow has one, at its top or in every job.
 - Every `actions/checkout` step says `fetch-depth: 0`: a release reads the history since the last
   release, which a shallow clone of one commit lacks.
+- `org` in `org/triton-release` is a placeholder, and one section of the README says so and how to
+  pin the action (a tag, a full commit SHA, the image's digest); every page that names the action
+  outside a code block links there.
 - A step that uses the action (`uses: ./`, `org/triton-release@...`, its image by tag or digest)
   gives only inputs action.yml declares, and `username` and `password` together or neither (the
   tool uses neither of a lone one: the registry is then reached anonymously).
@@ -198,3 +201,37 @@ def test_the_checks_catch_what_they_are_for():
     assert "job two has no permissions: block" in permission_problems(wrong)
     fragment = {"permissions": {"id-token": "write"}, "steps": [{"uses": "actions/checkout@v4"}]}
     assert len(problems(fragment)) == 2
+
+
+PLACEHOLDER = "naming-and-pinning-the-action"
+
+
+def prose(page: Path) -> str:
+    """A page's text outside its fenced code blocks."""
+    kept, fenced = [], False
+    for line in page.read_text(encoding="utf-8").split("\n"):
+        if re.match(r"^\s*```", line):
+            fenced = not fenced
+        elif not fenced:
+            kept.append(line)
+    return "\n".join(kept)
+
+
+def test_the_readme_says_org_is_a_placeholder_and_how_to_pin_the_action():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = re.search(r"^#+ Naming and pinning the action\n(?P<body>.*?)^#", readme, re.M | re.S)
+    assert section, "the README has no section 'Naming and pinning the action'"
+    body = section["body"]
+    assert f"`{ACTION_NAME.split('/')[0]}` is a placeholder" in body
+    for way in ("a tag", "a full commit SHA", "the action image's digest", f"docker://{IMAGE}@sha256:"):
+        assert way in body, f"the README's pinning section does not name {way}"
+
+
+@pytest.mark.parametrize("page", [p for p in PAGES if p.name != "README.md"], ids=lambda p: str(p.relative_to(ROOT)))
+def test_a_page_that_names_the_action_links_to_the_placeholder_section(page):
+    text = prose(page)
+    if ACTION_NAME in text:
+        assert f"README.md#{PLACEHOLDER})" in text, (
+            f"{page.relative_to(ROOT)} names {ACTION_NAME} but never links to README.md#{PLACEHOLDER}, which says "
+            "what to put for its owner"
+        )
