@@ -172,7 +172,7 @@ def flag_rows(actions: list[argparse.Action], prog: str) -> list[list[str]]:
     rows = []
     for action in actions:
         key = setting_of(action)
-        names = ", ".join(code(o) for o in action.option_strings) or code(action.metavar or action.dest)
+        names = ", ".join(cell(code(o)) for o in action.option_strings) or cell(code(action.metavar or action.dest))
         if action.required:
             default = "required"
         elif key is not None:
