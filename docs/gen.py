@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import html
+import re
 import sys
 from collections.abc import Iterable
 from pathlib import Path
@@ -67,9 +68,23 @@ def code(value: object) -> str:
     return f"`{value}`"
 
 
+# Help that starts with the values a setting takes (`refuse|allow: ...`) or with a name
+# (`perf_analyzer rounds ...`): written as code, never capitalised, since the tool takes them as written.
+LEADING_CHOICES = re.compile(r"^(?P<values>[a-z0-9_.-]+(?:\|[a-z0-9_.-]+)+)(?=:)")
+LEADING_NAME = re.compile(r"^(?P<name>[a-z0-9]+(?:_[a-z0-9]+)+)\b")
+
+
 def sentence(value: str) -> str:
+    """Help text as a sentence: a capital first letter and a full stop, except that values and names
+    the tool takes as written start it as code, in their own case."""
     value = text(value)
-    value = value[:1].upper() + value[1:]
+    if choices := LEADING_CHOICES.match(value):
+        values = [code(v) for v in choices["values"].split("|")]
+        value = ", ".join(values[:-1]) + " or " + values[-1] + value[choices.end() :]
+    elif name := LEADING_NAME.match(value):
+        value = code(name["name"]) + value[name.end() :]
+    else:
+        value = value[:1].upper() + value[1:]
     return value if value.endswith(".") else value + "."
 
 
