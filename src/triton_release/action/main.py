@@ -18,7 +18,7 @@ from typing import TypedDict
 
 from triton_release import cache, release
 from triton_release import session as sessions
-from triton_release.action.inputs import ActionInputs, Event
+from triton_release.action.inputs import SETTING_DEFAULTS, ActionInputs, Event
 from triton_release.action.outputs import ActionOutputs
 from triton_release.action.summary import summary
 from triton_release.console import Console
@@ -58,7 +58,10 @@ def main(env: Mapping[str, str] | None = None) -> int:
             console.warning(warning)
         with key_files(inputs, env) as keys:  # the PEM inputs as files, removed when the run ends
             settings = resolve(
-                {}, action_inputs={**inputs.settings, **keys}, cwd=workspace if workspace.is_dir() else None
+                {},
+                action_inputs={**inputs.settings, **keys},
+                cwd=workspace if workspace.is_dir() else None,
+                defaults=SETTING_DEFAULTS,
             )
             console.settings(settings)
             run(inputs, settings, Event.from_env(env), env, session)

@@ -33,8 +33,11 @@ def resolve(
     config_file: str | None = None,
     action_inputs: Mapping[str, Any] | None = None,
     cwd: Path | None = None,
+    defaults: Mapping[str, Any] | None = None,
 ) -> Settings:
-    """Merge the layers. `cli` holds only flags the user gave (None means not given).
+    """Merge the layers. `cli` holds only flags the user gave (None means not given); `defaults`,
+    a door's own defaults where they differ from the table's (the action's push_commit: true), sit
+    under the settings file.
 
     Run from a subfolder, the settings file and the default model repository are found as
     `find_root` says. Relative paths in the settings file are relative to its folder; those given
@@ -44,6 +47,8 @@ def resolve(
     layers = [
         _Layer("default", {s.key: s.default for s in SETTINGS}, {}, {}, None if _same_folder(root, cwd) else root)
     ]
+    if defaults:
+        layers.append(_Layer("default", defaults, {}, {}))
     path = Path(config_file) if config_file else found
     if path is not None:
         data, lines, written = _read_config(path)
