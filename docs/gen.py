@@ -23,7 +23,7 @@ from pathlib import Path
 
 import yaml
 
-from triton_release.cli.common import SETTING_DEST
+from triton_release.cli.common import SETTING_DEST, flag_default
 from triton_release.cli.main import parser as cli_parser
 from triton_release.settings import BY_KEY, CONFIG_FILE, DEPRECATED, SETTINGS
 
@@ -188,14 +188,8 @@ def flag_rows(actions: list[argparse.Action], prog: str) -> list[list[str]]:
     for action in actions:
         key = setting_of(action)
         names = ", ".join(cell(code(o)) for o in action.option_strings) or cell(code(action.metavar or action.dest))
-        if action.required:
-            default = "required"
-        elif key is not None:
-            default = default_text(BY_KEY[key].default)
-        elif action.default is None or action.default is argparse.SUPPRESS or not takes_value(action):
-            default = ""
-        else:
-            default = code(action.default)
+        shown = flag_default(action)  # what --help says
+        default = "required" if action.required else "" if shown is None else code(shown)
         described = cell(help_text(action, prog))
         if key is not None:
             described += f" (setting [`{key}`](settings.md#{key}))"
