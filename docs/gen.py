@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import argparse
 import html
+import re
 import sys
 from collections.abc import Iterable
 from pathlib import Path
 
 import yaml
 
-from triton_release.cli.common import SETTING_DEST
+from triton_release.cli.common import SETTING_DEST, flag_default
 from triton_release.cli.main import parser as cli_parser
 from triton_release.settings import BY_KEY, CONFIG_FILE, DEPRECATED, SETTINGS
 
@@ -67,9 +68,23 @@ def code(value: object) -> str:
     return f"`{value}`"
 
 
+# Help that starts with the values a setting takes (`refuse|allow: ...`) or with a name
+# (`perf_analyzer rounds ...`): written as code, never capitalised, since the tool takes them as written.
+LEADING_CHOICES = re.compile(r"^(?P<values>[a-z0-9_.-]+(?:\|[a-z0-9_.-]+)+)(?=:)")
+LEADING_NAME = re.compile(r"^(?P<name>[a-z0-9]+(?:_[a-z0-9]+)+)\b")
+
+
 def sentence(value: str) -> str:
+    """Help text as a sentence: a capital first letter and a full stop, except that values and names
+    the tool takes as written start it as code, in their own case."""
     value = text(value)
-    value = value[:1].upper() + value[1:]
+    if choices := LEADING_CHOICES.match(value):
+        values = [code(v) for v in choices["values"].split("|")]
+        value = ", ".join(values[:-1]) + " or " + values[-1] + value[choices.end() :]
+    elif name := LEADING_NAME.match(value):
+        value = code(name["name"]) + value[name.end() :]
+    else:
+        value = value[:1].upper() + value[1:]
     return value if value.endswith(".") else value + "."
 
 
@@ -172,15 +187,9 @@ def flag_rows(actions: list[argparse.Action], prog: str) -> list[list[str]]:
     rows = []
     for action in actions:
         key = setting_of(action)
-        names = ", ".join(code(o) for o in action.option_strings) or code(action.metavar or action.dest)
-        if action.required:
-            default = "required"
-        elif key is not None:
-            default = default_text(BY_KEY[key].default)
-        elif action.default is None or action.default is argparse.SUPPRESS or not takes_value(action):
-            default = ""
-        else:
-            default = code(action.default)
+        names = ", ".join(cell(code(o)) for o in action.option_strings) or cell(code(action.metavar or action.dest))
+        shown = flag_default(action)  # what --help says
+        default = "required" if action.required else "" if shown is None else code(shown)
         described = cell(help_text(action, prog))
         if key is not None:
             described += f" (setting [`{key}`](settings.md#{key}))"

@@ -80,6 +80,16 @@ def test_a_bad_input_still_writes_the_error_the_report_and_the_outputs(tmp_path,
     assert "version<<" in out.read_text() and "**Failed** (exit 2)" in summary_file.read_text()
 
 
+@pytest.mark.parametrize("given, missing", [("password", "username"), ("username", "password")])
+def test_a_lone_username_or_password_input_is_a_warning_naming_the_missing_one(tmp_path, capsys, given, missing):
+    env = env_for(tmp_path, "workflow_dispatch", {}, mode="rollback", **{given: "hunter2-secret"})
+    env["GITHUB_WORKSPACE"] = str(tmp_path)
+    assert main(env) == 2  # no repository to roll back: the warning comes first all the same
+    printed = capsys.readouterr()
+    assert f"::warning::the action's input {given} is given without the action's input {missing}" in printed.out
+    assert "hunter2-secret" not in printed.out.replace("::add-mask::hunter2-secret", "") + printed.err
+
+
 def test_outputs_are_checked_and_written_with_delimiters(tmp_path):
     report = Report(
         "release",

@@ -171,7 +171,7 @@ def test_action_yml_declares_every_output_written_and_the_push_commit_input():
     ):
         assert action["outputs"][name]["description"], name
     assert "one per line" in action["outputs"]["tags"]["description"]
-    assert action["inputs"]["push-commit"]["default"] == "true"
+    assert action["inputs"]["push-commit"]["default"] == ""  # empty: triton-release.yaml's, else true
 
 
 def env_for(tmp_path, **inputs: str) -> dict:
@@ -212,3 +212,27 @@ def test_the_summary_says_whether_the_release_commit_went_back():
     text = summary(run("release", ("push-back", refused)))
     assert "**Not pushed back** (refused): the release commit and `v1.1.0`: main \\[remote rejected\\]" in text
     assert "the registry keeps the record of released versions" in text
+
+
+@pytest.mark.parametrize(
+    "file, given, pushes",
+    [
+        ("push_commit: false\n", "", False),  # the file's value reaches the action
+        ("", "", True),  # neither: the action pushes its commit back
+        ("channel: stable\n", "", True),
+        ("push_commit: false\n", "true", True),  # the input wins over the file
+        ("push_commit: true\n", "false", False),
+    ],
+)
+def test_push_commit_is_the_input_else_the_settings_file_else_true(tmp_path, monkeypatch, file, given, pushes):
+    """Through the action's entry point, with the input as the runner passes it (empty when left out)."""
+    from triton_release.action import main as action
+
+    (tmp_path / "triton-release.yaml").write_text(file)
+    env = env_for(tmp_path, commit="true", push_commit=given, mode="test")
+    env["GITHUB_WORKSPACE"] = str(tmp_path)
+    seen = []
+    monkeypatch.setattr(action, "run", lambda inputs, settings, *rest: seen.append(settings))
+    assert action.main(env) == 0
+    [settings] = seen
+    assert settings.push_commit is pushes and settings.publish.push_commit is pushes

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import argparse
 import json
+import re
 import sys
 
+import pytest
+
 from triton_release.cli import main
+from triton_release.cli.common import flag_default
+from triton_release.cli.main import parser
 
 
 def run(tmp_path, monkeypatch, *argv, config: str | None = None) -> tuple[int, dict]:
@@ -153,3 +159,33 @@ def test_version_still_works(capsys):
     with pytest.raises(SystemExit) as done:
         main(["--version"], env={})
     assert done.value.code == 0 and capsys.readouterr().out.startswith("triton-release ")
+
+
+def test_a_lone_registry_username_in_the_environment_is_a_warning_naming_the_missing_password(
+    tmp_path, monkeypatch, capsys
+):
+    monkeypatch.chdir(tmp_path)
+    env = {"HOME": str(tmp_path), "TRITON_RELEASE_USERNAME": "bot"}
+    assert main(["rollback", "--to-version", "1.0.0"], env=env) == 2  # no repository given
+    assert "warning: TRITON_RELEASE_USERNAME is given without TRITON_RELEASE_PASSWORD" in capsys.readouterr().out
+
+
+def test_help_shows_each_flags_default_as_the_cli_reference_does(capsys):
+    """`triton-release COMMAND --help` gives the default the reference's default column gives: the
+    setting's for a flag that sets one, else the flag's own; none where there is none."""
+    top = parser()
+    [sub] = [a for a in top._actions if isinstance(a, argparse._SubParsersAction)]
+    for name, command in [("", top), *sub.choices.items()]:
+        shown = " ".join(command.format_help().split())
+        assert "(default: None)" not in shown and "(default: False)" not in shown, name
+        for action in command._actions:
+            default = flag_default(action)
+            if default is None or action.required or "default" in (action.help or ""):
+                continue
+            help_line = " ".join(f"{action.help} (default: {default})".split())
+            assert help_line in shown, f"triton-release {name} --help: {action.option_strings[0]} without its default"
+    with pytest.raises(SystemExit):
+        main(["release", "--help"], env={})
+    printed = " ".join(capsys.readouterr().out.split())
+    assert "(default: 300)" in printed and "(default: nvcr.io/nvidia/tritonserver:24.10-py3)" in printed
+    assert re.search(r"--head REF the commit to release \(default HEAD\) --to", printed)  # said once, by its help

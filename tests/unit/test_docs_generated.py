@@ -85,3 +85,36 @@ def test_the_check_names_a_stale_page(tmp_path):
     (tmp_path / gen.SETTINGS_PAGE).write_text(PAGES[gen.SETTINGS_PAGE].replace("`300`", "`30`"), encoding="utf-8")
     (tmp_path / gen.CLI_PAGE).unlink()
     assert gen.stale(tmp_path) == [gen.CLI_PAGE, gen.SETTINGS_PAGE]
+
+
+def paragraph(key: str) -> str:
+    """The settings page's sentence under `### \\`key\\``."""
+    lines = PAGES[gen.SETTINGS_PAGE].splitlines()
+    return lines[lines.index(f"### `{key}`") + 2]
+
+
+@pytest.mark.parametrize("setting", SETTINGS, ids=lambda s: s.key)
+def test_the_values_and_names_a_setting_takes_keep_their_case(setting):
+    """`refuse|allow: ...` is shown as `refuse` or `allow`, each a value the setting accepts as
+    written; `perf_analyzer rounds ...` starts with `perf_analyzer`, not Perf_analyzer."""
+    first = setting.help.split()[0].rstrip(":")
+    if first.isalpha() and first.islower():
+        assert paragraph(setting.key)[0] == first[0].upper()  # a plain word starts a sentence
+        return
+    shown = paragraph(setting.key)
+    values = first.split("|")
+    assert shown.startswith(f"`{values[0]}`"), shown
+    for value in values[1:] if len(values) > 1 else ():
+        assert f"`{value}`" in shown.split(":")[0], (value, shown)
+    for value in values if len(values) > 1 else ():
+        assert setting.convert(value) == value, f"the reference shows {value!r}, which {setting.key} refuses"
+
+
+def test_a_sentence_starting_with_values_or_a_name_is_not_capitalised():
+    assert gen.sentence("refuse|allow: pip options") == "`refuse` or `allow`: pip options."
+    assert gen.sentence("auto|stock|wheel: the stub") == "`auto`, `stock` or `wheel`: the stub."
+    assert gen.sentence("perf_analyzer rounds per version") == "`perf_analyzer` rounds per version."
+    assert gen.sentence("the folder holding the models") == "The folder holding the models."
+    page = PAGES[gen.SETTINGS_PAGE]
+    for wrong in ("Refuse|allow", "Test|require", "Key|keyless", "Off|golden", "Perf_analyzer"):
+        assert wrong not in page

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from support.stack import ROOT
-from triton_release.action.inputs import SETTING_INPUTS
+from triton_release.action.inputs import SETTING_DEFAULTS, SETTING_INPUTS
 from triton_release.cli.common import SETTING_DEST
 from triton_release.cli.main import parser
 from triton_release.settings import BY_KEY, DEPRECATED, SETTINGS, ServerOptions, resolve
@@ -21,9 +21,6 @@ ACTION = yaml.safe_load((ROOT / "action.yml").read_text(encoding="utf-8"))["inpu
 FLAG_ALIASES = {"--to": "repository", "--repo": "repository", "--key": "verify_key"}
 # Flags whose help says more than the setting's, for that command.
 OWN_HELP = {("rollback", "--key")}
-# Action inputs whose default is not the setting's, on purpose: in a workflow, `commit: true` is
-# lost with the runner unless the commit is pushed, so the action pushes it unless told not to.
-ACTION_DEFAULTS = {"push-commit": "true"}
 # Inputs that give a setting's file as its contents (a PEM from a secret), written to a file first.
 PEM_INPUTS = {"signing-key", "verify-key"}
 
@@ -55,14 +52,25 @@ def test_every_input_that_is_a_setting_is_declared_once_with_the_settings_defaul
     assert key in BY_KEY, f"the action's input {name} is no setting"
     assert name in ACTION, f"action.yml does not declare the input {name}"
     declared = ACTION[name].get("default", "")
-    assert declared == ACTION_DEFAULTS.get(name, ""), (
+    assert declared == "", (
         f"action.yml's {name} defaults to {declared!r}: leave it empty, so triton-release.yaml and then the "
         f"setting's default ({BY_KEY[key].default!r}) decide"
     )
     description = ACTION[name]["description"]
     said = re.search(r"\(default: (\d+)\)", description) or re.search(r"^(\w+) \(default\)", description)
-    if said and name not in ACTION_DEFAULTS:
-        assert said.group(1) == str(BY_KEY[key].default), f"action.yml says {name} defaults to {said.group(1)}"
+    if said:
+        default = SETTING_DEFAULTS.get(key, BY_KEY[key].default)
+        assert said.group(1) == str(default), f"action.yml says {name} defaults to {said.group(1)}"
+
+
+def test_the_action_s_own_defaults_are_of_settings_it_reads_and_its_descriptions_say_them():
+    """An action default that is not the setting's (push_commit: true) sits under triton-release.yaml,
+    so the input's default in action.yml is empty and its description says both."""
+    for key, value in SETTING_DEFAULTS.items():
+        name = key.replace("_", "-")
+        assert name in SETTING_INPUTS and BY_KEY[key].convert(value) == value != BY_KEY[key].default
+        expected = f"(default: triton-release.yaml's {key}, else {str(value).lower()})"
+        assert expected in ACTION[name]["description"], name
 
 
 def test_every_setting_the_action_reads_is_an_input_and_every_such_input_a_setting():

@@ -11,7 +11,12 @@ import pytest
 from support.registries import FakeRegistry
 from triton_release.errors import InfrastructureError, Refused
 from triton_release.registry.client import RegistryRepository
-from triton_release.registry.credentials import Credentials, docker_config_credentials, find_credentials
+from triton_release.registry.credentials import (
+    Credentials,
+    docker_config_credentials,
+    find_credentials,
+    unpaired_credentials,
+)
 
 USER, PASSWORD, TOKEN = "bot", "s3cret-pw", "tok-123"
 
@@ -57,3 +62,14 @@ def test_credentials_come_from_inputs_then_environment_then_docker_config(tmp_pa
     assert find_credentials("ghcr.io", env).username == "env-user"
     assert find_credentials("ghcr.io", env, "input-user", "input-pw").source == "inputs"
     assert "env-pw" not in repr(find_credentials("ghcr.io", env))
+
+
+def test_a_lone_username_or_password_is_a_warning_naming_the_missing_one():
+    """Half a login is never used (a push is then anonymous: 401 on ghcr.io), so each door says so."""
+    assert unpaired_credentials({}, "bot", "pw") == unpaired_credentials({}) == []
+    [lone_password] = unpaired_credentials({}, "", "pw")
+    assert lone_password.startswith("the action's input password is given without the action's input username:")
+    assert "neither is used" in lone_password and "pw" not in lone_password.replace("password", "")
+    [lone_user] = unpaired_credentials({"TRITON_RELEASE_USERNAME": "bot"})
+    assert lone_user.startswith("TRITON_RELEASE_USERNAME is given without TRITON_RELEASE_PASSWORD:")
+    assert find_credentials("ghcr.io", {"TRITON_RELEASE_USERNAME": "bot", "HOME": "/nonexistent"}, "", "pw") is None

@@ -50,11 +50,16 @@ def test_settings_error_exits_2(tmp_path, capsys):
 @pytest.mark.parametrize(
     "text, fragment",
     [
-        ("keep: yes\n", "keep=True"),
-        ("keep: 2.9\n", "keep=2.9"),
+        ("keep: yes\n", "`keep: yes` is not valid ('yes' is not a whole number)"),
+        ("keep: 2.9\n", "`keep: 2.9`"),
         ("keep: 0\n", "keep at least 1"),
-        ("channel: {a: 1}\n", "channel="),
-        ("python: 3.10\n", 'quote it, e.g. python: "3.10"'),
+        ("channel: {a: 1}\n", "`channel: {a: 1}`"),
+        (
+            "python: 3.10\n",
+            '`python: 3.10` is not valid (YAML reads it as the number 3.1; quote it, e.g. python: "3.10")',
+        ),
+        ("warmup: on\n", "`warmup: on` is not valid ('on' is not one of off, golden)"),
+        ("gpu_models: yes\n", "`gpu_models: yes` is not valid ('yes' is not one of test, require)"),
         ("load_timeout: -1\n", "at least 1 second"),
         ("requirements_options: sometimes\n", "refuse, allow"),
     ],
@@ -64,6 +69,29 @@ def test_a_setting_of_the_wrong_type_is_refused_not_coerced(tmp_path, text, frag
     with pytest.raises(UsageError, match="is not valid") as err:
         resolve({}, cwd=tmp_path)
     assert fragment in str(err.value)
+
+
+@pytest.mark.parametrize(
+    "text, value",
+    [
+        ("warmup: off\n", ("warmup", "off")),
+        ("push_commit: yes\n", ("push_commit", True)),
+        ("push_commit: off\n", ("push_commit", False)),
+        ("push_commit: True\n", ("push_commit", True)),
+        ("channel: on\n", ("channel", "on")),
+    ],
+)
+def test_yes_no_on_off_stay_words_except_where_a_setting_takes_true_or_false(tmp_path, text, value):
+    """YAML 1.1 reads yes/no/on/off as booleans; the settings file keeps the words written."""
+    (tmp_path / "triton-release.yaml").write_text(text)
+    key, expected = value
+    assert getattr(resolve({}, cwd=tmp_path), key) == expected
+
+
+def test_an_error_in_another_layer_still_names_the_value_given(tmp_path):
+    (tmp_path / "triton-release.yaml").write_text("keep: 2\n")
+    with pytest.raises(UsageError, match=r"^action input: warmup='on' is not valid"):
+        resolve({}, action_inputs={"warmup": "on"}, cwd=tmp_path)
 
 
 def test_the_old_image_key_is_read_as_repository_with_a_warning(tmp_path):
@@ -121,7 +149,7 @@ def test_an_unknown_stub_in_the_file_names_the_file_line_and_the_valid_values(tm
     with pytest.raises(UsageError) as err:
         resolve({}, cwd=tmp_path)
     message = str(err.value)
-    assert f"{tmp_path / 'triton-release.yaml'}:3: stub='conda' is not valid" in message
+    assert f"{tmp_path / 'triton-release.yaml'}:3: `stub: conda` is not valid" in message
     assert "auto, stock, wheel, source, path:FILE" in message
 
 
@@ -140,12 +168,12 @@ def test_an_unknown_stub_exits_2_naming_the_file_and_line(tmp_path, monkeypatch,
     (tmp_path / "triton-release.yaml").write_text("stub: conda\n")
     monkeypatch.chdir(tmp_path)
     assert main(["build", "--tag", "models:candidate"], env={"HOME": str(tmp_path)}) == 2
-    assert "triton-release.yaml:1: stub='conda' is not valid" in capsys.readouterr().err
+    assert "triton-release.yaml:1: `stub: conda` is not valid" in capsys.readouterr().err
 
 
 def test_other_settings_errors_in_the_file_name_their_line_too(tmp_path):
     (tmp_path / "triton-release.yaml").write_text("channel: stable\nkeep: 0\n")
-    with pytest.raises(UsageError, match=r"triton-release.yaml:2: keep=0 is not valid"):
+    with pytest.raises(UsageError, match=r"triton-release.yaml:2: `keep: 0` is not valid"):
         resolve({}, cwd=tmp_path)
 
 

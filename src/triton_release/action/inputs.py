@@ -38,6 +38,12 @@ SETTING_INPUTS = (
 )
 
 
+# Where the action's default is not the setting's, on purpose: an input left empty falls back to
+# triton-release.yaml, then to these. In a workflow, `commit: true` is lost with the runner unless
+# the commit is pushed, so the action pushes it back unless the input or the file says false.
+SETTING_DEFAULTS = {"push_commit": True}
+
+
 def _flag(name: str, text: str) -> bool | None:
     value = text.strip().lower()
     if value in TRUE:

@@ -18,13 +18,14 @@ from typing import TypedDict
 
 from triton_release import cache, release
 from triton_release import session as sessions
-from triton_release.action.inputs import ActionInputs, Event
+from triton_release.action.inputs import SETTING_DEFAULTS, ActionInputs, Event
 from triton_release.action.outputs import ActionOutputs
 from triton_release.action.summary import summary
 from triton_release.console import Console
 from triton_release.errors import TritonReleaseError, UsageError
 from triton_release.history.push_back import PushTarget
 from triton_release.models.gates import GateOptions
+from triton_release.registry.credentials import unpaired_credentials
 from triton_release.settings import ImageOptions, PublishOptions, Settings, resolve
 
 DEFAULT_REPORT = "triton-release-report.json"
@@ -53,9 +54,14 @@ def main(env: Mapping[str, str] | None = None) -> int:
     def body(session: sessions.Session) -> None:
         if not isinstance(inputs, ActionInputs):
             raise inputs
+        for warning in unpaired_credentials(env, inputs.username, inputs.password):
+            console.warning(warning)
         with key_files(inputs, env) as keys:  # the PEM inputs as files, removed when the run ends
             settings = resolve(
-                {}, action_inputs={**inputs.settings, **keys}, cwd=workspace if workspace.is_dir() else None
+                {},
+                action_inputs={**inputs.settings, **keys},
+                cwd=workspace if workspace.is_dir() else None,
+                defaults=SETTING_DEFAULTS,
             )
             console.settings(settings)
             run(inputs, settings, Event.from_env(env), env, session)

@@ -47,6 +47,26 @@ def setting(parser: argparse._ActionsContainer, flag: str, key: str, **kwargs) -
     parser.add_argument(flag, dest=SETTING_DEST + key, **kwargs)
 
 
+def setting_key(action: argparse.Action) -> str | None:
+    """The setting a flag sets; None for a flag that sets none."""
+    return action.dest[len(SETTING_DEST) :] if action.dest.startswith(SETTING_DEST) else None
+
+
+def flag_default(action: argparse.Action) -> str | None:
+    """A flag's default as --help and the CLI reference give it: for a flag that sets a setting, the
+    setting's (true or false for a boolean); None where there is none to show."""
+    key = setting_key(action)
+    if key is not None:
+        value = BY_KEY[key].default
+    elif action.default is argparse.SUPPRESS or action.nargs == 0:
+        value = None
+    else:
+        value = action.default
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return None if value is None else str(value)
+
+
 def given_settings(args: argparse.Namespace) -> dict:
     """The settings the command line gave: only flags declared with `setting`."""
     return {

@@ -24,9 +24,10 @@ from triton_release.cli import (
     validate,
     verify,
 )
-from triton_release.cli.common import Context, given_settings, setting
+from triton_release.cli.common import Context, flag_default, given_settings, setting
 from triton_release.console import Console
 from triton_release.errors import UsageError
+from triton_release.registry.credentials import unpaired_credentials
 from triton_release.settings import CONFIG_FILE, resolve
 
 COMMANDS: dict[str, ModuleType] = {
@@ -44,6 +45,18 @@ COMMANDS: dict[str, ModuleType] = {
     "verify": verify,
 }
 MULTI_STEP = {"release", "bump", "push", "rollback", "stage", "promote"}  # commands whose steps each print their time
+
+
+class _HelpFormatter(argparse.HelpFormatter):
+    """--help gives each flag's default, as the CLI reference does (for a flag that sets a setting,
+    the setting's), unless its help already says it or the flag is required."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        help = action.help or ""
+        default = flag_default(action)
+        if default is None or action.required or "default" in help or help == argparse.SUPPRESS:
+            return action.help
+        return f"{help} (default: {default.replace('%', '%%')})"
 
 
 class _Parser(argparse.ArgumentParser):
@@ -79,13 +92,17 @@ def add_global_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def parser() -> argparse.ArgumentParser:
-    top = _Parser(prog="triton-release", description="Release NVIDIA Triton Python-backend models.")
+    top = _Parser(
+        prog="triton-release",
+        description="Release NVIDIA Triton Python-backend models.",
+        formatter_class=_HelpFormatter,
+    )
     top.add_argument("--version", action="version", version=f"triton-release {__version__}")
     add_global_flags(top)
     top.set_defaults(**GLOBAL_DEFAULTS)
     sub = top.add_subparsers(dest="command", metavar="COMMAND", required=True, parser_class=_Parser)
     for name, module in COMMANDS.items():
-        command = sub.add_parser(name, help=module.HELP, description=module.HELP)
+        command = sub.add_parser(name, help=module.HELP, description=module.HELP, formatter_class=_HelpFormatter)
         module.add_arguments(command)
         add_global_flags(command)
     return top
@@ -105,6 +122,8 @@ def main(argv: list[str] | None = None, env: Mapping[str, str] | None = None) ->
     session = sessions.Session(args.command, console, timed=args.command in MULTI_STEP)
 
     def body(session: sessions.Session) -> None:
+        for warning in unpaired_credentials(env):
+            console.warning(warning)
         settings = resolve(given_settings(args), args.config)
         console.settings(settings)
         COMMANDS[args.command].run(Context(args, settings, console, env), session)

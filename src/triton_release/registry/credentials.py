@@ -43,13 +43,43 @@ def docker_config_credentials(host: str, env: Mapping[str, str]) -> Credentials 
     return None
 
 
+ENV_NAMES = ("TRITON_RELEASE_USERNAME", "TRITON_RELEASE_PASSWORD")
+INPUT_NAMES = ("the action's input username", "the action's input password")
+
+
+def half_given(username: str | None, password: str | None, names: tuple[str, str]) -> str | None:
+    """The warning for a username without a password or a password without a username (`names`
+    says what each is called), naming the missing one; None when both or neither are given."""
+    if bool(username) == bool(password):
+        return None
+    given, missing = names if username else names[::-1]
+    return (
+        f"{given} is given without {missing}: a registry login needs both, so neither is used and the "
+        f"registry is reached anonymously (ghcr.io then refuses a push: 401 Unauthorized). Give {missing} "
+        "too, or neither."
+    )
+
+
+def unpaired_credentials(
+    env: Mapping[str, str],
+    username: str | None = None,
+    password: str | None = None,
+    names: tuple[str, str] = INPUT_NAMES,
+) -> list[str]:
+    """The warnings for the given pair (the action's inputs) and TRITON_RELEASE_USERNAME/_PASSWORD
+    when either holds only one half."""
+    found = (half_given(username, password, names), half_given(env.get(ENV_NAMES[0]), env.get(ENV_NAMES[1]), ENV_NAMES))
+    return [warning for warning in found if warning]
+
+
 def find_credentials(
     host: str, env: Mapping[str, str], username: str | None = None, password: str | None = None
 ) -> Credentials | None:
-    """Given ones (action inputs), else TRITON_RELEASE_USERNAME/_PASSWORD, else the Docker config."""
+    """Given ones (action inputs), else TRITON_RELEASE_USERNAME/_PASSWORD, else the Docker config.
+    A lone half of a pair is not used (`unpaired_credentials` says so at the door)."""
     if username and password:
         return Credentials(username, password, "inputs")
-    user, secret = env.get("TRITON_RELEASE_USERNAME"), env.get("TRITON_RELEASE_PASSWORD")
+    user, secret = env.get(ENV_NAMES[0]), env.get(ENV_NAMES[1])
     if user and secret:
         return Credentials(user, secret, "TRITON_RELEASE_USERNAME/_PASSWORD")
     return docker_config_credentials(host, env)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,21 @@ from triton_release.errors import UsageError
 from triton_release.settings.table import BY_KEY, DEPRECATED
 
 CONFIG_FILE = "triton-release.yaml"
+_BOOL = "tag:yaml.org,2002:bool"
+
+
+class _Loader(yaml.SafeLoader):
+    """PyYAML's safe loader with YAML 1.2's booleans: only true and false (any case) are booleans.
+    YAML 1.1 also reads yes, no, on and off as booleans, so `warmup: on` or `keep: yes` would reach
+    the settings (and their messages) as True; here they stay the words written, and the settings
+    that take a boolean read them as true or false themselves."""
+
+
+_Loader.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers if tag != _BOOL]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+_Loader.add_implicit_resolver(_BOOL, re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF"))
 
 
 def read_config_file(path: Path) -> dict[str, Any]:
@@ -21,8 +37,9 @@ def read_config_file(path: Path) -> dict[str, Any]:
     return _read_config(path)[0]
 
 
-def _read_config(path: Path) -> tuple[dict[str, Any], dict[str, int]]:
-    """The settings file's mapping, and the line of each of its keys."""
+def _read_config(path: Path) -> tuple[dict[str, Any], dict[str, int], dict[str, str]]:
+    """The settings file's mapping, the line of each of its keys, and each value as written (the
+    file's own text of it, for messages)."""
     try:
         text = path.read_text(encoding="utf-8")
         for event in yaml.parse(text):  # anchors and aliases can expand without bound: not in settings
@@ -33,8 +50,8 @@ def _read_config(path: Path) -> tuple[dict[str, Any], dict[str, int]]:
                     f"{path}:{mark.line + 1}:{mark.column + 1}: YAML anchors and aliases are not "
                     "allowed in the settings file; write each value out."
                 )
-        node = yaml.compose(text)
-        data = yaml.safe_load(text)
+        node = yaml.compose(text, Loader=_Loader)
+        data = yaml.load(text, Loader=_Loader)  # a SafeLoader: plain data only
     except OSError as exc:
         raise UsageError(f"{path}: cannot read the settings file ({exc.strerror}).") from None
     except UnicodeDecodeError:
@@ -44,10 +61,12 @@ def _read_config(path: Path) -> tuple[dict[str, Any], dict[str, int]]:
         where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
         raise UsageError(f"{where}: not valid YAML ({getattr(exc, 'problem', exc)}). Fix the syntax.") from None
     if data is None:
-        return {}, {}
+        return {}, {}, {}
     if not isinstance(data, dict):
         raise UsageError(f"{path}:1: the settings file must be a mapping of keys such as base_image: ...")
-    lines = {k.value: k.start_mark.line + 1 for k, _ in node.value} if isinstance(node, yaml.MappingNode) else {}
+    pairs = node.value if isinstance(node, yaml.MappingNode) else []
+    lines = {k.value: k.start_mark.line + 1 for k, _ in pairs}
+    written = {k.value: _written(text, v) for k, v in pairs}
     for key in data:
         if key not in BY_KEY and key not in DEPRECATED:
             close = difflib.get_close_matches(str(key), BY_KEY, n=1)
@@ -55,7 +74,15 @@ def _read_config(path: Path) -> tuple[dict[str, Any], dict[str, int]]:
             raise UsageError(
                 f"{path}:{lines.get(key, 1)}: unknown setting {key!r}.{hint} Known settings: {', '.join(BY_KEY)}."
             )
-    return data, lines
+    return data, lines, written
+
+
+def _written(text: str, node: yaml.Node) -> str:
+    """A value's text as the file writes it: its first line, cut at 60 characters."""
+    assert node.start_mark is not None and node.end_mark is not None
+    words = text[node.start_mark.index : node.end_mark.index].strip()
+    first = words.split("\n")[0].rstrip()
+    return first if len(first) <= 60 and first == words else first[:60] + " ..."
 
 
 def _git_top(folder: Path) -> Path | None:

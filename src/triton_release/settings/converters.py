@@ -15,7 +15,10 @@ from triton_release.contract import lower_cased
 def _int(value: Any) -> int:
     if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
         raise ValueError(f"{value!r} is not a whole number")
-    return int(value)
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{value!r} is not a whole number") from None
 
 
 def _optional_int(value: Any) -> int | None:
@@ -37,9 +40,11 @@ def _seconds(value: Any) -> int:
 
 
 def _bool(value: Any) -> bool:
+    """true or false; also yes/no and on/off, which YAML 1.1 (and the action's other true/false
+    inputs) read as booleans."""
     text = str(value).strip().lower()
-    if isinstance(value, bool) or text in ("true", "false"):
-        return text == "true"
+    if isinstance(value, bool) or text in ("true", "false", "yes", "no", "on", "off"):
+        return text in ("true", "yes", "on")
     raise ValueError(f"{value!r} is not true or false")
 
 
@@ -79,7 +84,7 @@ def _rounds(value: Any) -> int:
 
 
 def _warmup(value: Any) -> str:
-    """off or golden; YAML reads a bare `off` as false, which means off too."""
+    """off or golden (false, as YAML reads `warmup: false`, means off too)."""
     if value is False or value == "off":
         return "off"
     if value == "golden":
@@ -137,7 +142,7 @@ def _python_version(value: Any) -> str | None:
     if value in (None, ""):
         return None
     if isinstance(value, float):
-        raise ValueError(f'{value!r} was read as a number; quote it, e.g. python: "3.10"')
+        raise ValueError(f'YAML reads it as the number {value!r}; quote it, e.g. python: "3.10"')
     text = str(value)
     parts = text.split(".")
     if len(parts) != 2 or not all(p.isdigit() for p in parts):

@@ -20,6 +20,7 @@ class _Layer:
     source: str  # where its values came from, as messages name it
     values: Mapping[str, Any]
     lines: Mapping[str, int]  # key -> its line in the settings file
+    written: Mapping[str, str]  # key -> its value as the settings file writes it (for messages)
     folder: Path | None = None  # relative paths in it are relative to this folder (None: as given)
 
 
@@ -32,21 +33,28 @@ def resolve(
     config_file: str | None = None,
     action_inputs: Mapping[str, Any] | None = None,
     cwd: Path | None = None,
+    defaults: Mapping[str, Any] | None = None,
 ) -> Settings:
-    """Merge the layers. `cli` holds only flags the user gave (None means not given).
+    """Merge the layers. `cli` holds only flags the user gave (None means not given); `defaults`,
+    a door's own defaults where they differ from the table's (the action's push_commit: true), sit
+    under the settings file.
 
     Run from a subfolder, the settings file and the default model repository are found as
     `find_root` says. Relative paths in the settings file are relative to its folder; those given
     on the command line or as action inputs stay as given (relative to where the run is)."""
     cwd = cwd or Path.cwd()
     root, found = find_root(cwd)
-    layers = [_Layer("default", {s.key: s.default for s in SETTINGS}, {}, None if _same_folder(root, cwd) else root)]
+    layers = [
+        _Layer("default", {s.key: s.default for s in SETTINGS}, {}, {}, None if _same_folder(root, cwd) else root)
+    ]
+    if defaults:
+        layers.append(_Layer("default", defaults, {}, {}))
     path = Path(config_file) if config_file else found
     if path is not None:
-        data, lines = _read_config(path)
-        layers.append(_Layer(str(path), data, lines, None if _same_folder(path.parent, cwd) else path.parent))
-    layers.append(_Layer("action input", action_inputs or {}, {}))
-    layers.append(_Layer("command line", {k: v for k, v in cli.items() if v is not None}, {}))
+        data, lines, written = _read_config(path)
+        layers.append(_Layer(str(path), data, lines, written, None if _same_folder(path.parent, cwd) else path.parent))
+    layers.append(_Layer("action input", action_inputs or {}, {}, {}))
+    layers.append(_Layer("command line", {k: v for k, v in cli.items() if v is not None}, {}, {}))
     values: dict[str, Any] = {}
     sources: dict[str, str] = {}
     warnings: list[str] = []
@@ -75,7 +83,11 @@ def _value(setting: Setting, value: Any, layer: _Layer, given_key: str, warnings
     except (TypeError, ValueError) as exc:
         line = layer.lines.get(given_key)
         where = f"{layer.source}:{line}" if line else layer.source
-        raise UsageError(f"{where}: {setting.key}={value!r} is not valid ({exc}). {setting.help}.") from None
+        # the file's own words (`keep: yes`), not what YAML made of them; elsewhere the value given
+        given = (
+            f"`{given_key}: {layer.written[given_key]}`" if given_key in layer.written else f"{setting.key}={value!r}"
+        )
+        raise UsageError(f"{where}: {given} is not valid ({exc}). {setting.help}.") from None
     if setting.notice and isinstance(value, str) and converted != value:
         warnings.append(setting.notice.format(given=value, value=converted))
     if setting.anchor and layer.folder is not None and isinstance(converted, str):
