@@ -17,7 +17,7 @@ import pytest
 from support.models import python_model_files
 from support.stack import REGISTRY
 from support.tool import release_command
-from triton_release.registry.client import RegistryRepository
+from triton_release.registry.client import Manifest, RegistryRepository
 
 pytestmark = pytest.mark.integration
 
@@ -181,6 +181,40 @@ def test_a_shallow_clone_as_actions_checkout_makes_it_releases_only_the_change(o
     assert any("shallow clone" in w for w in second["steps"]["changed"]["warnings"])
     v1, v2 = (version_folders(docker_client, f"{origin.target}:{v}") for v in ("1.0.0", "1.1.0"))
     assert v2["a/1"] == v1["a/1"] and v2["b/1"] == v1["b/1"] and b"# change one" in v2["a/2"]
+
+
+def forge_labels(target: str, tag: str, **changes: str) -> None:
+    """Rewrite `tag`'s image labels registry-side, as an attacker with push rights would: a new
+    config blob, and the same layers under a new manifest at the same tag."""
+    registry = RegistryRepository.parse(target)
+    manifest = registry.manifest(tag)
+    config = registry.image_config(tag)
+    config["config"]["Labels"].update(changes)
+    body = json.dumps(config).encode()
+    digest = registry.put_blob(body)
+    forged = json.loads(manifest.body)
+    forged["config"] = {**forged["config"], "digest": digest, "size": len(body)}
+    registry.put_manifest(tag, Manifest.of(manifest.media_type, json.dumps(forged).encode()))
+
+
+def test_a_record_forged_in_the_registry_is_refused_before_anything_is_built(origin, docker_client):
+    """The newest release's record rewritten so that a/1 is b/1's tree (one the clone holds): the
+    next fresh clone would ship b's code as a/1, untested. git never held that tree under a/."""
+    b = python_model_files("b")
+    origin.push({**python_model_files("a"), **b, "b/1/model.py": "# b's own code\n" + b["b/1/model.py"]}, "two")
+    origin.release()
+    registry = RegistryRepository.parse(origin.target)
+    labels = registry.image_config("1.0.0")["config"]["Labels"]
+    shipped = json.loads(labels["triton-release.versions"])
+    assert shipped["a"]["1"] != shipped["b"]["1"]
+    forge_labels(origin.target, "1.0.0", **{"triton-release.versions": json.dumps({**shipped, "a": shipped["b"]})})
+    tags = registry.tags()
+    origin.edit("b/1/model.py", "\n# b: a comment\n", "b: a comment")
+    done = origin.run(origin.clone("after-forgery"))
+    assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-2000:]
+    message = " ".join(done.stderr.split())
+    assert "model_repository/a/1 as git tree" in message and "rewritten after the release" in message
+    assert "build: done" not in done.stderr and registry.tags() == tags
 
 
 def test_a_released_version_changed_in_git_is_refused_naming_the_release(origin, docker_client):

@@ -114,7 +114,7 @@ def test_a_version_number_below_the_released_ones_is_refused(runner):
     registry.release(
         "1.1.0",
         repo.git("rev-parse", "HEAD"),
-        {"a": {1: record.trees_at(steps.Git(repo.root), "HEAD", "model_repository")["a"][1], 3: "0" * 40}},
+        {"a": {1: (one := record.trees_at(steps.Git(repo.root), "HEAD", "model_repository")["a"][1]), 3: one}},
     )
     repo.write({"a/2/model.py": PYTHON_MODEL + "# new\n"})
     repo.commit("a: version 2")
@@ -122,15 +122,40 @@ def test_a_version_number_below_the_released_ones_is_refused(runner):
         plan(repo, registry)
 
 
-def test_a_carried_version_missing_from_the_clone_is_refused_before_anything_is_written(runner):
+def test_a_record_naming_contents_git_never_held_is_refused_before_anything_is_written(runner):
     repo, registry = runner
     trees = record.trees_at(steps.Git(repo.root), "HEAD", "model_repository")
     registry.release("1.1.0", repo.git("rev-parse", "HEAD"), {"a": {**trees["a"], 2: "1" * 40}, "b": trees["b"]})
     edit(repo, "b", 1, "# b\n")
-    with pytest.raises(Refused, match="never reached origin") as refused:
+    with pytest.raises(Refused, match="git never held") as refused:
         plan(repo, registry)
-    assert "docker cp released:/models/a/2 model_repository/a/2" in " ".join(str(refused.value).split())
+    assert "model_repository/a/2 as git tree 111111111111" in " ".join(str(refused.value).split())
     assert repo.git("status", "--porcelain") == ""
+
+
+def test_a_forged_record_giving_one_model_anothers_tree_is_refused(runner):
+    """The label rewritten registry-side so that a/1 is b/1's tree, a tree the clone holds: b's code
+    would ship as a/1, untested. git never held that tree under a/, so the record is refused."""
+    repo, registry = runner
+    trees = record.trees_at(steps.Git(repo.root), "HEAD", "model_repository")
+    edit(repo, "b", 1, "# b's own\n")
+    b_tree = record.trees_at(steps.Git(repo.root), "HEAD", "model_repository")["b"][1]
+    registry.release("1.1.0", repo.git("rev-parse", "HEAD"), {"a": {1: b_tree}, "b": {1: b_tree}})
+    assert b_tree != trees["a"][1]
+    with pytest.raises(Refused, match="rewritten after the release") as refused:
+        plan(repo, registry)
+    assert "model_repository/a/1" in str(refused.value) and "model_repository/b/1" not in str(refused.value)
+
+
+def test_a_record_that_cannot_be_read_or_has_no_revision_is_not_trusted(runner):
+    repo, registry = runner
+    first = repo.git("rev-parse", "HEAD")
+    registry.labels["1.1.0"] = {REVISION_LABEL: first, RELEASED_VERSIONS_LABEL: '{"a": {"1": '}
+    with pytest.raises(Refused, match="cannot be read"):
+        plan(repo, registry)
+    registry.labels["1.1.0"] = {RELEASED_VERSIONS_LABEL: registry.labels["1.0.0"][RELEASED_VERSIONS_LABEL]}
+    with pytest.raises(Refused, match=r"cannot be\s+proven"):
+        plan(repo, registry)
 
 
 def test_the_release_commit_made_later_holds_exactly_what_the_release_shipped(runner):

@@ -72,6 +72,71 @@ def shipped(git: Git, changes: ChangeSet, head: Record, written: list[FolderBump
     return record
 
 
+def held_trees(git: Git, revision: str, prefix: str) -> dict[str, set[str]]:
+    """model -> every git tree any of its numbered version folders held at `revision` or in its history
+    (merges' own resolutions included): what a release made from `revision` can have shipped."""
+    out = git.run(
+        "log",
+        "--format=",
+        "-z",
+        "-t",
+        "--raw",
+        "--no-abbrev",
+        "--no-renames",
+        "--diff-merges=first-parent",
+        revision,
+        "--",
+        prefix,
+    ).stdout.decode("utf-8", "surrogateescape")
+    skip = 0 if prefix == "." else len(PurePosixPath(prefix).parts)
+    held: dict[str, set[str]] = {}
+    tokens = iter(out.split("\0"))
+    for token in tokens:
+        token = token.lstrip("\n")
+        if not token.startswith(":"):
+            continue
+        path = next(tokens, "")
+        old_mode, new_mode, old, new = token[1:].split()[:4]
+        parts = PurePosixPath(path).parts[skip:]
+        if len(parts) == 2 and VERSION_DIR.match(parts[1]):
+            found = held.setdefault(parts[0], set())
+            found.update(t for mode, t in ((old_mode, old), (new_mode, new)) if mode == "040000")
+    return held
+
+
+def prove(git: Git, record: Record, revision: str, prefix: str, release: str) -> None:
+    """The record of `release` (REPO:X.Y.Z) is trusted only where git proves it: every (model,
+    version, tree) it names must be a tree that model's version folders held at the commit the
+    release was built from (its revision label) or before it, a folder a bump copied included. A
+    record rewritten in the registry (a forged label) is refused, naming what differs."""
+    if not record:
+        return
+    if not revision or not git.has_commit(revision):
+        lacking = f"a revision, {revision[:12]}, this clone lacks" if revision else "no commit it was built from"
+        raise Refused(f"""
+            {release} holds a record of released versions (label triton-release.versions) but {lacking}: it
+            cannot be proven against git, and is not trusted. Nothing was built. Check who pushed {release}; a
+            release made by triton-release carries the commit of its build in org.opencontainers.image.revision.""")
+    held = held_trees(git, revision, prefix)
+    wrong = [
+        (model, version, tree)
+        for model, versions in sorted(record.items())
+        for version, tree in sorted(versions.items())
+        if tree not in held.get(model, set())
+    ]
+    if wrong:
+        listed = "; ".join(f"{prefix}/{m}/{v} as git tree {t[:12]}" for m, v, t in wrong[:5]) + (
+            f"; and {len(wrong) - 5} more" if len(wrong) > 5 else ""
+        )
+        raise Refused(f"""
+            The record of {release} (label triton-release.versions) says it shipped {listed}, contents that
+            git never held for that model's version folders up to {revision[:12]}, the commit it was built
+            from: the record was rewritten after the release, or {release} was not built by triton-release
+            from this repository. It is not trusted, and nothing was built. Find out who pushed {release}
+            (the registry's logs); run `triton-release verify {release} --key <your public key>` to check its
+            evidence.""")
+
+
 @dataclass(frozen=True)
 class Reconciled:
     changes: ChangeSet  # with models the record shows changed and git did not

@@ -143,12 +143,20 @@ def changes(
         if registry is not None and source == "registry"
         else {}
     )
+    where = f"{registry}:{previous}"
     shipped = released_record.parse(labels.get(RELEASED_VERSIONS_LABEL))
+    if shipped is None and labels.get(RELEASED_VERSIONS_LABEL):
+        raise Refused(f"""
+            {where}'s record of released versions (label {RELEASED_VERSIONS_LABEL}) cannot be read: it is not
+            trusted, and nothing was built. Find out who pushed {where}; triton-release writes that label as
+            JSON, model -> version -> git tree.""")
+    if shipped is not None:
+        released_record.prove(git, shipped, str(labels.get(REVISION_LABEL) or ""), found.prefix, where)
     bumps = plan_bumps(found, edits=shipped is None)
     carried: tuple[Carried, ...] = ()
     head_record = released_record.trees_at(git, found.head, found.prefix)
     if shipped is not None:
-        reconciled = released_record.reconcile(git, found, bumps, shipped, f"{registry}:{previous}", head_record)
+        reconciled = released_record.reconcile(git, found, bumps, shipped, where, head_record)
         found, bumps, carried = reconciled.changes, list(reconciled.bumps), reconciled.carried
     record = released_record.shipped(git, found, head_record, [*bumps, *carried])
     kind = releases.release_kind(found, {b.model for b in bumps})
