@@ -12,6 +12,7 @@ a rerun agree, and a channel (a user's moving tag) can never be one of them.
 | record     | sha256-<hex>.golden-<shard>      | test of a candidate's shard    |
 | rollback   | triton-release.rollback.<channel>| rollback (the channel's past)  |
 | evidence   | sha256-<hex>.att, .sig, sha256-<hex> | release evidence (cosign's layout, OCI tag schema) |
+| ledger     | triton-release.ledger            | push, promote (every release ever, registry/ledger.py) |
 
 The makers and parsers: candidate `candidate_tag`, `is_candidate_tag` (CANDIDATE_PREFIX); local
 CANDIDATE_TAG; record `record_tag`, RECORD_TAG; rollback `rollback_tag` (ROLLBACK_PREFIX);
@@ -62,6 +63,7 @@ CANDIDATE_DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
 SHARD_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,48}$")  # the record tag stays within 128 characters
 RECORD_TAG = re.compile(r"^sha256-(?P<hex>[0-9a-f]{64})\.golden-(?P<shard>[A-Za-z0-9_][A-Za-z0-9_.-]*)$")
 ROLLBACK_PREFIX = "triton-release.rollback."
+LEDGER_TAG = "triton-release.ledger"  # every release ever issued, and every version it shipped
 EVIDENCE = re.compile(r"^sha256-(?P<hex>[0-9a-f]{64})(\.(att|sig|sbom))?$")
 ATTESTATIONS_SUFFIX = ".att"  # cosign's attestations of a digest: the tool writes these
 
@@ -116,6 +118,7 @@ FAMILIES: dict[str, tuple[str, Callable[[str], object]]] = {
     "candidate": ("candidate-<12 hex>", lambda tag: tag.startswith(CANDIDATE_PREFIX)),
     "local build": (CANDIDATE_TAG, lambda tag: tag == CANDIDATE_TAG),
     "golden record or release evidence": ("sha256-<hex>...", lambda tag: tag.startswith("sha256-")),
+    "ledger": (LEDGER_TAG, lambda tag: tag == LEDGER_TAG),
     "rollback record": ("triton-release.rollback.<channel>", lambda tag: tag.startswith("triton-release.")),
 }
 

@@ -12,23 +12,45 @@ from triton_release import steps
 from triton_release.contract import RELEASED_VERSIONS_LABEL, REVISION_LABEL
 from triton_release.errors import Refused
 from triton_release.history import record
+from triton_release.registry.client import Manifest, content_digest
+from triton_release.registry.ledger import Ledger, enter, read_ledger, write_ledger
 
 
 class Registry:
-    """What `changes` reads of a registry repository: its tags and each release's labels."""
+    """What `changes` reads of a registry repository: its tags, each release's labels, and the
+    ledger (registry/ledger.py, kept here as the registry keeps it: a manifest and blobs)."""
 
-    def __init__(self) -> None:
+    def __init__(self, ledger: bool = False) -> None:
         self.labels: dict[str, dict] = {}
+        self.keeps_ledger = ledger
+        self.blobs: dict[str, bytes] = {}
+        self.manifests: dict[str, Manifest] = {}
 
     def release(self, version: str, revision: str, planned: steps.ChangesResult | dict) -> None:
         shipped = planned if isinstance(planned, dict) else planned.record
         self.labels[version] = {REVISION_LABEL: revision, RELEASED_VERSIONS_LABEL: record.label(dict(shipped))}
+        if self.keeps_ledger:
+            enter(self, version, self.labels[version])  # as a push does
 
     def tags(self) -> list[str]:
         return list(self.labels)
 
     def image_config(self, reference: str) -> dict:
         return {"config": {"Labels": self.labels[reference]}}
+
+    def manifest(self, reference: str) -> Manifest | None:
+        return self.manifests.get(reference)
+
+    def put_manifest(self, tag: str, manifest: Manifest) -> str:
+        self.manifests[tag] = manifest
+        return manifest.digest
+
+    def put_blob(self, data: bytes) -> str:
+        self.blobs[content_digest(data)] = data
+        return content_digest(data)
+
+    def blob(self, digest: str) -> bytes:
+        return self.blobs[digest]
 
     def __str__(self) -> str:
         return "127.0.0.1:5000/team/models"
@@ -154,7 +176,7 @@ def test_a_record_that_cannot_be_read_or_has_no_revision_is_not_trusted(runner):
     with pytest.raises(Refused, match="cannot be read"):
         plan(repo, registry)
     registry.labels["1.1.0"] = {RELEASED_VERSIONS_LABEL: registry.labels["1.0.0"][RELEASED_VERSIONS_LABEL]}
-    with pytest.raises(Refused, match=r"cannot be\s+proven"):
+    with pytest.raises(Refused, match=r"cannot\s+be\s+proven"):
         plan(repo, registry)
 
 
@@ -288,3 +310,82 @@ def test_a_release_commit_tagged_on_its_revision_is_the_base_without_a_warning(r
     repo.git("tag", "v1.1.0")
     planned = plan(repo, registry)
     assert planned.base_from.startswith("git tag v1.1.0") and planned.warnings == ()
+
+
+# -- the ledger: every release ever issued, every version ever shipped -----------------------------
+
+
+@pytest.fixture
+def ledgered(git_repo):
+    """As `runner`, with a registry that keeps the ledger, as every push now writes it."""
+    git_repo.write({**python_model_files("a"), **python_model_files("b")})
+    first = git_repo.commit("two models")
+    registry = Registry(ledger=True)
+    registry.release("1.0.0", first, plan(git_repo, registry))
+    return git_repo, registry
+
+
+def test_a_removed_and_re_added_model_continues_above_its_released_versions(ledgered):
+    repo, registry = ledgered
+    second = edit(repo, "a", 1, "# one\n")
+    registry.release("1.1.0", second, plan(repo, registry))  # a/1, a/2
+    repo.remove("a")
+    third = repo.commit("a: removed")
+    removed = plan(repo, registry)
+    assert removed.plan.version == "2.0.0" and "a" not in removed.record
+    registry.release("2.0.0", third, removed)
+    repo.write({**python_model_files("a"), "a/1/model.py": "# a new a\n" + PYTHON_MODEL})
+    repo.commit("a: re-added, other code")
+    planned = plan(repo, registry)
+    assert [(b.model, b.from_version, b.to_version) for b in planned.bumps] == [("a", 1, 3)]
+    assert [(c.model, c.version) for c in planned.carried] == [("a", 2)]
+    steps.bump(repo.models, planned)
+    assert content(repo, "a", 1) == PYTHON_MODEL  # as 1.0.0 shipped it: a/1 is never other bytes
+    assert content(repo, "a", 3).startswith("# a new a")
+
+
+def test_a_release_deleted_by_hand_is_never_reissued(ledgered):
+    repo, registry = ledgered
+    second = edit(repo, "a", 1, "# one\n")
+    registry.release("1.1.0", second, plan(repo, registry))
+    del registry.labels["1.1.0"]  # deleted from the registry by hand: the newest image, and its record
+    edit(repo, "b", 1, "# b\n")
+    planned = plan(repo, registry)
+    assert planned.plan.version == "1.2.0" and planned.plan.previous == "1.1.0"
+    assert planned.found.base == second
+    assert any("1.1.0 was released" in w and "gone from the registry" in w for w in planned.warnings)
+    assert ("a", 2) in [(c.model, c.version) for c in planned.carried]  # what 1.1.0 shipped, kept
+
+
+def test_every_release_deleted_by_hand_is_still_not_a_first_release(ledgered):
+    repo, registry = ledgered
+    registry.labels.clear()
+    edit(repo, "a", 1, "# one\n")
+    planned = plan(repo, registry)
+    assert planned.plan.version == "1.1.0" and sorted(planned.found.models) == ["a"]
+
+
+def test_a_forged_ledger_is_refused(ledgered):
+    repo, registry = ledgered
+    ledger = read_ledger(registry)
+    b_tree = ledger.versions["b"][1]
+    write_ledger(registry, Ledger(ledger.releases, {**ledger.versions, "c": {1: b_tree}, "a": {1: "2" * 40}}))
+    edit(repo, "a", 1, "# one\n")
+    with pytest.raises(Refused, match="ledger") as refused:
+        plan(repo, registry)
+    assert "git never held" in " ".join(str(refused.value).split())
+
+
+def test_an_unreadable_ledger_is_refused_not_taken_for_none(ledgered):
+    repo, registry = ledgered
+    registry.manifests["triton-release.ledger"] = Manifest.of("application/vnd.oci.image.manifest.v1+json", b"[]")
+    with pytest.raises(Refused, match="cannot be read"):
+        plan(repo, registry)
+
+
+def test_the_ledger_refuses_a_release_changing_a_released_version():
+    ledger = Ledger().adding("1.0.0", "c1", {"a": {1: "t1"}})
+    assert ledger.adding("1.1.0", "c2", {"a": {1: "t1", 2: "t2"}}).versions == {"a": {1: "t1", 2: "t2"}}
+    with pytest.raises(Refused, match="released versions never change"):
+        ledger.adding("1.1.0", "c2", {"a": {1: "t9"}})
+    assert Ledger.from_json(ledger.to_json()) == ledger

@@ -67,6 +67,9 @@ class ReadOrGitTags:
     def image_config(self, reference: str) -> dict:
         return self._read(lambda: self.repository.image_config(reference), {})
 
+    def manifest(self, reference: str) -> Any:
+        return self._read(lambda: self.repository.manifest(reference), None)
+
     def _read(self, read: Callable[[], T], instead: T) -> T:
         if self.unreadable:
             return instead

@@ -18,6 +18,7 @@ made from a commit never pushed) is refused before any build, with how to restor
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import PurePosixPath
 
@@ -72,9 +73,9 @@ def shipped(git: Git, changes: ChangeSet, head: Record, written: list[FolderBump
     return record
 
 
-def held_trees(git: Git, revision: str, prefix: str) -> dict[str, set[str]]:
-    """model -> every git tree any of its numbered version folders held at `revision` or in its history
-    (merges' own resolutions included): what a release made from `revision` can have shipped."""
+def held_trees(git: Git, revisions: list[str], prefix: str) -> dict[str, set[str]]:
+    """model -> every git tree any of its numbered version folders held at `revisions` or in their
+    history (merges' own resolutions included): what a release made from them can have shipped."""
     out = git.run(
         "log",
         "--format=",
@@ -84,7 +85,7 @@ def held_trees(git: Git, revision: str, prefix: str) -> dict[str, set[str]]:
         "--no-abbrev",
         "--no-renames",
         "--diff-merges=first-parent",
-        revision,
+        *revisions,
         "--",
         prefix,
     ).stdout.decode("utf-8", "surrogateescape")
@@ -104,20 +105,21 @@ def held_trees(git: Git, revision: str, prefix: str) -> dict[str, set[str]]:
     return held
 
 
-def prove(git: Git, record: Record, revision: str, prefix: str, release: str) -> None:
-    """The record of `release` (REPO:X.Y.Z) is trusted only where git proves it: every (model,
-    version, tree) it names must be a tree that model's version folders held at the commit the
-    release was built from (its revision label) or before it, a folder a bump copied included. A
-    record rewritten in the registry (a forged label) is refused, naming what differs."""
+def prove(git: Git, record: Mapping[str, Mapping[int, str]], revisions: list[str], prefix: str, what: str) -> None:
+    """A record from the registry (`what`: whose, for the message) is trusted only where git proves
+    it: every (model, version, tree) it names must be a tree that model's version folders held at
+    the commits it was released from (`revisions`) or before them, a folder a bump copied included.
+    A record rewritten in the registry (a forged label) is refused, naming what differs."""
     if not record:
         return
-    if not revision or not git.has_commit(revision):
-        lacking = f"a revision, {revision[:12]}, this clone lacks" if revision else "no commit it was built from"
+    found = [r for r in revisions if r and git.has_commit(r)]
+    if not found:
+        lacking = f"commit {revisions[0][:12]}, which this clone lacks" if any(revisions) else "no commit"
         raise Refused(f"""
-            {release} holds a record of released versions (label triton-release.versions) but {lacking}: it
-            cannot be proven against git, and is not trusted. Nothing was built. Check who pushed {release}; a
-            release made by triton-release carries the commit of its build in org.opencontainers.image.revision.""")
-    held = held_trees(git, revision, prefix)
+            {what} names released versions, but the commit they were released from is {lacking}: it cannot
+            be proven against git, and is not trusted. Nothing was built. Check who pushed it; a release
+            made by triton-release carries the commit of its build in org.opencontainers.image.revision.""")
+    held = held_trees(git, found, prefix)
     wrong = [
         (model, version, tree)
         for model, versions in sorted(record.items())
@@ -129,12 +131,29 @@ def prove(git: Git, record: Record, revision: str, prefix: str, release: str) ->
             f"; and {len(wrong) - 5} more" if len(wrong) > 5 else ""
         )
         raise Refused(f"""
-            The record of {release} (label triton-release.versions) says it shipped {listed}, contents that
-            git never held for that model's version folders up to {revision[:12]}, the commit it was built
-            from: the record was rewritten after the release, or {release} was not built by triton-release
-            from this repository. It is not trusted, and nothing was built. Find out who pushed {release}
-            (the registry's logs); run `triton-release verify {release} --key <your public key>` to check its
-            evidence.""")
+            {what} says it shipped {listed}, contents that git never held for that model's version folders
+            up to {found[0][:12]}, the commit it was built from: it was rewritten after the release, or not
+            written by triton-release from this repository. It is not trusted, and nothing was built. Find
+            out who pushed it (the registry's logs), and check the release's evidence with `triton-release
+            verify REPO:X.Y.Z --key <your public key>`.""")
+
+
+def merged(image: Record | None, ledger: Mapping[str, Mapping[int, str]], where: str) -> Record | None:
+    """The released versions a release must keep: the last release image's record, and the ledger's
+    every version ever released (models removed since, and re-added, included); refused where the
+    two disagree (one of them was rewritten)."""
+    if image is None and not ledger:
+        return None
+    out: Record = {m: dict(vs) for m, vs in (image or {}).items()}
+    for model, versions in ledger.items():
+        for version, tree in versions.items():
+            held = out.setdefault(model, {}).setdefault(version, tree)
+            if held != tree:
+                raise Refused(f"""
+                    {where}'s record says {model} version {version} is git tree {held[:12]}, and the registry's
+                    ledger says {tree[:12]}: one of them was rewritten after the release. Neither is trusted,
+                    and nothing was built. Find out who pushed them (the registry's logs).""")
+    return out
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -121,7 +122,9 @@ def whole_history(git: Git, why: str) -> str:
     return "a shallow clone: its whole history was fetched first (actions/checkout with fetch-depth: 0 saves that)"
 
 
-def last_release_commit(registry: Releases | None, git: Git, head: str = "HEAD") -> LastRelease:
+def last_release_commit(
+    registry: Releases | None, git: Git, head: str = "HEAD", ledger: Mapping[str, str] | None = None
+) -> LastRelease:
     """The commit of the last release on this line of history, the base of the next one: its
     vX.Y.Z git tag (the commit holding its bump), else its image's revision label, else the newest
     vX.Y.Z git tag. Releases made from other branches (a hotfix's v1.1.0) are passed over.
@@ -129,12 +132,16 @@ def last_release_commit(registry: Releases | None, git: Git, head: str = "HEAD")
     The registry is the record: a git tag that points elsewhere than the release's revision (or the
     release commit made on it) was moved, and the revision wins, with a warning; a release whose
     revision this clone lacks, even after fetching it, is refused (a registry that holds releases is
-    never a first release)."""
+    never a first release). `ledger`: X.Y.Z -> commit of every release ever made (registry/ledger.py);
+    one newer than the registry's tags (deleted since) is the last release."""
 
     def on_this_line(ref: str) -> bool:
         return git.has_commit(ref) and git.is_ancestor(ref, head)
 
     versions = versions_in(registry.tags()) if registry is not None else []
+    gone = [v for v in versions_in(list(ledger or {})) if not versions or v > versions[-1]]
+    if gone and ledger is not None and on_this_line(ledger[str(gone[-1])]):
+        return LastRelease(ledger[str(gone[-1])], f"the commit of {gone[-1]}, in the registry's ledger (deleted since)")
     if registry is not None and versions:
         where = f"{registry}:{versions[-1]}"
         labels = registry.image_config(str(versions[-1])).get("config", {}).get("Labels") or {}

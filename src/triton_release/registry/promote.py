@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 from triton_release.errors import Refused
 from triton_release.history.releases import parse_version, versions_in
+from triton_release.registry import ledger
 from triton_release.registry.candidate_check import CandidateCheck, check_candidate, problems, refusal, review
 from triton_release.registry.candidate_labels import CANDIDATE_REF, Candidate, parse_reference, read_candidate
 from triton_release.registry.candidate_retention import CandidateRetention, retain_candidates
@@ -99,6 +100,7 @@ def promote(registry: RegistryRepository, check: CandidateCheck, version: str, c
         raise Refused(f"{candidate.ref} was deleted meanwhile: nothing was tagged. Stage the commit again.")
     if existing is None:
         registry.put_manifest(version, manifest)
+    ledger.enter(registry, version, registry.image_config(candidate.digest).get("config", {}).get("Labels") or {})
     tagged = tag_release(registry, version, candidate.revision or None, channel, candidate.digest)
     return Promoted(
         str(registry), version, candidate.digest, (version, *tagged.tags), tagged.channel_before, existing is not None

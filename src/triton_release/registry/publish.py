@@ -22,6 +22,7 @@ from triton_release.history.releases import (
     parse_version,
     versions_in,
 )
+from triton_release.registry import ledger
 from triton_release.registry.client import RegistryRepository
 from triton_release.registry.rollback import rolled_back_since
 
@@ -134,6 +135,7 @@ def push(client: docker.DockerClient, image: str, registry: RegistryRepository, 
             {registry}:{version} is {digest or "gone"}, not {pushed} that this release pushed: another
             release won the race for {version}, and no other tag was moved. Run the release again: it
             releases the next version.""")
+    ledger.enter(registry, version, local.labels)  # X.Y.Z is ours: issued, and never again
     return PushResult(str(registry), version, digest, uploaded, mounted, present)
 
 
@@ -205,6 +207,7 @@ def finish_interrupted(registry: RegistryRepository, channel: str) -> Finished:
     if manifest is None:  # listed, yet gone (deleted meanwhile): nothing to finish
         return Finished(str(registry), None, None, ())
     labels = registry.image_config(newest).get("config", {}).get("Labels") or {}
+    ledger.enter(registry, newest, labels)  # a run stopped between the push and its ledger entry
     wanted = moving_tags(versions[-1], labels.get(REVISION_LABEL) or None, channel)
     behind = [tag for tag in wanted if registry.digest(tag) != manifest.digest]
     made_for = labels.get(CHANNEL_LABEL)  # None: a release from before the label; then only with X.Y

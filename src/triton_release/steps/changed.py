@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from triton_release.contract import RELEASED_VERSIONS_LABEL, REVISION_LABEL
+from triton_release.contract import LEDGER_TAG, RELEASED_VERSIONS_LABEL, REVISION_LABEL
 from triton_release.errors import InfrastructureError, Refused, TritonReleaseError, UsageError, no_space
 from triton_release.history import record as released_record
 from triton_release.history import releases, worktree
@@ -39,6 +39,7 @@ from triton_release.processes import alive
 
 if TYPE_CHECKING:
     from triton_release.registry.client import RegistryRepository
+    from triton_release.registry.ledger import Ledger
 
 
 # -- validate, changed, bump ------------------------------------------------------------------
@@ -122,9 +123,10 @@ def changes(
     base_from = "--base"
     warnings: tuple[str, ...] = ()
     fetched = ""
+    ledger = _ledger(registry) if plan else None
     if base is None and plan:
         fetched = releases.whole_history(git, "the last release's commit and its tags are needed")
-        last = releases.last_release_commit(registry, git, head)
+        last = releases.last_release_commit(registry, git, head, ledger.releases if ledger else {})
         base, base_from, warnings = last.commit, last.why, last.warnings
     elif base is None:
         base_from = "no --base: a first release of every model"
@@ -151,7 +153,21 @@ def changes(
             trusted, and nothing was built. Find out who pushed {where}; triton-release writes that label as
             JSON, model -> version -> git tree.""")
     if shipped is not None:
-        released_record.prove(git, shipped, str(labels.get(REVISION_LABEL) or ""), found.prefix, where)
+        what = f"The record of {where} (label {RELEASED_VERSIONS_LABEL})"
+        released_record.prove(git, shipped, [str(labels.get(REVISION_LABEL) or "")], found.prefix, what)
+    if ledger is not None and ledger.releases:
+        newest = ledger.newest
+        if newest is not None and (previous is None or newest > previous):
+            warnings = (
+                *warnings,
+                f"{registry}:{newest} was released (the registry's ledger, {registry}:{LEDGER_TAG}, says so) "
+                "and is gone from the registry: the next release is numbered after it, and every version it "
+                "shipped is kept as it shipped it",
+            )
+            previous, source, where = newest, "the registry's ledger", f"{registry}:{LEDGER_TAG}"
+        what = f"The registry's ledger {registry}:{LEDGER_TAG}"
+        released_record.prove(git, ledger.versions, [*ledger.releases.values(), found.head], found.prefix, what)
+        shipped = released_record.merged(shipped, ledger.versions, where)
     bumps = plan_bumps(found, edits=shipped is None)
     carried: tuple[Carried, ...] = ()
     head_record = released_record.trees_at(git, found.head, found.prefix)
@@ -163,6 +179,15 @@ def changes(
     version = releases.next_version(previous, kind.kind)
     version_plan = VersionPlan(str(previous) if previous else None, source, str(version) if version else None)
     return ChangesResult(found, tuple(bumps), kind, base_from, version_plan, tuple(carried), record, warnings)
+
+
+def _ledger(registry: RegistryRepository | None) -> Ledger | None:
+    """The registry's ledger of every release (registry/ledger.py); None without a registry."""
+    if registry is None:
+        return None
+    from triton_release.registry.ledger import read_ledger
+
+    return read_ledger(registry)
 
 
 @dataclass(frozen=True)

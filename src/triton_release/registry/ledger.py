@@ -1,0 +1,140 @@
+"""The ledger: every release this registry repository was ever given, and every version of every
+model it ever shipped, kept apart from the release images so that deleting a release (by hand,
+or `--keep` with a hand delete) or removing a model never loses what was released.
+
+It is a small OCI artifact under the tag `triton-release.ledger` (contract.LEDGER_TAG): a manifest
+whose config is the ledger (JSON, media type LEDGER_TYPE, also its `artifactType`) and whose one
+layer is the empty JSON. Each push of X.Y.Z adds that release (its commit) and the record it
+shipped (history/record.py: model -> version -> git tree), once X.Y.Z is in the registry. The
+next release is numbered after the highest release the ledger or the registry's tags hold, so an
+X.Y.Z is never issued twice; and a (model, version) once released is never shipped with other
+bytes, re-added models included (history/record.py's reconcile, fed by `versions`).
+
+The ledger comes from outside the process: like the image labels it is proven against git before
+it is used (history/record.prove), and an unreadable one is refused, never taken for none.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import semver
+
+from triton_release.contract import CANDIDATE_DIGEST, LEDGER_TAG, RELEASE
+from triton_release.errors import Refused
+from triton_release.registry.client import Manifest, RegistryRepository, content_digest
+
+LEDGER_TYPE = "application/vnd.triton-release.ledger.v1+json"
+OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
+EMPTY_TYPE = "application/vnd.oci.empty.v1+json"
+EMPTY = b"{}"
+
+Versions = Mapping[str, Mapping[int, str]]  # model -> version -> git tree
+
+
+@dataclass(frozen=True)
+class Ledger:
+    releases: Mapping[str, str] = field(default_factory=dict)  # X.Y.Z -> the commit it was built from
+    versions: Versions = field(default_factory=dict)  # every version of every model ever released
+
+    @property
+    def newest(self) -> semver.Version | None:
+        found = [semver.Version.parse(v) for v in self.releases]
+        return max(found) if found else None
+
+    def adding(self, version: str, revision: str, shipped: Versions) -> Ledger:
+        """This ledger with release `version` (from `revision`) and the versions it shipped; refused
+        when it would change a version the ledger holds (a released version never changes)."""
+        merged = {model: dict(versions) for model, versions in self.versions.items()}
+        for model, versions in shipped.items():
+            for number, tree in versions.items():
+                known = merged.setdefault(model, {}).get(number)
+                if known is not None and known != tree:
+                    raise Refused(f"""
+                        {model} version {number} was released as git tree {known[:12]} (the registry's ledger
+                        says so), and release {version} holds it as {tree[:12]}: released versions never change.
+                        Nothing more was tagged.""")
+                merged[model][number] = tree
+        return Ledger({**self.releases, version: revision}, merged)
+
+    def to_json(self) -> dict:
+        return {
+            "releases": dict(sorted(self.releases.items(), key=lambda item: semver.Version.parse(item[0]))),
+            "versions": {m: {str(v): t for v, t in sorted(vs.items())} for m, vs in sorted(self.versions.items())},
+        }
+
+    @classmethod
+    def from_json(cls, data: object) -> Ledger:
+        """The ledger `data` holds; ValueError naming what is wrong when it is not one."""
+        if not isinstance(data, dict):
+            raise ValueError("not a JSON object")
+        releases, versions = data.get("releases"), data.get("versions")
+        if not isinstance(releases, dict) or not all(
+            isinstance(v, str) and RELEASE.match(v) and isinstance(c, str) for v, c in releases.items()
+        ):
+            raise ValueError("'releases' is not an object of X.Y.Z -> commit")
+        if not isinstance(versions, dict) or not all(
+            isinstance(vs, dict) and all(str(n).isdigit() and isinstance(t, str) for n, t in vs.items())
+            for vs in versions.values()
+        ):
+            raise ValueError("'versions' is not an object of model -> version -> git tree")
+        return cls(dict(releases), {str(m): {int(n): t for n, t in vs.items()} for m, vs in versions.items()})
+
+
+def read_ledger(registry: RegistryRepository) -> Ledger:
+    """The ledger of `registry`; an empty one where there is none (a repository whose releases all
+    predate it, or none). Anything under its tag that is not a readable ledger is refused."""
+    manifest = registry.manifest(LEDGER_TAG)
+    if manifest is None:
+        return Ledger()
+
+    def unreadable(why: str) -> Refused:
+        return Refused(f"""
+            {registry}:{LEDGER_TAG}, the ledger of every release of {registry}, cannot be read ({why}): it is
+            not trusted, and nothing was built. Find out who wrote it; triton-release writes it on every push.""")
+
+    try:
+        config = json.loads(manifest.body).get("config") or {}
+    except (ValueError, AttributeError):
+        raise unreadable("its manifest is not a JSON object") from None
+    if not isinstance(config, dict) or config.get("mediaType") != LEDGER_TYPE:
+        raise unreadable(f"its config is not {LEDGER_TYPE}")
+    digest = str(config.get("digest", ""))
+    if not CANDIDATE_DIGEST.match(digest):
+        raise unreadable("its config names no sha256 digest")
+    body = registry.blob(digest)
+    if content_digest(body) != digest:
+        raise unreadable(f"the registry's blob {digest} does not match its digest")
+    try:
+        return Ledger.from_json(json.loads(body))
+    except ValueError as exc:  # also UnicodeDecodeError
+        raise unreadable(str(exc)) from None
+
+
+def write_ledger(registry: RegistryRepository, ledger: Ledger) -> None:
+    config = json.dumps(ledger.to_json(), sort_keys=True, separators=(",", ":")).encode()
+    manifest = {
+        "schemaVersion": 2,
+        "mediaType": OCI_MANIFEST,
+        "artifactType": LEDGER_TYPE,
+        "config": {"mediaType": LEDGER_TYPE, "digest": registry.put_blob(config), "size": len(config)},
+        "layers": [{"mediaType": EMPTY_TYPE, "digest": registry.put_blob(EMPTY), "size": len(EMPTY)}],
+    }
+    registry.put_manifest(LEDGER_TAG, Manifest.of(OCI_MANIFEST, json.dumps(manifest, separators=(",", ":")).encode()))
+
+
+def enter(registry: RegistryRepository, version: str, labels: Mapping[str, str]) -> Ledger:
+    """Add release `version` (its image's `labels`: its commit and its record) to the ledger, once
+    X.Y.Z is in the registry; a release already entered is left as it is."""
+    from triton_release.contract import RELEASED_VERSIONS_LABEL, REVISION_LABEL
+    from triton_release.history import record
+
+    ledger = read_ledger(registry)
+    if version in ledger.releases:
+        return ledger
+    shipped = record.parse(labels.get(RELEASED_VERSIONS_LABEL)) or {}
+    updated = ledger.adding(version, str(labels.get(REVISION_LABEL) or ""), shipped)
+    write_ledger(registry, updated)
+    return updated
