@@ -14,6 +14,7 @@ import pytest
 
 from support.registries import RegistryProxy
 from support.stack import REGISTRY
+from triton_release.contract import LEDGER_TAG
 from triton_release.registry.client import RegistryRepository
 from triton_release.registry.publish import LostRace, PushResult, push, tag_release
 
@@ -84,7 +85,7 @@ def test_two_releases_racing_for_one_version_make_one_winner(docker_client, two_
     assert registry.digest("1.1.0") == won[0].digest
     assert f"is {won[0].digest}, not sha256:" in str(lost[0]) and "another release won the race" in str(lost[0])
     assert lost[0].exit_code == 1 and lost[0].already_released  # the loser's bump is undone by `release`
-    assert registry.tags() == ["1", "1.1", "1.1.0", "latest"]
+    assert registry.tags() == ["1", "1.1", "1.1.0", "latest", LEDGER_TAG]
     assert {registry.digest(t) for t in ("1", "1.1", "latest")} == {won[0].digest}  # the loser moved nothing
 
 

@@ -17,6 +17,7 @@ import pytest
 from support.models import python_model_files
 from support.stack import REGISTRY
 from support.tool import release_command
+from triton_release import contract
 from triton_release.registry.client import Manifest, RegistryRepository
 
 pytestmark = pytest.mark.integration
@@ -183,18 +184,36 @@ def test_a_shallow_clone_as_actions_checkout_makes_it_releases_only_the_change(o
     assert v2["a/1"] == v1["a/1"] and v2["b/1"] == v1["b/1"] and b"# change one" in v2["a/2"]
 
 
-def forge_labels(target: str, tag: str, **changes: str) -> None:
-    """Rewrite `tag`'s image labels registry-side, as an attacker with push rights would: a new
-    config blob, and the same layers under a new manifest at the same tag."""
+def forge(target: str, tag: str, to: str | None = None, *, env: str = "", **labels: str) -> str:
+    """Rewrite `tag`'s image registry-side (to `to`, else in place), as someone with push rights
+    would: a new config (`labels` changed, `env` added) over the same layers. Its digest."""
     registry = RegistryRepository.parse(target)
     manifest = registry.manifest(tag)
     config = registry.image_config(tag)
-    config["config"]["Labels"].update(changes)
+    config["config"]["Labels"].update(labels)
+    if env:
+        config["config"]["Env"] = [*config["config"].get("Env", []), env]
     body = json.dumps(config).encode()
     digest = registry.put_blob(body)
     forged = json.loads(manifest.body)
     forged["config"] = {**forged["config"], "digest": digest, "size": len(body)}
-    registry.put_manifest(tag, Manifest.of(manifest.media_type, json.dumps(forged).encode()))
+    return registry.put_manifest(to or tag, Manifest.of(manifest.media_type, json.dumps(forged).encode()))
+
+
+def test_an_image_pushed_as_the_newest_release_by_someone_else_is_never_finished(origin, docker_client):
+    """The real layers and labels plus one ENV, pushed as 1.1.0 with no evidence: a rerun with nothing
+    changed would "finish the interrupted release", sign it and give it the channel. Refused."""
+    origin.push(python_model_files("a"), "one model")
+    origin.release()
+    registry = RegistryRepository.parse(origin.target)
+    latest = registry.digest("latest")
+    forged = forge(origin.target, "1.0.0", "1.1.0", env="LD_PRELOAD=/models/a/1/evil.so")
+    done = origin.run(origin.clone("after-forged-push"))
+    assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-2000:]
+    message = " ".join(done.stderr.split())
+    assert f"{origin.target}:1.1.0 ({forged}) in the registry is not a proven build of commit" in message
+    assert registry.digest("latest") == latest and registry.digest("1.1") is None
+    assert registry.digest(contract.evidence_tag(forged)) is None  # nothing signed, nothing attached
 
 
 def test_a_record_forged_in_the_registry_is_refused_before_anything_is_built(origin, docker_client):
@@ -207,7 +226,7 @@ def test_a_record_forged_in_the_registry_is_refused_before_anything_is_built(ori
     labels = registry.image_config("1.0.0")["config"]["Labels"]
     shipped = json.loads(labels["triton-release.versions"])
     assert shipped["a"]["1"] != shipped["b"]["1"]
-    forge_labels(origin.target, "1.0.0", **{"triton-release.versions": json.dumps({**shipped, "a": shipped["b"]})})
+    forge(origin.target, "1.0.0", **{"triton-release.versions": json.dumps({**shipped, "a": shipped["b"]})})
     tags = registry.tags()
     origin.edit("b/1/model.py", "\n# b: a comment\n", "b: a comment")
     done = origin.run(origin.clone("after-forgery"))

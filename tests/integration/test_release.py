@@ -43,7 +43,8 @@ def test_first_release_is_1_0_0_with_every_step_timed(released):
         "latest",
         f"sha-{git_repo.git('rev-parse', 'HEAD')[:12]}",
         contract.evidence_tag(repo.digest("1.0.0")),
-    ]  # and its evidence (docs/evidence.md)
+        contract.LEDGER_TAG,
+    ]  # and its evidence (docs/evidence.md), and the ledger of every release (docs/how-it-works.md)
     config = repo.image_config("1.0.0")["config"]
     assert config["Labels"]["org.opencontainers.image.revision"] == git_repo.git("rev-parse", "HEAD")
     assert config["Labels"]["org.opencontainers.image.version"] == "1.0.0"

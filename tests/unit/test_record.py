@@ -30,7 +30,7 @@ class Registry:
         shipped = planned if isinstance(planned, dict) else planned.record
         self.labels[version] = {REVISION_LABEL: revision, RELEASED_VERSIONS_LABEL: record.label(dict(shipped))}
         if self.keeps_ledger:
-            enter(self, version, self.labels[version])  # as a push does
+            enter(self, version, self.labels[version], "sha256:" + version.replace(".", "") * 8)  # as a push does
 
     def tags(self) -> list[str]:
         return list(self.labels)
@@ -389,3 +389,17 @@ def test_the_ledger_refuses_a_release_changing_a_released_version():
     with pytest.raises(Refused, match="released versions never change"):
         ledger.adding("1.1.0", "c2", {"a": {1: "t9"}})
     assert Ledger.from_json(ledger.to_json()) == ledger
+
+
+def test_only_a_release_the_ledger_says_this_tool_pushed_is_finished(ledgered):
+    from triton_release.registry.ledger import check_built_here
+
+    repo, registry = ledgered
+    head = repo.git("rev-parse", "HEAD")
+    ours = "sha256:" + "100" * 8
+    check_built_here(registry, "1.0.0", ours, head)  # entered by its push
+    with pytest.raises(Refused, match="not a proven build of commit") as refused:
+        check_built_here(registry, "1.0.0", "sha256:" + "f" * 64, head)  # another manifest under 1.0.0
+    assert "no tag moved onto it" in " ".join(str(refused.value).split())
+    with pytest.raises(Refused, match="the ledger has no entry for it"):
+        check_built_here(registry, "1.1.0", ours, head)  # pushed by someone else, never entered

@@ -38,13 +38,14 @@ Versions = Mapping[str, Mapping[int, str]]  # model -> version -> git tree
 class Ledger:
     releases: Mapping[str, str] = field(default_factory=dict)  # X.Y.Z -> the commit it was built from
     versions: Versions = field(default_factory=dict)  # every version of every model ever released
+    digests: Mapping[str, str] = field(default_factory=dict)  # X.Y.Z -> the manifest its push wrote
 
     @property
     def newest(self) -> semver.Version | None:
         found = [semver.Version.parse(v) for v in self.releases]
         return max(found) if found else None
 
-    def adding(self, version: str, revision: str, shipped: Versions) -> Ledger:
+    def adding(self, version: str, revision: str, shipped: Versions, digest: str = "") -> Ledger:
         """This ledger with release `version` (from `revision`) and the versions it shipped; refused
         when it would change a version the ledger holds (a released version never changes)."""
         merged = {model: dict(versions) for model, versions in self.versions.items()}
@@ -57,11 +58,14 @@ class Ledger:
                         says so), and release {version} holds it as {tree[:12]}: released versions never change.
                         Nothing more was tagged.""")
                 merged[model][number] = tree
-        return Ledger({**self.releases, version: revision}, merged)
+        return Ledger({**self.releases, version: revision}, merged, {**self.digests, version: digest})
 
     def to_json(self) -> dict:
         return {
-            "releases": dict(sorted(self.releases.items(), key=lambda item: semver.Version.parse(item[0]))),
+            "releases": {
+                v: {"commit": c, "digest": self.digests.get(v, "")}
+                for v, c in sorted(self.releases.items(), key=lambda item: semver.Version.parse(item[0]))
+            },
             "versions": {m: {str(v): t for v, t in sorted(vs.items())} for m, vs in sorted(self.versions.items())},
         }
 
@@ -72,15 +76,24 @@ class Ledger:
             raise ValueError("not a JSON object")
         releases, versions = data.get("releases"), data.get("versions")
         if not isinstance(releases, dict) or not all(
-            isinstance(v, str) and RELEASE.match(v) and isinstance(c, str) for v, c in releases.items()
+            isinstance(v, str)
+            and RELEASE.match(v)
+            and isinstance(e, dict)
+            and isinstance(e.get("commit"), str)
+            and isinstance(e.get("digest"), str)
+            for v, e in releases.items()
         ):
-            raise ValueError("'releases' is not an object of X.Y.Z -> commit")
+            raise ValueError("'releases' is not an object of X.Y.Z -> {commit, digest}")
         if not isinstance(versions, dict) or not all(
             isinstance(vs, dict) and all(str(n).isdigit() and isinstance(t, str) for n, t in vs.items())
             for vs in versions.values()
         ):
             raise ValueError("'versions' is not an object of model -> version -> git tree")
-        return cls(dict(releases), {str(m): {int(n): t for n, t in vs.items()} for m, vs in versions.items()})
+        return cls(
+            {v: e["commit"] for v, e in releases.items()},
+            {str(m): {int(n): t for n, t in vs.items()} for m, vs in versions.items()},
+            {v: e["digest"] for v, e in releases.items()},
+        )
 
 
 def read_ledger(registry: RegistryRepository) -> Ledger:
@@ -125,9 +138,11 @@ def write_ledger(registry: RegistryRepository, ledger: Ledger) -> None:
     registry.put_manifest(LEDGER_TAG, Manifest.of(OCI_MANIFEST, json.dumps(manifest, separators=(",", ":")).encode()))
 
 
-def enter(registry: RegistryRepository, version: str, labels: Mapping[str, str]) -> Ledger:
-    """Add release `version` (its image's `labels`: its commit and its record) to the ledger, once
-    X.Y.Z is in the registry; a release already entered is left as it is."""
+def enter(registry: RegistryRepository, version: str, labels: Mapping[str, str], digest: str) -> Ledger:
+    """Add release `version` (its image's `labels`: its commit and its record; `digest`: the manifest
+    this run's push or promote wrote, read back) to the ledger, once X.Y.Z is in the registry; a
+    release already entered is left as it is. Only the run that put X.Y.Z up enters it: a later run
+    never enters what it finds (it might be anyone's)."""
     from triton_release.contract import RELEASED_VERSIONS_LABEL, REVISION_LABEL
     from triton_release.history import record
 
@@ -135,6 +150,28 @@ def enter(registry: RegistryRepository, version: str, labels: Mapping[str, str])
     if version in ledger.releases:
         return ledger
     shipped = record.parse(labels.get(RELEASED_VERSIONS_LABEL)) or {}
-    updated = ledger.adding(version, str(labels.get(REVISION_LABEL) or ""), shipped)
+    updated = ledger.adding(version, str(labels.get(REVISION_LABEL) or ""), shipped, digest)
     write_ledger(registry, updated)
     return updated
+
+
+def check_built_here(registry: RegistryRepository, version: str, digest: str, revision: str) -> None:
+    """Refuse to finish release `version` (evidence signed, tags moved) unless the ledger says a
+    push of this tool wrote exactly `digest` as X.Y.Z, from commit `revision`: an image pushed as
+    X.Y.Z by anyone else (its layers and labels copied, one ENV more) is never signed with the
+    release key nor given the channel."""
+    ledger = read_ledger(registry)
+    pushed, commit = ledger.digests.get(version), ledger.releases.get(version)
+    if pushed == digest and commit == revision:
+        return
+    why = (
+        "the ledger has no entry for it: no push of triton-release entered it"
+        if pushed is None
+        else f"the ledger says triton-release pushed {pushed or 'an unrecorded manifest'} as {version}"
+        + (f" from {commit[:12]}" if commit else "")
+    )
+    raise Refused(f"""
+        {registry}:{version} ({digest}) in the registry is not a proven build of commit {revision[:12]}
+        ({why}): it is left as it is, its evidence not signed, no tag moved onto it. Find out who pushed it
+        (the registry's logs). The next release, after any change to the models, is numbered after it and
+        goes out as usual.""")

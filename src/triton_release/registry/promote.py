@@ -100,7 +100,8 @@ def promote(registry: RegistryRepository, check: CandidateCheck, version: str, c
         raise Refused(f"{candidate.ref} was deleted meanwhile: nothing was tagged. Stage the commit again.")
     if existing is None:
         registry.put_manifest(version, manifest)
-    ledger.enter(registry, version, registry.image_config(candidate.digest).get("config", {}).get("Labels") or {})
+    labels = registry.image_config(candidate.digest).get("config", {}).get("Labels") or {}
+    ledger.enter(registry, version, labels, candidate.digest)
     tagged = tag_release(registry, version, candidate.revision or None, channel, candidate.digest)
     return Promoted(
         str(registry), version, candidate.digest, (version, *tagged.tags), tagged.channel_before, existing is not None

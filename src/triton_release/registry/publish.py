@@ -135,7 +135,7 @@ def push(client: docker.DockerClient, image: str, registry: RegistryRepository, 
             {registry}:{version} is {digest or "gone"}, not {pushed} that this release pushed: another
             release won the race for {version}, and no other tag was moved. Run the release again: it
             releases the next version.""")
-    ledger.enter(registry, version, local.labels)  # X.Y.Z is ours: issued, and never again
+    ledger.enter(registry, version, local.labels, digest)  # X.Y.Z is ours: issued, and never again
     return PushResult(str(registry), version, digest, uploaded, mounted, present)
 
 
@@ -207,7 +207,6 @@ def finish_interrupted(registry: RegistryRepository, channel: str) -> Finished:
     if manifest is None:  # listed, yet gone (deleted meanwhile): nothing to finish
         return Finished(str(registry), None, None, ())
     labels = registry.image_config(newest).get("config", {}).get("Labels") or {}
-    ledger.enter(registry, newest, labels)  # a run stopped between the push and its ledger entry
     wanted = moving_tags(versions[-1], labels.get(REVISION_LABEL) or None, channel)
     behind = [tag for tag in wanted if registry.digest(tag) != manifest.digest]
     made_for = labels.get(CHANNEL_LABEL)  # None: a release from before the label; then only with X.Y
@@ -215,6 +214,8 @@ def finish_interrupted(registry: RegistryRepository, channel: str) -> Finished:
         behind.remove(channel)  # another channel's release, not an interrupted one of this channel
     if channel in behind and rolled_back_since(registry, channel, labels.get(CREATED_LABEL, "")):
         behind.remove(channel)
+    if behind:  # only a build this tool pushed is finished
+        ledger.check_built_here(registry, newest, manifest.digest, str(labels.get(REVISION_LABEL) or ""))
     for tag in behind:
         registry.put_manifest(tag, manifest)
     return Finished(str(registry), newest, manifest.digest, tuple(behind))

@@ -91,6 +91,9 @@ def finish_evidence(
     tagged = git.run("rev-parse", "-q", "--verify", f"{releases.git_tag(version)}^{{commit}}", check=False)
     if not revision or revision not in (head, tagged.stdout.decode().strip() if tagged.returncode == 0 else ""):
         return None  # released from another commit: not this run's to finish
+    from triton_release.registry.ledger import check_built_here
+
+    check_built_here(repository, version, digest, revision)  # never signs what it did not build
     failure = None
     try:
         run = verify_release(repository, version, root, server_options)
