@@ -104,11 +104,15 @@ class LatencyMeter:
 
     def after_wave(self, tested: Iterable[str], cases) -> None:
         failed = {c.case.split("/", 1)[0] for c in cases if not c.passed}
+        found = []
         for name in [n for n in tested if n in self.previous]:
             checkpoint()
             version, previous = self.versions.get(name) or 0, self.previous.get(name)
             why = self._not_measured(name, failed)
-            self.results.append(ModelLatency(name, version, previous, note=why) if why else self.measure(name))
+            found.append(ModelLatency(name, version, previous, note=why) if why else self.measure(name))
+        # The cold starts last: loading a model alone (an ensemble with the models it runs) would
+        # unload the version before of the other models of the wave, still to be measured.
+        self.results.extend(self.cold_start(m) for m in found)
 
     def _not_measured(self, name: str, failed: set[str]) -> str:
         version, previous = self.versions.get(name), self.previous.get(name)
@@ -123,7 +127,8 @@ class LatencyMeter:
         return ""
 
     def measure(self, name: str) -> ModelLatency:
-        """Warm-ups, the alternating rounds, the comparison, then the cold starts."""
+        """Warm-ups, the alternating rounds and the comparison (the cold starts come once the wave's
+        models are measured: `cold_start`)."""
         started = time.monotonic()
         version, previous = self.versions[name], self.previous[name]
         assert version is not None and previous is not None
@@ -159,17 +164,19 @@ class LatencyMeter:
                 self.server.check_running(f"while measuring {name}'s latency")
                 note = f"perf_analyzer could not drive it: {exc}"
         comparisons = compare(rounds, previous, version, self.options.max_increase) if not note else ()
-        cold = self._cold_start(name, version, previous, load, config)
-        warnings = cold_warnings(name, cold[0], cold[1], self.options.max_increase) if len(cold) == 2 else ()
         return replace(
-            base,
-            comparisons=comparisons,
-            rounds=tuple(rounds),
-            cold_start=cold,
-            note=note,
-            warnings=warnings,
-            seconds=time.monotonic() - started,
+            base, comparisons=comparisons, rounds=tuple(rounds), note=note, seconds=time.monotonic() - started
         )
+
+    def cold_start(self, found: ModelLatency) -> ModelLatency:
+        """`found` with its versions' cold starts and their warnings, when it was driven."""
+        if found.load is None or not found.load.usable or found.previous is None:
+            return found
+        started = time.monotonic()
+        config = self.configs.get(found.model) or self.repo[found.model].config
+        cold = self._cold_start(found.model, found.version, found.previous, found.load, config)
+        warnings = cold_warnings(found.model, cold[0], cold[1], self.options.max_increase) if len(cold) == 2 else ()
+        return replace(found, cold_start=cold, warnings=warnings, seconds=found.seconds + time.monotonic() - started)
 
     def _round(
         self, name: str, version: int, data: Path, load: Workload, levels: tuple[int, ...], interval: int
