@@ -108,6 +108,7 @@ def add_latency_settings(parser: argparse.ArgumentParser) -> None:
         metavar="FRACTION",
         type=bound("--max-latency-increase"),
     )
+    setting(parser, "--latency-unmeasured", "latency_unmeasured", choices=("allow", "refuse"))
     setting(parser, "--latency-rounds", "latency_rounds", metavar="N")
     setting(parser, "--latency-interval", "latency_interval", metavar="MS")
     setting(parser, "--perf-analyzer", "perf_analyzer", metavar="FILE")
