@@ -124,7 +124,7 @@ def trials(args, client, tmp: Path) -> dict:
                     why = server.load_config(name, drift_config(repo[name].config, [1, 2]), [1, 2])  # as drift does
                     if why:
                         raise RuntimeError(f"{name}: both versions did not load: {why}")
-                    measured = meter.measure(name)
+                    measured = meter.cold_start(meter.measure(name))  # as a wave does: its cold start after
                     if not measured.measured:
                         raise RuntimeError(f"{name}: not measured: {measured.note}")
                     compared = measured.comparisons[0]

@@ -129,7 +129,7 @@ class TritonPythonModel:
 """
 
 
-def test_only_error_cases_are_skipped_with_the_reason_and_warmup_golden_warms_the_model_before_it_is_ready(
+def test_only_error_cases_are_not_gated_with_the_reason_and_warmup_golden_warms_the_model_before_it_is_ready(
     tmp_path, docker_client, image_tags
 ):
     inputs = json.loads(golden_case())["inputs"]
@@ -170,10 +170,9 @@ def test_only_error_cases_are_skipped_with_the_reason_and_warmup_golden_warms_th
         gates=GateOptions(latency=options),
     )
     found = {m.model: m for m in run.latency.models}
-    assert found["errs"].verdict == "skipped"
-    assert found["errs"].note == (
-        "not measured: no golden case sends a request it can replay (errs/refused: it expects an error)"
-    )
+    assert found["errs"].verdict == "not gated"  # listed, never refused: latency_unmeasured is allow
+    assert found["errs"].note == "no golden case sends a request it can replay (errs/refused: it expects an error)"
+    assert run.latency.to_json()["not_gated"] == [{"model": "errs", "because": found["errs"].note}]
     assert found["warm"].measured and found["warm"].verdict in ("pass", "inconclusive")
     # warmed at load: the first request after a cold load is not the model's 1 s cold call
     assert all(c.first_request_ms is not None and c.first_request_ms < 900 for c in found["warm"].cold_start)

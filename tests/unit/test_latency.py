@@ -330,9 +330,7 @@ def measured(verdict_bound: float | None) -> LatencyRun:
         tuple(rounds),
         (ColdStart(1, 1.5, 3.0), ColdStart(2, 1.6, 9.0)),
     )
-    return LatencyRun(
-        verdict_bound, 2, 300, None, "", (model, ModelLatency("c", 2, 1, note="not measured: no golden cases"))
-    )
+    return LatencyRun(verdict_bound, 2, 300, None, "", (model, ModelLatency("c", 2, 1, note="no golden cases")))
 
 
 def test_the_step_summary_has_one_latency_table_with_both_versions_and_the_verdict_in_bold():
@@ -340,10 +338,11 @@ def test_the_step_summary_has_one_latency_table_with_both_versions_and_the_verdi
     assert "**Latency** (perf_analyzer, 2 rounds per version, max-latency-increase 0.5)" in text
     row = next(line for line in text.splitlines() if line.startswith("| `a\\|b`"))
     assert "| 1 -> 2 | 1 | 2.05 -> 8.10 |" in row and "| **3.95x [3.90, 4.00]** | **refused** |" in row
-    assert "- `c`: not measured: no golden cases" in text
+    assert "- `c`: **not gated**, because no golden cases" in text
     assert "cold start: load 1.50 -> 1.60 s, first request 3.0 -> 9.0 ms" in text
     unbounded = "\n".join(_latency_table(measured(None)))
     assert "no bound: reported only" in unbounded and "| 3.95x [3.90, 4.00] | measured |" in unbounded
+    assert "- `c`: not measured, because no golden cases" in unbounded  # no bound: nothing is gated
 
 
 def test_the_refusal_names_the_model_both_versions_figures_and_the_interval_and_so_does_a_shards_record():

@@ -32,6 +32,7 @@ SETTING_INPUTS = (
     "max-drift",
     "push-commit",
     "max-latency-increase",
+    "latency-unmeasured",
     "latency-rounds",
     "warmup",
     "signing",

@@ -77,8 +77,24 @@ def _latency_table(found) -> list[str]:
     ]
     notes = [f"- {_md(found.note)}"] if found.note else []
     for model in found.models:
+        if model.failed:
+            assert model.under_load is not None
+            refused = "refused" if found.bound is not None else "not refused: no max-latency-increase"
+            notes.append(
+                f"- **`{_md(model.model)}` {model.previous} -> {model.version}: failed**: "
+                f"{_md(model.under_load.shown())} ({refused})"
+            )
+            notes += [f"  - server: {_md(line)}" for line in model.under_load.server_lines]
+            continue
         if not model.measured:
-            notes.append(f"- `{_md(model.model)}`: {_md(model.note or 'not measured')}")
+            why = _md(model.note or "not measured")
+            if model.verdict != "not gated":
+                notes.append(f"- `{_md(model.model)}`: {why}")
+            elif found.bound is None:
+                notes.append(f"- `{_md(model.model)}`: not measured, because {why}")
+            else:
+                refuses = " (latency-unmeasured refuse: **refused**)" if found.unmeasured == "refuse" else ""
+                notes.append(f"- `{_md(model.model)}`: **not gated**, because {why}{refuses}")
             continue
         for c in model.comparisons:
             ratio = c.p50.shown()

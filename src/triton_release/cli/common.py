@@ -104,9 +104,31 @@ def add_server_settings(parser: argparse.ArgumentParser, gpu_models: bool = True
         setting(parser, "--gpu-models", "gpu_models", choices=("test", "require"))
 
 
+def bound(flag: str):
+    """A gate's bound as a flag's value: an empty one given explicitly (`--max-latency-increase ""`,
+    an unset shell variable) would switch the gate off without a word, so it is a usage error."""
+
+    def convert(text: str) -> str:
+        if not text.strip():
+            raise argparse.ArgumentTypeError(
+                f"{flag} was given an empty value, which would switch its gate off; give a bound such as "
+                "0.2 or 20%, or leave the flag out"
+            )
+        return text
+
+    return convert
+
+
 def add_latency_settings(parser: argparse.ArgumentParser) -> None:
     """The latency gate's flags (models/latency.py)."""
-    setting(parser, "--max-latency-increase", "max_latency_increase", metavar="FRACTION")
+    setting(
+        parser,
+        "--max-latency-increase",
+        "max_latency_increase",
+        metavar="FRACTION",
+        type=bound("--max-latency-increase"),
+    )
+    setting(parser, "--latency-unmeasured", "latency_unmeasured", choices=("allow", "refuse"))
     setting(parser, "--latency-rounds", "latency_rounds", metavar="N")
     setting(parser, "--latency-interval", "latency_interval", metavar="MS")
     setting(parser, "--perf-analyzer", "perf_analyzer", metavar="FILE")

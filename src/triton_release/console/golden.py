@@ -83,8 +83,20 @@ class GoldenLines(ConsoleCore):
             self.line(escape_controls(f"latency: {found.note}"))
         bound = f"max_latency_increase {found.bound:g}" if found.bound is not None else "no bound: reported only"
         for model in found.models:
+            if model.failed:  # never a quiet line: with a bound the refusal follows, without one this warns
+                assert model.under_load is not None
+                refused = "REFUSED" if found.bound is not None else "not refused: no max_latency_increase"
+                self.warning(
+                    escape_controls(
+                        f"latency {model.model} {model.previous} -> {model.version}: FAILED: {model.under_load.shown()}"
+                        f" ({refused})"
+                    )
+                )
+                for line in model.under_load.server_lines:
+                    self.line(escape_controls(f"latency {model.model}: server: {line}"))
+                continue
             if not model.measured:
-                self.line(escape_controls(f"latency {model.model}: {model.note or 'not measured'}"))
+                self.not_gated(model, found)
                 continue
             for c in model.comparisons:
                 self.line(
@@ -111,6 +123,18 @@ class GoldenLines(ConsoleCore):
                 )
             for warning in model.warnings:
                 self.warning(escape_controls(warning))
+
+    def not_gated(self, model, found) -> None:
+        """A model the gate left out: with a bound, a warning saying it is not gated and why (and that
+        it refuses, with latency_unmeasured: refuse); without one, a line."""
+        why = model.note or "not measured"
+        if model.verdict != "not gated":  # a new model: nothing to compare
+            self.line(escape_controls(f"latency {model.model}: {why}"))
+        elif found.bound is None:
+            self.line(escape_controls(f"latency {model.model}: not measured, because {why}"))
+        else:
+            refuses = " (latency_unmeasured: refuse: REFUSED)" if found.unmeasured == "refuse" else ""
+            self.warning(escape_controls(f"latency {model.model}: not gated, because {why}{refuses}"))
 
     def recorded(self, result) -> None:
         for path in result.written:

@@ -21,8 +21,13 @@ included), the load timed, and its first request timed; N+1's beyond 1 + max_inc
 by more than a small absolute margin: single measurements are noisy) is a warning. The model is
 left with N+1 loaded alone, as its wave loaded it.
 
-Not measured, with the reason: models whose golden cases failed, whose version N did not load,
-that have no case a plain request can replay (only error cases, sequence and decoupled models).
+A new version that crashes, hangs (a round far beyond its windows: perf_analyzer.run_timeout) or
+errors under the load is a regression in itself (`failed`): refused with a bound, a warning without.
+
+Not gated, with the reason: models whose golden cases failed, whose version N did not load or
+failed under the load, that have no case a plain request can replay (only error cases, sequence
+and decoupled models), or that perf_analyzer could not drive. With a bound, each is listed as "not
+gated, because ..."; `latency_unmeasured: refuse` makes each a refusal.
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ from triton_release.models.latency_results import (
     LatencyRun,
     ModelLatency,
     Round,
+    UnderLoad,
     cold_warnings,
     compare,
 )
@@ -58,6 +64,7 @@ __all__ = [
     "ModelLatency",
     "Round",
     "Server",
+    "UnderLoad",
     "cold_warnings",
     "compare",
     "instance_count",

@@ -17,7 +17,7 @@ from typing import Protocol
 from triton_release import progress
 from triton_release.models import latency_stats as stats
 from triton_release.models.drift import drift_config
-from triton_release.models.latency_results import ColdStart, ModelLatency, Round, cold_warnings, compare
+from triton_release.models.latency_results import ColdStart, ModelLatency, Round, UnderLoad, cold_warnings, compare
 from triton_release.models.perf_analyzer import Level, MeasurementFailed, PerfAnalyzer, measure, write_input_data
 from triton_release.models.repository import Repository
 from triton_release.models.workload import Workload, workload
@@ -27,6 +27,7 @@ DEFAULT_ROUNDS = 4  # pairs: each version measured this many times
 DEFAULT_INTERVAL_MS = 300  # one perf_analyzer window; a round is three
 MAX_INTERVAL_MS = 10_000
 REQUESTS_PER_WINDOW = 30  # a slow model's windows are made long enough for this many requests
+SERVER_LINES = 10  # the server log's last lines naming a model that failed under the load
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -37,6 +38,7 @@ class LatencyOptions:
     rounds: int = DEFAULT_ROUNDS
     interval_ms: int = DEFAULT_INTERVAL_MS
     perf_analyzer: str | None = None  # the binary; None: PATH, then the action image's
+    unmeasured: str = "allow"  # refuse: with a bound, a model left out of the gate refuses the release
     env: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)  # PATH, LD_LIBRARY_PATH
 
     @classmethod
@@ -46,8 +48,21 @@ class LatencyOptions:
             rounds=settings.latency_rounds,
             interval_ms=settings.latency_interval,
             perf_analyzer=settings.perf_analyzer,
+            unmeasured=settings.latency_unmeasured,
             env=dict(env),
         )
+
+
+@dataclass(frozen=True)
+class _Drive:
+    """What each of a model's rounds sends: its input data file, workload, concurrency levels, and
+    its slowest golden request (seconds), which bounds how long a round may take."""
+
+    name: str
+    data: Path
+    load: Workload
+    levels: tuple[int, ...]
+    request_s: float
 
 
 # -- the server side ------------------------------------------------------------------------------
@@ -62,6 +77,7 @@ class Server(Protocol):
     def model_ready(self, name: str, version: int | None) -> bool: ...
     def check_running(self, during: str) -> None: ...
     def load_config(self, name: str, config: str, versions: list[int]) -> str: ...
+    def logs(self) -> str: ...
 
 
 def instance_count(config) -> int:
@@ -104,11 +120,21 @@ class LatencyMeter:
 
     def after_wave(self, tested: Iterable[str], cases) -> None:
         failed = {c.case.split("/", 1)[0] for c in cases if not c.passed}
+        slowest: dict[str, float] = {}  # model -> its slowest golden request, in seconds
+        for c in cases:
+            model = c.case.split("/", 1)[0]
+            slowest[model] = max(slowest.get(model, 0.0), float(getattr(c, "latency_ms", 0.0) or 0.0) / 1000)
+        found = []
         for name in [n for n in tested if n in self.previous]:
             checkpoint()
             version, previous = self.versions.get(name) or 0, self.previous.get(name)
             why = self._not_measured(name, failed)
-            self.results.append(ModelLatency(name, version, previous, note=why) if why else self.measure(name))
+            found.append(
+                ModelLatency(name, version, previous, note=why) if why else self.measure(name, slowest.get(name, 0))
+            )
+        # The cold starts last: loading a model alone (an ensemble with the models it runs) would
+        # unload the version before of the other models of the wave, still to be measured.
+        self.results.extend(self.cold_start(m) for m in found)
 
     def _not_measured(self, name: str, failed: set[str]) -> str:
         version, previous = self.versions.get(name), self.previous.get(name)
@@ -117,13 +143,16 @@ class LatencyMeter:
         if previous is None:
             return f"no version before {version} in the image (a new model): nothing to compare"
         if name in failed:
-            return "its golden cases failed: not measured"
+            return "its golden cases failed"
         if not (self.server.model_ready(name, previous) and self.server.model_ready(name, version)):
             return f"version {previous} is not loaded beside {version} (the drift report says why)"
         return ""
 
-    def measure(self, name: str) -> ModelLatency:
-        """Warm-ups, the alternating rounds, the comparison, then the cold starts."""
+    def measure(self, name: str, request_s: float = 0.0) -> ModelLatency:
+        """Warm-ups, the alternating rounds and the comparison (the cold starts come once the wave's
+        models are measured: `cold_start`). `request_s`: the model's slowest golden request (a round
+        taking far longer than its windows and requests is a hang). A version that crashes, hangs
+        or errors under the load ends its measuring (`_failed`); its cold starts are not timed."""
         started = time.monotonic()
         version, previous = self.versions[name], self.previous[name]
         assert version is not None and previous is not None
@@ -132,50 +161,97 @@ class LatencyMeter:
         load = workload(model, max_batch_size=int(served.get("max_batch_size") or 0))
         base = ModelLatency(name, version, previous, load=load)
         if not load.usable:
-            return replace(base, note=f"not measured: {load.skipped}", seconds=time.monotonic() - started)
+            return replace(base, note=load.skipped, seconds=time.monotonic() - started)
         config = self.configs.get(name) or model.config
         levels = tuple(sorted({1, instance_count(config)}))
         data = write_input_data(load, Path(self._scratch.name) / f"{name}.json")
+        drive = _Drive(name, data, load, levels, request_s)
         rounds: list[Round] = []
-        note = ""
+        note, failure = "", None
         with progress.task(f"latency {name}", total=2 + 2 * self.options.rounds, unit="rounds") as bar:
+            running = previous
             try:
                 interval = self.options.interval_ms
-                for v in (previous, version):
-                    rounds.append(Round(0, v, tuple(self._round(name, v, data, load, levels, interval)), interval))
+                for running in (previous, version):
+                    rounds.append(Round(0, running, tuple(self._round(drive, running, interval)), interval))
                     bar.advance()
                 interval = self._interval([r for r in rounds if r.index == 0])
                 for first, second in stats.alternating(self.options.rounds):
                     for which in (first, second):
                         checkpoint()
-                        v = previous if which == "before" else version
+                        running = previous if which == "before" else version
                         rounds.append(
-                            Round(
-                                len(rounds) - 1, v, tuple(self._round(name, v, data, load, levels, interval)), interval
-                            )
+                            Round(len(rounds) - 1, running, tuple(self._round(drive, running, interval)), interval)
                         )
                         bar.advance()
             except MeasurementFailed as exc:
                 self.server.check_running(f"while measuring {name}'s latency")
-                note = f"perf_analyzer could not drive it: {exc}"
+                note, failure = self._failed(drive, running, exc)
         comparisons = compare(rounds, previous, version, self.options.max_increase) if not note else ()
-        cold = self._cold_start(name, version, previous, load, config)
-        warnings = cold_warnings(name, cold[0], cold[1], self.options.max_increase) if len(cold) == 2 else ()
         return replace(
             base,
             comparisons=comparisons,
             rounds=tuple(rounds),
-            cold_start=cold,
             note=note,
-            warnings=warnings,
             seconds=time.monotonic() - started,
+            under_load=failure,
         )
 
-    def _round(
-        self, name: str, version: int, data: Path, load: Workload, levels: tuple[int, ...], interval: int
-    ) -> list[Level]:
-        out = Path(self._scratch.name) / f"{name}-{version}.csv"
-        return measure(self.analyzer, name, version, self.server.grpc_url, data, load, levels, interval, out)
+    def cold_start(self, found: ModelLatency) -> ModelLatency:
+        """`found` with its versions' cold starts and their warnings, when it was driven and no
+        version failed under the load (a hung one would hold its unload)."""
+        if found.load is None or not found.load.usable or found.under_load is not None or found.previous is None:
+            return found
+        started = time.monotonic()
+        config = self.configs.get(found.model) or self.repo[found.model].config
+        cold = self._cold_start(found.model, found.version, found.previous, found.load, config)
+        warnings = cold_warnings(found.model, cold[0], cold[1], self.options.max_increase) if len(cold) == 2 else ()
+        return replace(found, cold_start=cold, warnings=warnings, seconds=found.seconds + time.monotonic() - started)
+
+    def _round(self, drive: _Drive, version: int, interval: int) -> list[Level]:
+        out = Path(self._scratch.name) / f"{drive.name}-{version}.csv"
+        return measure(
+            self.analyzer,
+            drive.name,
+            version,
+            self.server.grpc_url,
+            drive.data,
+            drive.load,
+            drive.levels,
+            interval,
+            out,
+            request_s=drive.request_s,
+        )
+
+    def _failed(self, drive: _Drive, running: int, exc: MeasurementFailed) -> tuple[str, UnderLoad | None]:
+        """What a failed round means, as (the note, the version that failed under the load).
+
+        perf_analyzer failing on its own (nothing reached the model): the model is not gated. The
+        new version crashing, hanging or erroring: a regression in itself. The version before doing
+        so: the new one is driven for one round; if it fails too, that is its own failure, else
+        there is nothing to compare it with, and it is not gated."""
+        name = drive.name
+        version = self.versions[name]
+        assert version is not None
+        if not exc.under_load:
+            return f"perf_analyzer could not drive version {running}: {exc}", None
+        found = UnderLoad(running, exc.under_load, str(exc), self._server_lines(name))
+        if running == version:
+            return found.shown(), found
+        try:
+            self._round(drive, version, self.options.interval_ms)
+        except MeasurementFailed as again:
+            if again.under_load:
+                after = UnderLoad(version, again.under_load, str(again), self._server_lines(name))
+                return after.shown(), after
+            return f"{found.shown()}; perf_analyzer could not drive version {version} either: {again}", found
+        return f"{found.shown()}, and version {version} held that load: nothing to compare it with", found
+
+    def _server_lines(self, name: str) -> tuple[str, ...]:
+        """The server log's last SERVER_LINES lines naming the model (its instances: `name_0`)."""
+        marks = (f"'{name}'", f"'{name}_", f'"{name}"', f"/models/{name}/", f"model {name} ")
+        lines = [line.strip()[:300] for line in self.server.logs().splitlines() if any(m in line for m in marks)]
+        return tuple(lines[-SERVER_LINES:])
 
     def _interval(self, warmups: list[Round]) -> int:
         """The window: the option's, longer for a model too slow to answer REQUESTS_PER_WINDOW

@@ -1,8 +1,15 @@
 """What the latency gate measured and what it concluded: each `Round` of perf_analyzer figures,
 the `Comparison` of two versions at one concurrency (`compare`: medians over the counted rounds,
 ratios with their intervals from models/latency_stats.py), each version's `ColdStart` and the
-warnings they give (`cold_warnings`), a model's outcome (`ModelLatency`) and the run's
-(`LatencyRun`), each as the JSON report holds it. (Measuring them: models/latency_meter.py.)"""
+warnings they give (`cold_warnings`), a version that crashed, hung or errored under the load
+(`UnderLoad`), a model's outcome (`ModelLatency`) and the run's (`LatencyRun`), each as the JSON
+report holds it. (Measuring them: models/latency_meter.py.)
+
+A model's verdict, beside the statistics' pass, inconclusive, refused and measured: `failed`, its
+new version crashed, hung or errored under the load (a regression in itself: refused with a
+bound); `not gated`, left out of the gate, with the reason (a sequence or decoupled model, no case
+to replay, version N not loaded or failing under the load); `new`, no version before it to
+compare with."""
 
 from __future__ import annotations
 
@@ -16,6 +23,7 @@ from triton_release.models.workload import Workload
 
 COLD_LOAD_MARGIN_S = 0.5  # cold-start differences below these are noise, never a warning
 COLD_REQUEST_MARGIN_MS = 25.0
+FAILED, NOT_GATED, NEW = "failed", "not gated", "new"
 
 
 @dataclass(frozen=True)
@@ -161,6 +169,27 @@ def cold_warnings(model: str, before: ColdStart, after: ColdStart, bound: float 
 
 
 @dataclass(frozen=True)
+class UnderLoad:
+    """A version that crashed, hung or errored while perf_analyzer drove it."""
+
+    version: int
+    what: str  # crashed | hung | errored (models/perf_analyzer.py)
+    error: str  # what perf_analyzer saw: the server's error, or how long it waited
+    server_lines: tuple[str, ...] = ()  # the server log's last lines naming the model
+
+    def shown(self) -> str:
+        return f"version {self.version} {self.what} under the gate's load ({self.error})"
+
+    def to_json(self) -> dict:
+        return {
+            "version": self.version,
+            "what": self.what,
+            "error": self.error,
+            "server_lines": list(self.server_lines),
+        }
+
+
+@dataclass(frozen=True)
 class ModelLatency:
     model: str
     version: int  # N+1
@@ -172,16 +201,24 @@ class ModelLatency:
     seconds: float = 0.0  # what measuring it took
     note: str = ""  # why it was not measured (or not fully)
     warnings: tuple[str, ...] = ()
+    under_load: UnderLoad | None = None  # a version that crashed, hung or errored under the load
 
     @property
     def measured(self) -> bool:
-        return bool(self.comparisons)
+        return bool(self.comparisons) and not self.failed
+
+    @property
+    def failed(self) -> bool:
+        """Its new version crashed, hung or errored under the load: a regression in itself."""
+        return self.under_load is not None and self.under_load.version == self.version
 
     @property
     def verdict(self) -> str:
-        if not self.comparisons:
-            return "skipped"
-        return stats.worst([c.verdict for c in self.comparisons])
+        if self.failed:
+            return FAILED
+        if self.comparisons:
+            return stats.worst([c.verdict for c in self.comparisons])
+        return NEW if self.previous is None else NOT_GATED
 
     @property
     def deciding(self) -> Comparison | None:
@@ -201,6 +238,7 @@ class ModelLatency:
             "cold_start": [c.to_json() for c in self.cold_start],
             "workload": self.load.to_json() if self.load is not None else None,
             "warnings": list(self.warnings),
+            "under_load": self.under_load.to_json() if self.under_load is not None else None,
         }
 
 
@@ -214,10 +252,21 @@ class LatencyRun:
     perf_analyzer: PerfAnalyzer | None = None
     note: str = ""  # why nothing was measured
     models: tuple[ModelLatency, ...] = ()
+    unmeasured: str = "allow"  # refuse: with a bound, a model left out of the gate refuses the release
 
     @property
     def refused(self) -> list[ModelLatency]:
         return [m for m in self.models if m.verdict == stats.REFUSED]
+
+    @property
+    def failed(self) -> list[ModelLatency]:
+        """New versions that crashed, hung or errored under the load."""
+        return [m for m in self.models if m.verdict == FAILED]
+
+    @property
+    def not_gated(self) -> list[ModelLatency]:
+        """Models with a version before that the gate left out, each with its reason (`note`)."""
+        return [m for m in self.models if m.verdict == NOT_GATED]
 
     @property
     def inconclusive(self) -> list[ModelLatency]:
@@ -230,5 +279,7 @@ class LatencyRun:
             "interval_ms": self.interval_ms,
             "perf_analyzer": self.perf_analyzer.to_json() if self.perf_analyzer else None,
             "note": self.note,
+            "latency_unmeasured": self.unmeasured,
+            "not_gated": [{"model": m.model, "because": m.note} for m in self.not_gated],
             "models": [m.to_json() for m in self.models],
         }

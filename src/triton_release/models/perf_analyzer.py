@@ -187,8 +187,39 @@ class Level:
     p99_us: float
 
 
+# What perf_analyzer saw of the model when it gave no figures ("": nothing of it: its own failure).
+HUNG, CRASHED, ERRORED = "hung", "crashed", "errored"
+STARTUP_S = 10  # perf_analyzer's start, its connection and its first request, before the windows
+HANG_WINDOWS = 4  # a run taking this many times its windows (and its requests) is hung
+SERVER_ERROR = "had error:"  # perf_analyzer's "Thread [0] had error: ...": the server answered with an error
+CRASH_SIGNS = ("is not healthy", "stub process")  # the Python backend's words for a stub that died
+
+
 class MeasurementFailed(Exception):
-    """perf_analyzer ran and gave no figures; the message is its own error."""
+    """perf_analyzer ran and gave no figures; the message is its own error. `under_load`: what the
+    model did under its load (HUNG, CRASHED or ERRORED), or "" when perf_analyzer failed on its own
+    (nothing the model did: its input data or its options)."""
+
+    def __init__(self, message: str, under_load: str = "") -> None:
+        super().__init__(message)
+        self.under_load = under_load
+
+
+def under_load(text: str) -> str:
+    """CRASHED or ERRORED when perf_analyzer's output says the server answered a request with an
+    error (a stub that died: "Stub process ... is not healthy"); "" when it failed on its own."""
+    lines = [line for line in text.splitlines() if SERVER_ERROR in line]
+    if not lines:
+        return ""
+    return CRASHED if any(sign in line.lower() for line in lines for sign in CRASH_SIGNS) else ERRORED
+
+
+def run_timeout(levels: int, interval_ms: int, request_s: float) -> float:
+    """How long a round may take before the model counts as hung: STARTUP_S, then per concurrency
+    level HANG_WINDOWS times its three windows and three times the model's slowest golden request
+    (at least 1 s). 16.6 s at one level of 300 ms windows for a fast model, where perf_analyzer
+    itself would wait for the hung request for ever."""
+    return STARTUP_S + levels * (HANG_WINDOWS * 3 * interval_ms / 1000 + 3 * max(1.0, request_s))
 
 
 def parse_csv(text: str) -> list[Level]:
@@ -220,10 +251,13 @@ def measure(
     concurrency: tuple[int, ...],
     interval_ms: int,
     out: Path,
-    request_timeout: float = 60,
+    request_s: float = 1.0,
 ) -> list[Level]:
     """One round: perf_analyzer over gRPC at each concurrency, 3 windows of `interval_ms` each
-    (stability accepted at once: the rounds, not the windows, carry the statistics)."""
+    (stability accepted at once: the rounds, not the windows, carry the statistics). `request_s`:
+    the model's slowest golden request, in seconds. MeasurementFailed says what the model did when
+    it gave no figures: a run beyond `run_timeout` is HUNG, an error the server answered with is
+    CRASHED or ERRORED."""
     low, high = min(concurrency), max(concurrency)
     step = max(1, high - low)
     args = [
@@ -253,14 +287,18 @@ def measure(
     if load.batch_size is not None:
         args += ["-b", str(load.batch_size)]
     out.unlink(missing_ok=True)
-    timeout = len(concurrency) * (3 * interval_ms / 1000 + request_timeout) + 30
+    timeout = run_timeout(len(concurrency), interval_ms, request_s)
     try:
         answer = analyzer.run(args, timeout=timeout)
     except subprocess.TimeoutExpired:
-        raise MeasurementFailed(f"perf_analyzer did not finish within {timeout:.0f} s") from None
+        raise MeasurementFailed(
+            f"no answer: perf_analyzer's round of {3 * interval_ms} ms windows did not finish within {timeout:.1f} s",
+            HUNG,
+        ) from None
     levels = parse_csv(out.read_text(encoding="utf-8", errors="replace")) if out.exists() else []
     if answer.returncode != 0 or not levels:
-        raise MeasurementFailed(_error_line(f"{answer.stdout}\n{answer.stderr}") or f"exit {answer.returncode}")
+        text = f"{answer.stdout}\n{answer.stderr}"
+        raise MeasurementFailed(_error_line(text) or f"exit {answer.returncode}", under_load(text))
     return levels
 
 
@@ -271,6 +309,9 @@ def write_input_data(load: Workload, path: Path) -> Path:
 
 def _error_line(text: str) -> str:
     lines = [line.strip() for line in text.splitlines() if line.strip()]
+    for line in lines:  # the server's answer first: it says what the model did
+        if SERVER_ERROR in line:
+            return line.split(SERVER_ERROR, 1)[1].strip()[:300]
     for line in lines:
         if line.lower().startswith(("error", "failed", "thread [")) or "error:" in line.lower():
             return line[:300]

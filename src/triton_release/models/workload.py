@@ -8,8 +8,9 @@ another version, with finite numbers and text (not binary) BYTES. A model that b
 (max_batch_size > 0) is replayed at the batch size of its first usable case, one sample per batch
 row, as perf_analyzer's `-b` and Triton's `model_warmup` take them: each sample holds one row of
 every input, without the batch dimension. A model that does not batch is replayed case by case,
-each tensor whole. Cases with another batch size, or other request parameters than the first
-usable case's, are left out with the reason.
+each tensor whole. perf_analyzer sends every request of a run with one shape, so cases with
+other input shapes (another batch size, another length of a variable dimension, other inputs) or
+other request parameters than the first usable case's are left out with the reason.
 """
 
 from __future__ import annotations
@@ -88,6 +89,7 @@ def workload(model: Model, max_batch_size: int | None = None) -> Workload:
     left_out: list[str] = []
     batch_size: int | None = None
     parameters: dict | None = None
+    shapes: tuple | None = None  # the first replayed case's inputs: (name, shape of a sample)
     for path in model.golden_cases:
         case, _ = load_case(Path(path), model.name)
         if case is None:
@@ -104,11 +106,19 @@ def workload(model: Model, max_batch_size: int | None = None) -> Workload:
         if parameters is not None and dict(case.parameters) != parameters:
             left_out.append(f"{label}: other request parameters than {cases[0]}")
             continue
+        if batches and batch_size is not None and rows != batch_size:
+            left_out.append(f"{label}: batch size {rows}, the first replayed case's is {batch_size}")
+            continue
+        shaped = tuple((t.name, tuple(t.shape[1:] if batches else t.shape)) for t in case.inputs)
+        if shapes is not None and shaped != shapes:
+            left_out.append(
+                f"{label}: inputs {_shapes(shaped)}, the first replayed case's are {_shapes(shapes)} "
+                "(perf_analyzer sends one shape a run)"
+            )
+            continue
+        shapes = shaped
         if batches:
             assert rows is not None
-            if batch_size is not None and rows != batch_size:
-                left_out.append(f"{label}: batch size {rows}, the first replayed case's is {batch_size}")
-                continue
             batch_size = rows
             samples += [
                 Sample(case.name, tuple((t.name, t.datatype, tuple(t.shape[1:]), _row(t, r)) for t in case.inputs))
@@ -154,6 +164,10 @@ def _not_replayable(case: GoldenCase) -> str:
     if any(isinstance(v, float) for v in case.parameters.values()):
         return "a float request parameter (perf_analyzer sends int, bool and string ones)"
     return ""
+
+
+def _shapes(shapes: tuple) -> str:
+    return ", ".join(f"{name} [{', '.join(str(d) for d in shape)}]" for name, shape in shapes)
 
 
 def _rows(case: GoldenCase) -> int | None:

@@ -110,6 +110,14 @@ SETTINGS: tuple[Setting, ...] = (
         _fraction,
     ),
     Setting(
+        "latency_unmeasured",
+        "allow",
+        "allow|refuse: with max_latency_increase, a model with a version before that the latency gate leaves "
+        "out (a sequence or decoupled model, no golden case to replay, version N not loaded or failing under "
+        "the load) is listed as not gated, or (refuse) refuses the release",
+        _choice("allow", "refuse"),
+    ),
+    Setting(
         "latency_rounds",
         4,
         "perf_analyzer rounds per version in the latency comparison, alternating N, N+1, "

@@ -214,15 +214,20 @@ def _latency_run(options: LatencyOptions | None, analyzer, note: str, timing):
         analyzer,
         note,
         tuple(timing.results) if timing is not None else (),
+        options.unmeasured,
     )
 
 
 def _check_latency(run: GoldenRun, bound: float) -> None:
-    """Refuse a new version whose p50 latency interval lies wholly above 1 + `bound` of its
-    previous version's (models/latency.py), naming both versions' figures."""
+    """Refuse a new version that crashed, hung or errored under the gate's load; then one whose p50
+    latency interval lies wholly above 1 + `bound` of its previous version's (models/latency.py),
+    naming both versions' figures; then, with `latency_unmeasured: refuse`, any model the gate left
+    out."""
     assert run.latency is not None
+    _check_under_load(run, bound)
     found = run.latency.refused
     if not found:
+        _check_unmeasured(run, bound)
         return
     first = found[0]
     compared = first.deciding
@@ -239,6 +244,53 @@ def _check_latency(run: GoldenRun, bound: float) -> None:
         over {compared.pairs} rounds each, wholly above {1 + bound:.2f}x. Nothing is released. If the new
         version must be slower, release it with a larger --max-latency-increase (the max_latency_increase
         setting, the action's input max-latency-increase) or without it; else make it faster.""",
+        result=run,
+    )
+
+
+def _check_under_load(run: GoldenRun, bound: float) -> None:
+    """Refuse a new version that crashed, hung or errored while perf_analyzer drove it: a version
+    that does not hold the load is slower than any bound. The server's last lines about it are the
+    details."""
+    assert run.latency is not None
+    found = run.latency.failed
+    if not found:
+        return
+    first = found[0]
+    failure = first.under_load
+    assert failure is not None
+    others = f" (and {', '.join(m.model for m in found[1:])})" if len(found) > 1 else ""
+    said = (
+        "the server's last lines about it are above" if failure.server_lines else "the server logged nothing naming it"
+    )
+    raise Refused(
+        f"""
+        Model {first.model}{others} version {first.version} {failure.what} under the latency gate's
+        load (perf_analyzer on its golden inputs, beside version {first.previous}): {failure.error}.
+        A version that does not hold the load is a regression whatever max_latency_increase
+        {bound:g} allows; {said}. Nothing is released. Run
+        its golden inputs against it in a loop (perf_analyzer -m {first.model} -x {first.version}) to
+        see it fail, and fix the model.""",
+        details=[f"server: {line}" for line in failure.server_lines],
+        result=run,
+    )
+
+
+def _check_unmeasured(run: GoldenRun, bound: float) -> None:
+    """With `latency_unmeasured: refuse`, refuse the models with a version before that the gate
+    left out, each with its reason."""
+    assert run.latency is not None
+    found = run.latency.not_gated
+    if not found or run.latency.unmeasured != "refuse":
+        return
+    reasons = "; ".join(f"{m.model}: {m.note}" for m in found)
+    raise Refused(
+        f"""
+        {len(found)} model(s) with a new version were not gated by the latency gate
+        (max_latency_increase {bound:g}), and latency_unmeasured is refuse: {reasons}. Nothing is
+        released. Give each a golden case a plain request can replay, or set latency_unmeasured:
+        allow (--latency-unmeasured allow, the action's input latency-unmeasured) to release them
+        listed as not gated.""",
         result=run,
     )
 
