@@ -189,9 +189,9 @@ def test_a_model_s_drift_is_its_largest_relative_difference_and_max_drift_bounds
 
 def test_the_test_step_refuses_a_drift_above_max_drift_after_the_golden_cases_passed():
     run = GoldenRun("img", ("a",), (), (), drift=(scaled_model(),))
-    steps._check_drift(run, 0.05)
+    steps.check_drift(run, 0.05)
     with pytest.raises(Refused) as refused:
-        steps._check_drift(run, 0.001)
+        steps.check_drift(run, 0.001)
     message = refused.value.message
     assert (
         "Model a drifted beyond max_drift 0.001: version 2 answers its golden inputs up to 1.00% apart from "

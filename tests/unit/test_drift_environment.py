@@ -58,3 +58,31 @@ def test_the_fanout_candidate_carries_which_models_drift_cannot_be_measured_for(
     # a candidate staged before the label, or a label someone else wrote: drift measured as before
     assert unmeasurable_from_label(None) == unmeasurable_from_label("[1]") == unmeasurable_from_label("{") == {}
     assert unmeasurable_from_label('{"a": 3, "b": "why"}') == {"b": "why"}
+
+
+def test_with_max_drift_an_unmeasured_drift_refuses_and_is_never_0(make_repo):
+    """An environment change: N would answer with N+1's environment here. The report says so (no
+    figure), and a drift gate given a bound refuses what it could not decide."""
+    import pytest
+
+    from triton_release.errors import Refused
+    from triton_release.models.suite import GoldenRun
+
+    root = make_repo({**python_model_files("a"), "a/2/model.py": PYTHON_MODEL})
+    why = steps.unmeasurable_drift(NS(changed=("a",), compared_with="127.0.0.1:5000/t/m:1.0.0"))
+    meter = DriftMeter(Repository.load(root), Server(), {"a": 1}, {"a": 2}, unmeasurable=why)
+    meter.after_wave(["a"], [])
+    (found,) = meter.results
+    assert found.unmeasured and found.to_json()["max_rel_diff"] is None
+    run = GoldenRun("img", ("a",), (), (), drift=(found,))
+    with pytest.raises(Refused, match="could not be measured, and max_drift 0.01 is set") as refused:
+        steps.check_drift(run, 0.01)
+    assert "environment changed" in refused.value.message and "Nothing is released" in refused.value.message
+
+
+def test_a_new_model_has_nothing_to_compare_and_is_not_refused():
+    from triton_release.models.drift import ModelDrift
+    from triton_release.models.suite import GoldenRun
+
+    new = ModelDrift("b", 1, None, note="no version before 1 in the image (a new model): nothing to compare")
+    steps.check_drift(GoldenRun("img", ("b",), (), (), drift=(new,)), 0.01)

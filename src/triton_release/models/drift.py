@@ -207,6 +207,9 @@ class ModelDrift:
     note: str = ""  # why the model was not compared at all
     new_outputs: tuple[str, ...] = ()  # answered by N+1 and never by N: nothing to compare them with
     gone_outputs: tuple[str, ...] = ()  # answered by N and never by N+1
+    # a comparison there was to make, and that could not be made (an environment changed, version N
+    # did not load, no case could be asked of both): a gate given a bound refuses it, never passes it
+    unmeasured: bool = False
 
     @property
     def compared(self) -> bool:
@@ -231,9 +234,10 @@ class ModelDrift:
             "from_version": self.previous,
             "to_version": self.version,
             "compared": self.compared,
+            "unmeasured": self.unmeasured,
             "note": self.note,
             "cases": self.cases,
-            "max_rel_diff": json_figure(self.max_rel_diff),
+            "max_rel_diff": json_figure(self.max_rel_diff) if self.compared else None,  # never 0.0 unmeasured
             "beyond_tolerance": self.beyond_tolerance,
             "outputs": [o.to_json() for o in self.outputs],
             "skipped": list(self.skipped),
@@ -368,7 +372,12 @@ class DriftMeter:
         names = [name for name in tested if name in self.previous]
         notes = {name: self._note(name, "its golden cases failed: not compared") for name in names if name in failed}
         notes.update(
-            {name: self._note(name, why) for name in names if name not in notes if (why := self._not_comparable(name))}
+            {
+                name: self._note(name, why, unmeasured=name in self.unmeasurable)
+                for name in names
+                if name not in notes
+                if (why := self._not_comparable(name))
+            }
         )
         loads = {}
         for name in names:
@@ -388,7 +397,7 @@ class DriftMeter:
             self.server.check_running("while loading models' previous versions to measure their drift")
         for name, why in failures.items():
             notes[name] = self._note(
-                name, f"version {self.previous[name]} did not load beside {self.versions[name]}: {why}"
+                name, f"version {self.previous[name]} did not load beside {self.versions[name]}: {why}", unmeasured=True
             )
         self.results.extend(notes.get(name) or self._compare(name) for name in names)
 
@@ -397,8 +406,8 @@ class DriftMeter:
         assert previous is not None and version is not None
         return previous, version
 
-    def _note(self, name: str, why: str) -> ModelDrift:
-        return ModelDrift(name, self.versions.get(name) or 0, self.previous.get(name), note=why)
+    def _note(self, name: str, why: str, *, unmeasured: bool = False) -> ModelDrift:
+        return ModelDrift(name, self.versions.get(name) or 0, self.previous.get(name), note=why, unmeasured=unmeasured)
 
     def _not_comparable(self, name: str) -> str:
         """Why `name`'s new version cannot be compared with its previous one, or ""."""
@@ -429,4 +438,7 @@ class DriftMeter:
             old = ask(replace(case, version=previous), self.server.http_url, self.server.grpc_url, model.decoupled)
             new = ask(replace(case, version=version), self.server.http_url, self.server.grpc_url, model.decoupled)
             compared.append(compare_case(case, old, new))
+        if not compared:  # nothing asked of both versions: no figure, never 0.0
+            why = "no golden case could be asked of both versions" + (f" ({'; '.join(skipped)})" if skipped else "")
+            return ModelDrift(name, version, previous, skipped=tuple(skipped), note=why, unmeasured=True)
         return model_drift(name, version, previous, compared, skipped)

@@ -148,7 +148,7 @@ def test(
             result=run,
         )
     if max_drift is not None:
-        _check_drift(run, max_drift)
+        check_drift(run, max_drift)
     if run.latency is not None and run.latency.bound is not None:
         _check_latency(run, run.latency.bound)
     return run
@@ -295,12 +295,24 @@ def _check_unmeasured(run: GoldenRun, bound: float) -> None:
     )
 
 
-def _check_drift(run: GoldenRun, bound: float) -> None:
+def check_drift(run: GoldenRun, bound: float) -> None:
     """Refuse a drift above `bound`: the largest relative difference of a model's new version
     from its previous one (models/drift.py)."""
     from triton_release.console.golden import show_fraction
     from triton_release.models.drift import over
 
+    unmeasured = [d for d in run.drift if d.unmeasured]
+    if unmeasured:  # a gate that could not decide refuses
+        listed = "; ".join(f"{d.model} ({d.note})" for d in unmeasured[:5])
+        more = f"; and {len(unmeasured) - 5} more" if len(unmeasured) > 5 else ""
+        raise Refused(
+            f"""
+            The drift of {listed}{more} could not be measured, and max_drift {bound:g} is set: a drift gate
+            that cannot decide refuses. Nothing is released. Where a model's environment changed, its
+            version N answers only as released in the previous image; to release the change knowingly,
+            run without --max-drift (the max_drift setting, the action's input max-drift) this once.""",
+            result=run,
+        )
     found = over(run.drift, bound)
     if not found:
         return
