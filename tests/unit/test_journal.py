@@ -122,3 +122,18 @@ def test_a_bump_with_other_contents_than_the_planned_one_is_still_refused(change
     (changed.models / "a" / "2" / "mine.txt").write_text("a user's file")
     with pytest.raises(Refused, match="already exists in the working tree|Commit them"):
         steps.bump(changed.models, steps.changes(changed.models, changed.base))
+
+
+def test_a_release_commit_journal_whose_release_was_wiped_from_the_registry_undoes_the_bump(changed):
+    """Phase committing, and the registry no longer holds X.Y.Z (wiped): nothing of it is out, so
+    the bump is undone instead of being kept for a commit forever."""
+    from support.registries import FakeRegistry
+
+    journal = killed_bump(changed)
+    with FakeRegistry(auth=False, tags=()) as fake:
+        data = json.loads(journal.path.read_text())
+        journal.path.write_text(json.dumps({**data, "release": f"{fake.address}/team/models"}))
+        journal.phase("committing", "1.1.0")
+        found = steps.recover(changed.models, None)
+    assert found.action == "undone" and not journal.path.exists()
+    assert changed.git("status", "--porcelain", "--ignored") == ""

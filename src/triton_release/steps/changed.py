@@ -319,20 +319,24 @@ def recover(root: Path, repository: RegistryRepository | None) -> Recovered | No
     _remove_orphaned_servers()
     found = ChangeSet(None, entry.head, entry.prefix)
     folders = tuple(f"{entry.prefix}/{w.model}/{w.version}" for w in entry.writes)
-    if entry.phase == "committing":
+    published_now = (
+        _published_from(git, entry, repository)
+        if entry.phase in ("pushing", "committing") and entry.release and entry.version
+        else False
+    )
+    if published_now is None:
+        raise InfrastructureError(f"""
+            A run ({who}) was stopped {"while pushing" if entry.phase == "pushing" else "after pushing"}
+            {entry.release}:{entry.version}, and the registry does not answer whether it is there; its bump
+            stays in {", ".join(folders)}. Run again when the registry answers.""")
+    if entry.phase == "committing" and (published_now or not entry.release):
         action = _finish_release_commit(git, entry)
         journal.end()
         return Recovered(entry.phase, action, folders, who)
-    if entry.phase == "pushing" and entry.release and entry.version:
-        published_now = _published_from(git, entry, repository)
-        if published_now is None:
-            raise InfrastructureError(f"""
-                A run ({who}) was stopped while pushing {entry.release}:{entry.version}, and the registry does
-                not answer whether it went up; its bump stays in {", ".join(folders)}. Run again when the
-                registry answers.""")
-        if published_now:
-            journal.end()
-            return Recovered(entry.phase, "kept", folders, who)
+    if entry.phase == "pushing" and published_now:
+        journal.end()
+        return Recovered(entry.phase, "kept", folders, who)
+    # never published, or published and gone since (the registry wiped): nothing of it is out
     if git.text("rev-parse", "HEAD") != entry.head:
         if not changed_paths(git, list(folders)):  # a checkout since (actions/checkout cleans): nothing left
             journal.end()
