@@ -238,13 +238,18 @@ def test_basic_auth_push_with_env_credentials_never_shows_the_password(
 
 
 def test_a_push_stopped_after_its_version_tag_is_finished_not_refused(docker_client, images, repo):
+    from triton_release.registry import ledger
     from triton_release.registry.publish import daemon_push, finish_interrupted
 
     first, _ = release(docker_client, images[0], repo, "1.0.0")
-    docker_client.images.get(images[1]).tag(str(repo), "1.1.0")
-    daemon_push(docker_client, repo, "1.1.0")  # 1.1.0 went up; the run stopped before moving any tag
+    local = docker_client.images.get(images[1])
+    local.tag(str(repo), "1.1.0")
+    ledger.intend(repo, "1.1.0", "", local.id)  # as `push` enters the build before its manifest is put
+    daemon_push(docker_client, repo, "1.1.0")  # 1.1.0 went up; the run stopped before confirming it or any tag
+    assert "1.1.0" not in ledger.read_ledger(repo).releases
     assert repo.digest("latest") == first.digest
     assert finish_interrupted(repo, "latest").tags == ("1.1", "1", "latest")  # what `release` does on a rerun
+    assert ledger.read_ledger(repo).entries["1.1.0"].digest == repo.digest("1.1.0")  # proven, and confirmed
     assert repo.digest("latest") == repo.digest("1.1") == repo.digest("1.1.0")
     rollback(repo, "1.0.0")
     assert finish_interrupted(repo, "latest").tags == ()  # a rollback is never undone by it

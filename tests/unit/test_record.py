@@ -5,7 +5,10 @@ changed."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
+import semver
 
 from support.models import PYTHON_MODEL, python_model_files
 from triton_release import steps
@@ -13,7 +16,7 @@ from triton_release.contract import RELEASED_VERSIONS_LABEL, REVISION_LABEL
 from triton_release.errors import Refused
 from triton_release.history import record
 from triton_release.registry.client import Manifest, content_digest
-from triton_release.registry.ledger import Ledger, enter, read_ledger, write_ledger
+from triton_release.registry.ledger import Ledger, enter, intend, read_ledger, write_ledger
 
 
 class Registry:
@@ -29,14 +32,25 @@ class Registry:
     def release(self, version: str, revision: str, planned: steps.ChangesResult | dict) -> None:
         shipped = planned if isinstance(planned, dict) else planned.record
         self.labels[version] = {REVISION_LABEL: revision, RELEASED_VERSIONS_LABEL: record.label(dict(shipped))}
-        if self.keeps_ledger:
-            enter(self, version, self.labels[version], "sha256:" + version.replace(".", "") * 8)  # as a push does
+        if self.keeps_ledger:  # as a push does: the build entered, put up, then confirmed
+            built = self.image(version)
+            intend(self, version, revision, built.config_digest)
+            self.manifests[version] = self.manifests[built.digest] = built
+            enter(self, version, self.labels[version], built.config_digest, built.digest)
+
+    def image(self, version: str, extra: str = "") -> Manifest:
+        """A release image's manifest: its config named after what was built."""
+        config = content_digest(f"the build of {version}{extra}".encode())
+        return Manifest.of(
+            "application/vnd.oci.image.manifest.v1+json", json.dumps({"config": {"digest": config}}).encode()
+        )
 
     def tags(self) -> list[str]:
         return list(self.labels)
 
     def image_config(self, reference: str) -> dict:
-        return {"config": {"Labels": self.labels[reference]}}
+        tag = next((t for t in self.labels if (m := self.manifests.get(t)) and m.digest == reference), reference)
+        return {"config": {"Labels": self.labels[tag]}}
 
     def manifest(self, reference: str) -> Manifest | None:
         return self.manifests.get(reference)
@@ -369,7 +383,7 @@ def test_a_forged_ledger_is_refused(ledgered):
     repo, registry = ledgered
     ledger = read_ledger(registry)
     b_tree = ledger.versions["b"][1]
-    write_ledger(registry, Ledger(ledger.releases, {**ledger.versions, "c": {1: b_tree}, "a": {1: "2" * 40}}))
+    write_ledger(registry, Ledger(ledger.entries, {**ledger.versions, "c": {1: b_tree}, "a": {1: "2" * 40}}))
     edit(repo, "a", 1, "# one\n")
     with pytest.raises(Refused, match="ledger") as refused:
         plan(repo, registry)
@@ -384,11 +398,13 @@ def test_an_unreadable_ledger_is_refused_not_taken_for_none(ledgered):
 
 
 def test_the_ledger_refuses_a_release_changing_a_released_version():
-    ledger = Ledger().adding("1.0.0", "c1", {"a": {1: "t1"}})
-    assert ledger.adding("1.1.0", "c2", {"a": {1: "t1", 2: "t2"}}).versions == {"a": {1: "t1", 2: "t2"}}
+    ledger = Ledger().confirming("1.0.0", "c1", "sha256:c", "sha256:d", {"a": {1: "t1"}})
+    later = ledger.confirming("1.1.0", "c2", "sha256:e", "sha256:f", {"a": {1: "t1", 2: "t2"}})
+    assert later.versions == {"a": {1: "t1", 2: "t2"}}
     with pytest.raises(Refused, match="released versions never change"):
-        ledger.adding("1.1.0", "c2", {"a": {1: "t9"}})
-    assert Ledger.from_json(ledger.to_json()) == ledger
+        ledger.confirming("1.1.0", "c2", "sha256:e", "sha256:f", {"a": {1: "t9"}})
+    assert Ledger.from_json(later.to_json()) == later
+    assert ledger.intending("1.1.0", "c2", "sha256:e").releases == {"1.0.0": "c1"}  # pending: not issued
 
 
 def test_only_a_release_the_ledger_says_this_tool_pushed_is_finished(ledgered):
@@ -396,10 +412,32 @@ def test_only_a_release_the_ledger_says_this_tool_pushed_is_finished(ledgered):
 
     repo, registry = ledgered
     head = repo.git("rev-parse", "HEAD")
-    ours = "sha256:" + "100" * 8
-    check_built_here(registry, "1.0.0", ours, head)  # entered by its push
+    ours = registry.manifests["1.0.0"]
+    check_built_here(registry, "1.0.0", ours.digest, head)  # confirmed by its push
+    forged = registry.image("1.0.0", "with one ENV more")
+    registry.manifests[forged.digest] = forged
     with pytest.raises(Refused, match="not a proven build of commit") as refused:
-        check_built_here(registry, "1.0.0", "sha256:" + "f" * 64, head)  # another manifest under 1.0.0
+        check_built_here(registry, "1.0.0", forged.digest, head)  # another manifest under 1.0.0
     assert "no tag moved onto it" in " ".join(str(refused.value).split())
     with pytest.raises(Refused, match="the ledger has no entry for it"):
-        check_built_here(registry, "1.1.0", ours, head)  # pushed by someone else, never entered
+        check_built_here(registry, "1.1.0", ours.digest, head)  # pushed by someone else, never entered
+
+
+def test_a_push_stopped_between_its_put_and_its_confirmation_is_proven_and_confirmed(ledgered):
+    """The build is entered before its manifest is put: a run killed right after the put is still
+    proven to be this tool's, and the finish confirms it; the number counts only once confirmed."""
+    from triton_release.registry.ledger import check_built_here
+
+    repo, registry = ledgered
+    second = edit(repo, "a", 1, "# one\n")
+    built = registry.image("1.1.0")
+    intend(registry, "1.1.0", second, built.config_digest)
+    assert read_ledger(registry).newest == semver.Version(1, 0, 0)  # not issued yet
+    registry.manifests["1.1.0"] = registry.manifests[built.digest] = built  # the put landed; then a kill
+    registry.labels["1.1.0"] = {
+        REVISION_LABEL: second,
+        RELEASED_VERSIONS_LABEL: record.label(dict(plan(repo, registry).record)),
+    }
+    check_built_here(registry, "1.1.0", built.digest, second)
+    assert read_ledger(registry).releases["1.1.0"] == second
+    assert read_ledger(registry).entries["1.1.0"].digest == built.digest

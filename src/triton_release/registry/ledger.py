@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import semver
 
@@ -35,19 +35,39 @@ Versions = Mapping[str, Mapping[int, str]]  # model -> version -> git tree
 
 
 @dataclass(frozen=True)
+class Entry:
+    """One release in the ledger: entered before its manifest is put (`digest` ""), confirmed after."""
+
+    commit: str  # the commit it was built from
+    config: str  # the digest of its image configuration: what was built, known before the push
+    digest: str = ""  # the manifest its push wrote and read back; "": the push had not confirmed it
+
+    def to_json(self) -> dict:
+        return {"commit": self.commit, "config": self.config, "digest": self.digest}
+
+
+@dataclass(frozen=True)
 class Ledger:
-    releases: Mapping[str, str] = field(default_factory=dict)  # X.Y.Z -> the commit it was built from
-    versions: Versions = field(default_factory=dict)  # every version of every model ever released
-    digests: Mapping[str, str] = field(default_factory=dict)  # X.Y.Z -> the manifest its push wrote
+    entries: Mapping[str, Entry] = field(default_factory=dict)  # X.Y.Z -> its entry
+    versions: Versions = field(default_factory=dict)  # every version of every model released (confirmed)
+
+    @property
+    def releases(self) -> dict[str, str]:
+        """X.Y.Z -> commit of every release confirmed in the registry: each number issued."""
+        return {v: e.commit for v, e in self.entries.items() if e.digest}
 
     @property
     def newest(self) -> semver.Version | None:
         found = [semver.Version.parse(v) for v in self.releases]
         return max(found) if found else None
 
-    def adding(self, version: str, revision: str, shipped: Versions, digest: str = "") -> Ledger:
-        """This ledger with release `version` (from `revision`) and the versions it shipped; refused
-        when it would change a version the ledger holds (a released version never changes)."""
+    def intending(self, version: str, commit: str, config: str) -> Ledger:
+        """This ledger with `version` about to be put up (not issued until confirmed)."""
+        return replace(self, entries={**self.entries, version: Entry(commit, config)})
+
+    def confirming(self, version: str, commit: str, config: str, digest: str, shipped: Versions) -> Ledger:
+        """This ledger with release `version` confirmed and the versions it shipped; refused when it
+        would change a version the ledger holds (a released version never changes)."""
         merged = {model: dict(versions) for model, versions in self.versions.items()}
         for model, versions in shipped.items():
             for number, tree in versions.items():
@@ -58,14 +78,12 @@ class Ledger:
                         says so), and release {version} holds it as {tree[:12]}: released versions never change.
                         Nothing more was tagged.""")
                 merged[model][number] = tree
-        return Ledger({**self.releases, version: revision}, merged, {**self.digests, version: digest})
+        return Ledger({**self.entries, version: Entry(commit, config, digest)}, merged)
 
     def to_json(self) -> dict:
+        ordered = sorted(self.entries.items(), key=lambda item: semver.Version.parse(item[0]))
         return {
-            "releases": {
-                v: {"commit": c, "digest": self.digests.get(v, "")}
-                for v, c in sorted(self.releases.items(), key=lambda item: semver.Version.parse(item[0]))
-            },
+            "releases": {v: e.to_json() for v, e in ordered},
             "versions": {m: {str(v): t for v, t in sorted(vs.items())} for m, vs in sorted(self.versions.items())},
         }
 
@@ -79,20 +97,18 @@ class Ledger:
             isinstance(v, str)
             and RELEASE.match(v)
             and isinstance(e, dict)
-            and isinstance(e.get("commit"), str)
-            and isinstance(e.get("digest"), str)
+            and all(isinstance(e.get(k), str) for k in ("commit", "config", "digest"))
             for v, e in releases.items()
         ):
-            raise ValueError("'releases' is not an object of X.Y.Z -> {commit, digest}")
+            raise ValueError("'releases' is not an object of X.Y.Z -> {commit, config, digest}")
         if not isinstance(versions, dict) or not all(
             isinstance(vs, dict) and all(str(n).isdigit() and isinstance(t, str) for n, t in vs.items())
             for vs in versions.values()
         ):
             raise ValueError("'versions' is not an object of model -> version -> git tree")
         return cls(
-            {v: e["commit"] for v, e in releases.items()},
+            {v: Entry(e["commit"], e["config"], e["digest"]) for v, e in releases.items()},
             {str(m): {int(n): t for n, t in vs.items()} for m, vs in versions.items()},
-            {v: e["digest"] for v, e in releases.items()},
         )
 
 
@@ -138,37 +154,57 @@ def write_ledger(registry: RegistryRepository, ledger: Ledger) -> None:
     registry.put_manifest(LEDGER_TAG, Manifest.of(OCI_MANIFEST, json.dumps(manifest, separators=(",", ":")).encode()))
 
 
-def enter(registry: RegistryRepository, version: str, labels: Mapping[str, str], digest: str) -> Ledger:
-    """Add release `version` (its image's `labels`: its commit and its record; `digest`: the manifest
-    this run's push or promote wrote, read back) to the ledger, once X.Y.Z is in the registry; a
-    release already entered is left as it is. Only the run that put X.Y.Z up enters it: a later run
-    never enters what it finds (it might be anyone's)."""
+def intend(registry: RegistryRepository, version: str, revision: str, config: str) -> None:
+    """Before X.Y.Z's manifest is put: the build (its image configuration's digest) this run puts up as
+    `version`, so that a run stopped between the put and its confirmation can still be proven."""
+    ledger = read_ledger(registry)
+    entry = ledger.entries.get(version)
+    if entry is not None and entry.digest:
+        return  # confirmed already: a resumed push of the same image
+    write_ledger(registry, ledger.intending(version, revision, config))
+
+
+def enter(registry: RegistryRepository, version: str, labels: Mapping[str, str], config: str, digest: str) -> Ledger:
+    """Confirm release `version` once X.Y.Z is in the registry as `digest` (the manifest this run's
+    push or promote wrote, read back; `config`: its image configuration's digest), with its image's
+    `labels`: its commit and its record. A release already confirmed is left as it is. Only the run
+    that put X.Y.Z up confirms it, or a later one that proved it the same build (`check_built_here`):
+    a run never enters what it merely finds."""
     from triton_release.contract import RELEASED_VERSIONS_LABEL, REVISION_LABEL
     from triton_release.history import record
 
     ledger = read_ledger(registry)
-    if version in ledger.releases:
+    known = ledger.entries.get(version)
+    if known is not None and known.digest:
         return ledger
     shipped = record.parse(labels.get(RELEASED_VERSIONS_LABEL)) or {}
-    updated = ledger.adding(version, str(labels.get(REVISION_LABEL) or ""), shipped, digest)
+    updated = ledger.confirming(version, str(labels.get(REVISION_LABEL) or ""), config, digest, shipped)
     write_ledger(registry, updated)
     return updated
 
 
 def check_built_here(registry: RegistryRepository, version: str, digest: str, revision: str) -> None:
-    """Refuse to finish release `version` (evidence signed, tags moved) unless the ledger says a
-    push of this tool wrote exactly `digest` as X.Y.Z, from commit `revision`: an image pushed as
-    X.Y.Z by anyone else (its layers and labels copied, one ENV more) is never signed with the
-    release key nor given the channel."""
+    """Refuse to finish release `version` (evidence signed, tags moved) unless the ledger says a push
+    of this tool put exactly this build up as X.Y.Z, from commit `revision`: its confirmed manifest
+    `digest`, or, for a push stopped before its confirmation, the image configuration it entered
+    before the put (then confirmed here). An image pushed as X.Y.Z by anyone else (its layers and
+    labels copied, one ENV more) is never signed with the release key nor given the channel."""
     ledger = read_ledger(registry)
-    pushed, commit = ledger.digests.get(version), ledger.releases.get(version)
-    if pushed == digest and commit == revision:
-        return
+    entry = ledger.entries.get(version)
+    manifest = registry.manifest(digest)
+    config = manifest.config_digest if manifest is not None else ""
+    if entry is not None and entry.commit == revision and config and entry.config == config:
+        if not entry.digest:
+            labels = registry.image_config(digest).get("config", {}).get("Labels") or {}
+            enter(registry, version, labels, config, digest)
+            return
+        if entry.digest == digest:
+            return
     why = (
-        "the ledger has no entry for it: no push of triton-release entered it"
-        if pushed is None
-        else f"the ledger says triton-release pushed {pushed or 'an unrecorded manifest'} as {version}"
-        + (f" from {commit[:12]}" if commit else "")
+        "the ledger has no entry for it: no push of triton-release put it up"
+        if entry is None
+        else f"the ledger says triton-release put up image configuration {entry.config[:19]} from "
+        f"{entry.commit[:12]}, and the registry's {version} is {config[:19] or 'unreadable'}"
     )
     raise Refused(f"""
         {registry}:{version} ({digest}) in the registry is not a proven build of commit {revision[:12]}

@@ -98,10 +98,11 @@ def promote(registry: RegistryRepository, check: CandidateCheck, version: str, c
     manifest = candidate.manifest or registry.manifest(candidate.digest)
     if manifest is None:
         raise Refused(f"{candidate.ref} was deleted meanwhile: nothing was tagged. Stage the commit again.")
-    if existing is None:
-        registry.put_manifest(version, manifest)
     labels = registry.image_config(candidate.digest).get("config", {}).get("Labels") or {}
-    ledger.enter(registry, version, labels, candidate.digest)
+    if existing is None:
+        ledger.intend(registry, version, candidate.revision, manifest.config_digest)
+        registry.put_manifest(version, manifest)
+    ledger.enter(registry, version, labels, manifest.config_digest, candidate.digest)
     tagged = tag_release(registry, version, candidate.revision or None, channel, candidate.digest)
     return Promoted(
         str(registry), version, candidate.digest, (version, *tagged.tags), tagged.channel_before, existing is not None

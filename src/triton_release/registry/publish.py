@@ -114,6 +114,8 @@ def push(client: docker.DockerClient, image: str, registry: RegistryRepository, 
             Release the next version (the previous release is read from the registry's tags).""")
     if existing is None:
         local.tag(str(registry), version)
+        # the build entered before its manifest is put: a run stopped in between is still proven ours
+        ledger.intend(registry, version, str(local.labels.get(REVISION_LABEL) or ""), local.id)
         uploaded, mounted, present, pushed = daemon_push(client, registry, version)
         if not pushed:  # a daemon that did not say: what it recorded for the image
             local.reload()
@@ -135,7 +137,7 @@ def push(client: docker.DockerClient, image: str, registry: RegistryRepository, 
             {registry}:{version} is {digest or "gone"}, not {pushed} that this release pushed: another
             release won the race for {version}, and no other tag was moved. Run the release again: it
             releases the next version.""")
-    ledger.enter(registry, version, local.labels, digest)  # X.Y.Z is ours: issued, and never again
+    ledger.enter(registry, version, local.labels, local.id, digest)  # X.Y.Z is ours: issued, never again
     return PushResult(str(registry), version, digest, uploaded, mounted, present)
 
 
