@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from support.registries import FakeRegistry, LocalRegistry
+from support.reports import read_report
 from support.stack import BASE_IMAGE
 from support.tool import release_command, start
 from support.workspace import assert_refused_cleanly, change_a
@@ -120,7 +121,7 @@ def test_registry_stopped_mid_push_then_a_rerun_completes(ws, tmp_path):
         registry.stop()
         out, _ = process.communicate(timeout=300)
         assert process.returncode == 3, out[-3000:]
-        assert "Run the push again" in json.loads(report.read_text())["error"]["message"]
+        assert "Run the push again" in read_report(report)["error"]["message"]
         registry.start()
         repo = RegistryRepository.parse(target)
         assert repo.tags() == []  # no tag on a partial image
@@ -144,7 +145,7 @@ def test_two_releases_at_once_never_share_a_version(ws, tmp_path):
         for clone in clones
     ]
     outputs = [p.communicate(timeout=600)[0] for p in processes]
-    reports = [json.loads((clone.parent / f"{clone.name}.json").read_text()) for clone in clones]
+    reports = [read_report(clone.parent / f"{clone.name}.json") for clone in clones]
     assert [p.returncode for p in processes] == [0, 0], outputs
     released = [r for r in reports if r.get("released")]
     assert len(released) >= 1
