@@ -4,7 +4,9 @@
   parser (`triton_release.cli.main.parser`);
 - docs/reference/settings.md: every setting with its default and help, from the one table of
   settings (`triton_release.settings.SETTINGS`), the flags that set each, and the action's inputs
-  and outputs from action.yml.
+  and outputs from action.yml;
+- docs/report.md: the JSON report's top-level keys, from its published schema
+  (src/triton_release/report.schema.json).
 
     python docs/gen.py           write them (`make docs-gen`)
     python docs/gen.py --check   write nothing; exit 1 naming each page that differs
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import html
+import json
 import re
 import sys
 from collections.abc import Iterable
@@ -25,12 +28,14 @@ import yaml
 
 from triton_release.cli.common import SETTING_DEST, flag_default
 from triton_release.cli.main import parser as cli_parser
+from triton_release.session import SCHEMA_FILE, report_schema
 from triton_release.settings import BY_KEY, CONFIG_FILE, DEPRECATED, SETTINGS
 
 ROOT = Path(__file__).resolve().parents[1]
 CLI_PAGE = "docs/reference/cli.md"
 SETTINGS_PAGE = "docs/reference/settings.md"
-REGENERATE = "run `make docs-gen` (python docs/gen.py) and commit docs/reference/"
+REPORT_PAGE = "docs/report.md"
+REGENERATE = "run `make docs-gen` (python docs/gen.py) and commit docs/reference/ and docs/report.md"
 PROG = "triton-release"
 
 
@@ -325,12 +330,80 @@ def settings_page() -> str:
     return "\n".join(out)
 
 
+# -- the report's schema ------------------------------------------------------------------------
+
+
+def schema_type(spec: dict) -> str:
+    """A property's type as the page says it: `string` or `null`, an object's keys, a constant."""
+    if "const" in spec:
+        return code(json.dumps(spec["const"]))
+    if "oneOf" in spec:
+        return " or ".join(schema_type(option) for option in spec["oneOf"])
+    kinds = spec.get("type", [])
+    kinds = [kinds] if isinstance(kinds, str) else list(kinds)
+    shown = []
+    for kind in kinds:
+        if kind == "object" and spec.get("required"):
+            shown.append("object {" + ", ".join(code(k) for k in spec["required"]) + "}")
+        elif kind == "array" and isinstance(spec.get("items"), dict) and "type" in spec["items"]:
+            shown.append(f"array of {spec['items']['type']}")
+        else:
+            shown.append(kind)
+    return " or ".join(shown)
+
+
+def report_page() -> str:
+    schema = report_schema()
+    source = f"src/triton_release/{SCHEMA_FILE}"
+    version = schema["properties"]["schema_version"]["const"]
+    return "\n".join(
+        [
+            banner(source),
+            "# The JSON report\n",
+            "Every command writes a JSON report: to a file with `--report FILE`, on stdout with `--json` (the human "
+            "lines then go to stderr), and in the action to the file its `report` output names. Its shape is "
+            f"published as a JSON Schema (draft 2020-12), [`{SCHEMA_FILE}`](../{source}), installed with the "
+            f'package (`importlib.resources.files("triton_release") / "{SCHEMA_FILE}"`); this page is made '
+            "from it.\n",
+            f"- `schema_version` ({version} today) is in every report. A top-level key is added, removed or given "
+            "another meaning only with a new schema version.",
+            "- Every top-level key below is in every report, whatever the command or its mode: a key the run has no "
+            "value for is `null` (`image` and `digest` of a `--no-push` release), never left out, and no other "
+            "top-level key appears.",
+            "- A command line the parser refuses (an unknown flag, a missing value: exit 2) gives a report too, with "
+            "`--json` or `--report FILE`: `command` as far as it was named, no steps, and the error.",
+            "- Below the top level the shapes are open: each step's result (`steps.<name>`) holds the keys of that "
+            "step, and more may be added without a new schema version.\n",
+            "## Top-level keys\n",
+            table(
+                ("key", "type", "what it holds"),
+                (
+                    [code(key), cell(schema_type(spec)), cell(spec.get("description", ""))]
+                    for key, spec in schema["properties"].items()
+                ),
+            ),
+            "## Checking a report\n",
+            "```python",
+            "import json",
+            "from importlib import resources",
+            "",
+            "import jsonschema",
+            "",
+            f'schema = json.loads(resources.files("triton_release").joinpath("{SCHEMA_FILE}").read_text())',
+            'with open("triton-release-report.json") as report:',
+            "    jsonschema.validate(json.load(report), schema)",
+            "```",
+            "",
+        ]
+    )
+
+
 # -- writing and checking ----------------------------------------------------------------------
 
 
 def pages() -> dict[str, str]:
     """Each generated page's path from the repository's top, and its text."""
-    return {CLI_PAGE: cli_page(), SETTINGS_PAGE: settings_page()}
+    return {CLI_PAGE: cli_page(), SETTINGS_PAGE: settings_page(), REPORT_PAGE: report_page()}
 
 
 def stale(root: Path = ROOT) -> list[str]:

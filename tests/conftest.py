@@ -17,7 +17,17 @@ import requests
 from support.git import GitRepo
 from support.models import write_tree
 from support.registries import LocalRegistry
+from support.reports import check_report
 from support.stack import BASE_IMAGE, REGISTRY, ROOT, SERVERS
+from triton_release.session import Report
+
+
+@pytest.fixture(autouse=True)
+def checked_reports(monkeypatch):
+    """Every report made in a test's process follows report.schema.json: checked as it is made,
+    before it is written, printed or read by the test (support/reports.py checks the others)."""
+    to_json = Report.to_json
+    monkeypatch.setattr(Report, "to_json", lambda self: check_report(to_json(self)))
 
 
 @pytest.fixture

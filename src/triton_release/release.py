@@ -322,8 +322,14 @@ def evidence_of(request: ReleaseRequest) -> tuple[Signing, Invocation, dict]:
 
 def _maybe_published(error: BaseException, repository: RegistryRepository, version: str) -> bool:
     """Whether a failed push may have put X.Y.Z up: then the release is finished forward by a rerun,
-    and the bump that it shipped stays. Unknown (the registry does not answer) counts as maybe."""
+    and the bump that it shipped stays. A push that failed before it sent any manifest put nothing
+    up (X.Y.Z was not there when it began: else it resumes, or refuses). Else the registry is asked;
+    unknown (it does not answer) counts as maybe."""
+    from triton_release.registry.publish import manifest_sent  # docker's client: only once a push ran
+
     if getattr(error, "already_released", False):  # X.Y.Z is someone else's: ours never went up
+        return False
+    if manifest_sent(error) is False:  # it stopped while layers went up: no tag can name them
         return False
     return steps.published(repository, version) is not False
 

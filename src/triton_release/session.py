@@ -5,6 +5,10 @@ The report is the run's own state: each step's typed result, its time and whethe
 plus the facts results offer (`version`, `image`, `digest`, `changed_models`, `released`).
 The CLI and the action both run their commands through `run`, so both exit, interrupt and
 report the same way.
+
+Its shape is published as a JSON Schema (report.schema.json, in this package; docs/report.md):
+every top-level key the schema names is in every report, null where the run has none, and
+`schema_version` says which version of the schema it follows.
 """
 
 from __future__ import annotations
@@ -17,6 +21,8 @@ import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import cache
+from importlib import resources
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
@@ -27,6 +33,23 @@ from triton_release.signals import checkpoint, closing, signals_as_interrupts
 
 T = TypeVar("T")
 P = ParamSpec("P")
+
+SCHEMA_FILE = "report.schema.json"
+
+
+@cache
+def report_schema() -> dict:
+    """The JSON Schema every report follows, as published in the package."""
+    return json.loads(resources.files("triton_release").joinpath(SCHEMA_FILE).read_text(encoding="utf-8"))
+
+
+def schema_version() -> int:
+    return int(report_schema()["properties"]["schema_version"]["const"])
+
+
+def report_keys() -> tuple[str, ...]:
+    """The top-level keys of every report, in the schema's order."""
+    return tuple(report_schema()["required"])
 
 
 @dataclass
@@ -79,17 +102,19 @@ class Report:
         return None
 
     def to_json(self) -> dict:
-        data: dict = {
-            "command": self.command,
+        """The report as the schema gives it: every top-level key, null where there is no value.
+        A fact the schema does not name is kept too (and fails the tests' validation: add it to
+        the schema, with a new schema_version)."""
+        known = {
+            "schema_version": schema_version(),
+            "command": self.command or None,
             "ok": self.exit_code == 0,
-            **self.facts,
+            "error": self.error_json(),
+            "log_file": self.log_file or None,
             "steps": {name: record.to_json() for name, record in self.steps.items()},
         }
-        if self.error_json() is not None:
-            data["error"] = self.error_json()
-        if self.log_file:
-            data["log_file"] = self.log_file
-        return data
+        data = {key: known[key] if key in known else self.facts.get(key) for key in report_keys()}
+        return {**data, **{key: value for key, value in self.facts.items() if key not in data}}
 
 
 class Session:

@@ -18,6 +18,7 @@ import pytest
 from stack.stack import ACT, ACT_RUNNER, HASH_LABEL, act_command, action_image, lay_out_action
 from support.git import GitRepo
 from support.models import python_model_files
+from support.reports import read_report
 from support.stack import BASE_IMAGE, REGISTRY, ROOT
 from triton_release.cli.main import main
 from triton_release.registry.client import RegistryRepository
@@ -55,7 +56,7 @@ class ActionCheckout(GitRepo):
         """Release the checkout's models from the host, committing the bump (the workflow's start)."""
         command = ["release", "--model-repository", str(self.models), "--to", self.image, "--base-image"]
         code = main([*command, BASE_IMAGE, "--commit", *flags, "--report", str(report)])
-        assert code == 0, json.loads(report.read_text()).get("error")
+        assert code == 0, read_report(report).get("error")
 
 
 @pytest.fixture

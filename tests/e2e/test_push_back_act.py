@@ -11,11 +11,10 @@ reaches the origin, the action pushed. 1.0.0 is released from the host first, wi
 
 from __future__ import annotations
 
-import json
-
 import pytest
 from e2e.test_action_act import ACT, ActionCheckout
 
+from support.reports import read_report
 from support.stack import REGISTRY
 from triton_release.registry.client import RegistryRepository
 
@@ -118,5 +117,5 @@ def test_the_release_commit_reaches_origin_and_a_refusing_origin_only_warns(chec
     assert "released=true version=1.2.0 previous=1.1.0" in run.stdout
     assert "1.2.0" in repo.tags() and repo.digest("latest") == repo.digest("1.2.0")
     assert checkout.origin("rev-parse", "main") == after and "v1.2.0" not in checkout.origin("tag").split()
-    report = json.loads((checkout.root / "triton-release-report.json").read_text())
+    report = read_report(checkout.root / "triton-release-report.json")
     assert report["steps"]["push-back"]["outcome"] == "refused" and report["released"] is True

@@ -12,9 +12,11 @@ from pathlib import Path
 import pytest
 
 from support.registries import FakeRegistry, LocalRegistry
+from support.reports import read_report
 from support.stack import BASE_IMAGE
+from support.throttle import ThrottlingProxy
 from support.tool import release_command, start
-from support.workspace import assert_refused_cleanly, change_a
+from support.workspace import Workspace, assert_refused_cleanly, change_a
 from triton_release.registry.client import RegistryRepository
 
 pytestmark = pytest.mark.integration
@@ -120,7 +122,7 @@ def test_registry_stopped_mid_push_then_a_rerun_completes(ws, tmp_path):
         registry.stop()
         out, _ = process.communicate(timeout=300)
         assert process.returncode == 3, out[-3000:]
-        assert "Run the push again" in json.loads(report.read_text())["error"]["message"]
+        assert "Run the push again" in read_report(report)["error"]["message"]
         registry.start()
         repo = RegistryRepository.parse(target)
         assert repo.tags() == []  # no tag on a partial image
@@ -130,6 +132,53 @@ def test_registry_stopped_mid_push_then_a_rerun_completes(ws, tmp_path):
         assert repo.digest("1.0.0") == repo.digest("latest") == again.report["digest"]
     finally:
         registry.stop()
+
+
+def test_registry_killed_while_a_bumped_release_uploads_its_layer_undoes_the_bump_and_the_rerun_releases_it(
+    tmp_path, docker_client
+):
+    """A registry of the test's own holds 1.0.0 (the base goes up once); a change bumps a, and the
+    registry process is killed while the new layer goes up, through a slow link so that the kill
+    lands mid-upload. No manifest can have been sent: exit 3, and since nothing was published the
+    bump is undone and the journal ended. With the registry back the rerun releases 1.1.0."""
+    registry = LocalRegistry(tmp_path / "registry")
+    host, port = registry.address.split(":")
+    proxy = ThrottlingProxy((host, int(port)), 2 << 20)  # 2 MiB/s towards the registry
+    try:
+        ws = Workspace(tmp_path / "work", f"{registry.address}/team/models", docker_client)  # 1.0.0
+        ws.write({"a/1/weights.bin": os.urandom(6 << 20)})  # about 3 s through the slow link
+        change_a(ws)
+        uploads = tmp_path / "registry/data/docker/registry/v2/repositories/team/models/_uploads"
+        before = set(uploads.iterdir()) if uploads.exists() else set()
+        report = tmp_path / "report.json"
+        slow = f"{proxy.address}/team/models"
+        process = start(release_command(slow, "--report", str(report)), cwd=ws.root)
+        deadline = time.monotonic() + 300
+        while not (uploads.exists() and set(uploads.iterdir()) - before) and time.monotonic() < deadline:
+            assert process.poll() is None, process.communicate()[0][-3000:]
+            time.sleep(0.02)
+        registry.stop()  # killed mid-upload: the layer is not all there, no manifest was sent
+        out, _ = process.communicate(timeout=300)
+        assert process.returncode == 3, out[-3000:]
+        found = read_report(report)
+        assert "Run the push again" in found["error"]["message"] and found["released"] is None
+        assert found["steps"]["push"]["ok"] is False and found["steps"]["undo-bump"]["ok"] is True
+        assert ws.git_repo.git("status", "--porcelain") == ""  # the bump undone: a/2 is gone
+        assert not (ws.models / "a" / "2").exists()
+        assert not (ws.root / ".git" / "triton-release" / "bump.json").exists()  # nothing for a rerun to finish
+        registry.start()
+        assert "1.1.0" not in ws.registry.tags()
+        again = ws.release()
+        assert again.code == 0, again.out[-3000:]
+        assert again.report["version"] == "1.1.0" and ws.registry.digest("latest") == again.report["digest"]
+        assert (ws.models / "a" / "2" / "weights.bin").exists()  # the rerun's own bump, published
+    finally:
+        proxy.close()
+        registry.stop()
+        for image in docker_client.images.list():
+            for tag in image.tags:
+                if tag.startswith((f"{registry.address}/", f"{proxy.address}/")):
+                    docker_client.images.remove(tag, force=True)
 
 
 def test_two_releases_at_once_never_share_a_version(ws, tmp_path):
@@ -144,7 +193,7 @@ def test_two_releases_at_once_never_share_a_version(ws, tmp_path):
         for clone in clones
     ]
     outputs = [p.communicate(timeout=600)[0] for p in processes]
-    reports = [json.loads((clone.parent / f"{clone.name}.json").read_text()) for clone in clones]
+    reports = [read_report(clone.parent / f"{clone.name}.json") for clone in clones]
     assert [p.returncode for p in processes] == [0, 0], outputs
     released = [r for r in reports if r.get("released")]
     assert len(released) >= 1

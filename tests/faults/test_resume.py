@@ -4,7 +4,6 @@ and its git tag with the very version folders that were shipped."""
 
 from __future__ import annotations
 
-import json
 import signal
 import stat
 import threading
@@ -14,6 +13,7 @@ import pytest
 
 from support.models import PYTHON_MODEL
 from support.registries import RegistryProxy
+from support.reports import read_report
 from support.stack import SERVERS
 from support.tool import release_command, start
 from triton_release.history.releases import versions_in
@@ -87,7 +87,7 @@ def test_a_signal_during_the_push_undoes_the_bump_when_nothing_was_published(ws,
                 run.kill()
     assert run.returncode == 128 + signum, out[-3000:]
     assert time.monotonic() - started < 30
-    assert json.loads(report.read_text())["error"]["exit_code"] == 128 + signum
+    assert read_report(report)["error"]["exit_code"] == 128 + signum
     after = ws.state()
     assert version not in after.tags and after.tags == before.tags
     assert after.status == before.status and after.files == before.files

@@ -18,6 +18,7 @@ from support.models import (
     PYTHON_MODEL_RAISING,
     SLEEPY_MODEL,
 )
+from support.reports import read_report
 from support.stack import SERVERS
 from support.tool import release_command, start
 from support.workspace import assert_refused_cleanly
@@ -116,7 +117,7 @@ def test_a_cancelled_release_removes_the_server_undoes_the_bump_and_exits_143(ws
     out, _ = run.communicate(timeout=60)
     assert run.returncode == 143, out[-3000:]
     assert time.monotonic() - started < 30
-    assert json.loads(report.read_text())["error"]["exit_code"] == 143
+    assert read_report(report)["error"]["exit_code"] == 143
     after = ws.state()
     assert after.tags == before.tags and after.status == before.status and after.files == before.files
     assert not ws.docker.containers.list(all=True, filters={"label": SERVERS})
@@ -148,7 +149,7 @@ def test_a_server_the_daemon_kills_during_a_case_is_an_infrastructure_failure(ws
     code = process.wait(timeout=120)
     out = "".join(lines)
     assert code == 3, out[-3000:]
-    message = json.loads(report.read_text())["error"]["message"]
+    message = read_report(report)["error"]["message"]
     assert "was killed while its golden cases ran" in message and "Fix the model" not in message, message
     after = ws.state()
     assert after.tags == before.tags and after.status == before.status and after.files == before.files

@@ -28,6 +28,7 @@ from support.models import (
     python_config,
     write_tree,
 )
+from support.reports import read_report
 from support.stack import ROOT, SERVERS
 from support.tool import start, tool_command
 from triton_release.errors import Refused
@@ -221,5 +222,5 @@ def test_sigint_during_a_hung_grpc_case_exits_130_at_once_and_removes_the_server
     assert run.returncode == 130 and stopped < 20, out[-3000:]
     assert "Traceback" not in out and "could not run" not in out, out[-3000:]
     assert "interrupted by SIGINT" in out
-    assert json.loads(report.read_text())["error"]["exit_code"] == 130
+    assert read_report(report)["error"]["exit_code"] == 130
     assert not left

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import os
 import uuid
 from pathlib import Path
 
 import pytest
 
+from support.reports import read_report
 from support.stack import BASE_IMAGE, REGISTRY, ROOT, repo_image  # noqa: F401 - repo_image: the fixture `image`
 from triton_release.action.main import main as action_main
 from triton_release.cli.main import main
@@ -46,7 +46,7 @@ class Releaser:
     def __call__(self, *flags: str, code: int = 0) -> dict:
         report = self.reports / "report.json"
         exit_code = main(["release", "--to", self.target, "--base-image", BASE_IMAGE, "--report", str(report), *flags])
-        found = json.loads(report.read_text())
+        found = read_report(report)
         assert exit_code == code, found.get("error")
         return found
 
@@ -67,8 +67,8 @@ class Releaser:
             "INPUT_REPORT": str(report),
             **(env or {}),
         }
-        assert action_main(env) == 0, json.loads(report.read_text()).get("error")
-        return json.loads(report.read_text()), summary.read_text()
+        assert action_main(env) == 0, read_report(report).get("error")
+        return read_report(report), summary.read_text()
 
 
 @pytest.fixture
@@ -87,7 +87,7 @@ def cli_report(tmp_path):
         report = tmp_path / "cli-report.json"
         report.unlink(missing_ok=True)
         exit_code = main([*argv, "--report", str(report)])
-        found = json.loads(report.read_text())
+        found = read_report(report)
         assert exit_code == code, found.get("error")
         return found
 

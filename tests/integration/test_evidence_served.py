@@ -15,6 +15,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from support.models import python_model_files
+from support.reports import read_report
 from support.wheels import make_wheel, offline_index
 from triton_release import contract
 from triton_release.cli.main import main
@@ -78,7 +79,7 @@ def command(tmp_path, *args: str) -> tuple[int, dict]:
     report = tmp_path / "command.json"
     report.unlink(missing_ok=True)
     code = main([*args, "--report", str(report)])
-    return code, json.loads(report.read_text())
+    return code, read_report(report)
 
 
 def envelopes(registry, digest: str) -> list[tuple[dict, dict, bytes]]:

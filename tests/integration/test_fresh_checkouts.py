@@ -5,7 +5,6 @@ keeps every released version byte for byte: real build, tritonserver and registr
 from __future__ import annotations
 
 import io
-import json
 import subprocess
 import tarfile
 import time
@@ -15,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from support.models import python_model_files
+from support.reports import read_report
 from support.stack import REGISTRY
 from support.tool import release_command
 from triton_release import contract
@@ -76,7 +76,7 @@ class Origin:
         done = self.run(clone, "--load-timeout", "60", "--report", str(report), *flags)
         seconds = time.monotonic() - started
         assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
-        return json.loads(report.read_text()), seconds
+        return read_report(report), seconds
 
 
 def version_folders(client, image: str) -> dict[str, bytes]:

@@ -21,6 +21,7 @@ from support.models import (
     python_config,
     write_tree,
 )
+from support.reports import read_report
 from support.stack import BASE_IMAGE, SERVERS
 from support.tool import start, tool_command
 from triton_release.cli.main import main
@@ -267,7 +268,7 @@ def test_a_cancel_during_a_hung_case_removes_the_server_and_writes_the_report(
     assert run.returncode == 130, out[-3000:]
     assert time.monotonic() - started < 30
     assert "Traceback" not in out, out[-3000:]
-    assert json.loads(report.read_text())["error"]["exit_code"] == 130
+    assert read_report(report)["error"]["exit_code"] == 130
     left = {c.id for c in docker_client.containers.list(all=True, filters={"label": SERVERS})} - before
     assert not left
     assert os.path.exists(report)

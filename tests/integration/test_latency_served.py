@@ -178,6 +178,28 @@ def test_only_error_cases_are_not_gated_with_the_reason_and_warmup_golden_warms_
     assert all(c.first_request_ms is not None and c.first_request_ms < 900 for c in found["warm"].cold_start)
 
 
+def test_warmup_golden_loads_a_model_whose_golden_case_name_holds_quotes_and_a_backslash(
+    tmp_path, docker_client, image_tags
+):
+    case = 'say "hi" \\ there'
+    files = {
+        "warm/config.pbtxt": python_config("warm"),
+        "warm/1/model.py": WARMING_MODEL,
+        f"warm/golden/{case}.json": golden_case(),
+    }
+    repo = Repository.load(write_tree(tmp_path / "model_repository", files))
+    tag = f"triton-release-test/warmup-names:{tmp_path.name[-12:].lower().strip('_')}"
+    image_tags.append(tag)
+    built = steps.build(repo, ImageOptions(BASE_IMAGE, warmup="golden"), tag)
+    assert built.warmup.written == (("warm", (case,)),)
+    [warmup] = image_configs(docker_client, tag, ["warm"])["warm"].model_warmup
+    assert warmup.name == f"golden {case}"
+
+    with TritonServer(tag, {"warm": 1}, load_timeout=60, client=docker_client) as server:
+        logs = server.logs()  # ready: Triton parsed the config and ran the warm-up under that name
+        assert "execute call 1 done" in logs, logs[-2000:]
+
+
 def test_a_shard_of_a_staged_candidate_measures_its_models_and_the_gate_fails_its_record_and_the_promote(
     git_repo, releaser, tmp_path, docker_client, cli_report
 ):

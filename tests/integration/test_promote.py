@@ -9,6 +9,7 @@ import uuid
 import pytest
 
 from support.models import python_model_files, write_tree
+from support.reports import read_report
 from support.stack import REGISTRY, built_image
 from triton_release.cli.main import main
 from triton_release.contract import CHANGED_LABEL, SHARDS_LABEL, candidate_tag, record_tag
@@ -94,7 +95,7 @@ class Stage:
                 *flags,
             ]
         )
-        return code, json.loads(report.read_text())
+        return code, read_report(report)
 
     def cleanup(self) -> None:
         for tag in self.local:

@@ -9,6 +9,7 @@ import pytest
 import requests
 
 from support.models import golden_case, python_model_files, write_tree
+from support.reports import read_report
 from support.stack import BASE_IMAGE, REGISTRY
 from triton_release.cli.main import main
 from triton_release.contract import LEDGER_TAG
@@ -74,7 +75,7 @@ def test_an_existing_version_is_never_overwritten(docker_client, images, repo, t
         ["push", "--image", images[1], "--to", str(repo), "--version", "2.0.0", "--report", str(tmp_path / "r.json")]
     )
     assert code == 1
-    assert "already exists" in json.loads((tmp_path / "r.json").read_text())["error"]["message"]
+    assert "already exists" in read_report(tmp_path / "r.json")["error"]["message"]
     assert repo.digest("2.0.0") == repo.digest("latest") == pushed.digest
 
 
@@ -82,7 +83,7 @@ def test_rollback_moves_the_channel_by_retag_and_reports_the_digest_before(docke
     old, _ = release(docker_client, images[0], repo, "1.0.0")
     new, _ = release(docker_client, images[1], repo, "1.1.0")
     code = main(["rollback", "--repo", str(repo), "--to-version", "1.0.0", "--report", str(tmp_path / "r.json")])
-    report = json.loads((tmp_path / "r.json").read_text())
+    report = read_report(tmp_path / "r.json")
     assert code == 0
     assert repo.digest("latest") == old.digest
     assert report["steps"]["rollback"]["previous_digest"] == new.digest and report["digest"] == old.digest
@@ -112,12 +113,12 @@ def test_rollback_verify_runs_the_release_golden_cases_before_moving_the_channel
         str(report),
     ]
     assert main([*args, "--channel", "stable"]) == 0
-    done = json.loads(report.read_text())
+    done = read_report(report)
     assert done["steps"]["verify"]["passed"] is True and done["steps"]["rollback"]["verified"] is True
     assert repo.digest("stable") == pushed.digest
     write_tree(root, {"a/golden/basic.json": golden_case(out=(9, 9, 9, 9))})  # not what 1.0.0 answers
     assert main([*args, "--channel", "canary"]) == 1
-    failed = json.loads(report.read_text())
+    failed = read_report(report)
     assert "fails its own golden cases; the channel was not moved" in failed["error"]["message"]
     assert failed["steps"]["verify"]["passed"] is False and "rollback" not in failed["steps"]
     assert repo.digest("canary") is None

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from support.models import python_model_files
+from support.reports import read_report
 from support.stack import BASE_IMAGE, REGISTRY
 from triton_release import contract
 from triton_release.cli.main import main
@@ -26,7 +27,7 @@ def released(git_repo, unique, tmp_path, monkeypatch, docker_client):
     def release(*extra: str) -> tuple[int, dict]:
         report = tmp_path / "report.json"
         code = main(["release", "--to", target, "--base-image", BASE_IMAGE, "--report", str(report), *extra])
-        return code, json.loads(report.read_text())
+        return code, read_report(report)
 
     code, report = release()
     assert code == 0, report

@@ -12,6 +12,7 @@ import tarfile
 import pytest
 
 from support.models import python_model_files
+from support.reports import read_report
 from support.stack import BASE_IMAGE, REGISTRY
 from triton_release import contract
 from triton_release.cli.main import main
@@ -36,7 +37,7 @@ def staged(git_repo, unique, tmp_path, monkeypatch, docker_client):
         report = tmp_path / "report.json"
         report.unlink(missing_ok=True)
         code = main([*argv, "--report", str(report)])
-        return code, json.loads(report.read_text())
+        return code, read_report(report)
 
     try:
         code, report = run("stage", "--to", target, "--base-image", BASE_IMAGE, "--shards", "2")
@@ -142,9 +143,9 @@ def test_a_wrong_answer_records_a_failed_shard(git_repo, unique, tmp_path, monke
     report_path = tmp_path / "report.json"
     try:
         assert main(["stage", "--to", target, "--base-image", BASE_IMAGE, "--report", str(report_path)]) == 0
-        candidate = json.loads(report_path.read_text())["candidate"]
+        candidate = read_report(report_path)["candidate"]
         code = main(["test", "--image", candidate, "--shard", "shard-1", "--report", str(report_path)])
-        tested = json.loads(report_path.read_text())
+        tested = read_report(report_path)
         assert code == 1 and "golden cases failed" in tested["error"]["message"]
         assert tested["steps"]["golden-record"]["passed"] is False
         record = read_record(RegistryRepository.parse(target), candidate.split("@", 1)[1], "shard-1")
@@ -206,7 +207,7 @@ def test_a_gpu_only_shard_tested_on_a_cpu_runner_is_refused_by_promote_naming_th
 
     def run(*argv: str) -> tuple[int, dict]:
         code = main([*argv, "--report", str(report_path)])
-        return code, json.loads(report_path.read_text())
+        return code, read_report(report_path)
 
     try:
         code, staged = run("stage", "--to", target, "--base-image", BASE_IMAGE, "--shards", "2")

@@ -9,6 +9,7 @@ import docker
 import pytest
 
 from support.models import PYTHON_MODEL, python_model_files
+from support.reports import read_report
 from support.stack import BASE_IMAGE, SERVERS
 from triton_release import steps
 from triton_release.cli.main import main
@@ -44,7 +45,7 @@ def serve_and_test(docker_client, repo, tag) -> list[inference.CaseResult]:
 
 def cli(*args: str, report=None) -> tuple[int, dict]:
     code = main([*args, "--report", str(report)])
-    return code, json.loads(report.read_text())
+    return code, read_report(report)
 
 
 def test_matching_base_keeps_the_stock_stub(docker_client, one_model, unique, image_tags):

@@ -5,7 +5,6 @@ nothing half-done."""
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 from dataclasses import dataclass
@@ -13,6 +12,7 @@ from pathlib import Path
 
 from support.git import GitRepo
 from support.models import python_model_files
+from support.reports import read_report
 from support.stack import BASE_IMAGE, SERVERS
 from support.tool import tool_command
 from triton_release.contract import PROBE_LABEL
@@ -67,7 +67,7 @@ class Workspace:
             timeout=timeout,
             env={**os.environ, **(env or {})},
         )
-        data = json.loads(report.read_text()) if report.exists() else {}
+        data = read_report(report) if report.exists() else {}
         return Outcome(done.returncode, data, done.stdout + done.stderr)
 
     def release(self, *extra: str, env: dict | None = None) -> Outcome:

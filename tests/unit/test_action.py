@@ -8,6 +8,7 @@ from types import SimpleNamespace as NS
 
 import pytest
 
+from support.reports import read_report
 from triton_release.action.inputs import ActionInputs, Event
 from triton_release.action.main import main
 from triton_release.action.outputs import ActionOutputs
@@ -76,7 +77,7 @@ def test_a_bad_input_still_writes_the_error_the_report_and_the_outputs(tmp_path,
     printed = capsys.readouterr()
     assert "::error::the action's input mode is 'tests'" in printed.err
     assert "hunter2-secret" not in printed.out.replace("::add-mask::hunter2-secret", "") + printed.err
-    assert json.loads((tmp_path / "triton-release-report.json").read_text())["error"]["exit_code"] == 2
+    assert read_report(tmp_path / "triton-release-report.json")["error"]["exit_code"] == 2
     assert "version<<" in out.read_text() and "**Failed** (exit 2)" in summary_file.read_text()
 
 

@@ -10,6 +10,7 @@ import os
 import pytest
 
 from support.models import PYTHON_MODEL, golden_case, python_config, python_model_files
+from support.reports import read_report
 from triton_release.cli import main
 from triton_release.models.validate import validate
 
@@ -132,7 +133,7 @@ def assert_refused(root, tmp_path, capsys, *fragments: str) -> None:
     out = capsys.readouterr()
     printed = out.out + out.err
     assert code == 1, printed
-    message = json.loads(report.read_text())["error"]["message"]
+    message = read_report(report)["error"]["message"]
     for fragment in fragments:
         assert fragment in message, (fragment, message)
         assert fragment in printed, (fragment, printed)

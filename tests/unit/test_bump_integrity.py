@@ -3,12 +3,11 @@ not make: the bump, the export that is built, the release commit, and the last r
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from support.git import GitRepo
 from support.models import PYTHON_MODEL, python_model_files
+from support.reports import read_report
 from triton_release import cache, steps
 from triton_release.cli.main import main
 from triton_release.errors import InfrastructureError, Refused
@@ -162,7 +161,7 @@ def test_yaml_aliases_in_the_settings_file_are_refused(tmp_path, monkeypatch):
     (tmp_path / "triton-release.yaml").write_text("a: &x [1, 2]\nb: [*x, *x]\n")
     (tmp_path / "model_repository").mkdir()
     assert main(["validate", "--report", str(tmp_path / "r.json")], env={"HOME": str(tmp_path)}) == 2
-    assert "anchors and aliases" in json.loads((tmp_path / "r.json").read_text())["error"]["message"]
+    assert "anchors and aliases" in read_report(tmp_path / "r.json")["error"]["message"]
 
 
 def test_git_failures_are_infrastructure_errors_not_usage_errors(released):

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from support.models import python_config, python_model_files
 from support.registries import FakeRegistry
+from support.reports import parse_report
 from triton_release.cli.main import main
 
 
@@ -26,7 +25,7 @@ def tagged(git_repo, monkeypatch):
 def changed(repo, capsys, *argv, env=None) -> tuple[int, dict, str]:
     code = main(["changed", "--json", *argv], env={"HOME": str(repo.root), **(env or {})})
     captured = capsys.readouterr()
-    return code, json.loads(captured.out), captured.err
+    return code, parse_report(captured.out), captured.err
 
 
 def test_without_base_it_starts_from_the_last_release_tag_not_a_first_release(tagged, capsys):

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import subprocess
 
 import pytest
 import semver
 
 from support.models import PYTHON_MODEL, golden_case, python_config, python_model_files, write_tree
+from support.reports import parse_report
 from triton_release.cli.main import main
 from triton_release.errors import InfrastructureError, Refused, UsageError
 from triton_release.history.bump import apply_bumps, plan_bumps
@@ -221,7 +221,7 @@ def test_changed_json(released, monkeypatch, capsys):
     released.commit()
     monkeypatch.chdir(released.root)
     assert main(["changed", "--base", released.base, "--json"]) == 0
-    report = json.loads(capsys.readouterr().out)
+    report = parse_report(capsys.readouterr().out)
     changed = report["steps"]["changed"]
     assert report["changed_models"] == ["a"]
     assert changed["changes"]["changed"] == ["a"] and changed["changes"]["ensembles"] == ["ens"]

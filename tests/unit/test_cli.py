@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import sys
 
 import pytest
 
+from support.reports import parse_report, read_report
 from triton_release.cli import main
 from triton_release.cli.common import flag_default
 from triton_release.cli.main import parser
@@ -20,7 +20,7 @@ def run(tmp_path, monkeypatch, *argv, config: str | None = None) -> tuple[int, d
         (tmp_path / "triton-release.yaml").write_text(config)
     report = tmp_path / "report.json"
     code = main([*argv, "--report", str(report)], env={"HOME": str(tmp_path)})
-    return code, json.loads(report.read_text()) if report.exists() else {}
+    return code, read_report(report) if report.exists() else {}
 
 
 def test_push_image_is_never_taken_for_the_registry_repository(tmp_path, monkeypatch):
@@ -131,11 +131,11 @@ def test_global_flags_go_before_or_after_the_command(tmp_path, monkeypatch, caps
     ):
         assert main(argv, env=env) == 0, argv
         captured = capsys.readouterr()
-        assert json.loads(captured.out)["command"] == "validate", argv
+        assert parse_report(captured.out)["command"] == "validate", argv
         assert "no problems" in captured.err, argv
     assert main(["--report", "r1.json", "validate", "--model-repository", "models"], env=env) == 0
     assert main(["validate", "--model-repository", "models", "--report", "r2.json"], env=env) == 0
-    assert json.loads((tmp_path / "r1.json").read_text())["ok"] and json.loads((tmp_path / "r2.json").read_text())["ok"]
+    assert read_report(tmp_path / "r1.json")["ok"] and read_report(tmp_path / "r2.json")["ok"]
 
 
 def test_a_flag_after_the_command_wins_over_the_same_flag_before_it(tmp_path, monkeypatch):

@@ -214,7 +214,7 @@ def test_model_warmup_is_written_into_the_images_copy_of_the_config_from_the_gol
         repo, {"a": {"config.pbtxt": user_config + b'parameters { key: "x" value: { string_value: "y" } }\n'}}
     )
     text = with_env["a"]["config.pbtxt"].decode()
-    assert 'string_value: "y"' in text and "model_warmup [" in text
+    assert 'string_value: "y"' in text and "model_warmup {" in text
 
 
 def test_a_config_with_model_warmup_already_is_left_as_it_is(tmp_path):
@@ -371,3 +371,28 @@ def test_warmup_off_written_bare_in_yaml_is_off_and_golden_is_golden(tmp_path):
     settings = resolve({}, str(config), cwd=tmp_path)
     assert (settings.warmup, settings.latency_rounds, settings.max_latency_increase) == ("off", 6, pytest.approx(0.2))
     assert resolve({"warmup": "golden"}, cwd=tmp_path).warmup == "golden"
+
+
+@pytest.mark.parametrize(
+    "case",
+    ['say "hi" \\ there', "two\nlines", "tab\there", "ünïcødé ☃ 模型", "end \\", '"', "} ] model_warmup [ {"],
+)
+def test_model_warmup_survives_hostile_case_and_input_names_parsed_back_as_written(tmp_path, case):
+    config = python_config("a").replace('"INPUT0"', '"IN \\"0\\" \\\\"')  # an input named IN "0" \
+    inputs = [{"name": 'IN "0" \\', "datatype": "FP32", "shape": [1, 4], "data": [1, 2, 3, 4]}]
+    files = {
+        "a/config.pbtxt": config,
+        "a/1/model.py": "",
+        f"a/golden/{case}.json": json.dumps({"inputs": inputs, "outputs": []}),
+    }
+    repo = repo_of(tmp_path, files)
+    found, warmed = with_warmup(repo, {})
+    assert warmed.written == (("a", (case,)),)
+    parsed = text_format.Parse(found["a"]["config.pbtxt"].decode("utf-8"), model_config_pb2.ModelConfig())
+    assert [i.name for i in parsed.input] == ['IN "0" \\']  # the user's own lines kept as they were
+    [entry] = parsed.model_warmup
+    assert entry.name == f"golden {case}" and entry.batch_size == 1
+    assert list(entry.inputs) == ['IN "0" \\']
+    sent = entry.inputs['IN "0" \\']
+    assert list(sent.dims) == [4] and sent.data_type == model_config_pb2.TYPE_FP32
+    assert found["a"][f"warmup/{sent.input_data_file}"] == np.array([1, 2, 3, 4], dtype="<f4").tobytes()

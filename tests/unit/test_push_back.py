@@ -114,6 +114,34 @@ def test_a_branch_that_moved_on_is_refused_and_nothing_is_pushed(origin, tmp_pat
     assert origin_has(origin) == ("meanwhile", [])
 
 
+@pytest.mark.parametrize("with_commit", [True, False])
+def test_a_tag_that_already_exists_on_origin_is_refused_with_how_to_delete_or_move_it(
+    origin, tmp_path, caplog, with_commit
+):
+    checkout = clone(origin, tmp_path / "work")
+    other = clone(origin, tmp_path / "other")
+    git(other, "tag", "v1.1.0")  # v1.1.0 reached origin on another commit while the release ran
+    git(other, "push", "-q", "origin", "v1.1.0")
+    if with_commit:
+        committed = release_commit(checkout)
+    else:
+        (checkout / "NOTES").write_text("another commit\n")
+        git(checkout, "add", "-A")
+        git(checkout, "commit", "-q", "-m", "notes")
+        git(checkout, "tag", "v1.1.0")
+        committed = Committed(False, "v1.1.0", git(checkout, "rev-parse", "HEAD"), "1.1.0")
+    with caplog.at_level(logging.WARNING, logger="triton_release"):
+        result = push_release(checkout, committed, PushTarget("main"))
+    assert result.outcome == "refused" and "v1.1.0 [rejected] (already exists)" in result.reason
+    [warning] = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert "tag v1.1.0 already exists on origin" in warning
+    assert "git push origin :refs/tags/v1.1.0" in warning  # delete it there
+    assert f"git push --force origin {committed.commit}:refs/tags/v1.1.0" in warning  # or move it
+    assert FIX not in warning and "commit: false" not in warning  # no token or setting mends this
+    assert origin_has(origin) == ("models", ["v1.1.0"])  # atomic: main did not move either
+    assert git(origin, "rev-parse", "v1.1.0^{commit}") == git(other, "rev-parse", "HEAD")
+
+
 def test_the_branch_named_by_the_workflow_wins_over_the_checkout(origin, tmp_path):
     checkout = clone(origin, tmp_path / "work")
     git(checkout, "checkout", "-q", "--detach")  # as some checkouts leave it

@@ -4,7 +4,6 @@ cleanup never masks the error being reported."""
 from __future__ import annotations
 
 import io
-import json
 import logging
 import os
 import signal
@@ -12,6 +11,7 @@ from dataclasses import dataclass
 
 import pytest
 
+from support.reports import parse_report, read_report
 from triton_release.console import Console
 from triton_release.errors import InfrastructureError, Refused, UsageError
 from triton_release.session import Session, run
@@ -34,7 +34,7 @@ def session(tmp_path, command="release") -> tuple[Session, io.StringIO, io.Strin
 
 
 def report_of(tmp_path) -> dict:
-    return json.loads((tmp_path / "report.json").read_text())
+    return read_report(tmp_path / "report.json")
 
 
 @pytest.mark.parametrize(
@@ -123,7 +123,7 @@ def test_an_unwritable_report_is_a_warning_after_the_work_is_done(tmp_path, caps
     folder.mkdir()  # not writable as a file, even for root
     assert run(s, lambda s: s.step("push", None, lambda: Found(2)), report_path=str(folder)) == 0
     assert "could not write the report" in out.getvalue()
-    assert json.loads(capsys.readouterr().out)["version"] == "1.2.0"  # it follows on stdout
+    assert parse_report(capsys.readouterr().out)["version"] == "1.2.0"  # it follows on stdout
 
 
 def test_secrets_are_masked_line_by_line_and_annotations_escaped():

@@ -5,11 +5,11 @@ ordinary stop, not a bug."""
 from __future__ import annotations
 
 import io
-import json
 import os
 import signal
 import weakref
 
+from support.reports import read_report
 from triton_release.console import Console
 from triton_release.session import Session, run
 
@@ -40,7 +40,7 @@ def test_sighup_stops_the_run_as_sigterm_does(tmp_path):
 
     assert one_step(tmp_path / "r.json", "test", serve) == 129
     assert cleaned == ["container removed"]
-    assert json.loads((tmp_path / "r.json").read_text())["error"]["message"] == "interrupted by SIGHUP"
+    assert read_report(tmp_path / "r.json")["error"]["message"] == "interrupted by SIGHUP"
 
 
 def test_a_signal_dropped_in_a_finalizer_is_raised_at_the_next_step(tmp_path):
@@ -63,7 +63,7 @@ def test_a_signal_dropped_in_a_finalizer_is_raised_at_the_next_step(tmp_path):
 
     assert run(session, body, report_path=str(tmp_path / "r.json")) == 143
     assert "pushed" not in ran
-    assert json.loads((tmp_path / "r.json").read_text())["steps"]["build"]["ok"] is False
+    assert read_report(tmp_path / "r.json")["steps"]["build"]["ok"] is False
 
 
 def test_a_closed_stdout_stops_the_run_as_a_signal_and_undoes(tmp_path):
@@ -80,7 +80,7 @@ def test_a_closed_stdout_stops_the_run_as_a_signal_and_undoes(tmp_path):
 
     assert run(session, body, report_path=str(tmp_path / "r.json")) == 141
     assert undone == ["bump undone"]
-    report = json.loads((tmp_path / "r.json").read_text())
+    report = read_report(tmp_path / "r.json")
     assert report["error"]["message"] == "interrupted by SIGPIPE"
 
 

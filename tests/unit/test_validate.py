@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from support.models import PYTHON_MODEL, auto_complete_files, golden_case, python_config, python_model_files
+from support.reports import parse_report, read_report
 from triton_release.cli.main import main
 from triton_release.models.validate import validate
 
@@ -339,8 +340,8 @@ def test_validate_json_report(make_repo, capsys, tmp_path):
     root = make_repo({**python_model_files("m"), "m/01/model.py": PYTHON_MODEL})
     report_file = tmp_path / "report.json"
     assert main(["validate", "--model-repository", str(root), "--json", "--report", str(report_file)]) == 1
-    report = json.loads(capsys.readouterr().out)
-    assert report == json.loads(report_file.read_text())
+    report = parse_report(capsys.readouterr().out)
+    assert report == read_report(report_file)
     assert report["command"] == "validate" and report["ok"] is False and report["error"]["exit_code"] == 1
     assert report["steps"]["validate"]["problems"][0]["path"].endswith(os.path.join("m", "01"))
 

@@ -5,8 +5,6 @@ by git."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from support.models import (
@@ -17,6 +15,7 @@ from support.models import (
     python_config,
     python_model_files,
 )
+from support.reports import read_report
 from triton_release.cli.main import main
 from triton_release.models.validate import validate
 
@@ -272,7 +271,7 @@ def test_validate_refuses_with_file_line_and_fix(make_repo, tmp_path, capsys, ca
     code = main(["validate", "--model-repository", str(root), "--report", str(report)])
     printed = "".join(capsys.readouterr())
     assert code == 1, printed
-    message = json.loads(report.read_text())["error"]["message"]
+    message = read_report(report)["error"]["message"]
     for fragment in fragments:
         assert fragment in message and fragment in printed, (fragment, printed)
     assert "Traceback" not in printed

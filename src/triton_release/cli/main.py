@@ -108,16 +108,38 @@ def parser() -> argparse.ArgumentParser:
     return top
 
 
+def _named_in(argv: list[str]) -> tuple[str | None, str | None]:
+    """The command and the --report file a command line names, read without the parser: for the
+    report of a command line the parser refused."""
+    command = report = None
+    items = iter(argv)
+    for item in items:
+        if item == "--":
+            break
+        if item.startswith("--report="):
+            report = item.partition("=")[2] or None
+        elif item == "--report":
+            value = next(items, None)
+            report = value if value and not value.startswith("-") else None
+        elif command is None and item in COMMANDS:
+            command = item
+    return command, report
+
+
 def main(argv: list[str] | None = None, env: Mapping[str, str] | None = None) -> int:
     """The console script. The environment is read here, once, and passed on."""
     env = dict(os.environ if env is None else env)
     argv = sys.argv[1:] if argv is None else argv
     cache.configure(env)
-    console = Console(json_mode="--json" in argv, ci=env.get("GITHUB_ACTIONS") == "true")
+    json_out = "--json" in argv
+    console = Console(json_mode=json_out, ci=env.get("GITHUB_ACTIONS") == "true")
     try:
         args = parser().parse_args(argv)
     except UsageError as exc:
         console.failure(exc)
+        command, report_path = _named_in(argv)
+        if json_out or report_path:  # a refused command line gets its report too, with the error
+            sessions.write_report(sessions.Report(command or "", error=exc), report_path, json_out, console)
         return exc.exit_code
     session = sessions.Session(args.command, console, timed=args.command in MULTI_STEP)
 

@@ -148,6 +148,17 @@ def _reason(result: subprocess.CompletedProcess) -> str:
     return redact("; ".join(said) or f"git push exited with {result.returncode}")
 
 
+def _tag_exists(result: subprocess.CompletedProcess, tag: str) -> bool:
+    """Whether the remote refused `tag` because it holds that tag already (git's `[rejected]
+    (already exists)`, or a server's `[remote rejected] (... already exists)`)."""
+    for line in result.stdout.splitlines():
+        fields = line.split("\t")
+        if len(fields) >= 3 and fields[0] == "!" and fields[1].rpartition(":")[2] == f"refs/tags/{tag}":
+            if "already exists" in fields[2]:
+                return True
+    return False
+
+
 def _push(root: Path, remote: str, refs: list[str], atomic: bool) -> subprocess.CompletedProcess:
     return _git(root, "push", *(["--atomic"] if atomic else []), "--porcelain", remote, *refs, timeout=TIMEOUT)
 
@@ -207,6 +218,20 @@ def push_release(root: Path, committed: Committed, target: PushTarget) -> Pushed
         return warn("refused", f"{target.remote} did not answer within {TIMEOUT} s", fix, atomic)
     if result.returncode != 0:
         reason = _reason(result)
+        if _tag_exists(result, tag):  # no token or setting mends this: the tag on origin must go or move
+            again = " ".join(refs)
+            moved = f"`git push --force {target.remote} {committed.commit}:refs/tags/{tag}`"
+            if committed.committed and branch:
+                moved += f" and push the branch with `git push {target.remote} {committed.commit}:refs/heads/{branch}`"
+            return warn(
+                "refused",
+                reason,
+                f"The tag {tag} already exists on {target.remote}, on another commit: delete it there with "
+                f"`git push {target.remote} :refs/tags/{tag}` and push again with `git push {target.remote} "
+                f"{again}`, or move it to this release's commit with {moved}. The registry keeps the record of "
+                "released versions either way.",
+                atomic,
+            )
         if branch and f"{branch} [rejected]" in reason:  # fetch first, non-fast-forward: it moved on meanwhile
             reason += (
                 f" ({branch} moved on while the release ran; the next release reads {committed.version or tag} "

@@ -16,6 +16,9 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
+from google.protobuf import text_format
+
+from triton_release.models.config_schema import model_config_pb2
 from triton_release.models.repository import CONFIG_FILE, Model, Repository
 from triton_release.models.tensors import Tensor
 from triton_release.models.workload import workload
@@ -46,8 +49,8 @@ def raw_bytes(datatype: str, shape: tuple[int, ...], data: tuple) -> bytes:
     return array.astype(array.dtype.newbyteorder("<")).tobytes()
 
 
-def _config_type(datatype: str) -> str:
-    return "TYPE_STRING" if datatype == "BYTES" else f"TYPE_{datatype}"
+def _config_type(datatype: str) -> int:
+    return model_config_pb2.DataType.Value("TYPE_STRING" if datatype == "BYTES" else f"TYPE_{datatype}")
 
 
 def _why_not(model: Model) -> str:
@@ -61,14 +64,16 @@ def _why_not(model: Model) -> str:
 
 
 def entries(model: Model) -> tuple[str, dict[str, bytes], tuple[str, ...]] | str:
-    """The model_warmup text to append, the files of its warmup/ folder, the cases used; or why none."""
+    """The model_warmup text to append, the files of its warmup/ folder, the cases used; or why none.
+    The entries are ModelWarmup messages serialised by text_format, so whatever a case or input name
+    holds (quotes, backslashes, newlines, any unicode) reaches Triton escaped as it parses it."""
     why = _why_not(model)
     if why:
         return why
     load = workload(model)
     if not load.usable:
         return load.skipped
-    blocks: list[str] = []
+    warm = model_config_pb2.ModelConfig()  # only its model_warmup: appended to the config's own text
     files: dict[str, bytes] = {}
     cases: list[str] = []
     seen = set()
@@ -76,23 +81,21 @@ def entries(model: Model) -> tuple[str, dict[str, bytes], tuple[str, ...]] | str
         if sample.case in seen:
             continue  # a batching case gives one row per sample: its first warms up
         seen.add(sample.case)
-        index = len(blocks)
-        inputs = []
+        index = len(warm.model_warmup)
+        entry = warm.model_warmup.add(name=f"golden {sample.case}", batch_size=1)
         for number, (name, datatype, shape, data) in enumerate(sample.tensors):
             file = f"golden-{index}-{number}"
             files[f"{FOLDER}/{file}"] = raw_bytes(datatype, shape, data)
-            dims = ", ".join(str(d) for d in shape)
-            inputs.append(
-                f'    inputs {{ key: "{name}" value: {{ data_type: {_config_type(datatype)} dims: [ {dims} ] '
-                f'input_data_file: "{file}" }} }}'
-            )
-        blocks.append("  {\n" + f'    name: "golden {sample.case}"\n    batch_size: 1\n' + "\n".join(inputs) + "\n  }")
+            sent = entry.inputs[name]
+            sent.data_type = _config_type(datatype)
+            sent.dims.extend(shape)
+            sent.input_data_file = file
         cases.append(sample.case)
-        if len(blocks) >= MAX_ENTRIES:
+        if len(warm.model_warmup) >= MAX_ENTRIES:
             break
     text = (
         "\n# added by triton-release (warmup: golden): the model's golden inputs, run before it is ready\n"
-        "model_warmup [\n" + ",\n".join(blocks) + "\n]\n"
+        + text_format.MessageToString(warm, as_utf8=True)
     )
     return text, files, tuple(cases)
 

@@ -238,6 +238,13 @@ def daemon_push(client: docker.DockerClient, registry: RegistryRepository, tag: 
     return stream.uploaded, stream.mounted, stream.present, stream.digest
 
 
+def manifest_sent(error: BaseException) -> bool | None:
+    """Whether the push that raised `error` may have sent its manifest (PUT X.Y.Z): False when it
+    failed while layers were still going up, before the daemon sends any manifest; True when every
+    layer was up; None when it cannot tell (the daemon itself stopped answering, no push ran)."""
+    return getattr(error, "manifest_sent", None)
+
+
 class _PushStream:
     """What the daemon's push stream says, event by event: the layers' fates, the manifest's digest,
     and each layer's bytes sent of its size (progressDetail of its "Pushing" events; the size is
@@ -250,9 +257,17 @@ class _PushStream:
         self.layers: set[str] = set()  # every layer of the image
         self.sent: dict[str, tuple[int, int]] = {}  # layer -> (bytes sent, size), of those being sent
 
+    @property
+    def layers_done(self) -> bool:
+        """Whether every layer the daemon announced is in the registry: only then does it send
+        the manifest (docker's push uploads all layers first, and stops at the first that fails)."""
+        return bool(self.layers) and self.uploaded + self.mounted + self.present >= len(self.layers)
+
     def take(self, event: dict) -> None:
         if "error" in event:
-            raise self._failure(event.get("errorDetail", {}).get("message") or event["error"])
+            failure = self._failure(event.get("errorDetail", {}).get("message") or event["error"])
+            failure.manifest_sent = self.layers_done  # type: ignore[attr-defined]
+            raise failure
         aux = event.get("aux")
         if isinstance(aux, dict) and aux.get("Tag") == self.tag and aux.get("Digest"):
             self.digest = aux["Digest"]
