@@ -5,6 +5,7 @@ keeps every released version byte for byte: real build, tritonserver and registr
 from __future__ import annotations
 
 import io
+import json
 import subprocess
 import tarfile
 import time
