@@ -266,6 +266,67 @@ def test_golden_batch_larger_than_max_batch_size(make_repo):
     )
 
 
+TWO_INPUTS = """\
+name: "add_sub"
+backend: "python"
+max_batch_size: 0
+input [
+  { name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] },
+  { name: "INPUT1" data_type: TYPE_FP32 dims: [ 4 ] }{optional}
+]
+output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]
+"""
+
+
+def two_inputs(case: dict, optional: bool = False) -> dict[str, str]:
+    config = TWO_INPUTS.replace(
+        "{optional}", ' ,{ name: "EXTRA" data_type: TYPE_STRING dims: [ -1 ] optional: true }' if optional else ""
+    )
+    return {
+        "add_sub/config.pbtxt": config,
+        "add_sub/1/model.py": PYTHON_MODEL,
+        "add_sub/golden/basic.json": json.dumps(case, indent=2),
+    }
+
+
+def fp32(name: str, shape=(4,)) -> dict:
+    return {"name": name, "datatype": "FP32", "shape": list(shape), "data": [1] * 4}
+
+
+@pytest.mark.parametrize(
+    "inputs, lacking",
+    [([fp32("INPUT0")], "'INPUT1'"), ([], "'INPUT0', 'INPUT1'")],
+    ids=["one of two inputs", "no inputs"],
+)
+def test_golden_case_that_leaves_out_a_declared_input_cannot_pass(make_repo, inputs, lacking):
+    problem = only_problem(make_repo(two_inputs({"inputs": inputs, "outputs": [fp32("OUTPUT0")]})))
+    assert "add_sub/golden/basic.json:2: " in problem and f'"inputs" lacks {lacking}' in problem, problem
+    assert "does not mark `optional: true`" in problem and "Add " in problem and '"shape": [4]' in problem
+
+
+def test_golden_case_may_leave_out_an_optional_input_or_one_an_expected_error_is_about(make_repo):
+    both = [fp32("INPUT0"), fp32("INPUT1")]
+    assert validate(make_repo(two_inputs({"inputs": both, "outputs": [fp32("OUTPUT0")]}, optional=True))).ok
+    assert validate(make_repo(two_inputs({"inputs": [fp32("INPUT0")], "error": "expected 2 inputs"}))).ok
+
+
+def test_golden_case_against_config_data_types_and_batch_dimension(make_repo):
+    bytes_config = python_config("m", max_batch_size=0, dims="[ -1 ]", dtype="TYPE_STRING")
+    case = golden_case(shape=(2,), data=("a", "b"), out=("A", "B"), dtype="BYTES")
+    assert validate(
+        make_repo({**python_model_files("m"), "m/config.pbtxt": bytes_config, "m/golden/basic.json": case})
+    ).ok
+    unbatched = golden_case(shape=(4,))  # max_batch_size 8: the leading batch dimension is missing
+    found = messages(make_repo({**python_model_files("m"), "m/golden/basic.json": unbatched}))
+    assert any("has shape [4], which does not fit [batch 1..8] + dims [4]" in m and "[1, 4]" in m for m in found), found
+
+
+def test_a_misspelt_golden_input_is_one_problem_with_a_did_you_mean(make_repo):
+    case = {"inputs": [fp32("INPUT0"), fp32("INPTU1")], "outputs": [fp32("OUTPUT0")]}
+    problem = only_problem(make_repo(two_inputs(case)))
+    assert "input 'INPTU1' is not declared" in problem and "did you mean 'INPUT1'?" in problem
+
+
 def test_golden_data_count_must_match_shape(make_repo):
     case = golden_case(data=(1, 2, 3))
     assert 'shape [1, 4] holds 4 elements but "data" has 3' in only_problem(
