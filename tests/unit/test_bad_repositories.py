@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 
 import pytest
 
 from support.models import PYTHON_MODEL, golden_case, python_config, python_model_files
 from triton_release.cli import main
 from triton_release.models.validate import validate
+from triton_release.problems import Problem
 
 ENSEMBLE = """name: "e"
 platform: "ensemble"
@@ -132,10 +134,15 @@ def assert_refused(root, tmp_path, capsys, *fragments: str) -> None:
     out = capsys.readouterr()
     printed = out.out + out.err
     assert code == 1, printed
-    message = json.loads(report.read_text())["error"]["message"]
+    data = json.loads(report.read_text())
+    listed = "\n".join(
+        str(Problem(Path(p["path"]), p["message"], p["line"], p["col"])) for p in data["steps"]["validate"]["problems"]
+    )
     for fragment in fragments:
-        assert fragment in message, (fragment, message)
+        assert fragment in listed, (fragment, listed)
         assert fragment in printed, (fragment, printed)
+    count = len(data["steps"]["validate"]["problems"])
+    assert f"{count} problem{'s' if count > 1 else ''} found in" in data["error"]["message"]
     assert "Traceback" not in printed
     assert not validate(root).ok
 

@@ -189,3 +189,18 @@ def test_help_shows_each_flags_default_as_the_cli_reference_does(capsys):
     printed = " ".join(capsys.readouterr().out.split())
     assert "(default: 300)" in printed and "(default: nvcr.io/nvidia/tritonserver:24.10-py3)" in printed
     assert re.search(r"--head REF the commit to release \(default HEAD\) --to", printed)  # said once, by its help
+
+
+@pytest.mark.parametrize(
+    "argv, hint",
+    [
+        (["valdate"], "(did you mean validate?)"),
+        (["validate", "--modle-repository", "x"], "(did you mean --model-repository?)"),
+        (["changed", "--bsae", "v1.0.0"], "(did you mean --base?)"),
+        (["changed", "--hed=HEAD"], "(did you mean --head?)"),
+    ],
+)
+def test_an_unknown_command_or_flag_gets_the_closest_one(capsys, argv, hint):
+    assert main(argv, env={}) == 2
+    err = capsys.readouterr().err
+    assert hint in err and "See `triton-release" in err, err

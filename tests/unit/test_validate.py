@@ -44,7 +44,7 @@ def test_unknown_enum_on_line_5_names_file_line_and_value(make_repo, capsys):
     assert main(["validate", "--model-repository", str(root)]) == 1
     out = capsys.readouterr()
     assert "config.pbtxt:5:" in out.out and "TYPE_FP33" in out.out
-    assert "config.pbtxt:5:" in out.err and "Fix it" in out.err
+    assert "config.pbtxt:5:" not in out.err and "1 problem found in 1 of 1 model" in out.err and "Fix it" in out.err
 
 
 def test_unknown_field_is_located(make_repo):
@@ -390,7 +390,8 @@ def test_every_problem_is_reported(make_repo):
         }
     )
     found = messages(root)
-    assert len(found) == 3, found
+    assert len(found) == 4, found  # both tensors of a's config are TYPE_FP33: each is a problem
+    assert [m.split("config.pbtxt:")[1][:5] for m in found[:2]] == ["4:37:", "5:39:"], found
 
 
 # -- the command ---------------------------------------------------------------------------
@@ -409,3 +410,37 @@ def test_validate_json_report(make_repo, capsys, tmp_path):
 def test_missing_repository_is_a_usage_error(tmp_path, capsys):
     assert main(["validate", "--model-repository", str(tmp_path / "nope")]) == 2
     assert "no such model repository" in capsys.readouterr().err
+
+
+def test_every_problem_of_every_model_in_one_run_each_printed_once(make_repo, capsys):
+    """Config errors past the first, a golden file's reader problems and its checks against the
+    config: all in one run; the closing line only counts them."""
+    config = python_config("a", dtype="TYPE_FP33") + "max_batch: 4\n"
+    root = make_repo(
+        {
+            **python_model_files("a"),
+            **python_model_files("b"),
+            "a/config.pbtxt": config,
+            "b/golden/basic.json": golden_case(timeout=-1).replace('"INPUT0"', '"INPTU0"'),
+        }
+    )
+    assert main(["validate", "--model-repository", str(root)]) == 1
+    out = capsys.readouterr()
+    lines = out.out.splitlines()
+    assert any("config.pbtxt:4:" in line and "TYPE_FP33" in line for line in lines), lines
+    assert any("config.pbtxt:5:" in line and "TYPE_FP33" in line for line in lines), lines
+    assert any("config.pbtxt:6:1:" in line and "did you mean max_batch_size?" in line for line in lines), lines
+    assert any("basic.json:" in line and '"timeout" must be' in line for line in lines), lines
+    assert any("input 'INPTU0' is not declared" in line and "did you mean 'INPUT0'?" in line for line in lines)
+    assert out.err.strip().endswith(
+        "5 problems found in 2 of 2 models (listed above as file:line:col). "
+        "Fix them and run `triton-release validate` again."
+    ), out.err
+    assert "TYPE_FP33" not in out.err and "timeout" not in out.err
+
+
+def test_a_misspelt_golden_case_key_gets_the_key_meant(make_repo):
+    case = golden_case().replace('"outputs"', '"outptus"')
+    assert "unknown key 'outptus'; did you mean 'outputs'?" in only_problem(
+        make_repo({**python_model_files("m"), "m/golden/basic.json": case})
+    )

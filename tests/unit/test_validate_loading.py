@@ -6,6 +6,7 @@ by git."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -19,6 +20,7 @@ from support.models import (
 )
 from triton_release.cli.main import main
 from triton_release.models.validate import validate
+from triton_release.problems import Problem
 
 ENSEMBLE_CASE = golden_case().replace('"INPUT0"', '"IN"').replace('"OUTPUT0"', '"OUT"')
 
@@ -272,7 +274,8 @@ def test_validate_refuses_with_file_line_and_fix(make_repo, tmp_path, capsys, ca
     code = main(["validate", "--model-repository", str(root), "--report", str(report)])
     printed = "".join(capsys.readouterr())
     assert code == 1, printed
-    message = json.loads(report.read_text())["error"]["message"]
+    problems = json.loads(report.read_text())["steps"]["validate"]["problems"]
+    listed = "\n".join(str(Problem(Path(p["path"]), p["message"], p["line"], p["col"])) for p in problems)
     for fragment in fragments:
-        assert fragment in message and fragment in printed, (fragment, printed)
+        assert fragment in listed and fragment in printed, (fragment, printed)
     assert "Traceback" not in printed

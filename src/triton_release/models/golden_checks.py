@@ -42,7 +42,7 @@ def iterative_model(model: Model) -> bool:
     )
 
 
-def check_against_config(case: GoldenCase, model: Model) -> list[Problem]:
+def check_against_config(case: GoldenCase, model: Model, unread: frozenset[str] = frozenset()) -> list[Problem]:
     """The case's form (a sequence or one request) against the model's batching, and the names,
     data types and shapes of every step against the tensors the config declares."""
     if model.config is None:
@@ -85,7 +85,7 @@ def check_against_config(case: GoldenCase, model: Model) -> list[Problem]:
     mbs = model.config.max_batch_size
     for index, step in enumerate(case.steps):
         prefix = f"sequence step {index + 1}: " if case.sequence is not None else ""
-        suggested: set[str] = set()  # declared inputs offered as the fix of a misspelt name: not also "lacking"
+        suggested = set(unread)  # given but unreadable, or offered as the fix of a misspelt name: not "lacking"
         for kind, tensors in (("input", step.inputs), ("output", step.expected)):
             declared = model.tensors(kind)
             for tensor in tensors:
