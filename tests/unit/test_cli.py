@@ -204,3 +204,15 @@ def test_an_unknown_command_or_flag_gets_the_closest_one(capsys, argv, hint):
     assert main(argv, env={}) == 2
     err = capsys.readouterr().err
     assert hint in err and "See `triton-release" in err, err
+
+
+def test_record_of_an_unknown_model_is_a_usage_error_naming_the_known_ones(tmp_path, monkeypatch, capsys):
+    from support.models import python_model_files, write_tree
+
+    write_tree(tmp_path / "model_repository", {**python_model_files("add_sub"), **python_model_files("score")})
+    code, report = run(tmp_path, monkeypatch, "record", "--image", "models:candidate", "--models", "nosuch,add_sb")
+    message = report["error"]["message"]
+    assert code == 2, message
+    assert "--models names 'nosuch', 'add_sb', which are no models in model_repository" in message
+    assert "(its models: add_sub, score; did you mean 'add_sub'?)" in message
+    assert "bug" not in capsys.readouterr().err

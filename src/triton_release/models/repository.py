@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import difflib
 import hashlib
 import os
 import re
@@ -20,11 +21,12 @@ from pathlib import Path
 from google.protobuf import text_format
 
 from triton_release.cache import Memo
+from triton_release.errors import UsageError
 from triton_release.models.calls import callees, version_calls
 from triton_release.models.config_hints import _enum_hint, _field_hint
 from triton_release.models.config_schema import model_config_pb2
 from triton_release.models.graph import ensemble_needs
-from triton_release.problems import Problem
+from triton_release.problems import Problem, display_path
 
 CONFIG_FILE = "config.pbtxt"
 GOLDEN_DIR = "golden"
@@ -378,6 +380,21 @@ class Repository:
 
     def __getitem__(self, name: str) -> Model:
         return self.models[name]
+
+    def require(self, names, given_as: str = "--models") -> None:
+        """Refuse (exit 2) names that are no model of this repository: the user's command named
+        them. Each is named, with the closest model where one is close, and the models there are."""
+        unknown = [name for name in dict.fromkeys(names) if name not in self]
+        if not unknown:
+            return
+        known = sorted(self.models)
+        hints = [f"did you mean {c[0]!r}?" for n in unknown for c in [difflib.get_close_matches(n, known, n=1)] if c]
+        raise UsageError(
+            f"{given_as} names {', '.join(repr(n) for n in unknown)}, which "
+            f"{'are no models' if len(unknown) > 1 else 'is no model'} in {display_path(self.root)} "
+            f"(its models: {', '.join(known) or 'none'}{'; ' + ' '.join(hints) if hints else ''}). "
+            "Name model folders of the model repository, comma-separated."
+        )
 
     def needs(self) -> dict[str, set[str]]:
         """model -> the models it needs loaded: an ensemble's steps, the models a Python model
