@@ -237,4 +237,4 @@ def write_report(report: Report, path: str | None, json_out: bool, console: Cons
             )
             json_out = True
     if json_out:
-        print(text, flush=True)
+        console.report(text)

@@ -33,17 +33,6 @@ def pending_interrupt() -> Interrupted | None:
     return _pending
 
 
-def stop(name: str, exit_code: int) -> None:
-    """Stop the run as a signal would (a closed stdout is one): raised here unless a signal is
-    being cleaned up already or the work is over (then only noted)."""
-    global _pending
-    if _pending is not None:
-        return
-    _pending = Interrupted(name, exit_code)
-    if not _closing:
-        raise _pending
-
-
 def checkpoint() -> None:
     """Raise the signal again when its first raise was dropped (see the module's docstring)."""
     global _lost

@@ -175,3 +175,35 @@ def test_source_provider_without_network_fails_clearly(docker_client, make_repo,
     assert "python_backend r24.10 needs network access to https://github.com" in message
     assert "--stub path:FILE" in message
     assert os.environ["https_proxy"] == "http://127.0.0.1:9"
+
+
+def test_a_backend_the_base_lacks_is_refused_at_base_inspection(docker_client, make_repo, unique, tmp_path):
+    """An onnxruntime model beside Python ones on a base that has only the python backend: refused
+    (exit 1) when the base is inspected, naming the model, its backend and the base's backends;
+    nothing built, no server started."""
+    onnx = 'name: "scorer"\nbackend: "onnxruntime"\nmax_batch_size: 0\n'
+    onnx += 'input [ { name: "X" data_type: TYPE_FP32 dims: [ 4 ] } ]\noutput [ { name: "Y" data_type: TYPE_FP32 dims: [ 4 ] } ]\n'
+    root = make_repo({**python_model_files("m"), "scorer/config.pbtxt": onnx, "scorer/1/model.onnx": b"\0"})
+    tag = f"trt-stub/no-onnx:{unique}"
+    code, report = cli(
+        "build", "--model-repository", str(root), "--base-image", BASE_IMAGE, "--tag", tag, report=tmp_path / "r.json"
+    )
+    message = report["error"]["message"]
+    assert code == 1, message
+    assert "scorer needs the onnxruntime backend" in message and "holds only python" in message, message
+    assert "Fix the model" not in message and "initialize" not in message
+    with pytest.raises(docker.errors.ImageNotFound):
+        docker_client.images.get(tag)
+    assert not docker_client.containers.list(all=True, filters={"label": SERVERS})
+
+
+def test_an_image_never_built_is_a_usage_error_without_a_pull(docker_client, one_model, unique, tmp_path):
+    """`test --image X` of a name with no registry host that this Docker host lacks: exit 2 saying
+    to build it, never a pull from Docker Hub (whose DNS error said nothing of the mistake)."""
+    image = f"trt-never-built/models:{unique}"
+    code, report = cli("test", "--model-repository", str(one_model.root), "--image", image, report=tmp_path / "r.json")
+    message = report["error"]["message"]
+    assert code == 2, message
+    assert f"no such local image {image}: build it with `triton-release build --tag {image}`" in message
+    assert "registry-1.docker.io" not in message
+    assert not docker_client.containers.list(all=True, filters={"label": SERVERS})

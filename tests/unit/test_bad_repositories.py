@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 
 import pytest
 
@@ -13,6 +14,7 @@ from support.models import PYTHON_MODEL, golden_case, python_config, python_mode
 from support.reports import read_report
 from triton_release.cli import main
 from triton_release.models.validate import validate
+from triton_release.problems import Problem
 
 ENSEMBLE = """name: "e"
 platform: "ensemble"
@@ -133,10 +135,15 @@ def assert_refused(root, tmp_path, capsys, *fragments: str) -> None:
     out = capsys.readouterr()
     printed = out.out + out.err
     assert code == 1, printed
-    message = read_report(report)["error"]["message"]
+    data = read_report(report)
+    listed = "\n".join(
+        str(Problem(Path(p["path"]), p["message"], p["line"], p["col"])) for p in data["steps"]["validate"]["problems"]
+    )
     for fragment in fragments:
-        assert fragment in message, (fragment, message)
+        assert fragment in listed, (fragment, listed)
         assert fragment in printed, (fragment, printed)
+    count = len(data["steps"]["validate"]["problems"])
+    assert f"{count} problem{'s' if count > 1 else ''} found in" in data["error"]["message"]
     assert "Traceback" not in printed
     assert not validate(root).ok
 

@@ -36,7 +36,10 @@ def test_without_base_it_starts_from_the_last_release_tag_not_a_first_release(ta
     assert step["changes"]["changed"] == ["a"]
     assert (step["previous_version"], step["version"]) == ("1.0.0", "1.0.1")
     assert "first release" not in err
-    assert "release: patch -> 1.0.1 (previous: 1.0.0; base: git tag v1.0.0)" in err
+    assert (
+        "release: patch -> 1.0.1 (a: config.pbtxt only: no version folder bumped; previous: 1.0.0; base: git tag v1.0.0)"
+        in err
+    ), err
 
 
 def test_from_a_subfolder_too(tagged, capsys, monkeypatch):
@@ -94,3 +97,28 @@ def test_an_explicit_base_keeps_its_behaviour(tagged, capsys):
     assert "warning" not in err and "release: patch (" in err
     code, report, _ = changed(tagged, capsys, "--base", "0" * 40)
     assert code == 0 and report["steps"]["changed"]["base"] is None  # GitHub's "no previous commit"
+
+
+def test_without_base_the_release_line_says_why_it_is_major(tagged, capsys):
+    """The reason for the kind is on the default line as on the --base one."""
+    tagged.write({"a/config.pbtxt": python_config("a", dims="[ 8 ]")})
+    tagged.commit("wider input")
+    code, _, err = changed(tagged, capsys)
+    assert code == 0, err
+    line = next(line for line in err.splitlines() if line.startswith("release: major"))
+    _, _, with_base = changed(tagged, capsys, "--base", "v1.0.0")
+    reason = next(line for line in with_base.splitlines() if line.startswith("release: major"))
+    reason = reason.removeprefix("release: major (").removesuffix(")")
+    assert reason and f"({reason}; previous: 1.0.0; base: git tag v1.0.0)" in line, (line, reason)
+
+
+def test_bump_without_base_bumps_the_change_since_the_last_release(tagged, capsys):
+    """`bump` finds the base as `changed` does: a change inside version 1 since v1.0.0 makes 2/."""
+    tagged.write({"a/1/model.py": (tagged.models / "a/1/model.py").read_text() + "# faster\n"})
+    tagged.commit("a: faster")
+    code = main(["bump"], env={"HOME": str(tagged.root)})
+    err = capsys.readouterr()
+    assert code == 0, err
+    assert "no version folder to bump" not in err.out
+    assert "model_repository/a/2: new version folder with the head contents" in err.out, err.out
+    assert (tagged.models / "a" / "2" / "model.py").read_text().endswith("# faster\n")

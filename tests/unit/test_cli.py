@@ -189,3 +189,65 @@ def test_help_shows_each_flags_default_as_the_cli_reference_does(capsys):
     printed = " ".join(capsys.readouterr().out.split())
     assert "(default: 300)" in printed and "(default: nvcr.io/nvidia/tritonserver:24.10-py3)" in printed
     assert re.search(r"--head REF the commit to release \(default HEAD\) --to", printed)  # said once, by its help
+
+
+@pytest.mark.parametrize(
+    "argv, hint",
+    [
+        (["valdate"], "(did you mean validate?)"),
+        (["validate", "--modle-repository", "x"], "(did you mean --model-repository?)"),
+        (["changed", "--bsae", "v1.0.0"], "(did you mean --base?)"),
+        (["changed", "--hed=HEAD"], "(did you mean --head?)"),
+    ],
+)
+def test_an_unknown_command_or_flag_gets_the_closest_one(capsys, argv, hint):
+    assert main(argv, env={}) == 2
+    err = capsys.readouterr().err
+    assert hint in err and "See `triton-release" in err, err
+
+
+def test_record_of_an_unknown_model_is_a_usage_error_naming_the_known_ones(tmp_path, monkeypatch, capsys):
+    from support.models import python_model_files, write_tree
+
+    write_tree(tmp_path / "model_repository", {**python_model_files("add_sub"), **python_model_files("score")})
+    code, report = run(tmp_path, monkeypatch, "record", "--image", "models:candidate", "--models", "nosuch,add_sb")
+    message = report["error"]["message"]
+    assert code == 2, message
+    assert "--models names 'nosuch', 'add_sb', which are no models in model_repository" in message
+    assert "(its models: add_sub, score; did you mean 'add_sub'?)" in message
+    assert "bug" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("flags", [["--json"], []], ids=["--json", "human lines"])
+def test_a_closed_stdout_is_no_error_and_no_traceback(git_repo, tmp_path, flags):
+    """`triton-release changed --json | true`: a real process whose stdout's reader is gone before it
+    writes. It does its work, writes its report file, exits 0, and prints no traceback."""
+    import os
+    import subprocess
+
+    from support.models import python_model_files
+
+    git_repo.write(python_model_files("a"))
+    git_repo.commit("release 1.0.0")
+    git_repo.git("tag", "v1.0.0")
+    git_repo.write({"a/1/model.py": (git_repo.models / "a/1/model.py").read_text() + "# faster\n"})
+    git_repo.commit("a: faster")
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone: every write to the pipe fails (EPIPE)
+    report = tmp_path / "report.json"
+    env = {**os.environ, "HOME": str(tmp_path), "PYTHONPATH": os.pathsep.join(sys.path)}
+    try:
+        process = subprocess.run(
+            [sys.executable, "-m", "triton_release", "changed", *flags, "--report", str(report)],
+            cwd=git_repo.root,
+            stdout=write,
+            stderr=subprocess.PIPE,
+            env=env,
+            timeout=120,
+        )
+    finally:
+        os.close(write)
+    errors = process.stderr.decode()
+    assert process.returncode == 0, errors
+    assert "Traceback" not in errors and "BrokenPipeError" not in errors and "Exception ignored" not in errors, errors
+    assert read_report(report)["steps"]["changed"]["changes"]["changed"] == ["a"]

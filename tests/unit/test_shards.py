@@ -149,7 +149,7 @@ def test_bad_counts_are_usage_errors(make_repo, kwargs, match):
 
 
 def test_an_unknown_model_is_a_usage_error(make_repo):
-    with pytest.raises(UsageError, match="'nope' is not in"):
+    with pytest.raises(UsageError, match="'nope', which is no model in"):
         plan_shards(repo_of(make_repo, models("a")), ["a", "nope"])
 
 

@@ -151,3 +151,33 @@ def test_the_source_stub_is_compiled_against_a_pybind11_that_handles_numpy_2():
 def test_platforms_follow_the_images_glibc():
     tags = requirements.platforms("2.36")
     assert tags[0] == "manylinux_2_36_x86_64" and "manylinux2014_x86_64" in tags
+
+
+def test_the_base_backends_are_read_and_a_model_whose_backend_is_missing_is_refused(make_repo, tmp_path):
+    from support.models import python_model_files, write_tree
+    from triton_release.errors import Refused
+    from triton_release.image.base import BaseImage, require_backends
+    from triton_release.models.repository import Repository
+
+    output = probe_output().replace('{"ldd": "begin"}', '{"backends": "python "}\n{"ldd": "begin"}')
+    found = parse_probe("tritonserver:test", "sha256:abc", output)
+    assert found.backends == ("python",)
+    assert BaseImage.from_json(found.to_json()).backends == ("python",)  # kept in the inspection cache
+    onnx = 'name: "scorer"\nplatform: "onnxruntime_onnx"\nmax_batch_size: 0\n'
+    brings = 'name: "own"\nbackend: "custom"\nmax_batch_size: 0\n'
+    root = make_repo(
+        {
+            **python_model_files("m"),
+            "scorer/config.pbtxt": onnx,
+            "scorer/1/model.onnx": "",
+            "own/config.pbtxt": brings,
+            "own/1/libtriton_custom.so": "",  # a backend of its own, which Triton looks for there first
+        }
+    )
+    with pytest.raises(Refused) as refused:
+        require_backends(found, Repository.load(root))
+    message = refused.value.message
+    assert "scorer needs the onnxruntime backend" in message and "holds only python" in message, message
+    assert "own needs" not in message
+    require_backends(found, Repository.load(write_tree(tmp_path / "python", python_model_files("m"))))  # fine
+    require_backends(base(), Repository.load(root))  # a base whose backends folder is not told: not refused

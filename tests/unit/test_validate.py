@@ -45,7 +45,7 @@ def test_unknown_enum_on_line_5_names_file_line_and_value(make_repo, capsys):
     assert main(["validate", "--model-repository", str(root)]) == 1
     out = capsys.readouterr()
     assert "config.pbtxt:5:" in out.out and "TYPE_FP33" in out.out
-    assert "config.pbtxt:5:" in out.err and "Fix it" in out.err
+    assert "config.pbtxt:5:" not in out.err and "1 problem found in 1 of 1 model" in out.err and "Fix it" in out.err
 
 
 def test_unknown_field_is_located(make_repo):
@@ -267,6 +267,67 @@ def test_golden_batch_larger_than_max_batch_size(make_repo):
     )
 
 
+TWO_INPUTS = """\
+name: "add_sub"
+backend: "python"
+max_batch_size: 0
+input [
+  { name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] },
+  { name: "INPUT1" data_type: TYPE_FP32 dims: [ 4 ] }{optional}
+]
+output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]
+"""
+
+
+def two_inputs(case: dict, optional: bool = False) -> dict[str, str]:
+    config = TWO_INPUTS.replace(
+        "{optional}", ' ,{ name: "EXTRA" data_type: TYPE_STRING dims: [ -1 ] optional: true }' if optional else ""
+    )
+    return {
+        "add_sub/config.pbtxt": config,
+        "add_sub/1/model.py": PYTHON_MODEL,
+        "add_sub/golden/basic.json": json.dumps(case, indent=2),
+    }
+
+
+def fp32(name: str, shape=(4,)) -> dict:
+    return {"name": name, "datatype": "FP32", "shape": list(shape), "data": [1] * 4}
+
+
+@pytest.mark.parametrize(
+    "inputs, lacking",
+    [([fp32("INPUT0")], "'INPUT1'"), ([], "'INPUT0', 'INPUT1'")],
+    ids=["one of two inputs", "no inputs"],
+)
+def test_golden_case_that_leaves_out_a_declared_input_cannot_pass(make_repo, inputs, lacking):
+    problem = only_problem(make_repo(two_inputs({"inputs": inputs, "outputs": [fp32("OUTPUT0")]})))
+    assert "add_sub/golden/basic.json:2: " in problem and f'"inputs" lacks {lacking}' in problem, problem
+    assert "does not mark `optional: true`" in problem and "Add " in problem and '"shape": [4]' in problem
+
+
+def test_golden_case_may_leave_out_an_optional_input_or_one_an_expected_error_is_about(make_repo):
+    both = [fp32("INPUT0"), fp32("INPUT1")]
+    assert validate(make_repo(two_inputs({"inputs": both, "outputs": [fp32("OUTPUT0")]}, optional=True))).ok
+    assert validate(make_repo(two_inputs({"inputs": [fp32("INPUT0")], "error": "expected 2 inputs"}))).ok
+
+
+def test_golden_case_against_config_data_types_and_batch_dimension(make_repo):
+    bytes_config = python_config("m", max_batch_size=0, dims="[ -1 ]", dtype="TYPE_STRING")
+    case = golden_case(shape=(2,), data=("a", "b"), out=("A", "B"), dtype="BYTES")
+    assert validate(
+        make_repo({**python_model_files("m"), "m/config.pbtxt": bytes_config, "m/golden/basic.json": case})
+    ).ok
+    unbatched = golden_case(shape=(4,))  # max_batch_size 8: the leading batch dimension is missing
+    found = messages(make_repo({**python_model_files("m"), "m/golden/basic.json": unbatched}))
+    assert any("has shape [4], which does not fit [batch 1..8] + dims [4]" in m and "[1, 4]" in m for m in found), found
+
+
+def test_a_misspelt_golden_input_is_one_problem_with_a_did_you_mean(make_repo):
+    case = {"inputs": [fp32("INPUT0"), fp32("INPTU1")], "outputs": [fp32("OUTPUT0")]}
+    problem = only_problem(make_repo(two_inputs(case)))
+    assert "input 'INPTU1' is not declared" in problem and "did you mean 'INPUT1'?" in problem
+
+
 def test_golden_data_count_must_match_shape(make_repo):
     case = golden_case(data=(1, 2, 3))
     assert 'shape [1, 4] holds 4 elements but "data" has 3' in only_problem(
@@ -330,7 +391,8 @@ def test_every_problem_is_reported(make_repo):
         }
     )
     found = messages(root)
-    assert len(found) == 3, found
+    assert len(found) == 4, found  # both tensors of a's config are TYPE_FP33: each is a problem
+    assert [m.split("config.pbtxt:")[1][:5] for m in found[:2]] == ["4:37:", "5:39:"], found
 
 
 # -- the command ---------------------------------------------------------------------------
@@ -349,3 +411,37 @@ def test_validate_json_report(make_repo, capsys, tmp_path):
 def test_missing_repository_is_a_usage_error(tmp_path, capsys):
     assert main(["validate", "--model-repository", str(tmp_path / "nope")]) == 2
     assert "no such model repository" in capsys.readouterr().err
+
+
+def test_every_problem_of_every_model_in_one_run_each_printed_once(make_repo, capsys):
+    """Config errors past the first, a golden file's reader problems and its checks against the
+    config: all in one run; the closing line only counts them."""
+    config = python_config("a", dtype="TYPE_FP33") + "max_batch: 4\n"
+    root = make_repo(
+        {
+            **python_model_files("a"),
+            **python_model_files("b"),
+            "a/config.pbtxt": config,
+            "b/golden/basic.json": golden_case(timeout=-1).replace('"INPUT0"', '"INPTU0"'),
+        }
+    )
+    assert main(["validate", "--model-repository", str(root)]) == 1
+    out = capsys.readouterr()
+    lines = out.out.splitlines()
+    assert any("config.pbtxt:4:" in line and "TYPE_FP33" in line for line in lines), lines
+    assert any("config.pbtxt:5:" in line and "TYPE_FP33" in line for line in lines), lines
+    assert any("config.pbtxt:6:1:" in line and "did you mean max_batch_size?" in line for line in lines), lines
+    assert any("basic.json:" in line and '"timeout" must be' in line for line in lines), lines
+    assert any("input 'INPTU0' is not declared" in line and "did you mean 'INPUT0'?" in line for line in lines)
+    assert out.err.strip().endswith(
+        "5 problems found in 2 of 2 models (listed above as file:line:col). "
+        "Fix them and run `triton-release validate` again."
+    ), out.err
+    assert "TYPE_FP33" not in out.err and "timeout" not in out.err
+
+
+def test_a_misspelt_golden_case_key_gets_the_key_meant(make_repo):
+    case = golden_case().replace('"outputs"', '"outptus"')
+    assert "unknown key 'outptus'; did you mean 'outputs'?" in only_problem(
+        make_repo({**python_model_files("m"), "m/golden/basic.json": case})
+    )

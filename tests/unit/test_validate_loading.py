@@ -5,6 +5,8 @@ by git."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from support.models import (
@@ -18,6 +20,7 @@ from support.models import (
 from support.reports import read_report
 from triton_release.cli.main import main
 from triton_release.models.validate import validate
+from triton_release.problems import Problem
 
 ENSEMBLE_CASE = golden_case().replace('"INPUT0"', '"IN"').replace('"OUTPUT0"', '"OUT"')
 
@@ -271,7 +274,8 @@ def test_validate_refuses_with_file_line_and_fix(make_repo, tmp_path, capsys, ca
     code = main(["validate", "--model-repository", str(root), "--report", str(report)])
     printed = "".join(capsys.readouterr())
     assert code == 1, printed
-    message = read_report(report)["error"]["message"]
+    problems = read_report(report)["steps"]["validate"]["problems"]
+    listed = "\n".join(str(Problem(Path(p["path"]), p["message"], p["line"], p["col"])) for p in problems)
     for fragment in fragments:
-        assert fragment in message and fragment in printed, (fragment, printed)
+        assert fragment in listed and fragment in printed, (fragment, printed)
     assert "Traceback" not in printed

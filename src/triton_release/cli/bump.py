@@ -1,14 +1,25 @@
-"""`bump`: create the next version folders in the working tree."""
+"""`bump`: create the next version folders in the working tree.
+
+Without --base, the change since the last release, found as `changed` and `release` find it
+(cli/changed.py: `since_last_release`), so that `bump` writes the folders `release` would."""
 
 from triton_release import steps
-from triton_release.cli.common import Context, add_refs
+from triton_release.cli.changed import since_last_release
+from triton_release.cli.common import SINCE_LAST_RELEASE, Context, add_refs
 
-HELP = "create the next version folders in the working tree"
-add_arguments = add_refs
+HELP = "create the next version folders in the working tree (default: for the change since the last release)"
+
+
+def add_arguments(parser) -> None:
+    add_refs(parser, SINCE_LAST_RELEASE)
 
 
 def run(ctx: Context, session) -> None:
-    root = ctx.model_repository
-    planned = session.step("changed", None, steps.changes, root, ctx.args.base, ctx.args.head)
+    root, args = ctx.model_repository, ctx.args
+    if args.base is not None:
+        planned = session.step("changed", None, steps.changes, root, args.base, args.head)
+    else:
+        repository = ctx.repository("repository: in the settings", required=False)
+        planned = session.step("changed", None, since_last_release, root, args.head, repository, ctx.console)
     session.step("bump", ctx.console.bumped, steps.bump, root, planned)
     steps.journal_end(root)  # the bump is the user's now: no later run takes it for a killed one's

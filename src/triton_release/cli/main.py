@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import difflib
 import os
+import re
 import sys
 from collections.abc import Mapping
 from types import ModuleType
@@ -61,7 +63,41 @@ class _HelpFormatter(argparse.HelpFormatter):
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str):  # exit 2 through main, like every usage error
-        raise UsageError(f"{self.prog}: {message}. See `{self.prog} --help`.")
+        raise UsageError(f"{self.prog}: {message}{_did_you_mean(message, self)}. See `{self.prog} --help`.")
+
+    def parse_args(self, args=None, namespace=None):
+        """As argparse's, with a "did you mean" for a flag the command does not take."""
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            command = self.commands.get(getattr(parsed, "command", None) or "", self)
+            flags = sorted({flag for action in command._actions for flag in action.option_strings})
+            hints = [
+                f"did you mean {close[0]}?"
+                for extra in extras
+                if extra.startswith("--")
+                for close in [difflib.get_close_matches(extra.split("=", 1)[0], flags, n=1)]
+                if close
+            ]
+            hint = f" ({'; '.join(hints)})" if hints else ""
+            raise UsageError(
+                f"{command.prog}: unrecognized arguments: {' '.join(extras)}{hint}. See `{command.prog} --help`."
+            )
+        return parsed
+
+    commands: dict[str, argparse.ArgumentParser] = {}  # the top parser's: each command's parser
+
+
+_INVALID_CHOICE = re.compile(r"invalid choice: '([^']*)' \(choose from (.*)\)$")
+
+
+def _did_you_mean(message: str, parser: argparse.ArgumentParser) -> str:
+    """' (did you mean validate?)' for a misspelt command or choice in argparse's message, or ''."""
+    found = _INVALID_CHOICE.search(message)
+    if found is None:
+        return ""
+    choices = [choice.strip().strip("'") for choice in found.group(2).split(",")]
+    close = difflib.get_close_matches(found.group(1), choices, n=1)
+    return f" (did you mean {close[0]}?)" if close else ""
 
 
 # The flags every command takes, given before the command or after it, and their defaults.
@@ -101,10 +137,12 @@ def parser() -> argparse.ArgumentParser:
     add_global_flags(top)
     top.set_defaults(**GLOBAL_DEFAULTS)
     sub = top.add_subparsers(dest="command", metavar="COMMAND", required=True, parser_class=_Parser)
+    top.commands = {}
     for name, module in COMMANDS.items():
         command = sub.add_parser(name, help=module.HELP, description=module.HELP, formatter_class=_HelpFormatter)
         module.add_arguments(command)
         add_global_flags(command)
+        top.commands[name] = command
     return top
 
 

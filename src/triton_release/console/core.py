@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import logging
 import os
-import signal
 import sys
 import time
 from collections.abc import Iterator, Sequence
@@ -17,7 +16,6 @@ from typing import TYPE_CHECKING, TextIO
 from triton_release.console.escaping import defuse_commands, escape_controls, escape_data, escape_property
 from triton_release.problems import Problem, display_path
 from triton_release.progress import LiveBars, PlainLines, Reporter, reporting
-from triton_release.signals import stop
 
 if TYPE_CHECKING:  # never imported at run time
     from triton_release.errors import TritonReleaseError
@@ -31,6 +29,7 @@ class ConsoleCore:
     ) -> None:
         self.err = err or sys.stderr
         self.out = self.err if json_mode else (out or sys.stdout)
+        self._report_to: TextIO | None = None  # where the JSON report goes: stdout, unless it was closed
         self.ci = ci
         self._secrets: list[str] = []
         self._live: LiveBars | None = None  # the bars on the terminal, while a step runs
@@ -62,8 +61,10 @@ class ConsoleCore:
             self._closed(stream)
 
     def _closed(self, stream: TextIO) -> None:
-        """The reader of `stream` went away (`release | head -1`): what follows goes nowhere, and
-        the run stops as a SIGPIPE would, undoing what it does on any interruption."""
+        """The reader of `stream` went away (`release | grep -m1 ...`, `changed --json | true`):
+        what follows on it goes nowhere, and the work goes on. A reader that stops reading is no
+        request to stop: a release stopped there would be cut between its steps (a bump written,
+        a push half done), so it ends as it would have, with its exit code and its report file."""
         devnull = open(os.devnull, "w")
         try:
             os.dup2(devnull.fileno(), stream.fileno())  # nor does Python's last flush fail at exit
@@ -73,7 +74,16 @@ class ConsoleCore:
             self.out = devnull
         if stream is self.err:
             self.err = devnull
-        stop("SIGPIPE", 128 + signal.SIGPIPE)
+        if stream is sys.stdout:
+            self._report_to = devnull
+
+    def report(self, text: str) -> None:
+        """The JSON report on stdout (--json), as it is: no escaping, no masking (it holds no secret)."""
+        stream = self._report_to or sys.stdout
+        try:
+            print(text, file=stream, flush=True)
+        except BrokenPipeError:
+            self._closed(stream)
 
     def _text(self, text: str, stream: TextIO | None = None) -> None:
         """Lines that may hold user text (file names, model messages): in Actions, none of them may

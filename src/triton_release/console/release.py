@@ -36,9 +36,10 @@ class ReleaseLines(ConsoleCore):
         if plan is None:
             self.line(f"release: {result.kind.kind or 'none'} ({'; '.join(result.kind.reasons)})")
         else:
+            why = "".join(f"{reason}; " for reason in result.kind.reasons)
             self.line(
                 f"release: {result.kind.kind or 'nothing'} -> {plan.version or '(none)'} "
-                f"(previous: {plan.previous or 'none'}; base: {result.base_from})"
+                f"({why}previous: {plan.previous or 'none'}; base: {result.base_from})"
             )
 
     def recovered(self, result) -> None:

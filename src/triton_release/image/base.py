@@ -18,8 +18,18 @@ from triton_release.contract import PROBE_LABEL
 from triton_release.errors import InfrastructureError, Refused
 from triton_release.processes import owner_labels, remove_by_name
 
-STUB_PATH = "/opt/tritonserver/backends/python/triton_python_backend_stub"
-CACHE_FORMAT = 1
+BACKENDS_DIR = "/opt/tritonserver/backends"
+STUB_PATH = f"{BACKENDS_DIR}/python/triton_python_backend_stub"
+CACHE_FORMAT = 2  # 2: the backends folder's entries
+
+# The backend that serves a config's platform (Triton's own mapping, for configs that give no backend).
+PLATFORM_BACKENDS = {
+    "onnxruntime_onnx": "onnxruntime",
+    "tensorrt_plan": "tensorrt",
+    "pytorch_libtorch": "pytorch",
+    "tensorflow_savedmodel": "tensorflow",
+    "tensorflow_graphdef": "tensorflow",
+}
 
 # NGC release (r<YY.MM> branches) for Triton versions whose image may lack the NGC variable.
 NGC_RELEASES = {
@@ -59,6 +69,7 @@ _SCRIPT = r"""
 printf '{"env": {"triton": "%s", "ngc": "%s"}}\n' "${TRITON_SERVER_VERSION:-}" "${NVIDIA_TRITON_SERVER_VERSION:-}"
 printf '{"python3": "%s"}\n' "$(python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null)"
 printf '{"glibc": "%s"}\n' "$(getconf GNU_LIBC_VERSION 2>/dev/null | sed 's/glibc //')"
+if [ -d "$BACKENDS" ]; then printf '{"backends": "%s"}\n' "$(ls -1 "$BACKENDS" 2>/dev/null | tr '\n' ' ')"; fi
 for exe in /usr/bin/python3.* /usr/local/bin/python3.*; do
   case "${exe##*/}" in python3.[0-9]|python3.[0-9][0-9]) ;; *) continue ;; esac
   [ -x "$exe" ] && "$exe" -c "$PROBE" 2>/dev/null
@@ -120,6 +131,7 @@ class BaseImage:
     pythons: dict[str, PythonInstall]  # X.Y -> install
     stub: StubLinks
     layers: int = 0  # the image's own layers, counted in the layer budget
+    backends: tuple[str, ...] | None = None  # the folders of /opt/tritonserver/backends; None: no such folder
 
     def to_json(self) -> dict:
         data = asdict(self)
@@ -131,12 +143,15 @@ class BaseImage:
         pythons = {k: PythonInstall(**v) for k, v in data["pythons"].items()}
         stub = data["stub"]
         stub = StubLinks(**{**stub, "missing": tuple(stub["missing"])})
-        return cls(**{**data, "pythons": pythons, "stub": stub})
+        backends = data.get("backends")
+        backends = tuple(backends) if isinstance(backends, (list, tuple)) else None
+        return cls(**{**data, "pythons": pythons, "stub": stub, "backends": backends})
 
 
 def parse_probe(image: str, image_id: str, output: str) -> BaseImage:
     env: dict = {}
     python3 = glibc = ""
+    backends: tuple[str, ...] | None = None
     pythons: dict[str, PythonInstall] = {}
     lines = output.splitlines()
     for index, line in enumerate(lines):
@@ -150,6 +165,8 @@ def parse_probe(image: str, image_id: str, output: str) -> BaseImage:
             python3 = item["python3"]
         elif "glibc" in item:
             glibc = item["glibc"]
+        elif "backends" in item:
+            backends = tuple(sorted(item["backends"].split()))
         elif "python" in item:
             found = PythonInstall(**item["python"])
             pythons.setdefault(found.version, found)
@@ -160,7 +177,7 @@ def parse_probe(image: str, image_id: str, output: str) -> BaseImage:
         stub = StubLinks(False, "", "", "", ())
     triton = env.get("triton", "")
     ngc = env.get("ngc", "") or NGC_RELEASES.get(triton, "")
-    return BaseImage(image, image_id, triton, ngc, python3, glibc, pythons, stub)
+    return BaseImage(image, image_id, triton, ngc, python3, glibc, pythons, stub, backends=backends)
 
 
 def run_probe(client: docker.DockerClient, image: str, script: str, env: dict[str, str]) -> str:
@@ -236,7 +253,7 @@ def inspect(client: docker.DockerClient, image: str) -> BaseImage:
             pass
         else:  # a cache written before the layer count was kept lacks it
             return found if found.layers else replace(found, layers=layer_count(client, ident))
-    output = run_probe(client, image, _SCRIPT, {"PROBE": _PYTHON_PROBE, "STUB": STUB_PATH})
+    output = run_probe(client, image, _SCRIPT, {"PROBE": _PYTHON_PROBE, "STUB": STUB_PATH, "BACKENDS": BACKENDS_DIR})
     found = replace(parse_probe(image, ident, output), layers=layer_count(client, ident))
     write_atomic(cached, json.dumps(found.to_json()))
     return found
@@ -252,3 +269,45 @@ def check_stub(client: docker.DockerClient, image: str) -> StubLinks:
             {"STUB": STUB_PATH},
         )
     )
+
+
+def model_backend(model) -> str | None:
+    """The backend that serves a model (models/repository.Model): its config's backend, else the
+    one of its platform; python for a model without config.pbtxt; None for an ensemble (the
+    server itself runs it) or a platform this tool does not know."""
+    config = model.config
+    if config is None:
+        return "python"
+    if config.backend:
+        return config.backend
+    return PLATFORM_BACKENDS.get(config.platform)
+
+
+def require_backends(base: BaseImage, models) -> None:
+    """Refuse, before anything is built or served, models whose backend the base image lacks:
+    tritonserver would fail to load them, and the failure would look like the model's own. A model
+    that brings its backend (libtriton_<backend>.so in its folder or a version folder) is left
+    alone, as Triton looks there first; so is a base without the backends folder (not told)."""
+    if base.backends is None:
+        return
+    lacking: dict[str, list[str]] = {}
+    for model in models:
+        backend = model_backend(model)
+        if backend is None or backend in base.backends:
+            continue
+        library = f"libtriton_{backend}.so"
+        if (model.path / library).is_file() or any((model.path / str(v) / library).is_file() for v in model.versions):
+            continue
+        lacking.setdefault(backend, []).append(model.name)
+    if not lacking:
+        return
+    which = "; ".join(
+        f"{', '.join(names)} need{'s' if len(names) == 1 else ''} the {b} backend"
+        for b, names in sorted(lacking.items())
+    )
+    raise Refused(f"""
+        The base image {base.image} lacks a backend the models need: {which}, and its
+        {BACKENDS_DIR} holds only {", ".join(base.backends) or "nothing"}. Give a base image that has
+        {"them" if len(lacking) > 1 else "it"} with --base-image (base_image: in triton-release.yaml; NVIDIA's
+        nvcr.io/nvidia/tritonserver:<YY.MM>-py3 ships the python, onnxruntime, pytorch, tensorrt and
+        other backends), or remove those models from the model repository.""")

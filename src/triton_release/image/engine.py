@@ -9,7 +9,7 @@ from collections.abc import Mapping
 import docker
 import requests
 
-from triton_release.errors import InfrastructureError
+from triton_release.errors import InfrastructureError, UsageError
 
 PING_TIMEOUT = 15  # seconds a daemon has to answer its first requests (the API version, a ping)
 
@@ -31,3 +31,32 @@ def docker_client(
             a container action, /var/run/docker.sock must be mounted.""") from None
     client.api.timeout = timeout
     return client
+
+
+def registry_host(image: str) -> str | None:
+    """The registry host an image reference names (`127.0.0.1:5000/team/models:1`, `ghcr.io/org/m`),
+    as Docker tells one: a first path component with a '.' or a ':', or `localhost`; None for a
+    name such as `models:candidate` or `team/models`, which the daemon would pull from Docker Hub."""
+    first, slash, _ = image.partition("/")
+    if not slash:
+        return None
+    return first if ("." in first or ":" in first or first == "localhost") else None
+
+
+def require_local_image(client: docker.DockerClient, image: str) -> None:
+    """Refuse (exit 2) to serve an image that is not on this Docker host and names no registry:
+    the daemon would try Docker Hub for it, and fail with a DNS or access error that says nothing
+    of the mistake. An image id, or a name with a registry host, is left to the daemon (pulled)."""
+    if registry_host(image) is not None:
+        return
+    try:
+        client.images.get(image)
+    except docker.errors.ImageNotFound:
+        raise UsageError(
+            f"no such local image {image}: build it with `triton-release build --tag {image}` "
+            "(or give a name with its registry host, e.g. 127.0.0.1:5000/team/models:1.2.3, to pull one)."
+        ) from None
+    except (docker.errors.APIError, requests.RequestException) as exc:
+        raise InfrastructureError(
+            f"The Docker daemon could not tell whether the image {image} is here ({exc.__class__.__name__})."
+        ) from None

@@ -58,3 +58,19 @@ def _enum_hint(message: str) -> str:
         return f"; write it without quotes: {given}" if match.group(2) else f"; did you mean {given}?"
     close = difflib.get_close_matches(given, names, n=1, cutoff=0.6)
     return f"; did you mean {close[0]}?" if close else f"; the values are {', '.join(names)}"
+
+
+_UNKNOWN_FIELD = re.compile(r'^Message type "([\w.]+)" has no field named "(\w+)"')
+
+
+def _field_hint(message: str) -> str:
+    """'; did you mean max_batch_size?' for an unknown field in a parse error, or ''."""
+    match = _UNKNOWN_FIELD.match(message)
+    if match is None:
+        return ""
+    try:
+        fields = model_config_pb2.DESCRIPTOR.pool.FindMessageTypeByName(match.group(1)).fields_by_name
+    except KeyError:
+        return ""
+    close = difflib.get_close_matches(match.group(2), list(fields), n=1, cutoff=0.6)
+    return f"; did you mean {close[0]}?" if close else ""

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from triton_release.models.golden_checks import case_warnings, check_against_config, iterative_model, sequence_model
 from triton_release.models.golden_format import DEFAULT_TIMEOUT, ExpectedError, GoldenCase, Step, regex_problem
-from triton_release.models.golden_reader import load_case
+from triton_release.models.golden_reader import ReadCase, load_case, read_case
 from triton_release.models.tensors import FLOATS, Tensor, element_index
 
 __all__ = [
@@ -22,6 +22,8 @@ __all__ = [
     "element_index",
     "iterative_model",
     "load_case",
+    "read_case",
+    "ReadCase",
     "regex_problem",
     "sequence_model",
 ]

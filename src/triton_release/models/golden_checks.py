@@ -4,8 +4,10 @@ config declares; and the warnings for what is legal in a case but proves less th
 
 from __future__ import annotations
 
+import difflib
 import json
 
+from triton_release.models.config_schema import model_config_pb2
 from triton_release.models.golden_format import GoldenCase, Step
 from triton_release.models.golden_reader import line_in
 from triton_release.models.repository import Model, datatype_name
@@ -40,7 +42,7 @@ def iterative_model(model: Model) -> bool:
     )
 
 
-def check_against_config(case: GoldenCase, model: Model) -> list[Problem]:
+def check_against_config(case: GoldenCase, model: Model, unread: frozenset[str] = frozenset()) -> list[Problem]:
     """The case's form (a sequence or one request) against the model's batching, and the names,
     data types and shapes of every step against the tensors the config declares."""
     if model.config is None:
@@ -83,6 +85,7 @@ def check_against_config(case: GoldenCase, model: Model) -> list[Problem]:
     mbs = model.config.max_batch_size
     for index, step in enumerate(case.steps):
         prefix = f"sequence step {index + 1}: " if case.sequence is not None else ""
+        suggested = set(unread)  # given but unreadable, or offered as the fix of a misspelt name: not "lacking"
         for kind, tensors in (("input", step.inputs), ("output", step.expected)):
             declared = model.tensors(kind)
             for tensor in tensors:
@@ -90,11 +93,16 @@ def check_against_config(case: GoldenCase, model: Model) -> list[Problem]:
                 spec = declared.get(tensor.name)
                 if spec is None:
                     names = ", ".join(sorted(declared)) or "none"
+                    close = difflib.get_close_matches(tensor.name, sorted(declared), n=1)
+                    fix = f"did you mean {close[0]!r}? " if close else ""
+                    if kind == "input":
+                        suggested.update(close)
                     problems.append(
                         Problem(
                             case.path,
                             f"{prefix}{kind} {tensor.name!r} is not declared in "
-                            f"{model.name}/config.pbtxt (its {kind}s: {names})",
+                            f"{model.name}/config.pbtxt (its {kind}s: {names}): {fix}use a name the config "
+                            f"declares, or declare the {kind} there",
                             line,
                         )
                     )
@@ -104,7 +112,8 @@ def check_against_config(case: GoldenCase, model: Model) -> list[Problem]:
                     problems.append(
                         Problem(
                             case.path,
-                            f"{prefix}{kind} {tensor.name!r} is {tensor.datatype} here but {want} in config.pbtxt",
+                            f"{prefix}{kind} {tensor.name!r} is {tensor.datatype} here but {want} in config.pbtxt "
+                            f'({_config_type(spec.data_type)}): write its "datatype" as "{want}"',
                             line,
                         )
                     )
@@ -115,11 +124,58 @@ def check_against_config(case: GoldenCase, model: Model) -> list[Problem]:
                             case.path,
                             f"{prefix}{kind} {tensor.name!r} has shape "
                             f"{list(tensor.shape)}, which does not fit {batch}dims "
-                            f"{list(spec.dims)} of config.pbtxt",
+                            f"{list(spec.dims)} of config.pbtxt: give it a shape such as "
+                            f"{example_shape(list(spec.dims), mbs)} (-1 in dims stands for any size)",
                             line,
                         )
                     )
+        problems.extend(_missing_inputs(case, model, step, prefix, text, suggested))
     return problems
+
+
+def example_shape(dims: list[int], max_batch_size: int) -> list[int]:
+    """A request shape that fits `dims`: a batch of one first where the model batches, 1 for -1."""
+    return [1] * (max_batch_size > 0) + [1 if d == -1 else d for d in dims]
+
+
+def _config_type(data_type: int) -> str:
+    return model_config_pb2.DataType.Name(data_type)
+
+
+def _missing_inputs(
+    case: GoldenCase, model: Model, step: Step, prefix: str, text: str, suggested: set[str]
+) -> list[Problem]:
+    """The inputs config.pbtxt declares, not `optional: true`, that a request leaves out: the
+    server refuses such a request, so the case could never pass. A step that expects an error may
+    leave one out on purpose (to prove the refusal)."""
+    if step.error is not None:
+        return []
+    given = {tensor.name for tensor in step.inputs} | suggested
+    missing = [spec for spec in model.config.input if not spec.optional and spec.name not in given]  # type: ignore[union-attr]
+    if not missing:
+        return []
+    mbs = model.config.max_batch_size  # type: ignore[union-attr]
+    names = ", ".join(repr(spec.name) for spec in missing)
+    example = missing[0]
+    tensor = json.dumps(
+        {
+            "name": example.name,
+            "datatype": datatype_name(example.data_type),
+            "shape": example_shape(list(example.dims), mbs),
+            "data": ["..."],
+        }
+    ).replace('["..."]', "[...]")
+    return [
+        Problem(
+            case.path,
+            f'{prefix}"inputs" lacks {names}, which {model.name}/config.pbtxt declares and does not mark '
+            "`optional: true`: the server refuses a request without "
+            f"{'them' if len(missing) > 1 else 'it'}, so the case cannot pass. Add "
+            f'{"each" if len(missing) > 1 else "it"} to "inputs" (e.g. {tensor}), or mark '
+            f"{'them' if len(missing) > 1 else 'it'} `optional: true` in config.pbtxt if the model does without",
+            line_in(text, '"inputs"', step.span),
+        )
+    ]
 
 
 # -- warnings -----------------------------------------------------------------------------------

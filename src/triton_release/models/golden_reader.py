@@ -4,9 +4,11 @@ models/golden_format.py."""
 
 from __future__ import annotations
 
+import difflib
 import json
 import math
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 from triton_release.models.golden_format import (
@@ -48,6 +50,7 @@ class _CaseReader:
         self.problems: list[Problem] = []
         self.prefix = ""  # "sequence step N: " while a step is read
         self.span: tuple[int, int] | None = None  # and where that step is in the file
+        self.unread: set[str] = set()  # tensors named but not read (a problem each): not "left out"
 
     def problem(self, message: str, near: str | None = None) -> None:
         line = None
@@ -58,6 +61,12 @@ class _CaseReader:
         self.problems.append(Problem(self.path, self.prefix + message, line))
 
     def tensor(self, raw, where: str) -> Tensor | None:
+        found = self._tensor(raw, where)
+        if found is None and isinstance(raw, dict) and isinstance(raw.get("name"), str):
+            self.unread.add(raw["name"])
+        return found
+
+    def _tensor(self, raw, where: str) -> Tensor | None:
         if not isinstance(raw, dict):
             self.problem(f"{where} must be an object with name, datatype, shape and data")
             return None
@@ -66,7 +75,11 @@ class _CaseReader:
             self.problem(f'{where} has no "name"')
             return None
         for key in sorted(set(raw) - TENSOR_KEYS):
-            self.problem(f"{where} {name!r}: unknown key {key!r} (expected {', '.join(sorted(TENSOR_KEYS))})", key)
+            self.problem(
+                f"{where} {name!r}: unknown key {key!r}{did_you_mean(key, TENSOR_KEYS)} "
+                f"(expected {', '.join(sorted(TENSOR_KEYS))})",
+                key,
+            )
         datatype = raw.get("datatype")
         if datatype not in DATATYPES:
             self.problem(
@@ -197,8 +210,8 @@ class _CaseReader:
                 continue
             for key in sorted(set(item) - STEP_KEYS):
                 self.problem(
-                    f"unknown key {key!r} (a step has {', '.join(sorted(STEP_KEYS))}; the case's other "
-                    "keys hold for the whole sequence)",
+                    f"unknown key {key!r}{did_you_mean(key, STEP_KEYS)} (a step has "
+                    f"{', '.join(sorted(STEP_KEYS))}; the case's other keys hold for the whole sequence)",
                     key,
                 )
             steps.append(self.step(item))
@@ -271,28 +284,56 @@ def _spans(text: str, key: str, count: int) -> list[tuple[int, int]]:
     return []
 
 
+def did_you_mean(key: str, known: set[str]) -> str:
+    """'; did you mean 'outputs'?' for a misspelt key, or ''."""
+    close = difflib.get_close_matches(key, sorted(known), n=1)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+@dataclass(frozen=True)
+class ReadCase:
+    """A golden file as read: its problems, and the case made of what could be read (None when it
+    is no JSON object), with the names of the tensors it gives that could not be read."""
+
+    case: GoldenCase | None
+    problems: list[Problem]
+    unread: frozenset[str] = frozenset()
+
+
 def load_case(path: Path, model: str) -> tuple[GoldenCase | None, list[Problem]]:
     """Parse one golden file. Returns the case, or None with every problem found."""
+    read = read_case(path, model)
+    return (None, read.problems) if read.problems else (read.case, [])
+
+
+def read_case(path: Path, model: str) -> ReadCase:
+    """Parse one golden file: every problem found, and as much of the case as could be read (so
+    that validate also checks the rest of it against the model's config in the same run)."""
     text = path.read_text(encoding="utf-8", errors="replace")
     try:
         raw = json.loads(text)
     except json.JSONDecodeError as exc:
-        return None, [Problem(path, f"not valid JSON: {exc.msg}", exc.lineno, exc.colno)]
+        return ReadCase(None, [Problem(path, f"not valid JSON: {exc.msg}", exc.lineno, exc.colno)])
     except RecursionError:
-        return None, [
-            Problem(
-                path,
-                f'nested too deep to read (a golden file\'s "data" may nest at most '
-                f"{MAX_DEPTH} levels); write the data flat, row-major",
-                1,
-                1,
-            )
-        ]
+        return ReadCase(
+            None,
+            [
+                Problem(
+                    path,
+                    f'nested too deep to read (a golden file\'s "data" may nest at most '
+                    f"{MAX_DEPTH} levels); write the data flat, row-major",
+                    1,
+                    1,
+                )
+            ],
+        )
     reader = _CaseReader(path, text)
     if not isinstance(raw, dict):
-        return None, [Problem(path, 'a golden case is a JSON object with "inputs" and "outputs"', 1, 1)]
+        return ReadCase(None, [Problem(path, 'a golden case is a JSON object with "inputs" and "outputs"', 1, 1)])
     for key in sorted(set(raw) - CASE_KEYS):
-        reader.problem(f"unknown key {key!r} (expected {', '.join(sorted(CASE_KEYS))})", key)
+        reader.problem(
+            f"unknown key {key!r}{did_you_mean(key, CASE_KEYS)} (expected {', '.join(sorted(CASE_KEYS))})", key
+        )
     top, sequence = Step(()), None
     if "sequence" in raw:
         for key in ("inputs", "outputs", "error"):
@@ -317,26 +358,26 @@ def load_case(path: Path, model: str) -> tuple[GoldenCase | None, list[Problem]]
     parameters = raw.get("parameters", {})
     reader.parameters(parameters)
     timeout = raw.get("timeout", DEFAULT_TIMEOUT)
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout <= MAX_TIMEOUT:
+    bad_timeout = isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout <= MAX_TIMEOUT
+    if bad_timeout:
         reader.problem(
             f'"timeout" must be the seconds the case may take, more than 0 and at most '
             f"{MAX_TIMEOUT:g} (default {DEFAULT_TIMEOUT:g})",
             "timeout",
         )
-    if reader.problems:
-        return None, reader.problems
-    return GoldenCase(
+    case = GoldenCase(
         path,
         model,
         top.inputs,
         top.outputs,
         top.responses,
-        raw.get("atol"),
-        raw.get("rtol"),
-        version,
-        protocol,
-        parameters,
-        float(timeout),
+        raw.get("atol") if isinstance(raw.get("atol"), (int, float)) else None,
+        raw.get("rtol") if isinstance(raw.get("rtol"), (int, float)) else None,
+        version if isinstance(version, int) else None,
+        protocol if protocol in ("http", "grpc") else "http",
+        parameters if isinstance(parameters, dict) else {},
+        DEFAULT_TIMEOUT if bad_timeout else float(timeout),
         top.error,
         sequence,
-    ), []
+    )
+    return ReadCase(case, reader.problems, frozenset(reader.unread))

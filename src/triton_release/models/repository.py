@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import difflib
 import hashlib
 import os
 import re
@@ -20,11 +21,12 @@ from pathlib import Path
 from google.protobuf import text_format
 
 from triton_release.cache import Memo
+from triton_release.errors import UsageError
 from triton_release.models.calls import callees, version_calls
-from triton_release.models.config_hints import _enum_hint
+from triton_release.models.config_hints import _enum_hint, _field_hint
 from triton_release.models.config_schema import model_config_pb2
 from triton_release.models.graph import ensemble_needs
-from triton_release.problems import Problem
+from triton_release.problems import Problem, display_path
 
 CONFIG_FILE = "config.pbtxt"
 GOLDEN_DIR = "golden"
@@ -247,22 +249,64 @@ def _parsed(answer: object) -> model_config_pb2.ModelConfig:
 
 
 def parse_config(path: Path, text: str) -> tuple[model_config_pb2.ModelConfig | None, list[Problem]]:
+    """The config, or None with every problem found: after an unknown enum value or an unknown field
+    of one line, the parse goes on past it (each is a problem of its own, all reported in one run);
+    any other syntax error ends it."""
     known = PARSED.get(text, _parsed)
     if known is not None:
         return known, []
-    try:
-        config = text_format.Parse(text, model_config_pb2.ModelConfig())
+    problems: list[Problem] = []
+    for _ in range(MAX_CONFIG_PROBLEMS):
+        try:
+            config = text_format.Parse(text, model_config_pb2.ModelConfig())
+        except text_format.ParseError as exc:
+            line, col = exc.GetLine(), exc.GetColumn()
+            message = str(exc)
+            match = re.match(r"^\d+:\d+ : (?:'.*?': )?(.*)$", message, re.S)
+            if match:
+                message = match.group(1)
+            hint = _enum_hint(message) or _field_hint(message)
+            message = message.rstrip(".") if hint else message
+            problems.append(Problem(path, f"{message}{hint} (Triton's model config schema)", line, col))
+            patched = _past_error(text, message, line, col)
+            if patched is None:
+                break
+            text = patched
+            continue
+        if problems:
+            break
         PARSED.put(text, base64.b64encode(config.SerializeToString()).decode())
         return config, []
-    except text_format.ParseError as exc:
-        line, col = exc.GetLine(), exc.GetColumn()
-        message = str(exc)
-        match = re.match(r"^\d+:\d+ : (?:'.*?': )?(.*)$", message, re.S)
-        if match:
-            message = match.group(1)
-        hint = _enum_hint(message)
-        message = message.rstrip(".") if hint else message
-        return None, [Problem(path, f"{message}{hint} (Triton's model config schema)", line, col)]
+    return None, problems
+
+
+MAX_CONFIG_PROBLEMS = 20
+_UNKNOWN_ENUM = re.compile(r'^Enum type "([\w.]+)" has no value named (\w+)')
+_UNKNOWN_FIELD = re.compile(r'^Message type "[\w.]+" has no field named "(\w+)"')
+_SCALAR_REST = re.compile(r'^\s*:\s*(?:"[^"]*"|[\w.+-]+)\s*(?:#.*)?$')
+
+
+def _past_error(text: str, message: str, line: int, col: int) -> str | None:
+    """`text` with the error at line:col taken out so the parse can go on (an unknown enum value
+    replaced by a known one; an unknown `field: scalar` blanked to the end of its line, the lines
+    and columns of the rest kept); None for any other error."""
+    lines = text.split("\n")
+    if not (1 <= line <= len(lines) and col >= 1):
+        return None
+    row, at = lines[line - 1], col - 1
+    enum, field = _UNKNOWN_ENUM.match(message), _UNKNOWN_FIELD.match(message)
+    if enum and row.startswith(enum.group(2), at):
+        try:
+            values = model_config_pb2.DESCRIPTOR.pool.FindEnumTypeByName(enum.group(1)).values
+        except KeyError:
+            return None
+        row = row[:at] + values[0].name + row[at + len(enum.group(2)) :]
+    elif field and row.startswith(field.group(1), at) and _SCALAR_REST.match(row[at + len(field.group(1)) :]):
+        row = row[:at] + " " * (len(row) - at)
+    else:
+        return None
+    lines[line - 1] = row
+    return "\n".join(lines)
 
 
 def load_model(path: Path, root: Path | None = None) -> Model:
@@ -336,6 +380,21 @@ class Repository:
 
     def __getitem__(self, name: str) -> Model:
         return self.models[name]
+
+    def require(self, names, given_as: str = "--models") -> None:
+        """Refuse (exit 2) names that are no model of this repository: the user's command named
+        them. Each is named, with the closest model where one is close, and the models there are."""
+        unknown = [name for name in dict.fromkeys(names) if name not in self]
+        if not unknown:
+            return
+        known = sorted(self.models)
+        hints = [f"did you mean {c[0]!r}?" for n in unknown for c in [difflib.get_close_matches(n, known, n=1)] if c]
+        raise UsageError(
+            f"{given_as} names {', '.join(repr(n) for n in unknown)}, which "
+            f"{'are no models' if len(unknown) > 1 else 'is no model'} in {display_path(self.root)} "
+            f"(its models: {', '.join(known) or 'none'}{'; ' + ' '.join(hints) if hints else ''}). "
+            "Name model folders of the model repository, comma-separated."
+        )
 
     def needs(self) -> dict[str, set[str]]:
         """model -> the models it needs loaded: an ensemble's steps, the models a Python model

@@ -113,9 +113,7 @@ def plan_shards(
     25 models, at most 8. Never more shards than groups; none for no names."""
     check_counts(shards, max_models)
     tested = sorted(set(names))
-    missing = [n for n in tested if n not in repo]
-    if missing:
-        raise UsageError(f"model {missing[0]!r} is not in {repo.root} (models: {', '.join(sorted(repo.models))}).")
+    repo.require(tested)
     if not tested:
         return []
     groups = _groups(repo, tested)

@@ -122,9 +122,7 @@ class GoldenRun:
 
 def models_to_load(repo: Repository, names: list[str]) -> dict[str, int | None]:
     """The models to test plus every model they need (an ensemble's steps), newest versions."""
-    missing = [n for n in names if n not in repo]
-    if missing:
-        raise UsageError(f"model {missing[0]!r} is not in {repo.root} (models: {', '.join(sorted(repo.models))}).")
+    repo.require(names)
     wanted = needed(names, repo.needs())
     absent = sorted(n for n in wanted if n not in repo)
     if absent:
@@ -195,6 +193,7 @@ def wave_label(index: int, count: int) -> str:
 
 def load_cases(repo: Repository, names: list[str]) -> list[golden.GoldenCase]:
     """Every case of `names`, all well-formed, before any server starts."""
+    repo.require(names)
     cases: list[golden.GoldenCase] = []
     for name in names:
         for path in repo[name].golden_cases:

@@ -39,10 +39,20 @@ class ValidationResult:
     golden_cases: int
     problems: tuple[Problem, ...]
     warnings: tuple[Problem, ...]
+    failing: tuple[str, ...] = ()  # the models with problems
 
     @property
     def ok(self) -> bool:
         return not self.problems
+
+    def summary(self) -> str:
+        """The closing line of a refusal: how many problems in how many models, listed above."""
+        count, failing = len(self.problems), len(self.failing)
+        return (
+            f"{self.root}: {count} problem{'s' if count != 1 else ''} found in {failing} of "
+            f"{len(self.models)} model{'s' if len(self.models) != 1 else ''} (listed above as file:line:col). "
+            f"Fix {'them' if count != 1 else 'it'} and run `triton-release validate` again."
+        )
 
     def to_json(self) -> dict:
         return {
@@ -175,9 +185,14 @@ def validate(root: Path, requirements_options: str = "refuse") -> ValidationResu
     problems: list[Problem] = []
     warnings: list[Problem] = []
     cases = 0
+    failing: list[str] = []
     for name in repo.models:
         found = verdict(repo, name, requirements_options)
-        problems.extend(found.in_repository(repo))
+        standing = found.in_repository(repo)
+        problems.extend(standing)
+        failing.extend([name] if standing else [])
         warnings.extend(found.warnings)
         cases += found.golden_cases
-    return ValidationResult(display_path(Path(root)), tuple(repo.models), cases, tuple(problems), tuple(warnings))
+    return ValidationResult(
+        display_path(Path(root)), tuple(repo.models), cases, tuple(problems), tuple(warnings), tuple(failing)
+    )

@@ -281,10 +281,10 @@ def check_requirements(model: Model, repo: Repository, options: str = "refuse") 
 
 def check_golden(model: Model, repo: Repository) -> Iterator[Problem]:
     for path in model.golden_cases:
-        case, problems = golden.load_case(path, model.name)
-        yield from problems
-        if case is not None:
-            yield from golden.check_against_config(case, model)
+        read = golden.read_case(path, model.name)
+        yield from read.problems
+        if read.case is not None:  # what could be read is checked too: every problem in one run
+            yield from golden.check_against_config(read.case, model, unread=read.unread)
 
 
 def check_version_policy(model: Model, repo: Repository) -> Iterator[Problem]:

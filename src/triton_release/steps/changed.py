@@ -47,10 +47,8 @@ if TYPE_CHECKING:
 
 def validate(root: Path, requirements_options: str = "refuse") -> ValidationResult:
     result = validate_repository(root, requirements_options)
-    if not result.ok:
-        first, more = result.problems[0], len(result.problems) - 1
-        also = f" (and {more} more problem{'s' if more > 1 else ''}, listed above)" if more else ""
-        raise Refused(f"{first}{also}. Fix it and run `triton-release validate` again.", result=result)
+    if not result.ok:  # the problems are listed by the step's result; the closing line counts them
+        raise Refused(result.summary(), result=result)
     return result
 
 

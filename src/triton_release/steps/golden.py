@@ -54,7 +54,7 @@ def test(
     beyond its bound refuses."""
     import time
 
-    from triton_release.image.engine import docker_client
+    from triton_release.image.engine import docker_client, require_local_image
     from triton_release.image.server import TritonServer
     from triton_release.models.devices import image_cpu_overrides
     from triton_release.models.drift import DriftMeter, previous_version
@@ -70,7 +70,9 @@ def test(
 
     max_drift, latency = gates.max_drift, gates.latency
     repo = root if isinstance(root, Repository) else Repository.load(root)
+    repo.require(names)
     client = docker_client()
+    require_local_image(client, image)
     shipped = _image_models(client, image)  # the image is the truth: the versions it holds
     load = {
         name: max(shipped[name]) if shipped.get(name) else version
@@ -426,7 +428,7 @@ def record(
     """Fill in the outputs of golden cases that have none with what the server answers; in waves
     of at most `max_loaded` models, as `test`. Without `gpus`, KIND_GPU models answer from the
     CPU; one that cannot load there is refused (there is no answer to record)."""
-    from triton_release.image.engine import docker_client
+    from triton_release.image.engine import docker_client, require_local_image
     from triton_release.image.server import TritonServer
     from triton_release.models.answers import NotRecorded, recorded
     from triton_release.models.devices import image_cpu_overrides
@@ -442,6 +444,7 @@ def record(
     load = models_to_load(repo, models)
     waves = plan_waves(repo, models, server_options.max_loaded)
     client = docker_client()
+    require_local_image(client, image)
     overrides = (
         {}
         if server_options.gpus

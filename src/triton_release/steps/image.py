@@ -81,6 +81,7 @@ def environments(
     options = image if isinstance(image, ImageOptions) else ImageOptions(image)
     repo = root if isinstance(root, Repository) else Repository.load(root)
     base = baseimage.inspect(docker_client(), options.base_image)
+    baseimage.require_backends(base, repo)  # before a build: a server would only fail to load them
     choice = stub.choose(base, options.python, options.stub)
     envs = resolve(repo, base.pythons[choice.target_python], base.glibc, options=options.requirements_options)
     for model, env in sorted(envs.by_model.items()):
