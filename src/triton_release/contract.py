@@ -112,6 +112,7 @@ _ANY_CASE_REF = re.compile(REPO_REF.pattern, re.IGNORECASE | re.ASCII)  # as typ
 
 # family -> what a tag of it looks like, and its test: the channel check refuses every one
 FAMILIES: dict[str, tuple[str, Callable[[str], object]]] = {
+    # X.Y.Z and its look-alikes with leading zeros (1.02.3): a channel never reads as a release
     "release": ("X.Y.Z", lambda tag: re.match(r"^\d+\.\d+\.\d+$", tag)),
     "moving version": ("X.Y or X", MOVING.match),
     "provenance": ("sha-<12 hex>", lambda tag: tag.startswith(PROVENANCE_PREFIX)),

@@ -20,7 +20,7 @@ from triton_release.history.changes import ChangeSet
 from triton_release.history.git import Git
 from triton_release.models.repository import datatype_name
 
-RELEASE_TAG = re.compile(r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)$")  # semver: no leading zeros
+RELEASE_TAG = contract.RELEASE  # X.Y.Z, semver without leading zeros: one grammar, in the contract
 GIT_TAG = re.compile(r"^v(\d+)\.(\d+)\.(\d+)$")
 
 
