@@ -292,6 +292,9 @@ def test_a_shallow_clone_that_cannot_be_fetched_is_refused_before_anything_with_
         plan(clone, registry)
     assert "fetch-depth: 0" in str(refused.value) and "git fetch --unshallow --tags" in str(refused.value)
     assert clone.git("status", "--porcelain") == ""
+    clone.git("remote", "set-url", "origin", f"file://{repo.root}")  # the remote answers again
+    clone.git("fetch", "--unshallow", "--tags")  # the advice, as printed
+    assert plan(clone, registry).plan.version == "1.1.0"
 
 
 def test_a_registry_release_whose_commit_never_reached_origin_is_refused_naming_it(runner, tmp_path):
@@ -302,6 +305,28 @@ def test_a_registry_release_whose_commit_never_reached_origin_is_refused_naming_
     with pytest.raises(Refused, match="never reached origin") as refused:
         plan(repo, registry)
     assert "git push origin ffffffffffff" in str(refused.value) and "fetch-depth" not in str(refused.value)
+
+
+def test_following_the_never_reached_origin_advice_converges(runner, tmp_path):
+    """A release made from a local commit never pushed: a fresh clone is refused until that commit is
+    pushed, as the message says; then it plans from it."""
+    import subprocess
+
+    from support.git import GitRepo
+
+    repo, registry = runner
+    bare = tmp_path / "origin.git"
+    subprocess.run(["git", "clone", "-q", "--bare", str(repo.root), str(bare)], check=True)
+    local = edit(repo, "a", 1, "# released from here, never pushed\n")
+    registry.release("1.1.0", local, plan(repo, registry))
+    subprocess.run(["git", "clone", "-q", str(bare), str(tmp_path / "fresh")], check=True, capture_output=True)
+    clone = GitRepo(tmp_path / "fresh")
+    with pytest.raises(Refused, match="never reached origin"):
+        plan(clone, registry)
+    repo.git("push", "-q", str(bare), f"{local}:refs/heads/main")  # the advice: push it
+    clone.git("pull", "-q", "--ff-only", "origin", "main")
+    planned = plan(clone, registry)
+    assert planned.found.base == local and planned.plan.version is None  # nothing changed since 1.1.0
 
 
 def test_a_git_tag_moved_by_hand_loses_to_the_registrys_revision_with_a_warning(runner):
