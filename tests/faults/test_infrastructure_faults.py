@@ -17,7 +17,9 @@ from support.stack import BASE_IMAGE
 from support.throttle import ThrottlingProxy
 from support.tool import release_command, start
 from support.workspace import Workspace, assert_refused_cleanly, change_a
+from triton_release.contract import LEDGER_TAG
 from triton_release.registry.client import RegistryRepository
+from triton_release.registry.ledger import read_ledger
 
 pytestmark = pytest.mark.integration
 
@@ -125,7 +127,8 @@ def test_registry_stopped_mid_push_then_a_rerun_completes(ws, tmp_path):
         assert "Run the push again" in read_report(report)["error"]["message"]
         registry.start()
         repo = RegistryRepository.parse(target)
-        assert repo.tags() == []  # no tag on a partial image
+        assert [t for t in repo.tags() if t != LEDGER_TAG] == []  # no tag on a partial image (the ledger: pending)
+        assert "1.0.0" not in read_ledger(repo).releases  # entered before its put, never confirmed: not issued
         assert ws.git_repo.git("status", "--porcelain") == ""
         again = ws.run("release", "--to", target, "--base-image", BASE_IMAGE)
         assert again.code == 0, again.out[-3000:]
@@ -152,8 +155,12 @@ def test_registry_killed_while_a_bumped_release_uploads_its_layer_undoes_the_bum
         before = set(uploads.iterdir()) if uploads.exists() else set()
         report = tmp_path / "report.json"
         slow = f"{proxy.address}/team/models"
+        direct = RegistryRepository.parse(f"{registry.address}/team/models")
         process = start(release_command(slow, "--report", str(report)), cwd=ws.root)
         deadline = time.monotonic() + 300
+        while "1.1.0" not in read_ledger(direct).entries and time.monotonic() < deadline:
+            assert process.poll() is None, process.communicate()[0][-3000:]  # the build entered before its push
+            time.sleep(0.02)
         while not (uploads.exists() and set(uploads.iterdir()) - before) and time.monotonic() < deadline:
             assert process.poll() is None, process.communicate()[0][-3000:]
             time.sleep(0.02)

@@ -16,6 +16,7 @@ from support.registries import RegistryProxy
 from support.stack import REGISTRY
 from triton_release.contract import LEDGER_TAG
 from triton_release.registry.client import RegistryRepository
+from triton_release.registry.ledger import read_ledger
 from triton_release.registry.publish import LostRace, PushResult, push, tag_release
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
@@ -114,4 +115,5 @@ def test_a_rival_write_between_our_put_and_our_read_back_is_refused(docker_clien
             r"another release won the race for 1.0.0, and no other tag was moved",
         ):
             push(docker_client, two_images[0], repo, "1.0.0")
-    assert direct.digest("1.0.0") == rival.digest and direct.tags() == ["1.0.0", "rival"]
+    assert direct.digest("1.0.0") == rival.digest and direct.tags() == ["1.0.0", "rival", LEDGER_TAG]
+    assert "1.0.0" not in read_ledger(direct).releases  # entered before the put, lost the race: never issued

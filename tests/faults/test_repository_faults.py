@@ -32,7 +32,8 @@ def test_a_validation_failure_leaves_nothing_behind(ws):
     ws.commit("a: an unknown config field")
     before = ws.state()
     outcome = ws.release()
-    assert_refused_cleanly(ws, before, outcome, 1, "model_repository/a/config.pbtxt:6:", "max_batches")
+    assert_refused_cleanly(ws, before, outcome, 1, "1 problem found", "listed above as file:line:col")
+    assert "model_repository/a/config.pbtxt:6:" in outcome.out and "max_batches" in outcome.out
     assert "build" not in outcome.report.get("steps", {})
 
 

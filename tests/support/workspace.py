@@ -15,7 +15,7 @@ from support.models import python_model_files
 from support.reports import read_report
 from support.stack import BASE_IMAGE, SERVERS
 from support.tool import tool_command
-from triton_release.contract import PROBE_LABEL
+from triton_release.contract import LEDGER_TAG, PROBE_LABEL
 from triton_release.registry.client import RegistryRepository
 
 
@@ -76,7 +76,8 @@ class Workspace:
         )
 
     def state(self) -> State:
-        tags = {t: self.registry.digest(t) for t in self.registry.tags()}
+        # the releases' tags; the ledger (triton-release.ledger) changes with a push's attempt, by design
+        tags = {t: self.registry.digest(t) for t in self.registry.tags() if t != LEDGER_TAG}
         files = frozenset(str(p.relative_to(self.root)) for p in self.models.rglob("*"))
         return State(tags, self.git_repo.git("status", "--porcelain"), files)
 

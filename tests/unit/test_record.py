@@ -46,7 +46,7 @@ class Registry:
         )
 
     def tags(self) -> list[str]:
-        return list(self.labels)
+        return [*self.labels, *(t for t in self.manifests if t == "triton-release.ledger")]
 
     def image_config(self, reference: str) -> dict:
         tag = next((t for t in self.labels if (m := self.manifests.get(t)) and m.digest == reference), reference)

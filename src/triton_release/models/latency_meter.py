@@ -145,7 +145,16 @@ class LatencyMeter:
         if name in failed:
             return "its golden cases failed"
         if not (self.server.model_ready(name, previous) and self.server.model_ready(name, version)):
-            return f"version {previous} is not loaded beside {version} (the drift report says why)"
+            # another model's load since drift (an ensemble loads its steps as the repository has them,
+            # the newest version alone) may have unloaded N: loaded beside N+1 again, as drift does
+            config = self.configs.get(name) or self.repo[name].config
+            text = drift_config(
+                config, [previous, version], self.environments.get(name), on_cpu=name in self.server.overrides
+            )
+            why = self.server.load_config(name, text, [previous, version])
+            if why:
+                self.server.check_running(f"while loading {name} versions {previous} and {version} to measure them")
+                return f"version {previous} did not load beside {version}: {why}"
         return ""
 
     def measure(self, name: str, request_s: float = 0.0) -> ModelLatency:

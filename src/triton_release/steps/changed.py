@@ -183,9 +183,10 @@ def _ledger(registry: RegistryRepository | None) -> Ledger | None:
     """The registry's ledger of every release (registry/ledger.py); None without a registry."""
     if registry is None:
         return None
-    from triton_release.registry.ledger import read_ledger
+    from triton_release.registry.ledger import Ledger, read_ledger
 
-    return read_ledger(registry)
+    # its tag is listed with the releases': the tags are read first, and a registry without one is asked nothing more
+    return read_ledger(registry) if LEDGER_TAG in registry.tags() else Ledger()
 
 
 @dataclass(frozen=True)
