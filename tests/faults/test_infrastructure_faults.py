@@ -119,6 +119,9 @@ def test_registry_stopped_mid_push_then_a_rerun_completes(ws, tmp_path):
             / "_uploads"
         )
         deadline = time.monotonic() + 120
+        repo = RegistryRepository.parse(target)
+        while "1.0.0" not in read_ledger(repo).entries and time.monotonic() < deadline:
+            time.sleep(0.05)  # the build is entered in the ledger before its layers go up
         while not (uploads.exists() and any(uploads.iterdir())) and time.monotonic() < deadline:
             time.sleep(0.05)
         registry.stop()
@@ -126,7 +129,6 @@ def test_registry_stopped_mid_push_then_a_rerun_completes(ws, tmp_path):
         assert process.returncode == 3, out[-3000:]
         assert "Run the push again" in read_report(report)["error"]["message"]
         registry.start()
-        repo = RegistryRepository.parse(target)
         assert [t for t in repo.tags() if t != LEDGER_TAG] == []  # no tag on a partial image (the ledger: pending)
         assert "1.0.0" not in read_ledger(repo).releases  # entered before its put, never confirmed: not issued
         assert ws.git_repo.git("status", "--porcelain") == ""
