@@ -153,8 +153,9 @@ def last_release_commit(
                 {where}, the last release, was built from commit {revision[:12]}, which neither this clone nor
                 its remote has: the commit it was released from never reached origin (a release made from a
                 local checkout, or history rewritten since). Push that commit from the checkout that released
-                it (`git push origin {revision[:12]}:refs/heads/<a branch>`), then run again. Nothing was
-                built.""")
+                it (`git push origin {revision[:12]}:refs/heads/<a branch>`), then run again; if {registry}
+                holds the releases of another git repository, release to a registry repository of its own.
+                Nothing was built.""")
         tag = git_tag(versions[-1])
         if on_this_line(tag):
             tagged = git.text("rev-parse", f"{tag}^{{commit}}")
