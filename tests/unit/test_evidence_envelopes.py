@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -15,8 +16,10 @@ import pytest
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
+from support.models import golden_case, python_model_files
 from triton_release import contract
 from triton_release.errors import Refused, UsageError
+from triton_release.evidence import attach as evidence_attach
 from triton_release.evidence import keyless, signing
 from triton_release.evidence import statements as st
 from triton_release.evidence.sbom import Package, listed_packages, sbom
@@ -131,6 +134,65 @@ def test_a_failed_case_makes_the_golden_predicate_fail():
     )
     assert predicate["passed"] is False and predicate["failed"] == 1
     assert predicate["models"][0]["cases"][0]["message"] == "differs"
+
+
+# -- in-toto's Test Results ------------------------------------------------------------------
+
+
+def test_the_test_results_name_each_case_warn_the_gpu_model_and_give_each_case_file_s_git_blob(git_repo):
+    git_repo.write({**python_model_files("a"), "a/golden/edge.json": golden_case(), **python_model_files("b")})
+    head = git_repo.commit("three cases")
+    cases = [
+        replace(case("a/basic"), path=str(git_repo.models / "a" / "golden" / "basic.json")),
+        replace(case("a/edge"), path=str(git_repo.models / "a" / "golden" / "edge.json")),
+        replace(case("b/basic"), path=str(git_repo.models / "b" / "golden" / "basic.json")),
+    ]
+    files = evidence_attach.case_files(git_repo.models, head, cases)
+    configuration = [(f.path, f.blob) for f in files.values()]
+    predicate = st.tests_of_run(
+        run(*cases, needs_gpu=(("gpu", "no CUDA device"),)),
+        configuration=configuration,
+        url="https://github.com/org/models/actions/runs/42",
+        all_passed=True,
+    )
+    assert predicate["result"] == "pass"
+    assert predicate["passedTests"] == ["a/basic", "a/edge", "b/basic"]
+    assert predicate["warnedTests"] == ["gpu"] and predicate["failedTests"] == []
+    assert predicate["url"] == "https://github.com/org/models/actions/runs/42"
+    named = {d["name"]: d["digest"] for d in predicate["configuration"]}
+    assert list(named) == sorted(named) and len(named) == 3
+    for path, digest in named.items():
+        assert path.startswith("model_repository/")  # the path in the git repository, not the model folder
+        assert digest == {"gitBlob": git_repo.git("rev-parse", f"HEAD:{path}")}
+
+    statement = json.loads(st.tests_statement("r/m", DIGEST, predicate))
+    assert statement["_type"] == "https://in-toto.io/Statement/v1"
+    assert statement["predicateType"] == contract.TEST_RESULT_TYPE == "https://in-toto.io/attestation/test-result/v0.1"
+    assert statement["subject"] == [{"name": "r/m", "digest": {"sha256": "ab" * 32}}]
+    assert statement["predicate"] == predicate
+
+
+def test_a_failed_case_fails_the_test_results_and_no_run_leaves_the_url_out():
+    predicate = st.tests_of_run(
+        run(case("a/basic"), case("b/basic", passed=False)), configuration=[], url="", all_passed=False
+    )
+    assert predicate["result"] == "fail" and predicate["failedTests"] == ["b/basic"]
+    assert predicate["passedTests"] == ["a/basic"] and "url" not in predicate
+    # a run the golden results say did not pass fails them too, even with no failed case
+    assert st.tests_of_run(run(case("a/basic")), configuration=[], url="", all_passed=False)["result"] == "fail"
+    nothing = st.tests_of_run(None, configuration=[], url="", all_passed=True)
+    assert nothing == {"result": "pass", "configuration": [], "passedTests": [], "warnedTests": [], "failedTests": []}
+
+
+def test_the_test_results_of_shards_records_warn_the_models_set_aside_for_a_gpu():
+    records = [
+        SimpleNamespace(cases=({"case": "a/basic", "passed": True},), needs_gpu=(("gpu", "no CUDA"),)),
+        SimpleNamespace(cases=({"case": "b/basic", "passed": False},), needs_gpu=()),
+    ]
+    predicate = st.tests_of_records(records, untested=[("big", "needs a GPU")], all_passed=False)
+    assert predicate["result"] == "fail"
+    assert predicate["passedTests"] == ["a/basic"] and predicate["failedTests"] == ["b/basic"]
+    assert predicate["warnedTests"] == ["big", "gpu"]
 
 
 def test_the_statement_is_about_the_digest():
