@@ -406,13 +406,22 @@ def attach(
     registry,
     subject: str,
     signer: signing.Signing,
-    kinds=(contract.GOLDEN_TYPE, contract.PROVENANCE_TYPE, contract.SBOM_TYPE),
+    kinds=(contract.GOLDEN_TYPE, contract.TEST_RESULT_TYPE, contract.PROVENANCE_TYPE, contract.SBOM_TYPE),
     passed: bool = True,
+    tests_passed: bool = True,
 ) -> None:
     layers = []
     for kind in kinds:
-        predicate = {"passed": passed, "models": []} if kind == contract.GOLDEN_TYPE else {}
-        signed = signer.sign(st.statement("r/m", subject, kind, predicate))
+        if kind == contract.TEST_RESULT_TYPE:
+            payload = st.tests_statement(
+                "r/m",
+                subject,
+                st.tests_predicate(passed=["a/one"], failed=[] if tests_passed else ["a/two"], warned=["gpu"]),
+            )
+        else:
+            predicate = {"passed": passed, "models": []} if kind == contract.GOLDEN_TYPE else {}
+            payload = st.statement("r/m", subject, kind, predicate)
+        signed = signer.sign(payload)
         layers.append((signed.body, {attestations.PREDICATE_TYPE: kind, attestations.SIGNATURE: ""}))
     attestations.write(registry, subject, layers)
 
@@ -423,9 +432,9 @@ def test_the_check_passes_and_names_each_problem_otherwise(tmp_path):
     registry = MemoryRegistry()
     attach(registry, DIGEST, signer)
     checked = check(registry, "r/m:1.0.0", DIGEST, key)
-    assert checked.ok and len(checked.found) == 3
+    assert checked.ok and len(checked.found) == 4
     manifest = json.loads(registry.manifest(f"sha256-{'ab' * 32}.att").body)
-    assert [layer["mediaType"] for layer in manifest["layers"]] == [attestations.DSSE_TYPE] * 3
+    assert [layer["mediaType"] for layer in manifest["layers"]] == [attestations.DSSE_TYPE] * 4
     assert manifest["layers"][0]["annotations"] == {
         "predicateType": contract.GOLDEN_TYPE,
         "dev.cosignproject.cosign/signature": "",
@@ -435,7 +444,9 @@ def test_the_check_passes_and_names_each_problem_otherwise(tmp_path):
     registry.manifests[f"sha256-{'ab' * 32}.att"] = registry.manifests[f"sha256-{'cd' * 32}.att"]
     with pytest.raises(Refused, match="the subject does not match") as raised:
         check(registry, "r/m:1.0.0", DIGEST, key)
-    assert raised.value.result.problems[0].startswith("golden results, SLSA provenance, CycloneDX SBOM: its subject")
+    assert raised.value.result.problems[0].startswith(
+        "golden results, in-toto test results, SLSA provenance, CycloneDX SBOM: its subject"
+    )
 
     attach(registry, DIGEST, signer, kinds=(contract.GOLDEN_TYPE,), passed=False)
     with pytest.raises(Refused) as raised:
@@ -447,6 +458,33 @@ def test_the_check_passes_and_names_each_problem_otherwise(tmp_path):
     attach(registry, DIGEST, signing.Signing("none"))
     with pytest.raises(Refused, match="unsigned"):
         check(registry, "r/m:1.0.0", DIGEST, key)
+
+    attach(registry, DIGEST, signer, tests_passed=False)  # the golden results pass, the Test Results fail
+    with pytest.raises(Refused) as raised:
+        check(registry, "r/m:1.0.0", DIGEST, key)
+    assert raised.value.result.problems == (
+        "in-toto test results: the Test Results say 'fail', not 'pass' (failed: a/two)",
+    )
+    assert raised.value.result.tests == {"result": "fail", "passed": 1, "warned": ["gpu"], "failed": ["a/two"]}
+
+    attach(registry, DIGEST, signer, kinds=(contract.GOLDEN_TYPE, contract.PROVENANCE_TYPE, contract.SBOM_TYPE))
+    with pytest.raises(Refused) as raised:  # evidence made before the Test Results were attached
+        check(registry, "r/m:1.0.0", DIGEST, key)
+    assert raised.value.result.problems == (
+        "no in-toto test results (https://in-toto.io/attestation/test-result/v0.1) is attached",
+    )
+
+    attach(registry, OTHER, signer)  # only the Test Results are another image's
+    theirs = json.loads(registry.manifest(f"sha256-{'cd' * 32}.att").body)["layers"][1]
+    attach(registry, DIGEST, signer, kinds=(contract.GOLDEN_TYPE, contract.PROVENANCE_TYPE, contract.SBOM_TYPE))
+    own = json.loads(registry.manifest(f"sha256-{'ab' * 32}.att").body)["layers"]
+    attestations.write(
+        registry, DIGEST, [(registry.blob(d["digest"]), d["annotations"]) for d in [own[0], theirs, *own[1:]]]
+    )
+    with pytest.raises(Refused) as raised:
+        check(registry, "r/m:1.0.0", DIGEST, key)
+    [problem] = raised.value.result.problems
+    assert problem.startswith("in-toto test results: its subject is sha256:cdcd") and "does not match" in problem
 
     with pytest.raises(Refused, match="no evidence is attached"):
         check(registry, "r/m:2.0.0", "sha256:" + "99" * 32, key)
