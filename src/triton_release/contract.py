@@ -17,8 +17,8 @@ a rerun agree, and a channel (a user's moving tag) can never be one of them.
 The makers and parsers: candidate `candidate_tag`, `is_candidate_tag` (CANDIDATE_PREFIX); local
 CANDIDATE_TAG; record `record_tag`, RECORD_TAG; rollback `rollback_tag` (ROLLBACK_PREFIX);
 evidence `evidence_tag`, `evidence_subject`, and the evidence's predicate types (GOLDEN_TYPE,
-PROVENANCE_TYPE, SBOM_TYPE; KINDS names them). The repository names the tags live in: REPO_REF,
-and `lower_cased` for one typed in any case.
+PROVENANCE_TYPE, SBOM_TYPE, TEST_RESULT_TYPE; KINDS names them). The repository names the tags
+live in: REPO_REF, and `lower_cased` for one typed in any case.
 
 Every label the tool writes on an image or a container, or reads from one, is named here too:
 
@@ -104,7 +104,14 @@ PROBE_LABEL = "triton-release.probe"  # on a base image's probe container (image
 GOLDEN_TYPE = "https://triton-release.dev/golden/v1"
 PROVENANCE_TYPE = "https://slsa.dev/provenance/v1"
 SBOM_TYPE = "https://cyclonedx.org/bom"
-KINDS = {GOLDEN_TYPE: "golden results", PROVENANCE_TYPE: "SLSA provenance", SBOM_TYPE: "CycloneDX SBOM"}
+# in-toto's vetted Test Results predicate: the golden cases again, in the shape policy engines check
+TEST_RESULT_TYPE = "https://in-toto.io/attestation/test-result/v0.1"
+KINDS = {
+    GOLDEN_TYPE: "golden results",
+    PROVENANCE_TYPE: "SLSA provenance",
+    SBOM_TYPE: "CycloneDX SBOM",
+    TEST_RESULT_TYPE: "in-toto test results",
+}
 
 # A registry repository HOST[:PORT]/NAME, as the tool accepts it (registry/client.py parses it).
 REPO_REF = re.compile(r"^(?P<host>[A-Za-z0-9.-]+(:[0-9]+)?)/(?P<name>[a-z0-9]+([._/-][a-z0-9]+)*)$")

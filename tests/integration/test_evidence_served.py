@@ -1,6 +1,6 @@
-"""Release evidence on the real registry, daemon and tritonserver: a signed release carries three
-DSSE envelopes about its digest that `cryptography` alone verifies over the pre-authentication
-encoding; `verify` and `rollback --key` refuse evidence that is another key's, another image's or
+"""Release evidence on the real registry, daemon and tritonserver: a signed release carries four
+DSSE envelopes about its digest (in-toto's Test Results among them) that `cryptography` alone
+verifies over the pre-authentication encoding; `verify` and `rollback --key` refuse evidence that is another key's, another image's or
 unsigned; retention deletes a deleted release's evidence and keeps a kept one's; nothing secret is
 in it; and a rerun attaches evidence a release lacks."""
 
@@ -95,6 +95,7 @@ def test_signed_evidence_verifies_alone_and_refuses_keys_subjects_and_rollbacks_
     git_repo, wheel_sha = models
     private, public, other, key = keys
     monkeypatch.setenv("TRITON_RELEASE_TEST_TOKEN", SECRET)
+    monkeypatch.delenv("GITHUB_ACTIONS", raising=False)  # outside Actions: the Test Results name no run
     registry = cleaned.registry
     first = cleaned("--signing-key", str(private))
     digest = first["digest"]
@@ -116,9 +117,20 @@ def test_signed_evidence_verifies_alone_and_refuses_keys_subjects_and_rollbacks_
         kinds[statement["predicateType"]] = statement["predicate"]
     assert set(kinds) == {
         "https://triton-release.dev/golden/v1",
+        "https://in-toto.io/attestation/test-result/v0.1",
         "https://slsa.dev/provenance/v1",
         "https://cyclonedx.org/bom",
     }
+    tests = kinds["https://in-toto.io/attestation/test-result/v0.1"]
+    assert tests["result"] == "pass" and "url" not in tests
+    assert tests["passedTests"] == ["a/basic", "b/basic"]
+    assert tests["warnedTests"] == [] and tests["failedTests"] == []
+    assert [d["name"] for d in tests["configuration"]] == [
+        "model_repository/a/golden/basic.json",
+        "model_repository/b/golden/basic.json",
+    ]
+    for descriptor in tests["configuration"]:  # each case file's blob at the released commit
+        assert descriptor["digest"] == {"gitBlob": git_repo.git("rev-parse", f"HEAD:{descriptor['name']}")}
     golden = kinds["https://triton-release.dev/golden/v1"]
     assert golden["passed"] and sorted(m["model"] for m in golden["models"]) == ["a", "b"]
     bom = kinds["https://cyclonedx.org/bom"]
@@ -136,7 +148,15 @@ def test_signed_evidence_verifies_alone_and_refuses_keys_subjects_and_rollbacks_
         assert line.encode() not in everything
     assert SECRET.encode() not in everything and b"TRITON_RELEASE_TEST_TOKEN" not in everything
 
-    assert command(tmp_path, "verify", f"{cleaned.target}:1.0.0", "--key", str(public))[0] == 0
+    code, report = command(tmp_path, "verify", f"{cleaned.target}:1.0.0", "--key", str(public))
+    assert code == 0 and len(report["steps"]["check-evidence"]["statements"]) == 4
+    assert {s["kind"]: s["verified"] for s in report["steps"]["check-evidence"]["statements"]} == {
+        "golden results": True,
+        "in-toto test results": True,
+        "SLSA provenance": True,
+        "CycloneDX SBOM": True,
+    }
+    assert report["steps"]["check-evidence"]["test_results"]["result"] == "pass"
     code, report = command(tmp_path, "verify", f"{cleaned.target}@{digest}", "--key", str(other))
     assert code == 1 and "does not verify with the key" in report["error"]["message"]
 
@@ -169,7 +189,7 @@ def test_signed_evidence_verifies_alone_and_refuses_keys_subjects_and_rollbacks_
 
 
 def test_unsigned_evidence_is_attached_and_said_so_and_a_rerun_attaches_what_is_missing(
-    models, cleaned, keys, tmp_path
+    models, cleaned, keys, tmp_path, monkeypatch
 ):
     _, public, _, _ = keys
     registry = cleaned.registry
@@ -182,7 +202,24 @@ def test_unsigned_evidence_is_attached_and_said_so_and_a_rerun_attaches_what_is_
     assert code == 1 and "unsigned" in report["error"]["message"]
 
     registry.delete(registry.digest(contract.evidence_tag(digest)))  # as a run stopped right after its push
+    for name, value in {
+        "GITHUB_ACTIONS": "true",
+        "GITHUB_SERVER_URL": "https://github.com",
+        "GITHUB_REPOSITORY": "org/models",
+        "GITHUB_RUN_ID": "4242",
+        "GITHUB_RUN_ATTEMPT": "2",
+    }.items():  # the rerun inside a GitHub run: the Test Results name it
+        monkeypatch.setenv(name, value)
     rerun = cleaned()
     assert rerun["released"] is False
     assert rerun["steps"]["evidence"]["how"] == "rerun" and rerun["steps"]["evidence"]["golden_passed"] is True
-    assert len(envelopes(registry, digest)) == 3
+    statements = {
+        layer["annotations"]["predicateType"]: json.loads(base64.b64decode(envelope["payload"]))
+        for layer, envelope, _ in envelopes(registry, digest)
+    }
+    assert len(statements) == 4
+    tests = statements[contract.TEST_RESULT_TYPE]
+    assert tests["subject"][0]["digest"] == {"sha256": digest.split(":")[1]}
+    assert tests["predicate"]["result"] == "pass"
+    assert tests["predicate"]["passedTests"] == ["a/basic", "b/basic"]
+    assert tests["predicate"]["url"] == "https://github.com/org/models/actions/runs/4242/attempts/2"

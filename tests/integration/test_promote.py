@@ -3,6 +3,7 @@ labelled with a plan of two shards and pushed under candidate-<sha12> through th
 
 from __future__ import annotations
 
+import base64
 import json
 import uuid
 
@@ -12,7 +13,7 @@ from support.models import python_model_files, write_tree
 from support.reports import read_report
 from support.stack import REGISTRY, built_image
 from triton_release.cli.main import main
-from triton_release.contract import CHANGED_LABEL, SHARDS_LABEL, candidate_tag, record_tag
+from triton_release.contract import CHANGED_LABEL, SHARDS_LABEL, candidate_tag, evidence_tag, record_tag
 from triton_release.errors import Refused
 from triton_release.image.build import relabel
 from triton_release.models.repository import Repository
@@ -174,8 +175,17 @@ def test_promote_tags_the_candidate_and_never_overwrites_a_release(stage, tmp_pa
     assert {stage.registry.digest(t) for t in tags} == {digest}
     assert (report["version"], report["digest"], report["released"]) == ("1.0.0", digest, True)
     evidence = report["steps"]["evidence"]  # the shards' golden results (beside what a stage attached: none here)
-    assert [s["predicate_type"] for s in evidence["statements"]] == ["https://triton-release.dev/golden/v1"]
+    assert [s["predicate_type"] for s in evidence["statements"]] == [
+        "https://triton-release.dev/golden/v1",
+        "https://in-toto.io/attestation/test-result/v0.1",
+    ]
     assert evidence["golden_passed"] is True and evidence["digest"] == digest
+    layer = stage.registry.manifest(evidence_tag(digest)).layers[1]
+    tests = json.loads(base64.b64decode(json.loads(stage.registry.blob(layer["digest"]))["payload"]))
+    assert tests["subject"][0]["digest"] == {"sha256": digest.split(":")[1]}
+    # each shard's cases by name; no checkout here (no --commit), so no case file's blob
+    assert tests["predicate"]["result"] == "pass" and tests["predicate"]["configuration"] == []
+    assert tests["predicate"]["passedTests"] == sorted(f"{m}/basic" for s in PLAN for m in s.models)
 
     rival, _ = stage.candidate("1.0.0")
     for shard in ("shard-1", "shard-2"):

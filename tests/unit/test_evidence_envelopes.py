@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -15,8 +16,10 @@ import pytest
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
+from support.models import golden_case, python_model_files
 from triton_release import contract
 from triton_release.errors import Refused, UsageError
+from triton_release.evidence import attach as evidence_attach
 from triton_release.evidence import keyless, signing
 from triton_release.evidence import statements as st
 from triton_release.evidence.sbom import Package, listed_packages, sbom
@@ -131,6 +134,65 @@ def test_a_failed_case_makes_the_golden_predicate_fail():
     )
     assert predicate["passed"] is False and predicate["failed"] == 1
     assert predicate["models"][0]["cases"][0]["message"] == "differs"
+
+
+# -- in-toto's Test Results ------------------------------------------------------------------
+
+
+def test_the_test_results_name_each_case_warn_the_gpu_model_and_give_each_case_file_s_git_blob(git_repo):
+    git_repo.write({**python_model_files("a"), "a/golden/edge.json": golden_case(), **python_model_files("b")})
+    head = git_repo.commit("three cases")
+    cases = [
+        replace(case("a/basic"), path=str(git_repo.models / "a" / "golden" / "basic.json")),
+        replace(case("a/edge"), path=str(git_repo.models / "a" / "golden" / "edge.json")),
+        replace(case("b/basic"), path=str(git_repo.models / "b" / "golden" / "basic.json")),
+    ]
+    files = evidence_attach.case_files(git_repo.models, head, cases)
+    configuration = [(f.path, f.blob) for f in files.values()]
+    predicate = st.tests_of_run(
+        run(*cases, needs_gpu=(("gpu", "no CUDA device"),)),
+        configuration=configuration,
+        url="https://github.com/org/models/actions/runs/42",
+        all_passed=True,
+    )
+    assert predicate["result"] == "pass"
+    assert predicate["passedTests"] == ["a/basic", "a/edge", "b/basic"]
+    assert predicate["warnedTests"] == ["gpu"] and predicate["failedTests"] == []
+    assert predicate["url"] == "https://github.com/org/models/actions/runs/42"
+    named = {d["name"]: d["digest"] for d in predicate["configuration"]}
+    assert list(named) == sorted(named) and len(named) == 3
+    for path, digest in named.items():
+        assert path.startswith("model_repository/")  # the path in the git repository, not the model folder
+        assert digest == {"gitBlob": git_repo.git("rev-parse", f"HEAD:{path}")}
+
+    statement = json.loads(st.tests_statement("r/m", DIGEST, predicate))
+    assert statement["_type"] == "https://in-toto.io/Statement/v1"
+    assert statement["predicateType"] == contract.TEST_RESULT_TYPE == "https://in-toto.io/attestation/test-result/v0.1"
+    assert statement["subject"] == [{"name": "r/m", "digest": {"sha256": "ab" * 32}}]
+    assert statement["predicate"] == predicate
+
+
+def test_a_failed_case_fails_the_test_results_and_no_run_leaves_the_url_out():
+    predicate = st.tests_of_run(
+        run(case("a/basic"), case("b/basic", passed=False)), configuration=[], url="", all_passed=False
+    )
+    assert predicate["result"] == "fail" and predicate["failedTests"] == ["b/basic"]
+    assert predicate["passedTests"] == ["a/basic"] and "url" not in predicate
+    # a run the golden results say did not pass fails them too, even with no failed case
+    assert st.tests_of_run(run(case("a/basic")), configuration=[], url="", all_passed=False)["result"] == "fail"
+    nothing = st.tests_of_run(None, configuration=[], url="", all_passed=True)
+    assert nothing == {"result": "pass", "configuration": [], "passedTests": [], "warnedTests": [], "failedTests": []}
+
+
+def test_the_test_results_of_shards_records_warn_the_models_set_aside_for_a_gpu():
+    records = [
+        SimpleNamespace(cases=({"case": "a/basic", "passed": True},), needs_gpu=(("gpu", "no CUDA"),)),
+        SimpleNamespace(cases=({"case": "b/basic", "passed": False},), needs_gpu=()),
+    ]
+    predicate = st.tests_of_records(records, untested=[("big", "needs a GPU")], all_passed=False)
+    assert predicate["result"] == "fail"
+    assert predicate["passedTests"] == ["a/basic"] and predicate["failedTests"] == ["b/basic"]
+    assert predicate["warnedTests"] == ["big", "gpu"]
 
 
 def test_the_statement_is_about_the_digest():
@@ -344,13 +406,22 @@ def attach(
     registry,
     subject: str,
     signer: signing.Signing,
-    kinds=(contract.GOLDEN_TYPE, contract.PROVENANCE_TYPE, contract.SBOM_TYPE),
+    kinds=(contract.GOLDEN_TYPE, contract.TEST_RESULT_TYPE, contract.PROVENANCE_TYPE, contract.SBOM_TYPE),
     passed: bool = True,
+    tests_passed: bool = True,
 ) -> None:
     layers = []
     for kind in kinds:
-        predicate = {"passed": passed, "models": []} if kind == contract.GOLDEN_TYPE else {}
-        signed = signer.sign(st.statement("r/m", subject, kind, predicate))
+        if kind == contract.TEST_RESULT_TYPE:
+            payload = st.tests_statement(
+                "r/m",
+                subject,
+                st.tests_predicate(passed=["a/one"], failed=[] if tests_passed else ["a/two"], warned=["gpu"]),
+            )
+        else:
+            predicate = {"passed": passed, "models": []} if kind == contract.GOLDEN_TYPE else {}
+            payload = st.statement("r/m", subject, kind, predicate)
+        signed = signer.sign(payload)
         layers.append((signed.body, {attestations.PREDICATE_TYPE: kind, attestations.SIGNATURE: ""}))
     attestations.write(registry, subject, layers)
 
@@ -361,9 +432,9 @@ def test_the_check_passes_and_names_each_problem_otherwise(tmp_path):
     registry = MemoryRegistry()
     attach(registry, DIGEST, signer)
     checked = check(registry, "r/m:1.0.0", DIGEST, key)
-    assert checked.ok and len(checked.found) == 3
+    assert checked.ok and len(checked.found) == 4
     manifest = json.loads(registry.manifest(f"sha256-{'ab' * 32}.att").body)
-    assert [layer["mediaType"] for layer in manifest["layers"]] == [attestations.DSSE_TYPE] * 3
+    assert [layer["mediaType"] for layer in manifest["layers"]] == [attestations.DSSE_TYPE] * 4
     assert manifest["layers"][0]["annotations"] == {
         "predicateType": contract.GOLDEN_TYPE,
         "dev.cosignproject.cosign/signature": "",
@@ -373,7 +444,9 @@ def test_the_check_passes_and_names_each_problem_otherwise(tmp_path):
     registry.manifests[f"sha256-{'ab' * 32}.att"] = registry.manifests[f"sha256-{'cd' * 32}.att"]
     with pytest.raises(Refused, match="the subject does not match") as raised:
         check(registry, "r/m:1.0.0", DIGEST, key)
-    assert raised.value.result.problems[0].startswith("golden results, SLSA provenance, CycloneDX SBOM: its subject")
+    assert raised.value.result.problems[0].startswith(
+        "golden results, in-toto test results, SLSA provenance, CycloneDX SBOM: its subject"
+    )
 
     attach(registry, DIGEST, signer, kinds=(contract.GOLDEN_TYPE,), passed=False)
     with pytest.raises(Refused) as raised:
@@ -385,6 +458,33 @@ def test_the_check_passes_and_names_each_problem_otherwise(tmp_path):
     attach(registry, DIGEST, signing.Signing("none"))
     with pytest.raises(Refused, match="unsigned"):
         check(registry, "r/m:1.0.0", DIGEST, key)
+
+    attach(registry, DIGEST, signer, tests_passed=False)  # the golden results pass, the Test Results fail
+    with pytest.raises(Refused) as raised:
+        check(registry, "r/m:1.0.0", DIGEST, key)
+    assert raised.value.result.problems == (
+        "in-toto test results: the Test Results say 'fail', not 'pass' (failed: a/two)",
+    )
+    assert raised.value.result.tests == {"result": "fail", "passed": 1, "warned": ["gpu"], "failed": ["a/two"]}
+
+    attach(registry, DIGEST, signer, kinds=(contract.GOLDEN_TYPE, contract.PROVENANCE_TYPE, contract.SBOM_TYPE))
+    with pytest.raises(Refused) as raised:  # evidence made before the Test Results were attached
+        check(registry, "r/m:1.0.0", DIGEST, key)
+    assert raised.value.result.problems == (
+        "no in-toto test results (https://in-toto.io/attestation/test-result/v0.1) is attached",
+    )
+
+    attach(registry, OTHER, signer)  # only the Test Results are another image's
+    theirs = json.loads(registry.manifest(f"sha256-{'cd' * 32}.att").body)["layers"][1]
+    attach(registry, DIGEST, signer, kinds=(contract.GOLDEN_TYPE, contract.PROVENANCE_TYPE, contract.SBOM_TYPE))
+    own = json.loads(registry.manifest(f"sha256-{'ab' * 32}.att").body)["layers"]
+    attestations.write(
+        registry, DIGEST, [(registry.blob(d["digest"]), d["annotations"]) for d in [own[0], theirs, *own[1:]]]
+    )
+    with pytest.raises(Refused) as raised:
+        check(registry, "r/m:1.0.0", DIGEST, key)
+    [problem] = raised.value.result.problems
+    assert problem.startswith("in-toto test results: its subject is sha256:cdcd") and "does not match" in problem
 
     with pytest.raises(Refused, match="no evidence is attached"):
         check(registry, "r/m:2.0.0", "sha256:" + "99" * 32, key)

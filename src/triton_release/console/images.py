@@ -59,7 +59,7 @@ class ImageLines(ConsoleCore):
         if result.ok:
             self.line(
                 f"the evidence of {result.repository}@{result.digest} verifies with {result.key}: "
-                f"{len(result.found)} statements, every golden case passed"
+                f"{len(result.found)} statements, every golden case passed, the Test Results say pass"
             )
 
     def tagged(self, result) -> None:

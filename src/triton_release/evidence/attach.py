@@ -1,5 +1,6 @@
-"""The release's evidence made and attached: its three Statements about the pushed digest, each
-in a DSSE envelope (signing.py), stored in cosign's layout (registry/attestations.py).
+"""The release's evidence made and attached: its four Statements about the pushed digest (the
+golden results, the same cases as in-toto Test Results, provenance, SBOM), each in a DSSE
+envelope (signing.py), stored in cosign's layout (registry/attestations.py).
 
 - `release`: after the push, from what the run found: its golden run, its environments (each
   wheel by its sha256), its base image and stub.
@@ -7,7 +8,8 @@ in a DSSE envelope (signing.py), stored in cosign's layout (registry/attestation
   stopped before attaching) re-runs the release's own golden cases against its digest, reads the
   environments and packages from the image itself and the rest from its labels, and attaches that.
 - `stage` attaches the provenance and the SBOM to a candidate; `promote` adds the golden results
-  its shards' records hold, so that the release (the same digest) carries all three.
+  and the Test Results its shards' records hold, so that the release (the same digest) carries
+  all four.
 """
 
 from __future__ import annotations
@@ -127,8 +129,19 @@ def _models(labels: Mapping[str, str]) -> dict[str, list[int]]:
     )
 
 
-def case_files(root: Path, commit: str, cases: Iterable[Any]) -> dict[str, bytes | None]:
-    """Each case (<model>/<name>) -> its golden file at `commit` (the one released), from git."""
+@dataclass(frozen=True)
+class CaseFile:
+    """A golden case's file as released: its path in the git repository, its git blob id at the
+    released commit, and its bytes."""
+
+    path: str
+    blob: str
+    content: bytes
+
+
+def case_files(root: Path, commit: str, cases: Iterable[Any]) -> dict[str, CaseFile]:
+    """Each case (<model>/<name>) -> its golden file at `commit` (the one released), from git; a
+    case whose file is not there (or no git around `root`) is left out."""
     cases = list(cases)
     if not cases or not commit:
         return {}
@@ -141,10 +154,27 @@ def case_files(root: Path, commit: str, cases: Iterable[Any]) -> dict[str, bytes
         c.case: "/".join(p for p in (prefix if prefix != "." else "", *Path(c.path).parts[-3:]) if p) for c in cases
     }
     try:
-        blobs = git.blobs(commit, sorted(set(paths.values())))
+        ids = git.blob_ids(commit, sorted(set(paths.values())))
+        blobs = git.blobs(commit, sorted(ids))
     except Exception:
         return {}
-    return {case: blobs.get(path) for case, path in paths.items()}
+    return {
+        case: CaseFile(path, ids[path], content)
+        for case, path in paths.items()
+        if path in ids and (content := blobs.get(path)) is not None
+    }
+
+
+def _contents(files: Mapping[str, CaseFile]) -> dict[str, bytes | None]:
+    return {case: file.content for case, file in files.items()}
+
+
+def _configuration(files: Mapping[str, CaseFile]) -> list[tuple[str, str]]:
+    return [(file.path, file.blob) for file in files.values()]
+
+
+def _tests_payload(name: str, digest: str, predicate: dict) -> tuple[str, bytes]:
+    return contract.TEST_RESULT_TYPE, st.tests_statement(name, digest, predicate)
 
 
 def _sign(signing: Signing, payloads: list[tuple[str, bytes]]) -> list[tuple[bytes, dict, str]]:
@@ -222,6 +252,7 @@ def release(
 ) -> Evidence:
     """The evidence of release `version` (`digest`), from the run that built, tested and pushed it."""
     labels, config_digest = _image(registry, digest)
+    files = case_files(root, planned.found.head, run.cases if run else ())
     golden = st.golden_predicate(
         image=f"{registry}:{version}",
         digest=digest,
@@ -229,13 +260,17 @@ def release(
         triton=prepared.base.triton_version,
         models=_models(labels),
         run=run,
-        case_files=case_files(root, planned.found.head, run.cases if run else ()),
+        case_files=_contents(files),
         tested=tested,
         previous=planned.plan.previous if planned.plan else None,
         latency=latency,
     )
+    tests = st.tests_of_run(
+        run, configuration=_configuration(files), url=invocation.run_url, all_passed=golden["passed"]
+    )
     payloads = [
         _payload(str(registry), digest, contract.GOLDEN_TYPE, golden),
+        _tests_payload(str(registry), digest, tests),
         *_from_build(registry, digest, version, labels, planned, prepared, settings, invocation, "release"),
     ]
     return store(registry, digest, version, _sign(signing, payloads), signing, "release", golden["passed"])
@@ -374,6 +409,7 @@ def rerun(
     payloads, models, triton = _from_image(
         registry, digest, version, f"{registry}:{version}", labels, settings, invocation, "rerun"
     )
+    files = case_files(root, labels.get(REVISION_LABEL, ""), run.cases if run else ())
     golden = st.golden_predicate(
         image=f"{registry}:{version}",
         digest=digest,
@@ -381,13 +417,19 @@ def rerun(
         triton=triton,
         models=models,
         run=run,
-        case_files=case_files(root, labels.get(REVISION_LABEL, ""), run.cases if run else ()),
+        case_files=_contents(files),
         tested=list(models),
         latency=None,
         how="rerun: the release's own golden cases, run again against its digest by a "
         "later run (the run that pushed it stopped before attaching its evidence)",
     )
-    payloads.insert(0, _payload(str(registry), digest, contract.GOLDEN_TYPE, golden))
+    tests = st.tests_of_run(
+        run, configuration=_configuration(files), url=invocation.run_url, all_passed=golden["passed"]
+    )
+    payloads[:0] = [
+        _payload(str(registry), digest, contract.GOLDEN_TYPE, golden),
+        _tests_payload(str(registry), digest, tests),
+    ]
     return store(registry, digest, version, _sign(signing, payloads), signing, "rerun", golden["passed"])
 
 
@@ -417,21 +459,53 @@ def promote(
     untested: Iterable[tuple[str, str]],
     signing: Signing,
     invocation: st.Invocation,
+    root: Path | None = None,
 ) -> Evidence:
-    """The golden results of a promoted candidate (its shards' records), added to what its stage
-    attached (kept as they were, signed by the stage)."""
+    """The golden results and Test Results of a promoted candidate (its shards' records), added to
+    what its stage attached (kept as they were, signed by the stage). `root`: a checkout of the
+    candidate's commit, where the case files' blob ids are read (none: the Test Results name no
+    configuration, the records do not hold it)."""
     labels, _ = _image(registry, digest)
+    records, untested = list(records), list(untested)
     golden = st.golden_from_records(
         image=f"{registry}:{version}", digest=digest, records=records, models=_models(labels), untested=untested
     )
-    layers = _sign(signing, [_payload(str(registry), digest, contract.GOLDEN_TYPE, golden)])
+    ran = [
+        _RecordedCase(name, f"{name.split('/', 1)[0]}/golden/{name.split('/', 1)[-1]}.json")
+        for record in records
+        for name in (str(case.get("case", "")) for case in record.cases)
+        if "/" in name
+    ]
+    files = case_files(root, labels.get(REVISION_LABEL, ""), ran) if root is not None else {}
+    tests = st.tests_of_records(
+        records,
+        untested=untested,
+        configuration=_configuration(files),
+        url=invocation.run_url,
+        all_passed=golden["passed"],
+    )
+    layers = _sign(
+        signing,
+        [
+            _payload(str(registry), digest, contract.GOLDEN_TYPE, golden),
+            _tests_payload(str(registry), digest, tests),
+        ],
+    )
     stored = attestations.read(registry, digest)
     for envelope in stored[1] if stored is not None else []:  # the stage's provenance and SBOM
         statement, _ = statement_of(_json(envelope.body))
         kind = str((statement or {}).get("predicateType", ""))
-        if kind and kind != contract.GOLDEN_TYPE:
+        if kind and kind not in (contract.GOLDEN_TYPE, contract.TEST_RESULT_TYPE):
             layers.append((envelope.body, dict(envelope.annotations), kind))
     return store(registry, digest, version, layers, signing, "promote", golden["passed"])
+
+
+@dataclass(frozen=True)
+class _RecordedCase:
+    """A case a shard's record names, where its file lies in the model repository."""
+
+    case: str
+    path: str
 
 
 def _json(body: bytes) -> Any:

@@ -1,5 +1,6 @@
 """The in-toto Statements (v1) of a release, each about the pushed manifest digest: the golden
-results (a predicate of this tool's own), SLSA provenance v1, and the CycloneDX SBOM (sbom.py).
+results (a predicate of this tool's own), the same cases as in-toto's Test Results (v0.1), SLSA
+provenance v1, and the CycloneDX SBOM (sbom.py).
 
 Everything here is a pure function of what the run found; no Docker, no registry. The golden
 predicate, version 1 (`GOLDEN_TYPE`):
@@ -317,6 +318,108 @@ def golden_from_records(
         "not_tested": not_tested,
         "drift": [],
     }
+
+
+# -- test results: in-toto's vetted predicate (in-toto/attestation spec/predicates/test-results.md)
+
+
+def tests_predicate(
+    *,
+    passed: Iterable[str],
+    failed: Iterable[str],
+    warned: Iterable[str] = (),
+    configuration: Iterable[tuple[str, str]] = (),
+    url: str = "",
+    all_passed: bool = True,
+) -> dict:
+    """in-toto's Test Results predicate, made with the in-toto-attestation bindings: `result` is
+    "fail" when a test failed or the golden results say the run did not pass (`all_passed`), else
+    "pass"; `configuration`: (path in the repository, git blob id) of each case file that ran;
+    `url`: the run ("" leaves it out). The three lists are always written, empty or not."""
+    from google.protobuf import json_format
+    from in_toto_attestation.predicates.test_result.v0.test_result_pb2 import TestResult
+    from in_toto_attestation.v1.resource_descriptor import ResourceDescriptor
+
+    descriptors = []
+    for path, blob in sorted(set(configuration)):
+        descriptor = ResourceDescriptor(name=path, digest={"gitBlob": blob})
+        descriptor.validate()
+        descriptors.append(descriptor.pb)
+    failures = sorted(set(failed))
+    message = TestResult(
+        result="pass" if all_passed and not failures else "fail",
+        configuration=descriptors,
+        url=url,
+        passed_tests=sorted(set(passed)),
+        warned_tests=sorted(set(warned)),
+        failed_tests=failures,
+    )
+    predicate = json_format.MessageToDict(message)
+    for key in ("passedTests", "warnedTests", "failedTests"):
+        predicate.setdefault(key, [])
+    predicate.setdefault("configuration", [])
+    return predicate
+
+
+def tests_of_run(
+    run: GoldenRun | None, *, configuration: Iterable[tuple[str, str]], url: str, all_passed: bool
+) -> dict:
+    """The Test Results of a golden run: each case `<model>/<case>` passed or failed, and each model
+    set aside for needing a GPU the test server lacked (KIND_GPU, not loadable on the CPU) warned,
+    by its name: none of its cases ran."""
+    cases = list(run.cases) if run is not None else []
+    return tests_predicate(
+        passed=[c.case for c in cases if c.passed],
+        failed=[c.case for c in cases if not c.passed],
+        warned=[name for name, _ in run.needs_gpu] if run is not None else [],
+        configuration=configuration,
+        url=url,
+        all_passed=all_passed,
+    )
+
+
+def tests_of_records(
+    records: Iterable[Any],
+    *,
+    untested: Iterable[tuple[str, str]] = (),
+    configuration: Iterable[tuple[str, str]] = (),
+    url: str = "",
+    all_passed: bool = True,
+) -> dict:
+    """The Test Results of a promoted candidate, from its shards' records: each case by name and
+    outcome; each model a shard set aside for lacking a GPU (or promote let ship untested) warned."""
+    passed: list[str] = []
+    failed: list[str] = []
+    warned = {name for name, _ in untested}
+    for record in records:
+        for case in record.cases:
+            (passed if case.get("passed") else failed).append(str(case.get("case", "")))
+        warned |= {name for name, _ in record.needs_gpu}
+    ran = {name.split("/", 1)[0] for name in passed + failed}
+    return tests_predicate(
+        passed=passed,
+        failed=failed,
+        warned=sorted(warned - ran),
+        configuration=configuration,
+        url=url,
+        all_passed=all_passed,
+    )
+
+
+def tests_statement(name: str, digest: str, predicate: dict) -> bytes:
+    """The Test Results Statement's bytes about `name`@`digest`, built and checked with the
+    in-toto-attestation bindings (a subject with a digest, a predicate type, a predicate), written
+    as canonically as the others."""
+    from google.protobuf import json_format
+    from in_toto_attestation.v1.resource_descriptor import ResourceDescriptor
+    from in_toto_attestation.v1.statement import Statement
+
+    from triton_release.contract import TEST_RESULT_TYPE
+
+    subject = ResourceDescriptor(name=name, digest={"sha256": digest.split(":", 1)[1]})
+    made = Statement([subject.pb], TEST_RESULT_TYPE, predicate)
+    made.validate()
+    return canonical(json_format.MessageToDict(made.pb))
 
 
 # -- provenance -----------------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 """Checking a release's evidence: every envelope verifies with the key, every Statement is about
-the digest, the golden results say every tested case passed, and the SBOM and the provenance are
-there. What is wrong is named, all of it, in one refusal (exit 1)."""
+the digest, the golden results say every tested case passed, the in-toto Test Results say
+`pass`, and the SBOM and the provenance are there. What is wrong is named, all of it, in one
+refusal (exit 1)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import re
 from dataclasses import dataclass
 
 from triton_release import contract
-from triton_release.contract import GOLDEN_TYPE, KINDS, PROVENANCE_TYPE, SBOM_TYPE, lower_cased
+from triton_release.contract import GOLDEN_TYPE, KINDS, PROVENANCE_TYPE, SBOM_TYPE, TEST_RESULT_TYPE, lower_cased
 from triton_release.errors import Refused, UsageError
 from triton_release.evidence.signing import PublicKey, signature_problem, statement_of
 from triton_release.registry import attestations
@@ -63,6 +64,7 @@ class EvidenceCheck:
     found: tuple[Found, ...]
     problems: tuple[str, ...]
     golden: dict | None = None  # the golden predicate's counts
+    tests: dict | None = None  # the Test Results' result and counts
 
     @property
     def ok(self) -> bool:
@@ -80,6 +82,7 @@ class EvidenceCheck:
             "statements": [f.to_json() for f in self.found],
             "problems": list(self.problems),
             **({"golden": self.golden} if self.golden else {}),
+            **({"test_results": self.tests} if self.tests else {}),
         }
 
     def facts(self) -> dict:
@@ -109,6 +112,29 @@ def _golden_problems(predicate: object) -> tuple[list[str], dict]:
     return [], counts
 
 
+def _tests_problems(predicate: object) -> tuple[list[str], dict]:
+    """What in-toto's Test Results predicate says that fails verify: a result other than `pass`, or
+    a failed test listed under a `pass`."""
+    if not isinstance(predicate, dict):
+        return ["its Test Results are not an object"], {}
+    lists = {key: predicate.get(key) or [] for key in ("passedTests", "warnedTests", "failedTests")}
+    if not all(isinstance(v, list) for v in lists.values()):
+        return ["its Test Results' test lists are not lists"], {}
+    failed = [str(name) for name in lists["failedTests"]]
+    counts = {
+        "result": predicate.get("result"),
+        "passed": len(lists["passedTests"]),
+        "warned": [str(name) for name in lists["warnedTests"]],
+        "failed": failed,
+    }
+    if predicate.get("result") != "pass" or failed:
+        return [
+            f"the Test Results say {predicate.get('result')!r}, not 'pass'"
+            + (f" (failed: {', '.join(failed[:5])})" if failed else "")
+        ], counts
+    return [], counts
+
+
 def check(registry: RegistryRepository, reference: str, digest: str, key: PublicKey) -> EvidenceCheck:
     """The evidence of `digest` checked with `key`; refused, naming every problem, unless it holds."""
     tag = contract.evidence_tag(digest)
@@ -126,7 +152,7 @@ def check(registry: RegistryRepository, reference: str, digest: str, key: Public
         )
         raise _refusal(result)
     manifest, envelopes = stored
-    found, problems, types, golden = [], [], set(), None
+    found, problems, types, golden, tests = [], [], set(), None, None
     named: dict[str, list[str]] = {}
     for envelope in envelopes:
         own: list[str] = []
@@ -160,16 +186,28 @@ def check(registry: RegistryRepository, reference: str, digest: str, key: Public
         if kind == GOLDEN_TYPE:
             more, golden = _golden_problems(statement.get("predicate"))
             own += more
+        if kind == TEST_RESULT_TYPE:
+            more, tests = _tests_problems(statement.get("predicate"))
+            own += more
         types.add(kind)
         found.append(Found(kind, str(envelope.descriptor.get("digest")), signed, tuple(own)))
         for problem in own:  # one problem of several statements is said once, naming them all
             named.setdefault(problem, []).append(name)
     problems += [f"{', '.join(names)}: {problem}" for problem, names in named.items()]
-    for kind in (GOLDEN_TYPE, PROVENANCE_TYPE, SBOM_TYPE):
+    for kind in (GOLDEN_TYPE, TEST_RESULT_TYPE, PROVENANCE_TYPE, SBOM_TYPE):
         if kind not in types:
             problems.append(f"no {KINDS[kind]} ({kind}) is attached")
     result = EvidenceCheck(
-        str(registry), reference, digest, tag, manifest, key.fingerprint, tuple(found), tuple(problems), golden
+        str(registry),
+        reference,
+        digest,
+        tag,
+        manifest,
+        key.fingerprint,
+        tuple(found),
+        tuple(problems),
+        golden,
+        tests,
     )
     if problems:
         raise _refusal(result)

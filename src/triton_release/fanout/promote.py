@@ -89,6 +89,7 @@ def run_promote(request: PromoteRequest, session: Session) -> None:
         checked,
         promoted,
         *_evidence_of(request),
+        root=request.model_repository,
     )
     if planned is not None:
         assert request.model_repository is not None

@@ -120,9 +120,9 @@ class Git:
         out = self.run("ls-tree", "-r", "-z", "--name-only", ref, "--", path).stdout
         return [p for p in out.decode("utf-8", errors="surrogateescape").split("\0") if p]
 
-    def blobs(self, ref: str, paths: list[str]) -> dict[str, bytes | None]:
-        """Many files at one commit: their ids from one `git ls-tree`, their contents through one
-        `git cat-file --batch` (by id, which git finds faster than by path). None: not a file there."""
+    def blob_ids(self, ref: str, paths: list[str]) -> dict[str, str]:
+        """The git blob id of each of `paths` that is a file at `ref` (`git rev-parse ref:path`
+        gives the same id), from one `git ls-tree`; a path that is not a file there is left out."""
         if not paths:
             return {}
         listed = self.run("--literal-pathspecs", "ls-tree", "-z", ref, "--", *sorted(set(paths))).stdout
@@ -134,6 +134,14 @@ class Git:
             _, kind, oid = meta.split()
             if kind == b"blob":
                 ids[path.decode("utf-8", errors="surrogateescape")] = oid.decode()
+        return ids
+
+    def blobs(self, ref: str, paths: list[str]) -> dict[str, bytes | None]:
+        """Many files at one commit: their ids from one `git ls-tree`, their contents through one
+        `git cat-file --batch` (by id, which git finds faster than by path). None: not a file there."""
+        if not paths:
+            return {}
+        ids = self.blob_ids(ref, paths)
         wanted = sorted(set(ids.values()))
         out = (
             self.run("cat-file", "--batch", input="".join(f"{oid}\n" for oid in wanted).encode()).stdout

@@ -45,7 +45,8 @@ def attach_evidence(
     settings: Mapping,
     latency=None,
 ) -> Evidence:
-    """The golden results, provenance and SBOM of the release just pushed, attached to its digest."""
+    """The golden results, Test Results, provenance and SBOM of the release just pushed, attached
+    to its digest."""
     from triton_release.evidence import attach
 
     return attach.release(
@@ -122,7 +123,8 @@ def check_evidence(
 ) -> EvidenceCheck:
     """The evidence of REPO:TAG, REPO@DIGEST or release `version` checked with `key`; refused,
     naming every problem, unless every envelope verifies, every subject is the digest, every
-    tested case passed, and the SBOM and provenance are there."""
+    tested case passed (the golden results and the Test Results), and the SBOM and provenance
+    are there."""
     from triton_release.evidence.verify import check
     from triton_release.registry.rollback import release_manifest
 
@@ -165,7 +167,11 @@ def promote_evidence(
     promoted: Promoted,
     signing: Signing,
     invocation: Invocation,
+    *,
+    root: Path | None = None,
 ) -> Evidence:
+    """The golden results and Test Results of the promoted candidate; `root`, a checkout of its
+    commit when promote has one, gives the Test Results the case files' blob ids."""
     from triton_release.evidence import attach
 
     return attach.promote(
@@ -176,4 +182,5 @@ def promote_evidence(
         untested=checked.untested,
         signing=signing,
         invocation=invocation,
+        root=root,
     )
