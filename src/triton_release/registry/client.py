@@ -22,7 +22,7 @@ from urllib.parse import quote, urljoin, urlsplit
 
 import requests
 
-from triton_release.contract import REPO_REF
+from triton_release.contract import CANDIDATE_DIGEST, REPO_REF
 from triton_release.errors import InfrastructureError, Refused, UsageError
 from triton_release.registry.credentials import Credentials, find_credentials
 from triton_release.registry.transport import deadline, watched_session
@@ -76,6 +76,25 @@ class Manifest:
     @property
     def config_digest(self) -> str:
         return json.loads(self.body).get("config", {}).get("digest", "")
+
+
+def artifact_config(registry: RegistryRepository, manifest: Manifest, media_type: str) -> bytes:
+    """The config blob of a small OCI artifact the tool writes (a golden record, the ledger), checked
+    to be of `media_type` and to match its digest; ValueError saying what is wrong otherwise."""
+    try:
+        config = json.loads(manifest.body).get("config") or {}
+    except (ValueError, AttributeError):
+        raise ValueError("its manifest is not a JSON object") from None
+    if not isinstance(config, dict) or config.get("mediaType") != media_type:
+        found = config.get("mediaType") if isinstance(config, dict) else None
+        raise ValueError(f"its config is {found!r}, not {media_type}")
+    digest = str(config.get("digest", ""))
+    if not CANDIDATE_DIGEST.match(digest):
+        raise ValueError("its config names no sha256 digest")
+    body = registry.blob(digest)
+    if content_digest(body) != digest:
+        raise ValueError(f"the registry's blob {digest} does not match its digest")
+    return body
 
 
 def _without_userinfo(url: str) -> str:

@@ -22,9 +22,9 @@ from dataclasses import dataclass, field, replace
 
 import semver
 
-from triton_release.contract import CANDIDATE_DIGEST, LEDGER_TAG, RELEASE
+from triton_release.contract import LEDGER_TAG, RELEASE
 from triton_release.errors import Refused
-from triton_release.registry.client import Manifest, RegistryRepository, content_digest
+from triton_release.registry.client import Manifest, RegistryRepository, artifact_config
 
 LEDGER_TYPE = "application/vnd.triton-release.ledger.v1+json"
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
@@ -125,19 +125,7 @@ def read_ledger(registry: RegistryRepository) -> Ledger:
             not trusted, and nothing was built. Find out who wrote it; triton-release writes it on every push.""")
 
     try:
-        config = json.loads(manifest.body).get("config") or {}
-    except (ValueError, AttributeError):
-        raise unreadable("its manifest is not a JSON object") from None
-    if not isinstance(config, dict) or config.get("mediaType") != LEDGER_TYPE:
-        raise unreadable(f"its config is not {LEDGER_TYPE}")
-    digest = str(config.get("digest", ""))
-    if not CANDIDATE_DIGEST.match(digest):
-        raise unreadable("its config names no sha256 digest")
-    body = registry.blob(digest)
-    if content_digest(body) != digest:
-        raise unreadable(f"the registry's blob {digest} does not match its digest")
-    try:
-        return Ledger.from_json(json.loads(body))
+        return Ledger.from_json(json.loads(artifact_config(registry, manifest, LEDGER_TYPE)))
     except ValueError as exc:  # also UnicodeDecodeError
         raise unreadable(str(exc)) from None
 

@@ -20,9 +20,9 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from triton_release.contract import CANDIDATE_DIGEST, record_tag
+from triton_release.contract import record_tag
 from triton_release.errors import Refused
-from triton_release.registry.client import Manifest, RegistryRepository, content_digest
+from triton_release.registry.client import Manifest, RegistryRepository, artifact_config
 
 RECORD_TYPE = "application/vnd.triton-release.golden.v1+json"
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
@@ -153,20 +153,6 @@ def read_record(registry: RegistryRepository, candidate: str, shard: str) -> Gol
             {shard} again: it writes the record anew.""")
 
     try:
-        config = json.loads(manifest.body).get("config") or {}
-    except (ValueError, AttributeError):
-        raise unreadable("its manifest is not a JSON object") from None
-    if not isinstance(config, dict) or config.get("mediaType") != RECORD_TYPE:
-        raise unreadable(
-            f"its config is {config.get('mediaType') if isinstance(config, dict) else None!r}, not {RECORD_TYPE}"
-        )
-    digest = str(config.get("digest", ""))
-    if not CANDIDATE_DIGEST.match(digest):
-        raise unreadable("its config names no sha256 digest")
-    body = registry.blob(digest)
-    if content_digest(body) != digest:
-        raise unreadable(f"the registry's blob {digest} does not match its digest")
-    try:
-        return GoldenRecord.from_json(json.loads(body))
+        return GoldenRecord.from_json(json.loads(artifact_config(registry, manifest, RECORD_TYPE)))
     except ValueError as exc:  # also UnicodeDecodeError
         raise unreadable(str(exc)) from None
