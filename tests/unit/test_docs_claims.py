@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from support.docs import yaml_blocks
 from support.stack import ROOT
 
 ACTION = yaml.safe_load((ROOT / "action.yml").read_text(encoding="utf-8"))
@@ -33,7 +34,6 @@ ACTION_NAME = "/".join(IMAGE.split("/")[1:])
 DOCKER_WITH = {"entrypoint", "args"}  # what `with:` passes to a `uses: docker://...` step besides inputs
 PAIRED = ("username", "password")
 
-FENCE = re.compile(r"^(?P<indent>[ \t]*)```(?P<lang>[\w+-]*)[ \t]*$")
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 WORKFLOW_FILES = sorted((ROOT / ".github" / "workflows").glob("*.y*ml"))
 
@@ -44,34 +44,12 @@ class Snippet:
     data: object
 
 
-def yaml_blocks(page: Path) -> list[Snippet]:
-    """The ```yaml (or ```yml) blocks of a Markdown page, parsed, dedented by their fence's indent."""
-    lines = page.read_text(encoding="utf-8").split("\n")
-    found, i = [], 0
-    while i < len(lines):
-        opening = FENCE.match(lines[i])
-        if not opening:
-            i += 1
-            continue
-        indent, start = opening["indent"], i
-        i += 1
-        while i < len(lines) and not re.fullmatch(rf"{re.escape(indent)}```[ \t]*", lines[i]):
-            i += 1
-        where = f"{page.relative_to(ROOT)}:{start + 1}"
-        assert i < len(lines), f"{where}: a code block that never closes"
-        if opening["lang"].lower() in ("yaml", "yml"):
-            body = "\n".join(line[len(indent) :] if line.startswith(indent) else line for line in lines[start + 1 : i])
-            found.append(Snippet(where, yaml.safe_load(body)))
-        i += 1
-    return found
-
-
 SNIPPETS = [
     *(
         Snippet(str(path.relative_to(ROOT)), yaml.safe_load(path.read_text(encoding="utf-8")))
         for path in WORKFLOW_FILES
     ),
-    *(block for page in PAGES for block in yaml_blocks(page)),
+    *(Snippet(block.where, yaml.safe_load(block.text)) for page in PAGES for block in yaml_blocks(page)),
 ]
 
 

@@ -13,12 +13,11 @@ Every block must parse with PyYAML.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 import yaml
 
+from support.docs import Block, yaml_blocks
 from support.stack import ROOT
 from triton_release.errors import UsageError
 from triton_release.settings import BY_KEY, DEPRECATED, read_config_file, resolve
@@ -36,44 +35,7 @@ DOCKER_WITH = {"entrypoint", "args"}  # what `with:` passes to a `uses: docker:/
 
 WORKFLOW_FILES = sorted((ROOT / ".github" / "workflows").glob("*.y*ml"))
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-FENCE = re.compile(r"^(?P<indent>[ \t]*)```(?P<lang>[\w+-]*)[ \t]*$")
-MARK = re.compile(r"^\s*<!--\s*snippet:\s*(?P<kind>[\w-]+)\s*-->\s*$")
 MARKS = {"fragment"}
-
-
-@dataclass(frozen=True)
-class Block:
-    page: Path
-    line: int  # of the opening fence, 1-based
-    text: str  # dedented by the fence's indentation
-    mark: str | None
-
-    @property
-    def where(self) -> str:
-        return f"{self.page.relative_to(ROOT)}:{self.line}"
-
-
-def yaml_blocks(page: Path) -> list[Block]:
-    """The ```yaml (or ```yml) blocks of a Markdown page, with the snippet mark before each."""
-    lines = page.read_text(encoding="utf-8").split("\n")
-    blocks, i = [], 0
-    while i < len(lines):
-        opening = FENCE.match(lines[i])
-        if not opening:
-            i += 1
-            continue
-        indent, start = opening["indent"], i
-        i += 1
-        while i < len(lines) and not re.fullmatch(rf"{re.escape(indent)}```[ \t]*", lines[i]):
-            i += 1
-        assert i < len(lines), f"{page.relative_to(ROOT)}:{start + 1}: a code block that never closes"
-        if opening["lang"].lower() in ("yaml", "yml"):
-            body = [line[len(indent) :] if line.startswith(indent) else line.lstrip() for line in lines[start + 1 : i]]
-            before = next((lines[j] for j in range(start - 1, -1, -1) if lines[j].strip()), "")
-            mark = MARK.match(before)
-            blocks.append(Block(page, start + 1, "\n".join(body) + "\n", mark["kind"] if mark else None))
-        i += 1
-    return blocks
 
 
 BLOCKS = [block for page in PAGES for block in yaml_blocks(page)]
