@@ -86,65 +86,19 @@ def ensure_packages() -> None:
 
 
 # -- perf_analyzer (the latency gate) ---------------------------------------------------------
-# The tritonclient 2.51.0 wheel's bin/perf_analyzer with libcudart from nvidia-cuda-runtime-cu12, in
-# .stack/perf_analyzer/ (pip --target: never beside the venv's locked tritonclient), and Debian's
-# libb64-0d. The same lock file is what the Dockerfile installs into the action's image.
+# Installed into .stack/perf_analyzer/ the way the latency gate installs it on first use into the
+# cache (models/perf_analyzer.py: the tritonclient 2.51.0 wheel's bin/perf_analyzer, libcudart from
+# nvidia-cuda-runtime-cu12, libb64 from Debian's package, each checked by its sha256), so the tests
+# find it at a path of their own; the Dockerfile installs the same lock file into the action's image.
 
 PERF_ANALYZER = STATE / "perf_analyzer"
-PERF_ANALYZER_LOCK = HERE / "perf_analyzer.lock"
-LIBRARIES = {"libb64.so.0d": "libb64-0d"}  # a shared library perf_analyzer links -> its Debian package
-
-
-def library_present(name: str) -> bool:
-    found = subprocess.run(["ldconfig", "-p"], capture_output=True, text=True, check=False).stdout
-    return f"{name} " in found or any(
-        Path(folder, name).exists()
-        for folder in ("/usr/lib/x86_64-linux-gnu", "/lib/x86_64-linux-gnu", "/usr/lib", "/lib")
-    )
 
 
 def ensure_perf_analyzer() -> Path:
-    """perf_analyzer installed from stack/perf_analyzer.lock, once per version of that file."""
-    missing = [pkg for library, pkg in LIBRARIES.items() if not library_present(library)]
-    if missing:
-        if os.geteuid() != 0:
-            raise StackError(
-                f"perf_analyzer needs {', '.join(missing)}; install it with: sudo apt-get install -y "
-                f"{' '.join(missing)}"
-            )
-        log(f"installing {' '.join(missing)} with apt-get (perf_analyzer links it)")
-        env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-        run(["apt-get", "update", "-qq"], env=env)
-        run(["apt-get", "install", "-y", "-qq", *missing], env=env, stdout=subprocess.DEVNULL)
-    binary = PERF_ANALYZER / "bin" / "perf_analyzer"
-    recipe = hashlib.sha256(PERF_ANALYZER_LOCK.read_bytes()).hexdigest()[:16]
-    stamp = PERF_ANALYZER / ".complete"
-    if binary.exists() and stamp.exists() and stamp.read_text() == recipe:
-        return binary
-    log("perf_analyzer from the tritonclient 2.51.0 wheel (14 MB, downloaded once)")
-    partial = STATE / "perf_analyzer.partial"
-    shutil.rmtree(partial, ignore_errors=True)
-    run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--no-deps",
-            "--require-hashes",
-            "--only-binary",
-            ":all:",
-            "--target",
-            str(partial),
-            "-r",
-            str(PERF_ANALYZER_LOCK),
-        ]
-    )
-    shutil.rmtree(PERF_ANALYZER, ignore_errors=True)
-    partial.rename(PERF_ANALYZER)
-    stamp.write_text(recipe)
-    return binary
+    """perf_analyzer in PERF_ANALYZER, fetched when that does not hold exactly its three files."""
+    from triton_release.models.perf_analyzer import install
+
+    return install(PERF_ANALYZER)
 
 
 # -- the Docker daemon ------------------------------------------------------------------------
@@ -477,7 +431,6 @@ ACTION_CONTEXT = (
     "Dockerfile",
     ".dockerignore",
     "requirements.lock",
-    "stack/perf_analyzer.lock",
     "pyproject.toml",
     "README.md",
     "src",

@@ -1,19 +1,21 @@
 """The latency gate on the real stack: perf_analyzer drives a model's new version beside the
 version before it in the server that tested them, the release is refused only when the new one
-is slower beyond --max-latency-increase, and `warmup: golden` warms a model before it is ready.
+is slower beyond --max-latency-increase (perf_analyzer installed on first use when it is not found),
+and `warmup: golden` warms a model before it is ready.
 Short windows and few rounds: these tests check behaviour, the bench measures the gate."""
 
 from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 
 import docker
 import pytest
 
 from support.models import golden_case, python_config, write_tree
 from support.stack import BASE_IMAGE, PERF_ANALYZER
-from triton_release import steps
+from triton_release import cache, steps
 from triton_release.image.server import TritonServer
 from triton_release.models.devices import image_configs
 from triton_release.models.gates import GateOptions
@@ -55,8 +57,22 @@ def sleeping(name: str, milliseconds: float, comment: str = "") -> dict[str, str
     }
 
 
+def without_perf_analyzer(fresh: Path, monkeypatch) -> Path:
+    """TRITON_RELEASE_CACHE at `fresh`, which holds the run's cache (linked) but its tools/, and PATH
+    without perf_analyzer."""
+    kept = cache.configure(os.environ)
+    fresh.mkdir()
+    for entry in kept.iterdir() if kept.is_dir() else []:
+        if entry.name != "tools":
+            (fresh / entry.name).symlink_to(entry)
+    monkeypatch.setenv("TRITON_RELEASE_CACHE", str(fresh))
+    path = [part for part in os.environ["PATH"].split(":") if not (Path(part) / "perf_analyzer").exists()]
+    monkeypatch.setenv("PATH", ":".join(path))
+    return fresh
+
+
 def test_a_version_sleeping_8_ms_where_the_last_slept_2_is_refused_and_a_comment_only_change_is_released(
-    git_repo, releaser
+    git_repo, releaser, tmp_path, monkeypatch
 ):
     git_repo.write(sleeping("a", 2))
     git_repo.commit("a sleeps 2 ms")
@@ -66,9 +82,20 @@ def test_a_version_sleeping_8_ms_where_the_last_slept_2_is_refused_and_a_comment
     assert latency["models"] == [] and "a first release" in latency["note"]
     tags = releaser.registry.tags()
 
+    # a cache holding everything but perf_analyzer, and none on PATH: the bound installs it on first use
     git_repo.write(sleeping("a", 8))
     git_repo.commit("a sleeps 8 ms")
-    refused = releaser("--max-latency-increase", "0.5", *FAST, code=1)
+    fresh = without_perf_analyzer(tmp_path / "cache", monkeypatch)
+    refused = releaser("--max-latency-increase", "0.5", *FAST[:4], code=1)
+    installed = fresh / "tools" / "perf_analyzer-2.51.0"
+    assert refused["steps"]["test"]["latency"]["perf_analyzer"]["path"] == str(installed / "bin" / "perf_analyzer")
+    assert sorted(p.name for p in installed.rglob("*") if p.is_file()) == [
+        ".complete",
+        "libb64.so.0d",
+        "libcudart.so.12",
+        "perf_analyzer",
+    ]
+    monkeypatch.delenv("TRITON_RELEASE_CACHE")
     message = refused["error"]["message"]
     assert "Model a version 2 is slower than version 1 beyond max_latency_increase 0.5" in message, message
     assert "p50" in message and "ms against" in message and "infer/s" in message and "interval" in message

@@ -3,20 +3,23 @@ data and as model_warmup, finding perf_analyzer, the settings, and what the gate
 
 from __future__ import annotations
 
+import hashlib
 import json
 import stat
 import struct
+from pathlib import Path
 
 import numpy as np
 import pytest
 from google.protobuf import text_format
 
 from support.models import golden_case, python_config, python_model_files, sequence_case, sequence_config, write_tree
-from triton_release import steps
+from triton_release import cache, steps
 from triton_release.action.summary import _latency_table
 from triton_release.errors import InfrastructureError
 from triton_release.image.warmup import entries, raw_bytes, with_warmup
 from triton_release.models import latency_stats as stats
+from triton_release.models import perf_analyzer as pa
 from triton_release.models.config_schema import model_config_pb2
 from triton_release.models.latency import (
     ColdStart,
@@ -276,15 +279,130 @@ def test_a_missing_perf_analyzer_or_library_says_how_to_get_it(tmp_path):
         find(str(broken), {"PATH": "/usr/bin:/bin"})
 
 
-def test_a_missing_perf_analyzer_fails_the_gate_with_exit_3_and_is_a_note_when_only_measuring(tmp_path):
+def test_a_missing_perf_analyzer_fails_the_gate_with_exit_3_and_is_a_note_when_only_measuring(
+    tmp_path, monkeypatch, fake_install
+):
     env = {"PATH": str(tmp_path)}
+    fake_install(fails="pip download failed (no network)")
     with pytest.raises(InfrastructureError) as refused:
         steps._perf_analyzer(LatencyOptions(max_increase=0.2, env=env), ["a"])
     assert refused.value.exit_code == 3 and "--max-latency-increase 0.2 asks for the latency gate" in str(refused.value)
-    analyzer, note = steps._perf_analyzer(LatencyOptions(env=env), ["a"])
+    assert "no network" in str(refused.value) and "apt-get install libb64-0d" in str(refused.value)
+    assert not pa.installed_prefix().exists()  # nothing half-installed is left
+    analyzer, note = steps._perf_analyzer(LatencyOptions(env=env), ["a"])  # only measuring: nothing installed
     assert analyzer is None and note.startswith("latency not measured: perf_analyzer was not found")
+    assert "installs it on first use" in note
     analyzer, note = steps._perf_analyzer(LatencyOptions(max_increase=0.2, env=env), [])
     assert analyzer is None and "a first release" in note  # nothing to compare: a note, not a failure
+
+
+# -- installing perf_analyzer on first use (its downloads stand in: tests/integration installs it) ---
+
+FAKE_VERSION = "#!/bin/sh\necho 'Perf Analyzer Version 2.51.0 (commit unknown)'\n"
+
+
+@pytest.fixture
+def fake_install(tmp_path, monkeypatch):
+    """The cache in tmp_path, and FILES pinned to small stand-ins that `_fetch` writes (or fails
+    with `fails`): `fake_install(fails="")` returns the list of fetches made."""
+    cache.configure({"TRITON_RELEASE_CACHE": str(tmp_path / "cache")})
+    contents = {
+        "bin/perf_analyzer": FAKE_VERSION.encode(),
+        "lib/libcudart.so.12": b"cudart",
+        "lib/libb64.so.0d": b"b64",
+    }
+    monkeypatch.setattr(
+        pa, "FILES", {relative: (relative, hashlib.sha256(data).hexdigest()) for relative, data in contents.items()}
+    )
+    fetches: list[Path] = []
+
+    def install(fails: str = "") -> list[Path]:
+        def fetch(folder: Path) -> None:
+            fetches.append(folder)
+            if fails:
+                raise PerfAnalyzerMissing(f"{fails}. {pa.HOW_TO_GET}")
+            for relative, data in contents.items():
+                pa._place(folder, relative, data)
+
+        monkeypatch.setattr(pa, "_fetch", fetch)
+        return fetches
+
+    monkeypatch.setattr(pa.sys, "platform", "linux")
+    monkeypatch.setattr(pa.platform, "machine", lambda: "x86_64")
+    yield install
+    cache.configure({"TRITON_RELEASE_CACHE": str(tmp_path / "elsewhere")})
+
+
+def test_the_gate_installs_perf_analyzer_on_first_use_into_the_cache_and_uses_it_after(tmp_path, fake_install):
+    fetches = fake_install()
+    found = find(None, {"PATH": str(tmp_path)}, install_missing=True)
+    prefix = pa.installed_prefix()
+    assert found.path == prefix / "bin" / "perf_analyzer" and found.version == "2.51.0" and len(fetches) == 1
+    assert found.env["LD_LIBRARY_PATH"] == str(prefix / "lib")  # libcudart and libb64 beside it
+    assert sorted(p.relative_to(prefix).as_posix() for p in prefix.rglob("*") if p.is_file()) == [
+        ".complete",
+        "bin/perf_analyzer",
+        "lib/libb64.so.0d",
+        "lib/libcudart.so.12",
+    ]
+    cache.configure({"TRITON_RELEASE_CACHE": str(tmp_path / "cache")})  # the next run: checked again, not fetched
+    assert find(None, {"PATH": str(tmp_path)}).path == found.path and len(fetches) == 1
+
+
+@pytest.mark.parametrize(
+    "forge, why",
+    [
+        (lambda prefix: (prefix / "lib" / "libc.so.6").write_bytes(b"evil"), "holds lib/libc.so.6"),
+        (lambda prefix: (prefix / "bin" / "perf_analyzer").write_text(FAKE_VERSION + "curl evil\n"), "other bytes"),
+        (lambda prefix: (prefix / "lib" / "libb64.so.0d").unlink(), "lacks lib/libb64.so.0d"),
+        (lambda prefix: (prefix / "bin" / "perf_analyzer").chmod(0o644), "not executable"),
+        (lambda prefix: (prefix / ".complete").unlink(), "never finished"),
+        (lambda prefix: (prefix / "sitecustomize").mkdir(), "holds the folder sitecustomize"),
+    ],
+)
+def test_an_installed_perf_analyzer_someone_else_changed_is_discarded_and_installed_again(
+    tmp_path, fake_install, caplog, forge, why
+):
+    fetches = fake_install()
+    find(None, {"PATH": str(tmp_path)}, install_missing=True)
+    prefix = pa.installed_prefix()
+    forge(prefix)
+    assert why in pa.differs(prefix)
+    cache.configure({"TRITON_RELEASE_CACHE": str(tmp_path / "cache")})  # the next run, with the gate
+    found = find(None, {"PATH": str(tmp_path)}, install_missing=True)
+    assert len(fetches) == 2 and pa.differs(prefix) == "" and found.version == "2.51.0"
+    assert f"the cache entry {prefix} " in caplog.text and why in caplog.text and "discarded" in caplog.text
+
+
+def test_a_download_that_is_not_the_pinned_file_installs_nothing(tmp_path, fake_install):
+    fake_install()
+    with pytest.raises(PerfAnalyzerMissing, match="is not the file it was pinned as"):
+        pa._place(tmp_path, "lib/libb64.so.0d", b"another library")
+    assert not (tmp_path / "lib" / "libb64.so.0d").exists()
+
+
+def test_libb64_comes_out_of_the_debian_package_as_an_ar_archive():
+    def member(name: bytes, data: bytes) -> bytes:
+        header = name.ljust(16) + b"0".ljust(12) + b"0".ljust(6) + b"0".ljust(6) + b"100644".ljust(8)
+        return header + str(len(data)).encode().ljust(10) + b"`\n" + data + (b"\n" if len(data) % 2 else b"")
+
+    deb = (
+        b"!<arch>\n"
+        + member(b"debian-binary", b"2.0\n")
+        + member(b"control.tar.xz", b"abc")
+        + member(b"data.tar.xz/", b"xyz")
+    )
+    assert pa._ar_member(deb, "data.tar.xz") == b"xyz" and pa._ar_member(deb, "control.tar.xz") == b"abc"
+    with pytest.raises(PerfAnalyzerMissing, match="holds no data.tar.gz"):
+        pa._ar_member(deb, "data.tar.gz")
+    with pytest.raises(PerfAnalyzerMissing, match="is not a Debian package"):
+        pa._ar_member(b"<html>moved</html>", "data.tar.xz")
+
+
+def test_the_pins_name_the_lock_files_versions():
+    lock = pa.LOCK.read_text()
+    assert f"tritonclient=={pa.TRITONCLIENT}" in lock and f"nvidia-cuda-runtime-cu12=={pa.CUDA_RUNTIME}" in lock
+    assert pa.FILES["bin/perf_analyzer"][0].startswith(f"tritonclient-{pa.TRITONCLIENT}.data/")
 
 
 # -- settings, and where people look --------------------------------------------------------------------

@@ -135,7 +135,8 @@ SETTINGS: tuple[Setting, ...] = (
         "perf_analyzer",
         None,
         "the perf_analyzer binary the latency gate runs (default: perf_analyzer on "
-        "PATH, else /opt/perf_analyzer/bin/perf_analyzer, the action image's)",
+        "PATH, else /opt/perf_analyzer/bin/perf_analyzer, the action image's, else the one the gate "
+        "installs into the cache folder on first use)",
         anchor=_folder_path,
     ),
     Setting(

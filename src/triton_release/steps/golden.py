@@ -158,8 +158,9 @@ def test(
 
 def _perf_analyzer(options: LatencyOptions | None, measurable: list[str]):
     """perf_analyzer for the latency gate, and a note when it does not run: nothing to compare (a
-    first release), or perf_analyzer missing while only measuring. Missing while a bound is asked
-    for is an infrastructure failure (exit 3), before any server starts."""
+    first release), or perf_analyzer missing while only measuring. A bound installs it on first use
+    (into the cache); missing even then is an infrastructure failure (exit 3), before any server
+    starts."""
     if options is None:
         return None, ""
     if not measurable:
@@ -171,7 +172,7 @@ def _perf_analyzer(options: LatencyOptions | None, measurable: list[str]):
     from triton_release.models.perf_analyzer import PerfAnalyzerMissing, find
 
     try:
-        return find(options.perf_analyzer, options.env), ""
+        return find(options.perf_analyzer, options.env, install_missing=options.max_increase is not None), ""
     except PerfAnalyzerMissing as exc:
         if options.max_increase is None:
             return None, f"latency not measured: {exc}"
