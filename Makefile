@@ -65,8 +65,12 @@ lint: install
 test: install
 	@$(MAKE) --no-print-directory -j2 test-stack test-fast
 
+# The stack's tests run on two workers, a test module to each at a time (their module-scoped
+# releases and servers stay in one process), then those that measure latency, alone.
+STACK_TESTS := TRITON_RELEASE_TEST_SWEEP=1 $(PY) -m pytest -p no:cacheprovider --ignore=tests/unit
 test-stack: stack
-	TRITON_RELEASE_TEST_SWEEP=1 $(PY) -m pytest -p no:cacheprovider --ignore=tests/unit
+	$(STACK_TESTS) -m "not serial" -n 2 --dist loadfile
+	$(STACK_TESTS) -m serial
 
 FAST_LOG := .stack/lint-docs-unit.log
 test-fast: install

@@ -13,6 +13,7 @@ recipe is kept as a label).
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import io
 import os
@@ -500,12 +501,20 @@ def ensure_action_image(client) -> str:
 def up() -> None:
     start = time.monotonic()
     STATE.mkdir(exist_ok=True)
+    # One `up` at a time: the test workers each bring the stack up as they start, and the
+    # second waits here, then finds everything the first one made.
+    with open(STATE / "up.lock", "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        _up()
+    log(f"up in {time.monotonic() - start:.1f} s: docker on {DOCKER_SOCKET}, registry on {REGISTRY_ADDR}")
+
+
+def _up() -> None:
     ensure_packages()
     ensure_perf_analyzer()
     ensure_docker()
     ensure_registry()
     ensure_images()
-    log(f"up in {time.monotonic() - start:.1f} s: docker on {DOCKER_SOCKET}, registry on {REGISTRY_ADDR}")
 
 
 def stop_pidfile(name: str, pidfile: Path) -> None:

@@ -16,7 +16,7 @@ import requests
 
 from support.git import GitRepo
 from support.models import write_tree
-from support.registries import LocalRegistry
+from support.registries import BaseLayers, LocalRegistry
 from support.reports import check_report
 from support.stack import BASE_IMAGE, REGISTRY, ROOT, SERVERS
 from triton_release.session import Report
@@ -49,7 +49,7 @@ def git_repo(tmp_path):
 
 
 @pytest.fixture(scope="session")
-def stack(request):
+def stack():
     """Bring the stack up (idempotent, about a second when it is already up) or fail saying how."""
     result = subprocess.run([sys.executable, str(ROOT / "stack" / "stack.py"), "up"], capture_output=True, text=True)
     if result.returncode != 0:
@@ -57,18 +57,42 @@ def stack(request):
             f"the local stack could not start; run `make stack` and read its output:\n{result.stderr}", pytrace=False
         )
     client = docker.from_env(timeout=600)
-    before, started = image_tags_on(client), datetime.now(UTC)
     yield client
-    leftovers = client.containers.list(all=True, filters={"label": SERVERS})
+    leftovers = client.containers.list(all=True, filters={"label": SERVERS})  # this process's own
     for container in leftovers:
         container.remove(force=True)
-    swept = sweep_image_tags(client, before, started) if os.environ.get(SWEEP_VARIABLE) == "1" else []
+    assert not leftovers, f"tests left server containers behind: {[c.name for c in leftovers]}"
+
+
+# -- the sweep. `make test` runs the stack's tests on two workers (pytest-xdist); the process that
+# started them sweeps once, when every worker has finished, so no worker removes an image the
+# other is still using.
+
+
+def _sweeps(config) -> bool:
+    return os.environ.get(SWEEP_VARIABLE) == "1" and not hasattr(config, "workerinput")
+
+
+def pytest_sessionstart(session):
+    if _sweeps(session.config):
+        client = docker.from_env(timeout=600)
+        session.config.stash[_SWEEP_FROM] = (image_tags_on(client), datetime.now(UTC))
+
+
+def pytest_sessionfinish(session):
+    started = session.config.stash.get(_SWEEP_FROM, None)
+    if started is None:
+        return
+    client = docker.from_env(timeout=600)
+    swept = sweep_image_tags(client, *started)
     if swept:
-        request.config.pluginmanager.get_plugin("terminalreporter").write_line(
+        session.config.pluginmanager.get_plugin("terminalreporter").write_line(
             f"removed {len(swept)} image tags the tests left behind: {', '.join(swept[:12])}"
             f"{' ...' if len(swept) > 12 else ''}"
         )
-    assert not leftovers, f"tests left server containers behind: {[c.name for c in leftovers]}"
+
+
+_SWEEP_FROM = pytest.StashKey[tuple[set[str], datetime]]()
 
 
 # The stack's own images (stack/stack.py): made before the run, kept after it.
@@ -123,6 +147,13 @@ def image_tags(docker_client):
             docker_client.images.remove(tag, force=True)
         except docker.errors.ImageNotFound:
             pass
+
+
+@pytest.fixture(scope="session")
+def base_layers(docker_client, tmp_path_factory):
+    """The base image's layers in a registry's storage, for seeding private registries."""
+    layers, _ = BaseLayers.pushed(docker_client, tmp_path_factory.mktemp("base-layers"))
+    return layers
 
 
 @pytest.fixture(scope="session")

@@ -151,12 +151,14 @@ def test_a_signal_at_random_moments_always_stops_within_seconds_and_cleans_up(fr
         fresh.commit(f"a: change {trial}")
 
 
-def test_the_registry_killed_as_the_bumped_release_puts_its_manifest_then_the_rerun_converges(docker_client, tmp_path):
+def test_the_registry_killed_as_the_bumped_release_puts_its_manifest_then_the_rerun_converges(
+    docker_client, tmp_path, base_layers
+):
     """The registry process dies (SIGKILL) as the second release, bumped, puts its manifest (its layers
     are up; whether the manifest is, the run cannot tell): exit 3, nothing tagged, the bump kept in its
     journal; with the registry back, the rerun in the same workspace releases 1.1.0 once, with
     version 1 as 1.0.0 shipped it."""
-    registry = LocalRegistry(tmp_path / "registry")
+    registry = LocalRegistry(tmp_path / "registry", base=base_layers)
     killed = threading.Event()
 
     def kill_registry(proxy, path, forward):
@@ -167,7 +169,7 @@ def test_the_registry_killed_as_the_bumped_release_puts_its_manifest_then_the_re
 
     armed = threading.Event()
     with RegistryProxy("1.1.0", kill_registry, upstream=registry.address) as proxy:
-        try:  # 1.0.0 straight to the registry (the whole base image); the second release through the proxy
+        try:  # 1.0.0 straight to the registry (on the seeded base's layers); the second release through the proxy
             ws = Workspace(tmp_path / "work", f"{registry.address}/team/models", docker_client)
             ws.image = f"{proxy.address}/team/models"
             ws.registry = RegistryRepository.parse(ws.image)

@@ -7,7 +7,6 @@ import json
 import os
 import subprocess
 import time
-from pathlib import Path
 
 import pytest
 
@@ -98,32 +97,28 @@ def test_disk_full_while_writing_the_build_context(ws, tmp_path):
         subprocess.run(["umount", str(small)], check=True)
 
 
-def test_registry_stopped_mid_push_then_a_rerun_completes(ws, tmp_path):
-    """The first push to an empty registry sends the whole base image: stop the registry while it
-    uploads. No tag may point at a partial image; the rerun pushes it whole."""
-    registry = LocalRegistry(tmp_path / "registry")
+def test_registry_stopped_mid_push_then_a_rerun_completes(ws, tmp_path, base_layers):
+    """A first release to a registry of the test's own (the base's layers already there), with 6 MiB
+    of weights going up through a slow link: stop the registry while they upload. No tag may point
+    at a partial image; the rerun pushes it whole."""
+    registry = LocalRegistry(tmp_path / "registry", base=base_layers)
+    host, port = registry.address.split(":")
+    proxy = ThrottlingProxy((host, int(port)), 2 << 20)  # 2 MiB/s towards the registry
     target = f"{registry.address}/team/models"
     try:
+        ws.write({"a/1/weights.bin": os.urandom(6 << 20)})  # about 3 s through the slow link
+        ws.commit("a: weights")
         report = tmp_path / "report.json"
-        process = start(release_command(target, "--report", str(report)), cwd=ws.root)
-        uploads = Path(
-            tmp_path
-            / "registry"
-            / "data"
-            / "docker"
-            / "registry"
-            / "v2"
-            / "repositories"
-            / "team"
-            / "models"
-            / "_uploads"
-        )
+        process = start(release_command(f"{proxy.address}/team/models", "--report", str(report)), cwd=ws.root)
+        uploads = tmp_path / "registry/data/docker/registry/v2/repositories/team/models/_uploads"
         deadline = time.monotonic() + 120
         repo = RegistryRepository.parse(target)
         while "1.0.0" not in read_ledger(repo).entries and time.monotonic() < deadline:
-            time.sleep(0.05)  # the build is entered in the ledger before its layers go up
+            assert process.poll() is None, process.communicate()[0][-3000:]  # the build entered before its push
+            time.sleep(0.02)
         while not (uploads.exists() and any(uploads.iterdir())) and time.monotonic() < deadline:
-            time.sleep(0.05)
+            assert process.poll() is None, process.communicate()[0][-3000:]
+            time.sleep(0.02)
         registry.stop()
         out, _ = process.communicate(timeout=300)
         assert process.returncode == 3, out[-3000:]
@@ -136,17 +131,18 @@ def test_registry_stopped_mid_push_then_a_rerun_completes(ws, tmp_path):
         assert again.code == 0, again.out[-3000:]
         assert repo.digest("1.0.0") == repo.digest("latest") == again.report["digest"]
     finally:
+        proxy.close()
         registry.stop()
 
 
 def test_registry_killed_while_a_bumped_release_uploads_its_layer_undoes_the_bump_and_the_rerun_releases_it(
-    tmp_path, docker_client
+    tmp_path, docker_client, base_layers
 ):
-    """A registry of the test's own holds 1.0.0 (the base goes up once); a change bumps a, and the
+    """A registry of the test's own holds 1.0.0 (on the base's layers, seeded); a change bumps a, and the
     registry process is killed while the new layer goes up, through a slow link so that the kill
     lands mid-upload. No manifest can have been sent: exit 3, and since nothing was published the
     bump is undone and the journal ended. With the registry back the rerun releases 1.1.0."""
-    registry = LocalRegistry(tmp_path / "registry")
+    registry = LocalRegistry(tmp_path / "registry", base=base_layers)
     host, port = registry.address.split(":")
     proxy = ThrottlingProxy((host, int(port)), 2 << 20)  # 2 MiB/s towards the registry
     try:

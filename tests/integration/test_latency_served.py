@@ -23,7 +23,7 @@ from triton_release.models.latency import LatencyOptions
 from triton_release.models.repository import Repository
 from triton_release.settings import ImageOptions, ServerOptions
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.serial]
 
 SLEEPING_MODEL = """\
 import time

@@ -9,27 +9,85 @@ import base64
 import hashlib
 import http.client
 import json
+import os
 import socket
 import subprocess
 import threading
 import time
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import requests
 
-from support.stack import REGISTRY
+from support.stack import BASE_IMAGE, REGISTRY
+
+
+@dataclass(frozen=True)
+class BaseLayers:
+    """The stand-in base image's layers as a registry stores them: the blobs a private registry is
+    seeded with, so that a test's first push to it sends the model's layers only (the daemon finds
+    the base's already there) instead of half a gigabyte."""
+
+    blobs: Path  # a registry's blob store holding them
+    digests: tuple[str, ...]
+
+    @classmethod
+    def pushed(cls, docker_client, state: Path) -> tuple[BaseLayers, LocalRegistry]:
+        """BASE_IMAGE pushed once to a registry of its own in `state` (stopped at once, its storage
+        kept): the layers, and that registry, for the caller to clean up."""
+        registry = LocalRegistry(state)
+        repository = f"{registry.address}/seed/base"
+        docker_client.images.get(BASE_IMAGE).tag(repository, "base")
+        try:
+            for line in docker_client.api.push(repository, "base", stream=True, decode=True):
+                if "error" in line:
+                    raise RuntimeError(f"pushing {BASE_IMAGE} to {registry.address}: {line['error']}")
+            manifest = requests.get(
+                f"http://{registry.address}/v2/seed/base/manifests/base",
+                headers={"Accept": "application/vnd.docker.distribution.manifest.v2+json"},
+                timeout=30,
+            )
+            manifest.raise_for_status()
+        finally:
+            docker_client.images.remove(f"{repository}:base")
+            registry.stop()
+        digests = tuple(layer["digest"] for layer in manifest.json()["layers"])
+        return cls(state / "data" / "docker" / "registry" / "v2" / "blobs", digests), registry
+
+    def seed(self, storage: Path, repository: str) -> None:
+        """Hard links to the base's blobs in `storage` (a registry's rootdirectory), linked into
+        `repository` as pushed layers are. Blobs are never rewritten in place: sharing is safe."""
+        v2 = storage / "docker" / "registry" / "v2"
+        for digest in self.digests:
+            hexdigest = digest.removeprefix("sha256:")
+            blob = v2 / "blobs" / "sha256" / hexdigest[:2] / hexdigest
+            blob.mkdir(parents=True, exist_ok=True)
+            os.link(self.blobs / "sha256" / hexdigest[:2] / hexdigest / "data", blob / "data")
+            link = v2 / "repositories" / repository / "_layers" / "sha256" / hexdigest
+            link.mkdir(parents=True, exist_ok=True)
+            (link / "link").write_text(digest)
 
 
 class LocalRegistry:
     """A private docker-registry process on a free loopback port (optionally with basic auth),
-    for the tests that stop a registry or need a password."""
+    for the tests that stop a registry or need a password; with `base`, its `repository` holds
+    the base image's layers from the start."""
 
-    def __init__(self, state: Path, user: tuple[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        state: Path,
+        user: tuple[str, str] | None = None,
+        *,
+        base: BaseLayers | None = None,
+        repository: str = "team/models",
+    ) -> None:
         import bcrypt
 
         self.state = state
         state.mkdir(parents=True, exist_ok=True)
+        if base is not None:
+            base.seed(state / "data", repository)
         with socket.socket() as sock:
             sock.bind(("127.0.0.1", 0))
             self.address = f"127.0.0.1:{sock.getsockname()[1]}"

@@ -18,7 +18,10 @@ BASE_IMAGE = "local/tritonserver:24.10-py3"
 REGISTRY = "127.0.0.1:5000"
 # This test run's server containers (and those of the CLI processes it starts) carry this label:
 # a run counts and removes its own, never those of a benchmark or another run on the daemon.
+# On two workers (make test), each worker's servers carry a label of their own.
 RUN_ID = os.environ.setdefault(RUN_ID_VARIABLE, f"tests-{uuid.uuid4().hex[:12]}")
+if (worker := os.environ.get("PYTEST_XDIST_WORKER")) and not RUN_ID.endswith(f"-{worker}"):
+    RUN_ID = os.environ[RUN_ID_VARIABLE] = f"{RUN_ID}-{worker}"
 SERVERS = f"{SERVER_LABEL}={RUN_ID}"
 # perf_analyzer as `make stack` installs it (stack/stack.py): the latency gate's tests name it
 PERF_ANALYZER = ROOT / ".stack" / "perf_analyzer" / "bin" / "perf_analyzer"
