@@ -3,7 +3,7 @@
 (`wait_ready`). The wait fails at once, never at --load-timeout, when a model failed to load or
 never will (its version excluded, its stub unable to start), and when the server exited or was
 killed; each failure names the model with its lines from the server's log. (Loading and
-unloading models: image/model_control.py.)"""
+unloading models: server/model_control.py.)"""
 
 from __future__ import annotations
 

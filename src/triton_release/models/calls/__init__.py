@@ -17,7 +17,7 @@ declared in the model's config.pbtxt, kept with the model,
 the model counts as calling every other model: it is re-tested when any of them changes.
 Named and declared callees are loaded with their caller, and re-test it when they change.
 
-One file's syntax tree is read in models/calls_syntax.py; this module follows a version folder's
+One file's syntax tree is read in models/calls/syntax.py; this module follows a version folder's
 imports from file to file, keeps each file's facts by content, and reads the model's config.
 """
 
@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from triton_release.cache import Memo
-from triton_release.models.calls_syntax import _Facts, _Reader
+from triton_release.models.calls.syntax import _Facts, _Reader
 
 DEPENDS_PARAMETER = "triton_release.depends_on"
 DEFAULT_FILE = "model.py"

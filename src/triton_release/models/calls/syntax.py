@@ -2,7 +2,7 @@
 `InferenceRequest` it binds (`import ... as`, assignments, `getattr`, `functools.partial`), the names
 bound once to a string at module level, the modules it imports or loads, and the aliases it offers
 the files that import it; what it finds is a file's `_Facts`. Nothing is run. (Following a version
-folder's imports from file to file, and the model's config: models/calls.py.)"""
+folder's imports from file to file, and the model's config: models/calls/__init__.py.)"""
 
 from __future__ import annotations
 
