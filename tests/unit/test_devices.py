@@ -25,7 +25,7 @@ from triton_release.models.devices import ENV_PARAMETER, cpu_override, needs_gpu
 from triton_release.models.inference import CaseResult
 from triton_release.models.repository import Repository
 from triton_release.models.suite import GoldenRun, cpu_overrides, deferred
-from triton_release.server import container, model_control
+from triton_release.server import container, readiness
 from triton_release.session import Report, StepRecord
 from triton_release.settings import resolve
 
@@ -252,7 +252,7 @@ def test_a_bad_gpus_flag_exits_2_before_any_server_starts(tmp_path, capsys, argv
     ],
 )
 def test_the_server_s_reason_in_one_line(text, reason):
-    assert model_control._reason(text) == reason
+    assert readiness.reason(text) == reason
 
 
 # -- how the run reads --------------------------------------------------------------------------

@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 import requests
 
 from triton_release.server.memory import ContainerMemory
-from triton_release.server.readiness import ModelState, Readiness, _reason
+from triton_release.server.readiness import ModelState, Readiness, reason
 
 __all__ = ["ModelControl", "ModelState"]
 
@@ -130,7 +130,7 @@ class ModelControl(Readiness, ContainerMemory):
         leaves what was loaded as it was (Triton keeps the versions it served)."""
         why = self._request_load(name, config)
         if why:
-            return _reason(why)
+            return reason(why)
         missing = [str(v) for v in versions if not self.model_ready(name, v)]
         return f"version {', '.join(missing)} not ready after the load" if missing else ""
 
