@@ -6,7 +6,7 @@ RUN command -v git >/dev/null || (apt-get update && apt-get install -y --no-inst
 # NVIDIA's perf_analyzer for the latency gate: the tritonclient 2.51.0 wheel's bin/perf_analyzer with
 # libcudart from nvidia-cuda-runtime-cu12, pinned and hashed, in a prefix of its own (/opt/perf_analyzer,
 # where the tool looks) so that it never touches the locked tritonclient below; libb64 from Debian.
-COPY src/triton_release/models/perf_analyzer.lock /opt/triton-release/
+COPY src/triton_release/models/latency/perf_analyzer.lock /opt/triton-release/
 RUN apt-get update && apt-get install -y --no-install-recommends libb64-0d && rm -rf /var/lib/apt/lists/* \
     && pip install --no-cache-dir --no-deps --require-hashes --only-binary :all: --target /opt/perf_analyzer \
        -r /opt/triton-release/perf_analyzer.lock

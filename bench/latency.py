@@ -3,7 +3,7 @@
 One image holds three Python models, each with a version 1 sleeping BASE ms per request and a
 version 2 sleeping 1.0x (A/A: the same code), 1.2x or 1.5x as long. One server serves them; each
 trial loads both versions of every model side by side (as drift does in a release) and runs the
-gate on it exactly as a release does (models/latency.py: warm-ups, alternating rounds at the
+gate on it exactly as a release does (models/latency/: warm-ups, alternating rounds at the
 default count and window, the bootstrap interval, the cold starts), the three models in turn.
 
 - false alarms: the share of A/A trials refused (goal: at most 1 in 20) and inconclusive;
@@ -103,10 +103,10 @@ def gate_options(args):
 
 def trials(args, client, tmp: Path) -> dict:
     """Every trial of every slowdown, in one server: the gate's figures per trial."""
-    from triton_release.image.server import TritonServer
     from triton_release.models.drift import drift_config
     from triton_release.models.latency import LatencyMeter
-    from triton_release.models.perf_analyzer import find
+    from triton_release.models.latency.perf_analyzer import find
+    from triton_release.server.container import TritonServer
 
     repo, tag = built(tmp / "gate", "latency", SLOWDOWNS, args.base_ms)
     options = gate_options(args)

@@ -24,11 +24,11 @@ import docker
 
 from bench.generate import MODEL_PY, generate_repository, git
 from bench.rebuild import BASE_IMAGE, naive_build
-from triton_release.image.server import TritonServer
 from triton_release.models import golden, inference
 from triton_release.models.repository import Repository
 from triton_release.registry.client import RegistryRepository
 from triton_release.registry.rollback import rollback
+from triton_release.server.container import TritonServer
 
 REGISTRY = "127.0.0.1:5000"
 

@@ -13,9 +13,9 @@ import docker
 
 from bench.generate import generate_repository
 from triton_release.image.build import build_image
-from triton_release.image.server import TritonServer
 from triton_release.models import golden, inference
 from triton_release.models.repository import Repository
+from triton_release.server.container import TritonServer
 
 BASE_IMAGE = "local/tritonserver:24.10-py3"
 TAG = "triton-release-bench/serve:latest"

@@ -88,7 +88,7 @@ def ensure_packages() -> None:
 
 # -- perf_analyzer (the latency gate) ---------------------------------------------------------
 # Installed into .stack/perf_analyzer/ the way the latency gate installs it on first use into the
-# cache (models/perf_analyzer.py: the tritonclient 2.51.0 wheel's bin/perf_analyzer, libcudart from
+# cache (models/latency/perf_analyzer.py: the tritonclient 2.51.0 wheel's bin/perf_analyzer, libcudart from
 # nvidia-cuda-runtime-cu12, libb64 from Debian's package, each checked by its sha256), so the tests
 # find it at a path of their own; the Dockerfile installs the same lock file into the action's image.
 
@@ -97,7 +97,7 @@ PERF_ANALYZER = STATE / "perf_analyzer"
 
 def ensure_perf_analyzer() -> Path:
     """perf_analyzer in PERF_ANALYZER, fetched when that does not hold exactly its three files."""
-    from triton_release.models.perf_analyzer import install
+    from triton_release.models.latency.perf_analyzer import install
 
     return install(PERF_ANALYZER)
 

@@ -96,7 +96,7 @@ DRIFT_UNMEASURABLE_LABEL = "triton-release.drift-unmeasurable"
 BUILD_INPUTS_LABEL = "triton-release.build-inputs"  # what the candidate was built from besides its commit, JSON
 # on containers
 OWNER_LABEL = "triton-release.owner"  # on every container the tool makes: removed once its run is gone
-SERVER_LABEL = "triton-release.server"  # on a server container (image/server.py): the run's id
+SERVER_LABEL = "triton-release.server"  # on a server container (server/container.py): the run's id
 PROBE_LABEL = "triton-release.probe"  # on a base image's probe container (image/base.py): tests check none is left
 
 # The in-toto predicate types of a release's evidence (sha256-<hex>.att), which verify and a deploy

@@ -14,7 +14,7 @@ from support.models import python_model_files
 from support.reports import parse_report
 from support.stack import BASE_IMAGE, SERVERS
 from support.workspace import change_a
-from triton_release.image.server import TritonServer
+from triton_release.server.container import TritonServer
 
 pytestmark = pytest.mark.integration
 

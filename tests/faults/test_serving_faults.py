@@ -32,9 +32,9 @@ from support.reports import read_report
 from support.stack import ROOT, SERVERS
 from support.tool import start, tool_command
 from triton_release.errors import Refused
-from triton_release.image.server import TritonServer, memory_limit
 from triton_release.models import inference
 from triton_release.models.repository import Repository
+from triton_release.server.container import TritonServer, memory_limit
 
 pytestmark = pytest.mark.integration
 
@@ -131,7 +131,7 @@ def test_a_model_eating_memory_fails_its_case_not_the_runner(docker_client, imag
 FLOOD_SCRIPT = """
 import docker, json, sys
 from triton_release.errors import Refused
-from triton_release.image.server import TritonServer
+from triton_release.server.container import TritonServer
 try:
     with TritonServer(sys.argv[1], {"flood": 1}, load_timeout=300, client=docker.from_env(timeout=600)):
         pass

@@ -24,9 +24,9 @@ from support.models import (
 from support.stack import SERVERS
 from triton_release import steps
 from triton_release.errors import Refused
-from triton_release.image.server import TritonServer
 from triton_release.models import inference
 from triton_release.models.repository import Repository
+from triton_release.server.container import TritonServer
 from triton_release.settings import ServerOptions
 
 pytestmark = pytest.mark.integration

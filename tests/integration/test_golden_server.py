@@ -27,9 +27,9 @@ from support.tool import start, tool_command
 from triton_release.cli.main import main
 from triton_release.errors import Refused
 from triton_release.image.build import build_image
-from triton_release.image.server import TritonServer
 from triton_release.models import golden, inference
 from triton_release.models.repository import Repository
+from triton_release.server.container import TritonServer
 
 pytestmark = pytest.mark.integration
 

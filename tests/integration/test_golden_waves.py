@@ -25,8 +25,8 @@ from support.stack import SERVERS
 from triton_release import steps
 from triton_release.console import Console
 from triton_release.errors import Refused
-from triton_release.image.server import TritonServer
 from triton_release.models.repository import Repository
+from triton_release.server.container import TritonServer
 from triton_release.session import Session
 from triton_release.settings import ServerOptions
 

@@ -16,11 +16,11 @@ import pytest
 from support.models import golden_case, python_config, write_tree
 from support.stack import BASE_IMAGE, PERF_ANALYZER
 from triton_release import cache, steps
-from triton_release.image.server import TritonServer
 from triton_release.models.devices import image_configs
 from triton_release.models.gates import GateOptions
 from triton_release.models.latency import LatencyOptions
 from triton_release.models.repository import Repository
+from triton_release.server.container import TritonServer
 from triton_release.settings import ImageOptions, ServerOptions
 
 pytestmark = [pytest.mark.integration, pytest.mark.serial]

@@ -15,12 +15,12 @@ from triton_release.cli.main import main
 from triton_release.contract import LEDGER_TAG
 from triton_release.errors import Refused
 from triton_release.image.build import build_image
-from triton_release.image.server import TritonServer
 from triton_release.models.repository import Repository
 from triton_release.registry.client import RegistryRepository
 from triton_release.registry.credentials import Credentials
 from triton_release.registry.publish import push, retain, tag_release
 from triton_release.registry.rollback import rollback, rollback_model
+from triton_release.server.container import TritonServer
 
 pytestmark = pytest.mark.integration
 

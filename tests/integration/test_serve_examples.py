@@ -8,10 +8,10 @@ from support.models import PYTHON_MODEL_RAISING
 from support.stack import BASE_IMAGE, ROOT
 from triton_release.errors import Refused
 from triton_release.image.build import build_image
-from triton_release.image.server import TritonServer
 from triton_release.models import golden, inference
 from triton_release.models.repository import Repository
 from triton_release.models.suite import models_to_load
+from triton_release.server.container import TritonServer
 
 pytestmark = pytest.mark.integration
 

@@ -16,9 +16,9 @@ from triton_release.cli.main import main
 from triton_release.errors import Refused
 from triton_release.image import base as baseimage
 from triton_release.image import stub
-from triton_release.image.server import TritonServer
 from triton_release.models import golden, inference
 from triton_release.models.repository import Repository
+from triton_release.server.container import TritonServer
 from triton_release.settings import ImageOptions
 
 pytestmark = pytest.mark.integration

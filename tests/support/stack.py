@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from triton_release.contract import SERVER_LABEL
-from triton_release.image.server import RUN_ID_VARIABLE
+from triton_release.server.container import RUN_ID_VARIABLE
 
 ROOT = Path(__file__).resolve().parents[2]
 BASE_IMAGE = "local/tritonserver:24.10-py3"

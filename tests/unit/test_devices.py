@@ -20,12 +20,12 @@ from triton_release.action.summary import summary
 from triton_release.cli.main import main
 from triton_release.console import Console
 from triton_release.errors import UsageError
-from triton_release.image import model_control, server
 from triton_release.models.config_schema import model_config_pb2
 from triton_release.models.devices import ENV_PARAMETER, cpu_override, needs_gpu
 from triton_release.models.inference import CaseResult
 from triton_release.models.repository import Repository
 from triton_release.models.suite import GoldenRun, cpu_overrides, deferred
+from triton_release.server import container, readiness
 from triton_release.session import Report, StepRecord
 from triton_release.settings import resolve
 
@@ -153,7 +153,7 @@ def test_the_models_needing_an_overridden_one_wait_for_it(repo):
 
 
 def test_the_start_loads_neither_overridden_models_nor_their_users_and_never_all():
-    triton = server.TritonServer(
+    triton = container.TritonServer(
         "img",
         {"gpu": 1, "pipe": 1, "cpu": 1},
         all_models=True,
@@ -164,7 +164,7 @@ def test_the_start_loads_neither_overridden_models_nor_their_users_and_never_all
     command = triton.command()
     assert [a for a in command if a.startswith("--load-model")] == ["--load-model=cpu"]
     assert "device_requests" not in triton.limits()
-    plain = server.TritonServer("img", {"cpu": 1}, all_models=True, client=object())
+    plain = container.TritonServer("img", {"cpu": 1}, all_models=True, client=object())
     assert "--load-model=*" in plain.command()
 
 
@@ -219,10 +219,10 @@ def test_the_action_inputs_gpus_and_gpu_models_are_settings(tmp_path):
     [("all", -1, []), ("2", 2, []), ("device=0,1", 0, ["0", "1"]), ("device=GPU-abc", 0, ["GPU-abc"])],
 )
 def test_the_device_request_for_each_gpus_value(gpus, count, ids):
-    [request] = server.device_requests(gpus)
+    [request] = container.device_requests(gpus)
     assert request.count == count and request.device_ids == ids and request.capabilities == [["gpu"]]
-    assert server.TritonServer("img", {"m": 1}, client=object(), gpus=gpus).limits()["device_requests"] == [request]
-    assert server.device_requests(None) == []
+    assert container.TritonServer("img", {"m": 1}, client=object(), gpus=gpus).limits()["device_requests"] == [request]
+    assert container.device_requests(None) == []
 
 
 @pytest.mark.parametrize("argv", [["--gpus", "x"], ["--gpus", "-1"], ["--gpu-models", "maybe"]])
@@ -252,7 +252,7 @@ def test_a_bad_gpus_flag_exits_2_before_any_server_starts(tmp_path, capsys, argv
     ],
 )
 def test_the_server_s_reason_in_one_line(text, reason):
-    assert model_control._reason(text) == reason
+    assert readiness.reason(text) == reason
 
 
 # -- how the run reads --------------------------------------------------------------------------

@@ -11,10 +11,10 @@ import pytest
 
 from support.models import golden_case, python_config, write_tree
 from triton_release.errors import UsageError
-from triton_release.image import server
 from triton_release.models import answers, golden
 from triton_release.models.repository import Repository, load_model
 from triton_release.models.validate import check_version_policy
+from triton_release.server import container
 
 
 def load(tmp_path, text: str, model: str = "m"):
@@ -217,24 +217,24 @@ MEMINFO = "MemTotal:       16000000 kB\nMemFree:        1000 kB\n"
     ],
 )
 def test_server_memory_limit(value, expected):
-    assert server.memory_limit(value, meminfo=MEMINFO) == expected
+    assert container.memory_limit(value, meminfo=MEMINFO) == expected
 
 
 @pytest.mark.parametrize("value", ["lots", "-1g", "1x", 0, "1k", True])
 def test_a_server_memory_that_is_not_a_size_is_a_usage_error(value):
     with pytest.raises(UsageError) as error:
-        server.memory_limit(value, meminfo=MEMINFO)
+        container.memory_limit(value, meminfo=MEMINFO)
     assert "server_memory" in str(error.value)
 
 
 def test_the_server_container_gets_memory_pids_and_log_limits():
-    triton = server.TritonServer("img", {"m": 1}, memory="2g", pids=100, client=object())
+    triton = container.TritonServer("img", {"m": 1}, memory="2g", pids=100, client=object())
     options = triton.limits()
     assert options["mem_limit"] == options["memswap_limit"] == 2 << 30
     assert options["pids_limit"] == 100
     assert options["log_config"]["Config"]["max-size"]
     with pytest.raises(UsageError):
-        server.TritonServer("img", {"m": 1}, pids=0, client=object()).limits()
+        container.TritonServer("img", {"m": 1}, pids=0, client=object()).limits()
 
 
 class FakeContainer:
@@ -248,9 +248,9 @@ class FakeContainer:
 
 
 def test_only_a_bounded_tail_of_the_server_log_is_read():
-    triton = server.TritonServer("img", {"m": 1}, client=object())
+    triton = container.TritonServer("img", {"m": 1}, client=object())
     triton.container = FakeContainer(b"".join(b"line %d " % i + b"x" * 5000 + b"\n" for i in range(100_000)))
     text = triton.logs()
     assert all("tail" in asked for asked in triton.container.asked)
-    assert len(text) <= server.LOG_TAIL_BYTES and text.rstrip().endswith("x")
+    assert len(text) <= container.LOG_TAIL_BYTES and text.rstrip().endswith("x")
     assert "line 99999 " in text

@@ -20,6 +20,7 @@ LAYERS = [
     "evidence",
     "registry",
     "image",
+    "server",
     "history",
     "models",
     "session",

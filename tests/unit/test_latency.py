@@ -18,8 +18,6 @@ from triton_release import cache, steps
 from triton_release.action.summary import _latency_table
 from triton_release.errors import InfrastructureError
 from triton_release.image.warmup import entries, raw_bytes, with_warmup
-from triton_release.models import latency_stats as stats
-from triton_release.models import perf_analyzer as pa
 from triton_release.models.config_schema import model_config_pb2
 from triton_release.models.latency import (
     ColdStart,
@@ -30,8 +28,10 @@ from triton_release.models.latency import (
     cold_warnings,
     compare,
     instance_count,
+    stats,
 )
-from triton_release.models.perf_analyzer import (
+from triton_release.models.latency import perf_analyzer as pa
+from triton_release.models.latency.perf_analyzer import (
     Level,
     PerfAnalyzerMissing,
     find,

@@ -19,9 +19,9 @@ from triton_release.action.summary import _latency_table
 from triton_release.cli.main import parser
 from triton_release.console import Console
 from triton_release.errors import Refused, UsageError
-from triton_release.models import perf_analyzer as pa
 from triton_release.models.latency import LatencyMeter, LatencyOptions, LatencyRun, ModelLatency, UnderLoad
-from triton_release.models.perf_analyzer import MeasurementFailed, PerfAnalyzer
+from triton_release.models.latency import perf_analyzer as pa
+from triton_release.models.latency.perf_analyzer import MeasurementFailed, PerfAnalyzer
 from triton_release.models.repository import Repository
 from triton_release.models.suite import GoldenRun
 from triton_release.models.workload import workload

@@ -12,12 +12,12 @@ import pytest
 from support.models import ensemble_files, python_model_files, write_tree
 from triton_release import progress
 from triton_release.console import Console
-from triton_release.image import model_control
-from triton_release.image.model_control import ModelControl, ModelState
 from triton_release.models import suite
 from triton_release.models.inference import CaseResult
 from triton_release.models.repository import Repository
 from triton_release.models.suite import GoldenRun, Wave, WaveRun, merge_junit, plan_waves, run_waves, wave_label
+from triton_release.server import model_control
+from triton_release.server.model_control import ModelControl, ModelState
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from support.models import golden_case, python_model_files, write_tree
 from support.stack import ROOT
-from triton_release.models.perf_analyzer import input_data, shape_args
+from triton_release.models.latency.perf_analyzer import input_data, shape_args
 from triton_release.models.repository import Repository
 from triton_release.models.workload import workload
 

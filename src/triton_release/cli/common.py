@@ -120,7 +120,7 @@ def bound(flag: str):
 
 
 def add_latency_settings(parser: argparse.ArgumentParser) -> None:
-    """The latency gate's flags (models/latency.py)."""
+    """The latency gate's flags (models/latency/)."""
     setting(
         parser,
         "--max-latency-increase",

@@ -1,5 +1,5 @@
 """The hint a config.pbtxt parse error adds when it names an enum value that Triton's schema lacks
-(`_enum_hint`): the value meant, from the common spellings of Triton's data types (FLOAT, float32,
+(`enum_hint`): the value meant, from the common spellings of Triton's data types (FLOAT, float32,
 BYTES ...) or the closest of the enum's own names."""
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ DATA_TYPE_SPELLINGS = {
 _UNKNOWN_ENUM = re.compile(r'^Enum type "([\w.]+)" has no value named ("?)([^".\s]+)')
 
 
-def _enum_hint(message: str) -> str:
+def enum_hint(message: str) -> str:
     """'; did you mean TYPE_FP32?' for an unknown enum value in a parse error, or ''."""
     match = _UNKNOWN_ENUM.match(message)
     if match is None:
@@ -63,7 +63,7 @@ def _enum_hint(message: str) -> str:
 _UNKNOWN_FIELD = re.compile(r'^Message type "([\w.]+)" has no field named "(\w+)"')
 
 
-def _field_hint(message: str) -> str:
+def field_hint(message: str) -> str:
     """'; did you mean max_batch_size?' for an unknown field in a parse error, or ''."""
     match = _UNKNOWN_FIELD.match(message)
     if match is None:

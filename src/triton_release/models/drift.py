@@ -54,7 +54,7 @@ INFINITE = math.inf
 
 
 class Server(Protocol):
-    """What drift needs of a running server (image/server.py's TritonServer, its model_control)."""
+    """What drift needs of a running server (server/container.py's TritonServer, its model_control)."""
 
     http_url: str
     grpc_url: str

@@ -1,5 +1,5 @@
 """What refuses a new model version besides its golden cases: its drift from the version before
-(models/drift.py) and its latency beside it (models/latency.py). One group of settings, built once
+(models/drift.py) and its latency beside it (models/latency/). One group of settings, built once
 (`from_settings`) and passed whole to the test, as settings.ServerOptions is for the server."""
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass, replace
 
 from triton_release.models.answers import Answer, OutputResult, Reply, compare, compare_error, tolerances
-from triton_release.models.golden_format import DEFAULT_TIMEOUT, GoldenCase, Step
+from triton_release.models.golden.format import DEFAULT_TIMEOUT, GoldenCase, Step
 
 STREAM_GRACE = 5.0  # the stream's own gRPC deadline, after the case's: only a backstop
 NOT_THE_MODEL = {"StatusCode.UNAVAILABLE", "StatusCode.CANCELLED"}  # gRPC failures no model answered with

@@ -23,7 +23,7 @@ from google.protobuf import text_format
 from triton_release.cache import Memo
 from triton_release.errors import UsageError
 from triton_release.models.calls import callees, version_calls
-from triton_release.models.config_hints import _enum_hint, _field_hint
+from triton_release.models.config_hints import enum_hint, field_hint
 from triton_release.models.config_schema import model_config_pb2
 from triton_release.models.graph import ensemble_needs
 from triton_release.problems import Problem, display_path
@@ -265,7 +265,7 @@ def parse_config(path: Path, text: str) -> tuple[model_config_pb2.ModelConfig | 
             match = re.match(r"^\d+:\d+ : (?:'.*?': )?(.*)$", message, re.S)
             if match:
                 message = match.group(1)
-            hint = _enum_hint(message) or _field_hint(message)
+            hint = enum_hint(message) or field_hint(message)
             message = message.rstrip(".") if hint else message
             problems.append(Problem(path, f"{message}{hint} (Triton's model config schema)", line, col))
             patched = _past_error(text, message, line, col)

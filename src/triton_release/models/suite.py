@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
 
 class Server(Protocol):
-    """What the waves need of a running server (image/server.py's TritonServer)."""
+    """What the waves need of a running server (server/container.py's TritonServer)."""
 
     http_url: str
     grpc_url: str
@@ -93,7 +93,7 @@ class GoldenRun:
     needs_gpu: tuple[tuple[str, str], ...] = ()  # (model, why): not tested, they did not load on the CPU
     completed: tuple[tuple[str, dict], ...] = ()  # auto-complete models: (model, its config as served)
     drift: tuple[ModelDrift, ...] = ()  # new versions against their previous one (models/drift.py)
-    latency: LatencyRun | None = None  # their latency against the previous one's (models/latency.py)
+    latency: LatencyRun | None = None  # their latency against the previous one's (models/latency/)
 
     @property
     def passed(self) -> bool:

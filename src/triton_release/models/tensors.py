@@ -1,6 +1,6 @@
 """Tensors as golden cases write them: KServe v2 datatypes, flat or nested data, BYTES as
 strings or {"b64": ...}, each type's range and special floats. (The case format around them:
-models/golden_format.py.)"""
+models/golden/format.py.)"""
 
 from __future__ import annotations
 

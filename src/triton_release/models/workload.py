@@ -1,5 +1,5 @@
 """A model's golden inputs as a workload to replay: what the latency gate sends through
-perf_analyzer (models/latency.py) and what `warmup: golden` writes into the image's config
+perf_analyzer (models/latency/) and what `warmup: golden` writes into the image's config
 (image/warmup.py).
 
 A case can be replayed when it sends one plain request the model answers: not one that expects an
@@ -19,8 +19,8 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from triton_release.models.golden_format import GoldenCase
-from triton_release.models.golden_reader import load_case
+from triton_release.models.golden.format import GoldenCase
+from triton_release.models.golden.reader import load_case
 from triton_release.models.repository import Model
 from triton_release.models.tensors import FLOATS
 

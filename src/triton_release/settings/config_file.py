@@ -34,10 +34,10 @@ _Loader.add_implicit_resolver(_BOOL, re.compile(r"^(?:true|True|TRUE|false|False
 
 def read_config_file(path: Path) -> dict[str, Any]:
     """triton-release.yaml, refusing unknown keys with a 'did you mean' hint and the line."""
-    return _read_config(path)[0]
+    return read_config(path)[0]
 
 
-def _read_config(path: Path) -> tuple[dict[str, Any], dict[str, int], dict[str, str]]:
+def read_config(path: Path) -> tuple[dict[str, Any], dict[str, int], dict[str, str]]:
     """The settings file's mapping, the line of each of its keys, and each value as written (the
     file's own text of it, for messages)."""
     try:

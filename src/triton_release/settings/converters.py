@@ -25,21 +25,21 @@ def _optional_int(value: Any) -> int | None:
     return None if value in (None, "", "null") else _int(value)
 
 
-def _keep(value: Any) -> int | None:
+def keep(value: Any) -> int | None:
     keep = _optional_int(value)
     if keep is not None and keep < 1:
         raise ValueError("keep at least 1 release; leave it unset to keep every release")
     return keep
 
 
-def _seconds(value: Any) -> int:
+def seconds(value: Any) -> int:
     seconds = _int(value)
     if seconds < 1:
         raise ValueError("give at least 1 second")
     return seconds
 
 
-def _bool(value: Any) -> bool:
+def boolean(value: Any) -> bool:
     """true or false; also yes/no and on/off, which YAML 1.1 (and the action's other true/false
     inputs) read as booleans."""
     text = str(value).strip().lower()
@@ -48,7 +48,7 @@ def _bool(value: Any) -> bool:
     raise ValueError(f"{value!r} is not true or false")
 
 
-def _text(value: Any) -> str:
+def plain_text(value: Any) -> str:
     if isinstance(value, (dict, list, bool)):
         raise ValueError(f"{value!r} is not a text value")
     return str(value)
@@ -72,18 +72,18 @@ def memory_bytes(value: Any) -> int:
     return size
 
 
-def _size(value: Any) -> int | None:
+def size(value: Any) -> int | None:
     return None if value in (None, "") else memory_bytes(value)
 
 
-def _rounds(value: Any) -> int:
+def rounds(value: Any) -> int:
     rounds = _int(value)
     if not 2 <= rounds <= 100:
         raise ValueError("give 2 to 100 rounds: a confidence interval needs at least 2 pairs of rounds to resample")
     return rounds
 
 
-def _warmup(value: Any) -> str:
+def warmup(value: Any) -> str:
     """off or golden (false, as YAML reads `warmup: false`, means off too)."""
     if value is False or value == "off":
         return "off"
@@ -92,21 +92,21 @@ def _warmup(value: Any) -> str:
     raise ValueError(f"{value!r} is not one of off, golden")
 
 
-def _milliseconds(value: Any) -> int:
+def milliseconds(value: Any) -> int:
     milliseconds = _int(value)
     if not 50 <= milliseconds <= 60_000:
         raise ValueError("give 50 to 60000 milliseconds")
     return milliseconds
 
 
-def _count(value: Any) -> int:
+def count(value: Any) -> int:
     count = _int(value)
     if count < 1:
         raise ValueError("give at least 1")
     return count
 
 
-def _choice(*choices: str) -> Callable[[Any], str]:
+def choice(*choices: str) -> Callable[[Any], str]:
     def convert(value: Any) -> str:
         if value not in choices:
             raise ValueError(f"{value!r} is not one of {', '.join(choices)}")
@@ -118,27 +118,27 @@ def _choice(*choices: str) -> Callable[[Any], str]:
 STUB_PROVIDERS = ("auto", "stock", "wheel", "source")  # and path:FILE
 
 
-def _stub(value: Any) -> str:
-    text = _text(value)
+def stub(value: Any) -> str:
+    text = plain_text(value)
     if text in STUB_PROVIDERS or (text.startswith("path:") and text[len("path:") :].strip()):
         return text
     raise ValueError(f"{text!r} is not a stub provider; use one of {', '.join(STUB_PROVIDERS)}, path:FILE")
 
 
-def _registry_repository(value: Any) -> str:
-    return lower_cased(_text(value))
+def registry_repository(value: Any) -> str:
+    return lower_cased(plain_text(value))
 
 
-def _folder_path(value: str, folder: Path) -> str:
+def folder_path(value: str, folder: Path) -> str:
     """A relative path written in the settings file, as seen from where the run is."""
     return value if Path(value).is_absolute() else str(folder / value)
 
 
-def _stub_path(value: str, folder: Path) -> str:
-    return "path:" + _folder_path(value[len("path:") :], folder) if value.startswith("path:") else value
+def stub_path(value: str, folder: Path) -> str:
+    return "path:" + folder_path(value[len("path:") :], folder) if value.startswith("path:") else value
 
 
-def _python_version(value: Any) -> str | None:
+def python_version(value: Any) -> str | None:
     if value in (None, ""):
         return None
     if isinstance(value, float):
@@ -150,7 +150,7 @@ def _python_version(value: Any) -> str | None:
     return text
 
 
-def _fraction(value: Any) -> float | None:
+def fraction(value: Any) -> float | None:
     """A relative difference: a number (0.001) or a percentage ("0.1%"); None for none."""
     if value in (None, ""):
         return None

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from triton_release.errors import UsageError
-from triton_release.settings.config_file import _read_config, find_root
+from triton_release.settings.config_file import find_root, read_config
 from triton_release.settings.options import Settings
 from triton_release.settings.table import BY_KEY, DEPRECATED, SETTINGS, Setting
 
@@ -51,7 +51,7 @@ def resolve(
         layers.append(_Layer("default", defaults, {}, {}))
     path = Path(config_file) if config_file else found
     if path is not None:
-        data, lines, written = _read_config(path)
+        data, lines, written = read_config(path)
         layers.append(_Layer(str(path), data, lines, written, None if _same_folder(path.parent, cwd) else path.parent))
     layers.append(_Layer("action input", action_inputs or {}, {}, {}))
     layers.append(_Layer("command line", {k: v for k, v in cli.items() if v is not None}, {}, {}))

@@ -9,23 +9,23 @@ from pathlib import Path
 from typing import Any
 
 from triton_release.settings.converters import (
-    _bool,
-    _choice,
-    _count,
-    _folder_path,
-    _fraction,
-    _keep,
-    _milliseconds,
-    _python_version,
-    _registry_repository,
-    _rounds,
-    _seconds,
-    _size,
-    _stub,
-    _stub_path,
-    _text,
-    _warmup,
+    boolean,
+    choice,
+    count,
+    folder_path,
+    fraction,
     gpus,
+    keep,
+    milliseconds,
+    plain_text,
+    python_version,
+    registry_repository,
+    rounds,
+    seconds,
+    size,
+    stub,
+    stub_path,
+    warmup,
 )
 
 
@@ -34,7 +34,7 @@ class Setting:
     key: str
     default: Any
     help: str
-    convert: Callable[[Any], Any] = _text
+    convert: Callable[[Any], Any] = plain_text
     # a value that names a path: re-anchored to the folder it was written relative to
     anchor: Callable[[str, Path], str] | None = None
     # a value the conversion changed: the warning saying so ({given} and {value})
@@ -42,43 +42,41 @@ class Setting:
 
 
 SETTINGS: tuple[Setting, ...] = (
-    Setting("model_repository", "model_repository", "the folder holding the models", anchor=_folder_path),
+    Setting("model_repository", "model_repository", "the folder holding the models", anchor=folder_path),
     Setting("base_image", "nvcr.io/nvidia/tritonserver:24.10-py3", "the Triton image the release is built FROM"),
-    Setting("python", None, "the Python the models run on (default: the base image's python3)", _python_version),
+    Setting("python", None, "the Python the models run on (default: the base image's python3)", python_version),
     Setting(
         "repository",
         None,
         "the registry repository releases are pushed to, e.g. ghcr.io/org/models "
         "(lower-cased: Docker refuses upper case)",
-        _registry_repository,
+        registry_repository,
         notice="registry repository {given} lower-cased to {value} (Docker refuses upper case)",
     ),
     Setting("channel", "latest", "the moving tag consumers follow"),
-    Setting("keep", None, "keep only the newest N releases (default: keep all)", _keep),
-    Setting("load_timeout", 300, "seconds each tested model may take to become ready", _seconds),
+    Setting("keep", None, "keep only the newest N releases (default: keep all)", keep),
+    Setting("load_timeout", 300, "seconds each tested model may take to become ready", seconds),
     Setting(
         "stub",
         "auto",
         "where the Python backend stub comes from: auto|stock|wheel|source|path:FILE",
-        _stub,
-        anchor=_stub_path,
+        stub,
+        anchor=stub_path,
     ),
     Setting(
         "requirements_options",
         "refuse",
         "refuse|allow: pip options (-r, -c, -e, --index-url, -f), paths and URLs in models' requirements.txt",
-        _choice("refuse", "allow"),
+        choice("refuse", "allow"),
     ),
     Setting(
         "server_memory",
         None,
         "memory limit of the tritonserver container, e.g. 8g (default: 3/4 of this machine's memory)",
-        _size,
+        size,
     ),
-    Setting("server_pids", 4096, "process limit of the tritonserver container", _count),
-    Setting(
-        "max_loaded", 50, "at most this many models loaded at once while testing: more are tested in waves", _count
-    ),
+    Setting("server_pids", 4096, "process limit of the tritonserver container", count),
+    Setting("max_loaded", 50, "at most this many models loaded at once while testing: more are tested in waves", count),
     Setting(
         "gpus",
         None,
@@ -90,7 +88,7 @@ SETTINGS: tuple[Setting, ...] = (
         "gpu_models",
         "test",
         "test|require: a KIND_GPU model that cannot load on the CPU is reported and not tested, or (require) refused",
-        _choice("test", "require"),
+        choice("test", "require"),
     ),
     Setting(
         "max_drift",
@@ -98,7 +96,7 @@ SETTINGS: tuple[Setting, ...] = (
         "refuse a release whose new model version answers its golden inputs further "
         "than this from the version before (the largest relative difference of any output, e.g. 0.001: a "
         "tenth of a percent); default: drift is reported, never refused",
-        _fraction,
+        fraction,
     ),
     Setting(
         "max_latency_increase",
@@ -107,7 +105,7 @@ SETTINGS: tuple[Setting, ...] = (
         "before by more than this fraction (0.2, or the same as a percentage: refused when the whole confidence "
         "interval of its p50 latency ratio, measured with perf_analyzer, lies above 1.2); default: latency is "
         "reported, never refused",
-        _fraction,
+        fraction,
     ),
     Setting(
         "latency_unmeasured",
@@ -115,21 +113,21 @@ SETTINGS: tuple[Setting, ...] = (
         "allow|refuse: with max_latency_increase, a model with a version before that the latency gate leaves "
         "out (a sequence or decoupled model, no golden case to replay, version N not loaded or failing under "
         "the load) is listed as not gated, or (refuse) refuses the release",
-        _choice("allow", "refuse"),
+        choice("allow", "refuse"),
     ),
     Setting(
         "latency_rounds",
         4,
         "perf_analyzer rounds per version in the latency comparison, alternating N, N+1, "
         "N+1, N, ...: more rounds give tighter intervals and take longer",
-        _rounds,
+        rounds,
     ),
     Setting(
         "latency_interval",
         300,
         "milliseconds of one perf_analyzer measurement window (a round is three; "
         "longer for a model too slow for 30 requests in one)",
-        _milliseconds,
+        milliseconds,
     ),
     Setting(
         "perf_analyzer",
@@ -137,7 +135,7 @@ SETTINGS: tuple[Setting, ...] = (
         "the perf_analyzer binary the latency gate runs (default: perf_analyzer on "
         "PATH, else /opt/perf_analyzer/bin/perf_analyzer, the action image's, else the one the gate "
         "installs into the cache folder on first use)",
-        anchor=_folder_path,
+        anchor=folder_path,
     ),
     Setting(
         "warmup",
@@ -145,41 +143,41 @@ SETTINGS: tuple[Setting, ...] = (
         "off|golden: golden writes model_warmup from each model's golden inputs into the "
         "image's copy of its config.pbtxt (the user's is untouched), so the server reports the model ready "
         "only once warm",
-        _warmup,
+        warmup,
     ),
     Setting(
         "push_commit",
         False,
         "with --commit, push the release commit and its vX.Y.Z tag to the checked-out "
         "branch of origin once the release is published (a refused push is a warning)",
-        _bool,
+        boolean,
     ),
     Setting(
         "max_layers",
         120,
         "the image's layer budget, the base image's layers counted (overlay2 refuses about 125)",
-        _count,
+        count,
     ),
     Setting(
         "signing_key",
         None,
         "a PKCS#8 PEM ECDSA P-256 private key file that signs each release's evidence "
         "(its golden results, provenance and SBOM); default: the evidence is attached unsigned",
-        anchor=_folder_path,
+        anchor=folder_path,
     ),
     Setting(
         "signing",
         "key",
         "key|keyless: sign the evidence with signing_key, or keyless with sigstore and the "
         "workflow's OIDC token (GitHub Actions with id-token: write)",
-        _choice("key", "keyless"),
+        choice("key", "keyless"),
     ),
     Setting(
         "verify_key",
         None,
         "a PEM public key (cosign.pub): rollback refuses a release whose evidence does not "
         "verify with it, and verify checks with it when --key is not given",
-        anchor=_folder_path,
+        anchor=folder_path,
     ),
 )
 BY_KEY = {s.key: s for s in SETTINGS}

@@ -350,9 +350,9 @@ def recover(root: Path, repository: RegistryRepository | None) -> Recovered | No
 
 
 def _remove_orphaned_servers() -> None:
-    """The server a killed run left (image/server.py), before the rerun's own; no daemon, no servers."""
+    """The server a killed run left (server/container.py), before the rerun's own; no daemon, no servers."""
     from triton_release.image.engine import docker_client
-    from triton_release.image.server import remove_orphans
+    from triton_release.server.container import remove_orphans
 
     try:
         remove_orphans(docker_client(ping_timeout=5))

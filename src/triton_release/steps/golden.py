@@ -50,12 +50,11 @@ def test(
     version once their cases passed (models/drift.py); a drift above the gates' `max_drift`
     refuses, after the golden cases; `drift_unmeasurable`: model -> why its drift cannot be
     measured in this image (reported so, never as 0). With the gates' `latency`, those models' new
-    and previous versions are then measured with perf_analyzer (models/latency.py); a slowdown
+    and previous versions are then measured with perf_analyzer (models/latency/); a slowdown
     beyond its bound refuses."""
     import time
 
     from triton_release.image.engine import docker_client, require_local_image
-    from triton_release.image.server import TritonServer
     from triton_release.models.devices import image_cpu_overrides
     from triton_release.models.drift import DriftMeter, previous_version
     from triton_release.models.suite import (
@@ -67,6 +66,7 @@ def test(
         run_waves,
         wave_label,
     )
+    from triton_release.server.container import TritonServer
 
     max_drift, latency = gates.max_drift, gates.latency
     repo = root if isinstance(root, Repository) else Repository.load(root)
@@ -169,7 +169,7 @@ def _perf_analyzer(options: LatencyOptions | None, measurable: list[str]):
             if options.max_increase is not None
             else ""
         )
-    from triton_release.models.perf_analyzer import PerfAnalyzerMissing, find
+    from triton_release.models.latency.perf_analyzer import PerfAnalyzerMissing, find
 
     try:
         return find(options.perf_analyzer, options.env, install_missing=options.max_increase is not None), ""
@@ -223,7 +223,7 @@ def _latency_run(options: LatencyOptions | None, analyzer, note: str, timing):
 
 def _check_latency(run: GoldenRun, bound: float) -> None:
     """Refuse a new version that crashed, hung or errored under the gate's load; then one whose p50
-    latency interval lies wholly above 1 + `bound` of its previous version's (models/latency.py),
+    latency interval lies wholly above 1 + `bound` of its previous version's (models/latency/),
     naming both versions' figures; then, with `latency_unmeasured: refuse`, any model the gate left
     out."""
     assert run.latency is not None
@@ -430,11 +430,11 @@ def record(
     of at most `max_loaded` models, as `test`. Without `gpus`, KIND_GPU models answer from the
     CPU; one that cannot load there is refused (there is no answer to record)."""
     from triton_release.image.engine import docker_client, require_local_image
-    from triton_release.image.server import TritonServer
     from triton_release.models.answers import NotRecorded, recorded
     from triton_release.models.devices import image_cpu_overrides
     from triton_release.models.inference import ask
     from triton_release.models.suite import deferred, load_cases, models_to_load, plan_waves
+    from triton_release.server.container import TritonServer
 
     repo = Repository.load(root)
     todo = [c for c in load_cases(repo, names) if overwrite or c.unrecorded]  # unrecorded: "error": true too

@@ -1,9 +1,9 @@
 """What the latency gate measured and what it concluded: each `Round` of perf_analyzer figures,
 the `Comparison` of two versions at one concurrency (`compare`: medians over the counted rounds,
-ratios with their intervals from models/latency_stats.py), each version's `ColdStart` and the
+ratios with their intervals from models/latency/stats.py), each version's `ColdStart` and the
 warnings they give (`cold_warnings`), a version that crashed, hung or errored under the load
 (`UnderLoad`), a model's outcome (`ModelLatency`) and the run's (`LatencyRun`), each as the JSON
-report holds it. (Measuring them: models/latency_meter.py.)
+report holds it. (Measuring them: models/latency/meter.py.)
 
 A model's verdict, beside the statistics' pass, inconclusive, refused and measured: `failed`, its
 new version crashed, hung or errored under the load (a regression in itself: refused with a
@@ -17,8 +17,8 @@ import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from triton_release.models import latency_stats as stats
-from triton_release.models.perf_analyzer import Level, PerfAnalyzer
+from triton_release.models.latency import stats
+from triton_release.models.latency.perf_analyzer import Level, PerfAnalyzer
 from triton_release.models.workload import Workload
 
 COLD_LOAD_MARGIN_S = 0.5  # cold-start differences below these are noise, never a warning
@@ -173,7 +173,7 @@ class UnderLoad:
     """A version that crashed, hung or errored while perf_analyzer drove it."""
 
     version: int
-    what: str  # crashed | hung | errored (models/perf_analyzer.py)
+    what: str  # crashed | hung | errored (models/latency/perf_analyzer.py)
     error: str  # what perf_analyzer saw: the server's error, or how long it waited
     server_lines: tuple[str, ...] = ()  # the server log's last lines naming the model
 

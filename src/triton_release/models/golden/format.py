@@ -1,6 +1,6 @@
 """The golden case format and the case as the tool holds it: `GoldenCase`, its `Step`s, the
 `ExpectedError` a step may expect (matched with RE2), the keys a case and a step may have, and the
-bounds of its timeout. (Reading a file into a case: models/golden_reader.py; its tensors:
+bounds of its timeout. (Reading a file into a case: models/golden/reader.py; its tensors:
 models/tensors.py.)
 
 The format is the spec's (KServe v2 tensors under "inputs" and "outputs"), with:

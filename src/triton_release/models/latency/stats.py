@@ -2,7 +2,7 @@
 confidence interval, and the verdict against a bound. Pure functions of the figures, seeded, so
 the same rounds give the same interval on any machine.
 
-Rounds come in pairs run next to each other (A B, then B A, ...: models/latency.py), so that what
+Rounds come in pairs run next to each other (A B, then B A, ...: models/latency/), so that what
 a shared runner does to both versions at once cancels out. The ratio is median(after) /
 median(before) over the rounds; its interval resamples the pairs (not the rounds one by one: a
 pair shares its moment's noise) with replacement, and takes the percentiles of the ratio of the

@@ -1,8 +1,8 @@
 """The repository API of a running tritonserver: `ModelControl`, the models' loads and unloads,
-built on the server's readiness and failures (image/readiness.py) and its container's memory
-(image/server_memory.py).
+built on the server's readiness and failures (server/readiness.py) and its container's memory
+(server/memory.py).
 
-`TritonServer` (image/server.py) owns the container and its life; this is what it does with the
+`TritonServer` (server/container.py) owns the container and its life; this is what it does with the
 server inside, down to reloading a tested model with another config (`load_config`: both of its
 versions side by side, for drift). A failed load fails at once, never at --load-timeout; a model
 that will never load (its version excluded, its stub unable to start) fails at once too.
@@ -16,8 +16,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import requests
 
-from triton_release.image.readiness import ModelState, Readiness, _reason
-from triton_release.image.server_memory import ContainerMemory
+from triton_release.server.memory import ContainerMemory
+from triton_release.server.readiness import ModelState, Readiness, reason
 
 __all__ = ["ModelControl", "ModelState"]
 
@@ -130,7 +130,7 @@ class ModelControl(Readiness, ContainerMemory):
         leaves what was loaded as it was (Triton keeps the versions it served)."""
         why = self._request_load(name, config)
         if why:
-            return _reason(why)
+            return reason(why)
         missing = [str(v) for v in versions if not self.model_ready(name, v)]
         return f"version {', '.join(missing)} not ready after the load" if missing else ""
 

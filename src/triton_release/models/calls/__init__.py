@@ -17,7 +17,7 @@ declared in the model's config.pbtxt, kept with the model,
 the model counts as calling every other model: it is re-tested when any of them changes.
 Named and declared callees are loaded with their caller, and re-test it when they change.
 
-One file's syntax tree is read in models/calls_syntax.py; this module follows a version folder's
+One file's syntax tree is read in models/calls/syntax.py; this module follows a version folder's
 imports from file to file, keeps each file's facts by content, and reads the model's config.
 """
 
@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from triton_release.cache import Memo
-from triton_release.models.calls_syntax import _Facts, _Reader
+from triton_release.models.calls.syntax import Facts, Reader
 
 DEPENDS_PARAMETER = "triton_release.depends_on"
 DEFAULT_FILE = "model.py"
@@ -63,7 +63,7 @@ def folder_calls(model_file: str, sources: Mapping[str, bytes]) -> list[Call]:
         return []
     reached = {model_file}
     aliases: dict[str, dict[str, str]] = {model_file: {}}
-    read: dict[str, tuple[dict, _Facts]] = {}
+    read: dict[str, tuple[dict, Facts]] = {}
     for _ in range(MAX_ROUNDS):
         for name in sorted(reached):
             wanted = aliases.get(name, {})
@@ -154,21 +154,21 @@ def _brought(imported: list[tuple], exports: Mapping[str, Mapping[str, str]]) ->
     return found
 
 
-def _facts(source: str | bytes, aliases: Mapping[str, str]) -> _Facts:
+def _facts(source: str | bytes, aliases: Mapping[str, str]) -> Facts:
     text = source.encode() if isinstance(source, str) else source
     key = text + (b"\0aliases " + json.dumps(sorted(aliases.items())).encode() if aliases else b"")
     known = FOUND.get(key)
     if isinstance(known, dict):
         try:
-            return _Facts.from_json(known)
+            return Facts.from_json(known)
         except (KeyError, TypeError, ValueError):
             pass  # a memo of another shape: read the file again
     try:
         tree = ast.parse(text)
     except (SyntaxError, ValueError):
-        found = _Facts((), (), False, {})
+        found = Facts((), (), False, {})
     else:
-        found = _Reader(tree, aliases).facts()
+        found = Reader(tree, aliases).facts()
     FOUND.put(key, found.to_json())
     return found
 

@@ -1,6 +1,6 @@
 """Reading one golden file into a `GoldenCase` (`load_case`), with every problem found, each on
 the line it is on, a sequence step's inside that step (`line_in`). The format it reads:
-models/golden_format.py."""
+models/golden/format.py."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from triton_release.models.golden_format import (
+from triton_release.models.golden.format import (
     CASE_KEYS,
     DEFAULT_TIMEOUT,
     MAX_TIMEOUT,

@@ -3,7 +3,7 @@
 (`wait_ready`). The wait fails at once, never at --load-timeout, when a model failed to load or
 never will (its version excluded, its stub unable to start), and when the server exited or was
 killed; each failure names the model with its lines from the server's log. (Loading and
-unloading models: image/model_control.py.)"""
+unloading models: server/model_control.py.)"""
 
 from __future__ import annotations
 
@@ -163,7 +163,7 @@ class Readiness:
                 if self.gpu_models != "test":
                     raise self.gpu_failure(failed)
                 for state in failed:
-                    self.unloadable[state.name] = _reason(state.reason)
+                    self.unloadable[state.name] = reason(state.reason)
                     pending.pop(state.name, None)
                 failed = []
             if failed:
@@ -251,7 +251,7 @@ class Readiness:
 
     def gpu_failure(self, states: list[ModelState]) -> Refused:
         names = ", ".join(s.name for s in states)
-        reasons = "; ".join(f"{s.name}: {_reason(s.reason)}" for s in states)
+        reasons = "; ".join(f"{s.name}: {reason(s.reason)}" for s in states)
         logs = self.logs().splitlines()
         details = [line for state in states for line in [line for line in logs if state.name in line][-20:]]
         return Refused(
@@ -279,7 +279,7 @@ class Readiness:
         )
 
 
-def _reason(text: str) -> str:
+def reason(text: str) -> str:
     """The server's reason for a failed load in one line: its first, without the words every such
     reason starts with (the traceback below it is in the server's log)."""
     first = next((line for line in text.strip().splitlines() if line.strip()), "")

@@ -1,8 +1,8 @@
 """The latency gate's measuring: how it measures and its bound (`LatencyOptions`), and the
 `LatencyMeter`, which drives each model given a new version through perf_analyzer in the server
 that tested it, after each wave (warm-ups, the alternating rounds, a window long enough for a
-slow model), then times each version's cold start. What it measures: models/latency_results.py;
-the gate as a whole: models/latency.py."""
+slow model), then times each version's cold start. What it measures: models/latency/results.py;
+the gate as a whole: models/latency/."""
 
 from __future__ import annotations
 
@@ -15,10 +15,16 @@ from pathlib import Path
 from typing import Protocol
 
 from triton_release import progress
-from triton_release.models import latency_stats as stats
 from triton_release.models.drift import drift_config
-from triton_release.models.latency_results import ColdStart, ModelLatency, Round, UnderLoad, cold_warnings, compare
-from triton_release.models.perf_analyzer import Level, MeasurementFailed, PerfAnalyzer, measure, write_input_data
+from triton_release.models.latency import stats
+from triton_release.models.latency.perf_analyzer import (
+    Level,
+    MeasurementFailed,
+    PerfAnalyzer,
+    measure,
+    write_input_data,
+)
+from triton_release.models.latency.results import ColdStart, ModelLatency, Round, UnderLoad, cold_warnings, compare
 from triton_release.models.repository import Repository
 from triton_release.models.workload import Workload, workload
 from triton_release.signals import checkpoint
@@ -271,7 +277,7 @@ class LatencyMeter:
 
     def _cold_start(self, name: str, version: int, previous: int, load: Workload, config) -> tuple[ColdStart, ...]:
         """Each version loaded alone (N, then N+1, which stays loaded), timed, then its first request."""
-        from triton_release.models.golden_reader import load_case
+        from triton_release.models.golden.reader import load_case
 
         case = None
         first = load.cases[0].split("/", 1)[1]

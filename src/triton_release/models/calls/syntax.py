@@ -1,8 +1,8 @@
-"""One Python file's syntax tree, read for the requests it builds (`_Reader`): the aliases of
+"""One Python file's syntax tree, read for the requests it builds (`Reader`): the aliases of
 `InferenceRequest` it binds (`import ... as`, assignments, `getattr`, `functools.partial`), the names
 bound once to a string at module level, the modules it imports or loads, and the aliases it offers
-the files that import it; what it finds is a file's `_Facts`. Nothing is run. (Following a version
-folder's imports from file to file, and the model's config: models/calls.py.)"""
+the files that import it; what it finds is a file's `Facts`. Nothing is run. (Following a version
+folder's imports from file to file, and the model's config: models/calls/__init__.py.)"""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ BUILTIN_LOADERS = {"exec", "execfile"}  # by their bare names: `request.exec()` 
 
 
 @dataclass(frozen=True)
-class _Facts:
+class Facts:
     """What one file's syntax tree says, given the aliases its imports bring in."""
 
     calls: tuple[tuple[str | None, int], ...]
@@ -39,7 +39,7 @@ class _Facts:
         }
 
     @classmethod
-    def from_json(cls, data: dict) -> _Facts:
+    def from_json(cls, data: dict) -> Facts:
         """The facts a memo kept; ValueError for anything of another shape."""
         calls = tuple((callee, line) for callee, line in data["calls"])
         imports = tuple(tuple(entry) for entry in data["imports"])
@@ -129,7 +129,7 @@ def _constants(tree: ast.Module) -> dict[str, str]:
     return found
 
 
-class _Reader:
+class Reader:
     """One file's syntax tree: the aliases of the class it binds, then every request it builds."""
 
     def __init__(self, tree: ast.Module, aliases: Mapping[str, str]) -> None:
@@ -232,7 +232,7 @@ class _Reader:
         names = self.names(argument) if isinstance(argument, ast.AST) else None
         return [(name, line) for name in sorted(names)] if names else [(None, line)]
 
-    def facts(self) -> _Facts:
+    def facts(self) -> Facts:
         found: list[tuple[str | None, int]] = []
         imports: list[tuple] = []
         loads_any = False
@@ -305,4 +305,4 @@ class _Reader:
             if isinstance(node, (ast.Name, ast.Attribute, ast.Call)) and self.kind(node) == CLASS:
                 found.append((None, node.lineno))
         exports = {name: kind for name, kind in self.aliases.items() if "." not in name}
-        return _Facts(tuple(sorted(set(found), key=lambda c: (c[1], c[0] or ""))), tuple(imports), loads_any, exports)
+        return Facts(tuple(sorted(set(found), key=lambda c: (c[1], c[0] or ""))), tuple(imports), loads_any, exports)

@@ -2,7 +2,7 @@
 problems Triton would refuse (a config, version folders, Python files, an ensemble's steps, links,
 requirements, golden cases, the version policy), `called` each model a model calls (BLS) with the
 problem it is while that model is missing, and `WARNINGS` what is legal but proves less than it
-seems. (Running them over a repository, and keeping each model's verdict: models/validate.py.)"""
+seems. (Running them over a repository, and keeping each model's verdict: models/validate/__init__.py.)"""
 
 from __future__ import annotations
 

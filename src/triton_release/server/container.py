@@ -29,8 +29,8 @@ import requests
 
 from triton_release.contract import OWNER_LABEL, SERVER_LABEL
 from triton_release.errors import InfrastructureError, UsageError
-from triton_release.image.model_control import ModelControl
 from triton_release.processes import alive, owner_labels, remove_by_name
+from triton_release.server.model_control import ModelControl
 from triton_release.settings import ServerOptions, memory_bytes
 
 HTTP_PORT, GRPC_PORT = "8000/tcp", "8001/tcp"

@@ -1,9 +1,9 @@
 """The latency gate: each model's new version N+1 against its version N, measured with NVIDIA's
 perf_analyzer in the server that tested them, side by side, on the model's golden inputs.
 
-One import: how it measures and the meter (models/latency_meter.py), what it measured and
-concluded (models/latency_results.py), its statistics (models/latency_stats.py) and perf_analyzer
-as it runs it (models/perf_analyzer.py).
+One import: how it measures and the meter (models/latency/meter.py), what it measured and
+concluded (models/latency/results.py), its statistics (models/latency/stats.py) and perf_analyzer
+as it runs it (models/latency/perf_analyzer.py).
 
 After a wave's golden cases passed and drift compared both versions (models/drift.py, which loads
 N beside N+1), each model given a new version is driven with its golden inputs
@@ -12,7 +12,7 @@ one warm-up round per version first, not counted, then `rounds` pairs alternatin
 (N, N+1, N+1, N, ...), each round three perf_analyzer windows of `interval_ms` (longer for a slow
 model: at least 30 of its requests a window). Every round's p50, p90, p99 and throughput are kept;
 the comparison is the ratio N+1 / N of the per-round medians with a bootstrap interval
-(models/latency_stats.py), per concurrency level. The gate (`max_increase`) refuses only a model
+(models/latency/stats.py), per concurrency level. The gate (`max_increase`) refuses only a model
 whose p50 interval lies wholly above 1 + max_increase at some level; straddling it is
 inconclusive, never a refusal.
 
@@ -32,7 +32,7 @@ gated, because ..."; `latency_unmeasured: refuse` makes each a refusal.
 
 from __future__ import annotations
 
-from triton_release.models.latency_meter import (
+from triton_release.models.latency.meter import (
     DEFAULT_INTERVAL_MS,
     DEFAULT_ROUNDS,
     LatencyMeter,
@@ -40,7 +40,7 @@ from triton_release.models.latency_meter import (
     Server,
     instance_count,
 )
-from triton_release.models.latency_results import (
+from triton_release.models.latency.results import (
     ColdStart,
     Comparison,
     Figures,

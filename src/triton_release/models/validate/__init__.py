@@ -1,7 +1,7 @@
 """Static checks of a model repository: what Triton would refuse, found before any build.
 
 Every rule sees one model and the repository around it and yields problems; all problems are
-reported, not just the first. The rules: models/validate_rules.py. This module runs them over the
+reported, not just the first. The rules: models/validate/rules.py. This module runs them over the
 repository and keeps each model folder's verdict between runs, by the folder's fingerprint.
 """
 
@@ -16,7 +16,7 @@ from pathlib import Path
 
 from triton_release.cache import Memo
 from triton_release.models.repository import Model, Repository, fingerprint
-from triton_release.models.validate_rules import (
+from triton_release.models.validate.rules import (
     WARNINGS,
     called,
     check_config,
