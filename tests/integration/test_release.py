@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from support.git import GitRepo
 from support.models import python_model_files
 from support.reports import read_report
 from support.stack import BASE_IMAGE, REGISTRY
@@ -16,23 +17,41 @@ from triton_release.registry.client import RegistryRepository
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture
-def released(git_repo, unique, tmp_path, monkeypatch, docker_client):
-    """A repository with two models, released once as 1.0.0."""
+@pytest.fixture(scope="module")
+def first_release(tmp_path_factory, unique, docker_client):
+    """A repository with two models, released once as 1.0.0 for the whole module."""
+    root = tmp_path_factory.mktemp("release")
+    git_repo = GitRepo(root / "work")
     git_repo.write({**python_model_files("a"), **python_model_files("b")})
     git_repo.commit("two models")
-    monkeypatch.chdir(git_repo.root)
-    target = f"{REGISTRY}/triton-release-test/release-{unique}-{tmp_path.name[-12:].lower().strip('_')}"
+    target = f"{REGISTRY}/triton-release-test/release-{unique}"
 
     def release(*extra: str) -> tuple[int, dict]:
-        report = tmp_path / "report.json"
+        report = root / "report.json"
         code = main(["release", "--to", target, "--base-image", BASE_IMAGE, "--report", str(report), *extra])
         return code, read_report(report)
 
-    code, report = release()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(git_repo.root)
+        code, report = release()
     assert code == 0, report
-    yield git_repo, RegistryRepository.parse(target), release
+    repo = RegistryRepository.parse(target)
+    yield git_repo, repo, release, git_repo.git("rev-parse", "HEAD"), {t: repo.digest(t) for t in repo.tags()}
     docker_client.images.remove(f"{target}:candidate", force=True)
+
+
+@pytest.fixture
+def released(first_release, monkeypatch):
+    """The module's release, the tree back at its commit. The tests that push a release of their
+    own come last in the module: each test finds the registry as the first release left it."""
+    git_repo, repo, release, commit, tags = first_release
+    git_repo.git("reset", "-q", "--hard", commit)
+    git_repo.git("clean", "-qfdx")
+    assert {t: repo.digest(t) for t in repo.tags() if t != contract.LEDGER_TAG} == {
+        t: d for t, d in tags.items() if t != contract.LEDGER_TAG
+    }, "a test before this one released into the module's repository: put it last"
+    monkeypatch.chdir(git_repo.root)
+    return git_repo, repo, release
 
 
 def test_first_release_is_1_0_0_with_every_step_timed(released):
@@ -50,40 +69,6 @@ def test_first_release_is_1_0_0_with_every_step_timed(released):
     assert config["Labels"]["org.opencontainers.image.revision"] == git_repo.git("rev-parse", "HEAD")
     assert config["Labels"]["org.opencontainers.image.version"] == "1.0.0"
     assert json.loads(config["Labels"]["triton-release.models"]) == {"a": [1], "b": [1]}
-
-
-def test_a_one_model_change_is_bumped_committed_and_pushed_as_one_new_layer(released):
-    git_repo, repo, release = released
-    model_py = git_repo.models / "a" / "1" / "model.py"
-    model_py.write_text(model_py.read_text().replace("x + 1", "x + 1.0"))
-    git_repo.commit("a: same answer, new code")
-    code, report = release("--commit")
-    assert code == 0, report.get("error")
-    assert report["version"] == "1.1.0" and report["changed_models"] == ["a"]
-    assert list(report["steps"]) == [
-        "validate",
-        "changed",
-        "bump",
-        "export",
-        "environments",
-        "build",
-        "test",
-        "push",
-        "evidence",
-        "tags",
-        "commit",
-    ]
-    assert all(step["seconds"] >= 0 for step in report["steps"].values())
-    push = report["steps"]["push"]
-    assert push["layers_uploaded"] + push["layers_mounted"] == 1  # a's version 2
-    assert git_repo.git("log", "-1", "--format=%s") == "release 1.1.0"
-    assert git_repo.git("tag", "--list", "v*") == "v1.1.0"
-    assert git_repo.git("status", "--porcelain") == ""
-    assert (git_repo.models / "a" / "2" / "model.py").exists()
-    assert report["steps"]["test"]["cases"][0]["case"] == "a/basic"
-    # the next run finds nothing new
-    code, report = release()
-    assert code == 0 and report["released"] is False and "build" not in report["steps"]
 
 
 def test_a_golden_failure_pushes_nothing_and_leaves_the_tree_as_it_was(released):
@@ -133,6 +118,40 @@ def test_no_push_twice_with_an_edit_between_leaves_the_tree_as_it_was(released):
         assert report["steps"]["undo-bump"]["undone"] is True
         assert git_repo.git("status", "--porcelain", "--ignored", "model_repository") == ""
     assert repo.tags() == tags
+
+
+def test_a_one_model_change_is_bumped_committed_and_pushed_as_one_new_layer(released):
+    git_repo, repo, release = released
+    model_py = git_repo.models / "a" / "1" / "model.py"
+    model_py.write_text(model_py.read_text().replace("x + 1", "x + 1.0"))
+    git_repo.commit("a: same answer, new code")
+    code, report = release("--commit")
+    assert code == 0, report.get("error")
+    assert report["version"] == "1.1.0" and report["changed_models"] == ["a"]
+    assert list(report["steps"]) == [
+        "validate",
+        "changed",
+        "bump",
+        "export",
+        "environments",
+        "build",
+        "test",
+        "push",
+        "evidence",
+        "tags",
+        "commit",
+    ]
+    assert all(step["seconds"] >= 0 for step in report["steps"].values())
+    push = report["steps"]["push"]
+    assert push["layers_uploaded"] + push["layers_mounted"] == 1  # a's version 2
+    assert git_repo.git("log", "-1", "--format=%s") == "release 1.1.0"
+    assert git_repo.git("tag", "--list", "v*") == "v1.1.0"
+    assert git_repo.git("status", "--porcelain") == ""
+    assert (git_repo.models / "a" / "2" / "model.py").exists()
+    assert report["steps"]["test"]["cases"][0]["case"] == "a/basic"
+    # the next run finds nothing new
+    code, report = release()
+    assert code == 0 and report["released"] is False and "build" not in report["steps"]
 
 
 def test_an_auto_complete_models_served_signature_is_kept_and_compared(git_repo, releaser, docker_client):
