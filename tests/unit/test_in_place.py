@@ -12,6 +12,7 @@ from support.models import PYTHON_MODEL, python_model_files, write_tree
 from triton_release import steps
 from triton_release.errors import Refused
 from triton_release.history.bump import LFS_POINTER
+from triton_release.history.worktree import Export
 
 
 @pytest.fixture
@@ -31,7 +32,7 @@ def own_attributes(repo: GitRepo, text: str) -> None:
     (repo.root / ".git" / "info" / "attributes").write_text(text)
 
 
-def shipped(repo: GitRepo, tmp_path, bumped: bool = True) -> steps.Export:
+def shipped(repo: GitRepo, tmp_path, bumped: bool = True) -> Export:
     return steps.export(repo.models, repo.plan, tmp_path / "export", bumped=bumped)
 
 

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 from triton_release import steps
 from triton_release.contract import (
     BUILD_INPUTS_LABEL,
+    CANDIDATE_TAG,
     CHANGED_LABEL,
     CHANGED_MODELS_LABEL,
     DRIFT_UNMEASURABLE_LABEL,
@@ -33,6 +34,7 @@ from triton_release.contract import (
     SHARDS_LABEL,
 )
 from triton_release.errors import Refused, UsageError
+from triton_release.evidence import attach
 from triton_release.history import releases
 from triton_release.history.bump import checkout_at
 from triton_release.models.gates import NO_GATES, GateOptions
@@ -86,10 +88,12 @@ def _stage(request: StageRequest, session: Session) -> None:
         report.facts.update({"released": False, "shards": []})
         console.not_released("no model changed: nothing staged")
         return
+    from triton_release.registry.candidate import find_reusable  # the candidates' module brings docker's client
+
     found = session.step(
         "reuse",
         console.candidate_reused,
-        steps.find_candidate,
+        find_reusable,
         repository,
         planned.found.head,
         planned.found.base,
@@ -108,8 +112,8 @@ def _stage(request: StageRequest, session: Session) -> None:
             SHARDS_LABEL: shards_label(list(plan.shards)),
             CHANGED_LABEL: changed_label(to_test),
             CHANGED_MODELS_LABEL: changed_label(planned.found.models),
-            NEW_VERSIONS_LABEL: changed_label(steps.new_versions(planned)),
-            DRIFT_UNMEASURABLE_LABEL: unmeasurable_label(steps.unmeasurable_drift(prepared)),
+            NEW_VERSIONS_LABEL: changed_label(planned.new_versions),
+            DRIFT_UNMEASURABLE_LABEL: unmeasurable_label(prepared.drift_unmeasurable),
             BUILD_INPUTS_LABEL: build_inputs_label(_build_inputs(request, prepared.base.image_id)),
             **planned.record_label(),
         }
@@ -119,7 +123,7 @@ def _stage(request: StageRequest, session: Session) -> None:
             steps.build,
             exported,
             request.image,
-            f"{repository}:{steps.CANDIDATE_TAG}",
+            f"{repository}:{CANDIDATE_TAG}",
             revision=planned.found.head,
             source=request.source,
             version=version or "",
@@ -131,15 +135,19 @@ def _stage(request: StageRequest, session: Session) -> None:
     staged = session.step(
         "candidate", console.candidate_pushed, steps.push_candidate, built.image_id, repository, planned.found.head
     )
+    signing, invocation, settings = _evidence_of(request)
     session.step(
         "evidence",
         console.evidence,
-        steps.stage_evidence,
+        attach.stage,
         repository,
-        staged,
-        planned,
-        prepared,
-        *_evidence_of(request),
+        staged.candidate.digest,
+        staged.candidate.version,
+        planned=planned,
+        prepared=prepared,
+        signing=signing,
+        invocation=invocation,
+        settings=settings,
     )
 
 
