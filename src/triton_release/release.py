@@ -169,9 +169,11 @@ def _release(request: ReleaseRequest, session: Session) -> None:
     recovered = None
     if Journal.left_in(root):  # a run killed with its bump in the working tree: finish it first
         recovered = session.step("recover", console.recovered, steps.recover, root, repository)
-    session.step("validate", console.validation, steps.validate, root, request.image.requirements_options)
+    session.step(
+        "validate", console.validation, steps.validate, root, requirements_options=request.image.requirements_options
+    )
     planned = session.step(
-        "changed", console.changes, steps.changes, root, request.base, request.head, registry=repository, plan=True
+        "changed", console.changes, steps.changes, root, request.base, head=request.head, registry=repository, plan=True
     )
     assert planned.plan is not None
     version = planned.plan.version
@@ -187,7 +189,7 @@ def _release(request: ReleaseRequest, session: Session) -> None:
                 root,
                 planned.found.head,
                 *evidence_of(request),
-                request.server,
+                server_options=request.server,
             )
             session.step("finish", console.finished, publish.finish_interrupted, repository, request.publish.channel)
             if request.commit:
@@ -209,7 +211,7 @@ def _release(request: ReleaseRequest, session: Session) -> None:
             steps.bump,
             root,
             planned,
-            str(repository) if request.push and repository is not None else "",
+            release=str(repository) if request.push and repository is not None else "",
             held_is_ours=recovered is not None and recovered.action == "dropped",
         )
         bumped = bump.written  # a bump found in the working tree is left as found
@@ -243,7 +245,7 @@ def _release(request: ReleaseRequest, session: Session) -> None:
                     exported,
                     built.image_id,
                     to_test,
-                    request.server,
+                    server_options=request.server,
                     shown_as=root,
                     new_versions=planned.new_versions,
                     drift_unmeasurable=prepared.drift_unmeasurable,
@@ -402,7 +404,7 @@ def run_rollback(request: RollbackRequest, session: Session) -> None:
             request.repository,
             request.version,
             request.model_repository,
-            request.server,
+            server_options=request.server,
         )
     session.step(
         "rollback",

@@ -32,7 +32,7 @@ def change_a(repo: GitRepo) -> str:
 
 
 def planned(repo: GitRepo, head: str = "HEAD"):
-    return steps.changes(repo.models, repo.base, head)
+    return steps.changes(repo.models, repo.base, head=head)
 
 
 def files(repo: GitRepo) -> dict:
@@ -243,7 +243,7 @@ def test_a_model_repository_at_the_git_root_exports_without_false_warnings(tmp_p
     base = repo.commit("m")
     write_tree(root, {"m/1/model.py": "# 2\n" + PYTHON_MODEL})
     repo.commit("m: new code")
-    plan = steps.changes(root, base, "HEAD")
+    plan = steps.changes(root, base, head="HEAD")
     steps.bump(root, plan)
     assert steps.export(root, plan, tmp_path / "export").uncommitted == ()
 

@@ -18,7 +18,7 @@ def add_arguments(parser) -> None:
 def run(ctx: Context, session) -> None:
     root, args = ctx.model_repository, ctx.args
     if args.base is not None:
-        planned = session.step("changed", None, steps.changes, root, args.base, args.head)
+        planned = session.step("changed", None, steps.changes, root, args.base, head=args.head)
     else:
         repository = ctx.repository("repository: in the settings", required=False)
         planned = session.step("changed", None, since_last_release, root, args.head, repository, ctx.console)

@@ -79,9 +79,11 @@ def _stage(request: StageRequest, session: Session) -> None:
     console, report = session.console, session.report
     root, repository = request.model_repository, request.repository
 
-    session.step("validate", console.validation, steps.validate, root, request.image.requirements_options)
+    session.step(
+        "validate", console.validation, steps.validate, root, requirements_options=request.image.requirements_options
+    )
     planned = session.step(
-        "changed", console.changes, steps.changes, root, request.base, request.head, registry=repository, plan=True
+        "changed", console.changes, steps.changes, root, request.base, head=request.head, registry=repository, plan=True
     )
     assert planned.plan is not None
     if planned.plan.version is None and not planned.to_test:
@@ -106,7 +108,13 @@ def _stage(request: StageRequest, session: Session) -> None:
             session, root, planned, Path(scratch), request.image, repository, bumped=False
         )
         plan = session.step(
-            "shards", console.shards_planned, steps.plan_shards, exported, to_test, request.shards, request.max_models
+            "shards",
+            console.shards_planned,
+            steps.plan_shards,
+            exported,
+            to_test,
+            shards=request.shards,
+            max_models=request.max_models,
         )
         labels = {
             SHARDS_LABEL: shards_label(list(plan.shards)),
@@ -234,7 +242,7 @@ def run_candidate_test(request: CandidateTestRequest, session: Session) -> None:
                 root,
                 pulled.ref,
                 names,
-                request.server,
+                server_options=request.server,
                 junitxml=junit,
                 keyword=request.keyword,
                 shown_as=request.model_repository,
@@ -304,7 +312,12 @@ def run_candidate_test(request: CandidateTestRequest, session: Session) -> None:
 def _write_record(session: Session, repository: RegistryRepository, record: GoldenRecord, junit: str) -> None:
     """The shard's golden record, passed or failed, with its JUnit XML, written to the registry."""
     session.step(
-        "golden-record", session.console.golden_recorded, steps.write_golden_record, repository, record, _read(junit)
+        "golden-record",
+        session.console.golden_recorded,
+        steps.write_golden_record,
+        repository,
+        record,
+        junit=_read(junit),
     )
 
 

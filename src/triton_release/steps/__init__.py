@@ -3,6 +3,9 @@ of a release is domain calls (history/, image/, registry/, evidence/), made dire
 commands call the steps one by one; `release` composes them. A step that refuses on its merits
 raises with its result attached, so the console can still show what it found.
 
+A step takes what it acts on positionally and every option (each parameter with a default) by
+keyword only: `test(root, image, names, *, server_options=..., gates=...)`.
+
 Modules that bring Docker, gRPC or pytest are imported inside the functions that need them (steps
 and domains alike), so that `--version`, `validate` and `changed` start without them.
 

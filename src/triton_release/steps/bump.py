@@ -20,7 +20,7 @@ from triton_release.history.journal import Journal
 from triton_release.history.planned import ChangesResult
 
 
-def bump(root: Path, planned: ChangesResult, release: str = "", *, held_is_ours: bool = False) -> BumpResult:
+def bump(root: Path, planned: ChangesResult, *, release: str = "", held_is_ours: bool = False) -> BumpResult:
     """The next version folders in the working tree; refused before touching anything when the
     working tree holds anything but the commit there. Journaled under .git/ until the run undoes
     it or ends with it (`release`: the registry repository it is for), so that a killed run's bump

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from triton_release.registry.ledger import Ledger
 
 
-def validate(root: Path, requirements_options: str = "refuse") -> ValidationResult:
+def validate(root: Path, *, requirements_options: str = "refuse") -> ValidationResult:
     result = validate_repository(root, requirements_options)
     if not result.ok:  # the problems are listed by the step's result; the closing line counts them
         raise Refused(result.summary(), result=result)
@@ -30,7 +30,12 @@ def validate(root: Path, requirements_options: str = "refuse") -> ValidationResu
 
 
 def changes(
-    root: Path, base: str | None, head: str = "HEAD", *, registry: RegistryRepository | None = None, plan: bool = False
+    root: Path,
+    base: str | None,
+    *,
+    head: str = "HEAD",
+    registry: RegistryRepository | None = None,
+    plan: bool = False,
 ) -> ChangesResult:
     """The change between `base` and `head`; without `base` and with `plan`, since the last release.
     With `plan`, also the version it makes (the previous release read from the registry)."""

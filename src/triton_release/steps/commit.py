@@ -50,7 +50,9 @@ def finish_commit(root: Path, repository: RegistryRepository) -> Committed | Non
     released = f"{repository}:{version}"
     shipped = released_record.parse(labels.get(RELEASED_VERSIONS_LABEL))
     planned = (
-        changes(root, base or None, revision) if shipped is None else as_recorded(root, revision, shipped, released)
+        changes(root, base or None, head=revision)
+        if shipped is None
+        else as_recorded(root, revision, shipped, released)
     )
     return commit_shipped(root, version, planned, released)
 

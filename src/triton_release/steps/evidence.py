@@ -31,6 +31,7 @@ def finish_evidence(
     signing: Signing,
     invocation: Invocation,
     settings: Mapping,
+    *,
     server_options: ServerOptions = DEFAULT_SERVER,
 ) -> Evidence | None:
     """The evidence of the newest release when the run that pushed it (from this commit) stopped
@@ -56,7 +57,7 @@ def finish_evidence(
     check_built_here(repository, version, digest, revision)  # never signs what it did not build
     failure = None
     try:
-        run = verify_release(repository, version, root, server_options)
+        run = verify_release(repository, version, root, server_options=server_options)
     except UsageError:  # no golden case of its models here: attached as such
         run = None
     except Refused as exc:

@@ -45,7 +45,7 @@ def plan_commit(root: Path, checked: CandidateCheck) -> ChangesResult:
             {head[:12]} is checked out. Check out {candidate.revision[:12]} (actions/checkout with ref:
             and fetch-depth: 0), or promote without --commit. Nothing was tagged.""")
     planned = (
-        changes(root, candidate.base or None, candidate.revision)
+        changes(root, candidate.base or None, head=candidate.revision)
         if candidate.record is None
         else as_recorded(root, candidate.revision, candidate.record, candidate.ref)
     )
@@ -69,7 +69,7 @@ class ShardPlan:
 
 
 def plan_shards(
-    root: Path | Repository, names: list[str], shards: int | None = None, max_models: int | None = None
+    root: Path | Repository, names: list[str], *, shards: int | None = None, max_models: int | None = None
 ) -> ShardPlan:
     from triton_release.models import shards as sharding
 
@@ -111,7 +111,7 @@ class RecordWritten:
 
 
 def write_golden_record(
-    registry: RegistryRepository, record: GoldenRecord, junit: bytes | None = None
+    registry: RegistryRepository, record: GoldenRecord, *, junit: bytes | None = None
 ) -> RecordWritten:
     """The shard's outcome, kept in the registry beside the candidate for `promote` to read."""
     from triton_release.registry.records import write_record

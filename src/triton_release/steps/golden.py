@@ -32,8 +32,8 @@ def test(
     root: Path | Repository,
     image: str,
     names: list[str],
-    server_options: ServerOptions = DEFAULT_SERVER,
     *,
+    server_options: ServerOptions = DEFAULT_SERVER,
     junitxml: str | None = None,
     keyword: str | None = None,
     shown_as: Path | None = None,
@@ -424,7 +424,12 @@ class Recorded:
 
 
 def record(
-    root: Path, image: str, names: list[str], server_options: ServerOptions = DEFAULT_SERVER, overwrite: bool = False
+    root: Path,
+    image: str,
+    names: list[str],
+    *,
+    server_options: ServerOptions = DEFAULT_SERVER,
+    overwrite: bool = False,
 ) -> Recorded:
     """Fill in the outputs of golden cases that have none with what the server answers; in waves
     of at most `max_loaded` models, as `test`. Without `gpus`, KIND_GPU models answer from the

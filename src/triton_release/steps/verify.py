@@ -21,7 +21,11 @@ if TYPE_CHECKING:
 
 
 def verify_release(
-    repository: RegistryRepository, version: str, model_repository: Path, server_options: ServerOptions = DEFAULT_SERVER
+    repository: RegistryRepository,
+    version: str,
+    model_repository: Path,
+    *,
+    server_options: ServerOptions = DEFAULT_SERVER,
 ) -> GoldenRun:
     """Pull release X.Y.Z and run the golden cases of the commit it was built from."""
     import docker
@@ -49,7 +53,7 @@ def verify_release(
                 cases here: its commit is not in this git repository and {model_repository} does not hold them.
                 Fetch the history (fetch-depth: 0), or roll back without --verify.""")
         try:
-            return test(repo, image, names, server_options)
+            return test(repo, image, names, server_options=server_options)
         except Refused as exc:
             raise Refused(
                 f"{image} fails its own golden cases; the channel was not moved. {exc.message}", result=exc.result
