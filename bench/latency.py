@@ -161,14 +161,14 @@ def ten_model_change(args, client, tmp: Path) -> dict:
     options = gate_options(args)
     try:
         start = time.perf_counter()
-        steps.test(repo, tag, list(names), ServerOptions(load_timeout=120), new_versions=tuple(names))
+        steps.test(repo, tag, list(names), server_options=ServerOptions(load_timeout=120), new_versions=tuple(names))
         without = time.perf_counter() - start
         start = time.perf_counter()
         run = steps.test(
             repo,
             tag,
             list(names),
-            ServerOptions(load_timeout=120),
+            server_options=ServerOptions(load_timeout=120),
             new_versions=tuple(names),
             gates=GateOptions(latency=options),
         )

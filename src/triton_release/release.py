@@ -25,12 +25,21 @@ from typing import TYPE_CHECKING
 
 from triton_release import steps
 from triton_release.cache import exclusive
+from triton_release.contract import CANDIDATE_TAG
 from triton_release.errors import UsageError
+from triton_release.evidence import attach
 from triton_release.history import releases
+from triton_release.history.commit import commit
 from triton_release.history.git import Git
+from triton_release.history.journal import Journal
+from triton_release.history.planned import ChangesResult
 from triton_release.history.push_back import PushTarget, push_release
+from triton_release.history.worktree import Export
+from triton_release.image.prepared import Prepared
 from triton_release.models.gates import NO_GATES, GateOptions
 from triton_release.models.repository import Repository
+from triton_release.registry import publish
+from triton_release.registry import rollback as channels
 from triton_release.session import Session
 from triton_release.settings import CONFIG_FILE, ImageOptions, PublishOptions, ServerOptions, Settings
 
@@ -103,19 +112,19 @@ def local_candidate(request: ReleaseRequest, git: Git) -> str:
     """The local tag of the build: the registry repository's, else one made from the checkout's
     folder name (any name: only lower-case letters and digits joined by '-' are kept)."""
     local = "-".join(re.findall(r"[a-z0-9]+", git.cwd.name.lower()))[:64] or "models"
-    return f"{request.repository or 'triton-release/' + local}:{steps.CANDIDATE_TAG}"
+    return f"{request.repository or 'triton-release/' + local}:{CANDIDATE_TAG}"
 
 
 def prepare(
     session: Session,
     root: Path,
-    planned: steps.ChangesResult,
+    planned: ChangesResult,
     scratch: Path,
     image: ImageOptions,
     repository: RegistryRepository | None,
     *,
     bumped: bool,
-) -> tuple[steps.Export, Repository, steps.Prepared, list[str], str | None]:
+) -> tuple[Export, Repository, Prepared, list[str], str | None]:
     """The first half a release and a stage share, once the changes are planned: the commit exported
     (with its bump), each model's environment resolved against the base, and the models to test and
     the version once those whose environment changed since the last release count as changed."""
@@ -129,10 +138,10 @@ def prepare(
         exported,
         image,
         registry=repository,
-        previous=steps.released_before(planned),
+        previous=planned.released_before,
     )
     assert planned.plan is not None
-    to_test, version = steps.with_environment_changes(planned, prepared, planned.plan.version)
+    to_test, version = planned.with_environment_changes(prepared.changed, planned.plan.version)
     return shipped, exported, prepared, to_test, version
 
 
@@ -154,20 +163,22 @@ def run_release(request: ReleaseRequest, session: Session) -> None:
 
 
 def _release(request: ReleaseRequest, session: Session) -> None:
-    console, report = session.console, session.report
+    console, facts = session.console, session.report.facts
     root, repository = request.model_repository, request.repository
 
     recovered = None
-    if steps.journaled(root):  # a run killed with its bump in the working tree: finish it first
+    if Journal.left_in(root):  # a run killed with its bump in the working tree: finish it first
         recovered = session.step("recover", console.recovered, steps.recover, root, repository)
-    session.step("validate", console.validation, steps.validate, root, request.image.requirements_options)
+    session.step(
+        "validate", console.validation, steps.validate, root, requirements_options=request.image.requirements_options
+    )
     planned = session.step(
-        "changed", console.changes, steps.changes, root, request.base, request.head, registry=repository, plan=True
+        "changed", console.changes, steps.changes, root, request.base, head=request.head, registry=repository, plan=True
     )
     assert planned.plan is not None
     version = planned.plan.version
     if version is None and not planned.to_test:
-        report.facts["released"] = False
+        facts["released"] = False
         console.not_released("no model changed: nothing built, nothing pushed")
         if request.push and repository is not None:
             session.step(
@@ -178,19 +189,21 @@ def _release(request: ReleaseRequest, session: Session) -> None:
                 root,
                 planned.found.head,
                 *evidence_of(request),
-                request.server,
+                server_options=request.server,
             )
-            session.step("finish", console.finished, steps.finish_interrupted, repository, request.publish)
+            session.step("finish", console.finished, publish.finish_interrupted, repository, request.publish.channel)
             if request.commit:
                 committed = session.step("commit", console.committed, steps.finish_commit, root, repository)
                 if committed is not None and request.publish.push_commit:
                     session.step("push-back", None, push_release, root, committed, request.push_target)
             if request.publish.keep is not None:
-                session.step("retain", console.retained, steps.retain, repository, request.publish)
+                keep = request.publish.keep
+                session.step("retain", console.retained, publish.retain, repository, keep, request.publish.channel)
         return
 
     # -- undone on failure, until X.Y.Z is in the registry ------------------------------------
     bumped = pushing = False
+    run = None  # a change that only removes models has nothing to test
     try:
         bump = session.step(
             "bump",
@@ -198,7 +211,7 @@ def _release(request: ReleaseRequest, session: Session) -> None:
             steps.bump,
             root,
             planned,
-            str(repository) if request.push and repository is not None else "",
+            release=str(repository) if request.push and repository is not None else "",
             held_is_ours=recovered is not None and recovered.action == "dropped",
         )
         bumped = bump.written  # a bump found in the working tree is left as found
@@ -232,10 +245,10 @@ def _release(request: ReleaseRequest, session: Session) -> None:
                     exported,
                     built.image_id,
                     to_test,
-                    request.server,
+                    server_options=request.server,
                     shown_as=root,
-                    new_versions=steps.new_versions(planned),
-                    drift_unmeasurable=steps.unmeasurable_drift(prepared),
+                    new_versions=planned.new_versions,
+                    drift_unmeasurable=prepared.drift_unmeasurable,
                     gates=request.gates,
                 )
                 if run.completed and version is not None:  # auto-complete models: their signatures, as served
@@ -251,10 +264,10 @@ def _release(request: ReleaseRequest, session: Session) -> None:
                         version,
                     )
                     image, version = signed.image_id, signed.version
-                    report.facts["version"] = version
+                    facts["version"] = version
             steps.still_in_place(shipped, planned)
         if version is None or not request.push:
-            report.facts["released"] = False
+            facts["released"] = False
             console.not_released(
                 "only golden cases changed: tested, nothing to release"
                 if version is None
@@ -265,12 +278,12 @@ def _release(request: ReleaseRequest, session: Session) -> None:
             return
         assert repository is not None  # a push names its repository (the CLI and the action require it)
         pushing = True
-        steps.journal_phase(root, "pushing", version)
-        pushed = session.step("push", console.pushed, steps.push, image, repository, version)
+        Journal.around(root).phase("pushing", version)
+        pushed = session.step("push", console.pushed, publish.push, image, repository, version)
         if request.commit:
-            steps.journal_phase(root, "committing")
+            Journal.around(root).phase("committing")
         else:
-            steps.journal_end(root)  # published: the bump stays in the working tree, as asked
+            Journal.around(root).end()  # published: the bump stays in the working tree, as asked
     except BaseException as exc:
         if bumped and not (
             pushing and repository is not None and version is not None and _maybe_published(exc, repository, version)
@@ -281,29 +294,34 @@ def _release(request: ReleaseRequest, session: Session) -> None:
     # -- published: finished forward by a rerun, never rolled back -----------------------------
     # the evidence before the channel moves: an admission policy that wants it never sees the
     # channel on a release without it; a failure here is finished by a rerun (finish_evidence)
+    signing, invocation, settings = evidence_of(request)
     session.step(
         "evidence",
         console.evidence,
-        steps.attach_evidence,
+        attach.release,
         repository,
-        pushed,
-        root,
-        planned,
-        report.result("environments"),
-        report.result("test"),
-        list(to_test),
-        *evidence_of(request),
+        pushed.digest,
+        pushed.version,
+        root=root,
+        planned=planned,
+        prepared=prepared,
+        run=run,
+        tested=list(to_test),
+        signing=signing,
+        invocation=invocation,
+        settings=settings,
     )
+    channel = request.publish.channel
     session.step(
-        "tags", console.tagged, steps.tag, repository, version, planned.found.head, request.publish, pushed.digest
+        "tags", console.tagged, publish.tag_release, repository, version, planned.found.head, channel, pushed.digest
     )
     if request.commit:
-        committed = session.step("commit", console.committed, steps.commit, root, version, bump, planned.found.head)
-        steps.journal_end(root)
+        committed = session.step("commit", console.committed, commit, root, version, bump, planned.found.head)
+        Journal.around(root).end()
         if request.publish.push_commit:  # after the registry's tags: the release is out, a refusal only warns
             session.step("push-back", None, push_release, root, committed, request.push_target)
     if request.publish.keep is not None:
-        session.step("retain", console.retained, steps.retain, repository, request.publish)
+        session.step("retain", console.retained, publish.retain, repository, request.publish.keep, channel)
 
 
 def evidence_of(request: ReleaseRequest) -> tuple[Signing, Invocation, dict]:
@@ -331,10 +349,10 @@ def _maybe_published(error: BaseException, repository: RegistryRepository, versi
         return False
     if manifest_sent(error) is False:  # it stopped while layers went up: no tag can name them
         return False
-    return steps.published(repository, version) is not False
+    return publish.published(repository, version) is not False
 
 
-def _undo_bump(session: Session, root: Path, planned: steps.ChangesResult) -> None:
+def _undo_bump(session: Session, root: Path, planned: ChangesResult) -> None:
     """Put the working tree back; a failure here is a warning, never the error reported."""
     try:
         session.step("undo-bump", None, steps.undo_bump, root, planned)
@@ -386,14 +404,14 @@ def run_rollback(request: RollbackRequest, session: Session) -> None:
             request.repository,
             request.version,
             request.model_repository,
-            request.server,
+            server_options=request.server,
         )
     session.step(
         "rollback",
         session.console.rolled_back,
-        steps.rollback,
+        channels.rollback,
         request.repository,
         request.version,
-        request.publish,
-        verified,
+        request.publish.channel,
+        verified.to_json() if verified is not None else None,
     )

@@ -127,7 +127,13 @@ class Session:
         self.timed = timed  # a "done in" line per step (multi-step commands)
 
     def step(
-        self, name: str, show: Callable[[Any], None] | None, run: Callable[P, T], *args: P.args, **kwargs: P.kwargs
+        self,
+        name: str,
+        show: Callable[[Any], None] | None,
+        run: Callable[P, T],
+        /,
+        *args: P.args,
+        **kwargs: P.kwargs,
     ) -> T:
         """Run `run(*args, **kwargs)` as the step `name` (its arguments checked against `run`'s
         signature by the type checker), its result recorded in the report and shown by `show`."""

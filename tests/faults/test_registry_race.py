@@ -62,7 +62,7 @@ def test_two_releases_racing_for_one_version_make_one_winner(docker_client, two_
         client = docker.from_env(timeout=600)
         repo = RegistryRepository.parse(f"{proxy.address}/{name}")
         try:
-            outcomes[image] = push(client, image, repo, "1.1.0")
+            outcomes[image] = push(image, repo, "1.1.0", client=client)
             tag_release(repo, "1.1.0", None, "latest")  # what `release` does once push returns
         except Exception as exc:  # noqa: BLE001 - the outcome is what the test checks
             outcomes[image] = exc
@@ -114,6 +114,6 @@ def test_a_rival_write_between_our_put_and_our_read_back_is_refused(docker_clien
             match=rf"is {rival.digest}, not sha256:[0-9a-f]{{64}} that this release pushed: "
             r"another release won the race for 1.0.0, and no other tag was moved",
         ):
-            push(docker_client, two_images[0], repo, "1.0.0")
+            push(two_images[0], repo, "1.0.0", client=docker_client)
     assert direct.digest("1.0.0") == rival.digest and direct.tags() == ["1.0.0", "rival", LEDGER_TAG]
     assert "1.0.0" not in read_ledger(direct).releases  # entered before the put, lost the race: never issued

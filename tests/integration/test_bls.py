@@ -21,7 +21,7 @@ def test_a_caller_is_tested_with_its_callee_loaded(docker_client, make_repo, uni
         )
     )
     with built_image(docker_client, repo, f"trt-bls/calls:{unique}") as tag:
-        run = steps.test(repo, tag, ["caller"], ServerOptions(load_timeout=60))
+        run = steps.test(repo, tag, ["caller"], server_options=ServerOptions(load_timeout=60))
     assert run.passed and [c.case for c in run.cases] == ["caller/basic"]
     assert set(run.loaded) == {"caller", "callee"}
 
@@ -39,7 +39,7 @@ def test_callers_through_a_helper_module_and_an_alias_are_tested_with_their_call
         )
     )
     with built_image(docker_client, repo, f"trt-bls/followed:{unique}") as tag:
-        run = steps.test(repo, tag, ["aliased", "helped"], ServerOptions(load_timeout=60))
+        run = steps.test(repo, tag, ["aliased", "helped"], server_options=ServerOptions(load_timeout=60))
     assert run.passed, [c.to_json() for c in run.failed]
     assert sorted(c.case for c in run.cases) == ["aliased/basic", "helped/basic"]
     assert set(run.loaded) == {"aliased", "helped", "callee"}

@@ -95,7 +95,11 @@ def test_both_versions_load_with_the_cpu_groups_and_the_environment_and_sequence
     steps.build(repo, BASE_IMAGE, tag)
 
     run = steps.test(
-        repo, tag, ["envgpu", "new", "seq"], ServerOptions(load_timeout=60), new_versions=("envgpu", "new", "seq")
+        repo,
+        tag,
+        ["envgpu", "new", "seq"],
+        server_options=ServerOptions(load_timeout=60),
+        new_versions=("envgpu", "new", "seq"),
     )
     assert run.passed and run.on_cpu == ("envgpu",)
     drift = {d.model: d for d in run.drift}

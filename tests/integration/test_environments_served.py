@@ -62,7 +62,7 @@ def test_two_models_pinning_one_package_apart_both_pass_in_one_image(make_repo, 
         "old": {"shared": "1.0"},
         "new": {"shared": "2.0"},
     }
-    run = steps.test(repo, tag, ["new", "old", "plain"], ServerOptions(load_timeout=60))
+    run = steps.test(repo, tag, ["new", "old", "plain"], server_options=ServerOptions(load_timeout=60))
     assert run.passed and len(run.cases) == 3
     assert (repo["old"].path / "config.pbtxt").read_text() == python_model_files("old")["old/config.pbtxt"]
 
@@ -152,7 +152,7 @@ def test_a_requirements_console_script_runs_in_the_models_environment(make_repo,
     tag = f"trt-envs/scripts:{unique}"
     image_tags.append(tag)
     steps.build(repo, BASE_IMAGE, tag)
-    run = steps.test(repo, tag, ["cli"], ServerOptions(load_timeout=60))
+    run = steps.test(repo, tag, ["cli"], server_options=ServerOptions(load_timeout=60))
     assert run.passed and len(run.cases) == 1
 
 

@@ -179,7 +179,7 @@ def test_record_then_test_end_to_end(docker_client, image, repo, tmp_path):
     wrong = root / "refuse/golden/zz_wrong.json"  # recorded last: refused after the others were written
     wrong.write_text(refuse_case(-7))
     with pytest.raises(Refused) as refused:
-        steps.record(root, image, ["direct", "refuse"], ServerOptions(load_timeout=60))
+        steps.record(root, image, ["direct", "refuse"], server_options=ServerOptions(load_timeout=60))
     assert "zz_wrong.json: the server answered with an error" in str(refused.value)
     assert 'write "error": true in place of "outputs"' in str(refused.value)
     assert wrong.read_text() == refuse_case(-7)
@@ -192,7 +192,7 @@ def test_record_then_test_end_to_end(docker_client, image, repo, tmp_path):
     ]
     wrong.unlink()
     before = {c.id for c in docker_client.containers.list(all=True, filters={"label": SERVERS})}
-    result = steps.test(root, image, sorted(repo.models), ServerOptions(load_timeout=60))
+    result = steps.test(root, image, sorted(repo.models), server_options=ServerOptions(load_timeout=60))
     assert result.passed, [c.message for c in result.failed]
     by_case = {c.case: c for c in result.cases}
     assert len(by_case) == 8 and by_case["direct/three"].steps_passed == 3

@@ -305,5 +305,5 @@ def test_an_image_is_tested_at_the_versions_it_holds_not_the_working_trees(docke
         client=docker_client,
     )
     write_tree(root, {"addone/2/model.py": PYTHON_MODEL})  # the working tree moved on
-    run = steps.test(root, tag, ["addone"], ServerOptions(load_timeout=60))
+    run = steps.test(root, tag, ["addone"], server_options=ServerOptions(load_timeout=60))
     assert run.passed and run.cases[0].case == "addone/basic" and run.loaded == ("addone",)

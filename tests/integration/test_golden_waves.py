@@ -55,7 +55,9 @@ def servers(docker_client) -> set[str]:
 
 def test_seven_models_in_waves_of_two_all_pass_the_ensemble_with_its_steps(docker_client, repo, image, tmp_path):
     junit = tmp_path / "golden.xml"
-    run = steps.test(repo, image, PASSING, ServerOptions(load_timeout=60, max_loaded=2), junitxml=str(junit))
+    run = steps.test(
+        repo, image, PASSING, server_options=ServerOptions(load_timeout=60, max_loaded=2), junitxml=str(junit)
+    )
     assert run.passed and sorted(c.case for c in run.cases) == sorted(f"{m}/basic" for m in PASSING)
     assert [w.loaded for w in run.waves] == [("a", "b"), ("c", "d"), ("pipe", "s1", "s2")]
     assert [w.tested for w in run.waves] == [("a", "b"), ("c", "d"), ("pipe", "s1", "s2")]
@@ -71,7 +73,9 @@ def test_seven_models_in_waves_of_two_all_pass_the_ensemble_with_its_steps(docke
 def test_a_multi_wave_run_shows_models_ready_and_cases_as_plain_lines_in_actions(repo, image):
     out = io.StringIO()
     session = Session("test", Console(ci=True, out=out, err=out))
-    run = session.step("test", None, steps.test, repo, image, PASSING, ServerOptions(load_timeout=60, max_loaded=2))
+    run = session.step(
+        "test", None, steps.test, repo, image, PASSING, server_options=ServerOptions(load_timeout=60, max_loaded=2)
+    )
     assert run.passed and len(run.waves) == 3
     lines = out.getvalue().splitlines()
     assert not any("\r" in line for line in lines)  # plain lines, never a redrawn bar
@@ -91,7 +95,7 @@ def test_a_model_failing_to_load_in_wave_two_is_refused_by_name(docker_client, r
     before = servers(docker_client)
     start = time.monotonic()
     with pytest.raises(Refused) as refused:
-        steps.test(repo, image, ["a", "b", "broken", "c"], ServerOptions(load_timeout=300, max_loaded=2))
+        steps.test(repo, image, ["a", "b", "broken", "c"], server_options=ServerOptions(load_timeout=300, max_loaded=2))
     assert "Model broken failed to load" in refused.value.message
     assert any("weights file is missing" in line for line in refused.value.details)
     assert time.monotonic() - start < 120  # at its failure, not at --load-timeout
@@ -114,7 +118,9 @@ def test_record_fills_outputs_in_waves_too(image, repo, tmp_path):
     for model in ("a", "c", "pipe"):
         case = root / model / "golden" / "basic.json"
         case.write_text(json.dumps({"inputs": json.loads(case.read_text())["inputs"]}))
-    recorded = steps.record(root, image, ["a", "c", "pipe"], ServerOptions(load_timeout=60, max_loaded=1))
+    recorded = steps.record(
+        root, image, ["a", "c", "pipe"], server_options=ServerOptions(load_timeout=60, max_loaded=1)
+    )
     assert len(recorded.written) == 3
     assert json.loads((root / "pipe" / "golden" / "basic.json").read_text())["outputs"][0]["data"] == [3, 4, 5, 6]
     assert json.loads((root / "c" / "golden" / "basic.json").read_text())["outputs"][0]["data"] == [2, 3, 4, 5]

@@ -77,7 +77,7 @@ def servers(docker_client) -> set[str]:
 
 def test_kind_gpu_models_pass_on_this_cpu_only_machine_and_are_reported_as_tested_on_cpu(repo, image):
     before = {m.name: m.config_path.read_text() for m in repo}
-    run = steps.test(repo, image, ["add", "envgpu", "gpu", "pipe"], ServerOptions(load_timeout=60))
+    run = steps.test(repo, image, ["add", "envgpu", "gpu", "pipe"], server_options=ServerOptions(load_timeout=60))
     assert run.passed and sorted(c.case for c in run.cases) == ["add/basic", "envgpu/basic", "gpu/basic", "pipe/basic"]
     assert run.on_cpu == ("envgpu", "gpu") and run.needs_gpu == ()  # envgpu loaded: its environment applied
     assert run.to_json()["tested_on_cpu"] == ["envgpu", "gpu"]
@@ -91,20 +91,22 @@ def test_kind_gpu_models_pass_on_this_cpu_only_machine_and_are_reported_as_teste
 
 
 def test_a_model_that_needs_a_gpu_is_reported_untested_and_refused_with_gpu_models_require(docker_client, repo, image):
-    run = steps.test(repo, image, ["add", "gpuonly"], ServerOptions(load_timeout=60))
+    run = steps.test(repo, image, ["add", "gpuonly"], server_options=ServerOptions(load_timeout=60))
     assert run.passed and [c.case for c in run.cases] == ["add/basic"]
     [(name, why)] = run.needs_gpu
     assert name == "gpuonly" and why == "RuntimeError: CUDA is required, got a CPU instance"
     assert run.to_json()["not_tested_needs_gpu"] == {"gpuonly": why}
     before = servers(docker_client)
     with pytest.raises(Refused) as refused:
-        steps.test(repo, image, ["add", "gpuonly"], ServerOptions(load_timeout=60, gpu_models="require"))
+        steps.test(repo, image, ["add", "gpuonly"], server_options=ServerOptions(load_timeout=60, gpu_models="require"))
     assert "gpuonly" in refused.value.message and "CUDA is required, got a CPU instance" in refused.value.message
     assert servers(docker_client) == before
 
 
 def test_a_kind_gpu_model_in_a_later_wave_is_loaded_for_the_cpu_too(repo, image):
-    run = steps.test(repo, image, ["add", "gpu", "gpuonly"], ServerOptions(load_timeout=60, max_loaded=1))
+    run = steps.test(
+        repo, image, ["add", "gpu", "gpuonly"], server_options=ServerOptions(load_timeout=60, max_loaded=1)
+    )
     assert run.passed and [c.case for c in run.cases] == ["add/basic", "gpu/basic"]
     assert [w.loaded for w in run.waves] == [("add",), ("gpu",), ()]
     assert run.on_cpu == ("gpu",) and [name for name, _ in run.needs_gpu] == ["gpuonly"]

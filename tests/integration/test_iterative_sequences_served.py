@@ -104,7 +104,7 @@ def test_plain_cases_of_iterative_models_pass_validate_and_the_server(docker_cli
     assert result.problems == (), [str(p) for p in result.problems]
     before = {c.id for c in docker_client.containers.list(all=True, filters={"label": SERVERS})}
     run = steps.test(
-        repo.root, image, ["countdown", "resched"], ServerOptions(load_timeout=60)
+        repo.root, image, ["countdown", "resched"], server_options=ServerOptions(load_timeout=60)
     )  # one server, both models
     by_case = {c.case: c for c in run.cases}
     assert sorted(by_case) == ["countdown/one", "countdown/three", "resched/grpc", "resched/http"]

@@ -170,7 +170,7 @@ def gated(repo, image, names, bound=None, unmeasured="allow"):
         repo,
         image,
         list(names),
-        ServerOptions(load_timeout=60),
+        server_options=ServerOptions(load_timeout=60),
         new_versions=tuple(names),
         gates=GateOptions(latency=options),
     )

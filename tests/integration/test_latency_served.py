@@ -192,7 +192,7 @@ def test_only_error_cases_are_not_gated_with_the_reason_and_warmup_golden_warms_
         repo,
         tag,
         ["errs", "warm"],
-        ServerOptions(load_timeout=60),
+        server_options=ServerOptions(load_timeout=60),
         new_versions=("errs", "warm"),
         gates=GateOptions(latency=options),
     )

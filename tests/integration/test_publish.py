@@ -53,7 +53,7 @@ def repo(unique, request):
 
 def release(docker_client, image, repo, version, revision=None, channel="latest"):
     """What `push` and `release` do: X.Y.Z, then the moving tags."""
-    return push(docker_client, image, repo, version), tag_release(repo, version, revision, channel)
+    return push(image, repo, version, client=docker_client), tag_release(repo, version, revision, channel)
 
 
 def test_push_writes_every_tag_to_one_manifest_and_uploads_only_the_new_layer(docker_client, images, repo):
@@ -254,7 +254,7 @@ def test_a_push_stopped_after_its_version_tag_is_finished_not_refused(docker_cli
     assert repo.digest("latest") == repo.digest("1.1") == repo.digest("1.1.0")
     rollback(repo, "1.0.0")
     assert finish_interrupted(repo, "latest").tags == ()  # a rollback is never undone by it
-    again = push(docker_client, images[1], repo, "1.1.0")  # `push` rerun: the same image, so it resumes
+    again = push(images[1], repo, "1.1.0", client=docker_client)  # `push` rerun: the same image, so it resumes
     assert again.layers_uploaded == 0 and again.digest == repo.digest("1.1.0")
 
 
@@ -277,7 +277,7 @@ def test_a_channel_left_behind_is_finished_and_a_rollback_is_respected(docker_cl
         return tag
 
     first, _ = release(docker_client, images[0], repo, "1.0.0")
-    push(docker_client, made_for(images[1], "latest"), repo, "1.1.0")
+    push(made_for(images[1], "latest"), repo, "1.1.0", client=docker_client)
     newest = repo.manifest("1.1.0")
     for tag in ("1.1", "1"):  # the moving tags went up, then the channel's PUT failed
         repo.put_manifest(tag, newest)
@@ -289,6 +289,6 @@ def test_a_channel_left_behind_is_finished_and_a_rollback_is_respected(docker_cl
     assert repo.digest("latest") == first.digest
     # a release built after that rollback, stopped before its tags: the rerun moves the channel again
     created = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    third = push(docker_client, made_for(images[2], "latest", created), repo, "1.2.0")
+    third = push(made_for(images[2], "latest", created), repo, "1.2.0", client=docker_client)
     assert finish_interrupted(repo, "latest").tags == ("1.2", "1", "latest")
     assert repo.digest("latest") == third.digest

@@ -89,7 +89,9 @@ def served(tmp_path_factory, docker_client, unique):
 
 def test_every_shape_is_tested_on_the_real_server(served):
     repo, tag = served
-    run = steps.test(repo, tag, ["caller", "counter", "gpu", "router", "strict"], ServerOptions(load_timeout=60))
+    run = steps.test(
+        repo, tag, ["caller", "counter", "gpu", "router", "strict"], server_options=ServerOptions(load_timeout=60)
+    )
     assert run.passed, [c.message for c in run.failed]
     assert sorted(c.case for c in run.cases) == [
         "caller/basic",
@@ -108,7 +110,7 @@ def test_a_stream_that_never_ends_fails_at_its_deadline_naming_the_case(served):
     repo, tag = served
     start = time.monotonic()
     with pytest.raises(Refused) as refused:
-        steps.test(repo, tag, ["neverfinal"], ServerOptions(load_timeout=60))
+        steps.test(repo, tag, ["neverfinal"], server_options=ServerOptions(load_timeout=60))
     assert time.monotonic() - start < 60
     assert "neverfinal/golden/one.json" in str(refused.value) and "no final response" in str(refused.value)
 

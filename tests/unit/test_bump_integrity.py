@@ -11,6 +11,7 @@ from support.reports import read_report
 from triton_release import cache, steps
 from triton_release.cli.main import main
 from triton_release.errors import InfrastructureError, Refused
+from triton_release.history.commit import commit
 from triton_release.history.git import Git
 from triton_release.history.releases import last_release_commit
 from triton_release.release import ReleaseRequest, local_candidate
@@ -31,7 +32,7 @@ def change_a(repo: GitRepo) -> str:
 
 
 def planned(repo: GitRepo, head: str = "HEAD"):
-    return steps.changes(repo.models, repo.base, head)
+    return steps.changes(repo.models, repo.base, head=head)
 
 
 def files(repo: GitRepo) -> dict:
@@ -98,7 +99,7 @@ def test_a_staging_folder_left_by_a_killed_run_is_removed_and_never_committed(re
     assert not stale.exists()
     released.write({"notes.txt": "untracked, not ours"})
     released.git("add", "model_repository/notes.txt")  # staged by the user: not ours to commit either
-    done = steps.commit(released.models, "1.1.0", bumped)
+    done = commit(released.models, "1.1.0", bumped)
     committed = released.git("show", "--name-only", "--format=", "HEAD").splitlines()
     assert done.committed and sorted(committed) == ["model_repository/a/1/model.py", "model_repository/a/2/model.py"]
     assert "model_repository/notes.txt" in released.git("diff", "--cached", "--name-only")
@@ -199,7 +200,7 @@ def test_the_release_commit_holds_tracked_files_that_gitignore_matches(released)
     change_a(released)
     plan = planned(released)
     bumped = steps.bump(released.models, plan)
-    steps.commit(released.models, "1.1.0", bumped)
+    commit(released.models, "1.1.0", bumped)
     assert "model_repository/a/2/w.bin" in released.git("show", "--name-only", "--format=", "HEAD").splitlines()
 
 
@@ -208,7 +209,7 @@ def test_a_release_without_bumps_tags_the_commit_released(released):
     head = released.commit("c added")
     released.write({"notes.txt": "later"})
     released.commit("a later commit, checked out")
-    done = steps.commit(released.models, "1.1.0", None, head)
+    done = commit(released.models, "1.1.0", None, head)
     assert not done.committed and released.git("rev-parse", "v1.1.0^{commit}") == head
 
 
@@ -242,7 +243,7 @@ def test_a_model_repository_at_the_git_root_exports_without_false_warnings(tmp_p
     base = repo.commit("m")
     write_tree(root, {"m/1/model.py": "# 2\n" + PYTHON_MODEL})
     repo.commit("m: new code")
-    plan = steps.changes(root, base, "HEAD")
+    plan = steps.changes(root, base, head="HEAD")
     steps.bump(root, plan)
     assert steps.export(root, plan, tmp_path / "export").uncommitted == ()
 

@@ -16,7 +16,6 @@ import pytest
 from google.protobuf import json_format, text_format
 
 from support.models import golden_case, python_config, python_model_files, sequence_case
-from triton_release import steps
 from triton_release.action.inputs import ActionInputs
 from triton_release.action.summary import summary
 from triton_release.cli.common import given_settings
@@ -24,6 +23,7 @@ from triton_release.cli.main import parser
 from triton_release.console import Console
 from triton_release.console.golden import show_fraction
 from triton_release.errors import Refused, UsageError
+from triton_release.history.planned import ChangesResult
 from triton_release.models import golden
 from triton_release.models.answers import Answer, Reply
 from triton_release.models.config_schema import model_config_pb2
@@ -45,6 +45,7 @@ from triton_release.models.repository import Repository
 from triton_release.models.suite import GoldenRun
 from triton_release.session import Report, StepRecord
 from triton_release.settings import resolve
+from triton_release.steps.golden import check_drift
 
 F32 = np.float32
 
@@ -189,9 +190,9 @@ def test_a_model_s_drift_is_its_largest_relative_difference_and_max_drift_bounds
 
 def test_the_test_step_refuses_a_drift_above_max_drift_after_the_golden_cases_passed():
     run = GoldenRun("img", ("a",), (), (), drift=(scaled_model(),))
-    steps.check_drift(run, 0.05)
+    check_drift(run, 0.05)
     with pytest.raises(Refused) as refused:
-        steps.check_drift(run, 0.001)
+        check_drift(run, 0.001)
     message = refused.value.message
     assert (
         "Model a drifted beyond max_drift 0.001: version 2 answers its golden inputs up to 1.00% apart from "
@@ -220,9 +221,9 @@ def test_the_models_compared_in_a_release_are_those_with_a_new_version_never_on_
         "config_only": change("modified"),
         "gone": change("removed"),
     }
-    planned = NS(found=NS(base="abc", models=models), bumps=(NS(model="bumped"),))
-    assert steps.new_versions(planned) == ("added_folder", "bumped", "new")
-    assert steps.new_versions(NS(found=NS(base=None, models=models), bumps=())) == ()
+    planned = ChangesResult(NS(base="abc", models=models), (NS(model="bumped"),), None, "")
+    assert planned.new_versions == ("added_folder", "bumped", "new")
+    assert ChangesResult(NS(base=None, models=models), (), None, "").new_versions == ()
 
 
 # -- the config that serves both versions ---------------------------------------------------------

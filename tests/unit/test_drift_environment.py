@@ -3,12 +3,11 @@ environment in this image, so the report says its drift could not be measured.""
 
 from __future__ import annotations
 
-from types import SimpleNamespace as NS
-
 from support.models import PYTHON_MODEL, python_model_files
-from triton_release import steps
+from triton_release.image.prepared import Prepared
 from triton_release.models.drift import DriftMeter
 from triton_release.models.repository import Repository
+from triton_release.steps.golden import check_drift
 
 
 class Server:
@@ -23,10 +22,14 @@ class Server:
         return {}
 
 
+def prepared_with_changed(*models: str) -> Prepared:
+    """What a build found: `models`' environments changed since the release compared with."""
+    return Prepared(None, None, None, models, "127.0.0.1:5000/t/m:1.0.0")  # type: ignore[arg-type]
+
+
 def test_a_model_whose_environment_changed_is_reported_unmeasured_never_zero(make_repo):
     root = make_repo({**python_model_files("a"), "a/2/model.py": PYTHON_MODEL})
-    prepared = NS(changed=("a",), compared_with="127.0.0.1:5000/t/m:1.0.0")
-    why = steps.unmeasurable_drift(prepared)
+    why = prepared_with_changed("a").drift_unmeasurable
     meter = DriftMeter(Repository.load(root), Server(), {"a": 1}, {"a": 2}, unmeasurable=why)
     meter.after_wave(["a"], [])
     (found,) = meter.results
@@ -35,7 +38,7 @@ def test_a_model_whose_environment_changed_is_reported_unmeasured_never_zero(mak
 
 
 def test_the_fanout_candidate_carries_which_models_drift_cannot_be_measured_for():
-    """stage labels the candidate with steps.unmeasurable_drift; each shard's test reads it back, so a
+    """stage labels the candidate with Prepared.drift_unmeasurable; each shard's test reads it back, so a
     shard never reports drift 0.0 for a model whose environment changed."""
     from triton_release.contract import CHANGED_LABEL, DRIFT_UNMEASURABLE_LABEL, SHARDS_LABEL
     from triton_release.models.shards import (
@@ -46,7 +49,7 @@ def test_the_fanout_candidate_carries_which_models_drift_cannot_be_measured_for(
     )
     from triton_release.registry.promote import Candidate
 
-    why = steps.unmeasurable_drift(NS(changed=("a",), compared_with="127.0.0.1:5000/t/m:1.0.0"))
+    why = prepared_with_changed("a").drift_unmeasurable
     labels = {
         SHARDS_LABEL: shards_label([Shard("shard-1", ("a",), ("a",), 1, False, (1,))]),
         CHANGED_LABEL: '["a"]',
@@ -69,14 +72,14 @@ def test_with_max_drift_an_unmeasured_drift_refuses_and_is_never_0(make_repo):
     from triton_release.models.suite import GoldenRun
 
     root = make_repo({**python_model_files("a"), "a/2/model.py": PYTHON_MODEL})
-    why = steps.unmeasurable_drift(NS(changed=("a",), compared_with="127.0.0.1:5000/t/m:1.0.0"))
+    why = prepared_with_changed("a").drift_unmeasurable
     meter = DriftMeter(Repository.load(root), Server(), {"a": 1}, {"a": 2}, unmeasurable=why)
     meter.after_wave(["a"], [])
     (found,) = meter.results
     assert found.unmeasured and found.to_json()["max_rel_diff"] is None
     run = GoldenRun("img", ("a",), (), (), drift=(found,))
     with pytest.raises(Refused, match="could not be measured, and max_drift 0.01 is set") as refused:
-        steps.check_drift(run, 0.01)
+        check_drift(run, 0.01)
     assert "environment changed" in refused.value.message and "Nothing is released" in refused.value.message
 
 
@@ -85,4 +88,4 @@ def test_a_new_model_has_nothing_to_compare_and_is_not_refused():
     from triton_release.models.suite import GoldenRun
 
     new = ModelDrift("b", 1, None, note="no version before 1 in the image (a new model): nothing to compare")
-    steps.check_drift(GoldenRun("img", ("b",), (), (), drift=(new,)), 0.01)
+    check_drift(GoldenRun("img", ("b",), (), (), drift=(new,)), 0.01)

@@ -12,6 +12,7 @@ from support.models import PYTHON_MODEL, python_model_files, write_tree
 from triton_release import steps
 from triton_release.errors import Refused
 from triton_release.history.bump import LFS_POINTER
+from triton_release.history.worktree import Export
 
 
 @pytest.fixture
@@ -21,7 +22,7 @@ def bumped(git_repo):
     git_repo.base = git_repo.commit("release")
     git_repo.write({"a/1/model.py": "# 2\n" + PYTHON_MODEL})
     git_repo.commit("a: new code")
-    git_repo.plan = steps.changes(git_repo.models, git_repo.base, "HEAD")
+    git_repo.plan = steps.changes(git_repo.models, git_repo.base, head="HEAD")
     steps.bump(git_repo.models, git_repo.plan)
     return git_repo
 
@@ -31,7 +32,7 @@ def own_attributes(repo: GitRepo, text: str) -> None:
     (repo.root / ".git" / "info" / "attributes").write_text(text)
 
 
-def shipped(repo: GitRepo, tmp_path, bumped: bool = True) -> steps.Export:
+def shipped(repo: GitRepo, tmp_path, bumped: bool = True) -> Export:
     return steps.export(repo.models, repo.plan, tmp_path / "export", bumped=bumped)
 
 
@@ -80,7 +81,7 @@ def test_an_lfs_pointer_in_the_checkout_is_unpacked_and_filled(git_repo, tmp_pat
     store.mkdir(parents=True)
     (store / oid).write_bytes(weights)
     git_repo.commit("a with an LFS file")
-    plan = steps.changes(git_repo.models, None, "HEAD")
+    plan = steps.changes(git_repo.models, None, head="HEAD")
     found = steps.export(git_repo.models, plan, tmp_path / "export", bumped=True)
     assert not found.in_place and "LFS pointer" in found.unpacked_because
     assert (found.root / "a" / "1" / "weights.bin").read_bytes() == weights
@@ -136,7 +137,7 @@ def test_a_model_repository_at_the_git_root_is_built_in_place(tmp_path):
     base = repo.commit("m")
     write_tree(repo.root, {"m/1/model.py": "# 2\n" + PYTHON_MODEL})
     repo.commit("m: new code")
-    plan = steps.changes(repo.root, base, "HEAD")
+    plan = steps.changes(repo.root, base, head="HEAD")
     steps.bump(repo.root, plan)
     found = steps.export(repo.root, plan, tmp_path / "export", bumped=True)
     assert found.in_place, found.unpacked_because
@@ -148,7 +149,7 @@ def test_committed_files_in_place_are_named_by_their_git_blob_ids(git_repo, tmp_
     base = git_repo.commit("release")
     git_repo.write({"a/1/model.py": "# 2\n" + PYTHON_MODEL})
     git_repo.commit("a: new code")
-    git_repo.plan = steps.changes(git_repo.models, base, "HEAD")
+    git_repo.plan = steps.changes(git_repo.models, base, head="HEAD")
     steps.bump(git_repo.models, git_repo.plan)
     found = shipped(git_repo, tmp_path)
     assert found.in_place, found.unpacked_because

@@ -118,7 +118,7 @@ def test_a_users_own_bump_is_used_as_found_and_left_so(changed):
 def test_a_bump_with_other_contents_than_the_planned_one_is_still_refused(changed):
     planned = steps.changes(changed.models, changed.base)
     steps.bump(changed.models, planned)
-    steps.journal_end(changed.models)
+    Journal.around(changed.models).end()
     (changed.models / "a" / "2" / "mine.txt").write_text("a user's file")
     with pytest.raises(Refused, match="already exists in the working tree|Commit them"):
         steps.bump(changed.models, steps.changes(changed.models, changed.base))

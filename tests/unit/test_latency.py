@@ -14,7 +14,7 @@ import pytest
 from google.protobuf import text_format
 
 from support.models import golden_case, python_config, python_model_files, sequence_case, sequence_config, write_tree
-from triton_release import cache, steps
+from triton_release import cache
 from triton_release.action.summary import _latency_table
 from triton_release.errors import InfrastructureError
 from triton_release.image.warmup import entries, raw_bytes, with_warmup
@@ -43,6 +43,7 @@ from triton_release.models.latency.perf_analyzer import (
 from triton_release.models.repository import Repository
 from triton_release.models.workload import workload
 from triton_release.settings import resolve
+from triton_release.steps.golden import check_latency, perf_analyzer_for
 
 # -- statistics -------------------------------------------------------------------------------------
 
@@ -285,14 +286,14 @@ def test_a_missing_perf_analyzer_fails_the_gate_with_exit_3_and_is_a_note_when_o
     env = {"PATH": str(tmp_path)}
     fake_install(fails="pip download failed (no network)")
     with pytest.raises(InfrastructureError) as refused:
-        steps._perf_analyzer(LatencyOptions(max_increase=0.2, env=env), ["a"])
+        perf_analyzer_for(LatencyOptions(max_increase=0.2, env=env), ["a"])
     assert refused.value.exit_code == 3 and "--max-latency-increase 0.2 asks for the latency gate" in str(refused.value)
     assert "no network" in str(refused.value) and "apt-get install libb64-0d" in str(refused.value)
     assert not pa.installed_prefix().exists()  # nothing half-installed is left
-    analyzer, note = steps._perf_analyzer(LatencyOptions(env=env), ["a"])  # only measuring: nothing installed
+    analyzer, note = perf_analyzer_for(LatencyOptions(env=env), ["a"])  # only measuring: nothing installed
     assert analyzer is None and note.startswith("latency not measured: perf_analyzer was not found")
     assert "installs it on first use" in note
-    analyzer, note = steps._perf_analyzer(LatencyOptions(max_increase=0.2, env=env), [])
+    analyzer, note = perf_analyzer_for(LatencyOptions(max_increase=0.2, env=env), [])
     assert analyzer is None and "a first release" in note  # nothing to compare: a note, not a failure
 
 
@@ -470,7 +471,7 @@ def test_the_refusal_names_the_model_both_versions_figures_and_the_interval_and_
 
     run = GoldenRun("img", ("a|b",), (), (), latency=measured(0.5))
     with pytest.raises(Refused) as refused:
-        steps._check_latency(run, 0.5)
+        check_latency(run, 0.5)
     message = " ".join(str(refused.value).split())
     assert message.startswith(
         "Model a|b version 2 is slower than version 1 beyond max_latency_increase 0.5 at "
@@ -480,7 +481,7 @@ def test_the_refusal_names_the_model_both_versions_figures_and_the_interval_and_
     assert refused.value.exit_code == 1 and refused.value.result is run
     reason = _first_sentence(str(refused.value))  # what a shard's failed record says, and promote repeats
     assert reason.startswith("Model a|b version 2 is slower than version 1") and "p50 8.10 ms against 2.05 ms" in reason
-    steps._check_latency(GoldenRun("img", (), (), (), latency=measured(5.0)), 5.0)  # within the bound: no refusal
+    check_latency(GoldenRun("img", (), (), (), latency=measured(5.0)), 5.0)  # within the bound: no refusal
 
 
 def test_warmup_off_written_bare_in_yaml_is_off_and_golden_is_golden(tmp_path):

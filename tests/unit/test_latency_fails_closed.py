@@ -13,7 +13,6 @@ import sys
 import pytest
 
 from support.models import python_model_files, write_tree
-from triton_release import steps
 from triton_release.action.inputs import ActionInputs
 from triton_release.action.summary import _latency_table
 from triton_release.cli.main import parser
@@ -26,6 +25,7 @@ from triton_release.models.repository import Repository
 from triton_release.models.suite import GoldenRun
 from triton_release.models.workload import workload
 from triton_release.settings import resolve
+from triton_release.steps.golden import check_latency
 
 FAKE = """\
 import json, os, sys, time
@@ -146,7 +146,7 @@ def test_a_new_version_that_crashes_hangs_or_errors_under_load_fails_and_is_refu
     assert data["models"][0]["verdict"] == "failed" and data["models"][0]["under_load"]["what"] == what
 
     with pytest.raises(Refused) as refused:
-        steps._check_latency(run_of(found), 0.5)
+        check_latency(run_of(found), 0.5)
     message = " ".join(str(refused.value).split())
     assert message.startswith(f"Model a version 2 {what} under the latency gate's load")
     assert "Nothing is released" in message and refused.value.exit_code == 1
@@ -177,7 +177,7 @@ def test_perf_analyzer_failing_on_its_own_is_not_gated_and_listed(tmp_path):
     assert found.note == (
         "perf_analyzer could not drive version 1: error: Failed to init manager inputs: unable to find float data in json"
     )
-    steps._check_latency(run_of(found), 0.5)  # listed, not refused: latency_unmeasured is allow
+    check_latency(run_of(found), 0.5)  # listed, not refused: latency_unmeasured is allow
     text = shown(run_of(found))
     assert "warning: latency a: not gated, because perf_analyzer could not drive version 1" in text, text
 
@@ -186,7 +186,7 @@ def test_models_left_out_are_listed_as_not_gated_and_refused_with_latency_unmeas
     sequence = ModelLatency("s", 2, 1, note="a sequence model: its cases' steps need their correlation id")
     new = ModelLatency("n", 1, None, note="no version before 1 in the image (a new model): nothing to compare")
     allowed = GoldenRun("img", ("s", "n"), (), (), latency=LatencyRun(0.5, 2, 50, None, "", (sequence, new)))
-    steps._check_latency(allowed, 0.5)
+    check_latency(allowed, 0.5)
     assert allowed.latency is not None
     data = allowed.latency.to_json()
     assert data["not_gated"] == [{"model": "s", "because": sequence.note}] and data["latency_unmeasured"] == "allow"
@@ -197,7 +197,7 @@ def test_models_left_out_are_listed_as_not_gated_and_refused_with_latency_unmeas
 
     total = GoldenRun("img", ("s", "n"), (), (), latency=LatencyRun(0.5, 2, 50, None, "", (sequence, new), "refuse"))
     with pytest.raises(Refused) as refused:
-        steps._check_latency(total, 0.5)
+        check_latency(total, 0.5)
     message = " ".join(str(refused.value).split())
     assert "1 model(s) with a new version were not gated" in message and "s: a sequence model" in message
     assert "n:" not in message  # a new model has nothing to compare: never a refusal

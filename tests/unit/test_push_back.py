@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from support.git import GitRepo
+from triton_release.history.commit import Committed
 from triton_release.history.push_back import PushTarget, push_release
-from triton_release.steps import Committed
 
 FIX = "Give the workflow a token that may push to main (permissions: contents: write, or a deploy key)"
 

@@ -15,8 +15,11 @@ from triton_release import steps
 from triton_release.contract import RELEASED_VERSIONS_LABEL, REVISION_LABEL
 from triton_release.errors import Refused
 from triton_release.history import record
+from triton_release.history.git import Git
+from triton_release.history.planned import ChangesResult
 from triton_release.registry.client import Manifest, content_digest
 from triton_release.registry.ledger import Ledger, enter, intend, read_ledger, write_ledger
+from triton_release.steps.commit import as_recorded
 
 
 class Registry:
@@ -29,7 +32,7 @@ class Registry:
         self.blobs: dict[str, bytes] = {}
         self.manifests: dict[str, Manifest] = {}
 
-    def release(self, version: str, revision: str, planned: steps.ChangesResult | dict) -> None:
+    def release(self, version: str, revision: str, planned: ChangesResult | dict) -> None:
         shipped = planned if isinstance(planned, dict) else planned.record
         self.labels[version] = {REVISION_LABEL: revision, RELEASED_VERSIONS_LABEL: record.label(dict(shipped))}
         if self.keeps_ledger:  # as a push does: the build entered, put up, then confirmed
@@ -150,7 +153,7 @@ def test_a_version_number_below_the_released_ones_is_refused(runner):
     registry.release(
         "1.1.0",
         repo.git("rev-parse", "HEAD"),
-        {"a": {1: (one := record.trees_at(steps.Git(repo.root), "HEAD", "model_repository")["a"][1]), 3: one}},
+        {"a": {1: (one := record.trees_at(Git(repo.root), "HEAD", "model_repository")["a"][1]), 3: one}},
     )
     repo.write({"a/2/model.py": PYTHON_MODEL + "# new\n"})
     repo.commit("a: version 2")
@@ -160,7 +163,7 @@ def test_a_version_number_below_the_released_ones_is_refused(runner):
 
 def test_a_record_naming_contents_git_never_held_is_refused_before_anything_is_written(runner):
     repo, registry = runner
-    trees = record.trees_at(steps.Git(repo.root), "HEAD", "model_repository")
+    trees = record.trees_at(Git(repo.root), "HEAD", "model_repository")
     registry.release("1.1.0", repo.git("rev-parse", "HEAD"), {"a": {**trees["a"], 2: "1" * 40}, "b": trees["b"]})
     edit(repo, "b", 1, "# b\n")
     with pytest.raises(Refused, match="git never held") as refused:
@@ -173,9 +176,9 @@ def test_a_forged_record_giving_one_model_anothers_tree_is_refused(runner):
     """The label rewritten registry-side so that a/1 is b/1's tree, a tree the clone holds: b's code
     would ship as a/1, untested. git never held that tree under a/, so the record is refused."""
     repo, registry = runner
-    trees = record.trees_at(steps.Git(repo.root), "HEAD", "model_repository")
+    trees = record.trees_at(Git(repo.root), "HEAD", "model_repository")
     edit(repo, "b", 1, "# b's own\n")
-    b_tree = record.trees_at(steps.Git(repo.root), "HEAD", "model_repository")["b"][1]
+    b_tree = record.trees_at(Git(repo.root), "HEAD", "model_repository")["b"][1]
     registry.release("1.1.0", repo.git("rev-parse", "HEAD"), {"a": {1: b_tree}, "b": {1: b_tree}})
     assert b_tree != trees["a"][1]
     with pytest.raises(Refused, match="rewritten after the release") as refused:
@@ -200,11 +203,11 @@ def test_the_release_commit_made_later_holds_exactly_what_the_release_shipped(ru
     second = edit(repo, "a", 1, "# one\n")
     registry.release("1.1.0", second, plan(repo, registry))
     shipped = record.parse(registry.labels["1.1.0"][RELEASED_VERSIONS_LABEL])
-    redo = steps.as_recorded(repo.models, second, shipped, "team/models:1.1.0")
+    redo = as_recorded(repo.models, second, shipped, "team/models:1.1.0")
     assert sorted((c.model, c.version, c.at_head) for c in redo.carried) == [("a", 1, True), ("a", 2, False)]
     committed = steps.commit_shipped(repo.models, "1.1.0", redo, "team/models:1.1.0")
     assert committed.committed and repo.git("tag", "--list", "v*") == "v1.1.0"
-    assert record.trees_at(steps.Git(repo.root), "v1.1.0", "model_repository") == shipped
+    assert record.trees_at(Git(repo.root), "v1.1.0", "model_repository") == shipped
     assert repo.git("status", "--porcelain") == ""
 
 

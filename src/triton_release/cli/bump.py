@@ -6,6 +6,7 @@ Without --base, the change since the last release, found as `changed` and `relea
 from triton_release import steps
 from triton_release.cli.changed import since_last_release
 from triton_release.cli.common import SINCE_LAST_RELEASE, Context, add_refs
+from triton_release.history.journal import Journal
 
 HELP = "create the next version folders in the working tree (default: for the change since the last release)"
 
@@ -17,9 +18,9 @@ def add_arguments(parser) -> None:
 def run(ctx: Context, session) -> None:
     root, args = ctx.model_repository, ctx.args
     if args.base is not None:
-        planned = session.step("changed", None, steps.changes, root, args.base, args.head)
+        planned = session.step("changed", None, steps.changes, root, args.base, head=args.head)
     else:
         repository = ctx.repository("repository: in the settings", required=False)
         planned = session.step("changed", None, since_last_release, root, args.head, repository, ctx.console)
     session.step("bump", ctx.console.bumped, steps.bump, root, planned)
-    steps.journal_end(root)  # the bump is the user's now: no later run takes it for a killed one's
+    Journal.around(root).end()  # the bump is the user's now: no later run takes it for a killed one's

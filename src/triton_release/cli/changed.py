@@ -15,6 +15,7 @@ from triton_release import steps
 from triton_release.cli.common import SINCE_LAST_RELEASE, Context, add_refs
 from triton_release.console import Console
 from triton_release.errors import InfrastructureError, Refused, TritonReleaseError
+from triton_release.history.planned import ChangesResult
 
 if TYPE_CHECKING:
     from triton_release.registry.client import RegistryRepository
@@ -30,17 +31,15 @@ def add_arguments(parser) -> None:
 def run(ctx: Context, session) -> None:
     args = ctx.args
     if args.base is not None:
-        session.step("changed", ctx.console.changes, steps.changes, ctx.model_repository, args.base, args.head)
+        session.step("changed", ctx.console.changes, steps.changes, ctx.model_repository, args.base, head=args.head)
         return
     root, repository = ctx.model_repository, ctx.repository("repository: in the settings", required=False)
     session.step("changed", ctx.console.changes, since_last_release, root, args.head, repository, ctx.console)
 
 
-def since_last_release(
-    root: Path, head: str, repository: RegistryRepository | None, console: Console
-) -> steps.ChangesResult:
+def since_last_release(root: Path, head: str, repository: RegistryRepository | None, console: Console) -> ChangesResult:
     registry = ReadOrGitTags(repository, console) if repository is not None else None
-    return steps.changes(root, None, head, registry=registry, plan=True)  # type: ignore[arg-type]
+    return steps.changes(root, None, head=head, registry=registry, plan=True)  # type: ignore[arg-type]
 
 
 class ReadOrGitTags:

@@ -1,8 +1,8 @@
 """`push`: push a tested image under X.Y.Z, then move the other tags."""
 
-from triton_release import steps
 from triton_release.cli.common import Context, setting
 from triton_release.history.releases import check_channel, parse_version
+from triton_release.registry import publish as registry
 
 HELP = "push the image under X.Y.Z, then move the other tags"
 
@@ -27,7 +27,10 @@ def run(ctx: Context, session) -> None:
     parse_version(args.version)  # every argument checked before anything moves
     check_channel(publish.channel)
     repository = ctx.repository("--to REPO")
-    pushed = session.step("push", console.pushed, steps.push, args.image, repository, args.version)
-    session.step("tags", console.tagged, steps.tag, repository, args.version, args.revision, publish, pushed.digest)
+    channel = publish.channel
+    pushed = session.step("push", console.pushed, registry.push, args.image, repository, args.version)
+    session.step(
+        "tags", console.tagged, registry.tag_release, repository, args.version, args.revision, channel, pushed.digest
+    )
     if publish.keep is not None:
-        session.step("retain", console.retained, steps.retain, repository, publish)
+        session.step("retain", console.retained, registry.retain, repository, publish.keep, channel)

@@ -21,6 +21,6 @@ def run(ctx: Context, session) -> None:
         ctx.model_repository,
         ctx.args.image,
         models_list(ctx.args.models),
-        ctx.settings.server,
+        server_options=ctx.settings.server,
         overwrite=ctx.args.overwrite,
     )

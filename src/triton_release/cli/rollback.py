@@ -1,9 +1,10 @@
 """`rollback`: point a channel back at an earlier release, or a running server at an earlier
 version of one model."""
 
-from triton_release import release, steps
+from triton_release import release
 from triton_release.cli.common import Context, add_server_settings, setting
 from triton_release.errors import UsageError
+from triton_release.registry import rollback as channels
 
 HELP = "point a channel back at an earlier release"
 
@@ -37,7 +38,7 @@ def run(ctx: Context, session) -> None:
         session.step(
             "rollback",
             ctx.console.model_rolled_back,
-            steps.rollback_model,
+            channels.rollback_model,
             args.server,
             args.model,
             args.to_model_version,

@@ -67,7 +67,7 @@ def run(ctx: Context, session) -> None:
         repo,
         ctx.args.image,
         names,
-        ctx.settings.server,
+        server_options=ctx.settings.server,
         junitxml=ctx.args.junitxml,
         keyword=ctx.args.keyword,
     )

@@ -12,5 +12,9 @@ def add_arguments(parser) -> None:
 
 def run(ctx: Context, session) -> None:
     session.step(
-        "validate", ctx.console.validation, steps.validate, ctx.model_repository, ctx.settings.requirements_options
+        "validate",
+        ctx.console.validation,
+        steps.validate,
+        ctx.model_repository,
+        requirements_options=ctx.settings.requirements_options,
     )

@@ -19,7 +19,7 @@ import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from triton_release import contract
 from triton_release.contract import (
@@ -39,37 +39,10 @@ from triton_release.registry import attestations
 from triton_release.registry.attestations import Layer
 
 if TYPE_CHECKING:
-    from triton_release.history.changes import ChangeSet
-    from triton_release.image.base import BaseImage
-    from triton_release.image.environments import Environments
-    from triton_release.image.stub import StubChoice
+    from triton_release.history.planned import ChangesResult
+    from triton_release.image.prepared import Prepared
     from triton_release.models.suite import GoldenRun
     from triton_release.registry.client import RegistryRepository
-
-
-class _Plan(Protocol):
-    @property
-    def previous(self) -> str | None: ...
-
-
-class ChangesResult(Protocol):
-    """What the evidence reads of the release's plan (steps.ChangesResult)."""
-
-    @property
-    def found(self) -> ChangeSet: ...
-    @property
-    def plan(self) -> _Plan | None: ...
-
-
-class Prepared(Protocol):
-    """What the evidence reads of what the image is built on (steps.Prepared)."""
-
-    @property
-    def base(self) -> BaseImage: ...
-    @property
-    def stub(self) -> StubChoice: ...
-    @property
-    def environments(self) -> Environments: ...
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,9 @@ from typing import TYPE_CHECKING
 
 from triton_release import steps
 from triton_release.errors import UsageError
+from triton_release.evidence import attach
 from triton_release.history import releases
+from triton_release.registry import promote
 from triton_release.release import one_at_a_time
 from triton_release.session import Session
 from triton_release.settings import PublishOptions
@@ -60,7 +62,7 @@ def run_promote(request: PromoteRequest, session: Session) -> None:
     checked = session.step(
         "records",
         console.candidate_checked,
-        steps.check_candidate,
+        promote.check_candidate,
         request.repository,
         request.digest,
         request.version,
@@ -74,21 +76,25 @@ def run_promote(request: PromoteRequest, session: Session) -> None:
         promoted = session.step(
             "promote",
             console.promoted,
-            steps.promote,
+            promote.promote,
             request.repository,
             checked,
             request.version,
-            request.publish,
+            request.publish.channel,
         )
     # -- published: finished forward by a rerun, never rolled back -----------------------------
+    signing, invocation = _evidence_of(request)
     session.step(
         "evidence",
         console.evidence,
-        steps.promote_evidence,
+        attach.promote,
         request.repository,
-        checked,
-        promoted,
-        *_evidence_of(request),
+        promoted.digest,
+        promoted.version,
+        records=[r for _, r in checked.records if r is not None],
+        untested=checked.untested,
+        signing=signing,
+        invocation=invocation,
         root=request.model_repository,
     )
     if planned is not None:
@@ -105,7 +111,7 @@ def run_promote(request: PromoteRequest, session: Session) -> None:
     session.step(
         "retain-candidates",
         console.candidates_retained,
-        steps.retain_candidates,
+        promote.retain_candidates,
         request.repository,
         promoted.digest,
         request.keep_candidates,

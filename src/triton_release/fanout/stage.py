@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 from triton_release import steps
 from triton_release.contract import (
     BUILD_INPUTS_LABEL,
+    CANDIDATE_TAG,
     CHANGED_LABEL,
     CHANGED_MODELS_LABEL,
     DRIFT_UNMEASURABLE_LABEL,
@@ -33,6 +34,7 @@ from triton_release.contract import (
     SHARDS_LABEL,
 )
 from triton_release.errors import Refused, UsageError
+from triton_release.evidence import attach
 from triton_release.history import releases
 from triton_release.history.bump import checkout_at
 from triton_release.models.gates import NO_GATES, GateOptions
@@ -77,19 +79,23 @@ def _stage(request: StageRequest, session: Session) -> None:
     console, report = session.console, session.report
     root, repository = request.model_repository, request.repository
 
-    session.step("validate", console.validation, steps.validate, root, request.image.requirements_options)
+    session.step(
+        "validate", console.validation, steps.validate, root, requirements_options=request.image.requirements_options
+    )
     planned = session.step(
-        "changed", console.changes, steps.changes, root, request.base, request.head, registry=repository, plan=True
+        "changed", console.changes, steps.changes, root, request.base, head=request.head, registry=repository, plan=True
     )
     assert planned.plan is not None
     if planned.plan.version is None and not planned.to_test:
         report.facts.update({"released": False, "shards": []})
         console.not_released("no model changed: nothing staged")
         return
+    from triton_release.registry.candidate import find_reusable  # the candidates' module brings docker's client
+
     found = session.step(
         "reuse",
         console.candidate_reused,
-        steps.find_candidate,
+        find_reusable,
         repository,
         planned.found.head,
         planned.found.base,
@@ -102,14 +108,20 @@ def _stage(request: StageRequest, session: Session) -> None:
             session, root, planned, Path(scratch), request.image, repository, bumped=False
         )
         plan = session.step(
-            "shards", console.shards_planned, steps.plan_shards, exported, to_test, request.shards, request.max_models
+            "shards",
+            console.shards_planned,
+            steps.plan_shards,
+            exported,
+            to_test,
+            shards=request.shards,
+            max_models=request.max_models,
         )
         labels = {
             SHARDS_LABEL: shards_label(list(plan.shards)),
             CHANGED_LABEL: changed_label(to_test),
             CHANGED_MODELS_LABEL: changed_label(planned.found.models),
-            NEW_VERSIONS_LABEL: changed_label(steps.new_versions(planned)),
-            DRIFT_UNMEASURABLE_LABEL: unmeasurable_label(steps.unmeasurable_drift(prepared)),
+            NEW_VERSIONS_LABEL: changed_label(planned.new_versions),
+            DRIFT_UNMEASURABLE_LABEL: unmeasurable_label(prepared.drift_unmeasurable),
             BUILD_INPUTS_LABEL: build_inputs_label(_build_inputs(request, prepared.base.image_id)),
             **planned.record_label(),
         }
@@ -119,7 +131,7 @@ def _stage(request: StageRequest, session: Session) -> None:
             steps.build,
             exported,
             request.image,
-            f"{repository}:{steps.CANDIDATE_TAG}",
+            f"{repository}:{CANDIDATE_TAG}",
             revision=planned.found.head,
             source=request.source,
             version=version or "",
@@ -131,15 +143,19 @@ def _stage(request: StageRequest, session: Session) -> None:
     staged = session.step(
         "candidate", console.candidate_pushed, steps.push_candidate, built.image_id, repository, planned.found.head
     )
+    signing, invocation, settings = _evidence_of(request)
     session.step(
         "evidence",
         console.evidence,
-        steps.stage_evidence,
+        attach.stage,
         repository,
-        staged,
-        planned,
-        prepared,
-        *_evidence_of(request),
+        staged.candidate.digest,
+        staged.candidate.version,
+        planned=planned,
+        prepared=prepared,
+        signing=signing,
+        invocation=invocation,
+        settings=settings,
     )
 
 
@@ -226,7 +242,7 @@ def run_candidate_test(request: CandidateTestRequest, session: Session) -> None:
                 root,
                 pulled.ref,
                 names,
-                request.server,
+                server_options=request.server,
                 junitxml=junit,
                 keyword=request.keyword,
                 shown_as=request.model_repository,
@@ -296,7 +312,12 @@ def run_candidate_test(request: CandidateTestRequest, session: Session) -> None:
 def _write_record(session: Session, repository: RegistryRepository, record: GoldenRecord, junit: str) -> None:
     """The shard's golden record, passed or failed, with its JUnit XML, written to the registry."""
     session.step(
-        "golden-record", session.console.golden_recorded, steps.write_golden_record, repository, record, _read(junit)
+        "golden-record",
+        session.console.golden_recorded,
+        steps.write_golden_record,
+        repository,
+        record,
+        junit=_read(junit),
     )
 
 

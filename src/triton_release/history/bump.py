@@ -65,6 +65,36 @@ Written = FolderBump | Carried  # what a bump writes into a model repository
 
 
 @dataclass(frozen=True)
+class BumpResult:
+    prefix: str
+    bumps: tuple[FolderBump, ...]
+    undone: bool = False
+    carried: tuple[Carried, ...] = ()
+    # the working tree held exactly this bump already (a `bump` of the user's, or what an earlier
+    # run left): nothing was written, and nothing of it is undone by this run
+    found: bool = False
+
+    @property
+    def written(self) -> bool:
+        """Whether this run wrote folders into the working tree, which it undoes on failure."""
+        return bool(self.bumps or self.carried) and not self.found and not self.undone
+
+    def to_json(self) -> dict:
+        return {
+            "bumps": [b.to_json() for b in self.bumps],
+            "carried": [c.to_json() for c in self.carried],
+            "undone": self.undone,
+            "found_in_working_tree": self.found,
+        }
+
+    @property
+    def folders(self) -> list[str]:
+        """Every version folder the bump wrote, as git names them."""
+        writes: tuple[Written, ...] = (*self.bumps, *self.carried)
+        return [f"{self.prefix}/{b.model}/{v}" for b in writes for v in b.folders()]
+
+
+@dataclass(frozen=True)
 class FolderWrite:
     model: str
     version: int

@@ -9,7 +9,7 @@ Its phase says how far the dead run got:
 - `committing`: published, the release commit under way: the next run clears git's stale lock and
   makes the commit's tag, or leaves the bump for the commit to be made.
 A journal that cannot be read (cut short, another shape) is dropped; the next run then knows the
-bump it may describe by its contents (steps/changed.py's `bump`: the folders hold exactly what
+bump it may describe by its contents (steps/bump.py's `bump`: the folders hold exactly what
 the bump writes) and undoes it as its own.
 """
 
@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from triton_release.cache import write_atomic
+from triton_release.errors import TritonReleaseError
 from triton_release.history.bump import Carried, FolderWrite
 from triton_release.history.git import Git
 from triton_release.processes import owner
@@ -49,6 +50,19 @@ class Journal:
         own = Path(git.text("rev-parse", "--git-dir"))  # this worktree's: each has its own bump
         self.path = (own if own.is_absolute() else git.cwd / own) / FILE
         self.dropped = False  # the last read found a journal it could not read, and removed it
+
+    @classmethod
+    def around(cls, root: Path) -> Journal:
+        """The journal of the git repository around the model repository `root`."""
+        return cls(Git(Git(root).toplevel()))
+
+    @classmethod
+    def left_in(cls, root: Path) -> bool:
+        """Whether a run left its journal in the git repository around `root`."""
+        try:
+            return cls.around(root).path.exists()
+        except TritonReleaseError:
+            return False
 
     def begin(self, head: str, prefix: str, writes: list[FolderWrite], release: str = "") -> None:
         self._write(
@@ -108,3 +122,16 @@ class Journal:
 
     def _write(self, data: dict) -> None:
         write_atomic(self.path, json.dumps(data, sort_keys=True))
+
+
+@dataclass(frozen=True)
+class Recovered:
+    """What a run found of an earlier one that was killed with its bump in the working tree."""
+
+    phase: str
+    action: str  # undone | kept | tagged | gone | dropped (unreadable: its bump is known by content)
+    folders: tuple[str, ...]
+    owner: str
+
+    def to_json(self) -> dict:
+        return {"phase": self.phase, "action": self.action, "folders": list(self.folders), "owner": self.owner}

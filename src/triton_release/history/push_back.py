@@ -21,24 +21,14 @@ import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING
 
 from triton_release.errors import InfrastructureError
 
 log = logging.getLogger("triton_release")
 
-
-class Committed(Protocol):
-    """What the commit step made (steps.Committed): the release commit, if any, and its tag."""
-
-    @property
-    def committed(self) -> bool: ...
-    @property
-    def tag(self) -> str: ...
-    @property
-    def commit(self) -> str: ...
-    @property
-    def version(self) -> str: ...
+if TYPE_CHECKING:
+    from triton_release.history.commit import Committed
 
 
 REMOTE = "origin"

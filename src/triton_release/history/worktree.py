@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from triton_release.history.bump import Written, holds_bump, lfs_pointer
@@ -155,3 +157,24 @@ def _folders_and_pointers(root: Path) -> str | None:
             except OSError:
                 return f"{path} cannot be read"
     return None
+
+
+@dataclass(frozen=True)
+class Export:
+    """The model repository as the release ships it: the released commit's files, bumped."""
+
+    root: Path
+    commit: str
+    uncommitted: tuple[str, ...]  # what the working tree holds besides: not released
+    in_place: bool = False  # the checkout itself, which is exactly that (history/worktree.py)
+    unpacked_because: str = ""  # why the checkout could not be used in place
+    # in place: the git object id of each file outside the bumped folders, by absolute path
+    blob_ids: Mapping[str, str] = field(default_factory=dict, repr=False)
+
+    def to_json(self) -> dict:
+        return {
+            "commit": self.commit,
+            "uncommitted_not_released": list(self.uncommitted),
+            "in_place": self.in_place,
+            **({"unpacked_because": self.unpacked_because} if self.unpacked_because else {}),
+        }

@@ -8,8 +8,8 @@ registry-side retag: a manifest PUT, no layer moves. The channel tag moves last.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import docker
 import requests
 
 from triton_release import contract, progress
@@ -25,6 +25,9 @@ from triton_release.history.releases import (
 from triton_release.registry import ledger
 from triton_release.registry.client import RegistryRepository
 from triton_release.registry.rollback import rolled_back_since
+
+if TYPE_CHECKING:
+    import docker
 
 
 class AlreadyReleased(Refused):
@@ -93,15 +96,23 @@ class Tagged:
         return {"previous_version": self.previous_version, "previous_digest": self.previous_digest}
 
 
-def push(client: docker.DockerClient, image: str, registry: RegistryRepository, version: str) -> PushResult:
-    """Push the local `image` as X.Y.Z; an X.Y.Z of other contents is refused before any upload,
-    the same image pushed before (an interrupted run) is resumed.
+def push(
+    image: str, registry: RegistryRepository, version: str, *, client: docker.DockerClient | None = None
+) -> PushResult:
+    """Push the local `image` as X.Y.Z through the Docker daemon (`client`, default the one at
+    DOCKER_HOST); an X.Y.Z of other contents is refused before any upload, the same image pushed
+    before (an interrupted run) is resumed.
 
     A registry has no conditional PUT: two releases racing for X.Y.Z can both write it, the last
     write winning. So once the push is done X.Y.Z is read back, and unless it is the manifest this
     push wrote (its digest, as the daemon computed it) the release is refused: another one won,
     and since the caller moves the other tags only after this returns, none of them moves."""
+    import docker
+
+    from triton_release.image.engine import docker_client
+
     parse_version(version)
+    client = client or docker_client()
     try:
         local = client.images.get(image)
     except docker.errors.ImageNotFound:
@@ -227,6 +238,8 @@ def daemon_push(client: docker.DockerClient, registry: RegistryRepository, tag: 
     """docker push, streamed; returns the layers uploaded, mounted from another repository, present,
     and the digest of the manifest written (the daemon computes it from the bytes it sends). The
     push shows its progress as it goes: the bytes of the layers sent, of their total."""
+    import docker
+
     auth = registry.credentials.docker_auth() if registry.credentials else None
     try:
         with progress.task("push", unit=progress.BYTES) as bar:

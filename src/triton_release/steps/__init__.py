@@ -1,166 +1,59 @@
-"""The steps: one function each, returning a typed result. The single commands call them one by
-one; `release` composes them. A step that refuses on its merits raises with its result attached,
-so the console can still show what it found.
+"""The steps that compose several domains, one function each, returning a typed result; the rest
+of a release is domain calls (history/, image/, registry/, evidence/), made directly. The single
+commands call the steps one by one; `release` composes them. A step that refuses on its merits
+raises with its result attached, so the console can still show what it found.
 
-Modules that bring Docker, gRPC or pytest are imported inside the steps that need them, so that
-`--version`, `validate` and `changed` start without them.
+A step takes what it acts on positionally and every option (each parameter with a default) by
+keyword only: `test(root, image, names, *, server_options=..., gates=...)`.
 
-One module per domain, every name re-exported here (read as `steps.<name>`); imports run down:
-- `changed`: validate, changes, bump and undo_bump, the bump's journal, recover, export, still_in_place.
-- `image`: the environments (Prepared) and their changes since the last release, new_versions, build.
-- `golden`: test with its drift and latency gates, sign, record; DEFAULT_SERVER.
-- `publish`: push, published, tag, retain, finish_interrupted, commit, finish_commit, commit_shipped.
-- `fanout`: stage and candidate tests (shards, candidates, golden records), and promote.
-- `rollbacks`: rollback, rollback_model, verify_release.
-- `evidence`: attach_evidence, finish_evidence, check_evidence, stage_evidence, promote_evidence.
+Modules that bring Docker, gRPC or pytest are imported inside the functions that need them (steps
+and domains alike), so that `--version`, `validate` and `changed` start without them.
+
+Each module holds a step or two and their results; imports run down:
+- `changes`: validate, and changes (the change a release makes, with its version).
+- `bump`: bump and undo_bump, journaled (history/journal.py).
+- `recover`: what a killed run left, finished.
+- `export`: the commit's model repository as it ships, and still_in_place.
+- `build`: the environments (image/prepared.py's Prepared) and the release image.
+- `golden`: test with its drift and latency gates, signatures, record.
+- `commit`: finish_commit and commit_shipped (the release commit itself is history/commit.py).
+- `fanout`: plan_commit, plan_shards, the candidate pushed and pulled, write_golden_record.
+- `verify`: verify_release.
+- `evidence`: finish_evidence, check_evidence.
 """
 
-from triton_release.contract import CANDIDATE_TAG, MODELS_LABEL  # read as steps.CANDIDATE_TAG, steps.MODELS_LABEL
-from triton_release.history.git import Git
-from triton_release.steps.changed import (
-    BumpResult,
-    ChangesResult,
-    Export,
-    Recovered,
-    VersionPlan,
-    bump,
-    changes,
-    export,
-    journal_end,
-    journal_phase,
-    journaled,
-    recover,
-    still_in_place,
-    undo_bump,
-    validate,
-)
-from triton_release.steps.evidence import (
-    attach_evidence,
-    check_evidence,
-    finish_evidence,
-    promote_evidence,
-    stage_evidence,
-)
-from triton_release.steps.fanout import (
-    RecordWritten,
-    ShardPlan,
-    check_candidate,
-    find_candidate,
-    plan_commit,
-    plan_shards,
-    promote,
-    pull_candidate,
-    push_candidate,
-    retain_candidates,
-    write_golden_record,
-)
-from triton_release.steps.golden import (
-    DEFAULT_SERVER,
-    Recorded,
-    Signatures,
-    _check_latency,
-    _perf_analyzer,
-    check_drift,
-    record,
-    signatures,
-    test,
-)
-from triton_release.steps.image import (
-    Prepared,
-    ReleaseImage,
-    build,
-    environments,
-    new_versions,
-    released_before,
-    unmeasurable_drift,
-    with_environment_changes,
-)
-from triton_release.steps.publish import (
-    Committed,
-    as_recorded,
-    commit,
-    commit_shipped,
-    finish_commit,
-    finish_interrupted,
-    log,
-    published,
-    push,
-    retain,
-    tag,
-)
-from triton_release.steps.rollbacks import rollback, rollback_model, verify_release
+from triton_release.steps.build import build, environments
+from triton_release.steps.bump import bump, undo_bump
+from triton_release.steps.changes import changes, validate
+from triton_release.steps.commit import commit_shipped, finish_commit
+from triton_release.steps.evidence import check_evidence, finish_evidence
+from triton_release.steps.export import export, still_in_place
+from triton_release.steps.fanout import plan_commit, plan_shards, pull_candidate, push_candidate, write_golden_record
+from triton_release.steps.golden import record, signatures, test
+from triton_release.steps.recover import recover
+from triton_release.steps.verify import verify_release
 
 __all__ = [
-    "CANDIDATE_TAG",
-    "Git",
-    # changed
-    "BumpResult",
-    "ChangesResult",
-    "Export",
-    "Recovered",
-    "VersionPlan",
+    "build",
     "bump",
     "changes",
-    "export",
-    "journal_end",
-    "journal_phase",
-    "journaled",
-    "recover",
-    "still_in_place",
-    "undo_bump",
-    "validate",
-    # image
-    "MODELS_LABEL",
-    "Prepared",
-    "ReleaseImage",
-    "build",
-    "environments",
-    "new_versions",
-    "released_before",
-    "unmeasurable_drift",
-    "with_environment_changes",
-    # golden (the private three are read by the unit tests)
-    "DEFAULT_SERVER",
-    "Recorded",
-    "Signatures",
-    "check_drift",
-    "_check_latency",
-    "_perf_analyzer",
-    "record",
-    "signatures",
-    "test",
-    # publish
-    "Committed",
-    "as_recorded",
-    "commit",
+    "check_evidence",
     "commit_shipped",
+    "environments",
+    "export",
     "finish_commit",
-    "finish_interrupted",
-    "log",
-    "published",
-    "push",
-    "retain",
-    "tag",
-    # fanout
-    "RecordWritten",
-    "ShardPlan",
-    "check_candidate",
-    "find_candidate",
+    "finish_evidence",
     "plan_commit",
     "plan_shards",
-    "promote",
     "pull_candidate",
     "push_candidate",
-    "retain_candidates",
-    "write_golden_record",
-    # rollbacks
-    "rollback",
-    "rollback_model",
+    "recover",
+    "record",
+    "signatures",
+    "still_in_place",
+    "test",
+    "undo_bump",
+    "validate",
     "verify_release",
-    # evidence
-    "attach_evidence",
-    "check_evidence",
-    "finish_evidence",
-    "promote_evidence",
-    "stage_evidence",
+    "write_golden_record",
 ]

@@ -1,5 +1,6 @@
-"""Evidence: the release's signed Statements attached in the registry, finished after a stopped
-run, and checked."""
+"""Evidence finished and checked: the release's signed Statements attached after a run that pushed
+and stopped (its golden cases run again), and a release's evidence checked with a key. Attaching
+it right after a push, a stage or a promote is evidence/attach.py's."""
 
 from __future__ import annotations
 
@@ -12,57 +13,15 @@ from triton_release.errors import Refused, UsageError
 from triton_release.history import releases
 from triton_release.history.git import Git
 from triton_release.steps.golden import DEFAULT_SERVER
-from triton_release.steps.rollbacks import verify_release
+from triton_release.steps.verify import verify_release
 
 if TYPE_CHECKING:
     from triton_release.evidence.attach import Evidence
     from triton_release.evidence.signing import PublicKey, Signing
     from triton_release.evidence.statements import Invocation
     from triton_release.evidence.verify import EvidenceCheck
-    from triton_release.models.suite import GoldenRun
-    from triton_release.registry.candidate import Staged
     from triton_release.registry.client import RegistryRepository
-    from triton_release.registry.promote import CandidateCheck, Promoted
-    from triton_release.registry.publish import PushResult
     from triton_release.settings import ServerOptions
-    from triton_release.steps.changed import ChangesResult
-    from triton_release.steps.image import Prepared
-
-
-# -- evidence: the release's signed Statements, attached in the registry (evidence/) -------------
-
-
-def attach_evidence(
-    repository: RegistryRepository,
-    pushed: PushResult,
-    root: Path,
-    planned: ChangesResult,
-    prepared: Prepared,
-    run: GoldenRun | None,
-    tested: list[str],
-    signing: Signing,
-    invocation: Invocation,
-    settings: Mapping,
-    latency=None,
-) -> Evidence:
-    """The golden results, Test Results, provenance and SBOM of the release just pushed, attached
-    to its digest."""
-    from triton_release.evidence import attach
-
-    return attach.release(
-        repository,
-        pushed.digest,
-        pushed.version,
-        root=root,
-        planned=planned,
-        prepared=prepared,
-        run=run,
-        tested=tested,
-        signing=signing,
-        invocation=invocation,
-        settings=settings,
-        latency=latency,
-    )
 
 
 def finish_evidence(
@@ -72,6 +31,7 @@ def finish_evidence(
     signing: Signing,
     invocation: Invocation,
     settings: Mapping,
+    *,
     server_options: ServerOptions = DEFAULT_SERVER,
 ) -> Evidence | None:
     """The evidence of the newest release when the run that pushed it (from this commit) stopped
@@ -97,7 +57,7 @@ def finish_evidence(
     check_built_here(repository, version, digest, revision)  # never signs what it did not build
     failure = None
     try:
-        run = verify_release(repository, version, root, server_options)
+        run = verify_release(repository, version, root, server_options=server_options)
     except UsageError:  # no golden case of its models here: attached as such
         run = None
     except Refused as exc:
@@ -135,52 +95,3 @@ def check_evidence(
         if digest is None:
             raise Refused(f"{repository}:{tag} does not exist, so it has no evidence to check.")
     return check(repository, reference, digest, key)
-
-
-def stage_evidence(
-    repository: RegistryRepository,
-    staged: Staged,
-    planned: ChangesResult,
-    prepared: Prepared,
-    signing: Signing,
-    invocation: Invocation,
-    settings: Mapping,
-) -> Evidence:
-    from triton_release.evidence import attach
-
-    candidate = staged.candidate
-    return attach.stage(
-        repository,
-        candidate.digest,
-        candidate.version,
-        planned=planned,
-        prepared=prepared,
-        signing=signing,
-        invocation=invocation,
-        settings=settings,
-    )
-
-
-def promote_evidence(
-    repository: RegistryRepository,
-    checked: CandidateCheck,
-    promoted: Promoted,
-    signing: Signing,
-    invocation: Invocation,
-    *,
-    root: Path | None = None,
-) -> Evidence:
-    """The golden results and Test Results of the promoted candidate; `root`, a checkout of its
-    commit when promote has one, gives the Test Results the case files' blob ids."""
-    from triton_release.evidence import attach
-
-    return attach.promote(
-        repository,
-        promoted.digest,
-        promoted.version,
-        records=[r for _, r in checked.records if r is not None],
-        untested=checked.untested,
-        signing=signing,
-        invocation=invocation,
-        root=root,
-    )

@@ -11,32 +11,20 @@ from triton_release.contract import REVISION_LABEL
 from triton_release.errors import Refused, UsageError
 from triton_release.history.bump import check_working_tree
 from triton_release.history.git import Git
+from triton_release.history.planned import ChangesResult
 from triton_release.models.repository import Repository
-from triton_release.steps.changed import changes
-from triton_release.steps.publish import _holds_shipped_bump, as_recorded
+from triton_release.steps.changes import changes
+from triton_release.steps.commit import as_recorded, holds_shipped_bump
 
 if TYPE_CHECKING:
     from triton_release.models.shards import Shard
     from triton_release.registry.candidate import Pulled, Staged
     from triton_release.registry.client import RegistryRepository
-    from triton_release.registry.promote import CandidateCheck, CandidateRetention, Promoted
+    from triton_release.registry.promote import CandidateCheck
     from triton_release.registry.records import GoldenRecord
-    from triton_release.settings import PublishOptions
-    from triton_release.steps.changed import ChangesResult
 
 
-# -- promote: a staged candidate becomes the release --------------------------------------------
-
-
-def check_candidate(
-    repository: RegistryRepository, digest: str, version: str, gpu_models: str = "require"
-) -> CandidateCheck:
-    """The candidate's labels and its shards' golden records; refused, naming every shard at
-    fault, unless they let it become release `version` (`gpu_models` "test": GPU-only models
-    may ship untested, said so)."""
-    from triton_release.registry import promote
-
-    return promote.check_candidate(repository, digest, version, gpu_models)
+# -- promote: the bump a staged candidate shipped, for its release commit -----------------------
 
 
 def plan_commit(root: Path, checked: CandidateCheck) -> ChangesResult:
@@ -57,25 +45,13 @@ def plan_commit(root: Path, checked: CandidateCheck) -> ChangesResult:
             {head[:12]} is checked out. Check out {candidate.revision[:12]} (actions/checkout with ref:
             and fetch-depth: 0), or promote without --commit. Nothing was tagged.""")
     planned = (
-        changes(root, candidate.base or None, candidate.revision)
+        changes(root, candidate.base or None, head=candidate.revision)
         if candidate.record is None
         else as_recorded(root, candidate.revision, candidate.record, candidate.ref)
     )
-    if not _holds_shipped_bump(root, planned, candidate.ref):
+    if not holds_shipped_bump(root, planned, candidate.ref):
         check_working_tree(planned.found, planned.writes, root)
     return planned
-
-
-def promote(repository: RegistryRepository, checked: CandidateCheck, version: str, publish: PublishOptions) -> Promoted:
-    from triton_release.registry import promote as promoting
-
-    return promoting.promote(repository, checked, version, publish.channel)
-
-
-def retain_candidates(repository: RegistryRepository, released: str, keep: int) -> CandidateRetention:
-    from triton_release.registry.promote import retain_candidates as retain_older
-
-    return retain_older(repository, released, keep)
 
 
 # -- stage and candidate tests: a release over many runners ------------------------------------
@@ -93,35 +69,28 @@ class ShardPlan:
 
 
 def plan_shards(
-    root: Path | Repository, names: list[str], shards: int | None = None, max_models: int | None = None
+    root: Path | Repository, names: list[str], *, shards: int | None = None, max_models: int | None = None
 ) -> ShardPlan:
-    from triton_release.models.shards import plan_shards as plan
+    from triton_release.models import shards as sharding
 
     repo = root if isinstance(root, Repository) else Repository.load(root)
-    return ShardPlan(tuple(plan(repo, names, shards=shards, max_models=max_models)))
-
-
-def find_candidate(
-    registry: RegistryRepository, revision: str, base: str | None, inputs: dict[str, str]
-) -> Staged | None:
-    """The candidate staged before for this commit, base and build `inputs`, to reuse; None: stage it."""
-    from triton_release.registry.candidate import find_reusable
-
-    return find_reusable(registry, revision, base, inputs)
+    return ShardPlan(tuple(sharding.plan_shards(repo, names, shards=shards, max_models=max_models)))
 
 
 def push_candidate(image: str, registry: RegistryRepository, revision: str) -> Staged:
+    """The built candidate pushed to candidate-<sha12> through the daemon at DOCKER_HOST."""
     from triton_release.image.engine import docker_client
-    from triton_release.registry.candidate import push_candidate as push_to_candidate_tag
+    from triton_release.registry import candidate
 
-    return push_to_candidate_tag(docker_client(), image, registry, revision)
+    return candidate.push_candidate(docker_client(), image, registry, revision)
 
 
 def pull_candidate(registry: RegistryRepository, digest: str) -> Pulled:
+    """The staged candidate pulled by its digest through the daemon at DOCKER_HOST."""
     from triton_release.image.engine import docker_client
-    from triton_release.registry.candidate import pull_candidate as pull_by_digest
+    from triton_release.registry import candidate
 
-    return pull_by_digest(docker_client(), registry, digest)
+    return candidate.pull_candidate(docker_client(), registry, digest)
 
 
 @dataclass(frozen=True)
@@ -142,7 +111,7 @@ class RecordWritten:
 
 
 def write_golden_record(
-    registry: RegistryRepository, record: GoldenRecord, junit: bytes | None = None
+    registry: RegistryRepository, record: GoldenRecord, *, junit: bytes | None = None
 ) -> RecordWritten:
     """The shard's outcome, kept in the registry beside the candidate for `promote` to read."""
     from triton_release.registry.records import write_record

@@ -20,9 +20,9 @@ from triton_release.settings import ServerOptions
 DEFAULT_SERVER = ServerOptions()
 
 if TYPE_CHECKING:
+    from triton_release.history.planned import ChangesResult
     from triton_release.models.latency import LatencyOptions
     from triton_release.models.suite import GoldenRun
-    from triton_release.steps.changed import ChangesResult
 
 
 # -- test, record -----------------------------------------------------------------------------
@@ -32,8 +32,8 @@ def test(
     root: Path | Repository,
     image: str,
     names: list[str],
-    server_options: ServerOptions = DEFAULT_SERVER,
     *,
+    server_options: ServerOptions = DEFAULT_SERVER,
     junitxml: str | None = None,
     keyword: str | None = None,
     shown_as: Path | None = None,
@@ -93,7 +93,7 @@ def test(
         for name in new_versions
         if name in load and name in names
     }
-    analyzer, latency_note = _perf_analyzer(latency, [n for n, v in previous.items() if v is not None])
+    analyzer, latency_note = perf_analyzer_for(latency, [n for n, v in previous.items() if v is not None])
     started = time.monotonic()
     server = TritonServer.started_as(
         server_options,
@@ -152,11 +152,11 @@ def test(
     if max_drift is not None:
         check_drift(run, max_drift)
     if run.latency is not None and run.latency.bound is not None:
-        _check_latency(run, run.latency.bound)
+        check_latency(run, run.latency.bound)
     return run
 
 
-def _perf_analyzer(options: LatencyOptions | None, measurable: list[str]):
+def perf_analyzer_for(options: LatencyOptions | None, measurable: list[str]):
     """perf_analyzer for the latency gate, and a note when it does not run: nothing to compare (a
     first release), or perf_analyzer missing while only measuring. A bound installs it on first use
     (into the cache); missing even then is an infrastructure failure (exit 3), before any server
@@ -221,7 +221,7 @@ def _latency_run(options: LatencyOptions | None, analyzer, note: str, timing):
     )
 
 
-def _check_latency(run: GoldenRun, bound: float) -> None:
+def check_latency(run: GoldenRun, bound: float) -> None:
     """Refuse a new version that crashed, hung or errored under the gate's load; then one whose p50
     latency interval lies wholly above 1 + `bound` of its previous version's (models/latency/),
     naming both versions' figures; then, with `latency_unmeasured: refuse`, any model the gate left
@@ -424,7 +424,12 @@ class Recorded:
 
 
 def record(
-    root: Path, image: str, names: list[str], server_options: ServerOptions = DEFAULT_SERVER, overwrite: bool = False
+    root: Path,
+    image: str,
+    names: list[str],
+    *,
+    server_options: ServerOptions = DEFAULT_SERVER,
+    overwrite: bool = False,
 ) -> Recorded:
     """Fill in the outputs of golden cases that have none with what the server answers; in waves
     of at most `max_loaded` models, as `test`. Without `gpus`, KIND_GPU models answer from the

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -22,8 +22,8 @@ from triton_release.contract import (
     STUB_LABEL,
     VERSION_LABEL,
 )
-from triton_release.history import releases
 from triton_release.history.git import Git
+from triton_release.image.prepared import Prepared
 from triton_release.models.repository import Repository
 from triton_release.problems import display_path
 from triton_release.settings import ImageOptions
@@ -35,32 +35,9 @@ if TYPE_CHECKING:
     from triton_release.image.stub import StubChoice
     from triton_release.image.warmup import Warmup
     from triton_release.registry.client import RegistryRepository
-    from triton_release.steps.changed import ChangesResult
 
 
 # -- build ------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Prepared:
-    """What the image is built on: the base, the stub, and each model's environment."""
-
-    base: BaseImage
-    stub: StubChoice
-    environments: Environments
-    changed: tuple[str, ...] = ()  # models whose environment differs from the last release's
-    compared_with: str = ""  # that release, "" when none was compared
-    previous_labels: dict = field(default_factory=dict, repr=False)  # that release's image labels
-
-    def to_json(self) -> dict:
-        return {
-            "environments": self.environments.to_json(),
-            "environment_changed_models": list(self.changed),
-            "compared_with": self.compared_with,
-        }
-
-    def facts(self) -> dict:
-        return {"environment_changed_models": list(self.changed)} if self.changed else {}
 
 
 def environments(
@@ -96,50 +73,6 @@ def environments(
     labels = registry.image_config(previous).get("config", {}).get("Labels") or {}
     changed = [m for m in envs.changed_since(labels.get(ENVIRONMENTS_LABEL)) if m in repo]
     return Prepared(base, choice, envs, tuple(changed), f"{registry}:{previous}", dict(labels))
-
-
-def released_before(planned: ChangesResult) -> str | None:
-    """The release whose image's environments the new ones are compared with: the previous release,
-    when the registry names it (None for a first release, or one the registry does not hold)."""
-    assert planned.plan is not None
-    return planned.plan.previous if planned.plan.previous_from == "registry" else None
-
-
-def with_environment_changes(
-    planned: ChangesResult, prepared: Prepared, version: str | None
-) -> tuple[list[str], str | None]:
-    """The models to test and the version, once models whose environment changed count as
-    changed: tested, not bumped, and at least a patch release."""
-    extra = [m for m in prepared.changed if m not in planned.to_test]
-    if extra and version is None:
-        assert planned.plan is not None and planned.plan.previous is not None
-        previous = releases.parse_version(planned.plan.previous, "the previous release")
-        version = str(releases.next_version(previous, "patch"))
-    return [*planned.to_test, *extra], version
-
-
-def unmeasurable_drift(prepared: Prepared) -> dict[str, str]:
-    """Models whose drift this image cannot measure: their environment changed since the last
-    release, so version N would answer with N+1's environment, not the one it was released with."""
-    return {
-        m: f"its environment changed since {prepared.compared_with}: version N would run with the new "
-        "environment here, so its drift cannot be measured"
-        for m in prepared.changed
-    }
-
-
-def new_versions(planned: ChangesResult) -> tuple[str, ...]:
-    """The models whose new version is compared with the one before (drift): bumped, given a new
-    version folder, or added (reported as having none before). Nothing on a first release."""
-    found = planned.found
-    if found.base is None:
-        return ()
-    return tuple(
-        sorted(
-            {b.model for b in planned.bumps}
-            | {name for name, change in found.models.items() if change.status == "added" or change.added_versions}
-        )
-    )
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
-"""Rollback: a channel pointed back at an earlier release (verified first by its own golden cases),
-and a served model rolled back to a version."""
+"""Verify a release: pulled, and its own golden cases run against it (before a rollback points a
+channel back at it, or when its evidence is attached again)."""
 
 from __future__ import annotations
 
@@ -17,30 +17,15 @@ from triton_release.steps.golden import DEFAULT_SERVER, test
 if TYPE_CHECKING:
     from triton_release.models.suite import GoldenRun
     from triton_release.registry.client import RegistryRepository
-    from triton_release.registry.rollback import ModelRollback, Rollback
-    from triton_release.settings import PublishOptions, ServerOptions
-
-
-# -- rollback ---------------------------------------------------------------------------------
-
-
-def rollback(
-    repository: RegistryRepository, version: str, options: PublishOptions, verified: GoldenRun | None = None
-) -> Rollback:
-    """The channel of `options` pointed back at release X.Y.Z."""
-    from triton_release.registry.rollback import rollback as point_channel
-
-    return point_channel(repository, version, options.channel, verified.to_json() if verified is not None else None)
-
-
-def rollback_model(server: str, model: str, version: int) -> ModelRollback:
-    from triton_release.registry.rollback import rollback_model as serve_version
-
-    return serve_version(server, model, version)
+    from triton_release.settings import ServerOptions
 
 
 def verify_release(
-    repository: RegistryRepository, version: str, model_repository: Path, server_options: ServerOptions = DEFAULT_SERVER
+    repository: RegistryRepository,
+    version: str,
+    model_repository: Path,
+    *,
+    server_options: ServerOptions = DEFAULT_SERVER,
 ) -> GoldenRun:
     """Pull release X.Y.Z and run the golden cases of the commit it was built from."""
     import docker
@@ -68,7 +53,7 @@ def verify_release(
                 cases here: its commit is not in this git repository and {model_repository} does not hold them.
                 Fetch the history (fetch-depth: 0), or roll back without --verify.""")
         try:
-            return test(repo, image, names, server_options)
+            return test(repo, image, names, server_options=server_options)
         except Refused as exc:
             raise Refused(
                 f"{image} fails its own golden cases; the channel was not moved. {exc.message}", result=exc.result
