@@ -79,13 +79,13 @@ BASE_LABEL = "triton-release.base"  # the commit a release was bumped from: a re
 CHANNEL_LABEL = "triton-release.channel"  # the channel a release was made for: a rerun finishes only that
 SIGNATURES_LABEL = "triton-release.signatures"  # auto-complete models: the signature the server completed
 MODELS_LABEL = "triton-release.models"  # model -> its version folders, in the image
-# model -> version -> git tree id of that version folder, in the image (history/record.py's record)
+# model -> version -> git tree id of that version folder, in the image (history/released_versions.py's record)
 RELEASED_VERSIONS_LABEL = "triton-release.versions"
 ENVIRONMENTS_LABEL = "triton-release.environments"  # model -> its environment's fingerprint
 LAYER_ORDER_LABEL = "triton-release.layers"  # the layers in order, by digest: the next build keeps the cache warm
 PYTHON_LABEL = "triton-release.python"  # the Python the stub was chosen for: evidence/attach.py's rerun reads it
 STUB_LABEL = "triton-release.stub"  # "<provider>: <origin>" of the stub: evidence/attach.py's rerun reads it
-# on the candidate: fanout/stage.py writes them, registry/candidate.py and registry/candidate_labels.py read them
+# on the candidate: fanout/stage.py writes them, registry/candidate.py and registry/candidate/labels.py read them
 SHARDS_LABEL = "triton-release.shards"  # the shard plan, JSON: [{"name": "shard-1", "models": [...]}, ...]
 CHANGED_LABEL = "triton-release.changed"  # the models the shards' records must cover, JSON list
 # the models whose files changed since the last release (the changed-models output after promote), JSON list

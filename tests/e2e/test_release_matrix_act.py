@@ -19,8 +19,8 @@ from e2e.test_action_act import ACT, ActionCheckout
 from support.models import python_model_files
 from support.stack import REGISTRY
 from triton_release.contract import candidate_tag
+from triton_release.registry.candidate.shard_results import read_record
 from triton_release.registry.client import RegistryRepository
-from triton_release.registry.records import read_record
 
 pytestmark = pytest.mark.e2e
 

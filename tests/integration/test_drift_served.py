@@ -22,7 +22,7 @@ from support.stack import BASE_IMAGE
 from support.wheels import make_wheel, offline_index
 from triton_release import steps
 from triton_release.models.repository import Repository
-from triton_release.registry.records import read_record
+from triton_release.registry.candidate.shard_results import read_record
 from triton_release.settings import ServerOptions
 
 pytestmark = pytest.mark.integration

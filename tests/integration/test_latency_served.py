@@ -230,7 +230,7 @@ def test_warmup_golden_loads_a_model_whose_golden_case_name_holds_quotes_and_a_b
 def test_a_shard_of_a_staged_candidate_measures_its_models_and_the_gate_fails_its_record_and_the_promote(
     git_repo, releaser, tmp_path, docker_client, cli_report
 ):
-    from triton_release.registry.records import read_record
+    from triton_release.registry.candidate.shard_results import read_record
 
     git_repo.write(sleeping("a", 2))
     git_repo.commit("a sleeps 2 ms")

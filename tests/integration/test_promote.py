@@ -18,14 +18,14 @@ from triton_release.errors import Refused
 from triton_release.image.build import relabel
 from triton_release.models.repository import Repository
 from triton_release.models.shards import Shard, shards_label
-from triton_release.registry.client import Manifest, RegistryRepository
-from triton_release.registry.records import (
+from triton_release.registry.candidate.shard_results import (
     OCI_MANIFEST,
     RECORD_TYPE,
     GoldenRecord,
     read_record,
     write_record,
 )
+from triton_release.registry.client import Manifest, RegistryRepository
 
 pytestmark = pytest.mark.integration
 

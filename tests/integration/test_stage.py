@@ -18,9 +18,9 @@ from triton_release import contract
 from triton_release.cli.main import main
 from triton_release.errors import Refused
 from triton_release.models.shards import shards_from_label
+from triton_release.registry.candidate import check_candidate
+from triton_release.registry.candidate.shard_results import read_record
 from triton_release.registry.client import RegistryRepository
-from triton_release.registry.promote import check_candidate
-from triton_release.registry.records import read_record
 
 pytestmark = pytest.mark.integration
 

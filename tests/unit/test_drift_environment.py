@@ -44,7 +44,7 @@ def test_the_fanout_candidate_carries_which_models_drift_cannot_be_measured_for(
         unmeasurable_from_label,
         unmeasurable_label,
     )
-    from triton_release.registry.promote import Candidate
+    from triton_release.registry.candidate import Candidate
 
     why = steps.unmeasurable_drift(NS(changed=("a",), compared_with="127.0.0.1:5000/t/m:1.0.0"))
     labels = {

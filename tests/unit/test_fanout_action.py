@@ -18,8 +18,8 @@ from triton_release.action.summary import summary
 from triton_release.cli.main import main
 from triton_release.errors import UsageError
 from triton_release.models.shards import Shard
-from triton_release.registry.candidate import Pulled, Staged, parse_candidate
-from triton_release.registry.promote import Candidate
+from triton_release.registry.candidate import Candidate
+from triton_release.registry.candidate.stage import Pulled, Staged, parse_candidate
 from triton_release.session import Report, StepRecord
 
 ROOT = Path(__file__).resolve().parents[2]

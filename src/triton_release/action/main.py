@@ -223,7 +223,7 @@ def stage(
 
 def _candidate(inputs: ActionInputs, env: Mapping[str, str]):
     """The candidate input's repository (with the credentials) and digest."""
-    from triton_release.registry.candidate import parse_candidate
+    from triton_release.registry.candidate.stage import parse_candidate
     from triton_release.registry.client import open_repository
 
     found = parse_candidate(inputs.candidate)

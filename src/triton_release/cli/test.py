@@ -38,7 +38,7 @@ def add_arguments(parser) -> None:
 
 
 def run(ctx: Context, session) -> None:
-    from triton_release.registry.candidate import parse_candidate
+    from triton_release.registry.candidate.stage import parse_candidate
 
     if parse_candidate(ctx.args.image) is not None:
         serve_candidate(ctx, session)
@@ -77,7 +77,7 @@ def serve_candidate(ctx: Context, session) -> None:
     """A staged candidate, pulled by digest; with --shard, its record written to the registry."""
     from triton_release.fanout.stage import CandidateTestRequest, run_candidate_test
     from triton_release.models.gates import GateOptions
-    from triton_release.registry.candidate import parse_candidate
+    from triton_release.registry.candidate.stage import parse_candidate
     from triton_release.registry.client import open_repository
 
     args, settings = ctx.args, ctx.settings

@@ -271,7 +271,7 @@ def golden_from_records(
     untested: Iterable[tuple[str, str]] = (),
     triton: str = "",
 ) -> dict:
-    """The golden predicate of a promoted candidate, from its shards' records (registry/records.py):
+    """The golden predicate of a promoted candidate, from its shards' records (registry/candidate/shard_results.py):
     each case by name and outcome; their digests are not recorded by the shards."""
     entries: dict[str, list[dict]] = {}
     aside: dict[str, str] = dict(untested)

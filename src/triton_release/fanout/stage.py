@@ -48,8 +48,8 @@ from triton_release.session import Session
 from triton_release.settings import ImageOptions, PublishOptions, ServerOptions
 
 if TYPE_CHECKING:
+    from triton_release.registry.candidate.shard_results import GoldenRecord
     from triton_release.registry.client import RegistryRepository
-    from triton_release.registry.records import GoldenRecord
 
 
 @dataclass(frozen=True)
@@ -158,7 +158,7 @@ def _evidence_of(request: StageRequest):
 def _build_inputs(request: StageRequest, base_image_id: str | None = None) -> dict:
     """What the candidate is built from besides its commit (registry/candidate.py), the base image
     by its id (`base_image_id`, else looked up: pulled when the daemon lacks it, as the build would)."""
-    from triton_release.registry.candidate import build_inputs
+    from triton_release.registry.candidate.stage import build_inputs
 
     if base_image_id is None:
         from triton_release.image.base import image_id
@@ -182,7 +182,7 @@ class CandidateTestRequest:
 
 
 def run_candidate_test(request: CandidateTestRequest, session: Session) -> None:
-    from triton_release.registry.records import GoldenRecord
+    from triton_release.registry.candidate.shard_results import GoldenRecord
 
     if request.shard is not None:
         check_shard_name(request.shard)

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from triton_release.contract import LEDGER_TAG, RELEASED_VERSIONS_LABEL, REVISION_LABEL
 from triton_release.errors import InfrastructureError, Refused, TritonReleaseError, UsageError, no_space
-from triton_release.history import record as released_record
+from triton_release.history import released_versions as released_record
 from triton_release.history import releases, worktree
 from triton_release.history.bump import (
     STAGING,
@@ -67,7 +67,7 @@ class ChangesResult:
     base_from: str
     plan: VersionPlan | None = None  # release only: the version the change makes
     carried: tuple[Carried, ...] = ()  # released versions written from the registry's record
-    # release only: model -> version -> git tree of the image it builds (history/record.py)
+    # release only: model -> version -> git tree of the image it builds (history/released_versions.py)
     record: Mapping[str, Mapping[int, str]] = field(default_factory=dict, repr=False)
     warnings: tuple[str, ...] = ()  # how the base was found, where that needed saying (a fetch, a moved tag)
 

@@ -20,9 +20,9 @@ if TYPE_CHECKING:
     from triton_release.evidence.statements import Invocation
     from triton_release.evidence.verify import EvidenceCheck
     from triton_release.models.suite import GoldenRun
-    from triton_release.registry.candidate import Staged
+    from triton_release.registry.candidate import CandidateCheck, Promoted
+    from triton_release.registry.candidate.stage import Staged
     from triton_release.registry.client import RegistryRepository
-    from triton_release.registry.promote import CandidateCheck, Promoted
     from triton_release.registry.publish import PushResult
     from triton_release.settings import ServerOptions
     from triton_release.steps.changed import ChangesResult

@@ -17,10 +17,10 @@ from triton_release.steps.publish import _holds_shipped_bump, as_recorded
 
 if TYPE_CHECKING:
     from triton_release.models.shards import Shard
-    from triton_release.registry.candidate import Pulled, Staged
+    from triton_release.registry.candidate import CandidateCheck, CandidateRetention, Promoted
+    from triton_release.registry.candidate.shard_results import GoldenRecord
+    from triton_release.registry.candidate.stage import Pulled, Staged
     from triton_release.registry.client import RegistryRepository
-    from triton_release.registry.promote import CandidateCheck, CandidateRetention, Promoted
-    from triton_release.registry.records import GoldenRecord
     from triton_release.settings import PublishOptions
     from triton_release.steps.changed import ChangesResult
 
@@ -34,9 +34,9 @@ def check_candidate(
     """The candidate's labels and its shards' golden records; refused, naming every shard at
     fault, unless they let it become release `version` (`gpu_models` "test": GPU-only models
     may ship untested, said so)."""
-    from triton_release.registry import promote
+    from triton_release.registry import candidate
 
-    return promote.check_candidate(repository, digest, version, gpu_models)
+    return candidate.check_candidate(repository, digest, version, gpu_models)
 
 
 def plan_commit(root: Path, checked: CandidateCheck) -> ChangesResult:
@@ -67,13 +67,13 @@ def plan_commit(root: Path, checked: CandidateCheck) -> ChangesResult:
 
 
 def promote(repository: RegistryRepository, checked: CandidateCheck, version: str, publish: PublishOptions) -> Promoted:
-    from triton_release.registry import promote as promoting
+    from triton_release.registry.candidate import promote as promoting
 
-    return promoting.promote(repository, checked, version, publish.channel)
+    return promoting(repository, checked, version, publish.channel)
 
 
 def retain_candidates(repository: RegistryRepository, released: str, keep: int) -> CandidateRetention:
-    from triton_release.registry.promote import retain_candidates as retain_older
+    from triton_release.registry.candidate import retain_candidates as retain_older
 
     return retain_older(repository, released, keep)
 
@@ -105,21 +105,21 @@ def find_candidate(
     registry: RegistryRepository, revision: str, base: str | None, inputs: dict[str, str]
 ) -> Staged | None:
     """The candidate staged before for this commit, base and build `inputs`, to reuse; None: stage it."""
-    from triton_release.registry.candidate import find_reusable
+    from triton_release.registry.candidate.stage import find_reusable
 
     return find_reusable(registry, revision, base, inputs)
 
 
 def push_candidate(image: str, registry: RegistryRepository, revision: str) -> Staged:
     from triton_release.image.engine import docker_client
-    from triton_release.registry.candidate import push_candidate as push_to_candidate_tag
+    from triton_release.registry.candidate.stage import push_candidate as push_to_candidate_tag
 
     return push_to_candidate_tag(docker_client(), image, registry, revision)
 
 
 def pull_candidate(registry: RegistryRepository, digest: str) -> Pulled:
     from triton_release.image.engine import docker_client
-    from triton_release.registry.candidate import pull_candidate as pull_by_digest
+    from triton_release.registry.candidate.stage import pull_candidate as pull_by_digest
 
     return pull_by_digest(docker_client(), registry, digest)
 
@@ -145,7 +145,7 @@ def write_golden_record(
     registry: RegistryRepository, record: GoldenRecord, junit: bytes | None = None
 ) -> RecordWritten:
     """The shard's outcome, kept in the registry beside the candidate for `promote` to read."""
-    from triton_release.registry.records import write_record
+    from triton_release.registry.candidate.shard_results import write_record
 
     tag = write_record(registry, record, junit)
     return RecordWritten(str(registry), tag, record.shard, record.passed, len(record.cases))

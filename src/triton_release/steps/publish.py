@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from triton_release.contract import BASE_LABEL, RELEASED_VERSIONS_LABEL, REVISION_LABEL
 from triton_release.errors import Refused
-from triton_release.history import record as released_record
+from triton_release.history import released_versions as released_record
 from triton_release.history import releases
 from triton_release.history.bump import Carried, holds_bump
 from triton_release.history.changes import Changes, ChangeSet

@@ -1,5 +1,5 @@
 """Whether a staged candidate may become release X.Y.Z (`check_candidate`): its shards' golden
-records (registry/records.py) reviewed against its plan (`review`). Each shard needs a passing
+records (registry/candidate/shard_results.py) reviewed against its plan (`review`). Each shard needs a passing
 record for this very digest that ran every golden case its plan holds of each of its models, and
 together they must cover every changed model; a model set aside for needing a GPU the runner
 lacked ships untested only when `gpu_models` is "test". Otherwise it is refused, naming every shard
@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from triton_release.contract import record_tag
 from triton_release.errors import Refused
 from triton_release.history.releases import parse_version
-from triton_release.registry.candidate_labels import Candidate, read_candidate
+from triton_release.registry.candidate.labels import Candidate, read_candidate
+from triton_release.registry.candidate.shard_results import GoldenRecord, read_record
 from triton_release.registry.client import RegistryRepository
-from triton_release.registry.records import GoldenRecord, read_record
 
 log = logging.getLogger("triton_release")
 

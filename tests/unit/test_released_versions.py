@@ -1,4 +1,4 @@
-"""The registry's record of released versions (history/record.py), on git repositories made here
+"""The registry's record of released versions (history/released_versions.py), on git repositories made here
 and a registry stand-in that answers tags and labels: what a fresh checkout lacks is carried,
 a change is numbered after the highest released version, and a released version is never
 changed."""
@@ -14,7 +14,7 @@ from support.models import PYTHON_MODEL, python_model_files
 from triton_release import steps
 from triton_release.contract import RELEASED_VERSIONS_LABEL, REVISION_LABEL
 from triton_release.errors import Refused
-from triton_release.history import record
+from triton_release.history import released_versions as record
 from triton_release.registry.client import Manifest, content_digest
 from triton_release.registry.ledger import Ledger, enter, intend, read_ledger, write_ledger
 

@@ -32,8 +32,8 @@ from triton_release.models.shards import (
     Shard,
     build_inputs_from_label,
 )
+from triton_release.registry.candidate.labels import CANDIDATE_REF, Candidate
 from triton_release.registry.client import RegistryRepository
-from triton_release.registry.promote import CANDIDATE_REF, Candidate
 from triton_release.registry.publish import daemon_push
 from triton_release.settings import ImageOptions, PublishOptions
 

@@ -12,10 +12,10 @@ from support.registries import FakeRegistry
 from triton_release.contract import CHANGED_LABEL, SHARDS_LABEL, record_tag
 from triton_release.errors import Refused, UsageError
 from triton_release.models.shards import Shard, shards_label
+from triton_release.registry.candidate import Candidate, CandidateCheck, parse_reference, problems, refusal, review
+from triton_release.registry.candidate.shard_results import GoldenRecord
 from triton_release.registry.client import RegistryRepository
 from triton_release.registry.credentials import Credentials
-from triton_release.registry.promote import Candidate, CandidateCheck, parse_reference, problems, refusal, review
-from triton_release.registry.records import GoldenRecord
 
 DIGEST = "sha256:" + "ab" * 32
 OTHER = "sha256:" + "cd" * 32

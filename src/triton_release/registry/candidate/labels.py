@@ -22,7 +22,7 @@ from triton_release.contract import (
     VERSION_LABEL,
 )
 from triton_release.errors import Refused, UsageError
-from triton_release.history import record as released_record
+from triton_release.history import released_versions as released_record
 from triton_release.models.shards import (
     Shard,
     changed_from_label,
@@ -59,7 +59,7 @@ class Candidate:
     changed: tuple[str, ...]  # the models the shards' records must cover
     manifest: Manifest | None = field(default=None, repr=False, compare=False)
     new_versions: tuple[str, ...] | None = None  # the models given a new version (drift); None: not labelled
-    # model -> version -> git tree of every version folder it holds (history/record.py); None: not labelled
+    # model -> version -> git tree of every version folder it holds (history/released_versions.py); None: not labelled
     record: dict | None = field(default=None, repr=False, compare=False)
     # model -> why its drift cannot be measured here: its environment changed since the last release
     drift_unmeasurable: dict[str, str] = field(default_factory=dict, compare=False)
