@@ -1,6 +1,6 @@
 """The last stage of a release over many runners, composed from the steps as `release` is.
 
-`promote`: read the candidate and its shards' golden records (refused, naming every shard at
+`promote`: read the candidate and its shards' results (refused, naming every shard at
 fault, before anything moves: a shard that ran fewer golden cases than its plan holds is at
 fault, and so is one that left a model untested for lack of a GPU, unless `gpu_models` is
 "test"); with `--commit`, redo the bump it shipped and check the working tree can take it; then

@@ -10,7 +10,7 @@ One module per domain, every name re-exported here (read as `steps.<name>`); imp
 - `image`: the environments (Prepared) and their changes since the last release, new_versions, build.
 - `golden`: test with its drift and latency gates, sign, record; DEFAULT_SERVER.
 - `publish`: push, published, tag, retain, finish_interrupted, commit, finish_commit, commit_shipped.
-- `fanout`: stage and candidate tests (shards, candidates, golden records), and promote.
+- `fanout`: stage and candidate tests (shards, candidates, shard results), and promote.
 - `rollbacks`: rollback, rollback_model, verify_release.
 - `evidence`: attach_evidence, finish_evidence, check_evidence, stage_evidence, promote_evidence.
 """

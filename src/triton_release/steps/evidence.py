@@ -89,7 +89,7 @@ def finish_evidence(
         return None
     revision = (repository.image_config(version).get("config", {}).get("Labels") or {}).get(REVISION_LABEL)
     git = Git(Git(root).toplevel())
-    tagged = git.run("rev-parse", "-q", "--verify", f"{releases.git_tag(version)}^{{commit}}", check=False)
+    tagged = git.run("rev-parse", "-q", "--verify", f"{contract.git_tag(version)}^{{commit}}", check=False)
     if not revision or revision not in (head, tagged.stdout.decode().strip() if tagged.returncode == 0 else ""):
         return None  # released from another commit: not this run's to finish
     from triton_release.registry.ledger import check_built_here
@@ -178,7 +178,7 @@ def promote_evidence(
         repository,
         promoted.digest,
         promoted.version,
-        records=[r for _, r in checked.records if r is not None],
+        records=[r for _, r in checked.results if r is not None],
         untested=checked.untested,
         signing=signing,
         invocation=invocation,

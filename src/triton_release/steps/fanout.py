@@ -1,5 +1,5 @@
 """Promote, stage and candidate tests: a release over many runners, its candidate staged, tested in
-shards with their golden records, and promoted to the release."""
+shards with their shard results, and promoted to the release."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from triton_release.steps.publish import _holds_shipped_bump, as_recorded
 if TYPE_CHECKING:
     from triton_release.models.shards import Shard
     from triton_release.registry.candidate import CandidateCheck, CandidateRetention, Promoted
-    from triton_release.registry.candidate.shard_results import GoldenRecord
+    from triton_release.registry.candidate.shard_results import ShardResult
     from triton_release.registry.candidate.stage import Pulled, Staged
     from triton_release.registry.client import RegistryRepository
     from triton_release.settings import PublishOptions
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 def check_candidate(
     repository: RegistryRepository, digest: str, version: str, gpu_models: str = "require"
 ) -> CandidateCheck:
-    """The candidate's labels and its shards' golden records; refused, naming every shard at
+    """The candidate's labels and its shards' results; refused, naming every shard at
     fault, unless they let it become release `version` (`gpu_models` "test": GPU-only models
     may ship untested, said so)."""
     from triton_release.registry import candidate
@@ -58,8 +58,8 @@ def plan_commit(root: Path, checked: CandidateCheck) -> ChangesResult:
             and fetch-depth: 0), or promote without --commit. Nothing was tagged.""")
     planned = (
         changes(root, candidate.base or None, candidate.revision)
-        if candidate.record is None
-        else as_recorded(root, candidate.revision, candidate.record, candidate.ref)
+        if candidate.released_versions is None
+        else as_recorded(root, candidate.revision, candidate.released_versions, candidate.ref)
     )
     if not _holds_shipped_bump(root, planned, candidate.ref):
         check_working_tree(planned.found, planned.writes, root)
@@ -141,11 +141,9 @@ class RecordWritten:
         }
 
 
-def write_golden_record(
-    registry: RegistryRepository, record: GoldenRecord, junit: bytes | None = None
-) -> RecordWritten:
+def write_golden_record(registry: RegistryRepository, record: ShardResult, junit: bytes | None = None) -> RecordWritten:
     """The shard's outcome, kept in the registry beside the candidate for `promote` to read."""
-    from triton_release.registry.candidate.shard_results import write_record
+    from triton_release.registry.candidate.shard_results import write_shard_result
 
-    tag = write_record(registry, record, junit)
+    tag = write_shard_result(registry, record, junit)
     return RecordWritten(str(registry), tag, record.shard, record.passed, len(record.cases))
