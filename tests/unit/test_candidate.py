@@ -118,7 +118,7 @@ def test_what_is_not_a_record_says_what_is_wrong(broken, why):
         ShardResult.from_json(broken)
 
 
-def test_the_record_tag_names_the_candidate_digest_and_the_shard():
+def test_the_shard_result_tag_names_the_candidate_digest_and_the_shard():
     assert shard_result_tag(DIGEST, "shard-3") == f"sha256-{'ab' * 32}.golden-shard-3"
     assert len(shard_result_tag(DIGEST, "s" * 49)) <= 128  # a registry tag's limit
     for digest, shard in (
