@@ -2,23 +2,37 @@
 repository, each with its maker and its test, so that stage, test, promote, verify, rollback and
 a rerun agree, and a channel (a user's moving tag) can never be one of them.
 
-| family     | example                          | written by                     |
-| ---------- | -------------------------------- | ------------------------------ |
-| release    | 1.4.0                            | push, promote (immutable)      |
-| moving     | 1.4, 1                           | push, promote                  |
-| provenance | sha-0123456789ab                 | push, promote                  |
-| candidate  | candidate-0123456789ab           | stage                          |
-| local      | candidate                        | the local build's tag          |
-| record     | sha256-<hex>.golden-<shard>      | test of a candidate's shard    |
-| rollback   | triton-release.rollback.<channel>| rollback (the channel's past)  |
-| evidence   | sha256-<hex>.att, .sig, sha256-<hex> | release evidence (cosign's layout, OCI tag schema) |
-| ledger     | triton-release.ledger            | push, promote (every release ever, registry/ledger.py) |
+| family       | example                              | written by                                             |
+| ------------ | ------------------------------------ | ------------------------------------------------------ |
+| release      | 1.4.0                                | push, promote (immutable)                              |
+| moving       | 1.4, 1                               | push, promote                                          |
+| provenance   | sha-0123456789ab                     | push, promote                                          |
+| candidate    | candidate-0123456789ab               | stage                                                  |
+| local        | candidate                            | the local build's tag                                  |
+| shard result | sha256-<hex>.golden-<shard>          | test of a candidate's shard                            |
+| rollback     | triton-release.rollback.<channel>    | rollback (the channel's past)                          |
+| evidence     | sha256-<hex>.att, .sig, sha256-<hex> | release evidence (cosign's layout, OCI tag schema)     |
+| ledger       | triton-release.ledger                | push, promote (every release ever, registry/ledger.py) |
 
-The makers and parsers: candidate `candidate_tag`, `is_candidate_tag` (CANDIDATE_PREFIX); local
-CANDIDATE_TAG; record `record_tag`, RECORD_TAG; rollback `rollback_tag` (ROLLBACK_PREFIX);
-evidence `evidence_tag`, `evidence_subject`, and the evidence's predicate types (GOLDEN_TYPE,
-PROVENANCE_TYPE, SBOM_TYPE, TEST_RESULT_TYPE; KINDS names them). The repository names the tags
-live in: REPO_REF, and `lower_cased` for one typed in any case.
+Each grammar has one parser here, and every other module calls it (tests/unit/test_one_grammar.py
+checks that no other module compiles a release version or an `@sha256:` reference). Each uses
+fullmatch: nothing before or after what it names is taken.
+- release `parse_release` (X.Y.Z -> a semver Version, None for anything else), `is_release_tag`,
+  `looks_like_release` (also 1.02.3, which a channel must not be); its git tag `git_tag`,
+  `parse_git_tag` (vX.Y.Z); moving `is_moving_tag` and `moving_tags` (X.Y, X, sha-<12 hex>, the
+  channel); provenance `provenance_tag`, `is_provenance_tag`;
+- a tag at all `is_tag` (Docker's grammar: letters, digits, '_', '.', '-', up to 128);
+- candidate `candidate_tag`, `is_candidate_tag` (CANDIDATE_PREFIX); local CANDIDATE_TAG;
+- shard result `shard_result_tag`, `parse_shard_result_tag`; shard names `is_shard_name` (what a
+  tag holds) and `is_planned_shard_name` (what a plan makes: shard-1, shard-2, ...);
+- rollback `rollback_tag` (ROLLBACK_PREFIX);
+- evidence `evidence_tag`, `evidence_subject` (and both families' `is_artifact_tag`), and the evidence's predicate types (GOLDEN_TYPE,
+  PROVENANCE_TYPE, SBOM_TYPE, TEST_RESULT_TYPE; KINDS names them);
+- a manifest digest `parse_digest` (sha256:<64 hex> -> the hex, None for anything else), and
+  `digest_hex` for a digest the caller holds (refused when it is not one);
+- references: `parse_repository` (HOST[:PORT]/NAME -> (host, name)), `lower_cased` for one typed
+  in any case, `parse_tag_ref` (REPO:TAG -> (REPO, TAG)) and `parse_digest_ref`
+  (REPO@sha256:<64 hex> -> (REPO, digest)).
 
 Every label the tool writes on an image or a container, or reads from one, is named here too:
 
@@ -38,7 +52,7 @@ Every label the tool writes on an image or a container, or reads from one, is na
 | triton-release.python               | release image      | the Python the stub was chosen for           |
 | triton-release.stub                 | release image      | the stub's provider and origin               |
 | triton-release.shards               | candidate image    | the shard plan                               |
-| triton-release.changed              | candidate image    | the models the shards' records must cover    |
+| triton-release.changed              | candidate image    | the models the shards' results must cover    |
 | triton-release.new-versions         | candidate image    | the models given a new version (drift)       |
 | triton-release.drift-unmeasurable   | candidate image    | model -> why its drift cannot be measured    |
 | triton-release.build-inputs         | candidate image    | what it was built from besides its commit    |
@@ -52,19 +66,32 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
+import semver
+
 from triton_release.errors import UsageError
 
-RELEASE = re.compile(r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)$")  # semver: no leading zeros
-MOVING = re.compile(r"^\d+(\.\d+)?$")
+_NUMBER = r"(0|[1-9]\d*)"  # semver: no leading zeros
+_RELEASE = re.compile(rf"{_NUMBER}\.{_NUMBER}\.{_NUMBER}")
+_RELEASE_LOOKALIKE = re.compile(r"\d+\.\d+\.\d+")  # 1.02.3 too: a channel never reads as a release
+GIT_TAG_PREFIX = "v"  # a committed release's git tag: vX.Y.Z
+_MOVING = re.compile(r"\d+(\.\d+)?")  # X.Y, X
 PROVENANCE_PREFIX = "sha-"
 CANDIDATE_PREFIX = "candidate-"
+_COMMIT = re.compile(r"[0-9a-f]{12,64}")  # a git commit id, whole or abbreviated
+_CANDIDATE = re.compile(rf"{CANDIDATE_PREFIX}[0-9a-f]{{12}}")
 CANDIDATE_TAG = "candidate"  # the local build tag; the previous candidate's layer order keeps the cache warm
-CANDIDATE_DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
-SHARD_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,48}$")  # the record tag stays within 128 characters
-RECORD_TAG = re.compile(r"^sha256-(?P<hex>[0-9a-f]{64})\.golden-(?P<shard>[A-Za-z0-9_][A-Za-z0-9_.-]*)$")
+_DIGEST = re.compile(r"sha256:(?P<hex>[0-9a-f]{64})")  # a manifest's (or a blob's) digest
+_TAG = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")  # Docker's tag grammar
+# REPO@sha256:<64 hex>: a candidate, an image pinned by its manifest
+_DIGEST_REF = re.compile(r"(?P<repository>[^@\s]+)@(?P<digest>sha256:[0-9a-f]{64})")
+# REPO:TAG: the host may have a port, the path's segments hold no ':'; the tag follows the last one
+_TAG_REF = re.compile(rf"(?P<repository>[^@\s,/]+(/[^@\s,/:]+)+):(?P<tag>{_TAG.pattern})")
+_SHARD_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,48}")  # the shard result tag stays within 128 characters
+_PLANNED_SHARD_NAME = re.compile(r"shard-[1-9][0-9]{0,2}")  # the names a plan makes
+_SHARD_RESULT_TAG = re.compile(rf"sha256-(?P<hex>[0-9a-f]{{64}})\.golden-(?P<shard>{_SHARD_NAME.pattern})")
 ROLLBACK_PREFIX = "triton-release.rollback."
 LEDGER_TAG = "triton-release.ledger"  # every release ever issued, and every version it shipped
-EVIDENCE = re.compile(r"^sha256-(?P<hex>[0-9a-f]{64})(\.(att|sig|sbom))?$")
+_EVIDENCE = re.compile(r"sha256-(?P<hex>[0-9a-f]{64})(\.(att|sig|sbom))?")
 ATTESTATIONS_SUFFIX = ".att"  # cosign's attestations of a digest: the tool writes these
 
 # -- labels: every image and container label the tool writes or reads -----------------------------
@@ -79,15 +106,15 @@ BASE_LABEL = "triton-release.base"  # the commit a release was bumped from: a re
 CHANNEL_LABEL = "triton-release.channel"  # the channel a release was made for: a rerun finishes only that
 SIGNATURES_LABEL = "triton-release.signatures"  # auto-complete models: the signature the server completed
 MODELS_LABEL = "triton-release.models"  # model -> its version folders, in the image
-# model -> version -> git tree id of that version folder, in the image (history/record.py's record)
+# model -> version -> git tree id of that version folder, in the image (history/released_versions.py's record)
 RELEASED_VERSIONS_LABEL = "triton-release.versions"
 ENVIRONMENTS_LABEL = "triton-release.environments"  # model -> its environment's fingerprint
 LAYER_ORDER_LABEL = "triton-release.layers"  # the layers in order, by digest: the next build keeps the cache warm
 PYTHON_LABEL = "triton-release.python"  # the Python the stub was chosen for: evidence/attach.py's rerun reads it
 STUB_LABEL = "triton-release.stub"  # "<provider>: <origin>" of the stub: evidence/attach.py's rerun reads it
-# on the candidate: fanout/stage.py writes them, registry/candidate.py and registry/candidate_labels.py read them
+# on the candidate: fanout/stage.py writes them, registry/candidate/ (stage.py, labels.py) reads them
 SHARDS_LABEL = "triton-release.shards"  # the shard plan, JSON: [{"name": "shard-1", "models": [...]}, ...]
-CHANGED_LABEL = "triton-release.changed"  # the models the shards' records must cover, JSON list
+CHANGED_LABEL = "triton-release.changed"  # the models the shards' results must cover, JSON list
 # the models whose files changed since the last release (the changed-models output after promote), JSON list
 CHANGED_MODELS_LABEL = "triton-release.changed-models"
 NEW_VERSIONS_LABEL = "triton-release.new-versions"  # the models given a new version: drift, JSON list
@@ -114,18 +141,18 @@ KINDS = {
 }
 
 # A registry repository HOST[:PORT]/NAME, as the tool accepts it (registry/client.py parses it).
-REPO_REF = re.compile(r"^(?P<host>[A-Za-z0-9.-]+(:[0-9]+)?)/(?P<name>[a-z0-9]+([._/-][a-z0-9]+)*)$")
-_ANY_CASE_REF = re.compile(REPO_REF.pattern, re.IGNORECASE | re.ASCII)  # as typed: ghcr.io/${{ github.repository }}
+_REPO_REF = re.compile(r"(?P<host>[A-Za-z0-9.-]+(:[0-9]+)?)/(?P<name>[a-z0-9]+([._/-][a-z0-9]+)*)")
+_ANY_CASE_REF = re.compile(_REPO_REF.pattern, re.IGNORECASE | re.ASCII)  # as typed: ghcr.io/${{ github.repository }}
 
 # family -> what a tag of it looks like, and its test: the channel check refuses every one
 FAMILIES: dict[str, tuple[str, Callable[[str], object]]] = {
     # X.Y.Z and its look-alikes with leading zeros (1.02.3): a channel never reads as a release
-    "release": ("X.Y.Z", lambda tag: re.match(r"^\d+\.\d+\.\d+$", tag)),
-    "moving version": ("X.Y or X", MOVING.match),
-    "provenance": ("sha-<12 hex>", lambda tag: tag.startswith(PROVENANCE_PREFIX)),
+    "release": ("X.Y.Z", lambda tag: looks_like_release(tag)),
+    "moving version": ("X.Y or X", lambda tag: is_moving_tag(tag)),
+    "provenance": ("sha-<12 hex>", lambda tag: is_provenance_tag(tag)),
     "candidate": ("candidate-<12 hex>", lambda tag: tag.startswith(CANDIDATE_PREFIX)),
     "local build": (CANDIDATE_TAG, lambda tag: tag == CANDIDATE_TAG),
-    "golden record or release evidence": ("sha256-<hex>...", lambda tag: tag.startswith("sha256-")),
+    "shard result or release evidence": ("sha256-<hex>...", lambda tag: is_artifact_tag(tag)),
     "ledger": (LEDGER_TAG, lambda tag: tag == LEDGER_TAG),
     "rollback record": ("triton-release.rollback.<channel>", lambda tag: tag.startswith("triton-release.")),
 }
@@ -139,26 +166,129 @@ def owned_family(tag: str) -> str | None:
     return None
 
 
+def parse_release(text: str) -> semver.Version | None:
+    """The release version X.Y.Z (semver, no leading zeros) `text` is; None when it is not one."""
+    match = _RELEASE.fullmatch(text) if isinstance(text, str) else None
+    return semver.Version(*map(int, match.groups())) if match else None
+
+
+def is_release_tag(tag: str) -> bool:
+    return parse_release(tag) is not None
+
+
+def looks_like_release(tag: str) -> bool:
+    """X.Y.Z, or a look-alike with leading zeros (1.02.3) that would read as one."""
+    return _RELEASE_LOOKALIKE.fullmatch(tag) is not None
+
+
+def git_tag(version: semver.Version | str) -> str:
+    """The git tag of a committed release: vX.Y.Z."""
+    return f"{GIT_TAG_PREFIX}{version}"
+
+
+def parse_git_tag(tag: str) -> semver.Version | None:
+    """The release version of the git tag vX.Y.Z; None for any other tag."""
+    return parse_release(tag[len(GIT_TAG_PREFIX) :]) if tag.startswith(GIT_TAG_PREFIX) else None
+
+
+def is_moving_tag(tag: str) -> bool:
+    """X.Y or X."""
+    return _MOVING.fullmatch(tag) is not None
+
+
+def provenance_tag(commit: str) -> str:
+    """sha-<first 12 hex of the commit>."""
+    return f"{PROVENANCE_PREFIX}{commit[:12]}"
+
+
+def is_provenance_tag(tag: str) -> bool:
+    return tag.startswith(PROVENANCE_PREFIX)
+
+
+def moving_tags(version: semver.Version, commit: str | None, channel: str) -> list[str]:
+    """The tags a release moves, in the order they are written: X.Y, X, sha-<12 hex>, the channel."""
+    tags = [f"{version.major}.{version.minor}", f"{version.major}"]
+    if commit:
+        tags.append(provenance_tag(commit))
+    return tags + [channel]
+
+
+def is_tag(text: str) -> bool:
+    """Whether `text` is a tag at all, as Docker and a registry take one."""
+    return isinstance(text, str) and _TAG.fullmatch(text) is not None
+
+
+def parse_digest(text: str) -> str | None:
+    """The 64 hex digits of the digest sha256:<hex>; None when `text` is not one."""
+    match = _DIGEST.fullmatch(text) if isinstance(text, str) else None
+    return match["hex"] if match else None
+
+
+def digest_hex(digest: str) -> str:
+    """The 64 hex digits of the digest sha256:<hex>, which the caller holds as one; refused (a usage
+    error) when it is not."""
+    hex_ = parse_digest(digest)
+    if hex_ is None:
+        raise UsageError(f"{digest!r} is not a manifest digest (sha256: and 64 hex digits).")
+    return hex_
+
+
+def parse_digest_ref(ref: str) -> tuple[str, str] | None:
+    """REPO@sha256:<64 hex> -> (REPO, sha256:<hex>); None for anything else."""
+    match = _DIGEST_REF.fullmatch(ref) if isinstance(ref, str) else None
+    return (match["repository"], match["digest"]) if match else None
+
+
+def parse_tag_ref(ref: str) -> tuple[str, str] | None:
+    """REPO:TAG (REPO is HOST[:PORT]/PATH) -> (REPO, TAG); None for anything else."""
+    match = _TAG_REF.fullmatch(ref) if isinstance(ref, str) else None
+    return (match["repository"], match["tag"]) if match else None
+
+
+def parse_repository(ref: str) -> tuple[str, str] | None:
+    """HOST[:PORT]/NAME, NAME in lower case -> (host, name); None for anything else (a tag too)."""
+    match = _REPO_REF.fullmatch(ref) if isinstance(ref, str) else None
+    return (match["host"], match["name"]) if match else None
+
+
 def candidate_tag(revision: str) -> str:
     """The candidate's tag in the release repository: candidate-<first 12 hex of the commit>."""
-    if not re.fullmatch(r"[0-9a-f]{12,64}", revision or ""):
+    if not _COMMIT.fullmatch(revision or ""):
         raise UsageError(f"{revision!r} is not a commit id; a candidate is named after the commit it was built from.")
     return f"{CANDIDATE_PREFIX}{revision[:12]}"
 
 
 def is_candidate_tag(tag: str) -> bool:
-    return re.fullmatch(rf"{CANDIDATE_PREFIX}[0-9a-f]{{12}}", tag) is not None
+    return _CANDIDATE.fullmatch(tag) is not None
 
 
-def record_tag(candidate: str, shard: str) -> str:
-    """The tag of the record of `shard` for the candidate whose manifest digest is `candidate`."""
-    if not CANDIDATE_DIGEST.match(candidate or ""):
+def is_shard_name(name: str) -> bool:
+    """A name a shard result's tag can hold."""
+    return isinstance(name, str) and _SHARD_NAME.fullmatch(name) is not None
+
+
+def is_planned_shard_name(name: str) -> bool:
+    """A name a shard plan makes: shard-1, shard-2, ..."""
+    return isinstance(name, str) and _PLANNED_SHARD_NAME.fullmatch(name) is not None
+
+
+def shard_result_tag(candidate: str, shard: str) -> str:
+    """The tag of the result of `shard` for the candidate whose manifest digest is `candidate`."""
+    hex_ = parse_digest(candidate)
+    if hex_ is None:
         raise UsageError(f"{candidate!r} is not a candidate's manifest digest (sha256: and 64 hex digits).")
-    if not SHARD_NAME.match(shard or ""):
+    if not is_shard_name(shard):
         raise UsageError(
             f"shard {shard!r}: a shard name is letters, digits, '_', '.', '-' (up to 49), such as shard-1."
         )
-    return f"sha256-{candidate.split(':', 1)[1]}.golden-{shard}"
+    return f"sha256-{hex_}.golden-{shard}"
+
+
+def parse_shard_result_tag(tag: str) -> tuple[str, str] | None:
+    """sha256-<hex>.golden-<shard> -> (the candidate's digest sha256:<hex>, the shard); None for any
+    other tag."""
+    match = _SHARD_RESULT_TAG.fullmatch(tag) if isinstance(tag, str) else None
+    return (f"sha256:{match['hex']}", match["shard"]) if match else None
 
 
 def rollback_tag(channel: str) -> str:
@@ -167,13 +297,19 @@ def rollback_tag(channel: str) -> str:
 
 def evidence_tag(digest: str) -> str:
     """The tag of the attestations (release evidence) of the manifest `digest`, as cosign names it."""
-    return f"sha256-{digest.split(':', 1)[1]}{ATTESTATIONS_SUFFIX}"
+    return f"sha256-{digest_hex(digest)}{ATTESTATIONS_SUFFIX}"
+
+
+def is_artifact_tag(tag: str) -> bool:
+    """A tag of the sha256-<hex>... family: a shard result or evidence beside a manifest, never an
+    image of its own (a look-alike too, which a channel must not be)."""
+    return tag.startswith("sha256-")
 
 
 def evidence_subject(tag: str) -> str | None:
     """The manifest digest whose evidence (or cosign signature, or SBOM) `tag` holds; None when it
     is not such a tag."""
-    match = EVIDENCE.match(tag)
+    match = _EVIDENCE.fullmatch(tag) if isinstance(tag, str) else None
     return f"sha256:{match['hex']}" if match else None
 
 
@@ -182,4 +318,4 @@ def lower_cased(ref: str) -> str:
     repository's path, and a host name is case-insensitive, so `ghcr.io/MyOrg/Models` (what
     `ghcr.io/${{ github.repository }}` gives) is `ghcr.io/myorg/models`, as docker/metadata-action
     does. Anything else, a tag included, is returned as given, for `RegistryRepository.parse` to refuse."""
-    return ref.lower() if isinstance(ref, str) and _ANY_CASE_REF.match(ref) else ref
+    return ref.lower() if isinstance(ref, str) and _ANY_CASE_REF.fullmatch(ref) else ref

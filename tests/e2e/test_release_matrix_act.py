@@ -19,8 +19,8 @@ from e2e.test_action_act import ACT, ActionCheckout
 from support.models import python_model_files
 from support.stack import REGISTRY
 from triton_release.contract import candidate_tag
+from triton_release.registry.candidate.shard_results import read_shard_result
 from triton_release.registry.client import RegistryRepository
-from triton_release.registry.records import read_record
 
 pytestmark = pytest.mark.e2e
 
@@ -87,7 +87,7 @@ def test_three_shards_pass_on_three_jobs_and_promote_releases(checkout):
     candidate = repo.digest(candidate_tag(after))
     assert repo.digest("1.1.0") == candidate == repo.digest("latest") != first
     for shard, model in (("shard-1", "a"), ("shard-2", "b"), ("shard-3", "c")):
-        record = read_record(repo, candidate, shard)
+        record = read_shard_result(repo, candidate, shard)
         assert record is not None and record.passed and record.models == (model,), shard
     # the bump was committed, tagged and pushed back
     assert "v1.1.0" in checkout.git("--git-dir", ".origin.git", "tag")
@@ -108,7 +108,7 @@ def test_a_failing_shard_fails_its_job_and_nothing_is_released(checkout):
     assert "1.1.0" not in tags and repo.digest("latest") == first  # no release, the channel where it was
     candidate = repo.digest(candidate_tag(after))
     assert candidate is not None  # left for inspection, with its records
-    assert read_record(repo, candidate, "shard-1").passed and read_record(repo, candidate, "shard-2").passed
-    failed = read_record(repo, candidate, "shard-3")
+    assert read_shard_result(repo, candidate, "shard-1").passed and read_shard_result(repo, candidate, "shard-2").passed
+    failed = read_shard_result(repo, candidate, "shard-3")
     assert failed is not None and not failed.passed and failed.cases == ({"case": "c/basic", "passed": False},)
     assert "v1.1.0" not in checkout.git("--git-dir", ".origin.git", "tag")

@@ -22,7 +22,7 @@ from support.stack import BASE_IMAGE
 from support.wheels import make_wheel, offline_index
 from triton_release import steps
 from triton_release.models.repository import Repository
-from triton_release.registry.records import read_record
+from triton_release.registry.candidate.shard_results import read_shard_result
 from triton_release.settings import ServerOptions
 
 pytestmark = pytest.mark.integration
@@ -136,7 +136,7 @@ def test_a_staged_candidates_shard_measures_drift_and_max_drift_fails_its_record
 
         refused = run("test", "--image", candidate, "--shard", "shard-1", "--max-drift", "0.001", code=1)
         assert "drifted beyond max_drift 0.001" in refused["error"]["message"]
-        record = read_record(releaser.registry, candidate.split("@", 1)[1], "shard-1")
+        record = read_shard_result(releaser.registry, candidate.split("@", 1)[1], "shard-1")
         assert not record.passed and record.failed_cases == [] and "drifted beyond max_drift" in record.reason
 
         promoted = run("promote", "--candidate", candidate, "--version", staged["version"], code=1)

@@ -230,7 +230,7 @@ def test_warmup_golden_loads_a_model_whose_golden_case_name_holds_quotes_and_a_b
 def test_a_shard_of_a_staged_candidate_measures_its_models_and_the_gate_fails_its_record_and_the_promote(
     git_repo, releaser, tmp_path, docker_client, cli_report
 ):
-    from triton_release.registry.records import read_record
+    from triton_release.registry.candidate.shard_results import read_shard_result
 
     git_repo.write(sleeping("a", 2))
     git_repo.commit("a sleeps 2 ms")
@@ -249,7 +249,7 @@ def test_a_shard_of_a_staged_candidate_measures_its_models_and_the_gate_fails_it
         assert "Model a version 2 is slower than version 1" in refused["error"]["message"]
         [model] = refused["steps"]["test"]["latency"]["models"]
         assert model["verdict"] == "refused"
-        record = read_record(releaser.registry, candidate.split("@", 1)[1], "shard-1")
+        record = read_shard_result(releaser.registry, candidate.split("@", 1)[1], "shard-1")
         assert not record.passed and record.failed_cases == []
         assert record.reason.startswith("Model a version 2 is slower than version 1 beyond max_latency_increase 0.5")
         promoted = run("promote", "--candidate", candidate, "--version", staged["version"], code=1)

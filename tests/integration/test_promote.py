@@ -13,19 +13,19 @@ from support.models import python_model_files, write_tree
 from support.reports import read_report
 from support.stack import REGISTRY, built_image
 from triton_release.cli.main import main
-from triton_release.contract import CHANGED_LABEL, SHARDS_LABEL, candidate_tag, evidence_tag, record_tag
+from triton_release.contract import CHANGED_LABEL, SHARDS_LABEL, candidate_tag, evidence_tag, shard_result_tag
 from triton_release.errors import Refused
 from triton_release.image.build import relabel
 from triton_release.models.repository import Repository
 from triton_release.models.shards import Shard, shards_label
-from triton_release.registry.client import Manifest, RegistryRepository
-from triton_release.registry.records import (
+from triton_release.registry.candidate.shard_results import (
     OCI_MANIFEST,
-    RECORD_TYPE,
-    GoldenRecord,
-    read_record,
-    write_record,
+    SHARD_RESULT_TYPE,
+    ShardResult,
+    read_shard_result,
+    write_shard_result,
 )
+from triton_release.registry.client import Manifest, RegistryRepository
 
 pytestmark = pytest.mark.integration
 
@@ -81,7 +81,7 @@ class Stage:
     ) -> str:
         models = models or next(s.models for s in PLAN if s.name == shard)
         cases = tuple({"case": f"{m}/basic", "passed": f"{m}/basic" not in failed} for m in models)
-        return write_record(self.registry, GoldenRecord(digest, shard, models, passed, cases, revision), JUNIT)
+        return write_shard_result(self.registry, ShardResult(digest, shard, models, passed, cases, revision), JUNIT)
 
     def promote(self, digest: str, version: str, *flags: str, report) -> tuple[int, dict]:
         code = main(
@@ -114,23 +114,23 @@ def stage(docker_client, tiny_image, request):
 def test_a_record_is_an_oci_artifact_beside_the_candidate(stage):
     digest, revision = stage.candidate("1.0.0")
     tag = stage.record(digest, "shard-1", passed=False, failed=("a/basic",), revision=revision)
-    assert tag == record_tag(digest, "shard-1")
+    assert tag == shard_result_tag(digest, "shard-1")
     manifest = json.loads(stage.registry.manifest(tag).body)
-    assert manifest["mediaType"] == OCI_MANIFEST and manifest["artifactType"] == RECORD_TYPE
-    assert manifest["config"]["mediaType"] == RECORD_TYPE
+    assert manifest["mediaType"] == OCI_MANIFEST and manifest["artifactType"] == SHARD_RESULT_TYPE
+    assert manifest["config"]["mediaType"] == SHARD_RESULT_TYPE
     assert [layer["mediaType"] for layer in manifest["layers"]] == ["application/xml"]
     assert stage.registry.blob(manifest["layers"][0]["digest"]) == JUNIT
-    found = read_record(stage.registry, digest, "shard-1")
-    assert found == GoldenRecord(digest, "shard-1", ("a",), False, ({"case": "a/basic", "passed": False},), revision)
-    assert read_record(stage.registry, digest, "shard-2") is None
+    found = read_shard_result(stage.registry, digest, "shard-1")
+    assert found == ShardResult(digest, "shard-1", ("a",), False, ({"case": "a/basic", "passed": False},), revision)
+    assert read_shard_result(stage.registry, digest, "shard-2") is None
     # written again (a rerun of the shard): replaced, and the blobs already there are not sent again
     assert stage.registry.put_blob(JUNIT) == manifest["layers"][0]["digest"]
     stage.record(digest, "shard-1", revision=revision)
-    assert read_record(stage.registry, digest, "shard-1").passed
+    assert read_shard_result(stage.registry, digest, "shard-1").passed
     # something else under a record's tag is refused, naming the tag
-    stage.registry.put_manifest(record_tag(digest, "shard-2"), stage.registry.manifest(digest))
-    with pytest.raises(Refused, match=record_tag(digest, "shard-2")):
-        read_record(stage.registry, digest, "shard-2")
+    stage.registry.put_manifest(shard_result_tag(digest, "shard-2"), stage.registry.manifest(digest))
+    with pytest.raises(Refused, match=shard_result_tag(digest, "shard-2")):
+        read_shard_result(stage.registry, digest, "shard-2")
 
 
 def test_promote_refuses_a_missing_a_foreign_and_a_failed_record(stage, tmp_path):
@@ -144,13 +144,15 @@ def test_promote_refuses_a_missing_a_foreign_and_a_failed_record(stage, tmp_path
         "found": False,
         "passed": False,
         "failed_cases": [],
-        "record": record_tag(digest, "shard-2"),
+        "record": shard_result_tag(digest, "shard-2"),
         "cases_planned": 1,
         "cases_run": 0,
     }
 
     other, _ = stage.candidate("1.0.0")
-    stage.registry.put_manifest(record_tag(digest, "shard-2"), stage.registry.manifest(stage.record(other, "shard-2")))
+    stage.registry.put_manifest(
+        shard_result_tag(digest, "shard-2"), stage.registry.manifest(stage.record(other, "shard-2"))
+    )
     code, report = stage.promote(digest, "1.0.0", report=tmp_path / "r.json")
     assert code == 1 and f"the record of shard-2 is for {other}, another candidate" in report["error"]["message"]
 
@@ -238,13 +240,13 @@ def test_promote_deletes_older_candidates_and_their_records_but_never_a_release(
     assert code == 0, report.get("error")
     retained = report["steps"]["retain-candidates"]
     assert retained["deleted"] == [candidate_tag(oldest_revision)]
-    assert retained["records_deleted"] == [record_tag(oldest, "shard-1")]
+    assert retained["records_deleted"] == [shard_result_tag(oldest, "shard-1")]
     tags = stage.registry.tags()
-    assert candidate_tag(oldest_revision) not in tags and record_tag(oldest, "shard-1") not in tags
+    assert candidate_tag(oldest_revision) not in tags and shard_result_tag(oldest, "shard-1") not in tags
     assert stage.registry.manifest(oldest) is None
     for kept in (old_revision, newer_revision, revision):  # --keep-candidates 1, newer, and the release
         assert candidate_tag(kept) in tags
-    assert record_tag(old, "shard-1") in tags and record_tag(digest, "shard-2") in tags
+    assert shard_result_tag(old, "shard-1") in tags and shard_result_tag(digest, "shard-2") in tags
     assert stage.registry.digest("1.0.0") == released and stage.registry.digest("1.1.0") == digest
 
     code, report = stage.promote(digest, "1.1.0", report=tmp_path / "r.json")  # a rerun, keeping none

@@ -18,9 +18,9 @@ from triton_release import contract
 from triton_release.cli.main import main
 from triton_release.errors import Refused
 from triton_release.models.shards import shards_from_label
+from triton_release.registry.candidate import check_candidate
+from triton_release.registry.candidate.shard_results import read_shard_result
 from triton_release.registry.client import RegistryRepository
-from triton_release.registry.promote import check_candidate
-from triton_release.registry.records import read_record
 
 pytestmark = pytest.mark.integration
 
@@ -112,10 +112,10 @@ def test_each_shard_is_tested_by_digest_and_its_record_written(staged, docker_cl
     assert code == 0, tested.get("error")
     assert list(tested["steps"]) == ["pull", "test", "golden-record"]
     assert [c["case"] for c in tested["steps"]["test"]["cases"]] == ["b/basic"]  # the shard's models only
-    record = read_record(repo, digest, "shard-2")
+    record = read_shard_result(repo, digest, "shard-2")
     assert record is not None and record.passed and record.models == ("b",) and record.revision == head
     assert record.cases == ({"case": "b/basic", "passed": True},)
-    assert read_record(repo, digest, "shard-1") is None
+    assert read_shard_result(repo, digest, "shard-1") is None
     assert f"sha256-{digest.split(':')[1]}.golden-shard-2" in repo.tags()
 
 
@@ -148,7 +148,7 @@ def test_a_wrong_answer_records_a_failed_shard(git_repo, unique, tmp_path, monke
         tested = read_report(report_path)
         assert code == 1 and "golden cases failed" in tested["error"]["message"]
         assert tested["steps"]["golden-record"]["passed"] is False
-        record = read_record(RegistryRepository.parse(target), candidate.split("@", 1)[1], "shard-1")
+        record = read_shard_result(RegistryRepository.parse(target), candidate.split("@", 1)[1], "shard-1")
         assert record is not None and not record.passed and record.cases == ({"case": "a/basic", "passed": False},)
     finally:
         removed(docker_client, target)
@@ -173,7 +173,7 @@ def test_a_shard_run_from_a_checkout_without_the_golden_folders_records_a_failur
     assert code == 1, tested.get("error")
     assert "ran 0 of 1 planned golden cases of a (0 of 1)" in tested["error"]["message"]
     assert "fetch-depth: 0" in tested["error"]["message"]
-    record = read_record(repo, digest, "shard-1")
+    record = read_shard_result(repo, digest, "shard-1")
     assert record is not None and not record.passed and record.cases == ()
     assert record.planned_cases == (("a", 1),) and "0 of 1" in record.reason
     assert run("test", "--image", report["candidate"], "--shard", "shard-2")[0] == 0
@@ -221,7 +221,7 @@ def test_a_gpu_only_shard_tested_on_a_cpu_runner_is_refused_by_promote_naming_th
         assert run("test", "--image", candidate, "--shard", "shard-1")[0] == 0
         code, tested = run("test", "--image", candidate, "--shard", "shard-2")  # gpu_models test: set aside
         assert code == 0, tested.get("error")
-        record = read_record(RegistryRepository.parse(target), digest, "shard-2")
+        record = read_shard_result(RegistryRepository.parse(target), digest, "shard-2")
         assert record.passed and record.cases == () and record.planned_cases == (("gpuonly", 1),)
         assert [name for name, _ in record.needs_gpu] == ["gpuonly"] and "CUDA is required" in record.needs_gpu[0][1]
         code, promoted = run("promote", "--candidate", candidate, "--version", "1.0.0")

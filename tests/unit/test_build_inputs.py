@@ -17,7 +17,7 @@ from triton_release.models.shards import (
     build_inputs_label,
     shards_label,
 )
-from triton_release.registry.candidate import build_inputs, differences, find_reusable
+from triton_release.registry.candidate.stage import build_inputs, differences, find_reusable
 from triton_release.registry.client import RegistryRepository
 from triton_release.settings import ImageOptions, PublishOptions
 

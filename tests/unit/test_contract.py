@@ -16,7 +16,7 @@ OWNED = {
     "provenance": "sha-0123456789ab",
     "candidate": contract.candidate_tag("0123456789abcdef"),
     "local build": contract.CANDIDATE_TAG,
-    "golden record or release evidence": contract.record_tag("sha256:" + "a" * 64, "shard-1"),
+    "shard result or release evidence": contract.shard_result_tag("sha256:" + "a" * 64, "shard-1"),
     "ledger": contract.LEDGER_TAG,
     "rollback record": contract.rollback_tag("latest"),
 }

@@ -47,7 +47,7 @@ def test_the_fanout_candidate_carries_which_models_drift_cannot_be_measured_for(
         unmeasurable_from_label,
         unmeasurable_label,
     )
-    from triton_release.registry.promote import Candidate
+    from triton_release.registry.candidate import Candidate
 
     why = prepared_with_changed("a").drift_unmeasurable
     labels = {

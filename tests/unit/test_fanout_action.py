@@ -18,8 +18,8 @@ from triton_release.action.summary import summary
 from triton_release.cli.main import main
 from triton_release.errors import UsageError
 from triton_release.models.shards import Shard
-from triton_release.registry.candidate import Pulled, Staged, parse_candidate
-from triton_release.registry.promote import Candidate
+from triton_release.registry.candidate import Candidate
+from triton_release.registry.candidate.stage import Pulled, Staged
 from triton_release.session import Report, StepRecord
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -113,12 +113,6 @@ def test_the_summary_shows_the_candidate_and_its_shards():
     text = summary(staged_report())
     assert f"**Candidate:** `{CANDIDATE}`" in text and "release **1.1.0**" in text
     assert "| shard-2 | b, pipe | 3 | GPU |" in text
-
-
-def test_parse_candidate():
-    assert parse_candidate(CANDIDATE) == ("127.0.0.1:5000/team/models", DIGEST)
-    assert parse_candidate("127.0.0.1:5000/team/models:candidate") is None
-    assert parse_candidate(f"{CANDIDATE}x") is None
 
 
 @pytest.mark.parametrize(

@@ -223,10 +223,10 @@ def stage(
 
 def _candidate(inputs: ActionInputs, env: Mapping[str, str]):
     """The candidate input's repository (with the credentials) and digest."""
-    from triton_release.registry.candidate import parse_candidate
+    from triton_release.contract import parse_digest_ref
     from triton_release.registry.client import open_repository
 
-    found = parse_candidate(inputs.candidate)
+    found = parse_digest_ref(inputs.candidate)
     if found is None:
         raise UsageError(
             f"the action's input candidate is {inputs.candidate!r}; give REPO@sha256:<64 hex digits>, "

@@ -4,17 +4,33 @@ summary is rendered by `summary.py`."""
 from __future__ import annotations
 
 import json
-import re
 import uuid
 from dataclasses import dataclass, replace
 
+from triton_release.contract import is_release_tag, parse_digest, parse_digest_ref, parse_tag_ref
 from triton_release.session import Report
 
-_VERSION = re.compile(r"^(\d+\.\d+\.\d+)?$")
-_DIGEST = re.compile(r"^(sha256:[0-9a-f]{64})?$")
-_CANDIDATE = re.compile(r"^([^@\s]+@sha256:[0-9a-f]{64})?$")
-_IMAGE = re.compile(r"^([^@\s,]+:\d+\.\d+\.\d+)?$")  # REPO:X.Y.Z
-_TAG_REF = re.compile(r"^[^@\s,]+:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")  # REPO:TAG
+
+def _version(text: str) -> bool:
+    """X.Y.Z, or empty."""
+    return not text or is_release_tag(text)
+
+
+def _digest(text: str) -> bool:
+    """sha256:<64 hex>, or empty."""
+    return not text or parse_digest(text) is not None
+
+
+def _image(text: str) -> bool:
+    """REPO:X.Y.Z, or empty."""
+    return not text or ((found := parse_tag_ref(text)) is not None and is_release_tag(found[1]))
+
+
+def _tag_ref(text: str) -> bool:
+    """REPO:TAG."""
+    return parse_tag_ref(text) is not None
+
+
 _SHARD_KEYS = {"name": str, "models": str, "load": str, "cases": int, "gpu": bool}
 
 
@@ -120,22 +136,22 @@ class ActionOutputs:
     def _checks(self) -> list[tuple[str, bool, str]]:
         """(field, whether its value keeps its promise, the problem when it does not)."""
         return [
-            ("version", bool(_VERSION.match(self.version)), f"version {self.version!r} is not X.Y.Z"),
+            ("version", _version(self.version), f"version {self.version!r} is not X.Y.Z"),
             (
                 "planned_version",
-                bool(_VERSION.match(self.planned_version)),
+                _version(self.planned_version),
                 f"planned-version {self.planned_version!r} is not X.Y.Z",
             ),
             (
                 "previous_version",
-                bool(_VERSION.match(self.previous_version)),
+                _version(self.previous_version),
                 f"previous-version {self.previous_version!r} is not X.Y.Z",
             ),
-            ("image", bool(_IMAGE.match(self.image)), f"image {self.image!r} is not REPO:X.Y.Z"),
-            ("digest", bool(_DIGEST.match(self.digest)), f"digest {self.digest!r} is not a sha256 digest"),
+            ("image", _image(self.image), f"image {self.image!r} is not REPO:X.Y.Z"),
+            ("digest", _digest(self.digest), f"digest {self.digest!r} is not a sha256 digest"),
             (
                 "previous_digest",
-                bool(_DIGEST.match(self.previous_digest)),
+                _digest(self.previous_digest),
                 f"previous-digest {self.previous_digest!r} is not a sha256 digest",
             ),
             (
@@ -143,10 +159,10 @@ class ActionOutputs:
                 not any("\n" in m for m in self.changed_models),
                 "changed-models holds a name with a line break",
             ),
-            ("tags", all(_TAG_REF.match(t) for t in self.tags), "tags holds a value that is not REPO:TAG"),
+            ("tags", all(map(_tag_ref, self.tags)), "tags holds a value that is not REPO:TAG"),
             (
                 "candidate",
-                bool(_CANDIDATE.match(self.candidate)),
+                not self.candidate or parse_digest_ref(self.candidate) is not None,
                 f"candidate {self.candidate!r} is not REPO@sha256:...",
             ),
             ("shards", self._shards_ok(), "shards is not a list of {name, models, load, cases, gpu}"),
@@ -166,7 +182,7 @@ class ActionOutputs:
             if name == "changed_models":
                 kept[name] = tuple(m for m in self.changed_models if "\n" not in m)
             elif name == "tags":
-                kept[name] = tuple(t for t in self.tags if _TAG_REF.match(t))
+                kept[name] = tuple(filter(_tag_ref, self.tags))
             else:
                 kept[name] = type(getattr(self, name))()
         return replace(self, **kept)

@@ -38,8 +38,8 @@ def add_arguments(parser) -> None:
 
 
 def run(ctx: Context, session) -> None:
+    from triton_release.registry.candidate import parse_reference
     from triton_release.registry.client import open_repository
-    from triton_release.registry.promote import parse_reference
 
     args, settings = ctx.args, ctx.settings
     repository, digest = parse_reference(args.candidate)

@@ -38,9 +38,9 @@ def add_arguments(parser) -> None:
 
 
 def run(ctx: Context, session) -> None:
-    from triton_release.registry.candidate import parse_candidate
+    from triton_release.contract import parse_digest_ref
 
-    if parse_candidate(ctx.args.image) is not None:
+    if parse_digest_ref(ctx.args.image) is not None:
         serve_candidate(ctx, session)
         return
     if ctx.args.shard is not None:
@@ -75,13 +75,13 @@ def run(ctx: Context, session) -> None:
 
 def serve_candidate(ctx: Context, session) -> None:
     """A staged candidate, pulled by digest; with --shard, its record written to the registry."""
+    from triton_release.contract import parse_digest_ref
     from triton_release.fanout.stage import CandidateTestRequest, run_candidate_test
     from triton_release.models.gates import GateOptions
-    from triton_release.registry.candidate import parse_candidate
     from triton_release.registry.client import open_repository
 
     args, settings = ctx.args, ctx.settings
-    candidate = parse_candidate(args.image)
+    candidate = parse_digest_ref(args.image)
     assert candidate is not None
     where, digest = candidate
     request = CandidateTestRequest(

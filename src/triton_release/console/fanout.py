@@ -1,5 +1,5 @@
 """Lines of a fanned-out release (docs/fan-out.md): the shards planned, the candidate staged,
-reused or pulled, each shard's golden record, the candidate checked, promoted, and the older
+reused or pulled, each shard's result, the candidate checked, promoted, and the older
 candidates retained."""
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ class FanoutLines(ConsoleCore):
         )
 
     def candidate_checked(self, result) -> None:
-        records = dict(result.records)
+        records = dict(result.results)
         for shard in result.candidate.shards:
             record = records.get(shard.name)
             state = (

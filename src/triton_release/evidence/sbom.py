@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from triton_release import __version__
+from triton_release.contract import digest_hex
 
 
 @dataclass(frozen=True, order=True)
@@ -52,7 +53,7 @@ def sbom(
         version=version or digest,
         type=ComponentType.CONTAINER,
         bom_ref="image",
-        hashes=[HashType(alg=HashAlgorithm.SHA_256, content=digest.split(":", 1)[1])],
+        hashes=[HashType(alg=HashAlgorithm.SHA_256, content=digest_hex(digest))],
         properties=[Property(name="triton-release:digest", value=digest)],
     )
     bom.metadata.component = subject

@@ -27,6 +27,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from triton_release import __version__
+from triton_release.contract import digest_hex, parse_digest_ref
 
 if TYPE_CHECKING:
     from triton_release.models.suite import GoldenRun
@@ -62,7 +63,7 @@ def statement(name: str, digest: str, predicate_type: str, predicate: dict) -> b
     return canonical(
         {
             "_type": STATEMENT_TYPE,
-            "subject": [{"name": name, "digest": {"sha256": digest.split(":", 1)[1]}}],
+            "subject": [{"name": name, "digest": {"sha256": digest_hex(digest)}}],
             "predicateType": predicate_type,
             "predicate": predicate,
         }
@@ -271,7 +272,7 @@ def golden_from_records(
     untested: Iterable[tuple[str, str]] = (),
     triton: str = "",
 ) -> dict:
-    """The golden predicate of a promoted candidate, from its shards' records (registry/records.py):
+    """The golden predicate of a promoted candidate, from its shards' results (registry/candidate/shard_results.py):
     each case by name and outcome; their digests are not recorded by the shards."""
     entries: dict[str, list[dict]] = {}
     aside: dict[str, str] = dict(untested)
@@ -416,7 +417,7 @@ def tests_statement(name: str, digest: str, predicate: dict) -> bytes:
 
     from triton_release.contract import TEST_RESULT_TYPE
 
-    subject = ResourceDescriptor(name=name, digest={"sha256": digest.split(":", 1)[1]})
+    subject = ResourceDescriptor(name=name, digest={"sha256": digest_hex(digest)})
     made = Statement([subject.pb], TEST_RESULT_TYPE, predicate)
     made.validate()
     return canonical(json_format.MessageToDict(made.pb))
@@ -450,11 +451,11 @@ def provenance_predicate(facts: BuildFacts, invocation: Invocation, how: str = "
         "digest": {"sha256": facts.base_image_id.split(":")[-1]},
         "annotations": {"digest_kind": "image id (config digest)"},
     }
-    for repo_digest in facts.base_repo_digests:  # pulled from a registry: its manifest digest too
-        name, _, digest = repo_digest.partition("@")
+    for pinned in filter(None, map(parse_digest_ref, facts.base_repo_digests)):  # pulled: its manifest digest too
+        name, digest = pinned
         base = {
             "uri": f"docker-image://{name}",
-            "digest": {"sha256": digest.split(":")[-1]},
+            "digest": {"sha256": digest_hex(digest)},
             "annotations": {"image_id": facts.base_image_id, "as_given": facts.base_image},
         }
         break

@@ -6,31 +6,36 @@ refusal (exit 1)."""
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 
 from triton_release import contract
-from triton_release.contract import GOLDEN_TYPE, KINDS, PROVENANCE_TYPE, SBOM_TYPE, TEST_RESULT_TYPE, lower_cased
+from triton_release.contract import (
+    GOLDEN_TYPE,
+    KINDS,
+    PROVENANCE_TYPE,
+    SBOM_TYPE,
+    TEST_RESULT_TYPE,
+    lower_cased,
+    parse_digest_ref,
+    parse_tag_ref,
+)
 from triton_release.errors import Refused, UsageError
 from triton_release.evidence.signing import PublicKey, signature_problem, statement_of
 from triton_release.registry import attestations
 from triton_release.registry.client import RegistryRepository
 
-DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
-
 
 def parse_reference(ref: str) -> tuple[str, str | None, str | None]:
     """REPO:TAG or REPO@sha256:... -> (REPO, tag, digest)."""
-    repository, at, digest = (ref or "").partition("@")
-    if at:
-        if not DIGEST.match(digest):
+    if "@" in (ref or ""):
+        pinned = parse_digest_ref(ref)
+        if pinned is None:
             raise UsageError(f"{ref!r}: after @ give the manifest digest, sha256: and 64 hex digits.")
-        return lower_cased(repository), None, digest
-    head, _, last = repository.rpartition("/")
-    name, colon, tag = last.partition(":")
-    if not (head and colon and tag):
+        return lower_cased(pinned[0]), None, pinned[1]
+    tagged = parse_tag_ref(ref or "")
+    if tagged is None:
         raise UsageError(f"{ref!r}: give the image as REPO:TAG or REPO@sha256:..., e.g. ghcr.io/org/models:1.4.0.")
-    return lower_cased(f"{head}/{name}"), tag, None
+    return lower_cased(tagged[0]), tagged[1], None
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """The last stage of a release over many runners, composed from the steps as `release` is.
 
-`promote`: read the candidate and its shards' golden records (refused, naming every shard at
+`promote`: read the candidate and its shards' results (refused, naming every shard at
 fault, before anything moves: a shard that ran fewer golden cases than its plan holds is at
 fault, and so is one that left a model untested for lack of a GPU, unless `gpu_models` is
 "test"); with `--commit`, redo the bump it shipped and check the working tree can take it; then
@@ -21,7 +21,7 @@ from triton_release import steps
 from triton_release.errors import UsageError
 from triton_release.evidence import attach
 from triton_release.history import releases
-from triton_release.registry import promote
+from triton_release.registry import candidate
 from triton_release.release import one_at_a_time
 from triton_release.session import Session
 from triton_release.settings import PublishOptions
@@ -62,7 +62,7 @@ def run_promote(request: PromoteRequest, session: Session) -> None:
     checked = session.step(
         "records",
         console.candidate_checked,
-        promote.check_candidate,
+        candidate.check_candidate,
         request.repository,
         request.digest,
         request.version,
@@ -76,7 +76,7 @@ def run_promote(request: PromoteRequest, session: Session) -> None:
         promoted = session.step(
             "promote",
             console.promoted,
-            promote.promote,
+            candidate.promote,
             request.repository,
             checked,
             request.version,
@@ -91,7 +91,7 @@ def run_promote(request: PromoteRequest, session: Session) -> None:
         request.repository,
         promoted.digest,
         promoted.version,
-        records=[r for _, r in checked.records if r is not None],
+        records=[r for _, r in checked.results if r is not None],
         untested=checked.untested,
         signing=signing,
         invocation=invocation,
@@ -111,7 +111,7 @@ def run_promote(request: PromoteRequest, session: Session) -> None:
     session.step(
         "retain-candidates",
         console.candidates_retained,
-        promote.retain_candidates,
+        candidate.retain_candidates,
         request.repository,
         promoted.digest,
         request.keep_candidates,

@@ -50,8 +50,8 @@ from triton_release.session import Session
 from triton_release.settings import ImageOptions, PublishOptions, ServerOptions
 
 if TYPE_CHECKING:
+    from triton_release.registry.candidate.shard_results import ShardResult
     from triton_release.registry.client import RegistryRepository
-    from triton_release.registry.records import GoldenRecord
 
 
 @dataclass(frozen=True)
@@ -90,7 +90,7 @@ def _stage(request: StageRequest, session: Session) -> None:
         report.facts.update({"released": False, "shards": []})
         console.not_released("no model changed: nothing staged")
         return
-    from triton_release.registry.candidate import find_reusable  # the candidates' module brings docker's client
+    from triton_release.registry.candidate.stage import find_reusable  # the candidates' module brings docker's client
 
     found = session.step(
         "reuse",
@@ -172,9 +172,9 @@ def _evidence_of(request: StageRequest):
 
 
 def _build_inputs(request: StageRequest, base_image_id: str | None = None) -> dict:
-    """What the candidate is built from besides its commit (registry/candidate.py), the base image
+    """What the candidate is built from besides its commit (registry/candidate/stage.py), the base image
     by its id (`base_image_id`, else looked up: pulled when the daemon lacks it, as the build would)."""
-    from triton_release.registry.candidate import build_inputs
+    from triton_release.registry.candidate.stage import build_inputs
 
     if base_image_id is None:
         from triton_release.image.base import image_id
@@ -198,7 +198,7 @@ class CandidateTestRequest:
 
 
 def run_candidate_test(request: CandidateTestRequest, session: Session) -> None:
-    from triton_release.registry.records import GoldenRecord
+    from triton_release.registry.candidate.shard_results import ShardResult
 
     if request.shard is not None:
         check_shard_name(request.shard)
@@ -254,7 +254,7 @@ def run_candidate_test(request: CandidateTestRequest, session: Session) -> None:
             if request.shard is not None:
                 cases = _cases(exc.result)
                 reason = "" if any(not c["passed"] for c in cases) else _first_sentence(str(exc))
-                record = GoldenRecord(
+                record = ShardResult(
                     request.digest,
                     request.shard,
                     tuple(names),
@@ -274,7 +274,7 @@ def run_candidate_test(request: CandidateTestRequest, session: Session) -> None:
                     )
             raise
         if request.shard is not None:
-            record = GoldenRecord(
+            record = ShardResult(
                 request.digest,
                 request.shard,
                 tuple(names),
@@ -309,8 +309,8 @@ def run_candidate_test(request: CandidateTestRequest, session: Session) -> None:
                 )
 
 
-def _write_record(session: Session, repository: RegistryRepository, record: GoldenRecord, junit: str) -> None:
-    """The shard's golden record, passed or failed, with its JUnit XML, written to the registry."""
+def _write_record(session: Session, repository: RegistryRepository, record: ShardResult, junit: str) -> None:
+    """The shard's result, passed or failed, with its JUnit XML, written to the registry."""
     session.step(
         "golden-record",
         session.console.golden_recorded,

@@ -38,7 +38,7 @@ class FolderBump:
 
 @dataclass(frozen=True)
 class Carried:
-    """A released version written from the registry's record (history/record.py): the checkout
+    """A released version written from the registry's record (history/released_versions.py): the checkout
     lacks it (`at_head` False), or holds other contents under its number (`at_head`: the working
     folder of a model whose newer release was never committed)."""
 

@@ -292,7 +292,7 @@ class Changes:
 def refuse_released_edits(changes: ChangeSet, edits: bool = True) -> None:
     """Released versions are immutable: only the highest may change (and then it is bumped), and
     none may be removed while the model stays. `edits` False: removals only (the registry's record
-    judges edits, history/record.py)."""
+    judges edits, history/released_versions.py)."""
     for change in changes.models.values():
         if change.removed_versions:
             version = change.removed_versions[-1]

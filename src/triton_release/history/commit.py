@@ -7,7 +7,7 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
-from triton_release.history import releases
+from triton_release import contract
 from triton_release.history.bump import BumpResult
 from triton_release.history.git import Git
 
@@ -48,7 +48,7 @@ def commit(root: Path, version: str, bumped: BumpResult | None = None, revision:
                 "user.email=41898282+github-actions[bot]@users.noreply.github.com",
             ]
         git.run(*identity, "commit", "-q", "-m", f"release {version}", "--", *paths)
-    tag = releases.git_tag(version)
+    tag = contract.git_tag(version)
     target = git.text("rev-parse", "HEAD") if staged or not revision else revision
     if not git.has_commit(tag):
         git.run("tag", tag, target)

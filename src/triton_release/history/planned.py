@@ -7,8 +7,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from triton_release.contract import RELEASED_VERSIONS_LABEL
-from triton_release.history import record as released_record
-from triton_release.history import releases
+from triton_release.history import released_versions, releases
 from triton_release.history.bump import Carried, FolderBump, Written
 from triton_release.history.changes import ChangeSet
 
@@ -28,7 +27,7 @@ class ChangesResult:
     base_from: str
     plan: VersionPlan | None = None  # release only: the version the change makes
     carried: tuple[Carried, ...] = ()  # released versions written from the registry's record
-    # release only: model -> version -> git tree of the image it builds (history/record.py)
+    # release only: model -> version -> git tree of the image it builds (history/released_versions.py)
     record: Mapping[str, Mapping[int, str]] = field(default_factory=dict, repr=False)
     warnings: tuple[str, ...] = ()  # how the base was found, where that needed saying (a fetch, a moved tag)
 
@@ -78,7 +77,7 @@ class ChangesResult:
 
     def record_label(self) -> dict[str, str]:
         record = {m: dict(vs) for m, vs in self.record.items()}
-        return {RELEASED_VERSIONS_LABEL: released_record.label(record)} if self.record else {}
+        return {RELEASED_VERSIONS_LABEL: released_versions.label(record)} if self.record else {}
 
     def to_json(self) -> dict:
         data = {

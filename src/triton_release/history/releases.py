@@ -1,14 +1,14 @@
-"""Releases: the X.Y.Z tag grammar, "the last release", and the next version from a change.
+"""Releases: "the last release", and the next version from a change.
 
-Every tag rule lives here: the registry's immutable `X.Y.Z`, the moving `X.Y` and `X`, the
-provenance `sha-<12 hex>`, and the git tag `vX.Y.Z` a committed release gets.
+The tags themselves (the registry's immutable `X.Y.Z`, the moving `X.Y` and `X`, the provenance
+`sha-<12 hex>`, the git tag `vX.Y.Z` a committed release gets) and their parsers live in
+contract.py.
 """
 
 from __future__ import annotations
 
 import json
-import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -20,49 +20,26 @@ from triton_release.history.changes import ChangeSet
 from triton_release.history.git import Git
 from triton_release.models.repository import datatype_name
 
-RELEASE_TAG = contract.RELEASE  # X.Y.Z, semver without leading zeros: one grammar, in the contract
-GIT_TAG = re.compile(r"^v(\d+)\.(\d+)\.(\d+)$")
-
 
 def parse_version(text: str, flag: str = "--version") -> semver.Version:
-    match = RELEASE_TAG.match(text or "")
-    if not match:
+    """The release version X.Y.Z a user gave as `flag`; refused (a usage error) when it is not one."""
+    version = contract.parse_release(text or "")
+    if version is None:
         raise UsageError(f"{flag} {text!r}: give a release version X.Y.Z, such as 1.4.0.")
-    return semver.Version(*map(int, match.groups()))
+    return version
 
 
-def is_release_tag(tag: str) -> bool:
-    return bool(RELEASE_TAG.match(tag))
-
-
-def is_provenance_tag(tag: str) -> bool:
-    return tag.startswith("sha-")
-
-
-def versions_in(tags: list[str], pattern: re.Pattern = RELEASE_TAG) -> list[semver.Version]:
-    """The release versions among `tags`, ascending."""
-    return sorted(semver.Version(*map(int, m.groups())) for t in tags if (m := pattern.match(t)))
-
-
-def git_tag(version: semver.Version | str) -> str:
-    return f"v{version}"
-
-
-def moving_tags(version: semver.Version, commit: str | None, channel: str) -> list[str]:
-    """In the order they are written: X.Y, X, sha-<12 hex>, then the channel."""
-    tags = [f"{version.major}.{version.minor}", f"{version.major}"]
-    if commit:
-        tags.append(f"sha-{commit[:12]}")
-    return tags + [channel]
-
-
-DOCKER_TAG = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
+def versions_in(
+    tags: list[str], parse: Callable[[str], semver.Version | None] = contract.parse_release
+) -> list[semver.Version]:
+    """The release versions among `tags` (`parse`: contract.parse_git_tag for git's vX.Y.Z), ascending."""
+    return sorted(version for tag in tags if (version := parse(tag)) is not None)
 
 
 def check_channel(channel: str) -> str:
     """A channel is a moving tag of its own: never a tag of a family the tool writes or reads
     (contract.py), which it would overwrite or be mistaken for."""
-    if not DOCKER_TAG.match(channel or ""):
+    if not contract.is_tag(channel or ""):
         raise UsageError(
             f"channel {channel!r} is not a valid tag: letters, digits, '_', '.', '-' (up to 128), "
             "e.g. latest or stable."
@@ -91,7 +68,7 @@ def previous_release(registry_tags: list[str], git: Git | None = None) -> tuple[
     if found:
         return found[-1], "registry"
     if git is not None:
-        found = versions_in(git.tags("v*"), GIT_TAG)
+        found = versions_in(git.tags("v*"), contract.parse_git_tag)
         if found:
             return found[-1], "git tag"
     return None, "none"
@@ -156,7 +133,7 @@ def last_release_commit(
                 it (`git push origin {revision[:12]}:refs/heads/<a branch>`), then run again; if {registry}
                 holds the releases of another git repository, release to a registry repository of its own.
                 Nothing was built.""")
-        tag = git_tag(versions[-1])
+        tag = contract.git_tag(versions[-1])
         if on_this_line(tag):
             tagged = git.text("rev-parse", f"{tag}^{{commit}}")
             if not revision or revision in (tagged, _release_commit_parent(git, tagged, versions[-1])):
@@ -170,9 +147,9 @@ def last_release_commit(
                 return LastRelease(revision, f"the revision of {where}", (warning,))
         if revision and on_this_line(revision):
             return LastRelease(revision, f"the revision of {where}")
-    for version in reversed(versions_in(git.tags("v*"), GIT_TAG)):
-        if on_this_line(git_tag(version)):
-            return LastRelease(git_tag(version), f"git tag {git_tag(version)}")
+    for version in reversed(versions_in(git.tags("v*"), contract.parse_git_tag)):
+        if on_this_line(contract.git_tag(version)):
+            return LastRelease(contract.git_tag(version), f"git tag {contract.git_tag(version)}")
     return LastRelease(None, "no earlier release on this branch: a first release of every model")
 
 

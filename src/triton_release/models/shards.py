@@ -23,12 +23,11 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from triton_release.contract import CHANGED_LABEL, SHARDS_LABEL
+from triton_release.contract import CHANGED_LABEL, SHARDS_LABEL, is_planned_shard_name
 from triton_release.errors import Refused, UsageError
 from triton_release.models.devices import needs_gpu
 from triton_release.models.graph import needed
@@ -37,7 +36,6 @@ from triton_release.models.repository import Repository
 DEFAULT_MODELS_PER_SHARD = 25  # without --shards or --max-models-per-shard: one shard per 25 models ...
 DEFAULT_MAX_SHARDS = 8  # ... and at most this many
 MAX_SHARDS = 256  # a GitHub Actions matrix runs at most 256 jobs
-_SHARD_NAME = re.compile(r"^shard-[1-9][0-9]{0,2}$")
 
 
 @dataclass(frozen=True)
@@ -79,7 +77,7 @@ class Shard:
 
 def check_shard_name(name: str) -> str:
     """Shard names become part of a registry tag: only the names a plan makes."""
-    if not _SHARD_NAME.match(name or ""):
+    if not is_planned_shard_name(name or ""):
         raise UsageError(
             f"{name!r} is not a shard name; shards are named shard-1, shard-2, ... (the stage's `shards` output)."
         )

@@ -22,7 +22,7 @@ from urllib.parse import quote, urljoin, urlsplit
 
 import requests
 
-from triton_release.contract import CANDIDATE_DIGEST, REPO_REF
+from triton_release.contract import parse_digest, parse_repository
 from triton_release.errors import InfrastructureError, Refused, UsageError
 from triton_release.registry.credentials import Credentials, find_credentials
 from triton_release.registry.transport import deadline, watched_session
@@ -79,7 +79,7 @@ class Manifest:
 
 
 def artifact_config(registry: RegistryRepository, manifest: Manifest, media_type: str) -> bytes:
-    """The config blob of a small OCI artifact the tool writes (a golden record, the ledger), checked
+    """The config blob of a small OCI artifact the tool writes (a shard result, the ledger), checked
     to be of `media_type` and to match its digest; ValueError saying what is wrong otherwise."""
     try:
         config = json.loads(manifest.body).get("config") or {}
@@ -89,7 +89,7 @@ def artifact_config(registry: RegistryRepository, manifest: Manifest, media_type
         found = config.get("mediaType") if isinstance(config, dict) else None
         raise ValueError(f"its config is {found!r}, not {media_type}")
     digest = str(config.get("digest", ""))
-    if not CANDIDATE_DIGEST.match(digest):
+    if parse_digest(digest) is None:
         raise ValueError("its config names no sha256 digest")
     body = registry.blob(digest)
     if content_digest(body) != digest:
@@ -113,12 +113,12 @@ class RegistryRepository:
 
     @classmethod
     def parse(cls, ref: str, credentials: Credentials | None = None) -> RegistryRepository:
-        match = REPO_REF.match(ref or "")
-        if not match:
+        found = parse_repository(ref or "")
+        if found is None:
             raise UsageError(f"""
                 {ref!r} is not a registry repository. Give HOST/NAME, such as ghcr.io/org/models or
                 127.0.0.1:5000/team/models (lower case, no tag).""")
-        return cls(match["host"], match["name"], credentials)
+        return cls(*found, credentials)
 
     def __str__(self) -> str:
         return f"{self.host}/{self.name}"

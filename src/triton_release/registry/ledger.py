@@ -5,13 +5,13 @@ or `--keep` with a hand delete) or removing a model never loses what was release
 It is a small OCI artifact under the tag `triton-release.ledger` (contract.LEDGER_TAG): a manifest
 whose config is the ledger (JSON, media type LEDGER_TYPE, also its `artifactType`) and whose one
 layer is the empty JSON. Each push of X.Y.Z adds that release (its commit) and the record it
-shipped (history/record.py: model -> version -> git tree), once X.Y.Z is in the registry. The
+shipped (history/released_versions.py: model -> version -> git tree), once X.Y.Z is in the registry. The
 next release is numbered after the highest release the ledger or the registry's tags hold, so an
 X.Y.Z is never issued twice; and a (model, version) once released is never shipped with other
-bytes, re-added models included (history/record.py's reconcile, fed by `versions`).
+bytes, re-added models included (history/released_versions.py's reconcile, fed by `versions`).
 
 The ledger comes from outside the process: like the image labels it is proven against git before
-it is used (history/record.prove), and an unreadable one is refused, never taken for none.
+it is used (history/released_versions.prove), and an unreadable one is refused, never taken for none.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 
 import semver
 
-from triton_release.contract import LEDGER_TAG, RELEASE
+from triton_release.contract import LEDGER_TAG, is_release_tag
 from triton_release.errors import Refused
 from triton_release.registry.client import Manifest, RegistryRepository, artifact_config
 
@@ -95,7 +95,7 @@ class Ledger:
         releases, versions = data.get("releases"), data.get("versions")
         if not isinstance(releases, dict) or not all(
             isinstance(v, str)
-            and RELEASE.match(v)
+            and is_release_tag(v)
             and isinstance(e, dict)
             and all(isinstance(e.get(k), str) for k in ("commit", "config", "digest"))
             for v, e in releases.items()
@@ -159,13 +159,13 @@ def enter(registry: RegistryRepository, version: str, labels: Mapping[str, str],
     that put X.Y.Z up confirms it, or a later one that proved it the same build (`check_built_here`):
     a run never enters what it merely finds."""
     from triton_release.contract import RELEASED_VERSIONS_LABEL, REVISION_LABEL
-    from triton_release.history import record
+    from triton_release.history import released_versions
 
     ledger = read_ledger(registry)
     known = ledger.entries.get(version)
     if known is not None and known.digest:
         return ledger
-    shipped = record.parse(labels.get(RELEASED_VERSIONS_LABEL)) or {}
+    shipped = released_versions.parse(labels.get(RELEASED_VERSIONS_LABEL)) or {}
     updated = ledger.confirming(version, str(labels.get(REVISION_LABEL) or ""), config, digest, shipped)
     write_ledger(registry, updated)
     return updated

@@ -13,15 +13,18 @@ from typing import TYPE_CHECKING
 import requests
 
 from triton_release import contract, progress
-from triton_release.contract import CHANNEL_LABEL, CREATED_LABEL, REVISION_LABEL
-from triton_release.errors import InfrastructureError, Refused, UsageError
-from triton_release.history.releases import (
+from triton_release.contract import (
+    CHANNEL_LABEL,
+    CREATED_LABEL,
+    REVISION_LABEL,
+    is_moving_tag,
     is_provenance_tag,
     is_release_tag,
     moving_tags,
-    parse_version,
-    versions_in,
+    parse_digest_ref,
 )
+from triton_release.errors import InfrastructureError, Refused, UsageError
+from triton_release.history.releases import parse_version, versions_in
 from triton_release.registry import ledger
 from triton_release.registry.client import RegistryRepository
 from triton_release.registry.rollback import rolled_back_since
@@ -118,7 +121,7 @@ def push(
     except docker.errors.ImageNotFound:
         raise UsageError(f"{image}: no such image on this Docker host; build it with `triton-release build`.") from None
     existing = registry.digest(version)
-    ours = {d.split("@", 1)[1] for d in local.attrs.get("RepoDigests") or [] if d.startswith(f"{registry}@")}
+    ours = pushed_digests(local, registry)
     if existing is not None and existing not in ours:
         raise AlreadyReleased(f"""
             {registry}:{version} already exists, and released versions are immutable: nothing was pushed.
@@ -130,7 +133,7 @@ def push(
         uploaded, mounted, present, pushed = daemon_push(client, registry, version)
         if not pushed:  # a daemon that did not say: what it recorded for the image
             local.reload()
-            found = {d.split("@", 1)[1] for d in local.attrs.get("RepoDigests") or [] if d.startswith(f"{registry}@")}
+            found = pushed_digests(local, registry)
             pushed = found.pop() if len(found) == 1 else ""
         if not pushed:
             raise InfrastructureError(f"""
@@ -232,6 +235,12 @@ def finish_interrupted(registry: RegistryRepository, channel: str) -> Finished:
     for tag in behind:
         registry.put_manifest(tag, manifest)
     return Finished(str(registry), newest, manifest.digest, tuple(behind))
+
+
+def pushed_digests(local: docker.models.images.Image, registry: RegistryRepository) -> set[str]:
+    """The manifest digests the Docker daemon recorded for the image `local` in `registry`."""
+    found = (parse_digest_ref(ref) for ref in local.attrs.get("RepoDigests") or [])
+    return {digest for repository, digest in filter(None, found) if repository == str(registry)}
 
 
 def daemon_push(client: docker.DockerClient, registry: RegistryRepository, tag: str) -> tuple[int, int, int, str]:
@@ -350,7 +359,6 @@ def retain(registry: RegistryRepository, keep: int, channel: str) -> Retention:
     keep them all. The registry deletes a manifest with every tag on it, so the X.Y, X, sha- and
     candidate tags that pointed at a deleted release go with it: listed in `dropped`, and said."""
     import logging
-    import re
 
     from triton_release.contract import is_candidate_tag
 
@@ -365,11 +373,11 @@ def retain(registry: RegistryRepository, keep: int, channel: str) -> Retention:
         tag
         for tag in tags
         if is_release_tag(tag)
-        or re.fullmatch(r"\d+(\.\d+)?", tag)  # X.Y, X
+        or is_moving_tag(tag)
         or is_provenance_tag(tag)
         or is_candidate_tag(tag)
-        or tag.startswith("sha256-")
-    ]  # records and evidence: artifacts of their own, never a release
+        or contract.is_artifact_tag(tag)
+    ]  # shard results and evidence: artifacts of their own, never a release
     channels: dict[str, list[str]] = {}  # digest -> the channels on it
     for tag in sorted({*(set(tags) - set(owned)), channel}):
         digest = digests[tag] if tag in digests else registry.digest(tag)

@@ -8,8 +8,7 @@ from typing import TYPE_CHECKING
 
 from triton_release.contract import LEDGER_TAG, RELEASED_VERSIONS_LABEL, REVISION_LABEL
 from triton_release.errors import Refused
-from triton_release.history import record as released_record
-from triton_release.history import releases
+from triton_release.history import released_versions, releases
 from triton_release.history.bump import Carried, plan_bumps
 from triton_release.history.changes import Changes
 from triton_release.history.git import Git
@@ -66,7 +65,7 @@ def changes(
         else {}
     )
     where = f"{registry}:{previous}"
-    shipped = released_record.parse(labels.get(RELEASED_VERSIONS_LABEL))
+    shipped = released_versions.parse(labels.get(RELEASED_VERSIONS_LABEL))
     if shipped is None and labels.get(RELEASED_VERSIONS_LABEL):
         raise Refused(f"""
             {where}'s record of released versions (label {RELEASED_VERSIONS_LABEL}) cannot be read: it is not
@@ -74,7 +73,7 @@ def changes(
             JSON, model -> version -> git tree.""")
     if shipped is not None:
         what = f"The record of {where} (label {RELEASED_VERSIONS_LABEL})"
-        released_record.prove(git, shipped, [str(labels.get(REVISION_LABEL) or "")], found.prefix, what)
+        released_versions.prove(git, shipped, [str(labels.get(REVISION_LABEL) or "")], found.prefix, what)
     if ledger is not None and ledger.releases:
         newest = ledger.newest
         if newest is not None and (previous is None or newest > previous):
@@ -86,15 +85,15 @@ def changes(
             )
             previous, source, where = newest, "the registry's ledger", f"{registry}:{LEDGER_TAG}"
         what = f"The registry's ledger {registry}:{LEDGER_TAG}"
-        released_record.prove(git, ledger.versions, [*ledger.releases.values(), found.head], found.prefix, what)
-        shipped = released_record.merged(shipped, ledger.versions, where)
+        released_versions.prove(git, ledger.versions, [*ledger.releases.values(), found.head], found.prefix, what)
+        shipped = released_versions.merged(shipped, ledger.versions, where)
     bumps = plan_bumps(found, edits=shipped is None)
     carried: tuple[Carried, ...] = ()
-    head_record = released_record.trees_at(git, found.head, found.prefix)
+    head_record = released_versions.trees_at(git, found.head, found.prefix)
     if shipped is not None:
-        reconciled = released_record.reconcile(git, found, bumps, shipped, where, head_record)
+        reconciled = released_versions.reconcile(git, found, bumps, shipped, where, head_record)
         found, bumps, carried = reconciled.changes, list(reconciled.bumps), reconciled.carried
-    record = released_record.shipped(git, found, head_record, [*bumps, *carried])
+    record = released_versions.shipped(git, found, head_record, [*bumps, *carried])
     kind = releases.release_kind(found, {b.model for b in bumps})
     version = releases.next_version(previous, kind.kind)
     version_plan = VersionPlan(str(previous) if previous else None, source, str(version) if version else None)

@@ -9,10 +9,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from triton_release import contract
 from triton_release.contract import BASE_LABEL, RELEASED_VERSIONS_LABEL, REVISION_LABEL
 from triton_release.errors import Refused
-from triton_release.history import record as released_record
-from triton_release.history import releases
+from triton_release.history import released_versions, releases
 from triton_release.history.bump import BumpResult, Carried, holds_bump
 from triton_release.history.changes import Changes, ChangeSet
 from triton_release.history.commit import Committed, commit
@@ -36,19 +36,19 @@ def finish_commit(root: Path, repository: RegistryRepository) -> Committed | Non
         return None
     version = str(versions[-1])
     git = Git(Git(root).toplevel())
-    if git.has_commit(releases.git_tag(version)):
+    if git.has_commit(contract.git_tag(version)):
         return None
     labels = repository.image_config(version).get("config", {}).get("Labels") or {}
     revision, base = labels.get(REVISION_LABEL, ""), labels.get(BASE_LABEL, "")
     if not revision or git.text("rev-parse", "HEAD") != revision:
         log.warning(
-            f"{repository}:{version} has no git tag {releases.git_tag(version)}; it was built from "
+            f"{repository}:{version} has no git tag {contract.git_tag(version)}; it was built from "
             f"{revision[:12] or 'an unknown commit'}, not the checked-out commit, so its release commit is "
             "not made here"
         )
         return None
     released = f"{repository}:{version}"
-    shipped = released_record.parse(labels.get(RELEASED_VERSIONS_LABEL))
+    shipped = released_versions.parse(labels.get(RELEASED_VERSIONS_LABEL))
     planned = (
         changes(root, base or None, head=revision)
         if shipped is None
@@ -62,7 +62,7 @@ def as_recorded(root: Path, revision: str, shipped: Mapping, released: str) -> C
     shipped it (its record): the exact bump, whatever git kept of earlier ones."""
     git, repository = Git(Git(root).toplevel()), Changes(root)
     found = ChangeSet(None, repository.resolve(None, revision)[1], repository.prefix)
-    held = released_record.trees_at(git, found.head, found.prefix)
+    held = released_versions.trees_at(git, found.head, found.prefix)
     carried = tuple(
         Carried(model, version, tree, released, at_head=version in held.get(model, {}))
         for model, versions in sorted(shipped.items())

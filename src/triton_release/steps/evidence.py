@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from triton_release import contract
 from triton_release.contract import REVISION_LABEL
 from triton_release.errors import Refused, UsageError
 from triton_release.history import releases
@@ -37,7 +38,6 @@ def finish_evidence(
     """The evidence of the newest release when the run that pushed it (from this commit) stopped
     before attaching it: its golden cases run again against its digest, then attached. None when
     there is nothing to finish. Golden cases that fail now are attached as failed, and refused."""
-    from triton_release import contract
     from triton_release.evidence import attach
 
     versions = releases.versions_in(repository.tags())
@@ -49,7 +49,7 @@ def finish_evidence(
         return None
     revision = (repository.image_config(version).get("config", {}).get("Labels") or {}).get(REVISION_LABEL)
     git = Git(Git(root).toplevel())
-    tagged = git.run("rev-parse", "-q", "--verify", f"{releases.git_tag(version)}^{{commit}}", check=False)
+    tagged = git.run("rev-parse", "-q", "--verify", f"{contract.git_tag(version)}^{{commit}}", check=False)
     if not revision or revision not in (head, tagged.stdout.decode().strip() if tagged.returncode == 0 else ""):
         return None  # released from another commit: not this run's to finish
     from triton_release.registry.ledger import check_built_here

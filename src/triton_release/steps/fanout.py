@@ -18,10 +18,10 @@ from triton_release.steps.commit import as_recorded, holds_shipped_bump
 
 if TYPE_CHECKING:
     from triton_release.models.shards import Shard
-    from triton_release.registry.candidate import Pulled, Staged
+    from triton_release.registry.candidate import CandidateCheck
+    from triton_release.registry.candidate.shard_results import ShardResult
+    from triton_release.registry.candidate.stage import Pulled, Staged
     from triton_release.registry.client import RegistryRepository
-    from triton_release.registry.promote import CandidateCheck
-    from triton_release.registry.records import GoldenRecord
 
 
 # -- promote: the bump a staged candidate shipped, for its release commit -----------------------
@@ -46,8 +46,8 @@ def plan_commit(root: Path, checked: CandidateCheck) -> ChangesResult:
             and fetch-depth: 0), or promote without --commit. Nothing was tagged.""")
     planned = (
         changes(root, candidate.base or None, head=candidate.revision)
-        if candidate.record is None
-        else as_recorded(root, candidate.revision, candidate.record, candidate.ref)
+        if candidate.released_versions is None
+        else as_recorded(root, candidate.revision, candidate.released_versions, candidate.ref)
     )
     if not holds_shipped_bump(root, planned, candidate.ref):
         check_working_tree(planned.found, planned.writes, root)
@@ -80,17 +80,17 @@ def plan_shards(
 def push_candidate(image: str, registry: RegistryRepository, revision: str) -> Staged:
     """The built candidate pushed to candidate-<sha12> through the daemon at DOCKER_HOST."""
     from triton_release.image.engine import docker_client
-    from triton_release.registry import candidate
+    from triton_release.registry.candidate import stage
 
-    return candidate.push_candidate(docker_client(), image, registry, revision)
+    return stage.push_candidate(docker_client(), image, registry, revision)
 
 
 def pull_candidate(registry: RegistryRepository, digest: str) -> Pulled:
     """The staged candidate pulled by its digest through the daemon at DOCKER_HOST."""
     from triton_release.image.engine import docker_client
-    from triton_release.registry import candidate
+    from triton_release.registry.candidate import stage
 
-    return candidate.pull_candidate(docker_client(), registry, digest)
+    return stage.pull_candidate(docker_client(), registry, digest)
 
 
 @dataclass(frozen=True)
@@ -111,10 +111,10 @@ class RecordWritten:
 
 
 def write_golden_record(
-    registry: RegistryRepository, record: GoldenRecord, *, junit: bytes | None = None
+    registry: RegistryRepository, record: ShardResult, *, junit: bytes | None = None
 ) -> RecordWritten:
     """The shard's outcome, kept in the registry beside the candidate for `promote` to read."""
-    from triton_release.registry.records import write_record
+    from triton_release.registry.candidate.shard_results import write_shard_result
 
-    tag = write_record(registry, record, junit)
+    tag = write_shard_result(registry, record, junit)
     return RecordWritten(str(registry), tag, record.shard, record.passed, len(record.cases))

@@ -7,9 +7,9 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from triton_release import contract
 from triton_release.contract import REVISION_LABEL
 from triton_release.errors import InfrastructureError, Refused, UsageError
-from triton_release.history import releases
 from triton_release.history.bump import STAGING, Written, changed_paths, same_as_tree, undo_bumps
 from triton_release.history.changes import ChangeSet
 from triton_release.history.git import Git
@@ -131,7 +131,7 @@ def _finish_release_commit(git: Git, entry: Entry) -> str:
     subject = git.text("log", "-1", "--format=%s")
     parent = git.run("rev-parse", "-q", "--verify", "HEAD^", check=False).stdout.decode().strip()
     if entry.version and subject == f"release {entry.version}" and parent == entry.head:
-        tag = releases.git_tag(entry.version)
+        tag = contract.git_tag(entry.version)
         if not git.has_commit(tag):
             git.run("tag", tag, head)
         return "tagged"

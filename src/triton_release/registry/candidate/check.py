@@ -1,5 +1,5 @@
-"""Whether a staged candidate may become release X.Y.Z (`check_candidate`): its shards' golden
-records (registry/records.py) reviewed against its plan (`review`). Each shard needs a passing
+"""Whether a staged candidate may become release X.Y.Z (`check_candidate`): its shards' shard
+results (registry/candidate/shard_results.py) reviewed against its plan (`review`). Each shard needs a passing
 record for this very digest that ran every golden case its plan holds of each of its models, and
 together they must cover every changed model; a model set aside for needing a GPU the runner
 lacked ships untested only when `gpu_models` is "test". Otherwise it is refused, naming every shard
@@ -10,22 +10,22 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from triton_release.contract import record_tag
+from triton_release.contract import shard_result_tag
 from triton_release.errors import Refused
 from triton_release.history.releases import parse_version
-from triton_release.registry.candidate_labels import Candidate, read_candidate
+from triton_release.registry.candidate.labels import Candidate, read_candidate
+from triton_release.registry.candidate.shard_results import ShardResult, read_shard_result
 from triton_release.registry.client import RegistryRepository
-from triton_release.registry.records import GoldenRecord, read_record
 
 log = logging.getLogger("triton_release")
 
 
 @dataclass(frozen=True)
 class CandidateCheck:
-    """Each shard of a candidate with its record (None: none found), and what stops the promote."""
+    """Each shard of a candidate with its result (None: none found), and what stops the promote."""
 
     candidate: Candidate
-    records: tuple[tuple[str, GoldenRecord | None], ...]
+    results: tuple[tuple[str, ShardResult | None], ...]
     problems: tuple[str, ...]
     untested: tuple[tuple[str, str], ...] = ()  # (model, why): accepted to ship untested (gpu_models "test")
 
@@ -34,7 +34,7 @@ class CandidateCheck:
         return not self.problems
 
     def to_json(self) -> dict:
-        found = dict(self.records)
+        found = dict(self.results)
         shards = []
         for shard in self.candidate.shards:
             record = found.get(shard.name)
@@ -42,7 +42,7 @@ class CandidateCheck:
                 {
                     "name": shard.name,
                     "models": list(shard.models),
-                    "record": record_tag(self.candidate.digest, shard.name),
+                    "record": shard_result_tag(self.candidate.digest, shard.name),
                     "found": record is not None,
                     "passed": bool(record and record.passed and record.candidate == self.candidate.digest),
                     "failed_cases": record.failed_cases if record else [],
@@ -74,7 +74,7 @@ class CandidateCheck:
 
 
 def problems(
-    candidate: Candidate, records: dict[str, GoldenRecord | None], version: str, gpu_models: str = "require"
+    candidate: Candidate, records: dict[str, ShardResult | None], version: str, gpu_models: str = "require"
 ) -> list[str]:
     """What stops `candidate` from becoming release `version`, naming every shard at fault; []
     when nothing does. `gpu_models` "test" accepts models set aside for needing a GPU (`review`)."""
@@ -87,7 +87,7 @@ def _untested_text(model: str, ran: int, planned: int, why: str) -> str:
 
 
 def review(
-    candidate: Candidate, records: dict[str, GoldenRecord | None], version: str, gpu_models: str = "require"
+    candidate: Candidate, records: dict[str, ShardResult | None], version: str, gpu_models: str = "require"
 ) -> tuple[list[str], list[tuple[str, str]]]:
     """What stops `candidate` from becoming release `version`, and the models that ship untested
     because `gpu_models` is "test" and their shard's runner had no GPU: (model, why)."""
@@ -113,7 +113,7 @@ def review(
         elif record.candidate != candidate.digest:
             found.append(f"the record of {shard.name} is for {record.candidate}, another candidate")
         elif record.shard != shard.name:
-            found.append(f"the record under {record_tag(candidate.digest, shard.name)} is {record.shard}'s")
+            found.append(f"the record under {shard_result_tag(candidate.digest, shard.name)} is {record.shard}'s")
         elif not record.passed:
             failed = record.failed_cases
             found.append(
@@ -178,7 +178,7 @@ def check_candidate(
     a GPU ship untested, with a warning naming them."""
     parse_version(version)
     candidate = read_candidate(registry, digest)
-    records = {shard.name: read_record(registry, digest, shard.name) for shard in candidate.shards}
+    records = {shard.name: read_shard_result(registry, digest, shard.name) for shard in candidate.shards}
     found, untested = review(candidate, records, version, gpu_models)
     check = CandidateCheck(candidate, tuple(records.items()), tuple(found), tuple(untested))
     if not check.ok:

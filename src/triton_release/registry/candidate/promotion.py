@@ -3,21 +3,17 @@
 The candidate is an image in the release repository under `candidate-<sha12>`, known by its
 manifest digest. Its labels carry what promote needs: the shard plan, the changed models, the
 planned version, the commit it was built from and the base of its bump. Each shard's test job
-left a golden record beside it (registry/records.py). Promote reads them all and refuses, naming
-every shard at fault, unless each shard has a passing record for this very digest that ran every
-golden case its plan holds of each of its models, and together they cover every changed model. A
-model set aside because it needs a GPU the runner lacked is untested, and refused too, unless the
-promote's `gpu_models` is "test": then it ships untested, and the promote says so. Then the
-candidate's manifest is put under X.Y.Z (never over another release's), and the moving tags
-follow as `push` moves them, the channel last: no layer moves.
+left its shard result beside it (registry/candidate/shard_results.py). Promote reads them all and
+refuses, naming every shard at fault, unless each shard has a passing result for this very digest
+that ran every golden case its plan holds of each of its models, and together they cover every
+changed model. A model set aside because it needs a GPU the runner lacked is untested, and refused
+too, unless the promote's `gpu_models` is "test": then it ships untested, and the promote says so.
+Then the candidate's manifest is put under X.Y.Z (never over another release's), and the moving
+tags follow as `push` moves them, the channel last: no layer moves.
 
-After a promote, candidates older than the release are deleted with their records, except the
-newest `keep` of them and any whose manifest a release is: the registry deletes by digest, which
-would delete that release too, so such a candidate keeps its tag.
-
-One import: the candidate as its labels describe it (registry/candidate_labels.py), the check of
-its shards' records (registry/candidate_check.py), the promote itself (here), and the retention
-of older candidates (registry/candidate_retention.py).
+After a promote, candidates older than the release are deleted with their shard results, except
+the newest `keep` of them and any whose manifest a release is: the registry deletes by digest,
+which would delete that release too, so such a candidate keeps its tag (retention.py).
 """
 
 from __future__ import annotations
@@ -27,27 +23,9 @@ from dataclasses import dataclass
 from triton_release.errors import Refused
 from triton_release.history.releases import parse_version, versions_in
 from triton_release.registry import ledger
-from triton_release.registry.candidate_check import CandidateCheck, check_candidate, problems, refusal, review
-from triton_release.registry.candidate_labels import CANDIDATE_REF, Candidate, parse_reference, read_candidate
-from triton_release.registry.candidate_retention import CandidateRetention, retain_candidates
+from triton_release.registry.candidate.check import CandidateCheck
 from triton_release.registry.client import RegistryRepository
 from triton_release.registry.publish import AlreadyReleased, released_facts, tag_release
-
-__all__ = [
-    "CANDIDATE_REF",
-    "Candidate",
-    "CandidateCheck",
-    "CandidateRetention",
-    "Promoted",
-    "check_candidate",
-    "parse_reference",
-    "problems",
-    "promote",
-    "read_candidate",
-    "refusal",
-    "retain_candidates",
-    "review",
-]
 
 
 @dataclass(frozen=True)

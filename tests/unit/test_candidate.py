@@ -1,5 +1,5 @@
-"""Golden records and promote's checks, on plain data: the record's JSON, its tag, and what a
-promote refuses (every shard at fault named)."""
+"""Shard results and promote's checks (registry/candidate/), on plain data: a result's JSON, its
+tag, and what a promote refuses (every shard at fault named)."""
 
 from __future__ import annotations
 
@@ -9,13 +9,13 @@ import json
 import pytest
 
 from support.registries import FakeRegistry
-from triton_release.contract import CHANGED_LABEL, SHARDS_LABEL, record_tag
+from triton_release.contract import CHANGED_LABEL, SHARDS_LABEL, shard_result_tag
 from triton_release.errors import Refused, UsageError
 from triton_release.models.shards import Shard, shards_label
+from triton_release.registry.candidate import Candidate, CandidateCheck, parse_reference, problems, refusal, review
+from triton_release.registry.candidate.shard_results import ShardResult
 from triton_release.registry.client import RegistryRepository
 from triton_release.registry.credentials import Credentials
-from triton_release.registry.promote import Candidate, CandidateCheck, parse_reference, problems, refusal, review
-from triton_release.registry.records import GoldenRecord
 
 DIGEST = "sha256:" + "ab" * 32
 OTHER = "sha256:" + "cd" * 32
@@ -38,9 +38,9 @@ def candidate(
 
 def record(
     shard: str, models: tuple[str, ...], passed: bool = True, failed: tuple[str, ...] = (), digest: str = DIGEST
-) -> GoldenRecord:
+) -> ShardResult:
     cases = tuple({"case": f"{m}/basic", "passed": f"{m}/basic" not in failed} for m in models)
-    return GoldenRecord(digest, shard, models, passed, cases, COMMIT)
+    return ShardResult(digest, shard, models, passed, cases, COMMIT)
 
 
 TWO = (("shard-1", ("a", "b")), ("shard-2", ("c",)))
@@ -49,7 +49,7 @@ TWO = (("shard-1", ("a", "b")), ("shard-2", ("c",)))
 def test_a_record_survives_its_json():
     original = record("shard-1", ("a", "b"), passed=False, failed=("b/basic",))
     text = json.dumps(original.to_json())
-    assert GoldenRecord.from_json(json.loads(text)) == original
+    assert ShardResult.from_json(json.loads(text)) == original
     assert original.failed_cases == ["b/basic"]
     assert json.loads(text) == {
         "candidate": DIGEST,
@@ -63,7 +63,7 @@ def test_a_record_survives_its_json():
 
 
 def test_a_record_states_the_cases_planned_and_run_and_the_models_set_aside():
-    original = GoldenRecord(
+    original = ShardResult(
         DIGEST,
         "shard-1",
         ("a", "gpu"),
@@ -79,13 +79,13 @@ def test_a_record_states_the_cases_planned_and_run_and_the_models_set_aside():
         1,
         {"gpu": "CUDA is required"},
     )
-    assert GoldenRecord.from_json(data) == original
+    assert ShardResult.from_json(data) == original
     assert original.untested({"a": 2, "gpu": 1}) == [("a", 1, 2, ""), ("gpu", 0, 1, "CUDA is required")]
     assert original.untested({"a": 1}) == [("gpu", 0, 0, "CUDA is required")]  # set aside: untested, cases or not
     with pytest.raises(ValueError, match="'cases_run' is 3"):
-        GoldenRecord.from_json({**data, "cases_run": 3})
+        ShardResult.from_json({**data, "cases_run": 3})
     with pytest.raises(ValueError, match="'planned_cases'"):
-        GoldenRecord.from_json({**data, "planned_cases": {"a": -1}})
+        ShardResult.from_json({**data, "planned_cases": {"a": -1}})
 
 
 @pytest.mark.parametrize(
@@ -115,12 +115,12 @@ def test_a_record_states_the_cases_planned_and_run_and_the_models_set_aside():
 )
 def test_what_is_not_a_record_says_what_is_wrong(broken, why):
     with pytest.raises(ValueError, match=why):
-        GoldenRecord.from_json(broken)
+        ShardResult.from_json(broken)
 
 
-def test_the_record_tag_names_the_candidate_digest_and_the_shard():
-    assert record_tag(DIGEST, "shard-3") == f"sha256-{'ab' * 32}.golden-shard-3"
-    assert len(record_tag(DIGEST, "s" * 49)) <= 128  # a registry tag's limit
+def test_the_shard_result_tag_names_the_candidate_digest_and_the_shard():
+    assert shard_result_tag(DIGEST, "shard-3") == f"sha256-{'ab' * 32}.golden-shard-3"
+    assert len(shard_result_tag(DIGEST, "s" * 49)) <= 128  # a registry tag's limit
     for digest, shard in (
         (DIGEST[:-1], "shard-1"),
         ("md5:" + "ab" * 16, "shard-1"),
@@ -129,7 +129,7 @@ def test_the_record_tag_names_the_candidate_digest_and_the_shard():
         (DIGEST, ""),
     ):
         with pytest.raises(UsageError):
-            record_tag(digest, shard)
+            shard_result_tag(digest, shard)
 
 
 def test_a_candidate_is_given_by_its_digest():
@@ -178,13 +178,13 @@ def test_a_failed_shard_names_its_failed_cases():
     ]
 
 
-def passed_without_cases(shard: str, models: tuple[str, ...], needs_gpu: tuple = ()) -> GoldenRecord:
-    return GoldenRecord(DIGEST, shard, models, True, (), COMMIT, needs_gpu=needs_gpu)
+def passed_without_cases(shard: str, models: tuple[str, ...], needs_gpu: tuple = ()) -> ShardResult:
+    return ShardResult(DIGEST, shard, models, True, (), COMMIT, needs_gpu=needs_gpu)
 
 
 def test_a_passing_record_that_ran_fewer_cases_than_planned_is_refused_naming_its_models():
     plan = candidate(("shard-1", ("a", "b")), ("shard-2", ("c",)), cases=2)
-    short = GoldenRecord(
+    short = ShardResult(
         DIGEST,
         "shard-1",
         ("a", "b"),

@@ -32,18 +32,12 @@ from triton_release.models.shards import (
     Shard,
     build_inputs_from_label,
 )
+from triton_release.registry.candidate.labels import Candidate
 from triton_release.registry.client import RegistryRepository
-from triton_release.registry.promote import CANDIDATE_REF, Candidate
-from triton_release.registry.publish import daemon_push
+from triton_release.registry.publish import daemon_push, pushed_digests
 from triton_release.settings import ImageOptions, PublishOptions
 
 log = logging.getLogger("triton_release")
-
-
-def parse_candidate(image: str) -> tuple[str, str] | None:
-    """(REPO, sha256:...) of an image given as REPO@sha256:...; None for any other image name."""
-    match = CANDIDATE_REF.match(image or "")
-    return (match["repository"], match["digest"]) if match else None
 
 
 @dataclass(frozen=True)
@@ -173,7 +167,7 @@ def push_candidate(client: docker.DockerClient, image: str, registry: RegistryRe
             pass
     if not pushed:
         local.reload()
-        found = {d.split("@", 1)[1] for d in local.attrs.get("RepoDigests") or [] if d.startswith(f"{registry}@")}
+        found = pushed_digests(local, registry)
         pushed = found.pop() if len(found) == 1 else ""
     digest = registry.digest(tag)
     if not pushed or digest != pushed:

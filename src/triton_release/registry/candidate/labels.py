@@ -2,11 +2,10 @@
 (`parse_reference`) and the `Candidate` its labels describe (`read_candidate`): the planned
 version, the commit it was built from and the base of its bump, the shard plan, the changed
 models, the models given a new version, the version folders it holds, the drift it cannot
-measure. (Staging and pulling it: registry/candidate.py; the labels' names: contract.py.)"""
+measure. (Staging and pulling it: registry/candidate/stage.py; the labels' names: contract.py.)"""
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 from triton_release.contract import (
@@ -20,9 +19,11 @@ from triton_release.contract import (
     REVISION_LABEL,
     SHARDS_LABEL,
     VERSION_LABEL,
+    parse_digest_ref,
 )
 from triton_release.errors import Refused, UsageError
-from triton_release.history import record as released_record
+from triton_release.history.released_versions import ReleasedVersions
+from triton_release.history.released_versions import parse as parse_released_versions
 from triton_release.models.shards import (
     Shard,
     changed_from_label,
@@ -32,17 +33,16 @@ from triton_release.models.shards import (
 )
 from triton_release.registry.client import Manifest, RegistryRepository
 
-CANDIDATE_REF = re.compile(r"^(?P<repository>[^@\s]+)@(?P<digest>sha256:[0-9a-f]{64})$")
-
 
 def parse_reference(ref: str) -> tuple[str, str]:
-    """REPO@sha256:<64 hex> -> (REPO, digest)."""
-    match = CANDIDATE_REF.match(ref or "")
-    if not match:
+    """The --candidate REPO@sha256:<64 hex> -> (REPO, digest); refused (a usage error) when it is
+    not one."""
+    found = parse_digest_ref(ref or "")
+    if found is None:
         raise UsageError(f"""
             --candidate {ref!r}: give the candidate as REPO@sha256:<64 hex digits>, the `candidate` output of
             `triton-release stage`.""")
-    return match["repository"], match["digest"]
+    return found
 
 
 @dataclass(frozen=True)
@@ -56,11 +56,11 @@ class Candidate:
     base: str  # the commit its bump started from ("" for a first release)
     created: str
     shards: tuple[Shard, ...]
-    changed: tuple[str, ...]  # the models the shards' records must cover
+    changed: tuple[str, ...]  # the models the shards' results must cover
     manifest: Manifest | None = field(default=None, repr=False, compare=False)
     new_versions: tuple[str, ...] | None = None  # the models given a new version (drift); None: not labelled
-    # model -> version -> git tree of every version folder it holds (history/record.py); None: not labelled
-    record: dict | None = field(default=None, repr=False, compare=False)
+    # model -> version -> git tree of every version folder it holds (history/released_versions.py); None: not labelled
+    released_versions: ReleasedVersions | None = field(default=None, repr=False, compare=False)
     # model -> why its drift cannot be measured here: its environment changed since the last release
     drift_unmeasurable: dict[str, str] = field(default_factory=dict, compare=False)
     # the models whose files changed (`changed` adds those tested for another reason); None: not labelled
@@ -88,7 +88,7 @@ class Candidate:
             tuple(changed),
             manifest,
             new_versions_from_label(labels.get(NEW_VERSIONS_LABEL)),
-            released_record.parse(labels.get(RELEASED_VERSIONS_LABEL)),
+            parse_released_versions(labels.get(RELEASED_VERSIONS_LABEL)),
             unmeasurable_from_label(labels.get(DRIFT_UNMEASURABLE_LABEL)),
             new_versions_from_label(labels.get(CHANGED_MODELS_LABEL)),
         )

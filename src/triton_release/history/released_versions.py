@@ -1,10 +1,10 @@
-"""The registry's record of released versions: what each release shipped, version by version.
+"""The released versions the registry keeps: what each release shipped, version by version.
 
 A CI run starts from a fresh checkout, so whatever a release did to the working tree (a bump it
 did not commit, or committed and never pushed) is gone by the next run. The release image keeps
 what git may have lost: its label `triton-release.versions` names, for every model and version
 folder it holds, the git tree id of that folder's contents. A later release reads the last
-release's record and ships every version the record holds byte for byte:
+release's released versions and ships every one of them byte for byte:
 - a released version the checkout lacks is written from its tree (it is carried);
 - the highest folder in the checkout holds the model's working contents: when they are neither
   that version as released nor the newest released version, they become a new version numbered
@@ -28,11 +28,11 @@ from triton_release.history.changes import ChangeSet, ModelChange
 from triton_release.history.git import Git
 from triton_release.models.repository import VERSION_DIR
 
-Record = dict[str, dict[int, str]]
+ReleasedVersions = dict[str, dict[int, str]]
 
 
-def parse(text: str | None) -> Record | None:
-    """The record of a label's text; None for none, or one this version cannot read."""
+def parse(text: str | None) -> ReleasedVersions | None:
+    """The released versions a label's text holds; None for none, or one this version cannot read."""
     try:
         found = json.loads(text or "null")
         if not isinstance(found, dict):
@@ -42,18 +42,18 @@ def parse(text: str | None) -> Record | None:
         return None
 
 
-def label(record: Record) -> str:
+def label(released_versions: ReleasedVersions) -> str:
     return json.dumps(
-        {m: {str(v): t for v, t in sorted(vs.items())} for m, vs in sorted(record.items())},
+        {m: {str(v): t for v, t in sorted(vs.items())} for m, vs in sorted(released_versions.items())},
         sort_keys=True,
         separators=(",", ":"),
     )
 
 
-def trees_at(git: Git, ref: str, prefix: str) -> Record:
+def trees_at(git: Git, ref: str, prefix: str) -> ReleasedVersions:
     """model -> version -> tree id of every numbered version folder of the model repository at `ref`."""
     out = git.run("ls-tree", "-r", "-t", "-z", ref, "--", prefix if prefix != "." else ".").stdout
-    found: Record = {}
+    found: ReleasedVersions = {}
     for entry in out.decode("utf-8", "surrogateescape").split("\0"):
         if not entry:
             continue
@@ -65,12 +65,14 @@ def trees_at(git: Git, ref: str, prefix: str) -> Record:
     return found
 
 
-def shipped(git: Git, changes: ChangeSet, head: Record, written: list[FolderBump | Carried]) -> Record:
-    """The record of the image a release builds: head's version folders with every write applied."""
-    record = {m: dict(vs) for m, vs in head.items()}
+def shipped(
+    git: Git, changes: ChangeSet, head: ReleasedVersions, written: list[FolderBump | Carried]
+) -> ReleasedVersions:
+    """The released versions of the image a release builds: head's version folders with every write applied."""
+    released_versions = {m: dict(vs) for m, vs in head.items()}
     for write in folder_writes(git, changes, written):
-        record.setdefault(write.model, {})[write.version] = write.tree
-    return record
+        released_versions.setdefault(write.model, {})[write.version] = write.tree
+    return released_versions
 
 
 def held_trees(git: Git, revisions: list[str], prefix: str) -> dict[str, set[str]]:
@@ -105,12 +107,15 @@ def held_trees(git: Git, revisions: list[str], prefix: str) -> dict[str, set[str
     return held
 
 
-def prove(git: Git, record: Mapping[str, Mapping[int, str]], revisions: list[str], prefix: str, what: str) -> None:
-    """A record from the registry (`what`: whose, for the message) is trusted only where git proves
-    it: every (model, version, tree) it names must be a tree that model's version folders held at
-    the commits it was released from (`revisions`) or before them, a folder a bump copied included.
-    A record rewritten in the registry (a forged label) is refused, naming what differs."""
-    if not record:
+def prove(
+    git: Git, released_versions: Mapping[str, Mapping[int, str]], revisions: list[str], prefix: str, what: str
+) -> None:
+    """Released versions read from the registry (`what`: whose, for the message) are trusted only
+    where git proves them: every (model, version, tree) named must be a tree that model's version
+    folders held at the commits it was released from (`revisions`) or before them, a folder a bump
+    copied included. Released versions rewritten in the registry (a forged label) are refused,
+    naming what differs."""
+    if not released_versions:
         return
     found = [r for r in revisions if r and git.has_commit(r)]
     if not found:
@@ -122,7 +127,7 @@ def prove(git: Git, record: Mapping[str, Mapping[int, str]], revisions: list[str
     held = held_trees(git, found, prefix)
     wrong = [
         (model, version, tree)
-        for model, versions in sorted(record.items())
+        for model, versions in sorted(released_versions.items())
         for version, tree in sorted(versions.items())
         if tree not in held.get(model, set())
     ]
@@ -138,13 +143,15 @@ def prove(git: Git, record: Mapping[str, Mapping[int, str]], revisions: list[str
             verify REPO:X.Y.Z --key <your public key>`.""")
 
 
-def merged(image: Record | None, ledger: Mapping[str, Mapping[int, str]], where: str) -> Record | None:
-    """The released versions a release must keep: the last release image's record, and the ledger's
+def merged(
+    image: ReleasedVersions | None, ledger: Mapping[str, Mapping[int, str]], where: str
+) -> ReleasedVersions | None:
+    """The released versions a release must keep: the last release image's label, and the ledger's
     every version ever released (models removed since, and re-added, included); refused where the
     two disagree (one of them was rewritten)."""
     if image is None and not ledger:
         return None
-    out: Record = {m: dict(vs) for m, vs in (image or {}).items()}
+    out: ReleasedVersions = {m: dict(vs) for m, vs in (image or {}).items()}
     for model, versions in ledger.items():
         for version, tree in versions.items():
             held = out.setdefault(model, {}).setdefault(version, tree)
@@ -158,23 +165,28 @@ def merged(image: Record | None, ledger: Mapping[str, Mapping[int, str]], where:
 
 @dataclass(frozen=True)
 class Reconciled:
-    changes: ChangeSet  # with models the record shows changed and git did not
+    changes: ChangeSet  # with models the released versions show changed and git did not
     bumps: tuple[FolderBump, ...]
     carried: tuple[Carried, ...]
 
 
 def reconcile(
-    git: Git, changes: ChangeSet, bumps: list[FolderBump], record: Record, release: str, head: Record
+    git: Git,
+    changes: ChangeSet,
+    bumps: list[FolderBump],
+    released_versions: ReleasedVersions,
+    release: str,
+    head: ReleasedVersions,
 ) -> Reconciled:
-    """The bumps and carried versions that make the next image ship every version `record`
-    (the release `release`, REPO:X.Y.Z) shipped, byte for byte, and number a new version after
-    the highest released one. `bumps`: what git's history alone would bump; `head`: the record
-    of the commit released (`trees_at`)."""
+    """The bumps and carried versions that make the next image ship every version of
+    `released_versions` (what the release `release`, REPO:X.Y.Z, shipped) byte for byte, and number
+    a new version after the highest released one. `bumps`: what git's history alone would bump;
+    `head`: the version folders of the commit released (`trees_at`)."""
     by_git = {b.model: b for b in bumps}
     models = dict(changes.models)
     new_bumps, carried = [], []
     for name in sorted(set(head) | set(by_git)):
-        released, held = record.get(name), head.get(name, {})
+        released, held = released_versions.get(name), head.get(name, {})
         if not released or not held:
             if name in by_git:
                 new_bumps.append(by_git[name])  # a model the last release did not hold: git decides

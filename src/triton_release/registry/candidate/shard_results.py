@@ -1,15 +1,15 @@
-"""Golden records: the outcome of one shard's golden cases, kept in the registry beside the
+"""Shard results: the outcome of one shard's golden cases, kept in the registry beside the
 candidate it tested.
 
-A record is a small OCI artifact in the release repository, tagged
-`sha256-<hex of the candidate's digest>.golden-<shard>`: a manifest whose config is the record
-(JSON, media type RECORD_TYPE, also its `artifactType`) and whose one layer is the shard's JUnit
+A shard result is a small OCI artifact in the release repository, tagged
+`sha256-<hex of the candidate's digest>.golden-<shard>`: a manifest whose config is the result
+(JSON, media type SHARD_RESULT_TYPE, also its `artifactType`) and whose one layer is the shard's JUnit
 XML (an empty JSON layer when there is none). The registry is the one place every runner of a
-matrix can reach, so the test jobs write records there and `promote` reads them.
+matrix can reach, so the test jobs write their results there and `promote` reads them.
 
-A record states what was planned and what ran: the golden cases the shard's plan holds of each
+A shard result states what was planned and what ran: the golden cases the shard's plan holds of each
 model, the cases run (each by name, passed or not), and the models set aside because they need a
-GPU the runner lacks. A record whose cases all passed can still have tested less than planned;
+GPU the runner lacks. A result whose cases all passed can still have tested less than planned;
 `untested` says what, and promote refuses it.
 """
 
@@ -20,11 +20,11 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from triton_release.contract import record_tag
+from triton_release.contract import shard_result_tag
 from triton_release.errors import Refused
 from triton_release.registry.client import Manifest, RegistryRepository, artifact_config
 
-RECORD_TYPE = "application/vnd.triton-release.golden.v1+json"
+SHARD_RESULT_TYPE = "application/vnd.triton-release.golden.v1+json"
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 JUNIT_TYPE = "application/xml"
 EMPTY_TYPE = "application/vnd.oci.empty.v1+json"
@@ -32,7 +32,7 @@ EMPTY = b"{}"
 
 
 @dataclass(frozen=True)
-class GoldenRecord:
+class ShardResult:
     candidate: str  # sha256:... the candidate manifest digest
     shard: str
     models: tuple[str, ...]  # the models the shard tested
@@ -80,7 +80,7 @@ class GoldenRecord:
         return data
 
     @classmethod
-    def from_json(cls, data: object) -> GoldenRecord:
+    def from_json(cls, data: object) -> ShardResult:
         """The record `data` holds; ValueError naming what is wrong when it is not one."""
         if not isinstance(data, dict):
             raise ValueError("not a JSON object")
@@ -119,10 +119,10 @@ class GoldenRecord:
         )
 
 
-def write_record(registry: RegistryRepository, record: GoldenRecord, junit: bytes | None = None) -> str:
+def write_shard_result(registry: RegistryRepository, record: ShardResult, junit: bytes | None = None) -> str:
     """Put `record` (and the shard's JUnit XML) in the registry under its tag; returns the tag.
     A record written again (a rerun of the shard) replaces the earlier one."""
-    tag = record_tag(record.candidate, record.shard)
+    tag = shard_result_tag(record.candidate, record.shard)
     config = json.dumps(record.to_json(), sort_keys=True, separators=(",", ":")).encode()
     layer, layer_type = (junit, JUNIT_TYPE) if junit is not None else (EMPTY, EMPTY_TYPE)
     descriptor = {"mediaType": layer_type, "digest": registry.put_blob(layer), "size": len(layer)}
@@ -131,28 +131,28 @@ def write_record(registry: RegistryRepository, record: GoldenRecord, junit: byte
     manifest = {
         "schemaVersion": 2,
         "mediaType": OCI_MANIFEST,
-        "artifactType": RECORD_TYPE,
-        "config": {"mediaType": RECORD_TYPE, "digest": registry.put_blob(config), "size": len(config)},
+        "artifactType": SHARD_RESULT_TYPE,
+        "config": {"mediaType": SHARD_RESULT_TYPE, "digest": registry.put_blob(config), "size": len(config)},
         "layers": [descriptor],
     }
     registry.put_manifest(tag, Manifest.of(OCI_MANIFEST, json.dumps(manifest, separators=(",", ":")).encode()))
     return tag
 
 
-def read_record(registry: RegistryRepository, candidate: str, shard: str) -> GoldenRecord | None:
+def read_shard_result(registry: RegistryRepository, candidate: str, shard: str) -> ShardResult | None:
     """The record of `shard` for `candidate`; None when there is none. Something under the
     record's tag that is not a readable record is refused, naming the tag."""
-    tag = record_tag(candidate, shard)
+    tag = shard_result_tag(candidate, shard)
     manifest = registry.manifest(tag)
     if manifest is None:
         return None
 
     def unreadable(why: str) -> Refused:
         return Refused(f"""
-            {registry}:{tag} is not a golden record this version can read ({why}). Run the test job of
-            {shard} again: it writes the record anew.""")
+            {registry}:{tag} is not a shard result this version can read ({why}). Run the test job of
+            {shard} again: it writes the result anew.""")
 
     try:
-        return GoldenRecord.from_json(json.loads(artifact_config(registry, manifest, RECORD_TYPE)))
+        return ShardResult.from_json(json.loads(artifact_config(registry, manifest, SHARD_RESULT_TYPE)))
     except ValueError as exc:  # also UnicodeDecodeError
         raise unreadable(str(exc)) from None

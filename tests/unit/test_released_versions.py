@@ -1,4 +1,4 @@
-"""The registry's record of released versions (history/record.py), on git repositories made here
+"""The registry's record of released versions (history/released_versions.py), on git repositories made here
 and a registry stand-in that answers tags and labels: what a fresh checkout lacks is carried,
 a change is numbered after the highest released version, and a released version is never
 changed."""
@@ -14,7 +14,7 @@ from support.models import PYTHON_MODEL, python_model_files
 from triton_release import steps
 from triton_release.contract import RELEASED_VERSIONS_LABEL, REVISION_LABEL
 from triton_release.errors import Refused
-from triton_release.history import record
+from triton_release.history import released_versions
 from triton_release.history.git import Git
 from triton_release.history.planned import ChangesResult
 from triton_release.registry.client import Manifest, content_digest
@@ -34,7 +34,10 @@ class Registry:
 
     def release(self, version: str, revision: str, planned: ChangesResult | dict) -> None:
         shipped = planned if isinstance(planned, dict) else planned.record
-        self.labels[version] = {REVISION_LABEL: revision, RELEASED_VERSIONS_LABEL: record.label(dict(shipped))}
+        self.labels[version] = {
+            REVISION_LABEL: revision,
+            RELEASED_VERSIONS_LABEL: released_versions.label(dict(shipped)),
+        }
         if self.keeps_ledger:  # as a push does: the build entered, put up, then confirmed
             built = self.image(version)
             intend(self, version, revision, built.config_digest)
@@ -115,7 +118,7 @@ def test_a_fresh_checkout_gets_every_released_version_and_the_next_number(runner
     assert content(repo, "a", 2) == PYTHON_MODEL + "# one\n"  # as 1.1.0 shipped it
     assert content(repo, "a", 3) == PYTHON_MODEL + "# one\n# two\n"
     assert dict(planned.record["a"]) == {
-        **record.parse(registry.labels["1.1.0"][RELEASED_VERSIONS_LABEL])["a"],
+        **released_versions.parse(registry.labels["1.1.0"][RELEASED_VERSIONS_LABEL])["a"],
         3: planned.bumps[0].new_tree,
     }
     steps.undo_bump(repo.models, planned)
@@ -153,7 +156,7 @@ def test_a_version_number_below_the_released_ones_is_refused(runner):
     registry.release(
         "1.1.0",
         repo.git("rev-parse", "HEAD"),
-        {"a": {1: (one := record.trees_at(Git(repo.root), "HEAD", "model_repository")["a"][1]), 3: one}},
+        {"a": {1: (one := released_versions.trees_at(Git(repo.root), "HEAD", "model_repository")["a"][1]), 3: one}},
     )
     repo.write({"a/2/model.py": PYTHON_MODEL + "# new\n"})
     repo.commit("a: version 2")
@@ -163,7 +166,7 @@ def test_a_version_number_below_the_released_ones_is_refused(runner):
 
 def test_a_record_naming_contents_git_never_held_is_refused_before_anything_is_written(runner):
     repo, registry = runner
-    trees = record.trees_at(Git(repo.root), "HEAD", "model_repository")
+    trees = released_versions.trees_at(Git(repo.root), "HEAD", "model_repository")
     registry.release("1.1.0", repo.git("rev-parse", "HEAD"), {"a": {**trees["a"], 2: "1" * 40}, "b": trees["b"]})
     edit(repo, "b", 1, "# b\n")
     with pytest.raises(Refused, match="git never held") as refused:
@@ -176,9 +179,9 @@ def test_a_forged_record_giving_one_model_anothers_tree_is_refused(runner):
     """The label rewritten registry-side so that a/1 is b/1's tree, a tree the clone holds: b's code
     would ship as a/1, untested. git never held that tree under a/, so the record is refused."""
     repo, registry = runner
-    trees = record.trees_at(Git(repo.root), "HEAD", "model_repository")
+    trees = released_versions.trees_at(Git(repo.root), "HEAD", "model_repository")
     edit(repo, "b", 1, "# b's own\n")
-    b_tree = record.trees_at(Git(repo.root), "HEAD", "model_repository")["b"][1]
+    b_tree = released_versions.trees_at(Git(repo.root), "HEAD", "model_repository")["b"][1]
     registry.release("1.1.0", repo.git("rev-parse", "HEAD"), {"a": {1: b_tree}, "b": {1: b_tree}})
     assert b_tree != trees["a"][1]
     with pytest.raises(Refused, match="rewritten after the release") as refused:
@@ -202,12 +205,12 @@ def test_the_release_commit_made_later_holds_exactly_what_the_release_shipped(ru
     repo, registry = runner
     second = edit(repo, "a", 1, "# one\n")
     registry.release("1.1.0", second, plan(repo, registry))
-    shipped = record.parse(registry.labels["1.1.0"][RELEASED_VERSIONS_LABEL])
+    shipped = released_versions.parse(registry.labels["1.1.0"][RELEASED_VERSIONS_LABEL])
     redo = as_recorded(repo.models, second, shipped, "team/models:1.1.0")
     assert sorted((c.model, c.version, c.at_head) for c in redo.carried) == [("a", 1, True), ("a", 2, False)]
     committed = steps.commit_shipped(repo.models, "1.1.0", redo, "team/models:1.1.0")
     assert committed.committed and repo.git("tag", "--list", "v*") == "v1.1.0"
-    assert record.trees_at(Git(repo.root), "v1.1.0", "model_repository") == shipped
+    assert released_versions.trees_at(Git(repo.root), "v1.1.0", "model_repository") == shipped
     assert repo.git("status", "--porcelain") == ""
 
 
@@ -224,9 +227,9 @@ def test_a_release_without_a_record_is_planned_from_git_as_before(git_repo):
 
 def test_the_record_label_round_trips_and_a_foreign_one_is_ignored():
     shipped = {"a": {1: "a" * 40, 2: "b" * 40}}
-    assert record.parse(record.label(shipped)) == shipped
+    assert released_versions.parse(released_versions.label(shipped)) == shipped
     for text in (None, "", "[1, 2]", "{not json", '{"a": {"x": "y"}}'):
-        assert record.parse(text) is None
+        assert released_versions.parse(text) is None
 
 
 def test_following_the_refusals_advice_converges(runner):
@@ -464,7 +467,7 @@ def test_a_push_stopped_between_its_put_and_its_confirmation_is_proven_and_confi
     registry.manifests["1.1.0"] = registry.manifests[built.digest] = built  # the put landed; then a kill
     registry.labels["1.1.0"] = {
         REVISION_LABEL: second,
-        RELEASED_VERSIONS_LABEL: record.label(dict(plan(repo, registry).record)),
+        RELEASED_VERSIONS_LABEL: released_versions.label(dict(plan(repo, registry).record)),
     }
     check_built_here(registry, "1.1.0", built.digest, second)
     assert read_ledger(registry).releases["1.1.0"] == second

@@ -1,5 +1,5 @@
-"""After a promote, the candidates older than the release are deleted with their records and
-their evidence (`retain_candidates`), except the newest `keep` of them and any whose manifest a
+"""After a promote, the candidates older than the release are deleted with their shard results
+and their evidence (`retain_candidates`), except the newest `keep` of them and any whose manifest a
 release is: the registry deletes by digest, which would delete that release too, so such a
 candidate keeps its tag. Deleting is cleanup: a registry that refuses it is a warning, never a
 failure. (A release's own retention: registry/publish.py.)"""
@@ -10,9 +10,8 @@ import json
 import logging
 from dataclasses import dataclass
 
-from triton_release.contract import CREATED_LABEL, RECORD_TAG, is_candidate_tag
+from triton_release.contract import CREATED_LABEL, is_candidate_tag, is_release_tag, parse_shard_result_tag
 from triton_release.errors import InfrastructureError, Refused, UsageError
-from triton_release.history.releases import is_release_tag
 from triton_release.registry import attestations
 from triton_release.registry.client import Manifest, RegistryRepository
 
@@ -24,7 +23,7 @@ class CandidateRetention:
     repository: str
     keep: int
     deleted: tuple[str, ...]  # candidate tags deleted (their manifests)
-    records: tuple[str, ...]  # their records, deleted
+    results: tuple[str, ...]  # their shard results, deleted
     released: tuple[str, ...]  # older candidate tags left: a release is their manifest
     warning: str = ""  # why deleting stopped part way ("" when it did not)
     evidence: tuple[str, ...] = ()  # their evidence (provenance and SBOM from the stage), deleted
@@ -34,7 +33,7 @@ class CandidateRetention:
             "repository": self.repository,
             "keep_candidates": self.keep,
             "deleted": list(self.deleted),
-            "records_deleted": list(self.records),
+            "records_deleted": list(self.results),
             "kept_as_released": list(self.released),
             "evidence_deleted": list(self.evidence),
         }
@@ -57,7 +56,7 @@ def _created(registry: RegistryRepository, manifest: Manifest, reference: str) -
 
 def retain_candidates(registry: RegistryRepository, released: str, keep: int = 0) -> CandidateRetention:
     """Delete the candidates built before the candidate `released` (a digest just promoted),
-    except the newest `keep` of them, with their records. A candidate whose manifest a release
+    except the newest `keep` of them, with their shard results. A candidate whose manifest a release
     is keeps its tag: deleting it would delete the release. Deleting is cleanup: a registry that
     refuses it (many do not delete through this API) is a warning, never a failure."""
     if keep < 0:
@@ -81,15 +80,15 @@ def retain_candidates(registry: RegistryRepository, released: str, keep: int = 0
         releases = {registry.digest(t) for t in tags if is_release_tag(t)} if older else set()
         kept = sorted(tag for _, tag, digest in older if digest in releases)
         doomed = sorted((c for c in older if c[2] not in releases), reverse=True)[keep:]
-        records = {tag: match["hex"] for tag in tags if (match := RECORD_TAG.match(tag))}
+        results = {tag: found[0] for tag in tags if (found := parse_shard_result_tag(tag))}  # tag -> candidate
         for _, tag, digest in sorted(doomed):
             registry.delete(digest)
             deleted.append(tag)
-            for record in sorted(t for t, hex_ in records.items() if f"sha256:{hex_}" == digest):
-                record_digest = registry.digest(record)
-                if record_digest is not None:
-                    registry.delete(record_digest)
-                gone.append(record)
+            for result in sorted(t for t, candidate in results.items() if candidate == digest):
+                result_digest = registry.digest(result)
+                if result_digest is not None:
+                    registry.delete(result_digest)
+                gone.append(result)
             evidence = attestations.delete(registry, digest)  # what its stage attached to it
             if evidence is not None:
                 attested.append(evidence)
