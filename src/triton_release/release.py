@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,19 +25,17 @@ from typing import TYPE_CHECKING
 
 from triton_release import steps
 from triton_release.cache import exclusive
-from triton_release.errors import UsageError
+from triton_release.evidence.statements import Evidence
 from triton_release.history import releases
 from triton_release.history.git import Git
 from triton_release.history.push_back import PushTarget, push_release
 from triton_release.models.gates import NO_GATES, GateOptions
 from triton_release.models.repository import Repository
 from triton_release.session import Session
-from triton_release.settings import CONFIG_FILE, ImageOptions, PublishOptions, ServerOptions, Settings
+from triton_release.settings import ImageOptions, PublishOptions, ServerOptions
 
 if TYPE_CHECKING:
     from triton_release.console import Console
-    from triton_release.evidence.signing import Signing
-    from triton_release.evidence.statements import Invocation
     from triton_release.registry.client import RegistryRepository
 
 
@@ -55,48 +53,7 @@ class ReleaseRequest:
     source: str = ""  # the source repository's URL, for the image's label
     gates: GateOptions = NO_GATES  # drift and latency bounds on each new version (models/gates.py)
     push_target: PushTarget = PushTarget()  # with commit and publish.push_commit: where the release commit goes
-    signing: Signing | None = None  # how the evidence is signed (evidence/signing.py); None: unsigned
-    invocation: Invocation | None = None  # the builder and the GitHub run, for the provenance
-
-
-def model_repository(settings: Settings, how: str) -> Path:
-    """The folder of the `model_repository` setting; `how` tells the user where to give it."""
-    root = Path(settings.model_repository)
-    if not root.is_dir():
-        raise UsageError(
-            f"{root}: no such model repository. Give the folder holding your models: {how} (or "
-            f"model_repository: in {CONFIG_FILE})."
-        )
-    return root
-
-
-def settings_repository(
-    settings: Settings,
-    env: Mapping[str, str],
-    *,
-    required: bool,
-    how: str,
-    username: str | None = None,
-    password: str | None = None,
-) -> RegistryRepository | None:
-    """The registry repository of the `repository` setting with its credentials; `how` tells the
-    user where to give it when it is required and missing."""
-    if not settings.repository:
-        if required:
-            raise UsageError(
-                f"A registry repository is required: give {how} (or repository: in {CONFIG_FILE}), "
-                "e.g. ghcr.io/org/models."
-            )
-        return None
-    from triton_release.registry.client import open_repository as open_with_credentials
-
-    return open_with_credentials(settings.repository, env, username, password)
-
-
-def provenance_source(env: Mapping[str, str]) -> str:
-    """The source repository's URL inside GitHub Actions, for the OCI source label."""
-    server, name = env.get("GITHUB_SERVER_URL", ""), env.get("GITHUB_REPOSITORY", "")
-    return f"{server}/{name}" if server and name else ""
+    evidence: Evidence = Evidence()  # how it is signed, who built it, the settings it records; default unsigned
 
 
 def local_candidate(request: ReleaseRequest, git: Git) -> str:
@@ -177,7 +134,9 @@ def _release(request: ReleaseRequest, session: Session) -> None:
                 repository,
                 root,
                 planned.found.head,
-                *evidence_of(request),
+                request.evidence.signing,
+                request.evidence.invocation,
+                request.evidence.settings,
                 request.server,
             )
             session.step("finish", console.finished, steps.finish_interrupted, repository, request.publish)
@@ -292,7 +251,9 @@ def _release(request: ReleaseRequest, session: Session) -> None:
         report.result("environments"),
         report.result("test"),
         list(to_test),
-        *evidence_of(request),
+        request.evidence.signing,
+        request.evidence.invocation,
+        request.evidence.settings,
     )
     session.step(
         "tags", console.tagged, steps.tag, repository, version, planned.found.head, request.publish, pushed.digest
@@ -304,20 +265,6 @@ def _release(request: ReleaseRequest, session: Session) -> None:
             session.step("push-back", None, push_release, root, committed, request.push_target)
     if request.publish.keep is not None:
         session.step("retain", console.retained, steps.retain, repository, request.publish)
-
-
-def evidence_of(request: ReleaseRequest) -> tuple[Signing, Invocation, dict]:
-    """How the release's evidence is signed, who built it, and the settings that shaped the build
-    and the test (for the provenance: never a credential, a key or the environment)."""
-    from triton_release.evidence.signing import Signing
-    from triton_release.evidence.statements import CLI_BUILDER, Invocation
-
-    settings = {
-        "build": {**request.image.to_json(), "channel": request.publish.channel},
-        "test": {**request.server.to_json(), "max_drift": request.gates.max_drift},
-        "base_image": request.image.base_image,
-    }
-    return request.signing or Signing("none"), request.invocation or Invocation(CLI_BUILDER), settings
 
 
 def _maybe_published(error: BaseException, repository: RegistryRepository, version: str) -> bool:
