@@ -494,8 +494,8 @@ def test_the_action_keeps_the_signing_key_in_a_private_file_for_the_run_only(tmp
     import os
     import stat
 
-    from triton_release.action.inputs import ActionInputs
-    from triton_release.action.main import key_files, main
+    from triton_release.action.inputs import ActionInputs, key_files
+    from triton_release.action.main import main
 
     private, _, _ = write_key(tmp_path)
     pem = private.read_text()

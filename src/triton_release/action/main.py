@@ -10,16 +10,13 @@ from __future__ import annotations
 
 import os
 import sys
-import tempfile
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from triton_release import cache, release, requests
 from triton_release import session as sessions
-from triton_release.action.inputs import SETTING_DEFAULTS, ActionInputs, Event
-from triton_release.action.outputs import ActionOutputs
-from triton_release.action.summary import summary
+from triton_release.action.inputs import SETTING_DEFAULTS, ActionInputs, Event, key_files
+from triton_release.action.outputs import finish
 from triton_release.console import Console
 from triton_release.errors import TritonReleaseError, UsageError
 from triton_release.registry.credentials import unpaired_credentials
@@ -29,17 +26,20 @@ DEFAULT_REPORT = "triton-release-report.json"
 
 
 def main(env: Mapping[str, str] | None = None) -> int:
+    """The environment is read here, once: the inputs and the event, the cache's folder; then the
+    mode's request is built and run as the CLI builds and runs its command's."""
     env = dict(os.environ if env is None else env)
-    cache.configure(env)
     console = Console(ci=True)
     for secret in ("INPUT_PASSWORD", "INPUT_SIGNING-KEY"):  # before anything else can print
         if env.get(secret, "").strip():
             console.mask(env[secret].strip())
     workspace = Path(env.get("GITHUB_WORKSPACE") or ".")
+    cache.configure(env)
     try:
         inputs: ActionInputs | TritonReleaseError = ActionInputs.from_env(env)
     except UsageError as exc:  # reported inside the session, so the report and outputs say it too
         inputs = exc
+    event = Event.from_env(env)
     mode = inputs.mode if isinstance(inputs, ActionInputs) else "release"
     report_path = inputs.report if isinstance(inputs, ActionInputs) else DEFAULT_REPORT
     command = mode if mode in ("rollback", "stage", "promote") else "release"
@@ -50,9 +50,9 @@ def main(env: Mapping[str, str] | None = None) -> int:
     def body(session: sessions.Session) -> None:
         if not isinstance(inputs, ActionInputs):
             raise inputs
-        for warning in unpaired_credentials(env, inputs.username, inputs.password):
-            console.warning(warning)
         with key_files(inputs, env) as keys:  # the PEM inputs as files, removed when the run ends
+            for warning in unpaired_credentials(env, inputs.username, inputs.password):
+                console.warning(warning)
             settings = resolve(
                 {},
                 action_inputs={**inputs.settings, **keys},
@@ -60,7 +60,7 @@ def main(env: Mapping[str, str] | None = None) -> int:
                 defaults=SETTING_DEFAULTS,
             )
             console.settings(settings)
-            run(inputs, settings, Event.from_env(env), env, session)
+            MODES[inputs.mode](inputs, settings, event, env, session)
 
     return sessions.run(
         session,
@@ -68,13 +68,6 @@ def main(env: Mapping[str, str] | None = None) -> int:
         report_path=str(workspace / report_path),
         after=lambda report: finish(report, report_path, env, console),
     )
-
-
-def run(
-    inputs: ActionInputs, settings: Settings, event: Event, env: Mapping[str, str], session: sessions.Session
-) -> None:
-    """The mode's request, built as the CLI builds its command's, and run by the same runner."""
-    MODES[inputs.mode](inputs, settings, event, env, session)
 
 
 def release_mode(
@@ -178,59 +171,6 @@ MODES: dict[str, Callable[[ActionInputs, Settings, Event, Mapping[str, str], ses
 def door(inputs: ActionInputs) -> requests.Door:
     """The action's door: its inputs named in messages, and its registry credentials."""
     return requests.Door(action=True, username=inputs.username or None, password=inputs.password or None)
-
-
-@contextmanager
-def key_files(inputs: ActionInputs, env: Mapping[str, str]) -> Iterator[dict]:
-    """The signing-key input (a PEM from a secret) in a file only this user can read, and the
-    verify-key input when it is a PEM rather than a path: the settings they make. The files are
-    removed when the run ends; the key's text is never printed (main masks it first)."""
-    made: list[str] = []
-    keys: dict = {}
-    folder = env.get("RUNNER_TEMP") or None
-    try:
-        for name, text in (("signing_key", inputs.signing_key), ("verify_key", inputs.verify_key)):
-            if not text:
-                continue
-            if name == "verify_key" and not text.startswith("-----BEGIN"):
-                keys[name] = text  # a path in the workspace
-                continue
-            descriptor, path = tempfile.mkstemp(
-                prefix="triton-release-", suffix=".pem", dir=folder if folder and os.path.isdir(folder) else None
-            )
-            made.append(path)
-            with os.fdopen(descriptor, "w", encoding="utf-8") as out:  # mkstemp: mode 0600
-                out.write(text.strip() + "\n")
-            keys[name] = path
-        yield keys
-    finally:
-        for path in made:
-            try:
-                os.unlink(path)
-            except OSError:
-                pass
-
-
-def finish(report: sessions.Report, report_path: str, env: Mapping[str, str], console: Console) -> None:
-    """Outputs and the step summary; neither may fail the run."""
-    if env.get("GITHUB_OUTPUT"):
-        outputs = ActionOutputs.from_report(report, report_path)
-        for problem in outputs.problems():
-            console.warning(f"the action's output {problem}; it is left empty")
-        try:
-            outputs.valid().write(env["GITHUB_OUTPUT"])
-        except OSError as exc:
-            console.warning(f"the action's outputs could not be written ({exc.strerror})")
-    if env.get("GITHUB_STEP_SUMMARY"):
-        try:
-            text = summary(report)
-        except Exception as exc:  # the summary must never fail a release
-            text = f"## triton-release\n\nThe summary could not be written ({exc!r}); see the report {report_path}.\n"
-        try:
-            with open(env["GITHUB_STEP_SUMMARY"], "a", encoding="utf-8") as out:
-                out.write(text)
-        except OSError as exc:
-            console.warning(f"the step summary could not be written ({exc.strerror})")
 
 
 if __name__ == "__main__":
