@@ -174,6 +174,7 @@ def evidence(
     """The run's signing, its key read and checked before the first side effect; who builds (the
     CLI or the action) and the GitHub run; and the settings the provenance records: what shaped the
     build, with `test` what shaped the test too, none without `records`."""
+    from triton_release.evidence.keyless import token_offered
     from triton_release.evidence.signing import prepare
 
     recorded: dict = {}
@@ -183,7 +184,7 @@ def evidence(
             recorded["test"] = {**settings.server.to_json(), "max_drift": settings.max_drift}
         recorded["base_image"] = settings.image.base_image
     return Evidence(
-        prepare(settings.signing, settings.signing_key, env),
+        prepare(settings.signing, settings.signing_key, token_offered=token_offered(env)),
         Invocation.from_env(env, action=door.action),
         recorded,
     )
