@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING
 from triton_release import steps
 from triton_release.cache import exclusive
 from triton_release.contract import CANDIDATE_TAG
-from triton_release.errors import UsageError
 from triton_release.evidence import attach
+from triton_release.evidence.statements import Evidence
 from triton_release.history import releases
 from triton_release.history.commit import commit
 from triton_release.history.git import Git
@@ -41,12 +41,10 @@ from triton_release.models.repository import Repository
 from triton_release.registry import publish
 from triton_release.registry import rollback as channels
 from triton_release.session import Session
-from triton_release.settings import CONFIG_FILE, ImageOptions, PublishOptions, ServerOptions, Settings
+from triton_release.settings import ImageOptions, PublishOptions, ServerOptions
 
 if TYPE_CHECKING:
     from triton_release.console import Console
-    from triton_release.evidence.signing import Signing
-    from triton_release.evidence.statements import Invocation
     from triton_release.registry.client import RegistryRepository
 
 
@@ -64,48 +62,7 @@ class ReleaseRequest:
     source: str = ""  # the source repository's URL, for the image's label
     gates: GateOptions = NO_GATES  # drift and latency bounds on each new version (models/gates.py)
     push_target: PushTarget = PushTarget()  # with commit and publish.push_commit: where the release commit goes
-    signing: Signing | None = None  # how the evidence is signed (evidence/signing.py); None: unsigned
-    invocation: Invocation | None = None  # the builder and the GitHub run, for the provenance
-
-
-def model_repository(settings: Settings, how: str) -> Path:
-    """The folder of the `model_repository` setting; `how` tells the user where to give it."""
-    root = Path(settings.model_repository)
-    if not root.is_dir():
-        raise UsageError(
-            f"{root}: no such model repository. Give the folder holding your models: {how} (or "
-            f"model_repository: in {CONFIG_FILE})."
-        )
-    return root
-
-
-def settings_repository(
-    settings: Settings,
-    env: Mapping[str, str],
-    *,
-    required: bool,
-    how: str,
-    username: str | None = None,
-    password: str | None = None,
-) -> RegistryRepository | None:
-    """The registry repository of the `repository` setting with its credentials; `how` tells the
-    user where to give it when it is required and missing."""
-    if not settings.repository:
-        if required:
-            raise UsageError(
-                f"A registry repository is required: give {how} (or repository: in {CONFIG_FILE}), "
-                "e.g. ghcr.io/org/models."
-            )
-        return None
-    from triton_release.registry.client import open_repository as open_with_credentials
-
-    return open_with_credentials(settings.repository, env, username, password)
-
-
-def provenance_source(env: Mapping[str, str]) -> str:
-    """The source repository's URL inside GitHub Actions, for the OCI source label."""
-    server, name = env.get("GITHUB_SERVER_URL", ""), env.get("GITHUB_REPOSITORY", "")
-    return f"{server}/{name}" if server and name else ""
+    evidence: Evidence = Evidence()  # how it is signed, who built it, the settings it records; default unsigned
 
 
 def local_candidate(request: ReleaseRequest, git: Git) -> str:
@@ -188,7 +145,9 @@ def _release(request: ReleaseRequest, session: Session) -> None:
                 repository,
                 root,
                 planned.found.head,
-                *evidence_of(request),
+                request.evidence.signing,
+                request.evidence.invocation,
+                request.evidence.settings,
                 server_options=request.server,
             )
             session.step("finish", console.finished, publish.finish_interrupted, repository, request.publish.channel)
@@ -294,7 +253,7 @@ def _release(request: ReleaseRequest, session: Session) -> None:
     # -- published: finished forward by a rerun, never rolled back -----------------------------
     # the evidence before the channel moves: an admission policy that wants it never sees the
     # channel on a release without it; a failure here is finished by a rerun (finish_evidence)
-    signing, invocation, settings = evidence_of(request)
+    evidence = request.evidence
     session.step(
         "evidence",
         console.evidence,
@@ -307,9 +266,9 @@ def _release(request: ReleaseRequest, session: Session) -> None:
         prepared=prepared,
         run=run,
         tested=list(to_test),
-        signing=signing,
-        invocation=invocation,
-        settings=settings,
+        signing=evidence.signing,
+        invocation=evidence.invocation,
+        settings=evidence.settings,
     )
     channel = request.publish.channel
     session.step(
@@ -322,20 +281,6 @@ def _release(request: ReleaseRequest, session: Session) -> None:
             session.step("push-back", None, push_release, root, committed, request.push_target)
     if request.publish.keep is not None:
         session.step("retain", console.retained, publish.retain, repository, request.publish.keep, channel)
-
-
-def evidence_of(request: ReleaseRequest) -> tuple[Signing, Invocation, dict]:
-    """How the release's evidence is signed, who built it, and the settings that shaped the build
-    and the test (for the provenance: never a credential, a key or the environment)."""
-    from triton_release.evidence.signing import Signing
-    from triton_release.evidence.statements import CLI_BUILDER, Invocation
-
-    settings = {
-        "build": {**request.image.to_json(), "channel": request.publish.channel},
-        "test": {**request.server.to_json(), "max_drift": request.gates.max_drift},
-        "base_image": request.image.base_image,
-    }
-    return request.signing or Signing("none"), request.invocation or Invocation(CLI_BUILDER), settings
 
 
 def _maybe_published(error: BaseException, repository: RegistryRepository, version: str) -> bool:

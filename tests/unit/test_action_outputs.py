@@ -232,7 +232,7 @@ def test_push_commit_is_the_input_else_the_settings_file_else_true(tmp_path, mon
     env = env_for(tmp_path, commit="true", push_commit=given, mode="test")
     env["GITHUB_WORKSPACE"] = str(tmp_path)
     seen = []
-    monkeypatch.setattr(action, "run", lambda inputs, settings, *rest: seen.append(settings))
+    monkeypatch.setitem(action.MODES, "test", lambda inputs, settings, *rest: seen.append(settings))
     assert action.main(env) == 0
     [settings] = seen
     assert settings.push_commit is pushes and settings.publish.push_commit is pushes

@@ -294,12 +294,12 @@ def test_verify_refuses_a_private_key_given_as_the_public_one(tmp_path):
 
 def test_keyless_needs_the_workflow_s_oidc_token_and_sigstore():
     with pytest.raises(UsageError, match="id-token: write"):
-        keyless.check_prerequisites({}, importable=True)
+        keyless.check_prerequisites(keyless.token_offered({}), importable=True)
     with pytest.raises(UsageError, match="pip install sigstore"):
-        keyless.check_prerequisites({}, importable=False)
-    keyless.check_prerequisites({name: "x" for name in keyless.TOKEN_VARIABLES}, importable=True)
+        keyless.check_prerequisites(False, importable=False)
+    keyless.check_prerequisites(keyless.token_offered({name: "x" for name in keyless.TOKEN_VARIABLES}), importable=True)
     with pytest.raises(UsageError, match="without a key"):
-        signing.prepare("keyless", "key.pem", {})
+        signing.prepare("keyless", "key.pem")
 
 
 def test_keyless_layers_carry_cosign_s_rekor_bundle():
@@ -494,8 +494,8 @@ def test_the_action_keeps_the_signing_key_in_a_private_file_for_the_run_only(tmp
     import os
     import stat
 
-    from triton_release.action.inputs import ActionInputs
-    from triton_release.action.main import key_files, main
+    from triton_release.action.inputs import ActionInputs, key_files
+    from triton_release.action.main import main
 
     private, _, _ = write_key(tmp_path)
     pem = private.read_text()

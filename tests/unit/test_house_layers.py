@@ -9,11 +9,12 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "src" / "triton_release"
 
-# top to bottom: the front doors, the composition, the steps, the domains, the ground floor
+# top to bottom: the front doors, their requests, the composition, the steps, the domains, the ground floor
 LAYERS = [
     "__main__",
     "cli",
     "action",
+    "requests",
     "fanout",
     "release",
     "steps",

@@ -7,7 +7,10 @@ as a JSON file at $GITHUB_EVENT_PATH. Both are read from the environment handed 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+import os
+import tempfile
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -147,3 +150,34 @@ class ActionInputs:
         if self.mode == "test":
             return False
         return self.push if self.push is not None else not event.is_pull_request
+
+
+@contextmanager
+def key_files(inputs: ActionInputs, env: Mapping[str, str]) -> Iterator[dict]:
+    """The signing-key input (a PEM from a secret) in a file only this user can read, and the
+    verify-key input when it is a PEM rather than a path: the settings they make. The files are
+    removed when the run ends; the key's text is never printed (main masks it first)."""
+    made: list[str] = []
+    keys: dict = {}
+    folder = env.get("RUNNER_TEMP") or None
+    try:
+        for name, text in (("signing_key", inputs.signing_key), ("verify_key", inputs.verify_key)):
+            if not text:
+                continue
+            if name == "verify_key" and not text.startswith("-----BEGIN"):
+                keys[name] = text  # a path in the workspace
+                continue
+            descriptor, path = tempfile.mkstemp(
+                prefix="triton-release-", suffix=".pem", dir=folder if folder and os.path.isdir(folder) else None
+            )
+            made.append(path)
+            os.close(descriptor)  # mkstemp made it for this user only (0600); the text kept out of any log
+            Path(path).write_text(text.strip() + "\n", encoding="utf-8")
+            keys[name] = path
+        yield keys
+    finally:
+        for path in made:
+            try:
+                os.unlink(path)
+            except OSError:
+                pass

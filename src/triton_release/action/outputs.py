@@ -1,12 +1,15 @@
 """The action's outputs, typed and checked before they are written to $GITHUB_OUTPUT; the step
-summary is rendered by `summary.py`."""
+summary is rendered by `summary.py`; `finish` writes both at the end of a run."""
 
 from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
+from triton_release.action.summary import summary
+from triton_release.console import Console
 from triton_release.contract import is_release_tag, parse_digest, parse_digest_ref, parse_tag_ref
 from triton_release.session import Report
 
@@ -209,3 +212,25 @@ class ActionOutputs:
             for key, value in self.values().items():
                 delimiter = f"triton_release_{uuid.uuid4().hex}"
                 out.write(f"{key}<<{delimiter}\n{value}\n{delimiter}\n")
+
+
+def finish(report: Report, report_path: str, env: Mapping[str, str], console: Console) -> None:
+    """Outputs and the step summary; neither may fail the run."""
+    if env.get("GITHUB_OUTPUT"):
+        outputs = ActionOutputs.from_report(report, report_path)
+        for problem in outputs.problems():
+            console.warning(f"the action's output {problem}; it is left empty")
+        try:
+            outputs.valid().write(env["GITHUB_OUTPUT"])
+        except OSError as exc:
+            console.warning(f"the action's outputs could not be written ({exc.strerror})")
+    if env.get("GITHUB_STEP_SUMMARY"):
+        try:
+            text = summary(report)
+        except Exception as exc:  # the summary must never fail a release
+            text = f"## triton-release\n\nThe summary could not be written ({exc!r}); see the report {report_path}.\n"
+        try:
+            with open(env["GITHUB_STEP_SUMMARY"], "a", encoding="utf-8") as out:
+                out.write(text)
+        except OSError as exc:
+            console.warning(f"the step summary could not be written ({exc.strerror})")

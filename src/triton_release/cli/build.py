@@ -2,7 +2,7 @@
 
 from triton_release import steps
 from triton_release.cli.common import Context, add_image_settings, setting
-from triton_release.release import provenance_source
+from triton_release.requests import provenance_source
 
 HELP = "build the release image"
 

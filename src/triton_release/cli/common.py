@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, overload
 
+from triton_release import requests
 from triton_release.console import Console
-from triton_release.release import model_repository, settings_repository
 from triton_release.settings import BY_KEY, Settings
 
 if TYPE_CHECKING:
@@ -28,7 +28,7 @@ class Context:
 
     @property
     def model_repository(self) -> Path:
-        return model_repository(self.settings, "--model-repository DIR")
+        return requests.model_repository(self.settings)
 
     @overload
     def repository(self, how: str, required: Literal[True] = ...) -> RegistryRepository: ...
@@ -38,7 +38,7 @@ class Context:
 
     def repository(self, how: str, required: bool = True) -> RegistryRepository | None:
         """The registry repository (--to/--repo, else the `repository` setting) with its credentials."""
-        return settings_repository(self.settings, self.env, required=required, how=how)
+        return requests.repository(self.settings, self.env, requests.CLI, how, required=required)
 
 
 def setting(parser: argparse._ActionsContainer, flag: str, key: str, **kwargs) -> None:
@@ -138,14 +138,6 @@ def add_signing(parser: argparse.ArgumentParser) -> None:
     """The flags of the evidence's signing (evidence/signing.py)."""
     setting(parser, "--signing-key", "signing_key", metavar="FILE")
     setting(parser, "--signing", "signing", choices=("key", "keyless"))
-
-
-def signing(ctx: Context):
-    """The run's signing, its key read and checked before the first side effect; and the builder."""
-    from triton_release.evidence.signing import prepare
-    from triton_release.evidence.statements import Invocation
-
-    return prepare(ctx.settings.signing, ctx.settings.signing_key, ctx.env), Invocation.from_env(ctx.env)
 
 
 def models_list(text: str | None) -> list[str]:

@@ -1,9 +1,8 @@
 """`promote`: a staged candidate becomes release X.Y.Z once every shard's golden record passed."""
 
-from dataclasses import replace
-
-from triton_release.cli.common import Context, add_signing, setting, signing
-from triton_release.fanout.promote import PromoteRequest, gpu_policy, run_promote
+from triton_release import requests
+from triton_release.cli.common import Context, add_signing, setting
+from triton_release.fanout.promote import run_promote
 
 HELP = "tag a staged candidate X.Y.Z once every shard's golden record passed, then move the other tags"
 
@@ -38,20 +37,13 @@ def add_arguments(parser) -> None:
 
 
 def run(ctx: Context, session) -> None:
-    from triton_release.registry.candidate import parse_reference
-    from triton_release.registry.client import open_repository
-
-    args, settings = ctx.args, ctx.settings
-    repository, digest = parse_reference(args.candidate)
-    request = PromoteRequest(
-        open_repository(repository, ctx.env),
-        digest,
-        args.version,
-        settings.publish,
-        args.keep_candidates,
-        args.commit,
-        ctx.model_repository if args.commit else None,
-        gpu_models=gpu_policy(settings),
+    args = ctx.args
+    request = requests.promote_request(
+        ctx.settings,
+        candidate=args.candidate,
+        version=args.version,
+        commit=args.commit,
+        env=ctx.env,
+        keep_candidates=args.keep_candidates,
     )
-    signed_by, invocation = signing(ctx)
-    run_promote(replace(request, signing=signed_by, invocation=invocation), session)
+    run_promote(request, session)

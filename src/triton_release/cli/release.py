@@ -1,6 +1,6 @@
 """`release`: validate, changed, bump, build, test and push in one run."""
 
-from triton_release import release
+from triton_release import release, requests
 from triton_release.cli.common import (
     SINCE_LAST_RELEASE,
     Context,
@@ -10,10 +10,8 @@ from triton_release.cli.common import (
     add_server_settings,
     add_signing,
     setting,
-    signing,
 )
 from triton_release.errors import UsageError
-from triton_release.history.push_back import PushTarget
 
 HELP = "validate, changed, bump, build, test and push in one run"
 
@@ -38,26 +36,10 @@ def add_arguments(parser) -> None:
 
 
 def run(ctx: Context, session) -> None:
-    from triton_release.models.gates import GateOptions
-
     args, settings = ctx.args, ctx.settings
     if settings.push_commit and not args.commit and settings.sources.get("push_commit") == "command line":
         raise UsageError("--push-commit pushes the release commit that --commit makes: give --commit too.")
-    signed_by, invocation = signing(ctx) if not args.no_push else (None, None)
-    request = release.ReleaseRequest(
-        model_repository=ctx.model_repository,
-        repository=ctx.repository("--to REPO", required=not args.no_push),
-        base=args.base,
-        head=args.head,
-        image=settings.image,
-        publish=settings.publish,
-        push=not args.no_push,
-        commit=args.commit,
-        server=settings.server,
-        gates=GateOptions.from_settings(settings, ctx.env),
-        source=release.provenance_source(ctx.env),
-        push_target=PushTarget.from_env(ctx.env),
-        signing=signed_by,
-        invocation=invocation,
+    request = requests.release_request(
+        settings, base=args.base, head=args.head, push=not args.no_push, commit=args.commit, env=ctx.env
     )
     release.run_release(request, session)

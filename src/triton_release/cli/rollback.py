@@ -1,7 +1,7 @@
 """`rollback`: point a channel back at an earlier release, or a running server at an earlier
 version of one model."""
 
-from triton_release import release
+from triton_release import release, requests
 from triton_release.cli.common import Context, add_server_settings, setting
 from triton_release.errors import UsageError
 from triton_release.registry import rollback as channels
@@ -46,15 +46,5 @@ def run(ctx: Context, session) -> None:
         return
     if not args.to_version:
         raise UsageError("rollback needs --to-version X.Y.Z (or --server, --model and --to-model-version).")
-    release.run_rollback(
-        release.RollbackRequest(
-            ctx.repository("--repo REPO"),
-            args.to_version,
-            settings.publish,
-            args.verify,
-            ctx.model_repository if args.verify else None,
-            settings.server,
-            verify_key=settings.verify_key,
-        ),
-        session,
-    )
+    request = requests.rollback_request(settings, version=args.to_version, verify=args.verify, env=ctx.env)
+    release.run_rollback(request, session)

@@ -1,8 +1,6 @@
 """`stage`: build the release once and push it as a candidate, planned into shards for many runners."""
 
-from dataclasses import replace
-
-from triton_release import release
+from triton_release import requests
 from triton_release.cli.common import (
     SINCE_LAST_RELEASE,
     Context,
@@ -10,10 +8,8 @@ from triton_release.cli.common import (
     add_refs,
     add_signing,
     setting,
-    signing,
 )
-from triton_release.fanout.stage import StageRequest, run_stage
-from triton_release.models.shards import check_counts
+from triton_release.fanout.stage import run_stage
 
 HELP = "validate, changed, build and push a candidate (candidate-<sha12>, no release tag), planned into shards"
 
@@ -39,18 +35,13 @@ def add_arguments(parser) -> None:
 
 
 def run(ctx: Context, session) -> None:
-    args, settings = ctx.args, ctx.settings
-    check_counts(args.shards, args.max_models_per_shard)
-    request = StageRequest(
-        model_repository=ctx.model_repository,
-        repository=ctx.repository("--to REPO"),
+    args = ctx.args
+    request = requests.stage_request(
+        ctx.settings,
         base=args.base,
         head=args.head,
-        image=settings.image,
-        publish=settings.publish,
         shards=args.shards,
         max_models=args.max_models_per_shard,
-        source=release.provenance_source(ctx.env),
+        env=ctx.env,
     )
-    signed_by, invocation = signing(ctx)
-    run_stage(replace(request, signing=signed_by, invocation=invocation), session)
+    run_stage(request, session)

@@ -1,6 +1,6 @@
 """`test`: serve an image, load the models, run their golden cases."""
 
-from triton_release import steps
+from triton_release import requests, steps
 from triton_release.cli.common import (
     SETTING_DEST,
     Context,
@@ -75,24 +75,16 @@ def run(ctx: Context, session) -> None:
 
 def serve_candidate(ctx: Context, session) -> None:
     """A staged candidate, pulled by digest; with --shard, its record written to the registry."""
-    from triton_release.contract import parse_digest_ref
-    from triton_release.fanout.stage import CandidateTestRequest, run_candidate_test
-    from triton_release.models.gates import GateOptions
-    from triton_release.registry.client import open_repository
+    from triton_release.fanout.stage import run_candidate_test
 
-    args, settings = ctx.args, ctx.settings
-    candidate = parse_digest_ref(args.image)
-    assert candidate is not None
-    where, digest = candidate
-    request = CandidateTestRequest(
-        model_repository=ctx.model_repository,
-        repository=open_repository(where, ctx.env),
-        digest=digest,
+    args = ctx.args
+    request = requests.candidate_test_request(
+        ctx.settings,
+        candidate=args.image,
         shard=args.shard,
         models=tuple(models_list(args.models)),
+        env=ctx.env,
         junitxml=args.junitxml,
         keyword=args.keyword,
-        server=settings.server,
-        gates=GateOptions.from_settings(settings, ctx.env),
     )
     run_candidate_test(request, session)

@@ -29,14 +29,19 @@ BUNDLE = "dev.sigstore.cosign/bundle"
 TOKEN_VARIABLES = ("ACTIONS_ID_TOKEN_REQUEST_URL", "ACTIONS_ID_TOKEN_REQUEST_TOKEN")
 
 
-def check_prerequisites(env: Mapping[str, str], importable: bool) -> None:
+def token_offered(env: Mapping[str, str]) -> bool:
+    """Whether the job's environment offers GitHub's OIDC token (read at the door)."""
+    return all(env.get(name) for name in TOKEN_VARIABLES)
+
+
+def check_prerequisites(offered: bool, importable: bool) -> None:
     """Refused (exit 2) with the fix unless sigstore is installed and GitHub offers an OIDC token."""
     if not importable:
         raise UsageError(
             "signing keyless needs sigstore-python, which is not installed here: `pip install "
             "sigstore` (the action's image has it), or sign with a key (signing_key)."
         )
-    if not all(env.get(name) for name in TOKEN_VARIABLES):
+    if not offered:
         raise UsageError(
             "signing keyless needs the workflow's OIDC token, and this job has none: give the job "
             "`permissions: id-token: write` (and contents: read) in GitHub Actions, or sign with a "
@@ -88,14 +93,15 @@ class KeylessSigner:
         return "KeylessSigner(sigstore)"
 
     @classmethod
-    def prepare(cls, env: Mapping[str, str]) -> KeylessSigner:
+    def prepare(cls, offered: bool) -> KeylessSigner:
+        """`offered`: the job offers GitHub's OIDC token (`token_offered`)."""
         try:
             import sigstore  # noqa: F401 - only whether it is there
 
             importable = True
         except ImportError:
             importable = False
-        check_prerequisites(env, importable)
+        check_prerequisites(offered, importable)
         from sigstore.models import ClientTrustConfig
         from sigstore.oidc import IdentityToken, detect_credential
         from sigstore.sign import SigningContext

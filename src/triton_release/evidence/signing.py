@@ -186,9 +186,9 @@ class Signing:
         return Signed({"payload": base64.b64encode(payload).decode(), "payloadType": PAYLOAD_TYPE, "signatures": []})
 
 
-def prepare(mode: str, signing_key: str | None, env: Mapping[str, str]) -> Signing:
+def prepare(mode: str, signing_key: str | None, *, token_offered: bool = False) -> Signing:
     """The run's signing, checked before its first side effect: the key read and checked, or the
-    keyless prerequisites (sigstore installed, an OIDC token on offer) present."""
+    keyless prerequisites (sigstore installed, an OIDC token on offer: `token_offered`) present."""
     if mode not in MODES:
         raise UsageError(f"signing {mode!r}: give key (sign with signing_key, when given) or keyless.")
     if mode == "keyless":
@@ -198,7 +198,7 @@ def prepare(mode: str, signing_key: str | None, env: Mapping[str, str]) -> Signi
             )
         from triton_release.evidence.keyless import KeylessSigner
 
-        return Signing("keyless", keyless=KeylessSigner.prepare(env))
+        return Signing("keyless", keyless=KeylessSigner.prepare(token_offered))
     if signing_key:
         return Signing("key", key=load_signing_key(signing_key))
     return Signing("none")

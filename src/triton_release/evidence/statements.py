@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from triton_release import __version__
 from triton_release.contract import digest_hex, parse_digest_ref
+from triton_release.evidence.signing import Signing
 
 if TYPE_CHECKING:
     from triton_release.models.suite import GoldenRun
@@ -97,6 +98,18 @@ class Invocation:
             return ""
         attempt = self.github.get("run_attempt")
         return f"{self.server}/{repository}/actions/runs/{run}" + (f"/attempts/{attempt}" if attempt else "")
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What a run that signs carries to its evidence: its signing (prepared at the door: the key
+    read and checked before the first side effect), who built it and the GitHub run, and the
+    settings the provenance records (never a credential, a key or the environment). The default:
+    unsigned, built by the CLI, recording no settings."""
+
+    signing: Signing = field(default_factory=lambda: Signing("none"))
+    invocation: Invocation = Invocation(CLI_BUILDER)
+    settings: Mapping[str, Any] = field(default_factory=dict)
 
 
 # -- golden results -------------------------------------------------------------------------------

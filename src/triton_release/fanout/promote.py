@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from triton_release import steps
 from triton_release.errors import UsageError
 from triton_release.evidence import attach
+from triton_release.evidence.statements import Evidence
 from triton_release.history import releases
 from triton_release.registry import candidate
 from triton_release.release import one_at_a_time
@@ -47,8 +48,7 @@ class PromoteRequest:
     commit: bool = False
     model_repository: Path | None = None  # with commit: the checkout of the candidate's commit
     gpu_models: str = "require"  # "test": models a shard set aside for lacking a GPU ship untested
-    signing: object = None  # evidence/signing.py's Signing: the golden results added to the evidence
-    invocation: object = None  # evidence/statements.py's Invocation
+    evidence: Evidence = Evidence()  # how the golden results added to the evidence are signed, who promoted it
 
 
 def run_promote(request: PromoteRequest, session: Session) -> None:
@@ -83,7 +83,7 @@ def run_promote(request: PromoteRequest, session: Session) -> None:
             request.publish.channel,
         )
     # -- published: finished forward by a rerun, never rolled back -----------------------------
-    signing, invocation = _evidence_of(request)
+    evidence = request.evidence
     session.step(
         "evidence",
         console.evidence,
@@ -93,8 +93,8 @@ def run_promote(request: PromoteRequest, session: Session) -> None:
         promoted.version,
         records=[r for _, r in checked.results if r is not None],
         untested=checked.untested,
-        signing=signing,
-        invocation=invocation,
+        signing=evidence.signing,
+        invocation=evidence.invocation,
         root=request.model_repository,
     )
     if planned is not None:
@@ -116,11 +116,3 @@ def run_promote(request: PromoteRequest, session: Session) -> None:
         promoted.digest,
         request.keep_candidates,
     )
-
-
-def _evidence_of(request: PromoteRequest):
-    """How the golden results of the promoted candidate are signed, and who promoted it."""
-    from triton_release.evidence.signing import Signing
-    from triton_release.evidence.statements import CLI_BUILDER, Invocation
-
-    return request.signing or Signing("none"), request.invocation or Invocation(CLI_BUILDER)

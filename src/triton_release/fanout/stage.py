@@ -35,6 +35,7 @@ from triton_release.contract import (
 )
 from triton_release.errors import Refused, UsageError
 from triton_release.evidence import attach
+from triton_release.evidence.statements import Evidence
 from triton_release.history import releases
 from triton_release.history.bump import checkout_at
 from triton_release.models.gates import NO_GATES, GateOptions
@@ -65,8 +66,7 @@ class StageRequest:
     shards: int | None = None  # this many shards ...
     max_models: int | None = None  # ... or as many as hold at most this many tested models each
     source: str = ""
-    signing: object = None  # evidence/signing.py's Signing: the candidate's provenance and SBOM
-    invocation: object = None  # evidence/statements.py's Invocation
+    evidence: Evidence = Evidence()  # how the candidate's provenance and SBOM are signed, who built it
 
 
 def run_stage(request: StageRequest, session: Session) -> None:
@@ -143,7 +143,7 @@ def _stage(request: StageRequest, session: Session) -> None:
     staged = session.step(
         "candidate", console.candidate_pushed, steps.push_candidate, built.image_id, repository, planned.found.head
     )
-    signing, invocation, settings = _evidence_of(request)
+    evidence = request.evidence
     session.step(
         "evidence",
         console.evidence,
@@ -153,22 +153,10 @@ def _stage(request: StageRequest, session: Session) -> None:
         staged.candidate.version,
         planned=planned,
         prepared=prepared,
-        signing=signing,
-        invocation=invocation,
-        settings=settings,
+        signing=evidence.signing,
+        invocation=evidence.invocation,
+        settings=evidence.settings,
     )
-
-
-def _evidence_of(request: StageRequest):
-    """How the candidate's provenance and SBOM are signed, who built it, the settings it was built with."""
-    from triton_release.evidence.signing import Signing
-    from triton_release.evidence.statements import CLI_BUILDER, Invocation
-
-    settings = {
-        "build": {**request.image.to_json(), "channel": request.publish.channel},
-        "base_image": request.image.base_image,
-    }
-    return request.signing or Signing("none"), request.invocation or Invocation(CLI_BUILDER), settings
 
 
 def _build_inputs(request: StageRequest, base_image_id: str | None = None) -> dict:
