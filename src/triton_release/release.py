@@ -27,7 +27,7 @@ from triton_release import steps
 from triton_release.cache import exclusive
 from triton_release.contract import CANDIDATE_TAG
 from triton_release.evidence import attach
-from triton_release.evidence.statements import Evidence
+from triton_release.evidence.statements import EvidenceOptions
 from triton_release.history import releases
 from triton_release.history.commit import commit
 from triton_release.history.git import Git
@@ -62,7 +62,9 @@ class ReleaseRequest:
     source: str = ""  # the source repository's URL, for the image's label
     gates: GateOptions = NO_GATES  # drift and latency bounds on each new version (models/gates.py)
     push_target: PushTarget = PushTarget()  # with commit and publish.push_commit: where the release commit goes
-    evidence: Evidence = Evidence()  # how it is signed, who built it, the settings it records; default unsigned
+    evidence: EvidenceOptions = (
+        EvidenceOptions()
+    )  # how it is signed, who built it, the settings it records; default unsigned
 
 
 def local_candidate(request: ReleaseRequest, git: Git) -> str:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from triton_release.errors import UsageError
-from triton_release.evidence.statements import Evidence, Invocation
+from triton_release.evidence.statements import EvidenceOptions, Invocation
 from triton_release.fanout.promote import PromoteRequest, gpu_policy
 from triton_release.fanout.stage import CandidateTestRequest, StageRequest
 from triton_release.history.push_back import PushTarget
@@ -66,7 +66,7 @@ def release_request(
         gates=GateOptions.from_settings(settings, env),
         source=provenance_source(env),
         push_target=PushTarget.from_env(env),
-        evidence=evidence(settings, env, door, test=True) if push else Evidence(),
+        evidence=evidence(settings, env, door, test=True) if push else EvidenceOptions(),
     )
 
 
@@ -170,7 +170,7 @@ def promote_request(
 
 def evidence(
     settings: Settings, env: Mapping[str, str], door: Door, *, test: bool = False, records: bool = True
-) -> Evidence:
+) -> EvidenceOptions:
     """The run's signing, its key read and checked before the first side effect; who builds (the
     CLI or the action) and the GitHub run; and the settings the provenance records: what shaped the
     build, with `test` what shaped the test too, none without `records`."""
@@ -183,7 +183,7 @@ def evidence(
         if test:
             recorded["test"] = {**settings.server.to_json(), "max_drift": settings.max_drift}
         recorded["base_image"] = settings.image.base_image
-    return Evidence(
+    return EvidenceOptions(
         prepare(settings.signing, settings.signing_key, token_offered=token_offered(env)),
         Invocation.from_env(env, action=door.action),
         recorded,

@@ -101,7 +101,7 @@ class Invocation:
 
 
 @dataclass(frozen=True)
-class Evidence:
+class EvidenceOptions:
     """What a run that signs carries to its evidence: its signing (prepared at the door: the key
     read and checked before the first side effect), who built it and the GitHub run, and the
     settings the provenance records (never a credential, a key or the environment). The default:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from triton_release import steps
 from triton_release.errors import UsageError
 from triton_release.evidence import attach
-from triton_release.evidence.statements import Evidence
+from triton_release.evidence.statements import EvidenceOptions
 from triton_release.history import releases
 from triton_release.registry import candidate
 from triton_release.release import one_at_a_time
@@ -48,7 +48,9 @@ class PromoteRequest:
     commit: bool = False
     model_repository: Path | None = None  # with commit: the checkout of the candidate's commit
     gpu_models: str = "require"  # "test": models a shard set aside for lacking a GPU ship untested
-    evidence: Evidence = Evidence()  # how the golden results added to the evidence are signed, who promoted it
+    evidence: EvidenceOptions = (
+        EvidenceOptions()
+    )  # how the golden results added to the evidence are signed, who promoted it
 
 
 def run_promote(request: PromoteRequest, session: Session) -> None:

@@ -35,7 +35,7 @@ from triton_release.contract import (
 )
 from triton_release.errors import Refused, UsageError
 from triton_release.evidence import attach
-from triton_release.evidence.statements import Evidence
+from triton_release.evidence.statements import EvidenceOptions
 from triton_release.history import releases
 from triton_release.history.bump import checkout_at
 from triton_release.models.gates import NO_GATES, GateOptions
@@ -66,7 +66,7 @@ class StageRequest:
     shards: int | None = None  # this many shards ...
     max_models: int | None = None  # ... or as many as hold at most this many tested models each
     source: str = ""
-    evidence: Evidence = Evidence()  # how the candidate's provenance and SBOM are signed, who built it
+    evidence: EvidenceOptions = EvidenceOptions()  # how the candidate's provenance and SBOM are signed, who built it
 
 
 def run_stage(request: StageRequest, session: Session) -> None:
@@ -90,7 +90,7 @@ def _stage(request: StageRequest, session: Session) -> None:
         report.facts.update({"released": False, "shards": []})
         console.not_released("no model changed: nothing staged")
         return
-    from triton_release.registry.candidate.stage import find_reusable  # the candidates' module brings docker's client
+    from triton_release.registry.candidate.stage import find_reusable, push_candidate  # they bring docker's client
 
     found = session.step(
         "reuse",
@@ -141,7 +141,7 @@ def _stage(request: StageRequest, session: Session) -> None:
             extra_labels=labels,
         )
     staged = session.step(
-        "candidate", console.candidate_pushed, steps.push_candidate, built.image_id, repository, planned.found.head
+        "candidate", console.candidate_pushed, push_candidate, built.image_id, repository, planned.found.head
     )
     evidence = request.evidence
     session.step(
@@ -187,6 +187,7 @@ class CandidateTestRequest:
 
 def run_candidate_test(request: CandidateTestRequest, session: Session) -> None:
     from triton_release.registry.candidate.shard_results import ShardResult
+    from triton_release.registry.candidate.stage import pull_candidate  # it brings docker's client
 
     if request.shard is not None:
         check_shard_name(request.shard)
@@ -195,7 +196,7 @@ def run_candidate_test(request: CandidateTestRequest, session: Session) -> None:
             "-k selects some cases, and a shard's record must hold all of them: give -k or --shard, not both."
         )
     console = session.console
-    pulled = session.step("pull", console.candidate_pulled, steps.pull_candidate, request.repository, request.digest)
+    pulled = session.step("pull", console.candidate_pulled, pull_candidate, request.repository, request.digest)
     shard = pulled.shard(request.shard) if request.shard is not None else None
     names = list(request.models) or (
         list(shard.models)

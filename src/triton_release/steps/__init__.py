@@ -28,7 +28,7 @@ from triton_release.steps.changes import changes, validate
 from triton_release.steps.commit import commit_shipped, finish_commit
 from triton_release.steps.evidence import check_evidence, finish_evidence
 from triton_release.steps.export import export, still_in_place
-from triton_release.steps.fanout import plan_commit, plan_shards, pull_candidate, push_candidate, write_golden_record
+from triton_release.steps.fanout import plan_commit, plan_shards, write_golden_record
 from triton_release.steps.golden import record, signatures, test
 from triton_release.steps.recover import recover
 from triton_release.steps.verify import verify_release
@@ -45,8 +45,6 @@ __all__ = [
     "finish_evidence",
     "plan_commit",
     "plan_shards",
-    "pull_candidate",
-    "push_candidate",
     "recover",
     "record",
     "signatures",

@@ -20,7 +20,6 @@ if TYPE_CHECKING:
     from triton_release.models.shards import Shard
     from triton_release.registry.candidate import CandidateCheck
     from triton_release.registry.candidate.shard_results import ShardResult
-    from triton_release.registry.candidate.stage import Pulled, Staged
     from triton_release.registry.client import RegistryRepository
 
 
@@ -75,22 +74,6 @@ def plan_shards(
 
     repo = root if isinstance(root, Repository) else Repository.load(root)
     return ShardPlan(tuple(sharding.plan_shards(repo, names, shards=shards, max_models=max_models)))
-
-
-def push_candidate(image: str, registry: RegistryRepository, revision: str) -> Staged:
-    """The built candidate pushed to candidate-<sha12> through the daemon at DOCKER_HOST."""
-    from triton_release.image.engine import docker_client
-    from triton_release.registry.candidate import stage
-
-    return stage.push_candidate(docker_client(), image, registry, revision)
-
-
-def pull_candidate(registry: RegistryRepository, digest: str) -> Pulled:
-    """The staged candidate pulled by its digest through the daemon at DOCKER_HOST."""
-    from triton_release.image.engine import docker_client
-    from triton_release.registry.candidate import stage
-
-    return stage.pull_candidate(docker_client(), registry, digest)
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,7 @@ from triton_release.contract import (
     candidate_tag,
 )
 from triton_release.errors import InfrastructureError, Refused, UsageError
+from triton_release.image.engine import docker_client
 from triton_release.models.shards import (
     Shard,
     build_inputs_from_label,
@@ -149,9 +150,13 @@ def find_reusable(
     return Staged(candidate, tag, reused=True)
 
 
-def push_candidate(client: docker.DockerClient, image: str, registry: RegistryRepository, revision: str) -> Staged:
-    """Push the local `image` (built with the plan's labels) to candidate-<sha12>; the tag is
-    read back, and must name the manifest the daemon wrote."""
+def push_candidate(
+    image: str, registry: RegistryRepository, revision: str, *, client: docker.DockerClient | None = None
+) -> Staged:
+    """Push the local `image` (built with the plan's labels) to candidate-<sha12> through the daemon
+    (`client`, by default the one at DOCKER_HOST); the tag is read back, and must name the manifest
+    the daemon wrote."""
+    client = client or docker_client()
     tag = candidate_tag(revision)
     try:
         local = client.images.get(image)
@@ -214,9 +219,11 @@ class Pulled:
         }
 
 
-def pull_candidate(client: docker.DockerClient, registry: RegistryRepository, digest: str) -> Pulled:
-    """Pull REPO@sha256:... through the daemon and check that it holds that very manifest (its
-    RepoDigests); anything else is refused before a server starts."""
+def pull_candidate(registry: RegistryRepository, digest: str, *, client: docker.DockerClient | None = None) -> Pulled:
+    """Pull REPO@sha256:... through the daemon (`client`, by default the one at DOCKER_HOST) and
+    check that it holds that very manifest (its RepoDigests); anything else is refused before a
+    server starts."""
+    client = client or docker_client()
     ref = f"{registry}@{digest}"
     credentials = registry.credentials
     try:
