@@ -77,7 +77,10 @@ def signals_as_interrupts() -> Iterator[None]:
     finally:
         sys.unraisablehook = previous_hook
         for number, old in previous.items():
-            signal.signal(number, old)
+            # Interrupted, the process is on its way out with the first signal's exit code: the
+            # rest of a cancel (GitHub's SIGTERM after its SIGINT), landing while Python shuts
+            # down, must not turn it into a kill. A signal that would kill is ignored from here on.
+            signal.signal(number, signal.SIG_IGN if _pending is not None and old == signal.SIG_DFL else old)
 
 
 @contextmanager

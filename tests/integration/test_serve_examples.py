@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from support.models import PYTHON_MODEL_RAISING
-from support.stack import BASE_IMAGE, ROOT
+from support.stack import BASE_IMAGE, ROOT, SERVERS
 from triton_release.errors import Refused
 from triton_release.image.build import build_image
 from triton_release.models import golden, inference
@@ -63,13 +63,13 @@ def test_a_model_raising_in_initialize_is_refused_with_its_message(docker_client
     tag = f"triton-release-test/broken:{unique}"
     image_tags.append(tag)
     build_image(Repository.load(root), BASE_IMAGE, tag, client=docker_client)
-    before = {c.id for c in docker_client.containers.list(all=True)}
+    before = {c.id for c in docker_client.containers.list(all=True, filters={"label": SERVERS})}
     with pytest.raises(Refused) as err:
         with TritonServer(tag, {"broken": 1}, load_timeout=60, client=docker_client):
             pass
     assert "Model broken failed to load" in str(err.value)
     assert any("weights file is missing" in line for line in err.value.details), err.value.details
-    assert {c.id for c in docker_client.containers.list(all=True)} == before
+    assert {c.id for c in docker_client.containers.list(all=True, filters={"label": SERVERS})} == before
 
 
 def test_cli_test_command_fails_on_a_golden_mismatch_naming_the_file(example_image, tmp_path, capsys):

@@ -7,6 +7,8 @@ from __future__ import annotations
 import io
 import os
 import signal
+import subprocess
+import sys
 import weakref
 
 from support.reports import read_report
@@ -41,6 +43,26 @@ def test_sighup_stops_the_run_as_sigterm_does(tmp_path):
     assert one_step(tmp_path / "r.json", "test", serve) == 129
     assert cleaned == ["container removed"]
     assert read_report(tmp_path / "r.json")["error"]["message"] == "interrupted by SIGHUP"
+
+
+CANCELLED = """
+import io, os, signal, sys
+from triton_release.console import Console
+from triton_release.session import Session, run
+
+session = Session("release", Console(out=io.StringIO(), err=io.StringIO()))
+code = run(session, lambda s: os.kill(os.getpid(), signal.SIGINT), report_path=sys.argv[1])
+os.kill(os.getpid(), signal.SIGTERM)  # the rest of GitHub's cancel, as the process exits
+sys.exit(code)
+"""
+
+
+def test_the_sigterm_after_a_sigint_does_not_kill_the_process_on_its_way_out(tmp_path):
+    """GitHub cancels with SIGINT, then SIGTERM: when the second lands after the run's cleanup, as
+    the process exits, the exit code stays the first signal's (it was a kill, -15, once)."""
+    done = subprocess.run([sys.executable, "-c", CANCELLED, str(tmp_path / "r.json")], capture_output=True, text=True)
+    assert done.returncode == 130, done.stderr
+    assert read_report(tmp_path / "r.json")["error"]["message"] == "interrupted by SIGINT"
 
 
 def test_a_signal_dropped_in_a_finalizer_is_raised_at_the_next_step(tmp_path):
