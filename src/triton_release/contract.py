@@ -125,6 +125,9 @@ BUILD_INPUTS_LABEL = "triton-release.build-inputs"  # what the candidate was bui
 OWNER_LABEL = "triton-release.owner"  # on every container the tool makes: removed once its run is gone
 SERVER_LABEL = "triton-release.server"  # on a server container (server/container.py): the run's id
 PROBE_LABEL = "triton-release.probe"  # on a base image's probe container (image/base.py): tests check none is left
+# the value of SERVER_LABEL and PROBE_LABEL, from this variable: the run's, so that parallel runs on
+# one daemon (the test suite's two workers) can tell their containers from the other's
+RUN_ID_VARIABLE = "TRITON_RELEASE_RUN_ID"
 
 # The in-toto predicate types of a release's evidence (sha256-<hex>.att), which verify and a deploy
 # policy read, and what each is called in messages.

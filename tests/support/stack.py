@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from triton_release.contract import SERVER_LABEL
-from triton_release.server.container import RUN_ID_VARIABLE
+from triton_release.contract import PROBE_LABEL, RUN_ID_VARIABLE, SERVER_LABEL
 
 ROOT = Path(__file__).resolve().parents[2]
 BASE_IMAGE = "local/tritonserver:24.10-py3"
@@ -23,6 +22,7 @@ RUN_ID = os.environ.setdefault(RUN_ID_VARIABLE, f"tests-{uuid.uuid4().hex[:12]}"
 if (worker := os.environ.get("PYTEST_XDIST_WORKER")) and not RUN_ID.endswith(f"-{worker}"):
     RUN_ID = os.environ[RUN_ID_VARIABLE] = f"{RUN_ID}-{worker}"
 SERVERS = f"{SERVER_LABEL}={RUN_ID}"
+PROBES = f"{PROBE_LABEL}={RUN_ID}"
 # perf_analyzer as `make stack` installs it (stack/stack.py): the latency gate's tests name it
 PERF_ANALYZER = ROOT / ".stack" / "perf_analyzer" / "bin" / "perf_analyzer"
 

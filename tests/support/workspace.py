@@ -13,9 +13,9 @@ from pathlib import Path
 from support.git import GitRepo
 from support.models import python_model_files
 from support.reports import read_report
-from support.stack import BASE_IMAGE, SERVERS
+from support.stack import BASE_IMAGE, PROBES, SERVERS
 from support.tool import tool_command
-from triton_release.contract import LEDGER_TAG, PROBE_LABEL
+from triton_release.contract import LEDGER_TAG
 from triton_release.registry.client import RegistryRepository
 
 
@@ -104,5 +104,5 @@ def assert_refused_cleanly(ws: Workspace, before: State, outcome: Outcome, code:
     assert after.tags == before.tags
     assert after.status == before.status
     assert after.files == before.files
-    for label in (SERVERS, PROBE_LABEL):
+    for label in (SERVERS, PROBES):
         assert not ws.docker.containers.list(all=True, filters={"label": label})

@@ -7,6 +7,7 @@ JSON object per line; the result is cached by image id, so a base is inspected o
 from __future__ import annotations
 
 import json
+import os
 import re
 import uuid
 from dataclasses import asdict, dataclass, field, replace
@@ -14,7 +15,7 @@ from dataclasses import asdict, dataclass, field, replace
 import docker
 
 from triton_release.cache import cache_dir, write_atomic
-from triton_release.contract import PROBE_LABEL
+from triton_release.contract import PROBE_LABEL, RUN_ID_VARIABLE
 from triton_release.errors import InfrastructureError, Refused
 from triton_release.processes import owner_labels, remove_by_name
 
@@ -191,7 +192,7 @@ def run_probe(client: docker.DockerClient, image: str, script: str, env: dict[st
             environment=env,
             network_disabled=True,
             name=name,
-            labels={PROBE_LABEL: "1", **owner_labels()},
+            labels={PROBE_LABEL: os.environ.get(RUN_ID_VARIABLE) or "1", **owner_labels()},
         )
         container.start()
         status = container.wait().get("StatusCode", 1)

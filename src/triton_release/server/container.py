@@ -27,16 +27,13 @@ from pathlib import Path
 import docker
 import requests
 
-from triton_release.contract import OWNER_LABEL, SERVER_LABEL
+from triton_release.contract import OWNER_LABEL, RUN_ID_VARIABLE, SERVER_LABEL
 from triton_release.errors import InfrastructureError, UsageError
 from triton_release.processes import alive, owner_labels, remove_by_name
 from triton_release.server.model_control import ModelControl
 from triton_release.settings import ServerOptions, memory_bytes
 
 HTTP_PORT, GRPC_PORT = "8000/tcp", "8001/tcp"
-RUN_ID_VARIABLE = (
-    "TRITON_RELEASE_RUN_ID"  # the label's value: the run's, so parallel runs on one daemon can tell theirs
-)
 _CONTAINER_ID = re.compile(r"/containers/([0-9a-f]{64})/")
 log = logging.getLogger("triton_release")
 LOG_TAIL_LINES = 500  # docker splits lines at 16 KiB: at most about 8 MiB from the daemon
