@@ -375,6 +375,23 @@ def test_an_installed_perf_analyzer_someone_else_changed_is_discarded_and_instal
     assert f"the cache entry {prefix} " in caplog.text and why in caplog.text and "discarded" in caplog.text
 
 
+def test_measuring_only_checks_an_install_it_finds_and_installs_none_where_there_is_none(tmp_path, fake_install):
+    """docs/latency.md: without a bound, an install found in the cache is checked (and one that
+    differs installed again); an unfinished one counts as none, and none is installed."""
+    fetches = fake_install()
+    find(None, {"PATH": str(tmp_path)}, install_missing=True)
+    prefix = pa.installed_prefix()
+    (prefix / "bin" / "perf_analyzer").write_text(FAKE_VERSION + "curl evil\n")
+    cache.configure({"TRITON_RELEASE_CACHE": str(tmp_path / "cache")})  # the next run, measuring only
+    found = find(None, {"PATH": str(tmp_path)})
+    assert len(fetches) == 2 and pa.differs(prefix) == "" and found.version == "2.51.0"
+    (prefix / ".complete").unlink()
+    cache.configure({"TRITON_RELEASE_CACHE": str(tmp_path / "cache")})
+    with pytest.raises(PerfAnalyzerMissing, match="not installed in"):
+        find(None, {"PATH": str(tmp_path)})
+    assert len(fetches) == 2
+
+
 def test_a_download_that_is_not_the_pinned_file_installs_nothing(tmp_path, fake_install):
     fake_install()
     with pytest.raises(PerfAnalyzerMissing, match="is not the file it was pinned as"):
