@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 from types import SimpleNamespace as NS
 
 import pytest
 import yaml
 
+from support.stack import ROOT
 from triton_release.action.inputs import ActionInputs
 from triton_release.action.outputs import ActionOutputs
 from triton_release.action.summary import summary
@@ -24,7 +24,6 @@ from triton_release.registry.rollback import Rollback
 from triton_release.session import Report, StepRecord
 from triton_release.settings import resolve
 
-ROOT = Path(__file__).resolve().parents[2]
 REPO = "127.0.0.1:5000/team/models"
 NEW, OLD = "sha256:" + "1" * 64, "sha256:" + "0" * 64
 SHA = "f" * 40

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 import yaml
 
+from support.stack import ROOT
 from triton_release.action.inputs import MODES, ActionInputs
 from triton_release.action.main import main as action_main
 from triton_release.action.outputs import ActionOutputs
@@ -22,7 +22,6 @@ from triton_release.registry.candidate import Candidate
 from triton_release.registry.candidate.stage import Pulled, Staged
 from triton_release.session import Report, StepRecord
 
-ROOT = Path(__file__).resolve().parents[2]
 DIGEST = "sha256:" + "a" * 64
 CANDIDATE = f"127.0.0.1:5000/team/models@{DIGEST}"
 

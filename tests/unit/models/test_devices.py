@@ -8,13 +8,13 @@ from __future__ import annotations
 import io
 import json
 import textwrap
-from pathlib import Path
 from types import SimpleNamespace as NS
 
 import pytest
 from google.protobuf import json_format, text_format
 
 from support.models import PYTHON_MODEL, bls_caller_files, python_config, python_model_files, write_tree
+from support.stack import ROOT
 from triton_release.action.inputs import ActionInputs
 from triton_release.action.summary import summary
 from triton_release.cli.main import main
@@ -210,7 +210,7 @@ def test_the_action_inputs_gpus_and_gpu_models_are_settings(tmp_path):
     assert inputs.settings == {"gpus": "0,1", "gpu_models": "require"}
     settings = resolve({}, action_inputs=inputs.settings, cwd=tmp_path)
     assert (settings.gpus, settings.gpu_models) == ("device=0,1", "require")
-    action = (Path(__file__).resolve().parents[2] / "action.yml").read_text()
+    action = (ROOT / "action.yml").read_text()
     assert "\n  gpus:\n" in action and "\n  gpu-models:\n" in action
 
 

@@ -10,10 +10,11 @@ import pytest
 
 from support.models import PYTHON_MODEL, auto_complete_files, golden_case, python_config, python_model_files
 from support.reports import parse_report, read_report
+from support.stack import ROOT
 from triton_release.cli.main import main
 from triton_release.models.validate import validate
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "model_repository"
+EXAMPLE = ROOT / "model_repository"
 
 
 def messages(root: Path) -> list[str]:
