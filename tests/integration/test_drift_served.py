@@ -4,6 +4,7 @@ only above --max-drift (the action's input max-drift)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 
 import docker
@@ -143,7 +144,5 @@ def test_a_staged_candidates_shard_measures_drift_and_max_drift_fails_its_record
         assert "shard-1 failed: Model a drifted beyond max_drift 0.001" in promoted["error"]["message"]
         assert "1.1.0" not in releaser.registry.tags() and releaser.registry.digest("latest") == latest
     finally:  # the candidate as pulled by digest; the releaser removes its local tag
-        try:
+        with contextlib.suppress(docker.errors.ImageNotFound):
             docker_client.images.remove(candidate, force=True)
-        except docker.errors.ImageNotFound:
-            pass

@@ -69,7 +69,7 @@ def test_a_pushed_release_and_a_failed_one_fill_the_same_keys():
 
 
 @pytest.mark.parametrize(
-    "argv, command",
+    ("argv", "command"),
     [
         (["release", "--json", "--keep"], "release"),  # --keep without its value
         (["--json", "no-such-command"], None),

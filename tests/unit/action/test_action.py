@@ -47,7 +47,7 @@ def test_the_old_image_input_still_works_with_a_warning(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "inputs, match", [({"mode": "tests"}, "release, test, rollback"), ({"push": "maybe"}, "true or false")]
+    ("inputs", "match"), [({"mode": "tests"}, "release, test, rollback"), ({"push": "maybe"}, "true or false")]
 )
 def test_bad_inputs_are_usage_errors(tmp_path, inputs, match):
     with pytest.raises(UsageError, match=match):
@@ -81,7 +81,7 @@ def test_a_bad_input_still_writes_the_error_the_report_and_the_outputs(tmp_path,
     assert "version<<" in out.read_text() and "**Failed** (exit 2)" in summary_file.read_text()
 
 
-@pytest.mark.parametrize("given, missing", [("password", "username"), ("username", "password")])
+@pytest.mark.parametrize(("given", "missing"), [("password", "username"), ("username", "password")])
 def test_a_lone_username_or_password_input_is_a_warning_naming_the_missing_one(tmp_path, capsys, given, missing):
     env = env_for(tmp_path, "workflow_dispatch", {}, mode="rollback", **{given: "hunter2-secret"})
     env["GITHUB_WORKSPACE"] = str(tmp_path)

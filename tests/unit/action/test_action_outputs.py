@@ -179,7 +179,7 @@ def env_for(tmp_path, **inputs: str) -> dict:
     return env
 
 
-@pytest.mark.parametrize("given, pushes", [("true", True), ("false", False), ("", False)])
+@pytest.mark.parametrize(("given", "pushes"), [("true", True), ("false", False), ("", False)])
 def test_the_push_commit_input_is_the_push_commit_setting(tmp_path, given, pushes):
     inputs = ActionInputs.from_env(env_for(tmp_path, commit="true", push_commit=given))
     assert resolve({}, action_inputs=inputs.settings, cwd=tmp_path).push_commit is pushes
@@ -214,7 +214,7 @@ def test_the_summary_says_whether_the_release_commit_went_back():
 
 
 @pytest.mark.parametrize(
-    "file, given, pushes",
+    ("file", "given", "pushes"),
     [
         ("push_commit: false\n", "", False),  # the file's value reaches the action
         ("", "", True),  # neither: the action pushes its commit back
@@ -231,7 +231,7 @@ def test_push_commit_is_the_input_else_the_settings_file_else_true(tmp_path, mon
     env = env_for(tmp_path, commit="true", push_commit=given, mode="test")
     env["GITHUB_WORKSPACE"] = str(tmp_path)
     seen = []
-    monkeypatch.setitem(action.MODES, "test", lambda inputs, settings, *rest: seen.append(settings))
+    monkeypatch.setitem(action.MODES, "test", lambda _inputs, settings, *_rest: seen.append(settings))
     assert action.main(env) == 0
     [settings] = seen
     assert settings.push_commit is pushes and settings.publish.push_commit is pushes

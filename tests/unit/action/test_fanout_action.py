@@ -60,7 +60,7 @@ def test_every_input_and_output_of_the_modes_is_declared_in_action_yml():
 
 
 @pytest.mark.parametrize(
-    "inputs, match",
+    ("inputs", "match"),
     [
         ({"mode": "promote"}, "needs the input candidate"),
         ({"mode": "promote", "candidate": CANDIDATE}, "needs the input version"),
@@ -115,7 +115,7 @@ def test_the_summary_shows_the_candidate_and_its_shards():
 
 
 @pytest.mark.parametrize(
-    "argv, match",
+    ("argv", "match"),
     [
         (["test", "--image", "local/models:candidate", "--shard", "shard-1"], "--shard tests a staged candidate"),
         (["test", "--image", CANDIDATE, "--shard", "../x"], "is not a shard name"),

@@ -192,7 +192,7 @@ def test_help_shows_each_flags_default_as_the_cli_reference_does(capsys):
 
 
 @pytest.mark.parametrize(
-    "argv, hint",
+    ("argv", "hint"),
     [
         (["valdate"], "(did you mean validate?)"),
         (["validate", "--modle-repository", "x"], "(did you mean --model-repository?)"),

@@ -256,7 +256,7 @@ def test_another_key_or_no_signature_is_named(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "kind, fragment",
+    ("kind", "fragment"),
     [
         ("sec1", "not a PKCS#8 PEM private key"),
         ("encrypted", "encrypted"),
@@ -354,7 +354,7 @@ def test_the_sbom_lists_each_environment_s_packages_and_the_image_s():
 
 
 @pytest.mark.parametrize(
-    "ref, expected",
+    ("ref", "expected"),
     [
         ("127.0.0.1:5000/team/models:1.4.0", ("127.0.0.1:5000/team/models", "1.4.0", None)),
         (f"ghcr.io/Org/Models@{DIGEST}", ("ghcr.io/org/models", None, DIGEST)),

@@ -40,7 +40,7 @@ def files(repo: GitRepo) -> dict:
 
 
 @pytest.mark.parametrize(
-    "extra, state",
+    ("extra", "state"),
     [
         ({"a/1/weights.bin": b"\x00" * 64}, "ignored by git"),
         ({"a/1/notes.txt": "mine"}, "not tracked by git"),

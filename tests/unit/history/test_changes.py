@@ -131,7 +131,7 @@ def test_editing_n_while_adding_n_plus_1_is_refused(released):
 
 
 @pytest.mark.parametrize(
-    "file, reason", [("config.pbtxt", "config.pbtxt only"), ("requirements.txt", "requirements.txt only")]
+    ("file", "reason"), [("config.pbtxt", "config.pbtxt only"), ("requirements.txt", "requirements.txt only")]
 )
 def test_config_or_requirements_only_bumps_nothing(released, file, reason):
     content = (

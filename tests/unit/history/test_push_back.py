@@ -185,7 +185,7 @@ def test_credentials_in_the_remote_url_never_reach_the_warning_or_the_report(tmp
 
 
 @pytest.mark.parametrize(
-    "env, branch",
+    ("env", "branch"),
     [
         ({"GITHUB_REF": "refs/heads/main", "GITHUB_REF_NAME": "main", "GITHUB_REF_TYPE": "branch"}, "main"),
         (

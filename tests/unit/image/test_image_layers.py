@@ -242,7 +242,7 @@ def test_the_layers_are_the_same_whatever_order_the_files_were_written_in(tmp_pa
 
 
 @pytest.mark.parametrize(
-    "base_layers, room", [(115, "only 3 are left"), (111, "only 7 are left"), (130, "no layer is left")]
+    ("base_layers", "room"), [(115, "only 3 are left"), (111, "only 7 are left"), (130, "no layer is left")]
 )
 def test_a_base_that_leaves_too_few_slots_is_refused_naming_the_counts(make_repo, base_layers, room):
     root = make_repo(python_model_files("a"))

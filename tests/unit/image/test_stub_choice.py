@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from triton_release.errors import Refused, UsageError
+from triton_release.errors import InfrastructureError, Refused, UsageError
 from triton_release.image import requirements, stub
 from triton_release.image.base import parse_ldd, parse_probe
 
@@ -63,7 +63,7 @@ def test_ngc_release_is_derived_from_the_triton_version_when_the_image_does_not_
 
 
 @pytest.mark.parametrize(
-    "ldd, python, loads, missing",
+    ("ldd", "python", "loads", "missing"),
     [
         (LDD_311, "3.11", True, ()),
         (LDD_38_MISSING, "3.8", False, ("libpython3.8.so.1.0",)),
@@ -113,7 +113,7 @@ def test_an_unknown_triton_version_falls_to_source_and_explains_both(monkeypatch
         )
 
     monkeypatch.setattr(stub, "check_source_reachable", unreachable)
-    with pytest.raises(Exception) as failed:
+    with pytest.raises(InfrastructureError, match="no nvidia-pytriton wheel is known to carry Triton 2.62.0") as failed:
         stub.choose(base(ldd=LDD_38_MISSING, triton="2.62.0", ngc="25.10"), None, "auto")
     message = str(failed.value)
     assert "no nvidia-pytriton wheel is known to carry Triton 2.62.0" in message

@@ -91,7 +91,7 @@ def test_the_environment_parameter_of_the_image_s_config_is_added_or_kept():
 
 
 @pytest.mark.parametrize(
-    "groups, gpu",
+    ("groups", "gpu"),
     [
         (GPU_GROUPS, True),
         ("instance_group [ { kind: KIND_CPU count: 2 }, { kind: KIND_GPU count: 1 } ]\n", True),
@@ -172,7 +172,7 @@ def test_the_start_loads_neither_overridden_models_nor_their_users_and_never_all
 
 
 @pytest.mark.parametrize(
-    "given, value",
+    ("given", "value"),
     [
         ("all", "all"),
         ("ALL", "all"),
@@ -215,7 +215,7 @@ def test_the_action_inputs_gpus_and_gpu_models_are_settings(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "gpus, count, ids",
+    ("gpus", "count", "ids"),
     [("all", -1, []), ("2", 2, []), ("device=0,1", 0, ["0", "1"]), ("device=GPU-abc", 0, ["GPU-abc"])],
 )
 def test_the_device_request_for_each_gpus_value(gpus, count, ids):
@@ -237,7 +237,7 @@ def test_a_bad_gpus_flag_exits_2_before_any_server_starts(tmp_path, capsys, argv
 
 
 @pytest.mark.parametrize(
-    "text, reason",
+    ("text", "reason"),
     [
         (
             "load failed for model 'only': version 1 is at UNAVAILABLE state: Internal: RuntimeError: needs CUDA\n\nAt:\n"

@@ -32,7 +32,7 @@ def test_int64_values_one_apart_beyond_2_53_differ():
 
 
 @pytest.mark.parametrize(
-    "dtype, datatype, old, new, size",
+    ("dtype", "datatype", "old", "new", "size"),
     [
         (np.uint64, "UINT64", U64.max, U64.max - 1, 1),
         (np.int64, "INT64", I64.min, I64.max, 2**64 - 1),  # the difference fits no int64

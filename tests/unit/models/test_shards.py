@@ -134,7 +134,7 @@ def test_a_shard_loading_a_kind_gpu_model_is_a_gpu_shard(make_repo):
 
 
 @pytest.mark.parametrize(
-    "kwargs, match",
+    ("kwargs", "match"),
     [
         ({"shards": 0}, "1 to 256"),
         ({"shards": 300}, "1 to 256"),

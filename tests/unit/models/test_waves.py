@@ -92,7 +92,7 @@ def test_a_group_bigger_than_max_loaded_is_a_wave_of_its_own(repo):
 
 
 def test_max_loaded_below_one_is_refused(repo):
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="at least 1 model must be loaded"):
         plan_waves(repo, ["a"], 0)
 
 
@@ -178,7 +178,7 @@ class Control(ModelControl):
 
 @pytest.fixture
 def no_sleep(monkeypatch):
-    monkeypatch.setattr(model_control.time, "sleep", lambda seconds: None)
+    monkeypatch.setattr(model_control.time, "sleep", lambda _seconds: None)
 
 
 def test_loading_shows_models_ready_of_those_loading_with_the_wave(lines, no_sleep):

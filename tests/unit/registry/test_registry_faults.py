@@ -135,9 +135,11 @@ def test_an_https_realm_on_another_host_is_asked_and_an_anonymous_one_anywhere()
     with socket.socket() as closed:  # a port where nothing listens: the realm is tried, then unreachable
         closed.bind(("127.0.0.1", 0))
         realm = f"https://127.0.0.1:{closed.getsockname()[1]}/token"
-    with FakeRegistry(realm=realm) as fake:
-        with pytest.raises(InfrastructureError, match=r"token service https://127.0.0.1:\d+/token is unreachable"):
-            open_repo(fake, Credentials(USER, PASSWORD)).tags()
+    with (
+        FakeRegistry(realm=realm) as fake,
+        pytest.raises(InfrastructureError, match=r"token service https://127.0.0.1:\d+/token is unreachable"),
+    ):
+        open_repo(fake, Credentials(USER, PASSWORD)).tags()
     with (
         FakeRegistry(user=USER, password=PASSWORD) as elsewhere,
         FakeRegistry(realm=f"http://{elsewhere.address}/token") as fake,

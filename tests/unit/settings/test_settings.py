@@ -48,7 +48,7 @@ def test_settings_error_exits_2(tmp_path, capsys):
 
 
 @pytest.mark.parametrize(
-    "text, fragment",
+    ("text", "fragment"),
     [
         ("keep: yes\n", "`keep: yes` is not valid ('yes' is not a whole number)"),
         ("keep: 2.9\n", "`keep: 2.9`"),
@@ -72,7 +72,7 @@ def test_a_setting_of_the_wrong_type_is_refused_not_coerced(tmp_path, text, frag
 
 
 @pytest.mark.parametrize(
-    "text, value",
+    ("text", "value"),
     [
         ("warmup: off\n", ("warmup", "off")),
         ("push_commit: yes\n", ("push_commit", True)),

@@ -50,7 +50,7 @@ def test_bumps_made_in_a_copy_only_are_never_in_place(bumped, tmp_path):
 
 
 @pytest.mark.parametrize(
-    "spoil, reason",
+    ("spoil", "reason"),
     [
         (lambda r: r.write({"b/1/model.py": "# not committed\n" + PYTHON_MODEL}), "is not as committed"),
         (lambda r: r.write({"b/1/notes.txt": "mine"}), "is not as committed"),
@@ -103,7 +103,7 @@ def test_another_commit_checked_out_is_unpacked(bumped, tmp_path):
 
 
 @pytest.mark.parametrize(
-    "setting, reason",
+    ("setting", "reason"),
     [
         (("config", "core.autocrlf", "true"), "core.autocrlf"),
         (("config", "core.ignoreCase", "true"), "core.ignoreCase is true"),

@@ -52,7 +52,7 @@ def test_data_nested_a_few_levels_still_loads(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "dtype, value",
+    ("dtype", "value"),
     [
         ("UINT8", 256),
         ("UINT8", -1),
@@ -73,7 +73,7 @@ def test_an_integer_outside_its_type_is_a_problem_naming_the_tensor(tmp_path, dt
 
 
 @pytest.mark.parametrize(
-    "dtype, low, high",
+    ("dtype", "low", "high"),
     [("UINT8", 0, 255), ("INT8", -128, 127), ("INT64", -(2**63), 2**63 - 1), ("UINT64", 0, 2**64 - 1)],
 )
 def test_integers_at_the_ends_of_their_range_load_and_convert(tmp_path, dtype, low, high):
@@ -178,7 +178,7 @@ POLICY_CONFIG = python_config("m") + "version_policy: { specific: { versions: [ 
 
 
 @pytest.mark.parametrize(
-    "config, versions, bad",
+    ("config", "versions", "bad"),
     [
         (POLICY_CONFIG, ("1", "2"), True),
         (POLICY_CONFIG, ("1",), False),
@@ -206,7 +206,7 @@ MEMINFO = "MemTotal:       16000000 kB\nMemFree:        1000 kB\n"
 
 
 @pytest.mark.parametrize(
-    "value, expected",
+    ("value", "expected"),
     [
         (None, 12_000_000 * 1024),
         ("8g", 8 << 30),

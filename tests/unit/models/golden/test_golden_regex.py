@@ -60,7 +60,7 @@ def test_a_catastrophic_regex_against_a_hostile_message_answers_at_once(tmp_path
 
 
 @pytest.mark.parametrize(
-    "pattern, expected",
+    ("pattern", "expected"),
     [
         (r"negative input -\d+$", True),
         (r"(?i)NEGATIVE input", True),
@@ -76,7 +76,7 @@ def test_ordinary_patterns_match_as_before(pattern, expected):
 
 
 @pytest.mark.parametrize(
-    "pattern, why",
+    ("pattern", "why"),
     [
         (r"(a)\1", "invalid escape sequence"),
         (r"negative(?= input)", "invalid perl operator"),

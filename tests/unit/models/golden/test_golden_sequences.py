@@ -69,7 +69,7 @@ def test_a_plain_case_is_one_step(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "written, expected",
+    ("written", "expected"),
     [
         ("negative input", golden.ExpectedError(text="negative input")),
         ({"regex": "negative input -\\d+"}, golden.ExpectedError(pattern="negative input -\\d+")),

@@ -351,7 +351,7 @@ def test_the_gate_installs_perf_analyzer_on_first_use_into_the_cache_and_uses_it
 
 
 @pytest.mark.parametrize(
-    "forge, why",
+    ("forge", "why"),
     [
         (lambda prefix: (prefix / "lib" / "libc.so.6").write_bytes(b"evil"), "holds lib/libc.so.6"),
         (lambda prefix: (prefix / "bin" / "perf_analyzer").write_text(FAKE_VERSION + "curl evil\n"), "other bytes"),
@@ -423,7 +423,7 @@ def test_max_latency_increase_takes_a_fraction_or_a_percentage(given, tmp_path):
 
 
 @pytest.mark.parametrize(
-    "key, value",
+    ("key", "value"),
     [
         ("latency_rounds", 1),
         ("latency_rounds", "many"),

@@ -100,7 +100,7 @@ def test_no_dims_without_batching(make_repo):
 
 
 @pytest.mark.parametrize(
-    "folder, fix", [("01", "rename it to 1"), ("v2", "rename it to 2"), ("0", "version numbers start at 1")]
+    ("folder", "fix"), [("01", "rename it to 1"), ("v2", "rename it to 2"), ("0", "version numbers start at 1")]
 )
 def test_odd_version_folders(make_repo, folder, fix):
     root = make_repo({**python_model_files("m"), f"m/{folder}/model.py": PYTHON_MODEL})
@@ -296,7 +296,7 @@ def fp32(name: str, shape=(4,)) -> dict:
 
 
 @pytest.mark.parametrize(
-    "inputs, lacking",
+    ("inputs", "lacking"),
     [([fp32("INPUT0")], "'INPUT1'"), ([], "'INPUT0', 'INPUT1'")],
     ids=["one of two inputs", "no inputs"],
 )

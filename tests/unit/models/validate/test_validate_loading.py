@@ -176,7 +176,7 @@ def test_requirements_in_both_places_are_merged(make_repo):
 
 
 @pytest.mark.parametrize(
-    "typo, meant",
+    ("typo", "meant"),
     [
         ("TYPE_FLOAT32", "TYPE_FP32"),
         ("TYPE_FLOAT", "TYPE_FP32"),

@@ -89,7 +89,7 @@ def test_a_record_states_the_cases_planned_and_run_and_the_models_set_aside():
 
 
 @pytest.mark.parametrize(
-    "broken, why",
+    ("broken", "why"),
     [
         ([], "not a JSON object"),
         (
