@@ -112,7 +112,7 @@ def test_both_versions_load_with_the_cpu_groups_and_the_environment_and_sequence
 
 
 def test_a_staged_candidates_shard_measures_drift_and_max_drift_fails_its_record_and_the_promote(
-    git_repo, releaser, tmp_path, docker_client, cli_report
+    git_repo, releaser, docker_client, cli_report
 ):
     git_repo.write(python_model_files("a"))
     git_repo.commit("a model")

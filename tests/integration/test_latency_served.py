@@ -229,7 +229,7 @@ def test_warmup_golden_loads_a_model_whose_golden_case_name_holds_quotes_and_a_b
 
 
 def test_a_shard_of_a_staged_candidate_measures_its_models_and_the_gate_fails_its_record_and_the_promote(
-    git_repo, releaser, tmp_path, docker_client, cli_report
+    git_repo, releaser, docker_client, cli_report
 ):
     from triton_release.registry.candidate.shard_results import read_shard_result
 

@@ -69,7 +69,7 @@ def test_a_refusal_keeps_the_result_it_found(tmp_path):
     assert report_of(tmp_path)["steps"]["test"]["n"] == 7
 
 
-def test_an_unexpected_error_exits_3_with_the_traceback_in_a_named_file(tmp_path, monkeypatch):
+def test_an_unexpected_error_exits_3_with_the_traceback_in_a_named_file(tmp_path):
     from triton_release import cache
 
     cache.configure({"TRITON_RELEASE_CACHE": str(tmp_path / "cache")})

@@ -61,7 +61,7 @@ def test_a_daemon_that_never_answers_fails_with_its_log_and_keeps_its_socket(
     assert silent_unix_listener.exists()
 
 
-def test_a_stale_socket_nothing_listens_on_is_replaced(tmp_path, monkeypatch):
+def test_a_stale_socket_nothing_listens_on_is_replaced(tmp_path):
     stale = tmp_path / "docker.sock"
     listener = socket.socket(socket.AF_UNIX)
     listener.bind(str(stale))

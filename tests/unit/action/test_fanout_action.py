@@ -101,7 +101,7 @@ def test_the_candidate_and_the_shards_outputs_make_a_matrix(tmp_path):
     ]
 
 
-def test_outputs_of_other_modes_have_an_empty_candidate_and_no_shards(tmp_path):
+def test_outputs_of_other_modes_have_an_empty_candidate_and_no_shards():
     outputs = ActionOutputs.from_report(Report("release", facts={"version": "1.0.0"}), "r.json")
     assert outputs.values()["candidate"] == "" and outputs.values()["shards"] == "[]"
     odd = ActionOutputs.from_report(Report("stage", facts={"candidate": "r:latest", "shards": [{"name": 1}]}), "r")

@@ -138,7 +138,7 @@ def test_global_flags_go_before_or_after_the_command(tmp_path, monkeypatch, caps
     assert read_report(tmp_path / "r1.json")["ok"] and read_report(tmp_path / "r2.json")["ok"]
 
 
-def test_a_flag_after_the_command_wins_over_the_same_flag_before_it(tmp_path, monkeypatch):
+def test_a_flag_after_the_command_wins_over_the_same_flag_before_it():
     from triton_release.cli.main import parser
 
     args = parser().parse_args(["--model-repository", "a", "--config", "x.yaml", "validate", "--model-repository", "b"])

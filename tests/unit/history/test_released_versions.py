@@ -303,7 +303,7 @@ def test_a_shallow_clone_that_cannot_be_fetched_is_refused_before_anything_with_
     assert plan(clone, registry).plan.version == "1.1.0"
 
 
-def test_a_registry_release_whose_commit_never_reached_origin_is_refused_naming_it(runner, tmp_path):
+def test_a_registry_release_whose_commit_never_reached_origin_is_refused_naming_it(runner):
     """Not 'fetch deeper': the clone is whole, the commit was never pushed."""
     repo, registry = runner
     edit(repo, "a", 1, "# one\n")

@@ -59,7 +59,7 @@ def test_a_wheel_shared_by_models_is_one_distribution(make_repo, index):
     assert (folder / "shared" / "__init__.py").read_text() == "__version__ = '2.0'\n"
 
 
-def test_the_fingerprint_changes_with_the_resolution_and_names_the_model(make_repo, index, tmp_path):
+def test_the_fingerprint_changes_with_the_resolution_and_names_the_model(make_repo, index):
     repo = repo_with(make_repo, {"a": "tool\n", "b": "shared==1.0\n"})
     before = environments.resolve(repo, INSTALL, "2.35")
     assert before.by_model["a"].packages["shared"] == "2.0"
@@ -149,7 +149,7 @@ def test_validate_refuses_a_model_setting_its_own_environment_beside_requirement
     assert len(problems) == 1 and "EXECUTION_ENV_PATH" in problems[0].message and problems[0].line
 
 
-def test_unpinned_requirements_follow_the_index_and_exact_pins_are_kept(make_repo, index, monkeypatch, tmp_path):
+def test_unpinned_requirements_follow_the_index_and_exact_pins_are_kept(make_repo, index, tmp_path):
     make_wheel(index, "loose", "1.0")
     repo = repo_with(make_repo, {"a": "loose\n", "b": "shared==1.0\n"})
     before = environments.resolve(repo, INSTALL, "2.35")

@@ -280,9 +280,7 @@ def test_a_missing_perf_analyzer_or_library_says_how_to_get_it(tmp_path):
         find(str(broken), {"PATH": "/usr/bin:/bin"})
 
 
-def test_a_missing_perf_analyzer_fails_the_gate_with_exit_3_and_is_a_note_when_only_measuring(
-    tmp_path, monkeypatch, fake_install
-):
+def test_a_missing_perf_analyzer_fails_the_gate_with_exit_3_and_is_a_note_when_only_measuring(tmp_path, fake_install):
     env = {"PATH": str(tmp_path)}
     fake_install(fails="pip download failed (no network)")
     with pytest.raises(InfrastructureError) as refused:
