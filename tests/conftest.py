@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import subprocess
@@ -114,16 +115,12 @@ def sweep_image_tags(client, before: set[str], started: datetime) -> list[str]:
     (a tag moved on to a newer build): the daemon is left as the run found it."""
     left = sorted(t for t in image_tags_on(client) - before if not t.startswith(STACK_IMAGES))
     for tag in left:
-        try:
+        with contextlib.suppress(docker.errors.APIError):
             client.images.remove(tag, force=True)
-        except docker.errors.APIError:
-            pass
     for image in client.api.images(filters={"dangling": True}):
         if datetime.fromtimestamp(image["Created"], UTC) >= started.replace(microsecond=0):
-            try:
+            with contextlib.suppress(docker.errors.APIError):  # still in use: left to the daemon
                 client.images.remove(image["Id"])
-            except docker.errors.APIError:  # still in use: left to the daemon
-                pass
     return left
 
 
@@ -143,10 +140,8 @@ def image_tags(docker_client):
     made: list[str] = []
     yield made
     for tag in made:
-        try:
+        with contextlib.suppress(docker.errors.ImageNotFound):
             docker_client.images.remove(tag, force=True)
-        except docker.errors.ImageNotFound:
-            pass
 
 
 @pytest.fixture(scope="session")

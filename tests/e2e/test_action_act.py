@@ -124,7 +124,7 @@ def test_a_pull_request_with_a_broken_golden_case_fails_naming_the_file(checkout
 
 # Under act the unit job runs these only: make test runs every unit test itself, and this proves
 # the job (checkout, install, lint, pytest) as GitHub runs it.
-SAMPLE = ("tests/unit/test_house_layers.py", "tests/unit/test_one_table.py", "tests/unit/test_cli.py")
+SAMPLE = ("tests/unit/test_house_layers.py", "tests/unit/test_one_table.py", "tests/unit/cli/test_cli.py")
 
 
 def test_the_projects_own_ci_unit_job_runs_under_act(stack):

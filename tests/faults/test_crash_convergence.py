@@ -5,6 +5,7 @@ left. A signal at a random moment stops the run within seconds with its cleanup 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -74,10 +75,8 @@ def fresh(docker_client, tmp_path):
     ws = Workspace(tmp_path / "work", f"{REGISTRY}/triton-release-faults/crash-{uuid.uuid4().hex[:10]}", docker_client)
     yield ws
     for tag in ("candidate",):
-        try:
+        with contextlib.suppress(Exception):
             docker_client.images.remove(f"{ws.image}:{tag}", force=True)
-        except Exception:
-            pass
 
 
 def change_a(ws: Workspace) -> None:
@@ -119,7 +118,7 @@ def test_a_kill_after_any_step_converges_on_the_rerun(fresh, after):
     assert_converged(fresh, first)
 
 
-@pytest.mark.parametrize("during, delay", [("test", 0.3), ("build", 0.05), ("commit", 0.0)])
+@pytest.mark.parametrize(("during", "delay"), [("test", 0.3), ("build", 0.05), ("commit", 0.0)])
 def test_a_kill_inside_a_step_converges_on_the_rerun(fresh, during, delay):
     first = fresh.registry.digest("1.0.0")
     change_a(fresh)
@@ -137,7 +136,7 @@ def test_a_signal_at_random_moments_always_stops_within_seconds_and_cleans_up(fr
     change_a(fresh)
     rng = random.Random(25)
     for trial in range(30):
-        code, out, sent = run_until(fresh, lambda line: True, sig=signal.SIGTERM, delay=rng.uniform(0.0, 3.0))
+        code, out, sent = run_until(fresh, lambda _line: True, sig=signal.SIGTERM, delay=rng.uniform(0.0, 3.0))
         assert "Traceback" not in out and "Exception ignored" not in out, out[-3000:]
         assert not fresh.docker.containers.list(all=True, filters={"label": SERVERS}), trial
         assert not orphans(fresh), (trial, out[-2000:])

@@ -39,7 +39,7 @@ def test_registry_down_before_anything_is_built(ws):
 
 
 @pytest.mark.parametrize(
-    "status, code, fragment",
+    ("status", "code", "fragment"),
     [
         (401, 1, "refused to list the tags of"),
         (403, 1, "HTTP 403"),

@@ -1,5 +1,5 @@
 """Bad model repositories and golden files thrown at `release` on the real stack. Each bad
-repository is refused by `validate` (tests/unit/test_bad_repositories.py, in-process, no Docker);
+repository is refused by `validate` (tests/unit/models/validate/test_bad_repositories.py, in-process, no Docker);
 here, once, that `release` refusing one leaves nothing behind, and the faults only a running
 release meets: golden cases failing on the server, no golden cases at all, a large weights file."""
 

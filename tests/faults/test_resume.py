@@ -52,7 +52,9 @@ def test_a_failure_after_the_push_is_finished_by_a_rerun_with_the_shipped_folder
 
 
 @pytest.mark.parametrize(
-    "signum", [signal.SIGINT, signal.SIGINT, signal.SIGTERM], ids=["sigint", "sigint-again", "sigterm"]
+    "signum",
+    [signal.SIGINT, signal.SIGINT, signal.SIGTERM],  # noqa: PT014 -- SIGINT twice on purpose, a rerun of the same race
+    ids=["sigint", "sigint-again", "sigterm"],
 )
 def test_a_signal_during_the_push_undoes_the_bump_when_nothing_was_published(ws, signum):
     """The push of X.Y.Z is held at its manifest PUT (a slow registry); a signal then stops the run:

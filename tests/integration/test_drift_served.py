@@ -4,6 +4,7 @@ only above --max-drift (the action's input max-drift)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 
 import docker
@@ -111,7 +112,7 @@ def test_both_versions_load_with_the_cpu_groups_and_the_environment_and_sequence
 
 
 def test_a_staged_candidates_shard_measures_drift_and_max_drift_fails_its_record_and_the_promote(
-    git_repo, releaser, tmp_path, docker_client, cli_report
+    git_repo, releaser, docker_client, cli_report
 ):
     git_repo.write(python_model_files("a"))
     git_repo.commit("a model")
@@ -143,7 +144,5 @@ def test_a_staged_candidates_shard_measures_drift_and_max_drift_fails_its_record
         assert "shard-1 failed: Model a drifted beyond max_drift 0.001" in promoted["error"]["message"]
         assert "1.1.0" not in releaser.registry.tags() and releaser.registry.digest("latest") == latest
     finally:  # the candidate as pulled by digest; the releaser removes its local tag
-        try:
+        with contextlib.suppress(docker.errors.ImageNotFound):
             docker_client.images.remove(candidate, force=True)
-        except docker.errors.ImageNotFound:
-            pass

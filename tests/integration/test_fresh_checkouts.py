@@ -4,6 +4,7 @@ keeps every released version byte for byte: real build, tritonserver and registr
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import subprocess
@@ -111,14 +112,10 @@ def origin(tmp_path, docker_client):
     registry = RegistryRepository.parse(target)
     for tag in registry.tags():
         for name in (f"{target}:{tag}",):
-            try:
+            with contextlib.suppress(Exception):
                 docker_client.images.remove(name, force=True)
-            except Exception:
-                pass
-    try:
+    with contextlib.suppress(Exception):
         docker_client.images.remove(f"{target}:candidate", force=True)
-    except Exception:
-        pass
 
 
 def test_three_releases_from_fresh_clones_never_change_a_released_version(origin, docker_client, capsys):
@@ -304,7 +301,5 @@ def test_a_mixed_case_repository_is_released_under_its_lower_cased_name(tmp_path
     assert f"lower-cased to {lower}" in done.stdout + done.stderr
     assert "1.0.0" in RegistryRepository.parse(lower).tags()
     for tag in ("1.0.0", "candidate"):
-        try:
+        with contextlib.suppress(Exception):
             docker_client.images.remove(f"{lower}:{tag}", force=True)
-        except Exception:
-            pass

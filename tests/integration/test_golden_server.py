@@ -3,6 +3,7 @@ plugin on its own, the tool inside a container, and `record`."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import subprocess
@@ -69,7 +70,7 @@ def server(docker_client, image):
         yield running
 
 
-@pytest.mark.parametrize("atol, passes", [(2e-5, True), (5e-6, False)])
+@pytest.mark.parametrize(("atol", "passes"), [(2e-5, True), (5e-6, False)])
 def test_tolerance_just_inside_passes_and_just_outside_fails(server, tmp_path, atol, passes):
     case = case_file(tmp_path, "addone", golden_case(out=(2, 3, 4, 5.00001), atol=atol, rtol=0))
     result = inference.run_case(case, server.http_url, server.grpc_url)
@@ -142,9 +143,8 @@ def test_the_plugin_runs_on_its_own_against_a_running_server(server, repo, tmp_p
 def test_a_model_hanging_in_initialize_fails_at_the_load_timeout(docker_client, image):
     start = time.monotonic()
     sleepy = TritonServer(image, {"sleepy": 1}, load_timeout=5, client=docker_client)
-    with pytest.raises(Refused) as refused:
-        with sleepy:
-            pass
+    with pytest.raises(Refused) as refused, sleepy:
+        pass
     assert "Model sleepy did not become ready within --load-timeout 5 s" in str(refused.value)
     assert time.monotonic() - start < 60  # not the 600 s the model sleeps
     assert not docker_client.containers.list(all=True, filters={"name": sleepy.name})
@@ -155,9 +155,8 @@ def test_a_stub_without_its_libpython_fails_fast_with_the_servers_line(docker_cl
     image_tags.append(tag)
     build_image(repo, "local/tritonserver:24.10-py3-stub38", tag, models=["addone"], client=docker_client)
     mismatched = TritonServer(tag, {"addone": 1}, load_timeout=300, client=docker_client)
-    with pytest.raises(Refused) as refused:
-        with mismatched:
-            pass
+    with pytest.raises(Refused) as refused, mismatched:
+        pass
     assert "stub cannot start" in str(refused.value)
     assert any("libpython3.8.so.1.0: cannot open shared object file" in line for line in refused.value.details)
     assert not docker_client.containers.list(all=True, filters={"name": mismatched.name})
@@ -246,7 +245,7 @@ def test_a_cancel_during_a_hung_case_removes_the_server_and_writes_the_report(
             if container.id in before:
                 continue
             ports = container.attrs["NetworkSettings"]["Ports"].get("8000/tcp") or []
-            try:
+            with contextlib.suppress(requests.RequestException):
                 ready = (
                     bool(ports)
                     and requests.get(
@@ -254,8 +253,6 @@ def test_a_cancel_during_a_hung_case_removes_the_server_and_writes_the_report(
                     ).status_code
                     == 200
                 )
-            except requests.RequestException:
-                pass
         time.sleep(0.2)
     assert ready, "the server never became ready"
     time.sleep(1)  # the case is being sent: the model sleeps in execute

@@ -6,6 +6,7 @@ Short windows and few rounds: these tests check behaviour, the bench measures th
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from pathlib import Path
@@ -228,7 +229,7 @@ def test_warmup_golden_loads_a_model_whose_golden_case_name_holds_quotes_and_a_b
 
 
 def test_a_shard_of_a_staged_candidate_measures_its_models_and_the_gate_fails_its_record_and_the_promote(
-    git_repo, releaser, tmp_path, docker_client, cli_report
+    git_repo, releaser, docker_client, cli_report
 ):
     from triton_release.registry.candidate.shard_results import read_shard_result
 
@@ -256,7 +257,5 @@ def test_a_shard_of_a_staged_candidate_measures_its_models_and_the_gate_fails_it
         assert "shard-1 failed: Model a version 2 is slower than version 1" in promoted["error"]["message"]
         assert "1.1.0" not in releaser.registry.tags()
     finally:  # the candidate as pulled by digest; the releaser removes its local tag
-        try:
+        with contextlib.suppress(docker.errors.ImageNotFound):
             docker_client.images.remove(candidate, force=True)
-        except docker.errors.ImageNotFound:
-            pass

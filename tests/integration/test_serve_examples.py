@@ -64,9 +64,8 @@ def test_a_model_raising_in_initialize_is_refused_with_its_message(docker_client
     image_tags.append(tag)
     build_image(Repository.load(root), BASE_IMAGE, tag, client=docker_client)
     before = {c.id for c in docker_client.containers.list(all=True, filters={"label": SERVERS})}
-    with pytest.raises(Refused) as err:
-        with TritonServer(tag, {"broken": 1}, load_timeout=60, client=docker_client):
-            pass
+    with pytest.raises(Refused) as err, TritonServer(tag, {"broken": 1}, load_timeout=60, client=docker_client):
+        pass
     assert "Model broken failed to load" in str(err.value)
     assert any("weights file is missing" in line for line in err.value.details), err.value.details
     assert {c.id for c in docker_client.containers.list(all=True, filters={"label": SERVERS})} == before

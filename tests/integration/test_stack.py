@@ -25,7 +25,7 @@ STANDINS = {
 }
 
 
-@pytest.mark.parametrize("tag, pythons", STANDINS.items())
+@pytest.mark.parametrize(("tag", "pythons"), STANDINS.items())
 def test_stand_in_images_are_laid_out_like_nvidias(docker_client, tag, pythons):
     image = docker_client.images.get(tag)
     env = dict(e.split("=", 1) for e in image.attrs["Config"]["Env"])

@@ -4,6 +4,7 @@ and tested shard by shard, each shard's record written to the registry."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import shutil
@@ -51,10 +52,8 @@ def removed(docker_client, target: str) -> None:
     """Remove the local images of `target` and every manifest its registry tags name (the tags go too)."""
     for image in docker_client.images.list(name=target):
         docker_client.images.remove(image.id, force=True)
-    try:
+    with contextlib.suppress(Exception):
         docker_client.images.remove(f"{target}:candidate", force=True)
-    except Exception:
-        pass
     registry = RegistryRepository.parse(target)
     for digest in {registry.digest(tag) for tag in registry.tags()} - {None}:
         registry.delete(digest)

@@ -73,7 +73,7 @@ def test_stub38_base_gets_the_311_stub_and_the_model_loads(docker_client, one_mo
 
 
 @pytest.mark.parametrize(
-    "base, flags, fragments",
+    ("base", "flags", "fragments"),
     [
         # --stub stock on a mismatch: in seconds, never by waiting for a hung load
         (STUB38, ["--stub", "stock"], ["libpython3.8.so.1.0 (Python 3.8)", "Python 3.11"]),

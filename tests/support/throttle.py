@@ -4,6 +4,7 @@ second, over all connections together; answers come back at full speed."""
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 import time
@@ -87,19 +88,15 @@ class ThrottlingProxy:
             pass
         finally:
             for sock, how in ((dest, socket.SHUT_WR), (source, socket.SHUT_RD)):
-                try:
+                with contextlib.suppress(OSError):
                     sock.shutdown(how)
-                except OSError:
-                    pass
 
     def close(self) -> None:
         self.closing = True
         self.listener.close()
         for sock in self.sockets:
-            try:
+            with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
             sock.close()
         for thread in self.threads:
             thread.join(5)

@@ -45,7 +45,7 @@ def github_tag_filter(pattern: str) -> re.Pattern:
 
 
 @pytest.mark.parametrize(
-    "tag, publishes",
+    ("tag", "publishes"),
     [
         ("v1", True),
         ("v1.2.3", True),

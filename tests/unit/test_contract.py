@@ -26,7 +26,7 @@ def test_every_family_has_an_example_here():
     assert set(OWNED) == set(contract.FAMILIES)
 
 
-@pytest.mark.parametrize("family, tag", sorted(OWNED.items()))
+@pytest.mark.parametrize(("family", "tag"), sorted(OWNED.items()))
 def test_a_tag_the_tool_owns_is_refused_as_a_channel_naming_its_family(family, tag):
     assert contract.owned_family(tag) == family
     with pytest.raises(UsageError, match=f"tag of triton-release's own \\({family}"):

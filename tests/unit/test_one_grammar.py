@@ -24,7 +24,7 @@ REPO = "127.0.0.1:5000/team/models"
 
 
 @pytest.mark.parametrize(
-    "text, version",
+    ("text", "version"),
     [("0.0.0", semver.Version(0, 0, 0)), ("1.4.0", semver.Version(1, 4, 0)), ("10.20.30", semver.Version(10, 20, 30))],
 )
 def test_parse_release_takes_semver_x_y_z(text, version):
@@ -66,7 +66,7 @@ def test_moving_and_provenance_tags():
     assert contract.is_provenance_tag(contract.provenance_tag("0123456789abcdef"))
 
 
-@pytest.mark.parametrize("tag, ok", [("latest", True), ("a" * 128, True), ("_x.y-z", True), ("a" * 129, False)])
+@pytest.mark.parametrize(("tag", "ok"), [("latest", True), ("a" * 128, True), ("_x.y-z", True), ("a" * 129, False)])
 def test_is_tag_is_dockers_grammar(tag, ok):
     assert contract.is_tag(tag) is ok
 

@@ -94,11 +94,15 @@ def test_a_task_that_never_moved_shows_nothing_and_a_stopped_one_says_so(plain):
     lines, clock = plain
     with progress.task("push", unit=BYTES):
         clock.now += 30
-    with pytest.raises(RuntimeError):
+
+    def stopped() -> None:
         with progress.task("push", unit=BYTES) as bar:
             bar.update(3 * MiB, total=8 * MiB, detail="1 of 3 layers done")
             clock.now += 2
             raise RuntimeError("the registry went away")
+
+    with pytest.raises(RuntimeError, match="the registry went away"):
+        stopped()
     assert lines == [
         "push: 3.0 MiB of 8.0 MiB, 1 of 3 layers done",
         "push: 3.0 MiB of 8.0 MiB, stopped after 2.0 s (1.5 MiB/s), 1 of 3 layers done",
@@ -113,7 +117,7 @@ def test_outside_a_step_a_task_goes_nowhere():
 
 
 @pytest.mark.parametrize(
-    "value, shown",
+    ("value", "shown"),
     [
         (0, "0 B"),
         (1023, "1023 B"),
@@ -164,9 +168,8 @@ def test_in_actions_a_steps_progress_lines_are_inside_its_group():
 def test_progress_text_cannot_start_a_workflow_command():
     out = io.StringIO()
     console = Console(ci=True, out=out, err=out)
-    with console.progress():
-        with progress.task("requirements", total=1, unit="models") as bar:
-            bar.update(detail="x\n::error::forged")
+    with console.progress(), progress.task("requirements", total=1, unit="models") as bar:
+        bar.update(detail="x\n::error::forged")
     assert "\n::error::forged" not in out.getvalue()
 
 

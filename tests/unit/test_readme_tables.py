@@ -102,7 +102,7 @@ def test_each_input_has_action_yml_s_default(name):
 
 
 @pytest.mark.parametrize(
-    "kind, name",
+    ("kind", "name"),
     [("inputs", n) for n in sorted(ACTION["inputs"])] + [("outputs", n) for n in sorted(ACTION["outputs"])],
 )
 def test_each_description_is_action_yml_s(kind, name):

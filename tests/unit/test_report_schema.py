@@ -69,7 +69,7 @@ def test_a_pushed_release_and_a_failed_one_fill_the_same_keys():
 
 
 @pytest.mark.parametrize(
-    "argv, command",
+    ("argv", "command"),
     [
         (["release", "--json", "--keep"], "release"),  # --keep without its value
         (["--json", "no-such-command"], None),
@@ -121,7 +121,7 @@ def test_every_report_made_in_a_tests_process_is_checked_as_it_is_made():
         report.to_json()
 
 
-def test_the_schema_and_the_report_page_describe_every_top_level_key(tmp_path):
+def test_the_schema_and_the_report_page_describe_every_top_level_key():
     from docs import gen
 
     schema = report_schema()

@@ -51,7 +51,7 @@ CASES = {
 def _captured(monkeypatch, runners: list[str]) -> list:
     made: list = []
     for runner in runners:
-        monkeypatch.setattr(runner, lambda request, session: made.append(request))
+        monkeypatch.setattr(runner, lambda request, _session: made.append(request))
     return made
 
 
@@ -118,7 +118,7 @@ def test_a_release_that_does_not_push_is_unsigned_and_needs_no_registry(tmp_path
 
 
 @pytest.mark.parametrize(
-    "door, named", [(requests.CLI, "--to REPO"), (requests.Door(action=True), "the action's input repository")]
+    ("door", "named"), [(requests.CLI, "--to REPO"), (requests.Door(action=True), "the action's input repository")]
 )
 def test_a_missing_repository_is_named_as_each_door_takes_it(door, named, tmp_path):
     (tmp_path / "models").mkdir()

@@ -8,6 +8,7 @@ import logging
 import os
 import signal
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
@@ -38,7 +39,7 @@ def report_of(tmp_path) -> dict:
 
 
 @pytest.mark.parametrize(
-    "error, code", [(Refused("no"), 1), (UsageError("bad flag"), 2), (InfrastructureError("registry down"), 3)]
+    ("error", "code"), [(Refused("no"), 1), (UsageError("bad flag"), 2), (InfrastructureError("registry down"), 3)]
 )
 def test_the_exit_code_comes_from_the_error_type(tmp_path, error, code):
     s, _, err = session(tmp_path)
@@ -68,7 +69,7 @@ def test_a_refusal_keeps_the_result_it_found(tmp_path):
     assert report_of(tmp_path)["steps"]["test"]["n"] == 7
 
 
-def test_an_unexpected_error_exits_3_with_the_traceback_in_a_named_file(tmp_path, monkeypatch):
+def test_an_unexpected_error_exits_3_with_the_traceback_in_a_named_file(tmp_path):
     from triton_release import cache
 
     cache.configure({"TRITON_RELEASE_CACHE": str(tmp_path / "cache")})
@@ -80,11 +81,11 @@ def test_an_unexpected_error_exits_3_with_the_traceback_in_a_named_file(tmp_path
     assert run(s, body, report_path=str(tmp_path / "report.json")) == 3
     report = report_of(tmp_path)
     log = report["log_file"]
-    assert log and log in report["error"]["message"] and "KeyError" in open(log).read()
+    assert log and log in report["error"]["message"] and "KeyError" in Path(log).read_text()
     assert "Traceback" not in err.getvalue()
 
 
-@pytest.mark.parametrize("signum, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+@pytest.mark.parametrize(("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_a_signal_cleans_up_writes_the_report_and_exits_128_plus_n(tmp_path, signum, code):
     s, _, _ = session(tmp_path)
     cleaned = []

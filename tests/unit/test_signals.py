@@ -103,7 +103,7 @@ def test_a_closed_stdout_drops_what_follows_and_the_run_goes_on(tmp_path):
     session = Session("release", Console(out=_Closed(), err=_Closed()))
 
     def body(s):
-        bumped = s.step("bump", lambda result: s.console.line("a/2: new version folder"), _Bumped)
+        bumped = s.step("bump", lambda _result: s.console.line("a/2: new version folder"), _Bumped)
         ran.append(bumped.written)  # the release sets `bumped` from here: its undo depends on it
         s.step("test", None, lambda: s.console.line("golden cases: 1 of 1 passed"))
         s.console.failure("a failure message goes nowhere too")

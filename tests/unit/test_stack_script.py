@@ -25,7 +25,7 @@ def silent_unix_listener(tmp_path):
 
 def no_new_processes(monkeypatch):
     started = []
-    monkeypatch.setattr(subprocess, "Popen", lambda *a, **kw: started.append(a) or pytest.fail(f"started {a}"))
+    monkeypatch.setattr(subprocess, "Popen", lambda *a, **_kw: started.append(a) or pytest.fail(f"started {a}"))
     return started
 
 
@@ -51,7 +51,7 @@ def test_a_daemon_that_never_answers_fails_with_its_log_and_keeps_its_socket(
     monkeypatch.setattr(
         stack,
         "wait_for",
-        lambda what, probe, seconds, log_file=None: (_ for _ in ()).throw(
+        lambda what, _probe, _seconds, log_file=None: (_ for _ in ()).throw(
             stack.StackError(f"{what} did not come up; {log_file.read_text()}")
         ),
     )
@@ -61,7 +61,7 @@ def test_a_daemon_that_never_answers_fails_with_its_log_and_keeps_its_socket(
     assert silent_unix_listener.exists()
 
 
-def test_a_stale_socket_nothing_listens_on_is_replaced(tmp_path, monkeypatch):
+def test_a_stale_socket_nothing_listens_on_is_replaced(tmp_path):
     stale = tmp_path / "docker.sock"
     listener = socket.socket(socket.AF_UNIX)
     listener.bind(str(stale))
