@@ -14,7 +14,7 @@ import hashlib
 import os
 import re
 import stat
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -372,7 +372,7 @@ class Repository:
         models = _Models(root, names)
         return cls(root, models if lazy else dict(models))
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Model]:
         return iter(self.models.values())
 
     def __contains__(self, name: str) -> bool:
@@ -381,7 +381,7 @@ class Repository:
     def __getitem__(self, name: str) -> Model:
         return self.models[name]
 
-    def require(self, names, given_as: str = "--models") -> None:
+    def require(self, names: Iterable[str], given_as: str = "--models") -> None:
         """Refuse (exit 2) names that are no model of this repository: the user's command named
         them. Each is named, with the closest model where one is close, and the models there are."""
         unknown = [name for name in dict.fromkeys(names) if name not in self]

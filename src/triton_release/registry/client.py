@@ -18,6 +18,7 @@ import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import quote, urljoin, urlsplit
 
 import requests
@@ -135,7 +136,7 @@ class RegistryRepository:
 
     # -- transport ----------------------------------------------------------------------------
 
-    def _exchange(self, method: str, url: str, service: str, **kw) -> requests.Response:
+    def _exchange(self, method: str, url: str, service: str, **kw: Any) -> requests.Response:
         """One request whose whole answer (headers and body) arrives within `self.deadline`."""
         with deadline(self.deadline) as watch:
             try:
@@ -157,7 +158,7 @@ class RegistryRepository:
             {service} did not finish its answer within {self.deadline:g} s (it answered too slowly or
             stopped part way), so it was given up. Check the registry and the network, then run again.""")
 
-    def _send(self, method: str, url: str, **kw) -> requests.Response:
+    def _send(self, method: str, url: str, **kw: Any) -> requests.Response:
         headers = dict(kw.pop("headers", {}) or {})
         if self._token:
             headers["Authorization"] = f"Bearer {self._token}"
@@ -177,10 +178,10 @@ class RegistryRepository:
             time.sleep(wait)
         return answer
 
-    def _request(self, method: str, path: str, **kw) -> requests.Response:
+    def _request(self, method: str, path: str, **kw: Any) -> requests.Response:
         return self._request_url(method, f"{self.base_url}/{path}", **kw)
 
-    def _request_url(self, method: str, url: str, **kw) -> requests.Response:
+    def _request_url(self, method: str, url: str, **kw: Any) -> requests.Response:
         answer = self._send(method, url, **kw)
         if answer.status_code == 401 and self._authenticate(answer):
             answer = self._send(method, url, **kw)

@@ -23,6 +23,7 @@ import socket
 import uuid
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import docker
 import requests
@@ -32,6 +33,9 @@ from triton_release.errors import InfrastructureError, UsageError
 from triton_release.processes import alive, owner_labels, remove_by_name
 from triton_release.server.model_control import ModelControl
 from triton_release.settings import ServerOptions, memory_bytes
+
+if TYPE_CHECKING:
+    from docker.models.containers import Container
 
 HTTP_PORT, GRPC_PORT = "8000/tcp", "8001/tcp"
 RUN_ID_VARIABLE = (
@@ -89,7 +93,7 @@ def remove_orphans(client: docker.DockerClient) -> list[str]:
     return removed
 
 
-def own_container(client: docker.DockerClient):
+def own_container(client: docker.DockerClient) -> Container | None:
     """The container this process runs in (an action container, act), or None on a host.
 
     A server started in that container's network namespace is reachable on 127.0.0.1 from here,
@@ -145,7 +149,9 @@ class TritonServer(ModelControl):
     """
 
     @classmethod
-    def started_as(cls, options: ServerOptions, image: str, models: dict[str, int | None], **kwargs) -> TritonServer:
+    def started_as(
+        cls, options: ServerOptions, image: str, models: dict[str, int | None], **kwargs: Any
+    ) -> TritonServer:
         """The server `options` describe (settings.ServerOptions: its timeout, limits and GPUs)."""
         return cls(
             image,
@@ -300,7 +306,7 @@ class TritonServer(ModelControl):
             raise
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.remove()
 
     def remove(self) -> None:

@@ -11,6 +11,7 @@ import re
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from triton_release.models import calls, golden
 from triton_release.models.devices import ENV_PARAMETER
@@ -25,6 +26,9 @@ from triton_release.models.repository import (
 )
 from triton_release.models.requirements_file import read_requirements
 from triton_release.problems import Problem, display_path, line_of
+
+if TYPE_CHECKING:
+    from triton_release.models.config_schema import model_config_pb2
 
 LOOKS_LIKE_VERSION = re.compile(r"^(v|version)?-?[0-9]+$", re.I)
 
@@ -179,7 +183,9 @@ def _auto_complete(model: Model, path: Path) -> Iterator[Problem]:
     )
 
 
-def _unknown_sources(model: Model, step, produced: set[str]) -> Iterator[Problem]:
+def _unknown_sources(
+    model: Model, step: model_config_pb2.ModelEnsembling.Step, produced: set[str]
+) -> Iterator[Problem]:
     """input_map values naming a tensor that is neither an ensemble input nor any step's output."""
     inputs = set(model.tensors("input"))
     for key, tensor in step.input_map.items():
