@@ -7,6 +7,7 @@ renamed into place, so a reader never sees half of one, and concurrent writers d
 from __future__ import annotations
 
 import atexit
+import contextlib
 import fcntl
 import hashlib
 import json
@@ -236,8 +237,6 @@ class Memo:
         if not self._dirty or self._answers is None:
             return
         kept = dict(list(self._answers.items())[-self.keep :])
-        try:
+        with contextlib.suppress(OSError):  # a cache that cannot be written is only slower next time
             write_atomic(self.path, json.dumps(kept))
-        except OSError:
-            pass  # a cache that cannot be written is only slower next time
         self._dirty = False

@@ -8,6 +8,7 @@ stage compiling python_backend at the base's r<YY.MM> branch). `auto` tries whee
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
@@ -405,10 +406,8 @@ def check_built(client: docker.DockerClient, tag: str, install: PythonInstall) -
     resolved = links.resolved_to.rsplit("/", 1)[-1]
     if links.loads and resolved == install.soname:
         return
-    try:
+    with contextlib.suppress(Exception):  # the refusal below is what matters; a leftover tag is harmless
         client.images.remove(tag, force=True)
-    except Exception:  # the refusal below is what matters; a leftover tag is harmless
-        pass
     problem = (
         f"cannot find {', '.join(links.missing)}"
         if links.missing

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import difflib
 import hashlib
 import os
@@ -110,7 +111,7 @@ def kind_problem(path: Path) -> Problem | None:
 
 
 def walk(
-    folder: Path, root: Path, skip: Callable[[str], bool] = lambda name: False
+    folder: Path, root: Path, skip: Callable[[str], bool] = lambda _name: False
 ) -> tuple[list[Path], list[Problem]]:
     """Every file and folder below `folder`, sorted, as seen through the symbolic links that stay
     inside `root`: a linked folder is walked as if its files were there. Problems for links that
@@ -166,10 +167,8 @@ def walk(
                         continue
                 visit(path, (*chain, path), through_link or is_link)
 
-    try:
+    with contextlib.suppress(_Stop):
         visit(folder, (folder,), False)
-    except _Stop:
-        pass
     return sorted(found), problems
 
 

@@ -12,6 +12,7 @@ reports or process arguments.
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import json
 import re
@@ -170,10 +171,8 @@ class RegistryRepository:
             if answer.status_code != 429 and answer.status_code < 500 or attempt == RETRIES - 1:
                 return answer
             wait = min(MAX_BACKOFF, 0.5 * 2**attempt)
-            try:
+            with contextlib.suppress(ValueError):
                 wait = max(0.0, min(MAX_BACKOFF, float(answer.headers.get("Retry-After", wait))))
-            except ValueError:
-                pass
             checkpoint()
             time.sleep(wait)
         return answer

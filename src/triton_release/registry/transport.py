@@ -7,6 +7,7 @@ watches the requests made inside it through a session from `watched_session`.
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 from collections.abc import Iterator
@@ -46,10 +47,8 @@ class _Watch:
 def _shut(connection: urllib3.connection.HTTPConnection) -> None:
     sock = getattr(connection, "sock", None)
     if sock is not None:
-        try:
+        with contextlib.suppress(OSError):
             socket.socket.shutdown(sock, socket.SHUT_RDWR)  # the plain socket's: also under TLS
-        except OSError:
-            pass
 
 
 if TYPE_CHECKING:

@@ -15,6 +15,7 @@ load its steps from their files), after it. With `gpus` the container gets those
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -102,10 +103,8 @@ def own_container(client: docker.DockerClient) -> Container | None:
     if not Path("/.dockerenv").exists():
         return None
     candidates = [socket.gethostname()]
-    try:
+    with contextlib.suppress(OSError):
         candidates += _CONTAINER_ID.findall(Path("/proc/self/mountinfo").read_text())
-    except OSError:
-        pass
     for candidate in candidates:
         try:
             return client.containers.get(candidate)
