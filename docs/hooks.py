@@ -113,7 +113,7 @@ def on_files(files: Files, config) -> Files:
     return files
 
 
-def on_page_markdown(markdown: str, page, config, files) -> str:
+def on_page_markdown(markdown: str, page, config, files) -> str:  # noqa: ARG001 (mkdocs passes each by name)
     docs = Path(config.docs_dir).resolve()
     page_dir = (docs / page.file.src_uri).parent
     root = _root(config)

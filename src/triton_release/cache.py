@@ -7,6 +7,7 @@ renamed into place, so a reader never sees half of one, and concurrent writers d
 from __future__ import annotations
 
 import atexit
+import contextlib
 import fcntl
 import hashlib
 import json
@@ -135,7 +136,7 @@ def atomic_folder(target: Path, complete: str = ".complete") -> Iterator[Path]:
 
 
 @contextmanager
-def exclusive(name: str, on_wait=None) -> Iterator[None]:
+def exclusive(name: str, on_wait: Callable[[], None] | None = None) -> Iterator[None]:
     """One holder of the lock `name` at a time on this machine; `on_wait()` is called before
     waiting for another holder."""
     locks = cache_dir() / "locks"
@@ -209,7 +210,7 @@ class Memo:
     @overload
     def get(self, text: str | bytes, read: Callable[[object], T]) -> T | None: ...
 
-    def get(self, text, read=None):
+    def get(self, text: str | bytes, read: Callable[[object], T] | None = None) -> object | None:
         """The answer kept for `text`, or None. `read` turns it into what the caller uses; an
         answer it cannot read (it raises one of SHAPE_ERRORS: a memo of another shape, edited, or
         from another version) is discarded with a warning, and None returned."""
@@ -236,8 +237,6 @@ class Memo:
         if not self._dirty or self._answers is None:
             return
         kept = dict(list(self._answers.items())[-self.keep :])
-        try:
+        with contextlib.suppress(OSError):  # a cache that cannot be written is only slower next time
             write_atomic(self.path, json.dumps(kept))
-        except OSError:
-            pass  # a cache that cannot be written is only slower next time
         self._dirty = False

@@ -10,9 +10,13 @@ import os
 import socket
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from triton_release.contract import OWNER_LABEL
 from triton_release.signals import pending_interrupt, shielded
+
+if TYPE_CHECKING:
+    import docker
 
 log = logging.getLogger("triton_release")
 
@@ -62,7 +66,7 @@ def alive(who: dict, *, elsewhere: bool) -> bool:
 SETTLE_SECONDS = 5.0  # how long a create that a signal cut short may take to finish on the daemon
 
 
-def remove_by_name(client, name: str, *, created: bool = True) -> None:
+def remove_by_name(client: docker.DockerClient, name: str, *, created: bool = True) -> None:
     """Remove the container `name` (a docker client's) if it exists: a container made under a name
     chosen before its create is removed even when a signal came during the create. `created`:
     whether the create returned; when a signal cut it short, the daemon may still be making the

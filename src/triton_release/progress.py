@@ -257,7 +257,7 @@ class LiveBars(Reporter):
                 bar.refresh()  # a new total or detail, nothing more done: shown all the same
                 bar.last_print_t = now
 
-    def finished(self, task: Task, ok: bool) -> None:
+    def finished(self, task: Task, ok: bool) -> None:  # noqa: ARG002 (the Display's signature: a bar ends the same either way)
         with self._lock:
             bar = self._bars.pop(task, None)
             if bar is not None:

@@ -16,6 +16,7 @@ import signal
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from types import FrameType
 
 from triton_release.errors import Interrupted
 
@@ -49,7 +50,7 @@ def signals_as_interrupts() -> Iterator[None]:
     global _pending, _closing, _lost, _shields, _held
     _pending, _closing, _lost, _shields, _held = None, False, False, 0, False
 
-    def handler(number, frame):
+    def handler(number: int, _frame: FrameType | None) -> None:
         global _pending, _held
         if _pending is not None:
             return  # cleaning up already
@@ -59,7 +60,7 @@ def signals_as_interrupts() -> Iterator[None]:
         elif not _closing:
             raise _pending
 
-    def unraisable(info) -> None:
+    def unraisable(info: sys.UnraisableHookArgs) -> None:
         global _lost
         if info.exc_value is not None and info.exc_value is _pending:
             _lost = True  # dropped by a finalizer: the next checkpoint raises it

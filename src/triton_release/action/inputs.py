@@ -10,7 +10,7 @@ import json
 import os
 import tempfile
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -177,7 +177,5 @@ def key_files(inputs: ActionInputs, env: Mapping[str, str]) -> Iterator[dict]:
         yield keys
     finally:
         for path in made:
-            try:
+            with suppress(OSError):
                 os.unlink(path)
-            except OSError:
-                pass

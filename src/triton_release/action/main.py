@@ -114,7 +114,7 @@ def test_mode(
 
 
 def rollback_mode(
-    inputs: ActionInputs, settings: Settings, event: Event, env: Mapping[str, str], session: sessions.Session
+    inputs: ActionInputs, settings: Settings, _event: Event, env: Mapping[str, str], session: sessions.Session
 ) -> None:
     """mode rollback: the channel pointed back at release rollback-to."""
     if not inputs.rollback_to:
@@ -144,7 +144,7 @@ def stage_mode(
 
 
 def promote_mode(
-    inputs: ActionInputs, settings: Settings, event: Event, env: Mapping[str, str], session: sessions.Session
+    inputs: ActionInputs, settings: Settings, _event: Event, env: Mapping[str, str], session: sessions.Session
 ) -> None:
     """mode promote: the candidate becomes release X.Y.Z once every shard's record passed."""
     from triton_release.fanout.promote import run_promote

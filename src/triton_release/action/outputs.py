@@ -7,6 +7,7 @@ import json
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from typing import Any
 
 from triton_release.action.summary import summary
 from triton_release.console import Console
@@ -37,7 +38,7 @@ def _tag_ref(text: str) -> bool:
 _SHARD_KEYS = {"name": str, "models": str, "load": str, "cases": int, "gpu": bool}
 
 
-def _done(report: Report, name: str):
+def _done(report: Report, name: str) -> Any:  # the step's own result type: the name tells which
     """The result of step `name` when it finished; None when it did not run or failed."""
     record = report.steps.get(name)
     return record.result if record is not None and record.ok else None

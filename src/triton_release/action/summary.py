@@ -4,9 +4,17 @@ typed results (changes, bumps, golden cases, drift, latency, candidate, publishi
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from triton_release.console import escape_controls
 from triton_release.session import Report
+
+if TYPE_CHECKING:
+    from triton_release.evidence.attach import Evidence
+    from triton_release.evidence.verify import EvidenceCheck
+    from triton_release.models.drift import ModelDrift
+    from triton_release.models.latency import LatencyRun
 
 
 def _md(text: object) -> str:
@@ -18,7 +26,7 @@ def _md(text: object) -> str:
     )
 
 
-def _drift_table(drifts) -> list[str]:
+def _drift_table(drifts: Sequence[ModelDrift]) -> list[str]:
     """Each new model version against the one before, per output; beyond tolerance in bold."""
     if not drifts:
         return []
@@ -58,7 +66,7 @@ def _drift_table(drifts) -> list[str]:
     return lines + ([""] + notes if notes else [])
 
 
-def _latency_table(found) -> list[str]:
+def _latency_table(found: LatencyRun | None) -> list[str]:
     """One table for the release: each new model version's latency against the one before, per
     concurrency; a ratio beyond the bound and a refusal in bold."""
     if found is None or not (found.models or found.note):
@@ -117,7 +125,7 @@ def _latency_table(found) -> list[str]:
     return lines + (rows if len(rows) > 2 else []) + ([""] + notes if notes else [])
 
 
-def _evidence_lines(evidence, checked) -> list[str]:
+def _evidence_lines(evidence: Evidence | None, checked: EvidenceCheck | None) -> list[str]:
     """The release's evidence by its digests, and how to check it; or the check a rollback made."""
     from triton_release.contract import GOLDEN_TYPE, KINDS
 

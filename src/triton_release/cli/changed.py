@@ -18,17 +18,20 @@ from triton_release.errors import InfrastructureError, Refused, TritonReleaseErr
 from triton_release.history.planned import ChangesResult
 
 if TYPE_CHECKING:
+    import argparse
+
     from triton_release.registry.client import RegistryRepository
+    from triton_release.session import Session
 
 HELP = "the models changed between two commits (default: since the last release)"
 T = TypeVar("T")
 
 
-def add_arguments(parser) -> None:
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_refs(parser, SINCE_LAST_RELEASE)
 
 
-def run(ctx: Context, session) -> None:
+def run(ctx: Context, session: Session) -> None:
     args = ctx.args
     if args.base is not None:
         session.step("changed", ctx.console.changes, steps.changes, ctx.model_repository, args.base, head=args.head)

@@ -4,10 +4,10 @@ repository and the registry repository it works on."""
 from __future__ import annotations
 
 import argparse
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, overload
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 from triton_release import requests
 from triton_release.console import Console
@@ -41,7 +41,7 @@ class Context:
         return requests.repository(self.settings, self.env, requests.CLI, how, required=required)
 
 
-def setting(parser: argparse._ActionsContainer, flag: str, key: str, **kwargs) -> None:
+def setting(parser: argparse._ActionsContainer, flag: str, key: str, **kwargs: Any) -> None:
     """A flag that sets the setting `key` (and wins over triton-release.yaml)."""
     kwargs.setdefault("help", BY_KEY[key].help)
     parser.add_argument(flag, dest=SETTING_DEST + key, **kwargs)
@@ -104,7 +104,7 @@ def add_server_settings(parser: argparse.ArgumentParser, gpu_models: bool = True
         setting(parser, "--gpu-models", "gpu_models", choices=("test", "require"))
 
 
-def bound(flag: str):
+def bound(flag: str) -> Callable[[str], str]:
     """A gate's bound as a flag's value: an empty one given explicitly (`--max-latency-increase ""`,
     an unset shell variable) would switch the gate off without a word, so it is a usage error."""
 

@@ -7,8 +7,9 @@ import difflib
 import os
 import re
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from types import ModuleType
+from typing import NoReturn, TypeVar, overload
 
 from triton_release import __version__, cache
 from triton_release import session as sessions
@@ -49,6 +50,9 @@ COMMANDS: dict[str, ModuleType] = {
 MULTI_STEP = {"release", "bump", "push", "rollback", "stage", "promote"}  # commands whose steps each print their time
 
 
+_N = TypeVar("_N")
+
+
 class _HelpFormatter(argparse.HelpFormatter):
     """--help gives each flag's default, as the CLI reference does (for a flag that sets a setting,
     the setting's), unless its help already says it or the flag is required."""
@@ -62,10 +66,16 @@ class _HelpFormatter(argparse.HelpFormatter):
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):  # exit 2 through main, like every usage error
-        raise UsageError(f"{self.prog}: {message}{_did_you_mean(message, self)}. See `{self.prog} --help`.")
+    def error(self, message: str) -> NoReturn:  # exit 2 through main, like every usage error
+        raise UsageError(f"{self.prog}: {message}{_did_you_mean(message)}. See `{self.prog} --help`.")
 
-    def parse_args(self, args=None, namespace=None):
+    @overload
+    def parse_args(self, args: Iterable[str] | None = None, namespace: None = None) -> argparse.Namespace: ...
+    @overload
+    def parse_args(self, args: Iterable[str] | None, namespace: _N) -> _N: ...
+    @overload
+    def parse_args(self, *, namespace: _N) -> _N: ...
+    def parse_args(self, args: Iterable[str] | None = None, namespace: _N | None = None) -> _N | argparse.Namespace:
         """As argparse's, with a "did you mean" for a flag the command does not take."""
         parsed, extras = self.parse_known_args(args, namespace)
         if extras:
@@ -90,7 +100,7 @@ class _Parser(argparse.ArgumentParser):
 _INVALID_CHOICE = re.compile(r"invalid choice: '([^']*)' \(choose from (.*)\)$")
 
 
-def _did_you_mean(message: str, parser: argparse.ArgumentParser) -> str:
+def _did_you_mean(message: str) -> str:
     """' (did you mean validate?)' for a misspelt command or choice in argparse's message, or ''."""
     found = _INVALID_CHOICE.search(message)
     if found is None:

@@ -1,13 +1,22 @@
 """`promote`: a staged candidate becomes release X.Y.Z once every shard's golden record passed."""
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from triton_release import requests
 from triton_release.cli.common import Context, add_signing, setting
 from triton_release.fanout.promote import run_promote
 
+if TYPE_CHECKING:
+    import argparse
+
+    from triton_release.session import Session
+
 HELP = "tag a staged candidate X.Y.Z once every shard's golden record passed, then move the other tags"
 
 
-def add_arguments(parser) -> None:
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--candidate",
         metavar="REPO@sha256:...",
@@ -36,7 +45,7 @@ def add_arguments(parser) -> None:
     )
 
 
-def run(ctx: Context, session) -> None:
+def run(ctx: Context, session: Session) -> None:
     args = ctx.args
     request = requests.promote_request(
         ctx.settings,

@@ -1,13 +1,22 @@
 """`push`: push a tested image under X.Y.Z, then move the other tags."""
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from triton_release.cli.common import Context, setting
 from triton_release.history.releases import check_channel, parse_version
 from triton_release.registry import publish as registry
 
+if TYPE_CHECKING:
+    import argparse
+
+    from triton_release.session import Session
+
 HELP = "push the image under X.Y.Z, then move the other tags"
 
 
-def add_arguments(parser) -> None:
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--image", metavar="IMAGE", required=True, help="the tested local image")
     setting(parser, "--to", "repository", metavar="REPO")
     parser.add_argument("--version", metavar="X.Y.Z", required=True, help="the immutable release tag")
@@ -22,7 +31,7 @@ def add_arguments(parser) -> None:
     setting(parser, "--keep", "keep", metavar="N")
 
 
-def run(ctx: Context, session) -> None:
+def run(ctx: Context, session: Session) -> None:
     args, publish, console = ctx.args, ctx.settings.publish, ctx.console
     parse_version(args.version)  # every argument checked before anything moves
     check_channel(publish.channel)

@@ -1,5 +1,9 @@
 """`release`: validate, changed, bump, build, test and push in one run."""
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from triton_release import release, requests
 from triton_release.cli.common import (
     SINCE_LAST_RELEASE,
@@ -13,10 +17,15 @@ from triton_release.cli.common import (
 )
 from triton_release.errors import UsageError
 
+if TYPE_CHECKING:
+    import argparse
+
+    from triton_release.session import Session
+
 HELP = "validate, changed, bump, build, test and push in one run"
 
 
-def add_arguments(parser) -> None:
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_refs(parser, SINCE_LAST_RELEASE)
     setting(parser, "--to", "repository", metavar="REPO")
     parser.add_argument("--no-push", action="store_true", help="stop after the tests (pull requests, forks)")
@@ -35,7 +44,7 @@ def add_arguments(parser) -> None:
     add_signing(parser)
 
 
-def run(ctx: Context, session) -> None:
+def run(ctx: Context, session: Session) -> None:
     args, settings = ctx.args, ctx.settings
     if settings.push_commit and not args.commit and settings.sources.get("push_commit") == "command line":
         raise UsageError("--push-commit pushes the release commit that --commit makes: give --commit too.")

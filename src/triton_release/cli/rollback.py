@@ -1,15 +1,24 @@
 """`rollback`: point a channel back at an earlier release, or a running server at an earlier
 version of one model."""
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from triton_release import release, requests
 from triton_release.cli.common import Context, add_server_settings, setting
 from triton_release.errors import UsageError
 from triton_release.registry import rollback as channels
 
+if TYPE_CHECKING:
+    import argparse
+
+    from triton_release.session import Session
+
 HELP = "point a channel back at an earlier release"
 
 
-def add_arguments(parser) -> None:
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     setting(parser, "--repo", "repository", metavar="REPO")
     parser.add_argument("--to-version", metavar="X.Y.Z", help="the release the channel should point at")
     setting(parser, "--channel", "channel", metavar="TAG")
@@ -28,7 +37,7 @@ def add_arguments(parser) -> None:
     )
 
 
-def run(ctx: Context, session) -> None:
+def run(ctx: Context, session: Session) -> None:
     args, settings = ctx.args, ctx.settings
     if args.server or args.model or args.to_model_version is not None:
         if not (args.server and args.model and args.to_model_version is not None):

@@ -1,5 +1,9 @@
 """`stage`: build the release once and push it as a candidate, planned into shards for many runners."""
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from triton_release import requests
 from triton_release.cli.common import (
     SINCE_LAST_RELEASE,
@@ -11,10 +15,15 @@ from triton_release.cli.common import (
 )
 from triton_release.fanout.stage import run_stage
 
+if TYPE_CHECKING:
+    import argparse
+
+    from triton_release.session import Session
+
 HELP = "validate, changed, build and push a candidate (candidate-<sha12>, no release tag), planned into shards"
 
 
-def add_arguments(parser) -> None:
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_refs(parser, SINCE_LAST_RELEASE)
     setting(parser, "--to", "repository", metavar="REPO")
     count = parser.add_mutually_exclusive_group()
@@ -34,7 +43,7 @@ def add_arguments(parser) -> None:
     add_signing(parser)
 
 
-def run(ctx: Context, session) -> None:
+def run(ctx: Context, session: Session) -> None:
     args = ctx.args
     request = requests.stage_request(
         ctx.settings,

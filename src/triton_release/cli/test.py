@@ -1,5 +1,9 @@
 """`test`: serve an image, load the models, run their golden cases."""
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from triton_release import requests, steps
 from triton_release.cli.common import (
     SETTING_DEST,
@@ -12,10 +16,15 @@ from triton_release.cli.common import (
 from triton_release.errors import UsageError
 from triton_release.models.repository import Repository
 
+if TYPE_CHECKING:
+    import argparse
+
+    from triton_release.session import Session
+
 HELP = "serve the image and run the golden cases"
 
 
-def add_arguments(parser) -> None:
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--image",
         metavar="IMAGE",
@@ -37,7 +46,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--junitxml", metavar="FILE", help="also write the golden results as JUnit XML")
 
 
-def run(ctx: Context, session) -> None:
+def run(ctx: Context, session: Session) -> None:
     from triton_release.contract import parse_digest_ref
 
     if parse_digest_ref(ctx.args.image) is not None:
@@ -73,7 +82,7 @@ def run(ctx: Context, session) -> None:
     )
 
 
-def serve_candidate(ctx: Context, session) -> None:
+def serve_candidate(ctx: Context, session: Session) -> None:
     """A staged candidate, pulled by digest; with --shard, its record written to the registry."""
     from triton_release.fanout.stage import run_candidate_test
 

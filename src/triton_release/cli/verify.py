@@ -2,19 +2,28 @@
 Statement is about the image's digest, its golden results say every tested case passed, and its
 SBOM and provenance are there."""
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from triton_release import steps
 from triton_release.cli.common import Context, setting
 from triton_release.errors import UsageError
 
+if TYPE_CHECKING:
+    import argparse
+
+    from triton_release.session import Session
+
 HELP = "check a release's evidence (signatures, subject, golden results, SBOM, provenance) with a public key"
 
 
-def add_arguments(parser) -> None:
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("reference", metavar="REPO:TAG|REPO@DIGEST", help="the image whose evidence to check")
     setting(parser, "--key", "verify_key", metavar="PUB")
 
 
-def run(ctx: Context, session) -> None:
+def run(ctx: Context, session: Session) -> None:
     from triton_release.evidence.signing import load_public_key
     from triton_release.evidence.verify import parse_reference
     from triton_release.registry.client import open_repository

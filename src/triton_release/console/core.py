@@ -10,7 +10,7 @@ import os
 import sys
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import TYPE_CHECKING, TextIO
 
 from triton_release.console.escaping import defuse_commands, escape_controls, escape_data, escape_property
@@ -65,11 +65,9 @@ class ConsoleCore:
         what follows on it goes nowhere, and the work goes on. A reader that stops reading is no
         request to stop: a release stopped there would be cut between its steps (a bump written,
         a push half done), so it ends as it would have, with its exit code and its report file."""
-        devnull = open(os.devnull, "w")
-        try:
+        devnull = open(os.devnull, "w")  # noqa: SIM115 (kept open: it stands in for the stream from here on)
+        with suppress(OSError, ValueError):
             os.dup2(devnull.fileno(), stream.fileno())  # nor does Python's last flush fail at exit
-        except (OSError, ValueError):
-            pass
         if stream is self.out:
             self.out = devnull
         if stream is self.err:

@@ -4,11 +4,13 @@ candidates retained."""
 
 from __future__ import annotations
 
+from typing import Any  # a step's result, typed where it is made, above the console
+
 from triton_release.console.core import ConsoleCore
 
 
 class FanoutLines(ConsoleCore):
-    def shards_planned(self, result) -> None:
+    def shards_planned(self, result: Any) -> None:
         for shard in result.shards:
             loads = (
                 f", also loads {', '.join(m for m in shard.load if m not in shard.models)}"
@@ -20,7 +22,7 @@ class FanoutLines(ConsoleCore):
                 f"{', needs a GPU runner' if shard.gpu else ''} ({', '.join(shard.models)}{loads})"
             )
 
-    def candidate_pushed(self, result) -> None:
+    def candidate_pushed(self, result: Any) -> None:
         candidate = result.candidate
         self.line(
             f"staged {candidate.ref} as {candidate.repository}:{result.tag} (release "
@@ -28,7 +30,7 @@ class FanoutLines(ConsoleCore):
             f"uploaded, {result.layers_present} already in the registry"
         )
 
-    def candidate_reused(self, result) -> None:
+    def candidate_reused(self, result: Any) -> None:
         if result is not None:
             candidate = result.candidate
             self.line(
@@ -36,16 +38,16 @@ class FanoutLines(ConsoleCore):
                 f"{candidate.ref}, {len(candidate.shards)} shards (nothing built, nothing pushed)"
             )
 
-    def candidate_pulled(self, result) -> None:
+    def candidate_pulled(self, result: Any) -> None:
         self.line(f"pulled {result.ref} (built from {result.revision[:12] or 'an unlabelled commit'})")
 
-    def golden_recorded(self, result) -> None:
+    def golden_recorded(self, result: Any) -> None:
         self.line(
             f"{result.shard}: {'passed' if result.passed else 'FAILED'} ({result.cases} cases), recorded as "
             f"{result.repository}:{result.tag}"
         )
 
-    def candidate_checked(self, result) -> None:
+    def candidate_checked(self, result: Any) -> None:
         records = dict(result.results)
         for shard in result.candidate.shards:
             record = records.get(shard.name)
@@ -65,14 +67,14 @@ class FanoutLines(ConsoleCore):
                 f"({len(result.candidate.changed)}); planned as {result.candidate.version}"
             )
 
-    def promoted(self, result) -> None:
+    def promoted(self, result: Any) -> None:
         again = " (X.Y.Z was this candidate already: the other tags were finished)" if result.resumed else ""
         self.line(
             f"released {result.repository}:{result.version} ({result.digest}){again}; tags "
             f"{', '.join(result.tags)} (the channel pointed at {result.channel_before or 'nothing'} before)"
         )
 
-    def candidates_retained(self, result) -> None:
+    def candidates_retained(self, result: Any) -> None:
         for tag in result.deleted:
             self.line(f"deleted {result.repository}:{tag}, a candidate older than the release, and its records")
         if result.released:

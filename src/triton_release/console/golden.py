@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Any  # a step's result, typed where it is made, above the console
 
 from triton_release.console.core import ConsoleCore
 from triton_release.console.escaping import escape_controls
@@ -12,7 +13,7 @@ from triton_release.problems import Problem
 
 
 class GoldenLines(ConsoleCore):
-    def golden_run(self, run) -> None:
+    def golden_run(self, run: Any) -> None:
         on_cpu = set(getattr(run, "on_cpu", ()))
         for case in run.cases:  # a case's message holds the model's own text: kept on its line
             where = ", tested on CPU" if case.case.split("/", 1)[0] in on_cpu else ""
@@ -42,7 +43,7 @@ class GoldenLines(ConsoleCore):
         self.drift(getattr(run, "drift", ()))
         self.latency(getattr(run, "latency", None))
 
-    def drift(self, drifts) -> None:
+    def drift(self, drifts: Any) -> None:
         """One line per model with a new version: its largest difference from the version before."""
         for found in drifts:  # notes and output names come from the server: each line kept one line
             if not found.compared:
@@ -74,7 +75,7 @@ class GoldenLines(ConsoleCore):
                 )
             )
 
-    def latency(self, found) -> None:
+    def latency(self, found: Any) -> None:
         """The latency gate: per model with a new version, both versions' figures, the ratio and its
         interval, the verdict; cold starts; what was not measured and why."""
         if found is None:
@@ -124,7 +125,7 @@ class GoldenLines(ConsoleCore):
             for warning in model.warnings:
                 self.warning(escape_controls(warning))
 
-    def not_gated(self, model, found) -> None:
+    def not_gated(self, model: Any, found: Any) -> None:
         """A model the gate left out: with a bound, a warning saying it is not gated and why (and that
         it refuses, with latency_unmeasured: refuse); without one, a line."""
         why = model.note or "not measured"
@@ -136,7 +137,7 @@ class GoldenLines(ConsoleCore):
             refuses = " (latency_unmeasured: refuse: REFUSED)" if found.unmeasured == "refuse" else ""
             self.warning(escape_controls(f"latency {model.model}: not gated, because {why}{refuses}"))
 
-    def recorded(self, result) -> None:
+    def recorded(self, result: Any) -> None:
         for path in result.written:
             self.line(
                 f"{path}: answers recorded from {result.image} (outputs, or the error text a case expects); "

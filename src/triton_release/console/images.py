@@ -3,12 +3,14 @@ the build; the push and its evidence; tags, retention and rollbacks."""
 
 from __future__ import annotations
 
+from typing import Any  # a step's result, typed where it is made, above the console
+
 from triton_release.console.core import ConsoleCore
 from triton_release.contract import KINDS
 
 
 class ImageLines(ConsoleCore):
-    def environments(self, result) -> None:
+    def environments(self, result: Any) -> None:
         envs = result.environments
         if len(envs.by_model) > 10:
             self.line(
@@ -22,24 +24,24 @@ class ImageLines(ConsoleCore):
         for model in result.changed:
             self.line(f"{model}: environment changed since {result.compared_with}: tested, not bumped")
 
-    def signatures(self, result) -> None:
+    def signatures(self, result: Any) -> None:
         self.line(
             f"auto-complete models' signatures, as served, labelled ({', '.join(sorted(result.signatures))}); "
             f"release {result.version} ({result.kind.kind})"
         )
 
-    def built(self, result) -> None:
+    def built(self, result: Any) -> None:
         for warning in result.warnings:
             self.warning(warning)
         self.line(result.summary())
 
-    def pushed(self, result) -> None:
+    def pushed(self, result: Any) -> None:
         self.line(
             f"pushed {result.repository}:{result.version} ({result.digest}); {result.layers_uploaded} layers "
             f"uploaded, {result.layers_mounted + result.layers_present} already in the registry"
         )
 
-    def evidence(self, result) -> None:
+    def evidence(self, result: Any) -> None:
         kinds = ", ".join(KINDS.get(layer.predicate_type, layer.predicate_type) for layer in result.layers)
         how = " (its golden cases run again: the run that pushed it stopped before)" if result.how == "rerun" else ""
         self.line(
@@ -52,7 +54,7 @@ class ImageLines(ConsoleCore):
                 "so that `triton-release verify --key` and admission policies can trust it"
             )
 
-    def evidence_checked(self, result) -> None:
+    def evidence_checked(self, result: Any) -> None:
         for found in result.found:
             state = "verified" if not found.problems else "; ".join(found.problems)
             self.line(f"{found.predicate_type}: {state}")
@@ -62,21 +64,21 @@ class ImageLines(ConsoleCore):
                 f"{len(result.found)} statements, every golden case passed, the Test Results say pass"
             )
 
-    def tagged(self, result) -> None:
+    def tagged(self, result: Any) -> None:
         self.line(
             f"tags {', '.join(result.tags)} -> {result.version} (the channel pointed at "
             f"{result.channel_before or 'nothing'} before)"
         )
 
-    def retained(self, result) -> None:
+    def retained(self, result: Any) -> None:
         for version in result.deleted:
             self.line(f"deleted {result.repository}:{version} (--keep {result.keep})")
 
-    def rolled_back(self, result) -> None:
+    def rolled_back(self, result: Any) -> None:
         self.line(
             f"{result.repository}:{result.channel} -> {result.version} ({result.digest}); it pointed at "
             f"{result.previous_digest or 'nothing'} before (roll forward with that digest)"
         )
 
-    def model_rolled_back(self, result) -> None:
+    def model_rolled_back(self, result: Any) -> None:
         self.line(f"{result.server}: {result.model} now serves version {result.version} only")

@@ -4,15 +4,20 @@ not made or finished, the release commit and tag."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any  # Any: a step's result, typed where it is made, above the console
+
 from triton_release.console.core import ConsoleCore
+
+if TYPE_CHECKING:
+    from triton_release.settings.options import Settings
 
 
 class ReleaseLines(ConsoleCore):
-    def settings(self, settings) -> None:
+    def settings(self, settings: Settings) -> None:
         for warning in settings.warnings:
             self.warning(warning)
 
-    def validation(self, result) -> None:
+    def validation(self, result: Any) -> None:
         for warning in result.warnings:
             self.warning(warning.message, warning)
         for problem in result.problems:
@@ -20,7 +25,7 @@ class ReleaseLines(ConsoleCore):
         if result.ok:
             self.line(f"{result.root}: {len(result.models)} models, {result.golden_cases} golden cases, no problems")
 
-    def changes(self, result) -> None:
+    def changes(self, result: Any) -> None:
         found = result.found
         for warning in result.warnings:
             self.warning(warning)
@@ -42,7 +47,7 @@ class ReleaseLines(ConsoleCore):
                 f"({why}previous: {plan.previous or 'none'}; base: {result.base_from})"
             )
 
-    def recovered(self, result) -> None:
+    def recovered(self, result: Any) -> None:
         if result is None:
             return
         if result.action == "dropped":
@@ -62,7 +67,7 @@ class ReleaseLines(ConsoleCore):
             f"{', '.join(result.folders)}; {what}"
         )
 
-    def bumped(self, result) -> None:
+    def bumped(self, result: Any) -> None:
         if result.found:
             self.line(
                 f"the working tree holds this bump already ({', '.join(result.folders)}, exactly as it would "
@@ -87,7 +92,7 @@ class ReleaseLines(ConsoleCore):
         if not result.bumps:
             self.line("no version folder to bump")
 
-    def exported(self, result) -> None:
+    def exported(self, result: Any) -> None:
         if result.in_place:
             self.line(
                 f"building and testing commit {result.commit[:12]} with the new version folders in place: "
@@ -107,11 +112,11 @@ class ReleaseLines(ConsoleCore):
     def waiting(self, holder: str) -> None:
         self.line(f"{holder} is running on this machine; waiting for it")
 
-    def finished(self, result) -> None:
+    def finished(self, result: Any) -> None:
         if result.tags:
             self.line(f"finished the interrupted release {result.version}: tags {', '.join(result.tags)}")
 
-    def committed(self, result) -> None:
+    def committed(self, result: Any) -> None:
         if result is None:
             return
         self.line(

@@ -39,6 +39,9 @@ from triton_release.registry import attestations
 from triton_release.registry.attestations import Layer
 
 if TYPE_CHECKING:
+    import docker
+
+    from triton_release.evidence.packages import ImagePackages
     from triton_release.history.planned import ChangesResult
     from triton_release.image.prepared import Prepared
     from triton_release.models.suite import GoldenRun
@@ -194,7 +197,7 @@ def store(
     )
 
 
-def _base_digests(client, image_id: str) -> tuple[str, ...]:
+def _base_digests(client: docker.DockerClient, image_id: str) -> tuple[str, ...]:
     try:
         return tuple(client.images.get(image_id).attrs.get("RepoDigests") or ())
     except Exception:  # the daemon does not say: the image id alone
@@ -488,7 +491,7 @@ def _json(body: bytes) -> Any:
         return None
 
 
-def _packages(prepared: Prepared):
+def _packages(prepared: Prepared) -> tuple[docker.DockerClient, ImagePackages, dict[str, tuple[Package, ...]]]:
     """The daemon, the Python packages of the base image's target Python, and each model
     environment's distributions, for the SBOM."""
     from triton_release.evidence.packages import image_packages

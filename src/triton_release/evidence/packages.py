@@ -11,10 +11,14 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from triton_release.cache import cache_dir, write_atomic
 from triton_release.errors import TritonReleaseError
 from triton_release.evidence.sbom import Package
+
+if TYPE_CHECKING:
+    import docker
 
 CACHE_FORMAT = 1
 log = logging.getLogger("triton_release")
@@ -67,7 +71,7 @@ def parse(text: str) -> ImagePackages:
     return ImagePackages(str(data.get("python", "")), system, envs)
 
 
-def image_packages(client, image: str, python: str = "python3") -> ImagePackages:
+def image_packages(client: docker.DockerClient, image: str, python: str = "python3") -> ImagePackages:
     """What `image` holds, run with its `python` (the stub's Python); cached by image id."""
     import docker
 

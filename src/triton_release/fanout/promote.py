@@ -29,9 +29,10 @@ from triton_release.settings import PublishOptions
 
 if TYPE_CHECKING:
     from triton_release.registry.client import RegistryRepository
+    from triton_release.settings import Settings
 
 
-def gpu_policy(settings) -> str:
+def gpu_policy(settings: Settings) -> str:
     """What promote does with models a shard set aside for lacking a GPU: refuse ("require"),
     unless the user set gpu_models: test themselves (its default, test, is for testing on the CPU,
     not for shipping untested)."""

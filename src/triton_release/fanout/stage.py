@@ -326,7 +326,7 @@ def _golden_cases_of(model_repository: Path, revision: str, scratch: Path, sessi
     return found
 
 
-def _cases(run) -> tuple[dict, ...]:
+def _cases(run: object) -> tuple[dict, ...]:
     cases = getattr(run, "cases", None) or ()
     return tuple({"case": c.case, "passed": c.passed} for c in cases)
 

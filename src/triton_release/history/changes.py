@@ -5,12 +5,16 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING
 
 from triton_release.errors import Refused, UsageError
 from triton_release.history.git import Git
 from triton_release.models.calls import callees, calls_any, folder_calls, model_file
 from triton_release.models.graph import ensemble_needs, users
 from triton_release.models.repository import CONFIG_FILE, GOLDEN_DIR, VERSION_DIR, model_name_problem, parse_config_text
+
+if TYPE_CHECKING:
+    from triton_release.models.config_schema import model_config_pb2
 
 SETTINGS_FILES = {CONFIG_FILE, "requirements.txt"}
 
@@ -105,7 +109,7 @@ def _check_name(name: str, where: str) -> None:
         raise Refused(f"{where}: {problem}.")
 
 
-def parse_config_blob(blob: bytes | None):
+def parse_config_blob(blob: bytes | None) -> model_config_pb2.ModelConfig | None:
     return None if blob is None else parse_config_text(blob.decode("utf-8", errors="replace"))
 
 

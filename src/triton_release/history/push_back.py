@@ -143,9 +143,13 @@ def _tag_exists(result: subprocess.CompletedProcess, tag: str) -> bool:
     (already exists)`, or a server's `[remote rejected] (... already exists)`)."""
     for line in result.stdout.splitlines():
         fields = line.split("\t")
-        if len(fields) >= 3 and fields[0] == "!" and fields[1].rpartition(":")[2] == f"refs/tags/{tag}":
-            if "already exists" in fields[2]:
-                return True
+        if (
+            len(fields) >= 3
+            and fields[0] == "!"
+            and fields[1].rpartition(":")[2] == f"refs/tags/{tag}"
+            and "already exists" in fields[2]
+        ):
+            return True
     return False
 
 

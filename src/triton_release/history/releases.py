@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import semver
 
@@ -19,6 +19,9 @@ from triton_release.errors import Refused, UsageError
 from triton_release.history.changes import ChangeSet
 from triton_release.history.git import Git
 from triton_release.models.repository import datatype_name
+
+if TYPE_CHECKING:
+    from triton_release.models.config_schema import model_config_pb2
 
 
 def parse_version(text: str, flag: str = "--version") -> semver.Version:
@@ -172,7 +175,7 @@ def next_version(previous: semver.Version | None, kind: str | None) -> semver.Ve
 # -- the kind of release a change makes ------------------------------------------------------
 
 
-def signature(config) -> dict | None:
+def signature(config: model_config_pb2.ModelConfig | None) -> dict | None:
     """What clients depend on: tensors (data type, dims) and whether there is a batch dimension."""
     if config is None:
         return None
@@ -264,7 +267,7 @@ def release_kind(changes: ChangeSet, bumped: set[str], signatures: dict | None =
 
 
 def _signature_change(name: str, changes: ChangeSet, signatures: dict) -> list[tuple[str, str]]:
-    def sig(side: str):
+    def sig(side: str) -> dict | None:
         given = signatures.get((side, name))
         return given if given is not None else signature(changes.configs.get((side, name)))
 

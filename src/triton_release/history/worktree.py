@@ -79,7 +79,7 @@ def bumped_folders(prefix: str, bumps: list[Written]) -> tuple[str, ...]:
     return tuple(PurePosixPath(prefix, b.model, str(v)).as_posix() + "/" for b in bumps for v in b.folders())
 
 
-def bumps_intact(git: Git, changes: ChangeSet, bumps: list[Written], root: Path) -> str | None:
+def bumps_intact(changes: ChangeSet, bumps: list[Written], root: Path) -> str | None:
     """Why the bumped folders no longer hold what the bump wrote (`differs` lets them differ from
     HEAD), or None."""
     return None if not bumps or holds_bump(changes, bumps, root) else "a bumped version folder changed"

@@ -19,6 +19,7 @@ import tarfile
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import IO
 
 import docker
 
@@ -92,7 +93,7 @@ def _add(tar: tarfile.TarFile, name: str, data: bytes | None = None, path: Path 
         tar.addfile(info, io.BytesIO(data or b""))
 
 
-def write_archive(out, tag: str, config: bytes, diff_ids: Sequence[str], tars: Mapping[str, Path]) -> None:
+def write_archive(out: IO[bytes], tag: str, config: bytes, diff_ids: Sequence[str], tars: Mapping[str, Path]) -> None:
     """A `docker load` archive of the image tagged `tag`: its config, its manifest naming every
     layer, and the tars of the layers in `tars` (diff id -> file) only."""
     config_name = hashlib.sha256(config).hexdigest() + ".json"

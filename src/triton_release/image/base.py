@@ -10,7 +10,9 @@ import json
 import os
 import re
 import uuid
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, replace
+from typing import TYPE_CHECKING
 
 import docker
 
@@ -18,6 +20,9 @@ from triton_release.cache import cache_dir, write_atomic
 from triton_release.contract import PROBE_LABEL, RUN_ID_VARIABLE
 from triton_release.errors import InfrastructureError, Refused
 from triton_release.processes import owner_labels, remove_by_name
+
+if TYPE_CHECKING:
+    from triton_release.models.repository import Model
 
 BACKENDS_DIR = "/opt/tritonserver/backends"
 STUB_PATH = f"{BACKENDS_DIR}/python/triton_python_backend_stub"
@@ -272,7 +277,7 @@ def check_stub(client: docker.DockerClient, image: str) -> StubLinks:
     )
 
 
-def model_backend(model) -> str | None:
+def model_backend(model: Model) -> str | None:
     """The backend that serves a model (models/repository.Model): its config's backend, else the
     one of its platform; python for a model without config.pbtxt; None for an ensemble (the
     server itself runs it) or a platform this tool does not know."""
@@ -284,7 +289,7 @@ def model_backend(model) -> str | None:
     return PLATFORM_BACKENDS.get(config.platform)
 
 
-def require_backends(base: BaseImage, models) -> None:
+def require_backends(base: BaseImage, models: Iterable[Model]) -> None:
     """Refuse, before anything is built or served, models whose backend the base image lacks:
     tritonserver would fail to load them, and the failure would look like the model's own. A model
     that brings its backend (libtriton_<backend>.so in its folder or a version folder) is left

@@ -14,6 +14,7 @@ import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import docker
 
@@ -34,6 +35,11 @@ from triton_release.image.layers import (
 )
 from triton_release.models.repository import Repository
 from triton_release.processes import owner_labels
+
+if TYPE_CHECKING:
+    from docker.models.images import Image
+
+    from triton_release.image.plan import Planned
 
 
 @dataclass(frozen=True)
@@ -101,7 +107,16 @@ def build_image(
         raise no_space(tempfile.gettempdir(), "writing the image's layers") from None
 
 
-def _assemble(client, tag: str, base, base_ids: list[str], planned, tars: LayerTars, previous, labels) -> BuildResult:
+def _assemble(
+    client: docker.DockerClient,
+    tag: str,
+    base: Image,
+    base_ids: list[str],
+    planned: list[Planned],
+    tars: LayerTars,
+    previous: Image | None,
+    labels: Mapping[str, str],
+) -> BuildResult:
     order = json.loads((previous.labels.get(LAYER_ORDER_LABEL) if previous else None) or "[]")
     with progress.task("build", total=len(planned), unit="layers") as bar:
         written = []
@@ -113,7 +128,14 @@ def _assemble(client, tag: str, base, base_ids: list[str], planned, tars: LayerT
 
 
 def _load(
-    client, tag: str, base, base_ids: list[str], layers: list[Layer], tars: LayerTars, previous, labels
+    client: docker.DockerClient,
+    tag: str,
+    base: Image,
+    base_ids: list[str],
+    layers: list[Layer],
+    tars: LayerTars,
+    previous: Image | None,
+    labels: Mapping[str, str],
 ) -> BuildResult:
     labels = {**labels, LAYER_ORDER_LABEL: json.dumps([[layer.name, layer.digest] for layer in layers])}
     diff_ids = [*base_ids, *(f"sha256:{layer.digest}" for layer in layers)]
@@ -125,7 +147,7 @@ def _load(
     return BuildResult(tag, image_id, base.id, tuple(layers), sent)
 
 
-def _local_image(client: docker.DockerClient, image: str):
+def _local_image(client: docker.DockerClient, image: str) -> Image:
     """`image` from the daemon, pulled when absent."""
     from triton_release.image.base import image_id
 
@@ -137,7 +159,7 @@ def _local_image(client: docker.DockerClient, image: str):
         ) from None
 
 
-def _previous(client: docker.DockerClient, tag: str):
+def _previous(client: docker.DockerClient, tag: str) -> Image | None:
     """The image last put together under `tag` on this daemon, if any: its layer order is kept."""
     try:
         return client.images.get(tag)

@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from stat import S_ISDIR, S_ISREG
-from typing import BinaryIO, cast
+from typing import IO, BinaryIO, cast
 
 from triton_release.cache import discard, write_atomic
 from triton_release.errors import Refused
@@ -87,7 +87,7 @@ class _AsBlob:
     """A file read for the tar, hashed on the way as git names its blob (sha1 or sha256, told by
     the expected id's length)."""
 
-    def __init__(self, handle, size: int, expected: str) -> None:
+    def __init__(self, handle: IO[bytes], size: int, expected: str) -> None:
         self.handle = handle
         self.hash = hashlib.new("sha1" if len(expected) == 40 else "sha256", b"blob %d\0" % size)
 
@@ -97,7 +97,9 @@ class _AsBlob:
         return data
 
 
-def write_layer_tar(out, entries: Mapping[str, Path | bytes], blob_ids: Mapping[str, str] | None = None) -> str:
+def write_layer_tar(
+    out: IO[bytes], entries: Mapping[str, Path | bytes], blob_ids: Mapping[str, str] | None = None
+) -> str:
     """Write one deterministic tar of `entries` (archive name -> file or folder on disk, or a
     file's content as bytes, mode 0644, or as Executable, mode 0755), every parent folder
     included; returns its sha256. A file is 0755 when its owner may run it (git's rule too).

@@ -8,6 +8,7 @@ stage compiling python_backend at the base's r<YY.MM> branch). `auto` tries whee
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
@@ -17,11 +18,14 @@ import sys
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from triton_release.cache import atomic_path, cache_dir, write_atomic
 from triton_release.errors import InfrastructureError, Refused, UsageError
 from triton_release.image.base import STUB_PATH, BaseImage, PythonInstall, check_stub
+
+if TYPE_CHECKING:
+    import docker
 
 # Triton version -> the nvidia-pytriton wheel that carries it (and its stubs for 3.8 to 3.13).
 PYTRITON_WHEELS = {"2.46.0": "0.5.8", "2.48.0": "0.5.10", "2.50.0": "0.5.12", "2.51.0": "0.7.0"}
@@ -396,16 +400,14 @@ def _from_path(path: Path, install: PythonInstall, common: dict[str, Any]) -> St
 # -- after the build ---------------------------------------------------------------------------
 
 
-def check_built(client, tag: str, install: PythonInstall) -> None:
+def check_built(client: docker.DockerClient, tag: str, install: PythonInstall) -> None:
     """ldd of the stub inside the built image: every library found, libpython the target's."""
     links = check_stub(client, tag)
     resolved = links.resolved_to.rsplit("/", 1)[-1]
     if links.loads and resolved == install.soname:
         return
-    try:
+    with contextlib.suppress(Exception):  # the refusal below is what matters; a leftover tag is harmless
         client.images.remove(tag, force=True)
-    except Exception:  # the refusal below is what matters; a leftover tag is harmless
-        pass
     problem = (
         f"cannot find {', '.join(links.missing)}"
         if links.missing

@@ -102,7 +102,7 @@ def compare(
     return OutputResult(name, False, found.max_abs_diff, found.max_rel_diff, message)
 
 
-def _bytes_json(value) -> str | dict:
+def _bytes_json(value: object) -> str | dict:
     if not isinstance(value, bytes):
         return str(value)
     try:
@@ -117,7 +117,7 @@ def _float_json(value: float) -> float | str:
     return ("Infinity" if value > 0 else "-Infinity") if math.isinf(value) else value
 
 
-def tensor_json(name: str, array, datatype: str) -> dict:
+def tensor_json(name: str, array: np.ndarray, datatype: str) -> dict:
     """A server's output as a golden file's tensor (what `record` writes), such that loading it
     gives back the same values: binary BYTES as {"b64": ...}, NaN and infinities as strings."""
     data = array.reshape(-1).tolist()

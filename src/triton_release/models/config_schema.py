@@ -11,11 +11,13 @@ from __future__ import annotations
 import importlib.util
 import sys
 from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 _NAME = "tritonclient.grpc.model_config_pb2"
 
 
-def _load():
+def _load() -> ModuleType:
     if _NAME in sys.modules:
         return sys.modules[_NAME]
     package = importlib.util.find_spec("tritonclient")
@@ -34,4 +36,7 @@ def _load():
     return module
 
 
-model_config_pb2 = _load()
+if TYPE_CHECKING:
+    from tritonclient.grpc import model_config_pb2
+else:
+    model_config_pb2 = _load()

@@ -42,12 +42,12 @@ from typing import Protocol
 import numpy as np
 from google.protobuf import json_format
 
-from triton_release.models.answers import tolerances
+from triton_release.models.answers import Reply, tolerances
 from triton_release.models.config_schema import model_config_pb2
 from triton_release.models.devices import ENV_PARAMETER, cpu_config
 from triton_release.models.elements import compare_elements, json_figure
 from triton_release.models.golden import GoldenCase, load_case
-from triton_release.models.inference import Exchange, ask
+from triton_release.models.inference import CaseResult, Exchange, ask
 from triton_release.models.repository import Repository
 
 INFINITE = math.inf
@@ -117,7 +117,7 @@ class CaseDrift:
     gone_outputs: tuple[str, ...] = ()  # answered by N only
 
 
-def _answered(replies) -> set[str]:
+def _answered(replies: Iterable[Reply]) -> set[str]:
     return {name for reply in replies if reply.error is None for answer in reply.answers for name in answer.outputs}
 
 
@@ -364,7 +364,7 @@ class DriftMeter:
         self.environments = dict(environments or {})
         self.results: list[ModelDrift] = []
 
-    def after_wave(self, tested: Iterable[str], cases) -> None:
+    def after_wave(self, tested: Iterable[str], cases: Iterable[CaseResult]) -> None:
         """The models of a wave whose golden cases all passed; the others are noted. Those whose
         version N is not served yet are reloaded with N beside N+1 together, then compared one
         by one."""

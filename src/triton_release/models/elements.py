@@ -22,6 +22,7 @@ report and drift both give.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -120,7 +121,9 @@ def _integers(ref: np.ndarray, act: np.ndarray, shape: tuple[int, ...]) -> Eleme
     return Elements(int(ref.size), int(differ.size), float(max(sizes)), relative[k], worst, worst)
 
 
-def _unsized(ref: np.ndarray, act: np.ndarray, shape: tuple[int, ...], same) -> Elements:
+def _unsized(
+    ref: np.ndarray, act: np.ndarray, shape: tuple[int, ...], same: Callable[[object, object], bool]
+) -> Elements:
     """BOOL and BYTES: the first element that differs is the worst (every difference is infinite)."""
     differ = [i for i, (x, y) in enumerate(zip(ref, act)) if not same(x, y)]
     if not differ:
@@ -141,12 +144,12 @@ def _index(flat: int, shape: tuple[int, ...]) -> str:
     return str(element_index(flat, shape))
 
 
-def _as_bytes(value) -> bytes:
+def _as_bytes(value: object) -> bytes:
     """A BYTES element as bytes: an answer can hold it as text."""
     return value if isinstance(value, bytes) else str(value).encode()
 
 
-def _shown(value) -> str:
+def _shown(value: object) -> str:
     """An element in a message: BYTES as text where it is UTF-8, else as Python bytes; a number as
     its own type prints it (np.float32(5.05) as 5.05)."""
     if isinstance(value, bytes):

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from triton_release.models.latency import LatencyOptions
+    from triton_release.settings.options import Settings
 
 
 @dataclass(frozen=True)
@@ -18,7 +19,7 @@ class GateOptions:
     latency: LatencyOptions | None = None  # measure new versions against their previous one; None: not at all
 
     @classmethod
-    def from_settings(cls, settings, env: Mapping[str, str]) -> GateOptions:
+    def from_settings(cls, settings: Settings, env: Mapping[str, str]) -> GateOptions:
         """The gates the settings ask for; the latency is always measured (refused only past its bound)."""
         from triton_release.models.latency import LatencyOptions  # perf_analyzer's options: only when testing
 

@@ -17,9 +17,15 @@ from __future__ import annotations
 import secrets
 import time
 from dataclasses import dataclass, replace
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 from triton_release.models.answers import Answer, OutputResult, Reply, compare, compare_error, tolerances
 from triton_release.models.golden.format import DEFAULT_TIMEOUT, GoldenCase, Step
+
+if TYPE_CHECKING:
+    import tritonclient.grpc as grpcclient
+    import tritonclient.http as httpclient
 
 STREAM_GRACE = 5.0  # the stream's own gRPC deadline, after the case's: only a backstop
 NOT_THE_MODEL = {"StatusCode.UNAVAILABLE", "StatusCode.CANCELLED"}  # gRPC failures no model answered with
@@ -94,7 +100,9 @@ class InferenceFailed(Exception):
     pass
 
 
-def _client(protocol: str, http_url: str, grpc_url: str, timeout: float):
+def _client(
+    protocol: str, http_url: str, grpc_url: str, timeout: float
+) -> tuple[ModuleType, httpclient.InferenceServerClient | grpcclient.InferenceServerClient, dict[str, float]]:
     if protocol == "grpc":
         import tritonclient.grpc as lib
 
@@ -130,7 +138,7 @@ def _server_error(exc: Exception, stream: bool = False) -> tuple[str, str] | Non
     return None if str(status) in NOT_THE_MODEL else (exc.message(), str(status))
 
 
-def _inputs(lib, step: Step) -> list:
+def _inputs(lib: ModuleType, step: Step) -> list:
     inputs = []
     for tensor in step.inputs:
         infer_input = lib.InferInput(tensor.name, list(tensor.shape), tensor.datatype)
@@ -139,7 +147,7 @@ def _inputs(lib, step: Step) -> list:
     return inputs
 
 
-def _answer(result) -> Answer:
+def _answer(result: httpclient.InferResult | grpcclient.InferResult) -> Answer:
     response = result.get_response()
     described = response.get("outputs", []) if isinstance(response, dict) else response.outputs
     outputs = {}

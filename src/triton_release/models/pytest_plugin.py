@@ -8,12 +8,17 @@ so `-k`, JUnit XML and the usual reporters work the same in both places.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from triton_release.models import golden, inference
 from triton_release.models.repository import GOLDEN_DIR, Repository
+
+if TYPE_CHECKING:
+    from _pytest._code.code import TerminalRepr, TracebackStyle
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -50,7 +55,7 @@ def use_repository(config: pytest.Config, repo: Repository) -> None:
     config.stash[_REPO] = repo
 
 
-def pytest_collect_file(file_path: Path, parent: pytest.Collector):
+def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> GoldenFile | None:
     config = parent.config
     if not config.getoption("triton_url") or file_path.suffix != ".json" or file_path.parent.name != GOLDEN_DIR:
         return None
@@ -65,7 +70,7 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector):
 
 
 class GoldenFile(pytest.File):
-    def collect(self):
+    def collect(self) -> Iterator[GoldenItem]:
         model = self.path.parent.parent.name
         yield GoldenItem.from_parent(self, name=f"{model}/{self.path.stem}", model=model)
 
@@ -75,7 +80,7 @@ class GoldenMismatch(Exception):
 
 
 class GoldenItem(pytest.Item):
-    def __init__(self, *, model: str, **kw) -> None:
+    def __init__(self, *, model: str, **kw: Any) -> None:
         super().__init__(**kw)
         self.model = model
         self.result: inference.CaseResult | None = None
@@ -102,10 +107,12 @@ class GoldenItem(pytest.Item):
         if not self.result.passed:
             raise GoldenMismatch(self.result.message)
 
-    def repr_failure(self, excinfo, style=None):
+    def repr_failure(
+        self, excinfo: pytest.ExceptionInfo[BaseException], style: TracebackStyle | None = None
+    ) -> str | TerminalRepr:
         if isinstance(excinfo.value, GoldenMismatch):
             return f"{self.path}: {excinfo.value}"
         return super().repr_failure(excinfo, style)
 
-    def reportinfo(self):
+    def reportinfo(self) -> tuple[Path, int | None, str]:
         return self.path, None, self.name

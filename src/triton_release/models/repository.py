@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import difflib
 import hashlib
 import os
 import re
 import stat
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -110,7 +111,7 @@ def kind_problem(path: Path) -> Problem | None:
 
 
 def walk(
-    folder: Path, root: Path, skip: Callable[[str], bool] = lambda name: False
+    folder: Path, root: Path, skip: Callable[[str], bool] = lambda _name: False
 ) -> tuple[list[Path], list[Problem]]:
     """Every file and folder below `folder`, sorted, as seen through the symbolic links that stay
     inside `root`: a linked folder is walked as if its files were there. Problems for links that
@@ -166,10 +167,8 @@ def walk(
                         continue
                 visit(path, (*chain, path), through_link or is_link)
 
-    try:
+    with contextlib.suppress(_Stop):
         visit(folder, (folder,), False)
-    except _Stop:
-        pass
     return sorted(found), problems
 
 
@@ -372,7 +371,7 @@ class Repository:
         models = _Models(root, names)
         return cls(root, models if lazy else dict(models))
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Model]:
         return iter(self.models.values())
 
     def __contains__(self, name: str) -> bool:
@@ -381,7 +380,7 @@ class Repository:
     def __getitem__(self, name: str) -> Model:
         return self.models[name]
 
-    def require(self, names, given_as: str = "--models") -> None:
+    def require(self, names: Iterable[str], given_as: str = "--models") -> None:
         """Refuse (exit 2) names that are no model of this repository: the user's command named
         them. Each is named, with the closest model where one is close, and the models there are."""
         unknown = [name for name in dict.fromkeys(names) if name not in self]

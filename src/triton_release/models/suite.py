@@ -16,7 +16,7 @@ import logging
 import tempfile
 import time
 import xml.etree.ElementTree as ElementTree
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
@@ -31,6 +31,8 @@ from triton_release.models.repository import GOLDEN_DIR, Repository
 from triton_release.signals import pending_interrupt
 
 if TYPE_CHECKING:
+    import pytest
+
     from triton_release.models.drift import ModelDrift
     from triton_release.models.latency import LatencyRun
 
@@ -132,7 +134,9 @@ def models_to_load(repo: Repository, names: list[str]) -> dict[str, int | None]:
     return {n: repo[n].newest_version for n in sorted(wanted)}
 
 
-def cpu_overrides(repo: Repository, names, environments: Mapping[str, str] | None = None) -> dict[str, str]:
+def cpu_overrides(
+    repo: Repository, names: Iterable[str], environments: Mapping[str, str] | None = None
+) -> dict[str, str]:
     """The models among `names` with a KIND_GPU instance group -> the config they load with on a
     machine without GPUs (the load's `config` parameter). `environments`: model -> its environment's
     path in the image, which the image's config.pbtxt names and so must the override."""
@@ -144,7 +148,7 @@ def cpu_overrides(repo: Repository, names, environments: Mapping[str, str] | Non
     }
 
 
-def deferred(repo: Repository, names, overridden) -> dict[str, set[str]]:
+def deferred(repo: Repository, names: Iterable[str], overridden: Iterable[str]) -> dict[str, set[str]]:
     """The models among `names` that need an overridden model (an ensemble's step, a BLS callee) ->
     those models: loaded after them, since loading an ensemble makes Triton load its steps from
     their files, where they ask for a GPU."""
@@ -211,7 +215,7 @@ class _Loaded:
     def __init__(self, repo: Repository) -> None:
         self.repo = repo
 
-    def pytest_configure(self, config) -> None:
+    def pytest_configure(self, config: pytest.Config) -> None:
         from triton_release.models.pytest_plugin import use_repository
 
         use_repository(config, self.repo)
@@ -224,7 +228,7 @@ class _Collector:
         self.cases: list[CaseResult] = []
         self.bar = bar
 
-    def pytest_runtest_makereport(self, item, call):
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> None:
         if call.when != "call":
             return
         result = getattr(item, "result", None)

@@ -80,7 +80,7 @@ class Tensor:
 _END = object()
 
 
-def flatten(data) -> list | None:
+def flatten(data: object) -> list | None:
     """Nested lists as one flat row-major list, without recursion; None when nested deeper
     than MAX_DEPTH."""
     if not isinstance(data, list):
@@ -100,7 +100,7 @@ def flatten(data) -> list | None:
     return flat
 
 
-def bytes_element(value) -> str | bytes | None:
+def bytes_element(value: object) -> str | bytes | None:
     """A BYTES element as written: a string (sent as UTF-8) or {"b64": ...}; None if neither."""
     if isinstance(value, str):
         try:
@@ -147,7 +147,7 @@ def element_index(flat: int, shape: tuple[int, ...]) -> list[int]:
     return [int(i) for i in np.unravel_index(flat, shape)] if shape else []
 
 
-def short(value) -> str:
+def short(value: object) -> str:
     text = json.dumps(value) if not isinstance(value, str) else repr(value)
     return text if len(text) <= 40 else text[:37] + "..."
 

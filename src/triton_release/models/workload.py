@@ -22,7 +22,7 @@ from pathlib import Path
 from triton_release.models.golden.format import GoldenCase
 from triton_release.models.golden.reader import load_case
 from triton_release.models.repository import Model
-from triton_release.models.tensors import FLOATS
+from triton_release.models.tensors import FLOATS, Tensor
 
 MAX_SAMPLES = 256  # rows replayed at most: perf_analyzer cycles through them, warm-up takes the first few
 
@@ -177,6 +177,6 @@ def _rows(case: GoldenCase) -> int | None:
     return size if size else None
 
 
-def _row(tensor, index: int) -> tuple:
+def _row(tensor: Tensor, index: int) -> tuple:
     per_row = math.prod(tensor.shape[1:])
     return tuple(tensor.data[index * per_row : (index + 1) * per_row])

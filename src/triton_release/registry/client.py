@@ -12,12 +12,14 @@ reports or process arguments.
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import json
 import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import quote, urljoin, urlsplit
 
 import requests
@@ -135,7 +137,7 @@ class RegistryRepository:
 
     # -- transport ----------------------------------------------------------------------------
 
-    def _exchange(self, method: str, url: str, service: str, **kw) -> requests.Response:
+    def _exchange(self, method: str, url: str, service: str, **kw: Any) -> requests.Response:
         """One request whose whole answer (headers and body) arrives within `self.deadline`."""
         with deadline(self.deadline) as watch:
             try:
@@ -157,7 +159,7 @@ class RegistryRepository:
             {service} did not finish its answer within {self.deadline:g} s (it answered too slowly or
             stopped part way), so it was given up. Check the registry and the network, then run again.""")
 
-    def _send(self, method: str, url: str, **kw) -> requests.Response:
+    def _send(self, method: str, url: str, **kw: Any) -> requests.Response:
         headers = dict(kw.pop("headers", {}) or {})
         if self._token:
             headers["Authorization"] = f"Bearer {self._token}"
@@ -169,18 +171,16 @@ class RegistryRepository:
             if answer.status_code != 429 and answer.status_code < 500 or attempt == RETRIES - 1:
                 return answer
             wait = min(MAX_BACKOFF, 0.5 * 2**attempt)
-            try:
+            with contextlib.suppress(ValueError):
                 wait = max(0.0, min(MAX_BACKOFF, float(answer.headers.get("Retry-After", wait))))
-            except ValueError:
-                pass
             checkpoint()
             time.sleep(wait)
         return answer
 
-    def _request(self, method: str, path: str, **kw) -> requests.Response:
+    def _request(self, method: str, path: str, **kw: Any) -> requests.Response:
         return self._request_url(method, f"{self.base_url}/{path}", **kw)
 
-    def _request_url(self, method: str, url: str, **kw) -> requests.Response:
+    def _request_url(self, method: str, url: str, **kw: Any) -> requests.Response:
         answer = self._send(method, url, **kw)
         if answer.status_code == 401 and self._authenticate(answer):
             answer = self._send(method, url, **kw)

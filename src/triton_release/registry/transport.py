@@ -7,11 +7,12 @@ watches the requests made inside it through a session from `watched_session`.
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import requests
 import urllib3
@@ -26,11 +27,11 @@ class _Watch:
     """The connections one request uses; `cut` shuts them down, ending any read in progress."""
 
     def __init__(self) -> None:
-        self.connections: list = []
+        self.connections: list[urllib3.connection.HTTPConnection] = []
         self.expired = False
         self._lock = threading.Lock()
 
-    def attach(self, connection) -> None:
+    def attach(self, connection: urllib3.connection.HTTPConnection) -> None:
         with self._lock:
             self.connections.append(connection)
             if self.expired:
@@ -43,13 +44,11 @@ class _Watch:
                 _shut(connection)
 
 
-def _shut(connection) -> None:
+def _shut(connection: urllib3.connection.HTTPConnection) -> None:
     sock = getattr(connection, "sock", None)
     if sock is not None:
-        try:
+        with contextlib.suppress(OSError):
             socket.socket.shutdown(sock, socket.SHUT_RDWR)  # the plain socket's: also under TLS
-        except OSError:
-            pass
 
 
 if TYPE_CHECKING:
@@ -67,7 +66,7 @@ class _Watched(_Connection):
         if watch is not None:
             watch.attach(self)
 
-    def request(self, *args, **kwargs):
+    def request(self, *args: Any, **kwargs: Any) -> None:
         watch = getattr(_in_flight, "watch", None)
         if watch is not None and self.sock is not None:  # a kept-alive connection
             watch.attach(self)
@@ -91,11 +90,11 @@ class _HTTPSPool(urllib3.HTTPSConnectionPool):
 
 
 class _WatchedAdapter(requests.adapters.HTTPAdapter):
-    def init_poolmanager(self, *args, **kwargs) -> None:
+    def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
         super().init_poolmanager(*args, **kwargs)
         self.poolmanager.pool_classes_by_scheme = {"http": _HTTPPool, "https": _HTTPSPool}
 
-    def proxy_manager_for(self, *args, **kwargs):
+    def proxy_manager_for(self, *args: Any, **kwargs: Any) -> urllib3.PoolManager:
         manager = super().proxy_manager_for(*args, **kwargs)
         manager.pool_classes_by_scheme = {"http": _HTTPPool, "https": _HTTPSPool}
         return manager

@@ -15,6 +15,7 @@ load its steps from their files), after it. With `gpus` the container gets those
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -23,6 +24,7 @@ import socket
 import uuid
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import docker
 import requests
@@ -32,6 +34,9 @@ from triton_release.errors import InfrastructureError, UsageError
 from triton_release.processes import alive, owner_labels, remove_by_name
 from triton_release.server.model_control import ModelControl
 from triton_release.settings import ServerOptions, memory_bytes
+
+if TYPE_CHECKING:
+    from docker.models.containers import Container
 
 HTTP_PORT, GRPC_PORT = "8000/tcp", "8001/tcp"
 _CONTAINER_ID = re.compile(r"/containers/([0-9a-f]{64})/")
@@ -86,7 +91,7 @@ def remove_orphans(client: docker.DockerClient) -> list[str]:
     return removed
 
 
-def own_container(client: docker.DockerClient):
+def own_container(client: docker.DockerClient) -> Container | None:
     """The container this process runs in (an action container, act), or None on a host.
 
     A server started in that container's network namespace is reachable on 127.0.0.1 from here,
@@ -95,10 +100,8 @@ def own_container(client: docker.DockerClient):
     if not Path("/.dockerenv").exists():
         return None
     candidates = [socket.gethostname()]
-    try:
+    with contextlib.suppress(OSError):
         candidates += _CONTAINER_ID.findall(Path("/proc/self/mountinfo").read_text())
-    except OSError:
-        pass
     for candidate in candidates:
         try:
             return client.containers.get(candidate)
@@ -142,7 +145,9 @@ class TritonServer(ModelControl):
     """
 
     @classmethod
-    def started_as(cls, options: ServerOptions, image: str, models: dict[str, int | None], **kwargs) -> TritonServer:
+    def started_as(
+        cls, options: ServerOptions, image: str, models: dict[str, int | None], **kwargs: Any
+    ) -> TritonServer:
         """The server `options` describe (settings.ServerOptions: its timeout, limits and GPUs)."""
         return cls(
             image,
@@ -297,7 +302,7 @@ class TritonServer(ModelControl):
             raise
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.remove()
 
     def remove(self) -> None:

@@ -10,6 +10,7 @@ that will never load (its version excluded, its stub unable to start) fails at o
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -51,10 +52,8 @@ class ModelControl(Readiness, ContainerMemory):
         if not names:
             return
         for name in names:
-            try:
+            with contextlib.suppress(requests.RequestException):  # the index below says whether it unloaded
                 requests.post(f"http://{self.http_url}/v2/repository/models/{name}/unload", json={}, timeout=30)
-            except requests.RequestException:
-                pass  # the index below says whether it unloaded
         deadline = time.monotonic() + self.load_timeout
         while True:
             self.check_running("while unloading models")

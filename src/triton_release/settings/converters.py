@@ -175,7 +175,7 @@ def gpus(value: Any) -> str | None:
     device ids (device=0,1; given as 0,1, device=2 or GPU-<uuid> too); None for none."""
     if value in (None, ""):
         return None
-    if isinstance(value, bool) or isinstance(value, float):
+    if isinstance(value, (bool, float)):
         raise ValueError(f"{value!r} is not all, a number of GPUs or device ids")
     text = str(value).strip()
     if text.lower() == "all":

@@ -55,7 +55,7 @@ def still_in_place(shipped: Export, planned: ChangesResult) -> None:
         return
     git = Git(Git(shipped.root).toplevel())
     why = worktree.differs(git, planned.found, planned.writes, shipped.root) or worktree.bumps_intact(
-        git, planned.found, planned.writes, shipped.root
+        planned.found, planned.writes, shipped.root
     )
     if why:
         raise Refused(

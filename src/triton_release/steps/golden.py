@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -20,9 +21,13 @@ from triton_release.settings import ServerOptions
 DEFAULT_SERVER = ServerOptions()
 
 if TYPE_CHECKING:
+    import docker
+
     from triton_release.history.planned import ChangesResult
-    from triton_release.models.latency import LatencyOptions
+    from triton_release.models.latency import LatencyMeter, LatencyOptions, LatencyRun
+    from triton_release.models.latency.perf_analyzer import PerfAnalyzer
     from triton_release.models.suite import GoldenRun
+    from triton_release.server.container import TritonServer
 
 
 # -- test, record -----------------------------------------------------------------------------
@@ -156,7 +161,7 @@ def test(
     return run
 
 
-def perf_analyzer_for(options: LatencyOptions | None, measurable: list[str]):
+def perf_analyzer_for(options: LatencyOptions | None, measurable: list[str]) -> tuple[PerfAnalyzer | None, str]:
     """perf_analyzer for the latency gate, and a note when it does not run: nothing to compare (a
     first release), or perf_analyzer missing while only measuring. A bound installs it on first use
     (into the cache); missing even then is an infrastructure failure (exit 3), before any server
@@ -183,15 +188,15 @@ def perf_analyzer_for(options: LatencyOptions | None, measurable: list[str]):
 
 def _latency_meter(
     repo: Repository,
-    server,
-    client,
+    server: TritonServer,
+    client: docker.DockerClient,
     image: str,
-    previous: Mapping,
-    load: Mapping,
+    previous: Mapping[str, int | None],
+    load: Mapping[str, int | None],
     options: LatencyOptions | None,
-    analyzer,
-    environments: Mapping,
-):
+    analyzer: PerfAnalyzer | None,
+    environments: Mapping[str, str],
+) -> AbstractContextManager[LatencyMeter | None]:
     """The latency meter of the models with a version before (a context: its scratch folder is
     removed), or a null context when nothing is measured."""
     import contextlib
@@ -205,7 +210,9 @@ def _latency_meter(
     return LatencyMeter(repo, server, previous, load, options, analyzer, configs, environments)
 
 
-def _latency_run(options: LatencyOptions | None, analyzer, note: str, timing):
+def _latency_run(
+    options: LatencyOptions | None, analyzer: PerfAnalyzer | None, note: str, timing: LatencyMeter | None
+) -> LatencyRun | None:
     if options is None:
         return None
     from triton_release.models.latency import LatencyRun
@@ -374,7 +381,7 @@ def signatures(
     return Signatures(relabel(image, labels, tag), version, kind, current)
 
 
-def _image_models(client, image: str) -> dict[str, list[int]]:
+def _image_models(client: docker.DockerClient, image: str) -> dict[str, list[int]]:
     """The models and version folders an image built by this tool holds (its label); {} for others."""
     import docker
 
@@ -392,7 +399,7 @@ def _image_models(client, image: str) -> dict[str, list[int]]:
     }
 
 
-def _image_environments(client, image: str) -> dict[str, str]:
+def _image_environments(client: docker.DockerClient, image: str) -> dict[str, str]:
     """The models with their own environment in an image built by this tool (its label) -> that
     environment's path in the image; {} for others."""
     import docker

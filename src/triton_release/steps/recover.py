@@ -3,6 +3,7 @@ tagged) after asking the registry whether it was published; the server it left r
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -39,7 +40,7 @@ def recover(root: Path, repository: RegistryRepository | None) -> Recovered | No
     found = ChangeSet(None, entry.head, entry.prefix)
     folders = tuple(f"{entry.prefix}/{w.model}/{w.version}" for w in entry.writes)
     published_now = (
-        _published_from(git, entry, repository)
+        _published_from(entry, repository)
         if entry.phase in ("pushing", "committing") and entry.release and entry.version
         else False
     )
@@ -74,10 +75,8 @@ def _remove_orphaned_servers() -> None:
     from triton_release.image.engine import docker_client
     from triton_release.server.container import remove_orphans
 
-    try:
+    with contextlib.suppress(InfrastructureError):
         remove_orphans(docker_client(ping_timeout=5))
-    except InfrastructureError:
-        pass
 
 
 def _undoable(git: Git, entry: Entry, root: Path) -> list[Written]:
@@ -100,7 +99,7 @@ def _undoable(git: Git, entry: Entry, root: Path) -> list[Written]:
     return list(entry.carried())
 
 
-def _published_from(git: Git, entry: Entry, repository: RegistryRepository | None) -> bool | None:
+def _published_from(entry: Entry, repository: RegistryRepository | None) -> bool | None:
     """Whether the killed run's X.Y.Z went up, built from its commit; None when the registry
     does not answer."""
     from triton_release.registry import publish

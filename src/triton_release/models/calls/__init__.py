@@ -30,9 +30,13 @@ import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from triton_release.cache import Memo
 from triton_release.models.calls.syntax import Facts, Reader
+
+if TYPE_CHECKING:
+    from triton_release.models.config_schema import model_config_pb2
 
 DEPENDS_PARAMETER = "triton_release.depends_on"
 DEFAULT_FILE = "model.py"
@@ -173,24 +177,24 @@ def _facts(source: str | bytes, aliases: Mapping[str, str]) -> Facts:
     return found
 
 
-def declared(config) -> list[str]:
+def declared(config: model_config_pb2.ModelConfig | None) -> list[str]:
     """The callees the model's config.pbtxt declares (comma- or space-separated names)."""
     if config is None or DEPENDS_PARAMETER not in config.parameters:
         return []
     return [name for name in re.split(r"[,\s]+", config.parameters[DEPENDS_PARAMETER].string_value) if name]
 
 
-def model_file(config) -> str:
+def model_file(config: model_config_pb2.ModelConfig | None) -> str:
     """The file the Python backend runs in each version folder."""
     return config.default_model_filename if config is not None and config.default_model_filename else DEFAULT_FILE
 
 
-def callees(config, found: Iterable[Call]) -> set[str]:
+def callees(config: model_config_pb2.ModelConfig | None, found: Iterable[Call]) -> set[str]:
     """The models a model calls: named in its code, and declared."""
     return {call.callee for call in found if call.callee is not None} | set(declared(config))
 
 
-def calls_any(config, found: Iterable[Call]) -> bool:
+def calls_any(config: model_config_pb2.ModelConfig | None, found: Iterable[Call]) -> bool:
     """A request whose model the code does not tell, and no declaration: it may call any model."""
     return not declared(config) and any(call.callee is None for call in found)
 
@@ -235,7 +239,7 @@ def version_sources(folder: Path, version: int | None) -> Mapping[str, bytes]:
     return {} if version is None else _Folder(Path(folder) / str(version), Path(folder))
 
 
-def version_calls(folder: Path, config, version: int | None) -> list[Call]:
+def version_calls(folder: Path, config: model_config_pb2.ModelConfig | None, version: int | None) -> list[Call]:
     """The requests that `version` of the model in `folder` builds (its model file and the modules
     of the version folder it imports)."""
     return folder_calls(model_file(config), version_sources(folder, version))

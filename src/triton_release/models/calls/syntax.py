@@ -108,9 +108,7 @@ def _constants(tree: ast.Module) -> dict[str, str]:
             names = [node.asname or node.name.split(".")[0]]
         elif isinstance(node, (ast.Global, ast.Nonlocal)):
             names = list(node.names) * 2  # rebound elsewhere: never a constant
-        elif isinstance(node, ast.ExceptHandler) and node.name:
-            names = [node.name]
-        elif isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name:
+        elif isinstance(node, (ast.ExceptHandler, ast.MatchAs, ast.MatchStar)) and node.name:
             names = [node.name]
         elif isinstance(node, ast.MatchMapping) and node.rest:
             names = [node.rest]

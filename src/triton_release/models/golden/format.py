@@ -33,6 +33,7 @@ import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
+from typing import Protocol
 
 import re2
 
@@ -87,8 +88,14 @@ def _re2_options() -> re2.Options:
     return options
 
 
+class Pattern(Protocol):
+    """What is used of a pattern RE2 compiled (google-re2 ships no types)."""
+
+    def search(self, text: str) -> object | None: ...
+
+
 @lru_cache(maxsize=256)
-def regex(pattern: str):
+def regex(pattern: str) -> Pattern:
     """An expected error's pattern compiled by RE2 (raises re2.error where RE2 refuses it)."""
     return re2.compile(pattern, _re2_options())
 

@@ -60,13 +60,13 @@ class _CaseReader:
             line = line_in(self.text, "", self.span)
         self.problems.append(Problem(self.path, self.prefix + message, line))
 
-    def tensor(self, raw, where: str) -> Tensor | None:
+    def tensor(self, raw: object, where: str) -> Tensor | None:
         found = self._tensor(raw, where)
         if found is None and isinstance(raw, dict) and isinstance(raw.get("name"), str):
             self.unread.add(raw["name"])
         return found
 
-    def _tensor(self, raw, where: str) -> Tensor | None:
+    def _tensor(self, raw: object, where: str) -> Tensor | None:
         if not isinstance(raw, dict):
             self.problem(f"{where} must be an object with name, datatype, shape and data")
             return None
@@ -144,7 +144,7 @@ class _CaseReader:
             return all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in data)
         return all(isinstance(v, int) and not isinstance(v, bool) for v in data)
 
-    def tensors(self, raw, key: str) -> tuple[Tensor, ...]:
+    def tensors(self, raw: object, key: str) -> tuple[Tensor, ...]:
         if not isinstance(raw, list):
             self.problem(f'"{key}" must be a list of tensors', key)
             return ()
@@ -175,7 +175,7 @@ class _CaseReader:
                 )
         return Step(inputs, outputs, responses, error, self.span)
 
-    def expected_error(self, raw) -> ExpectedError | None:
+    def expected_error(self, raw: object) -> ExpectedError | None:
         if raw is True:
             return ExpectedError()
         if isinstance(raw, str) and raw:
@@ -193,7 +193,7 @@ class _CaseReader:
         )
         return None
 
-    def sequence(self, raw) -> tuple[Step, ...]:
+    def sequence(self, raw: object) -> tuple[Step, ...]:
         if not isinstance(raw, list) or not raw:
             self.problem(
                 '"sequence" must be a list of steps, each {"inputs": [...], "outputs": [...]} '
@@ -218,7 +218,7 @@ class _CaseReader:
         self.prefix, self.span = "", None
         return tuple(steps)
 
-    def parameters(self, raw) -> None:
+    def parameters(self, raw: object) -> None:
         if not isinstance(raw, dict):
             self.problem('"parameters" must be an object of request parameters', "parameters")
             return

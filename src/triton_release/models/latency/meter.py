@@ -12,7 +12,7 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from triton_release import progress
 from triton_release.models.drift import drift_config
@@ -28,6 +28,12 @@ from triton_release.models.latency.results import ColdStart, ModelLatency, Round
 from triton_release.models.repository import Repository
 from triton_release.models.workload import Workload, workload
 from triton_release.signals import checkpoint
+
+if TYPE_CHECKING:
+    from triton_release.models.config_schema import model_config_pb2
+    from triton_release.models.golden.format import GoldenCase
+    from triton_release.models.inference import CaseResult
+    from triton_release.settings.options import Settings
 
 DEFAULT_ROUNDS = 4  # pairs: each version measured this many times
 DEFAULT_INTERVAL_MS = 300  # one perf_analyzer window; a round is three
@@ -48,7 +54,7 @@ class LatencyOptions:
     env: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)  # PATH, LD_LIBRARY_PATH
 
     @classmethod
-    def from_settings(cls, settings, env: Mapping[str, str]) -> LatencyOptions:
+    def from_settings(cls, settings: Settings, env: Mapping[str, str]) -> LatencyOptions:
         return cls(
             max_increase=settings.max_latency_increase,
             rounds=settings.latency_rounds,
@@ -86,7 +92,7 @@ class Server(Protocol):
     def logs(self) -> str: ...
 
 
-def instance_count(config) -> int:
+def instance_count(config: model_config_pb2.ModelConfig | None) -> int:
     """The model's instances (its instance groups' counts; 1 without any)."""
     if config is None or not config.instance_group:
         return 1
@@ -121,10 +127,10 @@ class LatencyMeter:
     def __enter__(self) -> LatencyMeter:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def after_wave(self, tested: Iterable[str], cases) -> None:
+    def after_wave(self, tested: Iterable[str], cases: Iterable[CaseResult]) -> None:
         failed = {c.case.split("/", 1)[0] for c in cases if not c.passed}
         slowest: dict[str, float] = {}  # model -> its slowest golden request, in seconds
         for c in cases:
@@ -275,7 +281,9 @@ class LatencyMeter:
         wanted = math.ceil(slowest * REQUESTS_PER_WINDOW / 1000)
         return int(min(MAX_INTERVAL_MS, max(self.options.interval_ms, wanted)))
 
-    def _cold_start(self, name: str, version: int, previous: int, load: Workload, config) -> tuple[ColdStart, ...]:
+    def _cold_start(
+        self, name: str, version: int, previous: int, load: Workload, config: model_config_pb2.ModelConfig | None
+    ) -> tuple[ColdStart, ...]:
         """Each version loaded alone (N, then N+1, which stays loaded), timed, then its first request."""
         from triton_release.models.golden.reader import load_case
 
@@ -298,7 +306,7 @@ class LatencyMeter:
             found.append(ColdStart(v, seconds, self._first_request(case, v) if case is not None else None))
         return tuple(found)
 
-    def _first_request(self, case, version: int) -> float | None:
+    def _first_request(self, case: GoldenCase, version: int) -> float | None:
         """Milliseconds of the version's first inference, over a gRPC connection opened before it."""
         import tritonclient.grpc as grpc
 

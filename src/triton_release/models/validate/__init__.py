@@ -7,6 +7,7 @@ repository and keeps each model folder's verdict between runs, by the folder's f
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import sys
@@ -74,10 +75,8 @@ def _rules_version() -> str:
 
     digest = hashlib.sha256(f"{__version__} {sys.version}".encode())
     for name in ("protobuf", "packaging"):
-        try:
+        with contextlib.suppress(metadata.PackageNotFoundError):
             digest.update(f" {name} {metadata.version(name)}".encode())
-        except metadata.PackageNotFoundError:
-            pass
     for path in sorted([*Path(__file__).parent.glob("*.py"), Path(problems.__file__)]):
         digest.update(path.read_bytes())
     return digest.hexdigest()[:16]

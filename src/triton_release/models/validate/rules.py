@@ -11,6 +11,7 @@ import re
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from triton_release.models import calls, golden
 from triton_release.models.devices import ENV_PARAMETER
@@ -26,19 +27,22 @@ from triton_release.models.repository import (
 from triton_release.models.requirements_file import read_requirements
 from triton_release.problems import Problem, display_path, line_of
 
+if TYPE_CHECKING:
+    from triton_release.models.config_schema import model_config_pb2
+
 LOOKS_LIKE_VERSION = re.compile(r"^(v|version)?-?[0-9]+$", re.I)
 
 
 Rule = Callable[[Model, Repository], Iterator[Problem]]
 
 
-def check_name(model: Model, repo: Repository) -> Iterator[Problem]:
+def check_name(model: Model, _repo: Repository) -> Iterator[Problem]:
     problem = model_name_problem(model.name)
     if problem:
         yield Problem(model.path, problem)
 
 
-def check_config(model: Model, repo: Repository) -> Iterator[Problem]:
+def check_config(model: Model, _repo: Repository) -> Iterator[Problem]:
     yield from model.problems
     config = model.config
     if config is None:
@@ -84,7 +88,7 @@ def check_config(model: Model, repo: Repository) -> Iterator[Problem]:
                 )
 
 
-def check_versions(model: Model, repo: Repository) -> Iterator[Problem]:
+def check_versions(model: Model, _repo: Repository) -> Iterator[Problem]:
     for name in model.other_dirs:
         if LOOKS_LIKE_VERSION.match(name):
             number = int(re.sub(r"[^0-9]", "", name))
@@ -112,7 +116,7 @@ def check_versions(model: Model, repo: Repository) -> Iterator[Problem]:
             yield Problem(folder, "version folder is empty")
 
 
-def check_python_files(model: Model, repo: Repository) -> Iterator[Problem]:
+def check_python_files(model: Model, _repo: Repository) -> Iterator[Problem]:
     if not model.is_python:
         return
     filename = (model.config.default_model_filename if model.config else "") or "model.py"
@@ -179,7 +183,9 @@ def _auto_complete(model: Model, path: Path) -> Iterator[Problem]:
     )
 
 
-def _unknown_sources(model: Model, step, produced: set[str]) -> Iterator[Problem]:
+def _unknown_sources(
+    model: Model, step: model_config_pb2.ModelEnsembling.Step, produced: set[str]
+) -> Iterator[Problem]:
     """input_map values naming a tensor that is neither an ensemble input nor any step's output."""
     inputs = set(model.tensors("input"))
     for key, tensor in step.input_map.items():
@@ -253,7 +259,7 @@ def check_links(model: Model, repo: Repository) -> Iterator[Problem]:
     yield from walk(model.path, repo.root)[1]
 
 
-def check_requirements(model: Model, repo: Repository, options: str = "refuse") -> Iterator[Problem]:
+def check_requirements(model: Model, _repo: Repository, options: str = "refuse") -> Iterator[Problem]:
     """requirements.txt holds requirements only: pip options, paths and URLs only when allowed. One in
     a version folder is read by nothing: only <model>/requirements.txt is installed."""
     path = model.path / REQUIREMENTS_FILE
@@ -279,7 +285,7 @@ def check_requirements(model: Model, repo: Repository, options: str = "refuse") 
             )
 
 
-def check_golden(model: Model, repo: Repository) -> Iterator[Problem]:
+def check_golden(model: Model, _repo: Repository) -> Iterator[Problem]:
     for path in model.golden_cases:
         read = golden.read_case(path, model.name)
         yield from read.problems
@@ -287,7 +293,7 @@ def check_golden(model: Model, repo: Repository) -> Iterator[Problem]:
             yield from golden.check_against_config(read.case, model, unread=read.unread)
 
 
-def check_version_policy(model: Model, repo: Repository) -> Iterator[Problem]:
+def check_version_policy(model: Model, _repo: Repository) -> Iterator[Problem]:
     """A version_policy that excludes the newest version folder: the version a release tests and
     serves would never load (the server would wait for it until --load-timeout)."""
     config, newest = model.config, model.newest_version
@@ -337,7 +343,7 @@ def called(model: Model) -> Iterator[tuple[str, Problem]]:
         )
 
 
-def warn_calls(model: Model, repo: Repository) -> Iterator[Problem]:
+def warn_calls(model: Model, _repo: Repository) -> Iterator[Problem]:
     """A request whose model the code does not tell: re-tested on every change until declared."""
     if calls.declared(model.config):
         return
@@ -356,7 +362,7 @@ def warn_calls(model: Model, repo: Repository) -> Iterator[Problem]:
             )
 
 
-def warn_golden(model: Model, repo: Repository) -> Iterator[Problem]:
+def warn_golden(model: Model, _repo: Repository) -> Iterator[Problem]:
     """Cases that are legal but prove less than their author may think."""
     if not model.golden_cases:
         yield Problem(

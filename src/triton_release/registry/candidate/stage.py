@@ -10,6 +10,7 @@ that manifest before serving it.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 from dataclasses import dataclass
@@ -166,10 +167,8 @@ def push_candidate(
     try:
         uploaded, mounted, present, pushed = daemon_push(client, registry, tag)
     finally:
-        try:
+        with contextlib.suppress(docker.errors.APIError):
             client.images.remove(f"{registry}:{tag}")  # only the extra name; the image stays
-        except docker.errors.APIError:
-            pass
     if not pushed:
         local.reload()
         found = pushed_digests(local, registry)
