@@ -195,6 +195,9 @@ def run(
         late = closing()
         if late is not None and session.report.interrupted is None:
             session.report.interrupted = late  # it came after the work: say so, finish writing
+            session.console.failure(
+                f"interrupted by {late.signal_name} as the run ended: its work was done, the report is written."
+            )
         write_report(session.report, report_path, json_out, session.console)
         if after is not None:
             after(session.report)

@@ -95,6 +95,26 @@ class _Bumped:
         return {}
 
 
+def test_a_signal_dropped_after_the_last_step_exits_143_and_says_the_work_was_done(tmp_path):
+    """No checkpoint follows to raise it: the run's work is done, and the exit code and the console
+    say it was interrupted as it ended."""
+    err = io.StringIO()
+    session = Session("release", Console(out=io.StringIO(), err=err))
+
+    class Resource:
+        pass
+
+    def body(s):
+        s.step("push", None, lambda: None)
+        resource = Resource()
+        weakref.finalize(resource, lambda: (os.kill(os.getpid(), signal.SIGTERM), sum(range(10_000))))
+        del resource
+
+    assert run(session, body, report_path=str(tmp_path / "r.json")) == 143
+    assert "interrupted by SIGTERM as the run ended: its work was done" in err.getvalue()
+    assert read_report(tmp_path / "r.json")["steps"]["push"]["ok"] is True
+
+
 def test_a_closed_stdout_drops_what_follows_and_the_run_goes_on(tmp_path):
     """`release | grep -m1 "changed: done"`: the reader goes away while the bump is shown. Nothing is
     raised where the line is printed (that raise lost the bump's result, so its undo never ran):
