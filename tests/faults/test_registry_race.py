@@ -19,7 +19,7 @@ from triton_release.registry.client import RegistryRepository
 from triton_release.registry.ledger import read_ledger
 from triton_release.registry.publish import LostRace, PushResult, push, tag_release
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.integration, pytest.mark.serial, pytest.mark.timeout(600)]
 
 
 @pytest.fixture
