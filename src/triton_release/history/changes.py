@@ -14,7 +14,7 @@ from triton_release.models.graph import ensemble_needs, users
 from triton_release.models.repository import CONFIG_FILE, GOLDEN_DIR, VERSION_DIR, model_name_problem, parse_config_text
 
 if TYPE_CHECKING:
-    from triton_release.models.config_schema import model_config_pb2
+    from triton_release.models.config.schema import model_config_pb2
 
 SETTINGS_FILES = {CONFIG_FILE, "requirements.txt"}
 

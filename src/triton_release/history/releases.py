@@ -21,7 +21,7 @@ from triton_release.history.git import Git
 from triton_release.models.repository import datatype_name
 
 if TYPE_CHECKING:
-    from triton_release.models.config_schema import model_config_pb2
+    from triton_release.models.config.schema import model_config_pb2
 
 
 def parse_version(text: str, flag: str = "--version") -> semver.Version:
@@ -192,7 +192,7 @@ def served_signature(config: dict) -> dict | None:
     JSON): how an auto-complete model, which has no config.pbtxt, is known."""
     from google.protobuf import json_format
 
-    from triton_release.models.config_schema import model_config_pb2
+    from triton_release.models.config.schema import model_config_pb2
 
     try:
         parsed = json_format.ParseDict(config, model_config_pb2.ModelConfig(), ignore_unknown_fields=True)

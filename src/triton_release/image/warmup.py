@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from google.protobuf import text_format
 
-from triton_release.models.config_schema import model_config_pb2
+from triton_release.models.config.schema import model_config_pb2
 from triton_release.models.repository import CONFIG_FILE, Model, Repository
 from triton_release.models.tensors import Tensor
 from triton_release.models.workload import workload

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 from google.protobuf import json_format, text_format
 
 from triton_release.errors import InfrastructureError
-from triton_release.models.config_schema import model_config_pb2
+from triton_release.models.config.schema import model_config_pb2
 from triton_release.processes import owner_labels, remove_by_name
 
 if TYPE_CHECKING:

@@ -43,7 +43,7 @@ import numpy as np
 from google.protobuf import json_format
 
 from triton_release.models.answers import Reply, tolerances
-from triton_release.models.config_schema import model_config_pb2
+from triton_release.models.config.schema import model_config_pb2
 from triton_release.models.devices import ENV_PARAMETER, cpu_config
 from triton_release.models.elements import compare_elements, json_figure
 from triton_release.models.golden import GoldenCase, load_case

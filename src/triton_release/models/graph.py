@@ -10,7 +10,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from triton_release.models.config_schema import model_config_pb2
+    from triton_release.models.config.schema import model_config_pb2
 
 Needs = Mapping[str, Iterable[str]]  # model -> the models it needs loaded
 

@@ -3,7 +3,7 @@ Triton's own schema (tritonclient's model_config_pb2).
 
 Also here: the model-name rule, the symbolic links the repository may hold, and a model folder's
 fingerprint. A requirements.txt is read in models/requirements_file.py; the hint for a misspelled
-enum value in a config: models/config_hints.py."""
+enum value in a config: models/config/hints.py."""
 
 from __future__ import annotations
 
@@ -24,8 +24,8 @@ from google.protobuf import text_format
 from triton_release.cache import Memo
 from triton_release.errors import UsageError
 from triton_release.models.calls import callees, version_calls
-from triton_release.models.config_hints import enum_hint, field_hint
-from triton_release.models.config_schema import model_config_pb2
+from triton_release.models.config.hints import enum_hint, field_hint
+from triton_release.models.config.schema import model_config_pb2
 from triton_release.models.graph import ensemble_needs
 from triton_release.problems import Problem, display_path
 

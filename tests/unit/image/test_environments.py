@@ -98,7 +98,7 @@ def test_the_images_config_gets_the_parameter_and_the_users_file_stays(make_repo
     assert (repo["a"].path / "config.pbtxt").read_text() == original
     from google.protobuf import text_format
 
-    from triton_release.models.config_schema import model_config_pb2
+    from triton_release.models.config.schema import model_config_pb2
 
     parsed = text_format.Parse(text, model_config_pb2.ModelConfig())
     assert parsed.parameters["EXECUTION_ENV_PATH"].string_value == "/opt/triton-release/envs/a"

@@ -20,7 +20,7 @@ from triton_release.action.summary import summary
 from triton_release.cli.main import main
 from triton_release.console import Console
 from triton_release.errors import UsageError
-from triton_release.models.config_schema import model_config_pb2
+from triton_release.models.config.schema import model_config_pb2
 from triton_release.models.devices import ENV_PARAMETER, cpu_override, needs_gpu
 from triton_release.models.inference import CaseResult
 from triton_release.models.repository import Repository

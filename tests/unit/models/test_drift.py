@@ -26,7 +26,7 @@ from triton_release.errors import Refused, UsageError
 from triton_release.history.planned import ChangesResult
 from triton_release.models import golden
 from triton_release.models.answers import Answer, Reply
-from triton_release.models.config_schema import model_config_pb2
+from triton_release.models.config.schema import model_config_pb2
 from triton_release.models.devices import ENV_PARAMETER
 from triton_release.models.drift import (
     CaseDrift,

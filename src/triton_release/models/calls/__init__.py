@@ -36,7 +36,7 @@ from triton_release.cache import Memo
 from triton_release.models.calls.syntax import Facts, Reader
 
 if TYPE_CHECKING:
-    from triton_release.models.config_schema import model_config_pb2
+    from triton_release.models.config.schema import model_config_pb2
 
 DEPENDS_PARAMETER = "triton_release.depends_on"
 DEFAULT_FILE = "model.py"

@@ -7,7 +7,7 @@ from __future__ import annotations
 import difflib
 import json
 
-from triton_release.models.config_schema import model_config_pb2
+from triton_release.models.config.schema import model_config_pb2
 from triton_release.models.golden.format import GoldenCase, Step
 from triton_release.models.golden.reader import line_in
 from triton_release.models.repository import Model, datatype_name

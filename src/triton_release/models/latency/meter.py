@@ -30,7 +30,7 @@ from triton_release.models.workload import Workload, workload
 from triton_release.signals import checkpoint
 
 if TYPE_CHECKING:
-    from triton_release.models.config_schema import model_config_pb2
+    from triton_release.models.config.schema import model_config_pb2
     from triton_release.models.golden.format import GoldenCase
     from triton_release.models.inference import CaseResult
     from triton_release.settings.options import Settings

@@ -28,7 +28,7 @@ from triton_release.models.requirements_file import read_requirements
 from triton_release.problems import Problem, display_path, line_of
 
 if TYPE_CHECKING:
-    from triton_release.models.config_schema import model_config_pb2
+    from triton_release.models.config.schema import model_config_pb2
 
 LOOKS_LIKE_VERSION = re.compile(r"^(v|version)?-?[0-9]+$", re.I)
 

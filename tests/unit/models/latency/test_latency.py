@@ -18,7 +18,7 @@ from triton_release import cache
 from triton_release.action.summary import _latency_table
 from triton_release.errors import InfrastructureError
 from triton_release.image.warmup import entries, raw_bytes, with_warmup
-from triton_release.models.config_schema import model_config_pb2
+from triton_release.models.config.schema import model_config_pb2
 from triton_release.models.latency import (
     ColdStart,
     LatencyOptions,

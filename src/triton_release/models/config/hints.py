@@ -7,7 +7,7 @@ from __future__ import annotations
 import difflib
 import re
 
-from triton_release.models.config_schema import model_config_pb2
+from triton_release.models.config.schema import model_config_pb2
 
 # common spellings of Triton's data types, by the name without TYPE_ (KServe's and numpy's among them)
 DATA_TYPE_SPELLINGS = {
