@@ -126,7 +126,7 @@ def stub(value: Any) -> str:
 
 
 def registry_repository(value: Any) -> str:
-    return lower_cased(plain_text(value))
+    return lower_cased(plain_text(value).strip())  # a YAML block scalar ends in a newline
 
 
 def folder_path(value: str, folder: Path) -> str:

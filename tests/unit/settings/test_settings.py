@@ -130,6 +130,12 @@ def test_a_lower_case_registry_repository_gets_no_notice(tmp_path):
     assert settings.repository == "127.0.0.1:5000/team/models" and settings.warnings == ()
 
 
+def test_a_registry_repository_from_a_yaml_block_scalar_loses_its_newline(tmp_path):
+    (tmp_path / "triton-release.yaml").write_text("repository: |\n  127.0.0.1:5000/team/models\n")
+    settings = resolve({}, cwd=tmp_path)
+    assert settings.repository == "127.0.0.1:5000/team/models"
+
+
 def test_a_tag_is_never_lower_cased_it_stays_refused(tmp_path):
     from triton_release.contract import lower_cased
     from triton_release.registry.client import RegistryRepository
