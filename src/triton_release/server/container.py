@@ -101,7 +101,7 @@ def own_container(client: docker.DockerClient) -> Container | None:
         return None
     candidates = [socket.gethostname()]
     with contextlib.suppress(OSError):
-        candidates += _CONTAINER_ID.findall(Path("/proc/self/mountinfo").read_text())
+        candidates += own_container_ids(Path("/proc/self/mountinfo").read_text())
     for candidate in candidates:
         try:
             return client.containers.get(candidate)
@@ -110,6 +110,22 @@ def own_container(client: docker.DockerClient) -> Container | None:
         except docker.errors.APIError:
             return None
     return None
+
+
+# the files Docker bind-mounts into each container from that container's own folder
+_OWN_FILES = ("/etc/hostname", "/etc/hosts", "/etc/resolv.conf")
+
+
+def own_container_ids(mountinfo: str) -> list[str]:
+    """The container ids in the sources of this mount namespace's /etc/hostname, /etc/hosts and
+    /etc/resolv.conf: its own. Any other container path in the table is another container's (a
+    daemon running in this same namespace shows each container's shm mount here): never joined."""
+    found: list[str] = []
+    for line in mountinfo.splitlines():
+        fields = line.split()
+        if len(fields) > 4 and fields[4] in _OWN_FILES:
+            found += [i for i in _CONTAINER_ID.findall(fields[3]) if i not in found]
+    return found
 
 
 def device_requests(gpus: str | None) -> list:
