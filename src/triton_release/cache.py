@@ -1,8 +1,5 @@
-"""The cache folder (inspections, stubs, resolved requirements, locks) and atomic writes.
-
-Every file or folder the tool keeps is written under a temporary name beside its target and
-renamed into place, so a reader never sees half of one, and concurrent writers do not collide.
-"""
+"""The cache folder (inspections, stubs, resolved requirements, locks): where it is, which of its
+entries this run has checked, and its locks. What goes in is written atomically (files.py)."""
 
 from __future__ import annotations
 
@@ -14,13 +11,13 @@ import json
 import logging
 import os
 import shutil
-import uuid
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TypeVar, overload
 
-from triton_release.errors import InfrastructureError
+from triton_release import files
+from triton_release.files import write_atomic
 
 log = logging.getLogger("triton_release")
 
@@ -41,6 +38,8 @@ def configure(env: Mapping[str, str]) -> Path:
         _root = Path(explicit)
     else:
         _root = Path(env.get("XDG_CACHE_HOME") or Path(env.get("HOME") or Path.home()) / ".cache") / "triton-release"
+    files.REMEDIES.clear()
+    files.REMEDIES[_root] = "Point TRITON_RELEASE_CACHE at a writable folder."
     return _root
 
 
@@ -70,77 +69,12 @@ def discard(entry: Path, why: str) -> None:
         entry.unlink(missing_ok=True)
 
 
-def _partial(target: Path) -> Path:
-    return target.with_name(f"{target.name}.partial-{uuid.uuid4().hex[:8]}")
-
-
-def _folder(folder: Path) -> None:
-    """Make `folder`; an unwritable one is an infrastructure error that says how to choose another."""
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        if os.access(folder, os.W_OK):
-            return
-        error: OSError = PermissionError(13, "Permission denied")
-    except OSError as exc:
-        error = exc
-    root = cache_dir()
-    hint = (
-        " Point TRITON_RELEASE_CACHE at a writable folder."
-        if folder == root or root in folder.parents
-        else " Choose a writable place."
-    )
-    raise InfrastructureError(f"Cannot write in {folder} ({error.strerror}).{hint}")
-
-
-@contextmanager
-def atomic_path(target: Path) -> Iterator[Path]:
-    """A temporary path beside `target` to write a file into; renamed over `target` on success,
-    removed on failure."""
-    _folder(target.parent)
-    partial = _partial(target)
-    try:
-        yield partial
-        os.replace(partial, target)
-    finally:
-        partial.unlink(missing_ok=True)
-
-
-def write_atomic(target: Path, data: bytes | str, mode: int | None = None) -> None:
-    with atomic_path(target) as partial:
-        if isinstance(data, str):
-            partial.write_text(data, encoding="utf-8")
-        else:
-            partial.write_bytes(data)
-        if mode is not None:
-            partial.chmod(mode)
-
-
-@contextmanager
-def atomic_folder(target: Path, complete: str = ".complete") -> Iterator[Path]:
-    """A temporary folder beside `target`, moved into place with a `complete` marker on success.
-    When another writer finished the same folder first, theirs is kept and ours removed."""
-    _folder(target.parent)
-    partial = _partial(target)
-    try:
-        partial.mkdir()
-        yield partial
-        (partial / complete).write_text("")
-        try:
-            partial.rename(target)
-        except OSError:
-            if not (target / complete).exists():  # a stale, unfinished one is in the way
-                shutil.rmtree(target, ignore_errors=True)
-                partial.rename(target)
-    finally:
-        shutil.rmtree(partial, ignore_errors=True)
-
-
 @contextmanager
 def exclusive(name: str, on_wait: Callable[[], None] | None = None) -> Iterator[None]:
     """One holder of the lock `name` at a time on this machine; `on_wait()` is called before
     waiting for another holder."""
     locks = cache_dir() / "locks"
-    _folder(locks)
+    files.writable_folder(locks)
     with open(locks / f"{hashlib.sha256(name.encode()).hexdigest()[:16]}.lock", "w") as handle:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)

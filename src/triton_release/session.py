@@ -26,9 +26,10 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
-from triton_release.cache import cache_dir, write_atomic
+from triton_release.cache import cache_dir
 from triton_release.console import Console
 from triton_release.errors import Interrupted, TritonReleaseError
+from triton_release.files import write_atomic
 from triton_release.signals import checkpoint, closing, signals_as_interrupts
 
 T = TypeVar("T")

@@ -33,6 +33,7 @@ LAYERS = [
     "signals",
     "progress",
     "problems",
+    "files",
     "errors",
 ]
 

@@ -13,9 +13,10 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from triton_release.cache import cache_dir, write_atomic
+from triton_release.cache import cache_dir
 from triton_release.errors import TritonReleaseError
 from triton_release.evidence.sbom import Package
+from triton_release.files import write_atomic
 
 if TYPE_CHECKING:
     import docker

@@ -19,8 +19,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from triton_release.cache import write_atomic
 from triton_release.errors import TritonReleaseError
+from triton_release.files import write_atomic
 from triton_release.history.bump import Carried, FolderWrite
 from triton_release.history.git import Git
 from triton_release.processes import owner

@@ -16,9 +16,10 @@ from typing import TYPE_CHECKING
 
 import docker
 
-from triton_release.cache import cache_dir, write_atomic
+from triton_release.cache import cache_dir
 from triton_release.contract import PROBE_LABEL, RUN_ID_VARIABLE
 from triton_release.errors import InfrastructureError, Refused
+from triton_release.files import write_atomic
 from triton_release.processes import owner_labels, remove_by_name
 
 if TYPE_CHECKING:

@@ -170,7 +170,7 @@ def _previous(client: docker.DockerClient, tag: str) -> Image | None:
 def compile_stub(client: docker.DockerClient, stage: str) -> Path:
     """Run the Dockerfile `stage` (named stub-builder) with the classic builder and copy the stub
     it compiles out of it, into the cache (one per stage text)."""
-    from triton_release.cache import write_atomic
+    from triton_release.files import write_atomic
 
     target = cache_dir() / "stubs" / "compiled" / hashlib.sha256(stage.encode()).hexdigest()[:16] / STUB_NAME
     if target.is_file():

@@ -43,8 +43,9 @@ from typing import cast
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
 from triton_release import progress
-from triton_release.cache import atomic_folder, cache_dir, checked, discard, mark_checked
+from triton_release.cache import cache_dir, checked, discard, mark_checked
 from triton_release.errors import Refused
+from triton_release.files import atomic_folder
 from triton_release.image.base import PythonInstall
 from triton_release.image.layers import Executable
 from triton_release.image.plan import Item

@@ -27,8 +27,9 @@ from pathlib import Path, PurePosixPath
 from stat import S_ISDIR, S_ISREG
 from typing import IO, BinaryIO, cast
 
-from triton_release.cache import discard, write_atomic
+from triton_release.cache import discard
 from triton_release.errors import Refused
+from triton_release.files import write_atomic
 from triton_release.image.base import STUB_PATH
 from triton_release.image.plan import Item, Planned, check_disjoint, layer_name, layer_slots, plan
 from triton_release.models.repository import (

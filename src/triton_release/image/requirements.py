@@ -27,8 +27,9 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import Version
 
-from triton_release.cache import cache_dir, discard, exclusive, write_atomic
+from triton_release.cache import cache_dir, discard, exclusive
 from triton_release.errors import InfrastructureError, Refused
+from triton_release.files import write_atomic
 from triton_release.image.base import PythonInstall
 from triton_release.models.repository import REQUIREMENTS_FILE, Repository
 from triton_release.models.requirements_file import read_requirements

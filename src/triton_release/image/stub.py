@@ -20,8 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from triton_release.cache import atomic_path, cache_dir, write_atomic
+from triton_release.cache import cache_dir
 from triton_release.errors import InfrastructureError, Refused, UsageError
+from triton_release.files import atomic_path, write_atomic
 from triton_release.image.base import STUB_PATH, BaseImage, PythonInstall, check_stub
 
 if TYPE_CHECKING:

@@ -10,9 +10,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from triton_release.cache import write_atomic
 from triton_release.contract import ENVIRONMENTS_LABEL, MODELS_LABEL, SIGNATURES_LABEL, VERSION_LABEL
 from triton_release.errors import InfrastructureError, Refused
+from triton_release.files import write_atomic
 from triton_release.history import releases
 from triton_release.models.gates import NO_GATES, GateOptions
 from triton_release.models.repository import Repository

@@ -11,6 +11,7 @@ from support.reports import read_report
 from triton_release import cache, steps
 from triton_release.cli.main import main
 from triton_release.errors import InfrastructureError, Refused
+from triton_release.files import write_atomic
 from triton_release.history.commit import commit
 from triton_release.history.git import Git
 from triton_release.history.releases import last_release_commit
@@ -152,7 +153,7 @@ def test_an_unwritable_cache_folder_is_an_infrastructure_error_naming_it(tmp_pat
     cache.configure({"TRITON_RELEASE_CACHE": str(blocker / "cache")})
     try:
         with pytest.raises(InfrastructureError, match="TRITON_RELEASE_CACHE"):
-            cache.write_atomic(cache.cache_dir() / "inspect" / "x.json", "{}")
+            write_atomic(cache.cache_dir() / "inspect" / "x.json", "{}")
     finally:
         cache.configure({"TRITON_RELEASE_CACHE": str(tmp_path / "cache")})
 

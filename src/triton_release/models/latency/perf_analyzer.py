@@ -36,7 +36,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from triton_release import progress
-from triton_release.cache import atomic_folder, cache_dir, checked, discard, exclusive, mark_checked
+from triton_release.cache import cache_dir, checked, discard, exclusive, mark_checked
+from triton_release.files import atomic_folder
 from triton_release.models.tensors import FLOATS
 from triton_release.models.workload import Workload
 
