@@ -66,11 +66,11 @@ test: install
 	@$(MAKE) --no-print-directory -j2 test-stack test-fast
 
 # The stack's tests run on two workers, a test module to each at a time (their module-scoped
-# releases and servers stay in one process), then the few marked `serial` (they measure latency or
-# time a race through the daemon), alone.
+# releases and servers stay in one process), the longest modules first (tests/conftest.py), then
+# the few marked `serial` (they measure latency or time a race through the daemon), alone.
 STACK_TESTS := TRITON_RELEASE_TEST_SWEEP=1 $(PY) -m pytest -p no:cacheprovider --ignore=tests/unit
 test-stack: stack
-	$(STACK_TESTS) -m "not serial" -n 2 --dist loadfile
+	$(STACK_TESTS) -m "not serial" -n 2 --dist loadfile --no-loadscope-reorder
 	$(STACK_TESTS) -m serial
 
 FAST_LOG := .stack/lint-docs-unit.log
