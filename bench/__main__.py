@@ -25,7 +25,7 @@ import docker
 
 from bench import pipeline, rebuild, report, requirements_change, scale, serve
 from bench.generate import generate_history
-from bench.report import revision
+from bench.revision import revision
 
 KEPT = ("fanout", "latency")  # sections of an earlier bench/results.json that this run does not measure
 
@@ -130,11 +130,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--json", metavar="FILE", default="bench/results.json", help="where the figures go")
     parser.add_argument("--plot", metavar="FILE", default="bench/results.png", help="where the plot goes")
+    parser.add_argument(
+        "--allow-dirty",
+        action="store_true",
+        help="measure a tree whose src/, bench/ or pyproject.toml differ from HEAD (recorded as <sha>+modified); "
+        "without it such a tree is refused",
+    )
     args = parser.parse_args(argv)
+    measured = revision(allow_dirty=args.allow_dirty)  # before anything is measured: a dirty tree stops here
     results: dict = {
         "machine": machine(),
         "date": time.strftime("%Y-%m-%d"),
-        "revision": revision(),
+        "revision": measured,
         "n_models": args.models,
         "weights_bytes": args.weights,
         "scaling": {"validate_s": {}, "changed_s": {}},

@@ -2,23 +2,9 @@
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 MIB = 1024 * 1024
-
-
-def revision() -> str:
-    """The commit of the triton-release measured (the one this Python imports), "+modified" when its
-    src/ differs from that commit; "unknown" outside a git checkout."""
-    import triton_release
-
-    src = Path(triton_release.__file__).resolve().parent
-    head = subprocess.run(["git", "-C", str(src), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
-    if head.returncode != 0:
-        return "unknown"
-    dirty = subprocess.run(["git", "-C", str(src), "status", "--porcelain", "--", "."], capture_output=True, text=True)
-    return head.stdout.strip() + ("+modified" if dirty.stdout.strip() else "")
 
 
 def table(r: dict) -> str:
