@@ -28,6 +28,23 @@ from bench.generate import generate_history
 from bench.revision import revision
 
 KEPT = ("fanout", "latency")  # sections of an earlier bench/results.json that this run does not measure
+# `--quick`: every part at a tiny size, once, the figures kept out of bench/ (the test suite's smoke
+# run: it shows that the benchmark runs, not how fast). A flag given beside it still wins.
+QUICK = {
+    "models": 2,
+    "weights": 4096,
+    "scale_sizes": "2",
+    "change_weights": 4096,
+    "naive_max": 2,
+    "skip_requirements": True,
+    "sizes": "3",
+    "history": "4,6",
+    "repeat": 1,
+    "cases": 4,
+    "json": ".stack/bench-quick/results.json",
+    "plot": ".stack/bench-quick/results.png",
+    "allow_dirty": True,
+}
 
 
 def time_command(cmd: list[str], repeat: int) -> list[float]:
@@ -136,12 +153,23 @@ def main(argv: list[str] | None = None) -> int:
         help="measure a tree whose src/, bench/ or pyproject.toml differ from HEAD (recorded as <sha>+modified); "
         "without it such a tree is refused",
     )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="the smoke run: every part at a tiny size, once ("
+        + ", ".join(f"{k}={v}" for k, v in QUICK.items())
+        + "); no figure of it is worth reading",
+    )
     args = parser.parse_args(argv)
+    if args.quick:
+        parser.set_defaults(**QUICK)
+        args = parser.parse_args(argv)
     measured = revision(allow_dirty=args.allow_dirty)  # before anything is measured: a dirty tree stops here
     results: dict = {
         "machine": machine(),
         "date": time.strftime("%Y-%m-%d"),
         "revision": measured,
+        "profile": "quick" if args.quick else "full",
         "n_models": args.models,
         "weights_bytes": args.weights,
         "scaling": {"validate_s": {}, "changed_s": {}},
