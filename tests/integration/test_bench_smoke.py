@@ -56,4 +56,10 @@ def test_bench_smoke(docker_client, tmp_path):
     assert set(scaling["goals"]) == {"release_time", "uploaded_over_changed"}
     assert "requirements_change" not in figures  # --skip-requirements
     assert "| release of a one-model change (s) |" in result.stdout
+    # step by step: ours with the test step split into its report's phases, the naive pipeline's three
+    steps = figures["release_s"]["steps"]
+    assert list(steps["naive"]) == ["build", "serve+check", "push"]
+    phases = {"server_start", "load", "golden_cases", "drift_load", "drift", "server_stop"}  # a new version: drift
+    assert {"build", "push", *(f"test: {phase}" for phase in phases)} <= set(steps["triton_release"])
+    assert "| test: golden_cases |" in result.stdout and "| serve+check |" in result.stdout
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
