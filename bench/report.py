@@ -258,7 +258,7 @@ def release_by_step(axis, r: dict) -> None:
                 axis.text(x, bottom + seconds / 2, f"{name} {seconds:.2f}", ha="center", va="center", fontsize=7)
             bottom += seconds
         if rest:
-            axis.bar(x, rest, bottom=bottom, color="lightgrey", edgecolor="white", width=0.5, label="the rest")
+            axis.bar(x, rest, bottom=bottom, color="white", edgecolor="grey", hatch="//", width=0.5, label="the rest")
             bottom += rest
         total = rel["triton_release" if label == "triton-release" else "naive"]
         axis.text(x, bottom, f"{total:.2f} s (median)", ha="center", va="bottom", fontsize=8)
