@@ -82,9 +82,12 @@ test-fast: install
 	echo "== lint, docs build (--strict, not --quiet: that hides its warnings) and unit tests: exit $$code =="; \
 	cat $(FAST_LOG); exit $$code
 
+# The figures of a clean tree only (bench/revision.py: a dirty one is refused; --allow-dirty marks it);
+# bench.report draws bench/results.png again once the latency figures are in bench/results.json.
 bench: stack
 	$(PY) -m bench
 	$(PY) -m bench.latency
+	$(PY) -m bench.report
 
 clean: stack-down
 	rm -rf $(VENV) .stack

@@ -25,9 +25,26 @@ import docker
 
 from bench import pipeline, rebuild, report, requirements_change, scale, serve
 from bench.generate import generate_history
-from bench.report import revision
+from bench.revision import revision
 
 KEPT = ("fanout", "latency")  # sections of an earlier bench/results.json that this run does not measure
+# `--quick`: every part at a tiny size, once, the figures kept out of bench/ (the test suite's smoke
+# run: it shows that the benchmark runs, not how fast). A flag given beside it still wins.
+QUICK = {
+    "models": 2,
+    "weights": 4096,
+    "scale_sizes": "2",
+    "change_weights": 4096,
+    "naive_max": 2,
+    "skip_requirements": True,
+    "sizes": "3",
+    "history": "4,6",
+    "repeat": 1,
+    "cases": 4,
+    "json": ".stack/bench-quick/results.json",
+    "plot": ".stack/bench-quick/results.png",
+    "allow_dirty": True,
+}
 
 
 def time_command(cmd: list[str], repeat: int) -> list[float]:
@@ -68,6 +85,8 @@ def release_comparison(args, results: dict, run_id: str) -> None:
         "naive": round(naive, 3),
         "ratio": round(ours / naive, 3),
         "spread": {"triton_release": spread(m["times"]["triton_release"]), "naive": spread(m["times"]["naive"])},
+        # where the time went, step by step (the test step by its phases): medians over the runs
+        "steps": {name: pipeline.median_steps(runs) for name, runs in m["steps"].items()},
     }
     results["uploaded_bytes"] = {
         "triton_release": int(up_ours),
@@ -130,11 +149,29 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--json", metavar="FILE", default="bench/results.json", help="where the figures go")
     parser.add_argument("--plot", metavar="FILE", default="bench/results.png", help="where the plot goes")
+    parser.add_argument(
+        "--allow-dirty",
+        action="store_true",
+        help="measure a tree whose src/, bench/ or pyproject.toml differ from HEAD (recorded as <sha>+modified); "
+        "without it such a tree is refused",
+    )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="the smoke run: every part at a tiny size, once ("
+        + ", ".join(f"{k}={v}" for k, v in QUICK.items())
+        + "); no figure of it is worth reading",
+    )
     args = parser.parse_args(argv)
+    if args.quick:
+        parser.set_defaults(**QUICK)
+        args = parser.parse_args(argv)
+    measured = revision(allow_dirty=args.allow_dirty)  # before anything is measured: a dirty tree stops here
     results: dict = {
         "machine": machine(),
         "date": time.strftime("%Y-%m-%d"),
-        "revision": revision(),
+        "revision": measured,
+        "profile": "quick" if args.quick else "full",
         "n_models": args.models,
         "weights_bytes": args.weights,
         "scaling": {"validate_s": {}, "changed_s": {}},
@@ -181,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, ValueError, AttributeError):
         kept = {}
     Path(args.json).write_text(json.dumps({**results, **kept}, indent=2) + "\n")
-    report.plot(results, Path(args.plot))
+    report.plot({**results, **kept}, Path(args.plot))  # `make bench` draws it again after the latency figures
     print(f"\nfigures: {args.json}; plot: {args.plot}")
     return 0
 

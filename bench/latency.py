@@ -32,7 +32,7 @@ from pathlib import Path
 import docker
 
 from bench.generate import ADD_ONE_CONFIG
-from bench.report import revision
+from bench.revision import revision
 
 ROOT = Path(__file__).resolve().parents[1]
 BASE_IMAGE = "local/tritonserver:24.10-py3"
@@ -320,12 +320,18 @@ def main(argv: list[str] | None = None) -> int:
         help="the figures file the `latency` figures are merged into",
     )
     parser.add_argument("--plot", metavar="FILE", default="bench/latency.png")
+    parser.add_argument(
+        "--allow-dirty",
+        action="store_true",
+        help="measure a tree whose src/, bench/ or pyproject.toml differ from HEAD (recorded as <sha>+modified)",
+    )
     args = parser.parse_args(argv)
+    measured = revision(allow_dirty=args.allow_dirty)  # before anything is measured: a dirty tree stops here
     client = docker.from_env(timeout=600)
     with tempfile.TemporaryDirectory(prefix="bench-latency-") as tmp:
         found = trials(args, client, Path(tmp))
         figures = {
-            "revision": revision(),
+            "revision": measured,
             "date": time.strftime("%Y-%m-%d"),
             "bound": args.bound,
             "rounds": args.rounds,

@@ -95,12 +95,29 @@ def naive_release(
 ) -> float:
     """Build with one COPY, serve every model, the changed model's cases, docker push. The seconds,
     without the time `measured` (the server's figures) took to read."""
-    start = time.perf_counter()
+    return sum(naive_phases(client, root, repo, tag, changed, load_timeout=load_timeout, measured=measured).values())
+
+
+def naive_phases(
+    client: docker.DockerClient,
+    root: Path,
+    repo: str,
+    tag: str,
+    changed: str,
+    *,
+    load_timeout: float = 900,
+    measured: list[ServerLoad] | None = None,
+) -> dict[str, float]:
+    """naive_release, the seconds of each of its phases: build, serve+check (the server with every
+    model and the changed model's cases, without reading `measured`), push."""
     image = f"{repo}:{tag}"
+    start = time.perf_counter()
     naive_build(client, root / "model_repository", image)
+    built = time.perf_counter()
     reading = serve_and_check(client, image, root, changed, load_timeout, measured)
+    served = time.perf_counter()
     docker_push(client, repo, tag)
-    return time.perf_counter() - start - reading
+    return {"build": built - start, "serve+check": served - built - reading, "push": time.perf_counter() - served}
 
 
 def our_release(root: Path, repo: str) -> tuple[float, dict]:
@@ -137,6 +154,32 @@ def step_seconds(report: dict) -> dict[str, float]:
         for name, step in report["steps"].items()
         if isinstance(step, dict) and isinstance(step.get("seconds"), (int, float))
     }
+
+
+OUTSIDE = "outside the steps"  # the command's start-up, settings and report: its wall time less its steps'
+
+
+def release_steps(report: dict, elapsed: float) -> dict[str, float]:
+    """Where a release's time went, finer than step_seconds: the test step split into the phases
+    its report gives ("test: load", ...; "test: other" for what they leave of it), and OUTSIDE."""
+    steps = step_seconds(report)
+    found: dict[str, float] = {}
+    for name, seconds in steps.items():
+        phases = report["steps"][name].get("phases") or {}
+        if not phases:
+            found[name] = seconds
+            continue
+        found.update({f"{name}: {phase}": value for phase, value in phases.items()})
+        found[f"{name}: other"] = max(0.0, seconds - sum(phases.values()))
+    found[OUTSIDE] = max(0.0, elapsed - sum(steps.values()))
+    return found
+
+
+def median_steps(runs: list[dict[str, float]]) -> dict[str, float]:
+    """Each step's median over the runs (in the order the runs name them); the medians need not add
+    up to the median of the totals."""
+    names = list(dict.fromkeys(name for run in runs for name in run))
+    return {name: round(statistics.median(run.get(name, 0.0) for run in runs), 3) for name in names}
 
 
 def new_layers(repo: RegistryRepository, tag: str, previous: str) -> list[tuple[int, dict]]:
@@ -191,16 +234,20 @@ def measure_size(client: docker.DockerClient, n_models: int, weights_bytes: int,
         our_release(root, ours_repo)  # the previous release, warm
         naive_release(client, root, naive_repo, "r0", changed)
         times = {"triton_release": [], "naive": []}
+        steps: dict[str, list[dict[str, float]]] = {"triton_release": [], "naive": []}
         uploaded = {"triton_release": [], "naive": []}
         changed_version: list[int] = []
         ours = RegistryRepository.parse(ours_repo)
         naive = RegistryRepository.parse(naive_repo)
         for round_ in range(1, repeat + 1):
             change_one_model(root, changed, round_, weights_bytes)
-            times["naive"].append(naive_release(client, root, naive_repo, f"r{round_}", changed))
+            naive_steps = naive_phases(client, root, naive_repo, f"r{round_}", changed)
+            times["naive"].append(sum(naive_steps.values()))
+            steps["naive"].append(naive_steps)
             uploaded["naive"].append(new_bytes(naive, f"r{round_}", f"r{round_ - 1}"))
             elapsed, report = our_release(root, ours_repo)
             times["triton_release"].append(elapsed)
+            steps["triton_release"].append(release_steps(report, elapsed))
             version, previous = report["version"], report["steps"]["changed"]["previous_version"]
             uploaded["triton_release"].append(new_bytes(ours, version, previous))
             bump = report["steps"]["bump"]["bumps"][0]
@@ -209,6 +256,7 @@ def measure_size(client: docker.DockerClient, n_models: int, weights_bytes: int,
     return {
         "n_models": n_models,
         "times": times,
+        "steps": steps,
         "uploaded": uploaded,
         "changed_version": changed_version,
         "ours_repo": ours_repo,

@@ -2,23 +2,9 @@
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 MIB = 1024 * 1024
-
-
-def revision() -> str:
-    """The commit of the triton-release measured (the one this Python imports), "+modified" when its
-    src/ differs from that commit; "unknown" outside a git checkout."""
-    import triton_release
-
-    src = Path(triton_release.__file__).resolve().parent
-    head = subprocess.run(["git", "-C", str(src), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
-    if head.returncode != 0:
-        return "unknown"
-    dirty = subprocess.run(["git", "-C", str(src), "status", "--porcelain", "--", "."], capture_output=True, text=True)
-    return head.stdout.strip() + ("+modified" if dirty.stdout.strip() else "")
 
 
 def table(r: dict) -> str:
@@ -50,6 +36,8 @@ def table(r: dict) -> str:
         "| ---: | ---: | ---: |",
         *[f"| {n} | {scaling['validate_s'][n]:.2f} | {scaling['changed_s'][n]:.2f} |" for n in scaling["validate_s"]],
     ]
+    if rel.get("steps"):
+        rows += steps_table(rel)
     if "rebuild" in r:
         ours, naive = r["rebuild"]["ours"], r["rebuild"]["naive"]
         rows += [
@@ -62,6 +50,24 @@ def table(r: dict) -> str:
     if "requirements_change" in r:
         rows += requirements_table(r["requirements_change"])
     return "\n".join(rows)
+
+
+def steps_table(rel: dict) -> list[str]:
+    """The one-model release step by step, ours beside the naive pipeline's phases."""
+    ours, naive = rel["steps"]["triton_release"], rel["steps"]["naive"]
+    rows = [
+        "",
+        "Where the release of a one-model change spends its time (s; medians of each step over the runs, "
+        "which need not add up to the total's median). The test step is split into its phases (its report's "
+        '`phases`); "outside the steps" is the command\'s start-up, settings and report.\n',
+        "| step | triton-release (s) | naive (s) |",
+        "| --- | ---: | ---: |",
+    ]
+    for name in [*ours, *(name for name in naive if name not in ours)]:  # build and push: one row each
+        shown = [f"{side[name]:.2f}" if name in side else "" for side in (ours, naive)]
+        rows.append(f"| {name} | {shown[0]} | {shown[1]} |")
+    rows.append(f"| **total** (median) | **{rel['triton_release']:.2f}** | **{rel['naive']:.2f}** |")
+    return rows
 
 
 def size(n: int | None) -> str:
@@ -183,14 +189,136 @@ def requirements_table(q: dict) -> list[str]:
     return rows
 
 
+STEP_COLOURS = {  # one colour per kind of work, ours and naive alike
+    "build": "tab:blue",
+    "push": "tab:green",
+    "serve+check": "firebrick",
+    "test: server_start": "tab:red",
+    "test: load": "tab:orange",
+    "test: golden_cases": "tab:purple",
+    "test: drift_load": "gold",
+    "test: drift": "khaki",
+    "test: latency": "tab:brown",
+    "outside the steps": "silver",
+}
+PALETTE = ("tab:cyan", "tab:olive", "tab:pink", "lightsteelblue", "thistle", "wheat")  # the other steps
+
+
 def plot(r: dict, out: Path) -> None:
+    """The figures a reader wants at a glance: the one-model release by step, ours beside naive;
+    the latency gate's power and cost (when its section exists); the release and the bytes against
+    the number of models."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    scaling = r["scaling"]
-    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+    fig, axes = plt.subplots(2, 3, figsize=(16, 9))
+    release_by_step(axes[0][0], r)
+    gate_power(axes[0][1], r.get("latency"))
+    gate_cost(axes[0][2], r.get("latency"))
+    scaling_plots(axes[1][0], axes[1][1], r)
+    first_releases(axes[1][2], r.get("scaling", {}).get("first_release"))
+    fig.suptitle(
+        f"triton-release {str(r.get('revision', '?'))[:12]} on {r.get('machine', '?')}, {r.get('date', '?')}",
+        fontsize=10,
+    )
+    fig.tight_layout()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=90)
+    plt.close(fig)
+
+
+def not_measured(axis, title: str, why: str) -> None:
+    axis.set_title(title, fontsize=10)
+    axis.text(0.5, 0.5, why, ha="center", va="center", transform=axis.transAxes, fontsize=9, color="grey")
+    axis.set_xticks([])
+    axis.set_yticks([])
+
+
+def release_by_step(axis, r: dict) -> None:
+    rel = r.get("release_s") or {}
+    title = f"One-model change among {r.get('n_models', '?')} models: release by step"
+    if not rel.get("steps"):
+        not_measured(axis, title, "no step-by-step figures in this file\n(a run before they were kept)")
+        return
+    columns = {"triton-release": rel["steps"]["triton_release"], "naive": rel["steps"]["naive"]}
+    top = max(sum(steps.values()) for steps in columns.values())
+    small = 0.015 * top  # thinner than this: one segment, "the rest"
+    positions = (0.9, 1.9)  # the legend takes the left of the panel
+    for x, (label, steps) in zip(positions, columns.items()):
+        bottom, rest = 0.0, 0.0
+        for name, seconds in steps.items():
+            if seconds < small:
+                rest += seconds
+                continue
+            colour = STEP_COLOURS.get(name) or PALETTE[sum(map(ord, name)) % len(PALETTE)]
+            axis.bar(x, seconds, bottom=bottom, color=colour, edgecolor="white", width=0.5, label=name)
+            if seconds >= 0.045 * top:
+                axis.text(x, bottom + seconds / 2, f"{name} {seconds:.2f}", ha="center", va="center", fontsize=7)
+            bottom += seconds
+        if rest:
+            axis.bar(x, rest, bottom=bottom, color="white", edgecolor="grey", hatch="//", width=0.5, label="the rest")
+            bottom += rest
+        total = rel["triton_release" if label == "triton-release" else "naive"]
+        axis.text(x, bottom, f"{total:.2f} s (median)", ha="center", va="bottom", fontsize=8)
+    handles, labels = axis.get_legend_handles_labels()
+    shown = dict(zip(labels, handles))  # each name once: the same kind of work has the same colour in both
+    axis.legend(list(shown.values()), list(shown), fontsize=6, loc="upper left")
+    axis.set_xlim(-0.9, 2.4)
+    axis.set_xticks(positions, list(columns))
+    axis.set(ylabel="seconds (medians of each step)", ylim=(0, None))
+    axis.set_title(f"{title} (ratio {rel.get('ratio', 0):.2f})", fontsize=10)
+    axis.grid(alpha=0.3, axis="y")
+
+
+SCENARIOS = (("A/A", "aa"), ("1.2x", "slow12"), ("1.5x", "slow15"))
+
+
+def gate_power(axis, latency: dict | None) -> None:
+    title = "Latency gate: share of trials refused"
+    if not latency or "scenarios" not in latency:
+        not_measured(axis, title, "not measured in this file\n(python -m bench.latency)")
+        return
+    scenarios = latency["scenarios"]
+    names = [label for label, key in SCENARIOS if key in scenarios]
+    refused = [scenarios[key]["share_refused"] for _, key in SCENARIOS if key in scenarios]
+    inconclusive = [scenarios[key]["share_inconclusive"] for _, key in SCENARIOS if key in scenarios]
+    axis.bar(names, refused, color="tab:red", label="refused")
+    axis.bar(names, inconclusive, bottom=refused, color="tab:orange", label="inconclusive")
+    for x, share in enumerate(refused):
+        axis.text(x, share, f"{share:.0%}", ha="center", va="bottom", fontsize=8)
+    axis.axhline(0.05, color="grey", linestyle=":", label="A/A goal <= 5%")
+    axis.axhline(0.95, color="grey", linestyle="--", label="1.5x goal >= 95%")
+    axis.set(ylim=(0, 1.05), ylabel="share of trials", xlabel="version 2's slowdown (its sleep)")
+    axis.set_title(f"{title}, {latency.get('trials', '?')} trials each, bound {latency.get('bound', 0):g}", fontsize=10)
+    axis.legend(fontsize=7, loc="upper left")
+    axis.grid(alpha=0.3, axis="y")
+
+
+def gate_cost(axis, latency: dict | None) -> None:
+    title = "Latency gate: its cost"
+    if not latency or "cost_s" not in latency:
+        not_measured(axis, title, "not measured in this file\n(python -m bench.latency)")
+        return
+    cost = latency["cost_s"]
+    bars = {"a model (median)": cost["per_model_median"], "a model (max)": cost["per_model_max"]}
+    ten = latency.get("ten_model_change") or {}
+    if ten:
+        bars[f"a {ten['models']}-model change"] = ten["added_s"]
+    axis.bar(list(bars), list(bars.values()), color=["tab:brown", "rosybrown", "tab:grey"][: len(bars)])
+    for x, seconds in enumerate(bars.values()):
+        axis.text(x, seconds, f"{seconds:.1f} s", ha="center", va="bottom", fontsize=8)
+    if "goal" in cost:
+        axis.axhline(cost["goal"], color="grey", linestyle="--", label=f"goal per model <= {cost['goal']:g} s")
+        axis.legend(fontsize=7)
+    axis.set(ylabel="seconds the gate adds", ylim=(0, None))
+    axis.set_title(f"{title} ({latency.get('revision', '?')})", fontsize=10)
+    axis.grid(alpha=0.3, axis="y")
+
+
+def scaling_plots(left, right, r: dict) -> None:
+    scaling = r.get("scaling", {})
     if "release_s" in scaling and "uploaded_bytes" in scaling:
         sizes = sorted(scaling["release_s"], key=int)
         x = [int(n) for n in sizes]
@@ -218,20 +346,55 @@ def plot(r: dict, out: Path) -> None:
         for axis in (left, right):
             axis.set_xscale("log")
         skipped = (
-            f"; naive pipeline not run at N = {', '.join(sorted(scaling['naive_skipped'], key=int))}"
+            f"; naive not run at N = {', '.join(sorted(scaling['naive_skipped'], key=int))}"
             if scaling.get("naive_skipped")
             else ""
         )
-        fig.suptitle(
-            f"One-model change of {scaling['change_bytes'] / MIB:.2f} MiB among N tiny models ({r['date']}){skipped}"
+        left.set_title(
+            f"One-model change ({scaling['change_bytes'] / MIB:.2f} MiB) among N tiny models{skipped}", fontsize=10
         )
+        right.set_title("Bytes that release uploaded", fontsize=10)
     left.set(xlabel="models in the repository", ylabel="release of a one-model change (s)", ylim=(0, None))
     right.set(xlabel="models in the repository", ylabel="bytes uploaded (MiB)", ylim=(0, None))
     for axis in (left, right):
         axis.grid(alpha=0.3)
         if axis.lines:
-            axis.legend()
-    fig.tight_layout()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=100)
-    plt.close(fig)
+            axis.legend(fontsize=8)
+
+
+def first_releases(axis, first: dict | None) -> None:
+    title = "First release of N tiny models"
+    if not first:
+        not_measured(axis, title, "not measured in this file")
+        return
+    sizes = sorted(first, key=int)
+    x = [int(n) for n in sizes]
+    axis.plot(x, [first[n]["release_s"] for n in sizes], "o-", label="release")
+    axis.plot(x, [first[n]["test_s"] for n in sizes], "s--", label="its test step")
+    axis.set_xscale("log")
+    axis.set(xlabel="models in the repository", ylabel="seconds", ylim=(0, None))
+    axis.set_title(title, fontsize=10)
+    axis.grid(alpha=0.3)
+    axis.legend(fontsize=8)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m bench.report`: the table and the plot drawn again from a figures file (`make bench`
+    runs it last, so that results.png shows the latency figures measured after the main ones)."""
+    import argparse
+    import json
+
+    parser = argparse.ArgumentParser(prog="python -m bench.report")
+    parser.add_argument("--json", metavar="FILE", default="bench/results.json", help="the figures")
+    parser.add_argument("--plot", metavar="FILE", default="bench/results.png", help="where the plot goes")
+    args = parser.parse_args(argv)
+    figures = json.loads(Path(args.json).read_text())
+    plot(figures, Path(args.plot))
+    print(f"plot: {args.plot} (from {args.json})")
+    return 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(main())

@@ -26,37 +26,14 @@ KEYS = {
 }
 
 
+def head() -> str:
+    return subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+
+
 def test_bench_smoke(docker_client, tmp_path):
     out, plot = tmp_path / "results.json", tmp_path / "results.png"
     result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "bench",
-            "--models",
-            "2",
-            "--weights",
-            "4096",
-            "--scale-sizes",
-            "2",
-            "--change-weights",
-            "4096",
-            "--naive-max",
-            "2",
-            "--skip-requirements",
-            "--sizes",
-            "3",
-            "--history",
-            "4,6",
-            "--repeat",
-            "1",
-            "--cases",
-            "4",
-            "--json",
-            str(out),
-            "--plot",
-            str(plot),
-        ],
+        [sys.executable, "-m", "bench", "--quick", "--json", str(out), "--plot", str(plot)],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -64,6 +41,7 @@ def test_bench_smoke(docker_client, tmp_path):
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
     figures = json.loads(out.read_text())
     assert set(figures) >= KEYS
+    assert figures["profile"] == "quick" and figures["revision"].startswith(head())  # its sha, "+modified" if dirty
     assert set(figures["scaling"]) >= {"validate_s", "changed_s", "release_s"}
     assert figures["scaling"]["validate_s"].keys() == {"3"} and figures["changed_history_s"]["commits"] == 6
     # bytes come from the registry's manifests: ours is the changed version's layer, naive the whole repository
@@ -78,4 +56,10 @@ def test_bench_smoke(docker_client, tmp_path):
     assert set(scaling["goals"]) == {"release_time", "uploaded_over_changed"}
     assert "requirements_change" not in figures  # --skip-requirements
     assert "| release of a one-model change (s) |" in result.stdout
+    # step by step: ours with the test step split into its report's phases, the naive pipeline's three
+    steps = figures["release_s"]["steps"]
+    assert list(steps["naive"]) == ["build", "serve+check", "push"]
+    phases = {"server_start", "load", "golden_cases", "drift_load", "drift", "server_stop"}  # a new version: drift
+    assert {"build", "push", *(f"test: {phase}" for phase in phases)} <= set(steps["triton_release"])
+    assert "| test: golden_cases |" in result.stdout and "| serve+check |" in result.stdout
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -35,6 +35,7 @@ reloaded for it keeps both versions loaded until its wave's models are unloaded.
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Protocol
@@ -363,6 +364,7 @@ class DriftMeter:
         self.versions = dict(versions)
         self.environments = dict(environments or {})
         self.results: list[ModelDrift] = []
+        self.load_seconds = 0.0  # spent loading previous versions beside the new ones (the rest compares)
 
     def after_wave(self, tested: Iterable[str], cases: Iterable[CaseResult]) -> None:
         """The models of a wave whose golden cases all passed; the others are noted. Those whose
@@ -392,7 +394,9 @@ class DriftMeter:
                     ),
                     versions,
                 )
+        start = time.monotonic()
         failures = {name: why for name, why in self.server.load_configs(loads).items() if why}
+        self.load_seconds += time.monotonic() - start
         if failures:  # a server that died while reloading (out of memory) is a failure, not notes
             self.server.check_running("while loading models' previous versions to measure their drift")
         for name, why in failures.items():

@@ -16,7 +16,8 @@ import logging
 import tempfile
 import time
 import xml.etree.ElementTree as ElementTree
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
@@ -83,6 +84,47 @@ class WaveRun:
         }
 
 
+# Where the test step's time goes, in the order a run passes them (summed over its waves):
+PHASES = (
+    "prepare",  # before the server: the image's labels and configs, the case files, perf_analyzer
+    "server_start",  # the container's start until tritonserver answers, less the load below
+    "load",  # the models' loads: the start's (from the server's log) and every later wave's
+    "golden_cases",  # the cases' requests, through the pytest plugin
+    "drift_load",  # each new version's previous one loaded beside it (models/drift.py)
+    "drift",  # the previous versions' answers to the golden inputs, compared
+    "latency",  # the latency gate (models/latency/)
+    "memory",  # the server's memory, read from the daemon after each wave
+    "server_stop",  # the container's removal
+)
+
+
+class Phases:
+    """The test step's clock: seconds by phase (PHASES), each summed over the times it ran."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+
+    @contextmanager
+    def timed(self, name: str) -> Iterator[None]:
+        start = time.monotonic()
+        try:
+            yield
+        finally:
+            self.add(name, time.monotonic() - start)
+
+    def add(self, name: str, seconds: float) -> None:
+        self.seconds[name] = self.seconds.get(name, 0.0) + seconds
+
+    def move(self, source: str, dest: str, seconds: float) -> None:
+        """Count `seconds` of `source`'s time as `dest`'s (a finer split, found afterwards)."""
+        seconds = max(0.0, min(seconds, self.seconds.get(source, 0.0)))
+        self.add(source, -seconds)
+        self.add(dest, seconds)
+
+    def frozen(self) -> tuple[tuple[str, float], ...]:
+        return tuple((name, self.seconds[name]) for name in PHASES if name in self.seconds)
+
+
 @dataclass(frozen=True)
 class GoldenRun:
     image: str
@@ -96,6 +138,7 @@ class GoldenRun:
     completed: tuple[tuple[str, dict], ...] = ()  # auto-complete models: (model, its config as served)
     drift: tuple[ModelDrift, ...] = ()  # new versions against their previous one (models/drift.py)
     latency: LatencyRun | None = None  # their latency against the previous one's (models/latency/)
+    phases: tuple[tuple[str, float], ...] = ()  # (phase, seconds) in PHASES' order: where the time went
 
     @property
     def passed(self) -> bool:
@@ -119,6 +162,7 @@ class GoldenRun:
             "auto_completed": sorted(name for name, _ in self.completed),
             "drift": [d.to_json() for d in self.drift],
             "latency": self.latency.to_json() if self.latency is not None else None,
+            "phases": {name: round(seconds, 3) for name, seconds in self.phases},
         }
 
 
@@ -311,6 +355,7 @@ def run_waves(
     keyword: str | None = None,
     started: float | None = None,
     after_wave: Callable[[list[str], list[CaseResult]], None] | None = None,
+    phases: Phases | None = None,
 ) -> tuple[list[CaseResult], list[WaveRun]]:
     """Every wave's cases against `server`, which has the first wave loaded: each later wave is
     switched in (the models of the one before unloaded, its own loaded at `versions`). Every wave
@@ -327,6 +372,7 @@ def run_waves(
                 f"wave {wave.index} loads {len(wave.load)} models ({', '.join(wave.load)}), more than "
                 "max_loaded: an ensemble and the models it needs are always loaded together"
             )
+    phases = phases or Phases()
     cases: list[CaseResult] = []
     ran: list[WaveRun] = []
     counts = {name: len(repo[name].golden_cases) for wave in waves for name in wave.tested}  # a file, a case
@@ -341,25 +387,29 @@ def run_waves(
             server.wave = wave_label(wave.index, len(waves))
             if server.wave:
                 bar.update(detail=server.wave)
-            server.switch_to({name: versions[name] for name in wave.load})
+            with phases.timed("load"):
+                server.switch_to({name: versions[name] for name in wave.load})
             tested = [name for name in wave.tested if name not in server.unloadable]
             aside = sum(counts.get(name, 0) for name in wave.tested if name in server.unloadable)
             if aside and total is not None:
                 total -= aside  # set aside as needing a GPU: their cases do not run
                 bar.update(total=total)
-            server.read_configs([name for name in tested if repo[name].config is None])
+            with phases.timed("load"):  # the auto-complete models' configs, as served
+                server.read_configs([name for name in tested if repo[name].config is None])
             part = junitxml
             if junitxml and len(waves) > 1:
                 part = str(Path(tmp) / f"wave-{wave.index}.xml")
                 parts.append(part)
-            found = (
-                run_suite(repo, tested, server.http_url, server.grpc_url, junitxml=part, keyword=keyword, bar=bar)
-                if tested
-                else []
-            )
+            with phases.timed("golden_cases"):
+                found = (
+                    run_suite(repo, tested, server.http_url, server.grpc_url, junitxml=part, keyword=keyword, bar=bar)
+                    if tested
+                    else []
+                )
             if after_wave is not None:
                 after_wave(tested, found)
-            server.sample_memory(last=wave is waves[-1])
+            with phases.timed("memory"):
+                server.sample_memory(last=wave is waves[-1])
             cases += found
             loaded = tuple(name for name in wave.load if name not in server.unloadable)
             ran.append(WaveRun(wave.index, loaded, tuple(tested), len(found), time.monotonic() - start, wave.oversized))

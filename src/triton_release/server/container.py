@@ -21,6 +21,7 @@ import logging
 import os
 import re
 import socket
+import time
 import uuid
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -33,6 +34,7 @@ from triton_release.contract import OWNER_LABEL, RUN_ID_VARIABLE, SERVER_LABEL
 from triton_release.errors import InfrastructureError, UsageError
 from triton_release.processes import alive, owner_labels, remove_by_name
 from triton_release.server.model_control import ModelControl
+from triton_release.server.readiness import logged_load_seconds
 from triton_release.settings import ServerOptions, memory_bytes
 
 if TYPE_CHECKING:
@@ -215,6 +217,7 @@ class TritonServer(ModelControl):
         self.name = f"triton-release-{uuid.uuid4().hex[:12]}"
         self.loaded: dict[str, int | None] = {}  # what is loaded now: the start's models, or the last switch's
         self.peak_memory: int | None = None
+        self.start_load_seconds: float | None = None  # of the start: its models' load, None where unknown
         self._cgroup_peak = False  # the daemon reports the cgroup's own peak: only the last figure counts
         self._created = False  # a container of this name may exist
 
@@ -285,11 +288,15 @@ class TritonServer(ModelControl):
                 self.grpc_url = f"127.0.0.1:{published[GRPC_PORT][0]['HostPort']}"
             start = self.at_start
             self.wait_ready(start)
+            self.start_load_seconds = self.logged_load_seconds() if start else 0.0
             self.loaded = dict(start)
             later = {m: v for m, v in self.models.items() if m not in start}
             if later:
+                begun = time.monotonic()
                 self.wait_live()
                 self.load(later)
+                if self.start_load_seconds is not None:  # unknown stays unknown: the start's time holds it
+                    self.start_load_seconds += time.monotonic() - begun
         except docker.errors.ImageNotFound:
             self.remove()
             raise UsageError(
@@ -330,6 +337,15 @@ class TritonServer(ModelControl):
         self._created = False
         remove_by_name(self.client, self.name, created=self.container is not None)
         self.container = None
+
+    def logged_load_seconds(self) -> float | None:
+        """The seconds the server's log shows its loads took so far (readiness.logged_load_seconds);
+        None when it shows none or the daemon did not give the log."""
+        try:
+            log = self.container.logs(timestamps=True) if self.container else b""
+        except (docker.errors.APIError, requests.RequestException):
+            return None
+        return logged_load_seconds(log.decode("utf-8", errors="replace"))
 
     def logs(self) -> str:
         """The tail of the server's log: its last LOG_TAIL_LINES lines, at most LOG_TAIL_BYTES."""

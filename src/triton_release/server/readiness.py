@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 import requests
@@ -32,6 +33,32 @@ _LOAD_FAILED = re.compile(
     r"^(load failed for model '[^']*': )?(version \d+ is at UNAVAILABLE state: )?"
     r"((Internal|Invalid argument|Unavailable|Unknown|Not found|Already exists): )?"
 )
+
+
+# A line of `docker logs --timestamps`: the daemon's RFC 3339 time (nanoseconds), then the line.
+_STAMPED = re.compile(r"^(?P<at>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(?P<fraction>\d+))?Z (?P<line>.*)$")
+
+
+def logged_load_seconds(log: str) -> float | None:
+    """From a server's log with the daemon's timestamps: the seconds from its first "loading:" line
+    (tritonserver starts loading a model) to its last "successfully loaded" one; None when the log
+    shows no such pair. Triton flushes each line, so the daemon stamps it as it is written."""
+    first = last = None
+    for text in log.splitlines():
+        found = _STAMPED.match(text)
+        if found is None:
+            continue
+        line = found["line"]
+        if "loading: " not in line and "successfully loaded '" not in line:
+            continue
+        at = datetime.strptime(found["at"], "%Y-%m-%dT%H:%M:%S").replace(tzinfo=UTC).timestamp() + float(
+            f"0.{found['fraction'] or 0}"
+        )
+        if "loading: " in line and first is None:
+            first = at
+        elif "successfully loaded '" in line:
+            last = at
+    return last - first if first is not None and last is not None and last >= first else None
 
 
 @dataclass(frozen=True)

@@ -56,7 +56,9 @@ def test(
     refuses, after the golden cases; `drift_unmeasurable`: model -> why its drift cannot be
     measured in this image (reported so, never as 0). With the gates' `latency`, those models' new
     and previous versions are then measured with perf_analyzer (models/latency/); a slowdown
-    beyond its bound refuses."""
+    beyond its bound refuses. The run's `phases` say where the step's time went (models/suite.py's
+    PHASES)."""
+    import contextlib
     import time
 
     from triton_release.image.engine import docker_client, require_local_image
@@ -64,6 +66,7 @@ def test(
     from triton_release.models.drift import DriftMeter, previous_version
     from triton_release.models.suite import (
         GoldenRun,
+        Phases,
         deferred,
         load_cases,
         models_to_load,
@@ -73,6 +76,7 @@ def test(
     )
     from triton_release.server.container import TritonServer
 
+    phases, begun = Phases(), time.monotonic()
     max_drift, latency = gates.max_drift, gates.latency
     repo = root if isinstance(root, Repository) else Repository.load(root)
     repo.require(names)
@@ -100,6 +104,7 @@ def test(
     }
     analyzer, latency_note = perf_analyzer_for(latency, [n for n, v in previous.items() if v is not None])
     started = time.monotonic()
+    phases.add("prepare", started - begun)
     server = TritonServer.started_as(
         server_options,
         image,
@@ -110,14 +115,23 @@ def test(
         deferred=deferred(repo, load, overrides),
     )
     server.wave = wave_label(1, len(waves))  # wave 1 loads as the server starts
-    with server, _latency_meter(repo, server, client, image, previous, load, latency, analyzer, environments) as timing:
+    with contextlib.ExitStack() as stack:
+        with phases.timed("server_start"):
+            stack.enter_context(server)
+        phases.move("server_start", "load", server.start_load_seconds or 0.0)  # what its log shows of it
+        with phases.timed("latency") if analyzer is not None else contextlib.nullcontext():  # a gate to set up
+            timing = stack.enter_context(
+                _latency_meter(repo, server, client, image, previous, load, latency, analyzer, environments)
+            )
         meter = DriftMeter(repo, server, previous, load, environments, drift_unmeasurable) if previous else None
 
         def after_wave(tested: list[str], found: list) -> None:
             assert meter is not None
-            meter.after_wave(tested, found)
+            with phases.timed("drift"):
+                meter.after_wave(tested, found)
             if timing is not None:  # after drift: both versions are loaded side by side
-                timing.after_wave(tested, found)
+                with phases.timed("latency"):
+                    timing.after_wave(tested, found)
 
         cases, ran = run_waves(
             repo,
@@ -128,9 +142,14 @@ def test(
             keyword=keyword,
             started=started,
             after_wave=after_wave if meter else None,
+            phases=phases,
         )
         if any(not c.passed for c in cases):  # a server the daemon killed is no model's fault
             server.check_running("while its golden cases ran")
+        with phases.timed("server_stop"):
+            stack.close()
+    if meter is not None:
+        phases.move("drift", "drift_load", meter.load_seconds)
     if shown_as is not None:
         cases = [replace(c, path=str(_shown(Path(c.path), repo.root, shown_as))) for c in cases]
     run = GoldenRun(
@@ -145,6 +164,7 @@ def test(
         tuple(sorted(server.completed.items())),
         tuple(meter.results) if meter else (),
         _latency_run(latency, analyzer, latency_note, timing),
+        phases=phases.frozen(),
     )
     if not run.passed:
         failed = run.failed
