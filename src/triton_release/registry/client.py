@@ -17,7 +17,7 @@ import hashlib
 import json
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote, urljoin, urlsplit
@@ -320,11 +320,48 @@ class RegistryRepository:
         """Upload `data` as a blob of this repository (one POST, then one PUT of the whole); a blob
         the repository already holds is not sent again. Returns its digest."""
         digest = content_digest(data)
+        if self.has_blob(digest):
+            return digest
+        url = self._open_upload()
+        url += ("&" if urlsplit(url).query else "?") + f"digest={quote(digest, safe='')}"
+        answer = self._request_url("PUT", url, data=data, headers={"Content-Type": "application/octet-stream"})
+        self._raise_for(answer, f"upload blob {digest} to")
+        return digest
+
+    def has_blob(self, digest: str) -> bool:
+        """Whether this repository holds the blob `digest` (a HEAD: nothing is read)."""
         known = self._request("HEAD", f"blobs/{digest}")
         if known.status_code == 200:
-            return digest
+            return True
         if known.status_code != 404:
             self._raise_for(known, f"look up blob {digest} of")
+        return False
+
+    def stream_blob(self, chunks: Iterable[bytes]) -> tuple[str, int]:
+        """Upload the blob that `chunks` make, streamed (one POST, one PATCH of the chunks as they
+        come, one PUT naming the digest, computed as they went by): a blob of any size, never held
+        whole. Returns its digest and size. The registry checks the digest against what it got."""
+        sha, size = hashlib.sha256(), 0
+
+        def counted() -> Iterator[bytes]:
+            nonlocal size
+            for chunk in chunks:
+                sha.update(chunk)
+                size += len(chunk)
+                yield chunk
+
+        url = self._open_upload()
+        sent = self._request_url("PATCH", url, data=counted(), headers={"Content-Type": "application/octet-stream"})
+        self._raise_for(sent, "upload a blob to")
+        url = self._upload_url(sent.headers.get("Location", "") or url)
+        digest = "sha256:" + sha.hexdigest()
+        url += ("&" if urlsplit(url).query else "?") + f"digest={quote(digest, safe='')}"
+        answer = self._request_url("PUT", url, headers={"Content-Length": "0"})
+        self._raise_for(answer, f"upload blob {digest} to")
+        return digest, size
+
+    def _open_upload(self) -> str:
+        """Start a blob upload; the URL to send it to (checked to be this registry's)."""
         started = self._request("POST", "blobs/uploads/")
         self._raise_for(started, "start an upload to")
         location = started.headers.get("Location", "")
@@ -333,6 +370,9 @@ class RegistryRepository:
                 The registry {self.host} did not open an upload to {self} (HTTP {started.status_code},
                 {"no Location" if not location else "Location given"}). Check that it is a container registry
                 that accepts pushes.""")
+        return self._upload_url(location)
+
+    def _upload_url(self, location: str) -> str:
         url = urljoin(self.base_url, location)
         if urlsplit(url)[:2] != urlsplit(self.base_url)[:2]:
             elsewhere = _without_userinfo(f"{urlsplit(url).scheme}://{urlsplit(url).netloc}")
@@ -340,10 +380,7 @@ class RegistryRepository:
                 The registry {self.host} asked for an upload to go to {elsewhere}, not to itself; nothing
                 was sent there, credentials included. Check the registry's configuration (its public
                 address).""")
-        url += ("&" if urlsplit(url).query else "?") + f"digest={quote(digest, safe='')}"
-        answer = self._request_url("PUT", url, data=data, headers={"Content-Type": "application/octet-stream"})
-        self._raise_for(answer, f"upload blob {digest} to")
-        return digest
+        return url
 
     def put_manifest(self, tag: str, manifest: Manifest) -> str:
         """Point `tag` at `manifest` (a retag: no layer moves). Returns the digest of the bytes sent."""
