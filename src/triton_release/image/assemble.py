@@ -23,7 +23,9 @@ from typing import IO
 
 import docker
 
+from triton_release.cache import cache_dir
 from triton_release.errors import InfrastructureError
+from triton_release.files import write_atomic
 
 # The keys of an image config's "config" that an image carries (the rest of `docker inspect`'s
 # Config belongs to containers).
@@ -107,6 +109,27 @@ def write_archive(out: IO[bytes], tag: str, config: bytes, diff_ids: Sequence[st
         _add(tar, "manifest.json", json.dumps(manifest).encode())
 
 
+def _config_file(image_id: str) -> Path:
+    return cache_dir() / "configs" / (image_id.split(":", 1)[-1] + ".json")
+
+
+def remember_config(config: bytes) -> None:
+    """Keep the config bytes of an image put together here, by its id (`config_of`)."""
+    target = _config_file(hashlib.sha256(config).hexdigest())
+    if not target.is_file():
+        write_atomic(target, config)
+
+
+def config_of(image_id: str) -> bytes | None:
+    """The exact config bytes of the image `image_id` ("sha256:<hex>") put together on this machine:
+    None when they were not kept (or no longer match the id: a cache may come from anywhere)."""
+    try:
+        config = _config_file(image_id).read_bytes()
+    except OSError:
+        return None
+    return config if "sha256:" + hashlib.sha256(config).hexdigest() == image_id else None
+
+
 class MissingLayer(Exception):
     """The daemon lacked a layer the archive left out."""
 
@@ -136,6 +159,7 @@ def load(
             f"The Docker daemon loaded {tag} as {loaded.id[:19]}, not the image written "
             f"({image_id[:19]}); nothing is pushed. Run again."
         )
+    remember_config(config)
     return image_id
 
 

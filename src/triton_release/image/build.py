@@ -49,6 +49,8 @@ class BuildResult:
     base_image: str
     layers: tuple[Layer, ...]
     sent: int = 0  # layer tars the daemon lacked and was sent
+    diff_ids: tuple[str, ...] = ()  # the image's layers, the base's first
+    tar_files: tuple[tuple[str, Path], ...] = ()  # with `tars_folder`: diff id -> the layer tars written there
 
     def to_json(self) -> dict:
         return {
@@ -76,12 +78,15 @@ def build_image(
     max_layers: int = 120,
     base_layers: int | None = None,
     blob_ids: Mapping[str, str] | None = None,
+    tars_folder: Path | None = None,
 ) -> BuildResult:
     """Put `tag` together FROM `base_image` with the repository's models (all, or `models`) and
     the runtime's items, in at most `max_layers` layers: our layer tars and a config written
     here, loaded into the daemon with only the layers it lacks. `base_layers`: the base image's
     own layer count (default: looked up on the daemon). `blob_ids`: the git object id of each file
-    that holds exactly its committed content, by absolute path (a checkout built in place)."""
+    that holds exactly its committed content, by absolute path (a checkout built in place).
+    `tars_folder`: where the layer tars written are left, for an upload that follows (default: a
+    temporary folder, removed)."""
     client = client or docker_client()
     base = _local_image(client, base_image)
     base_ids = base.attrs["RootFS"]["Layers"]
@@ -94,13 +99,14 @@ def build_image(
     labels = labels or {}
     try:
         with tempfile.TemporaryDirectory(prefix="triton-release-layers-") as scratch:
-            tars = LayerTars(Path(scratch), cache_dir() / "layers", blob_ids)
+            tars = LayerTars(tars_folder or Path(scratch), cache_dir() / "layers", blob_ids)
             try:
                 built = _assemble(client, tag, base, base_ids, planned, tars, previous, labels)
             except StaleDigest:
                 tars.forget()
                 built = _assemble(client, tag, base, base_ids, planned, tars, previous, labels)
-            return replace(built, base_image=base_image)
+            kept = tuple((f"sha256:{digest}", path) for digest, path in tars.written().items()) if tars_folder else ()
+            return replace(built, base_image=base_image, tar_files=kept)
     except OSError as exc:
         if exc.errno != errno.ENOSPC:
             raise
@@ -144,7 +150,7 @@ def _load(
     image_id, sent = assemble(
         client, tag, config, diff_ids, len(base_ids), lambda diff_id: tars.tar(diff_id.split(":", 1)[1]), held
     )
-    return BuildResult(tag, image_id, base.id, tuple(layers), sent)
+    return BuildResult(tag, image_id, base.id, tuple(layers), sent, tuple(diff_ids))
 
 
 def _local_image(client: docker.DockerClient, image: str) -> Image:

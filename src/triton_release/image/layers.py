@@ -419,6 +419,10 @@ class LayerTars:
             self._paths[digest] = path
         return self._paths[digest]
 
+    def written(self) -> dict[str, Path]:
+        """The tars written so far: digest (sha256 hex) -> file."""
+        return dict(self._paths)
+
     def forget(self) -> None:
         """Remember no digest from now on (after a stale one)."""
         self.known = None

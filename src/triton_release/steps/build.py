@@ -137,13 +137,15 @@ def build(
     prepared: Prepared | None = None,
     extra_labels: dict[str, str] | None = None,
     blob_ids: Mapping[str, str] | None = None,
+    tars_folder: Path | None = None,
 ) -> ReleaseImage:
     """Inspect the base, choose the stub, resolve the environments (unless `prepared`), build as
     `image` says (a base image alone: its defaults), and prove the stub loads. `revision`: the
     commit built (default: the git HEAD around the model repository, if any). `extra_labels`: more
     labels for the image (a staged candidate's plan). `blob_ids`: files known to hold their
     committed content (`Export.blob_ids`). Its `warmup` "golden": the image's config copies get
-    model_warmup from the golden inputs (image/warmup.py)."""
+    model_warmup from the golden inputs (image/warmup.py). `tars_folder`: where the new layers'
+    tars are left (for the upload during the tests)."""
     from triton_release.image import environments as envs_in_image
     from triton_release.image import stub
     from triton_release.image.build import build_image
@@ -192,6 +194,7 @@ def build(
         max_layers=options.max_layers,
         base_layers=base.layers or None,
         blob_ids=blob_ids,
+        tars_folder=tars_folder,
     )
     stub.check_built(client, tag, install)
     return ReleaseImage(built, prepared, tuple(warnings), warmed)
