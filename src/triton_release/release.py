@@ -7,6 +7,9 @@ Two halves with a different answer to failure:
 - Once X.Y.Z is in the registry the release is published, and nothing is rolled back. The
   steps after it are idempotent: a rerun resumes the push of the same image, and a rerun that
   finds nothing new points the newest release's moving tags at it and applies `--keep`.
+- The new layers go up while the golden cases run (registry/upload.py), and no manifest names
+  them until the push, after every case passed: a refused release tags nothing, stops the upload
+  and says how many unreferenced blobs it left for the registry's garbage collection.
 - The evidence (evidence/) is attached right after the push, before any moving tag: a run that
   stops between the two leaves X.Y.Z without evidence and the channel where it was. The rerun of
   that commit finds nothing new, runs X.Y.Z's golden cases again against its digest, attaches
@@ -40,6 +43,7 @@ from triton_release.models.gates import NO_GATES, GateOptions
 from triton_release.models.repository import Repository
 from triton_release.registry import publish
 from triton_release.registry import rollback as channels
+from triton_release.registry.upload import BackgroundUpload
 from triton_release.session import Session
 from triton_release.settings import ImageOptions, PublishOptions, ServerOptions
 
@@ -165,6 +169,8 @@ def _release(request: ReleaseRequest, session: Session) -> None:
     # -- undone on failure, until X.Y.Z is in the registry ------------------------------------
     bumped = pushing = False
     run = None  # a change that only removes models has nothing to test
+    upload: BackgroundUpload | None = None  # the new layers sent while the tests run
+    tars = tempfile.TemporaryDirectory(prefix="triton-release-tars-")  # the new layers' tars, until pushed
     try:
         bump = session.step(
             "bump",
@@ -196,8 +202,13 @@ def _release(request: ReleaseRequest, session: Session) -> None:
                 prepared=prepared,
                 blob_ids=shipped.blob_ids,
                 extra_labels=planned.record_label(),
+                tars_folder=Path(tars.name) if request.push and repository is not None else None,
             )
             image = built.image_id
+            if request.push and repository is not None and version is not None:
+                upload = BackgroundUpload(
+                    repository, built.build.diff_ids, dict(built.build.tar_files), planned.released_before
+                ).start()
             if to_test:  # a change that only removes models has nothing to test
                 run = session.step(
                     "test",
@@ -240,7 +251,7 @@ def _release(request: ReleaseRequest, session: Session) -> None:
         assert repository is not None  # a push names its repository (the CLI and the action require it)
         pushing = True
         Journal.around(root).phase("pushing", version)
-        pushed = session.step("push", console.pushed, publish.push, image, repository, version)
+        pushed = session.step("push", console.pushed, publish.push, image, repository, version, upload=upload)
         if request.commit:
             Journal.around(root).phase("committing")
         else:
@@ -251,6 +262,8 @@ def _release(request: ReleaseRequest, session: Session) -> None:
         ):
             _undo_bump(session, root, planned)
         raise
+    finally:
+        _end_upload(session, upload, tars)
 
     # -- published: finished forward by a rerun, never rolled back -----------------------------
     # the evidence before the channel moves: an admission policy that wants it never sees the
@@ -297,6 +310,21 @@ def _maybe_published(error: BaseException, repository: RegistryRepository, versi
     if manifest_sent(error) is False:  # it stopped while layers went up: no tag can name them
         return False
     return publish.published(repository, version) is not False
+
+
+def _end_upload(session: Session, upload: BackgroundUpload | None, tars: tempfile.TemporaryDirectory) -> None:
+    """Stop the upload beside the tests (no thread outlives the run) and remove the layers' tars;
+    blobs it sent that no manifest names (a refused release) are said, the step "upload". A
+    failure here is a warning, never the error reported."""
+    try:
+        if upload is not None:
+            left = upload.stop()
+            if not left.referenced and left.blobs:
+                session.step("upload", session.console.unreferenced_blobs, lambda: left)
+    except Exception as exc:
+        session.console.warning(f"could not stop the upload beside the tests cleanly ({exc})")
+    finally:
+        tars.cleanup()
 
 
 def _undo_bump(session: Session, root: Path, planned: ChangesResult) -> None:

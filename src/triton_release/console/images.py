@@ -7,6 +7,7 @@ from typing import Any  # a step's result, typed where it is made, above the con
 
 from triton_release.console.core import ConsoleCore
 from triton_release.contract import KINDS
+from triton_release.progress import size
 
 
 class ImageLines(ConsoleCore):
@@ -39,6 +40,22 @@ class ImageLines(ConsoleCore):
         self.line(
             f"pushed {result.repository}:{result.version} ({result.digest}); {result.layers_uploaded} layers "
             f"uploaded, {result.layers_mounted + result.layers_present} already in the registry"
+        )
+        during = result.uploaded_during_tests
+        if result.pushed_by == "registry":
+            self.line(
+                f"its {during.blobs} new layers ({size(during.bytes)}) went up while the tests ran; "
+                "the manifest was written after they passed"
+            )
+        elif during is not None and during.missing and during.missing != "stopped":
+            self.line(
+                f"pushed through the Docker daemon, not with the blobs uploaded during the tests: {during.missing}"
+            )
+
+    def unreferenced_blobs(self, result: Any) -> None:
+        self.warning(
+            f"{result.blobs} blobs ({size(result.bytes)}) uploaded while the tests ran are named by no "
+            "manifest: nothing was tagged, and the registry's garbage collection removes them"
         )
 
     def evidence(self, result: Any) -> None:

@@ -1,8 +1,12 @@
 """Push under the immutable X.Y.Z, move the other tags, keep or prune releases, roll back.
 
-Layers go up through the Docker daemon (it uploads only the blobs the registry lacks, and
-writes the manifest last, so a tag never points at a partial image). Every other tag is a
-registry-side retag: a manifest PUT, no layer moves. The channel tag moves last.
+A release's layers go up while its golden cases run (registry/upload.py): the push then uploads
+the image's config and puts the manifest naming them under X.Y.Z, its digest the sha256 of the
+bytes it sent. When that upload could not make the whole image (a first release, a layer without
+a blob, an error), layers go up through the Docker daemon instead (it uploads only the blobs the
+registry lacks). Either way the manifest is written last, so a tag never points at a partial
+image. Every other tag is a registry-side retag: a manifest PUT, no layer moves. The channel tag
+moves last.
 """
 
 from __future__ import annotations
@@ -28,9 +32,12 @@ from triton_release.history.releases import parse_version, versions_in
 from triton_release.registry import ledger
 from triton_release.registry.client import RegistryRepository
 from triton_release.registry.rollback import rolled_back_since
+from triton_release.registry.upload import BackgroundUpload, Uploaded, image_manifest
 
 if TYPE_CHECKING:
     import docker
+
+    from triton_release.registry.client import Manifest
 
 
 class AlreadyReleased(Refused):
@@ -53,6 +60,8 @@ class PushResult:
     layers_uploaded: int  # sent to the registry
     layers_mounted: int  # already in the registry under another repository: linked, not sent
     layers_present: int  # already in this repository
+    pushed_by: str = "daemon"  # "registry": its layers went up during the tests, the manifest written here
+    uploaded_during_tests: Uploaded | None = None  # what the upload beside the tests did, when one ran
 
     def to_json(self) -> dict:
         return {
@@ -63,6 +72,8 @@ class PushResult:
             "layers_uploaded": self.layers_uploaded,
             "layers_mounted": self.layers_mounted,
             "layers_already_present": self.layers_present,
+            "pushed_by": self.pushed_by,
+            "uploaded_during_tests": self.uploaded_during_tests.to_json() if self.uploaded_during_tests else None,
         }
 
     def facts(self) -> dict:
@@ -100,16 +111,23 @@ class Tagged:
 
 
 def push(
-    image: str, registry: RegistryRepository, version: str, *, client: docker.DockerClient | None = None
+    image: str,
+    registry: RegistryRepository,
+    version: str,
+    *,
+    client: docker.DockerClient | None = None,
+    upload: BackgroundUpload | None = None,
 ) -> PushResult:
-    """Push the local `image` as X.Y.Z through the Docker daemon (`client`, default the one at
-    DOCKER_HOST); an X.Y.Z of other contents is refused before any upload, the same image pushed
-    before (an interrupted run) is resumed.
+    """Push the local `image` as X.Y.Z: with `upload` (its layers sent during the tests) by
+    uploading its config and putting its manifest, else (or when the upload lacks a layer) through
+    the Docker daemon (`client`, default the one at DOCKER_HOST); an X.Y.Z of other contents is
+    refused before any upload, the same image pushed before (an interrupted run) is resumed.
 
     A registry has no conditional PUT: two releases racing for X.Y.Z can both write it, the last
     write winning. So once the push is done X.Y.Z is read back, and unless it is the manifest this
-    push wrote (its digest, as the daemon computed it) the release is refused: another one won,
-    and since the caller moves the other tags only after this returns, none of them moves."""
+    push wrote (its digest: of the bytes sent, or as the daemon computed it) the release is
+    refused: another one won, and since the caller moves the other tags only after this returns,
+    none of them moves."""
     import docker
 
     from triton_release.image.engine import docker_client
@@ -120,8 +138,12 @@ def push(
         local = client.images.get(image)
     except docker.errors.ImageNotFound:
         raise UsageError(f"{image}: no such image on this Docker host; build it with `triton-release build`.") from None
-    existing = registry.digest(version)
-    ours = pushed_digests(local, registry)
+    written, config = _our_manifest(local, upload)  # None: through the daemon
+    there = registry.manifest(version)
+    existing = there.digest if there is not None else None
+    ours = pushed_digests(local, registry) | ({written.digest} if written is not None else set())
+    if there is not None and there.config_digest == local.id:  # this very image, however it went up
+        ours.add(there.digest)
     if existing is not None and existing not in ours:
         raise AlreadyReleased(f"""
             {registry}:{version} already exists, and released versions are immutable: nothing was pushed.
@@ -130,7 +152,12 @@ def push(
         local.tag(str(registry), version)
         # the build entered before its manifest is put: a run stopped in between is still proven ours
         ledger.intend(registry, version, str(local.labels.get(REVISION_LABEL) or ""), local.id)
-        uploaded, mounted, present, pushed = daemon_push(client, registry, version)
+        if written is not None and upload is not None and _config_sent(upload, config):
+            uploaded, mounted, present = upload.sent, 0, upload.reused
+            pushed = registry.put_manifest(version, written)
+            upload.referenced = True
+        else:
+            uploaded, mounted, present, pushed = daemon_push(client, registry, version)
         if not pushed:  # a daemon that did not say: what it recorded for the image
             local.reload()
             found = pushed_digests(local, registry)
@@ -152,7 +179,39 @@ def push(
             release won the race for {version}, and no other tag was moved. Run the release again: it
             releases the next version.""")
     ledger.enter(registry, version, local.labels, local.id, digest)  # X.Y.Z is ours: issued, never again
-    return PushResult(str(registry), version, digest, uploaded, mounted, present)
+    by = "resumed" if existing is not None else "registry" if upload is not None and upload.referenced else "daemon"
+    return PushResult(
+        str(registry), version, digest, uploaded, mounted, present, by, upload.result() if upload else None
+    )
+
+
+def _our_manifest(local: docker.models.images.Image, upload: BackgroundUpload | None) -> tuple[Manifest | None, bytes]:
+    """The manifest of `local` naming the blobs `upload` sent during the tests (waiting for it to
+    end), and its config; None when the push must go through the daemon (no upload, a layer
+    without a blob, the image's config not kept here: the reason kept in the upload's result)."""
+    from triton_release.image.assemble import config_of
+
+    if upload is None:
+        return None, b""
+    layers = upload.layers(local.attrs["RootFS"]["Layers"])
+    if layers is None:
+        return None, b""
+    config = config_of(local.id)
+    if config is None:
+        upload.missing = "the image's config was not put together on this machine"
+        return None, b""
+    return image_manifest(config, layers), config
+
+
+def _config_sent(upload: BackgroundUpload, config: bytes) -> bool:
+    """Upload the image's config (the release's labels: after the tests); False, the reason kept,
+    when that failed: the daemon pushes instead."""
+    try:
+        upload.registry.put_blob(config)
+    except (InfrastructureError, Refused) as exc:
+        upload.missing = f"the config's upload failed: {exc}"
+        return False
+    return True
 
 
 def published(registry: RegistryRepository, version: str) -> bool | None:

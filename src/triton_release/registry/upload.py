@@ -1,0 +1,228 @@
+"""The release's blobs uploaded while its golden cases run, and the manifest that names them.
+
+A blob no manifest names is invisible: no tag, no pull can reach it. So once the image is built,
+a background thread sends the registry the layers it lacks, while the server tests, and nothing
+is tagged: only after every golden case passed does the push upload the config (the image's
+labels may change after the tests) and put the manifest under X.Y.Z.
+
+- A new layer goes up as our own gzip of its tar (zlib level 1, no timestamp: the same tar gives
+  the same blob), streamed, its digest and size computed as it goes.
+- An unchanged layer (the base's included) is the blob the previous release's manifest names for
+  its diff id (that manifest's config lists them, in order): reused when the repository still
+  holds it. So is a layer uploaded before from this machine (a descriptor kept in the cache).
+- When a layer has neither (a first release, a layer the daemon already held so no tar was
+  written), or anything fails, the push goes through the Docker daemon instead, as without the
+  overlap: correct first, fast second.
+
+A release refused after the upload began stops the thread; the blobs it sent stay unreferenced
+until the registry's garbage collection removes them, and the run says so.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import zlib
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from triton_release.cache import cache_dir
+from triton_release.contract import parse_digest
+from triton_release.files import write_atomic
+from triton_release.registry.client import Manifest, RegistryRepository
+from triton_release.signals import shielded
+
+SCHEMA2 = "application/vnd.docker.distribution.manifest.v2+json"  # what `docker push` writes
+CONFIG_TYPE = "application/vnd.docker.container.image.v1+json"
+GZIP_LAYER = "application/vnd.docker.image.rootfs.diff.tar.gzip"
+CHUNK = 1 << 20  # bytes read from a tar at a time
+UPLOAD_DEADLINE = 6 * 3600.0  # seconds for one blob's answer: a 512 MiB layer on a slow link
+STOP_WAIT = 30.0  # seconds a stopped upload has to end its request in flight
+
+
+@dataclass(frozen=True)
+class Descriptor:
+    """A blob of a manifest: its media type, digest and size."""
+
+    media_type: str
+    digest: str
+    size: int
+
+    def to_json(self) -> dict:
+        return {"mediaType": self.media_type, "size": self.size, "digest": self.digest}
+
+
+def previous_descriptors(manifest: Manifest, config: Mapping) -> dict[str, Descriptor]:
+    """Diff id -> the compressed blob that a docker schema2 `manifest` names for it (its `config`'s
+    rootfs.diff_ids, in order, beside its layers). Empty for any other kind of manifest, or one
+    whose layers and diff ids do not pair up."""
+    if manifest.media_type != SCHEMA2:
+        return {}
+    try:
+        layers = manifest.layers
+        diff_ids = list((config.get("rootfs") or {}).get("diff_ids") or [])
+    except (ValueError, AttributeError):
+        return {}
+    if not layers or len(layers) != len(diff_ids):
+        return {}
+    found = {}
+    for diff_id, layer in zip(diff_ids, layers):
+        if not isinstance(layer, dict) or layer.get("mediaType") != GZIP_LAYER:
+            continue
+        digest, size = str(layer.get("digest", "")), layer.get("size")
+        if parse_digest(digest) is not None and isinstance(size, int) and size > 0:
+            found[str(diff_id)] = Descriptor(GZIP_LAYER, digest, size)
+    return found
+
+
+def image_manifest(config: bytes, layers: Sequence[Descriptor]) -> Manifest:
+    """The docker schema2 manifest of the image whose config is `config` and whose layers are
+    `layers`, in order; its digest is the sha256 of these bytes."""
+    from triton_release.registry.client import content_digest
+
+    body = {
+        "schemaVersion": 2,
+        "mediaType": SCHEMA2,
+        "config": Descriptor(CONFIG_TYPE, content_digest(config), len(config)).to_json(),
+        "layers": [layer.to_json() for layer in layers],
+    }
+    return Manifest.of(SCHEMA2, json.dumps(body, indent=3).encode())
+
+
+class Stopped(Exception):
+    """The upload was stopped (a refused release, a signal)."""
+
+
+def gzip_chunks(tar: Path, stop: threading.Event | None = None) -> Iterator[bytes]:
+    """The gzip of the file `tar`, a chunk at a time (zlib level 1, mtime 0: deterministic); stops
+    with `Stopped` once `stop` is set."""
+    packer = zlib.compressobj(1, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+    with open(tar, "rb") as handle:
+        while chunk := handle.read(CHUNK):
+            if stop is not None and stop.is_set():
+                raise Stopped("the upload was stopped")
+            if packed := packer.compress(chunk):
+                yield packed
+    yield packer.flush()
+
+
+def _known_file(diff_id: str) -> Path:
+    return cache_dir() / "blobs" / (diff_id.split(":", 1)[-1] + ".json")
+
+
+def known_descriptor(diff_id: str) -> Descriptor | None:
+    """The gzip blob uploaded from this machine before for the layer `diff_id`, if kept."""
+    try:
+        data = json.loads(_known_file(diff_id).read_text(encoding="utf-8"))
+        found = Descriptor(GZIP_LAYER, str(data["digest"]), int(data["size"]))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return found if parse_digest(found.digest) is not None and found.size > 0 else None
+
+
+def remember_descriptor(diff_id: str, descriptor: Descriptor) -> None:
+    write_atomic(_known_file(diff_id), json.dumps({"digest": descriptor.digest, "size": descriptor.size}))
+
+
+@dataclass(frozen=True)
+class Uploaded:
+    """What the upload during the tests did: blobs sent (and their bytes, compressed), blobs the
+    repository already held (reused), and why its blobs cannot make the manifest, if they cannot."""
+
+    blobs: int
+    bytes: int
+    reused: int
+    missing: str = ""  # why the push goes through the daemon instead; "" when every layer is up
+    referenced: bool = False  # whether a manifest (X.Y.Z) names them
+
+    def to_json(self) -> dict:
+        return {
+            "blobs_uploaded": self.blobs,
+            "bytes_uploaded": self.bytes,
+            "blobs_reused": self.reused,
+            "referenced": self.referenced,
+            "not_used_because": self.missing or None,
+        }
+
+
+class BackgroundUpload:
+    """The upload of an image's layers to `registry` in a thread, started by `start()`; the push
+    takes its layers with `layers()` (waiting for it), a refused release stops it with `stop()`.
+    `tars`: diff id -> the tar of each layer written by the build (the new ones); `previous`: the
+    release before, X.Y.Z, whose blobs are reused."""
+
+    def __init__(
+        self,
+        registry: RegistryRepository,
+        diff_ids: Sequence[str],
+        tars: Mapping[str, Path],
+        previous: str | None,
+    ) -> None:
+        # a client of its own: a session is not shared between threads
+        self.registry = RegistryRepository(registry.host, registry.name, registry.credentials)
+        self.registry.deadline = UPLOAD_DEADLINE
+        self.diff_ids, self.tars, self.previous = list(diff_ids), dict(tars), previous
+        self.descriptors: dict[str, Descriptor] = {}
+        self.sent = self.sent_bytes = self.reused = 0
+        self.missing = ""
+        self.referenced = False
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="triton-release-upload", daemon=True)
+
+    def start(self) -> BackgroundUpload:
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        try:
+            self._upload()
+        except BaseException as exc:  # said in the report; the push goes through the daemon
+            self.missing = "stopped" if self._stop.is_set() else f"the upload failed: {exc}".strip()
+
+    def _upload(self) -> None:
+        known: dict[str, Descriptor] = {}
+        if self.previous:
+            manifest = self.registry.manifest(self.previous)
+            if manifest is not None and manifest.media_type == SCHEMA2:
+                known = previous_descriptors(manifest, self.registry.image_config(self.previous))
+        for diff_id in dict.fromkeys(self.diff_ids):
+            if self._stop.is_set():
+                self.missing = "stopped"
+                return
+            found = known.get(diff_id) or known_descriptor(diff_id)
+            if found is not None and self.registry.has_blob(found.digest):
+                self.descriptors[diff_id] = found
+                self.reused += 1
+                continue
+            tar = self.tars.get(diff_id)
+            if tar is None:
+                self.missing = f"layer {diff_id[:19]} is neither in the registry nor written by this build"
+                return
+            digest, size = self.registry.stream_blob(gzip_chunks(tar, self._stop))
+            self.descriptors[diff_id] = found = Descriptor(GZIP_LAYER, digest, size)
+            self.sent += 1
+            self.sent_bytes += size
+            remember_descriptor(diff_id, found)
+
+    def result(self) -> Uploaded:
+        return Uploaded(self.sent, self.sent_bytes, self.reused, self.missing, self.referenced)
+
+    def layers(self, diff_ids: Sequence[str]) -> list[Descriptor] | None:
+        """The blobs of the layers `diff_ids`, once the upload is done (waiting for it); None when
+        one is missing (then `result().missing` says why)."""
+        while self._thread.is_alive():
+            self._thread.join(1.0)  # a signal is raised here, between two waits
+        if list(diff_ids) != self.diff_ids and not self.missing:
+            self.missing = "the image pushed has other layers than the one uploaded"
+        if self.missing:
+            return None
+        return [self.descriptors[diff_id] for diff_id in diff_ids]
+
+    def stop(self) -> Uploaded:
+        """Stop the upload (its current chunk ends its request) and wait for the thread to end."""
+        self._stop.set()
+        with shielded():
+            if self._thread.ident is not None:
+                self._thread.join(STOP_WAIT)
+        return self.result()

@@ -1,0 +1,231 @@
+"""The upload beside the tests, without Docker: the previous release's blobs mapped to diff ids,
+our manifest's bytes, our gzip, and when the push must fall back to the Docker daemon."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import threading
+
+import pytest
+
+from support.registries import FakeRegistry
+from triton_release import cache
+from triton_release.image.assemble import config_of, remember_config
+from triton_release.registry import publish
+from triton_release.registry.client import Manifest, RegistryRepository
+from triton_release.registry.upload import (
+    CONFIG_TYPE,
+    GZIP_LAYER,
+    SCHEMA2,
+    BackgroundUpload,
+    Descriptor,
+    Stopped,
+    gzip_chunks,
+    image_manifest,
+    known_descriptor,
+    previous_descriptors,
+)
+
+OCI = "application/vnd.oci.image.manifest.v1+json"
+
+
+def sha(data: bytes) -> str:
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def docker_manifest(layers: list[dict], media_type: str = SCHEMA2) -> Manifest:
+    body = {"schemaVersion": 2, "mediaType": media_type, "config": {}, "layers": layers}
+    return Manifest.of(media_type, json.dumps(body).encode())
+
+
+def layer(n: int, media_type: str = GZIP_LAYER) -> dict:
+    return {"mediaType": media_type, "size": 100 + n, "digest": "sha256:" + f"{n}" * 64}
+
+
+@pytest.fixture(autouse=True)
+def own_cache(tmp_path, monkeypatch):
+    monkeypatch.setattr(cache, "_root", tmp_path / "cache")
+
+
+def test_the_previous_releases_blobs_are_paired_with_its_configs_diff_ids_in_order():
+    manifest = docker_manifest([layer(1), layer(2)])
+    found = previous_descriptors(manifest, {"rootfs": {"diff_ids": ["sha256:" + "a" * 64, "sha256:" + "b" * 64]}})
+    assert found == {
+        "sha256:" + "a" * 64: Descriptor(GZIP_LAYER, "sha256:" + "1" * 64, 101),
+        "sha256:" + "b" * 64: Descriptor(GZIP_LAYER, "sha256:" + "2" * 64, 102),
+    }
+
+
+@pytest.mark.parametrize(
+    ("manifest", "diff_ids"),
+    [
+        (docker_manifest([layer(1)], OCI), ["sha256:" + "a" * 64]),  # not what docker push writes
+        (docker_manifest([layer(1), layer(2)]), ["sha256:" + "a" * 64]),  # layers and diff ids do not pair
+        (docker_manifest([]), []),
+    ],
+)
+def test_a_manifest_that_does_not_pair_up_gives_no_blob(manifest, diff_ids):
+    assert previous_descriptors(manifest, {"rootfs": {"diff_ids": diff_ids}}) == {}
+
+
+def test_a_layer_of_another_media_type_is_not_reused():
+    manifest = docker_manifest([layer(1, "application/vnd.docker.image.rootfs.foreign.diff.tar.gzip"), layer(2)])
+    found = previous_descriptors(manifest, {"rootfs": {"diff_ids": ["sha256:" + "a" * 64, "sha256:" + "b" * 64]}})
+    assert list(found) == ["sha256:" + "b" * 64]
+
+
+def test_our_manifest_is_docker_schema2_naming_the_config_by_its_sha256_and_the_layers_in_order():
+    config = b'{"architecture":"amd64"}'
+    layers = [Descriptor(GZIP_LAYER, "sha256:" + "1" * 64, 10), Descriptor(GZIP_LAYER, "sha256:" + "2" * 64, 20)]
+    manifest = image_manifest(config, layers)
+    body = json.loads(manifest.body)
+    assert manifest.media_type == body["mediaType"] == SCHEMA2 and body["schemaVersion"] == 2
+    assert body["config"] == {"mediaType": CONFIG_TYPE, "size": len(config), "digest": sha(config)}
+    assert [entry["digest"] for entry in body["layers"]] == [d.digest for d in layers]
+    assert all(entry["mediaType"] == GZIP_LAYER for entry in body["layers"])
+    assert manifest.digest == sha(manifest.body) and manifest.config_digest == sha(config)
+    assert image_manifest(config, layers).body == manifest.body  # the same inputs, the same digest
+
+
+def test_our_gzip_is_the_tar_once_unpacked_and_the_same_bytes_every_time(tmp_path):
+    tar = tmp_path / "layer.tar"
+    tar.write_bytes(bytes(range(256)) * 20000)
+    packed = b"".join(gzip_chunks(tar))
+    assert gzip.decompress(packed) == tar.read_bytes()
+    assert b"".join(gzip_chunks(tar)) == packed
+
+
+def test_a_stopped_gzip_stops_between_chunks(tmp_path):
+    tar = tmp_path / "layer.tar"
+    tar.write_bytes(b"x" * (3 << 20))
+    stop = threading.Event()
+    chunks = gzip_chunks(tar, stop)
+    stop.set()
+    with pytest.raises(Stopped):
+        next(chunks)
+
+
+class BlobStore:
+    """What a registry does with blobs, for FakeRegistry's hook: HEAD, POST, a chunked PATCH, the
+    closing PUT checked against its digest."""
+
+    def __init__(self) -> None:
+        self.blobs: dict[str, bytes] = {}
+        self.partial = b""
+
+    def __call__(self, handler) -> bool:
+        path = handler.path.split("?", 1)[0]
+        if "/blobs/" not in path:
+            return False
+        if handler.command == "HEAD":
+            handler._send(200 if path.rsplit("/", 1)[1] in self.blobs else 404)
+        elif handler.command == "POST":
+            self.partial = b""
+            handler._send(202, None, {"Location": path + "session-1"})
+        elif handler.command == "PATCH":
+            self.partial += read_chunked(handler)
+            handler._send(202, None, {"Location": path})
+        elif handler.command == "PUT":
+            digest = handler.path.split("digest=", 1)[1].replace("%3A", ":")
+            body = self.partial + handler.rfile.read(int(handler.headers.get("Content-Length") or 0))
+            if sha(body) != digest:
+                handler._send(400, {"errors": [{"code": "DIGEST_INVALID"}]})
+            else:
+                self.blobs[digest] = body
+                handler._send(201)
+        return True
+
+
+def read_chunked(handler) -> bytes:
+    data = b""
+    if handler.headers.get("Transfer-Encoding", "").lower() != "chunked":
+        return handler.rfile.read(int(handler.headers.get("Content-Length") or 0))
+    while size := int(handler.rfile.readline().split(b";")[0].strip() or b"0", 16):
+        data += handler.rfile.read(size)
+        handler.rfile.readline()
+    handler.rfile.readline()
+    return data
+
+
+def test_new_layers_are_streamed_as_gzip_and_a_blob_known_from_before_is_reused(tmp_path):
+    tar = tmp_path / "a.tar"
+    tar.write_bytes(b"model a, version 2" * 100000)
+    diff_id = sha(tar.read_bytes())
+    store = BlobStore()
+    with FakeRegistry(auth=False, tags=(), hook=store) as fake:
+        registry = RegistryRepository.parse(f"{fake.address}/team/models")
+        upload = BackgroundUpload(registry, [diff_id], {diff_id: tar}, None).start()
+        layers = upload.layers([diff_id])
+        assert layers is not None and upload.result().blobs == 1, upload.result()
+        assert gzip.decompress(store.blobs[layers[0].digest]) == tar.read_bytes()
+        assert layers[0].size == len(store.blobs[layers[0].digest])
+        assert known_descriptor(diff_id) == layers[0]
+        # the next build of the same layer (a rerun: no tar written, the daemon held it) reuses it
+        again = BackgroundUpload(registry, [diff_id], {}, None).start()
+        assert again.layers([diff_id]) == layers and again.result().reused == 1 and again.result().blobs == 0
+
+
+def test_a_layer_with_neither_a_blob_nor_a_tar_sends_the_push_through_the_daemon():
+    registry = RegistryRepository.parse("127.0.0.1:9/team/models")  # never asked
+    upload = BackgroundUpload(registry, ["sha256:" + "a" * 64], {}, None).start()
+    assert upload.layers(["sha256:" + "a" * 64]) is None
+    assert "neither in the registry nor written by this build" in upload.result().missing
+
+
+def test_an_upload_error_sends_the_push_through_the_daemon(tmp_path):
+    tar = tmp_path / "a.tar"
+    tar.write_bytes(b"a")
+    with FakeRegistry(status=500) as fake:
+        registry = RegistryRepository.parse(f"{fake.address}/team/models")
+        diff_id = sha(b"a")
+        upload = BackgroundUpload(registry, [diff_id], {diff_id: tar}, None)
+        upload.registry.deadline = 5.0
+        upload.start()
+        assert upload.layers([diff_id]) is None
+        assert upload.result().missing.startswith("the upload failed")
+
+
+def test_an_image_with_other_layers_than_the_upload_is_pushed_by_the_daemon():
+    upload = BackgroundUpload(RegistryRepository.parse("127.0.0.1:9/team/models"), [], {}, None).start()
+    assert upload.layers(["sha256:" + "a" * 64]) is None
+    assert "other layers" in upload.result().missing
+
+
+class LocalImage:
+    """What push reads of a local image: its id and layers (a docker Image's attributes)."""
+
+    def __init__(self, config: bytes) -> None:
+        self.id = sha(config)
+        self.attrs = {"RootFS": {"Layers": json.loads(config)["rootfs"]["diff_ids"]}}
+
+
+def test_the_manifest_is_written_only_with_the_images_own_config_kept_here(tmp_path):
+    config = json.dumps({"rootfs": {"diff_ids": []}, "config": {"Labels": {"a": "b"}}}).encode()
+    upload = BackgroundUpload(RegistryRepository.parse("127.0.0.1:9/team/models"), [], {}, None).start()
+    written, _ = publish._our_manifest(LocalImage(config), upload)  # never put together here
+    assert written is None and "config" in upload.result().missing
+    remember_config(config)
+    assert config_of(sha(config)) == config
+    upload = BackgroundUpload(RegistryRepository.parse("127.0.0.1:9/team/models"), [], {}, None).start()
+    written, sent = publish._our_manifest(LocalImage(config), upload)
+    assert written is not None and sent == config and written.config_digest == sha(config)
+
+
+def test_a_kept_config_that_does_not_match_its_id_is_not_used():
+    config = b'{"rootfs":{"diff_ids":[]}}'
+    remember_config(config)
+    (cache.cache_dir() / "configs" / (sha(config)[7:] + ".json")).write_bytes(b'{"tampered":1}')
+    assert config_of(sha(config)) is None
+
+
+def test_no_upload_means_the_daemon_pushes():
+    assert publish._our_manifest(LocalImage(b'{"rootfs":{"diff_ids":[]}}'), None) == (None, b"")
+
+
+def test_a_stopped_upload_ends_its_thread_and_says_its_blobs_are_unreferenced():
+    upload = BackgroundUpload(RegistryRepository.parse("127.0.0.1:9/team/models"), [], {}, None).start()
+    left = upload.stop()
+    assert not upload._thread.is_alive() and left.referenced is False
+    assert left.to_json()["referenced"] is False
