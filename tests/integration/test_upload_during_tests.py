@@ -1,0 +1,105 @@
+"""The new layers uploaded while the golden cases run, on the real stack: the image the registry
+serves is the one tested (its id, its layers' diff ids), X.Y.Z appears only after the tests
+passed, and a refused release leaves no tag and says what it left unreferenced."""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import hashlib
+import json
+
+import docker
+import pytest
+
+from support.models import python_model_files
+from triton_release import steps
+from triton_release.registry import upload as uploads
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def watched(monkeypatch, releaser):
+    """The test step observed: the registry's tags when it ends, and the upload beside it, whose
+    thread is waited for before the cases run (so the upload surely happened during the tests)."""
+    seen: dict = {"tags": [], "uploads": []}
+    start, test = uploads.BackgroundUpload.start, steps.test
+
+    def start_and_keep(self):
+        seen["uploads"].append(self)
+        return start(self)
+
+    def test_watched(*args, **kwargs):
+        for upload in seen["uploads"]:
+            upload._thread.join()
+        try:
+            return test(*args, **kwargs)
+        finally:
+            seen["tags"].append(releaser.registry.tags())
+
+    monkeypatch.setattr(uploads.BackgroundUpload, "start", start_and_keep)
+    monkeypatch.setattr(steps, "test", test_watched)
+    return seen
+
+
+@pytest.fixture
+def released_once(git_repo, releaser, docker_client):
+    """Two models released as 1.0.0 (a first release: through the daemon, nothing to reuse)."""
+    git_repo.write({**python_model_files("a"), **python_model_files("b")})
+    git_repo.commit("two models")
+    report = releaser()
+    assert report["steps"]["push"]["pushed_by"] == "daemon"
+    yield git_repo
+    for version in ("1.0.0", "1.1.0"):
+        with contextlib.suppress(docker.errors.ImageNotFound):  # a tag this test did not make
+            docker_client.images.remove(f"{releaser.target}:{version}", force=True)
+
+
+def test_a_one_model_change_goes_up_during_the_tests_and_pulls_back_as_the_tested_image(
+    released_once, releaser, watched, docker_client
+):
+    git_repo = released_once
+    model_py = git_repo.models / "a" / "1" / "model.py"
+    model_py.write_text(model_py.read_text().replace("x + 1", "x + 1.0"))
+    git_repo.commit("a: same answer, new code")
+    before = releaser.registry.tags()
+    report = releaser()
+    push = report["steps"]["push"]
+    assert report["version"] == "1.1.0" and push["pushed_by"] == "registry", push
+    during = push["uploaded_during_tests"]
+    assert during["referenced"] is True and during["blobs_uploaded"] >= 1 and during["bytes_uploaded"] > 0
+    assert during["blobs_reused"] >= 1  # the base's layers and b: the previous release's blobs
+    assert watched["tags"] == [before]  # nothing tagged while the golden cases ran
+    repo = releaser.registry
+    assert push["digest"] == repo.digest("1.1.0") == report["digest"]
+    manifest = repo.manifest("1.1.0")
+    assert manifest is not None and manifest.media_type == uploads.SCHEMA2
+    local = docker_client.images.get(f"{releaser.target}:candidate")
+    assert manifest.config_digest == local.id
+    config = repo.image_config("1.1.0")
+    assert config["rootfs"]["diff_ids"] == local.attrs["RootFS"]["Layers"]
+    new = json.loads(manifest.body)["layers"][-during["blobs_uploaded"] :]
+    for layer, diff_id in zip(new, config["rootfs"]["diff_ids"][-len(new) :]):  # our gzip: the tar unpacked
+        assert "sha256:" + hashlib.sha256(gzip.decompress(repo.blob(layer["digest"]))).hexdigest() == diff_id
+    docker_client.images.remove(f"{releaser.target}:1.1.0", force=True)
+    pulled = docker_client.images.pull(releaser.target, tag="1.1.0")
+    assert pulled.id == local.id
+
+
+def test_a_release_refused_by_a_golden_case_after_the_upload_tags_nothing_and_says_so(
+    released_once, releaser, watched, capsys
+):
+    git_repo = released_once
+    model_py = git_repo.models / "a" / "1" / "model.py"
+    model_py.write_text(model_py.read_text().replace("x + 1", "x + 2"))  # the golden case now fails
+    git_repo.commit("a: a wrong answer")
+    before = releaser.registry.tags()
+    report = releaser(code=1)
+    assert report["released"] is not True and report["steps"]["test"]["ok"] is False, report["error"]
+    assert releaser.registry.tags() == before and watched["tags"] == [before]
+    left = report["steps"]["upload"]
+    assert left["referenced"] is False and left["blobs_uploaded"] >= 1 and left["bytes_uploaded"] > 0
+    out = capsys.readouterr()
+    assert "named by no manifest" in out.out + out.err
+    assert all(not upload._thread.is_alive() for upload in watched["uploads"])
