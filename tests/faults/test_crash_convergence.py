@@ -69,10 +69,22 @@ def run_until(ws: Workspace, trigger, *, sig: int = signal.SIGKILL, delay: float
     return code, "".join(lines), sent.is_set()
 
 
+@pytest.fixture(scope="module")
+def released_once(docker_client, tmp_path_factory):
+    """Two models released once as 1.0.0, for every test here to branch from."""
+    root = tmp_path_factory.mktemp("crash-template") / "work"
+    ws = Workspace(root, f"{REGISTRY}/triton-release-faults/crash-{uuid.uuid4().hex[:10]}", docker_client)
+    yield ws
+    with contextlib.suppress(Exception):
+        docker_client.images.remove(f"{ws.image}:candidate", force=True)
+
+
 @pytest.fixture
-def fresh(docker_client, tmp_path):
-    """A workspace of its own, released once as 1.0.0 into a registry repository of its own."""
-    ws = Workspace(tmp_path / "work", f"{REGISTRY}/triton-release-faults/crash-{uuid.uuid4().hex[:10]}", docker_client)
+def fresh(docker_client, tmp_path, released_once):
+    """A workspace of its own with 1.0.0 released into a registry repository of its own: a copy of
+    `released_once`'s checkout and releases, as that release would have left them here."""
+    image = f"{REGISTRY}/triton-release-faults/crash-{uuid.uuid4().hex[:10]}"
+    ws = Workspace(tmp_path / "work", image, docker_client, branched_from=released_once)
     yield ws
     for tag in ("candidate",):
         with contextlib.suppress(Exception):

@@ -21,6 +21,7 @@ from pathlib import Path
 import requests
 
 from support.stack import BASE_IMAGE, REGISTRY
+from triton_release.registry.client import Manifest, RegistryRepository
 
 
 @dataclass(frozen=True)
@@ -348,3 +349,31 @@ class _Forward(BaseHTTPRequestHandler):
             self.wfile.write(answer_body)
 
     do_GET = do_HEAD = do_PUT = do_POST = do_PATCH = do_DELETE = _forward
+
+
+def copy_repository(source: RegistryRepository, target: RegistryRepository) -> None:
+    """Every tag of `source` (a repository of the local, password-free registry) in `target` of the
+    same registry, by the same manifests byte for byte: the blobs are mounted, not sent. A test
+    branches from another's releases without making them again; nothing in a release names its
+    repository, so the copy is the history a release in `target` would have left."""
+    for tag in source.tags():
+        manifest = source.manifest(tag)
+        assert manifest is not None, f"{source}:{tag} is listed but gone"
+        _copy_contents(source, target, manifest)
+        target.put_manifest(tag, manifest)
+
+
+def _copy_contents(source: RegistryRepository, target: RegistryRepository, manifest: Manifest) -> None:
+    body = json.loads(manifest.body)
+    for child in body.get("manifests") or []:  # an index: its manifests first, by digest
+        found = source.manifest(child["digest"])
+        assert found is not None, f"{source}@{child['digest']} is named by an index but gone"
+        _copy_contents(source, target, found)
+        target.put_manifest(child["digest"], found)
+    for blob in [body["config"], *body.get("layers", [])] if "config" in body else []:
+        mounted = requests.post(
+            f"http://{target.host}/v2/{target.name}/blobs/uploads/",
+            params={"mount": blob["digest"], "from": source.name},
+            timeout=60,
+        )
+        assert mounted.status_code == 201, (blob["digest"], mounted.status_code, mounted.text[:200])

@@ -6,12 +6,14 @@ nothing half-done."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
 from support.git import GitRepo
 from support.models import python_model_files
+from support.registries import copy_repository
 from support.reports import read_report
 from support.stack import BASE_IMAGE, PROBES, SERVERS
 from support.tool import tool_command
@@ -38,12 +40,22 @@ class State:
 
 
 class Workspace:
-    def __init__(self, root: Path, image: str, docker_client) -> None:
+    """Two models, released as 1.0.0 to `image`; or, `branched_from` another workspace, a copy of its
+    checkout and of its registry repository's releases (support/registries.copy_repository), as if
+    the same release had been made here, without making it again."""
+
+    def __init__(self, root: Path, image: str, docker_client, branched_from: Workspace | None = None) -> None:
+        if branched_from is not None:
+            shutil.copytree(branched_from.root, root, symlinks=True)
         self.git_repo = GitRepo(root)
         self.root, self.models = root, root / "model_repository"
         self.image = image
         self.registry = RegistryRepository.parse(image)
         self.docker = docker_client
+        if branched_from is not None:
+            copy_repository(branched_from.registry, self.registry)
+            self.released = branched_from.released
+            return
         self.git_repo.write({**python_model_files("a"), **python_model_files("b")})
         self.released = self.git_repo.commit("two models")
         outcome = self.release()
