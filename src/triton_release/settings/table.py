@@ -117,7 +117,7 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting(
         "latency_rounds",
-        4,
+        6,
         "the most perf_analyzer rounds per version in the latency comparison, alternating N, N+1, "
         "N+1, N, ...; with a bound they stop after 2 or more once the verdict is clear: more rounds "
         "decide closer calls and take longer",
@@ -125,9 +125,9 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting(
         "latency_interval",
-        300,
+        100,
         "milliseconds of one perf_analyzer measurement window (a round is three; "
-        "longer for a model too slow for 90 requests in a round)",
+        "longer for a model too slow for 30 requests in a round)",
         milliseconds,
     ),
     Setting(

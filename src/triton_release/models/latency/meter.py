@@ -43,12 +43,12 @@ if TYPE_CHECKING:
     from triton_release.models.inference import CaseResult
     from triton_release.settings.options import Settings
 
-DEFAULT_ROUNDS = 4  # pairs at most: each version measured at most this many times (at least MIN_PAIRS)
-DEFAULT_INTERVAL_MS = 300  # one perf_analyzer window; a round is WINDOWS of them
-WINDOWS = 3  # measurement windows per counted round
-WARMUP_MS = 100  # a warm-up round: one window of this (longer for a slow model)
+DEFAULT_ROUNDS = 6  # pairs at most: each version measured at most this many times (at least MIN_PAIRS)
+DEFAULT_INTERVAL_MS = 100  # one perf_analyzer window; a round is WINDOWS of them
+WINDOWS = 3  # measurement windows per round: the fewest perf_analyzer gives figures for
+WARMUP_MS = 50  # a warm-up round's windows (longer for a slow model)
 MAX_INTERVAL_MS = 10_000
-REQUESTS_PER_ROUND = 90  # a slow model's windows are made long enough for this many requests a round
+REQUESTS_PER_ROUND = 30  # a slow model's windows are made long enough for this many requests a round
 REQUESTS_PER_WARMUP = 5
 SERVER_LINES = 10  # the server log's last lines naming a model that failed under the load
 
@@ -206,7 +206,7 @@ class LatencyMeter:
             try:
                 interval = self._warmup_interval(request_s)
                 for running in (previous, version):
-                    rounds.append(Round(0, running, tuple(self._round(drive, running, interval, 1)), interval, 1))
+                    rounds.append(Round(0, running, tuple(self._round(drive, running, interval)), interval, WINDOWS))
                     bar.advance()
                 interval = self._interval([r for r in rounds if r.index == 0])
                 confidence = stats.early_confidence(pairs)
@@ -299,8 +299,8 @@ class LatencyMeter:
 
     @staticmethod
     def _warmup_interval(request_s: float) -> int:
-        """A warm-up's one window: WARMUP_MS, longer for a model whose slowest golden request would
-        not fit REQUESTS_PER_WARMUP times in it."""
+        """A warm-up's windows: WARMUP_MS, longer for a model whose slowest golden request would not
+        fit REQUESTS_PER_WARMUP times in one."""
         wanted = math.ceil(request_s * 1000 * REQUESTS_PER_WARMUP)
         return int(min(MAX_INTERVAL_MS, max(WARMUP_MS, wanted)))
 

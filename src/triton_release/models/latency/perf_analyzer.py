@@ -400,7 +400,7 @@ def under_load(text: str) -> str:
 def run_timeout(levels: int, interval_ms: int, request_s: float, windows: int = 3) -> float:
     """How long a round may take before the model counts as hung: STARTUP_S, then per concurrency
     level HANG_WINDOWS times its windows and three times the model's slowest golden request (at
-    least 1 s). 16.6 s at one level of three 300 ms windows for a fast model, where perf_analyzer
+    least 1 s). 14.2 s at one level of three 100 ms windows for a fast model, where perf_analyzer
     itself would wait for the hung request for ever."""
     return STARTUP_S + levels * (HANG_WINDOWS * windows * interval_ms / 1000 + 3 * max(1.0, request_s))
 

@@ -431,8 +431,8 @@ def test_max_latency_increase_takes_a_fraction_or_a_percentage(given, tmp_path):
     options = LatencyOptions.from_settings(settings, {"PATH": "/bin"})
     assert (options.max_increase, options.rounds, options.interval_ms, options.perf_analyzer) == (
         pytest.approx(0.2),
-        4,
-        300,
+        6,
+        100,
         None,
     )
 

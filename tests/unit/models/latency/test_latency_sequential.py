@@ -127,13 +127,15 @@ def test_without_a_bound_nothing_is_decided_and_every_pair_runs(tmp_path):
     assert len([r for r in found.rounds if r.index > 0]) == 8 and found.verdict == stats.MEASURED
 
 
-def test_a_warm_up_is_one_short_window_and_a_counted_round_several(tmp_path):
+def test_a_warm_up_is_three_short_windows_and_a_counted_round_three_of_the_interval(tmp_path):
     from triton_release.models.latency.meter import WARMUP_MS, WINDOWS
 
     found, calls = measured(tmp_path, QUIET_AA)
     warmups, counted = calls[:2], calls[2:]
     assert [c["version"] for c in warmups] == ["1", "2"]
-    assert all(c["windows"] == "1" and c["interval"] == str(WARMUP_MS) for c in warmups)
-    assert all(c["windows"] == str(WINDOWS) for c in counted)
+    assert all(c["windows"] == str(WINDOWS) == "3" and c["interval"] == str(WARMUP_MS) for c in warmups)
+    # three windows (perf_analyzer gives no figures for fewer), each long enough for 10 requests of the
+    # warm-ups' 5.7 ms: 57 ms, beyond the 50 asked for
+    assert all(c["windows"] == "3" and c["interval"] == "57" for c in counted)
     assert [c["version"] for c in counted] == ["1", "2", "2", "1"]  # A B, B A
-    assert [r.to_json()["windows"] for r in found.rounds] == [1, 1] + [WINDOWS] * 4
+    assert [r.to_json()["windows"] for r in found.rounds] == [WINDOWS] * 6
