@@ -10,7 +10,8 @@ N beside N+1), each model given a new version is driven with its golden inputs
 (models/workload.py), over gRPC at concurrency 1 (and at its instance count, where more than one):
 one warm-up round per version first, one short window, not counted, then up to `rounds` pairs
 alternating A B, B A, ... (N, N+1, N+1, N, ...), each round WINDOWS perf_analyzer windows of
-`interval_ms` (longer for a slow model: at least 90 of its requests a round). Every round's p50,
+`interval_ms` (longer for a slow model: at least 30 of its requests a round; twice as long again
+after a window no request finished in). Every round's p50,
 p90, p99 and throughput are kept; the comparison is the ratio N+1 / N of the per-round medians
 with a bootstrap interval (models/latency/stats.py), per concurrency level. The gate
 (`max_increase`) refuses only a model whose p50 interval lies wholly above 1 + max_increase at

@@ -206,7 +206,8 @@ class LatencyMeter:
             try:
                 interval = self._warmup_interval(request_s)
                 for running in (previous, version):
-                    rounds.append(Round(0, running, tuple(self._round(drive, running, interval)), interval, WINDOWS))
+                    figures, used = self._round(drive, running, interval)
+                    rounds.append(Round(0, running, tuple(figures), used, WINDOWS))
                     bar.advance()
                 interval = self._interval([r for r in rounds if r.index == 0])
                 confidence = stats.early_confidence(pairs)
@@ -214,8 +215,8 @@ class LatencyMeter:
                     for which in (first, second):
                         checkpoint()
                         running = previous if which == "before" else version
-                        figures = tuple(self._round(drive, running, interval, WINDOWS))
-                        rounds.append(Round(len(rounds) - 1, running, figures, interval, WINDOWS))
+                        figures, used = self._round(drive, running, interval)
+                        rounds.append(Round(len(rounds) - 1, running, tuple(figures), used, WINDOWS))
                         bar.advance()
                     if stats.MIN_PAIRS <= pair < pairs and settled(rounds, previous, version, bound, confidence):
                         early = confidence  # decided: the remaining pairs could not change the verdict
@@ -244,7 +245,19 @@ class LatencyMeter:
         warnings = cold_warnings(found.model, cold[0], cold[1], self.options.max_increase) if len(cold) == 2 else ()
         return replace(found, cold_start=cold, warnings=warnings, seconds=found.seconds + time.monotonic() - started)
 
-    def _round(self, drive: _Drive, version: int, interval: int, windows: int = WINDOWS) -> list[Level]:
+    def _round(self, drive: _Drive, version: int, interval: int, windows: int = WINDOWS) -> tuple[list[Level], int]:
+        """One round's figures and the window they were measured with: a window no request finished
+        in (a stall of the runner longer than a short window) is tried again twice as long, up to
+        MAX_INTERVAL_MS; anything else perf_analyzer says ends the measuring (`_failed`)."""
+        while True:
+            try:
+                return self._measure(drive, version, interval, windows), interval
+            except MeasurementFailed as exc:
+                if not exc.too_short or interval >= MAX_INTERVAL_MS:
+                    raise
+                interval = min(MAX_INTERVAL_MS, 2 * interval)
+
+    def _measure(self, drive: _Drive, version: int, interval: int, windows: int) -> list[Level]:
         out = Path(self._scratch.name) / f"{drive.name}-{version}.csv"
         return measure(
             self.analyzer,

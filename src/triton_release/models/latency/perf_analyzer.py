@@ -376,6 +376,7 @@ STARTUP_S = 10  # perf_analyzer's start, its connection and its first request, b
 HANG_WINDOWS = 4  # a run taking this many times its windows (and its requests) is hung
 SERVER_ERROR = "had error:"  # perf_analyzer's "Thread [0] had error: ...": the server answered with an error
 CRASH_SIGNS = ("is not healthy", "stub process")  # the Python backend's words for a stub that died
+TOO_SHORT = "No valid requests recorded within time interval"  # a window no request finished in
 
 
 class MeasurementFailed(Exception):
@@ -383,9 +384,10 @@ class MeasurementFailed(Exception):
     model did under its load (HUNG, CRASHED or ERRORED), or "" when perf_analyzer failed on its own
     (nothing the model did: its input data or its options)."""
 
-    def __init__(self, message: str, under_load: str = "") -> None:
+    def __init__(self, message: str, under_load: str = "", too_short: bool = False) -> None:
         super().__init__(message)
         self.under_load = under_load
+        self.too_short = too_short  # a window no request finished in: a longer one may do
 
 
 def under_load(text: str) -> str:
@@ -482,7 +484,7 @@ def measure(
     levels = parse_csv(out.read_text(encoding="utf-8", errors="replace")) if out.exists() else []
     if answer.returncode != 0 or not levels:
         text = f"{answer.stdout}\n{answer.stderr}"
-        raise MeasurementFailed(_error_line(text) or f"exit {answer.returncode}", under_load(text))
+        raise MeasurementFailed(_error_line(text) or f"exit {answer.returncode}", under_load(text), TOO_SHORT in text)
     return levels
 
 
