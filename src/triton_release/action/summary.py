@@ -74,7 +74,7 @@ def _latency_table(found: LatencyRun | None) -> list[str]:
     bound = f"max-latency-increase {found.bound:g}" if found.bound is not None else "no bound: reported only"
     lines = [
         "",
-        f"**Latency** (perf_analyzer, {found.rounds} rounds per version, {bound}): each new model "
+        f"**Latency** (perf_analyzer, at most {found.rounds} rounds per version, {bound}): each new model "
         "version against the one before, on the same golden inputs",
         "",
     ]

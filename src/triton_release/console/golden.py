@@ -103,7 +103,7 @@ class GoldenLines(ConsoleCore):
                 self.line(
                     escape_controls(
                         f"latency {model.model} {model.previous} -> {model.version} (concurrency {c.concurrency}, "
-                        f"{c.pairs} rounds each): p50 {c.before.p50_us / 1000:.2f} -> {c.after.p50_us / 1000:.2f} ms, "
+                        f"{c.pairs} rounds each{', decided early' if c.early is not None else ''}): p50 {c.before.p50_us / 1000:.2f} -> {c.after.p50_us / 1000:.2f} ms, "
                         f"p99 {c.before.p99_us / 1000:.2f} -> {c.after.p99_us / 1000:.2f} ms, throughput "
                         f"{c.before.throughput:.0f} -> {c.after.throughput:.0f} infer/s; p50 ratio {c.p50.shown()}: "
                         f"{c.verdict.upper() if c.verdict != 'measured' else 'measured'} ({bound})"

@@ -117,16 +117,17 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting(
         "latency_rounds",
-        4,
-        "perf_analyzer rounds per version in the latency comparison, alternating N, N+1, "
-        "N+1, N, ...: more rounds give tighter intervals and take longer",
+        6,
+        "the most perf_analyzer rounds per version in the latency comparison, alternating N, N+1, "
+        "N+1, N, ...; with a bound they stop after 2 or more once the verdict is clear: more rounds "
+        "decide closer calls and take longer",
         rounds,
     ),
     Setting(
         "latency_interval",
-        300,
+        100,
         "milliseconds of one perf_analyzer measurement window (a round is three; "
-        "longer for a model too slow for 30 requests in one)",
+        "longer for a model too slow for 30 requests in a round)",
         milliseconds,
     ),
     Setting(

@@ -8,13 +8,24 @@ as it runs it (models/latency/perf_analyzer.py).
 After a wave's golden cases passed and drift compared both versions (models/drift.py, which loads
 N beside N+1), each model given a new version is driven with its golden inputs
 (models/workload.py), over gRPC at concurrency 1 (and at its instance count, where more than one):
-one warm-up round per version first, not counted, then `rounds` pairs alternating A B, B A, ...
-(N, N+1, N+1, N, ...), each round three perf_analyzer windows of `interval_ms` (longer for a slow
-model: at least 30 of its requests a window). Every round's p50, p90, p99 and throughput are kept;
-the comparison is the ratio N+1 / N of the per-round medians with a bootstrap interval
-(models/latency/stats.py), per concurrency level. The gate (`max_increase`) refuses only a model
-whose p50 interval lies wholly above 1 + max_increase at some level; straddling it is
-inconclusive, never a refusal.
+one warm-up round per version first, one short window, not counted, then up to `rounds` pairs
+alternating A B, B A, ... (N, N+1, N+1, N, ...), each round WINDOWS perf_analyzer windows of
+`interval_ms` (longer for a slow model: at least 30 of its requests a round; twice as long again
+after a window no request finished in). Every round's p50,
+p90, p99 and throughput are kept; the comparison is the ratio N+1 / N of the per-round medians
+with a bootstrap interval (models/latency/stats.py), per concurrency level. The gate
+(`max_increase`) refuses only a model whose p50 interval lies wholly above 1 + max_increase at
+some level; straddling it is inconclusive, never a refusal.
+
+Sequential stopping: with a bound, the rounds stop before `rounds` pairs once, after at least
+stats.MIN_PAIRS pairs, a stricter interval (stats.early: the wider of the bootstrap's and Student's
+t, at a confidence that shares one tail's 2.5% among the early looks) lies wholly on one side of
+1 + max_increase at every level. Why: most models are far from their bound (an unchanged model
+at 1.00, a real slowdown well beyond it) and the intervals are narrow (about 0.5% wide), so the
+later pairs only cost time. Looking after every pair would spend the error rate again at each look;
+the early looks share 2.5% a tail and the last look keeps its own 2.5%, so a wrong refusal (or a
+wrong pass) stays within 5% over all the looks, the 1 in 20 the gate is held to. Undecided after
+the last pair is inconclusive, as before.
 
 Cold start: then each version is loaded alone (its config as the image holds it, model_warmup
 included), the load timed, and its first request timed; N+1's beyond 1 + max_increase of N's (and

@@ -24,7 +24,15 @@ from triton_release.models.latency.perf_analyzer import (
     measure,
     write_input_data,
 )
-from triton_release.models.latency.results import ColdStart, ModelLatency, Round, UnderLoad, cold_warnings, compare
+from triton_release.models.latency.results import (
+    ColdStart,
+    ModelLatency,
+    Round,
+    UnderLoad,
+    cold_warnings,
+    compare,
+    settled,
+)
 from triton_release.models.repository import Repository
 from triton_release.models.workload import Workload, workload
 from triton_release.signals import checkpoint
@@ -35,10 +43,13 @@ if TYPE_CHECKING:
     from triton_release.models.inference import CaseResult
     from triton_release.settings.options import Settings
 
-DEFAULT_ROUNDS = 4  # pairs: each version measured this many times
-DEFAULT_INTERVAL_MS = 300  # one perf_analyzer window; a round is three
+DEFAULT_ROUNDS = 6  # pairs at most: each version measured at most this many times (at least MIN_PAIRS)
+DEFAULT_INTERVAL_MS = 100  # one perf_analyzer window; a round is WINDOWS of them
+WINDOWS = 3  # measurement windows per round: the fewest perf_analyzer gives figures for
+WARMUP_MS = 50  # a warm-up round's windows (longer for a slow model)
 MAX_INTERVAL_MS = 10_000
-REQUESTS_PER_WINDOW = 30  # a slow model's windows are made long enough for this many requests
+REQUESTS_PER_ROUND = 30  # a slow model's windows are made long enough for this many requests a round
+REQUESTS_PER_WARMUP = 5
 SERVER_LINES = 10  # the server log's last lines naming a model that failed under the load
 
 
@@ -188,27 +199,32 @@ class LatencyMeter:
         data = write_input_data(load, Path(self._scratch.name) / f"{name}.json")
         drive = _Drive(name, data, load, levels, request_s)
         rounds: list[Round] = []
-        note, failure = "", None
-        with progress.task(f"latency {name}", total=2 + 2 * self.options.rounds, unit="rounds") as bar:
+        note, failure, early = "", None, None
+        pairs, bound = self.options.rounds, self.options.max_increase
+        with progress.task(f"latency {name}", total=2 + 2 * pairs, unit="rounds") as bar:
             running = previous
             try:
-                interval = self.options.interval_ms
+                interval = self._warmup_interval(request_s)
                 for running in (previous, version):
-                    rounds.append(Round(0, running, tuple(self._round(drive, running, interval)), interval))
+                    figures, used = self._round(drive, running, interval)
+                    rounds.append(Round(0, running, tuple(figures), used, WINDOWS))
                     bar.advance()
                 interval = self._interval([r for r in rounds if r.index == 0])
-                for first, second in stats.alternating(self.options.rounds):
+                confidence = stats.early_confidence(pairs)
+                for pair, (first, second) in enumerate(stats.alternating(pairs), 1):
                     for which in (first, second):
                         checkpoint()
                         running = previous if which == "before" else version
-                        rounds.append(
-                            Round(len(rounds) - 1, running, tuple(self._round(drive, running, interval)), interval)
-                        )
+                        figures, used = self._round(drive, running, interval)
+                        rounds.append(Round(len(rounds) - 1, running, tuple(figures), used, WINDOWS))
                         bar.advance()
+                    if stats.MIN_PAIRS <= pair < pairs and settled(rounds, previous, version, bound, confidence):
+                        early = confidence  # decided: the remaining pairs could not change the verdict
+                        break
             except MeasurementFailed as exc:
                 self.server.check_running(f"while measuring {name}'s latency")
                 note, failure = self._failed(drive, running, exc)
-        comparisons = compare(rounds, previous, version, self.options.max_increase) if not note else ()
+        comparisons = compare(rounds, previous, version, bound, early) if not note else ()
         return replace(
             base,
             comparisons=comparisons,
@@ -229,7 +245,19 @@ class LatencyMeter:
         warnings = cold_warnings(found.model, cold[0], cold[1], self.options.max_increase) if len(cold) == 2 else ()
         return replace(found, cold_start=cold, warnings=warnings, seconds=found.seconds + time.monotonic() - started)
 
-    def _round(self, drive: _Drive, version: int, interval: int) -> list[Level]:
+    def _round(self, drive: _Drive, version: int, interval: int, windows: int = WINDOWS) -> tuple[list[Level], int]:
+        """One round's figures and the window they were measured with: a window no request finished
+        in (a stall of the runner longer than a short window) is tried again twice as long, up to
+        MAX_INTERVAL_MS; anything else perf_analyzer says ends the measuring (`_failed`)."""
+        while True:
+            try:
+                return self._measure(drive, version, interval, windows), interval
+            except MeasurementFailed as exc:
+                if not exc.too_short or interval >= MAX_INTERVAL_MS:
+                    raise
+                interval = min(MAX_INTERVAL_MS, 2 * interval)
+
+    def _measure(self, drive: _Drive, version: int, interval: int, windows: int) -> list[Level]:
         out = Path(self._scratch.name) / f"{drive.name}-{version}.csv"
         return measure(
             self.analyzer,
@@ -242,6 +270,7 @@ class LatencyMeter:
             interval,
             out,
             request_s=drive.request_s,
+            windows=windows,
         )
 
     def _failed(self, drive: _Drive, running: int, exc: MeasurementFailed) -> tuple[str, UnderLoad | None]:
@@ -275,11 +304,18 @@ class LatencyMeter:
         return tuple(lines[-SERVER_LINES:])
 
     def _interval(self, warmups: list[Round]) -> int:
-        """The window: the option's, longer for a model too slow to answer REQUESTS_PER_WINDOW
-        requests in it (its warm-up p50 tells)."""
+        """The window: the option's, longer for a model too slow to answer REQUESTS_PER_ROUND
+        requests in a round of WINDOWS of them (its warm-up p50 tells)."""
         slowest = max((lv.p50_us for r in warmups for lv in r.levels if lv.concurrency == 1), default=0.0)
-        wanted = math.ceil(slowest * REQUESTS_PER_WINDOW / 1000)
+        wanted = math.ceil(slowest * REQUESTS_PER_ROUND / WINDOWS / 1000)
         return int(min(MAX_INTERVAL_MS, max(self.options.interval_ms, wanted)))
+
+    @staticmethod
+    def _warmup_interval(request_s: float) -> int:
+        """A warm-up's windows: WARMUP_MS, longer for a model whose slowest golden request would not
+        fit REQUESTS_PER_WARMUP times in one."""
+        wanted = math.ceil(request_s * 1000 * REQUESTS_PER_WARMUP)
+        return int(min(MAX_INTERVAL_MS, max(WARMUP_MS, wanted)))
 
     def _cold_start(
         self, name: str, version: int, previous: int, load: Workload, config: model_config_pb2.ModelConfig | None

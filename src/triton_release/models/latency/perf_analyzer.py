@@ -377,6 +377,7 @@ STARTUP_S = 10  # perf_analyzer's start, its connection and its first request, b
 HANG_WINDOWS = 4  # a run taking this many times its windows (and its requests) is hung
 SERVER_ERROR = "had error:"  # perf_analyzer's "Thread [0] had error: ...": the server answered with an error
 CRASH_SIGNS = ("is not healthy", "stub process")  # the Python backend's words for a stub that died
+TOO_SHORT = "No valid requests recorded within time interval"  # a window no request finished in
 
 
 class MeasurementFailed(Exception):
@@ -384,9 +385,10 @@ class MeasurementFailed(Exception):
     model did under its load (HUNG, CRASHED or ERRORED), or "" when perf_analyzer failed on its own
     (nothing the model did: its input data or its options)."""
 
-    def __init__(self, message: str, under_load: str = "") -> None:
+    def __init__(self, message: str, under_load: str = "", too_short: bool = False) -> None:
         super().__init__(message)
         self.under_load = under_load
+        self.too_short = too_short  # a window no request finished in: a longer one may do
 
 
 def under_load(text: str) -> str:
@@ -398,12 +400,12 @@ def under_load(text: str) -> str:
     return CRASHED if any(sign in line.lower() for line in lines for sign in CRASH_SIGNS) else ERRORED
 
 
-def run_timeout(levels: int, interval_ms: int, request_s: float) -> float:
+def run_timeout(levels: int, interval_ms: int, request_s: float, windows: int = 3) -> float:
     """How long a round may take before the model counts as hung: STARTUP_S, then per concurrency
-    level HANG_WINDOWS times its three windows and three times the model's slowest golden request
-    (at least 1 s). 16.6 s at one level of 300 ms windows for a fast model, where perf_analyzer
+    level HANG_WINDOWS times its windows and three times the model's slowest golden request (at
+    least 1 s). 14.2 s at one level of three 100 ms windows for a fast model, where perf_analyzer
     itself would wait for the hung request for ever."""
-    return STARTUP_S + levels * (HANG_WINDOWS * 3 * interval_ms / 1000 + 3 * max(1.0, request_s))
+    return STARTUP_S + levels * (HANG_WINDOWS * windows * interval_ms / 1000 + 3 * max(1.0, request_s))
 
 
 def parse_csv(text: str) -> list[Level]:
@@ -436,9 +438,10 @@ def measure(
     interval_ms: int,
     out: Path,
     request_s: float = 1.0,
+    windows: int = 3,
 ) -> list[Level]:
-    """One round: perf_analyzer over gRPC at each concurrency, 3 windows of `interval_ms` each
-    (stability accepted at once: the rounds, not the windows, carry the statistics). `request_s`:
+    """One round: perf_analyzer over gRPC at each concurrency, `windows` windows of `interval_ms`
+    each (stability accepted at once: the rounds, not the windows, carry the statistics). `request_s`:
     the model's slowest golden request, in seconds. MeasurementFailed says what the model did when
     it gave no figures: a run beyond `run_timeout` is HUNG, an error the server answered with is
     CRASHED or ERRORED."""
@@ -460,7 +463,7 @@ def measure(
         "--stability-percentage",
         "1000",
         "--max-trials",
-        "3",
+        str(windows),
         "--input-data",
         str(data_file),
         *shape_args(load),
@@ -471,18 +474,18 @@ def measure(
     if load.batch_size is not None:
         args += ["-b", str(load.batch_size)]
     out.unlink(missing_ok=True)
-    timeout = run_timeout(len(concurrency), interval_ms, request_s)
+    timeout = run_timeout(len(concurrency), interval_ms, request_s, windows)
     try:
         answer = analyzer.run(args, timeout=timeout)
     except subprocess.TimeoutExpired:
         raise MeasurementFailed(
-            f"no answer: perf_analyzer's round of {3 * interval_ms} ms windows did not finish within {timeout:.1f} s",
+            f"no answer: perf_analyzer's round of {windows} x {interval_ms} ms windows did not finish within {timeout:.1f} s",
             HUNG,
         ) from None
     levels = parse_csv(out.read_text(encoding="utf-8", errors="replace")) if out.exists() else []
     if answer.returncode != 0 or not levels:
         text = f"{answer.stdout}\n{answer.stderr}"
-        raise MeasurementFailed(_error_line(text) or f"exit {answer.returncode}", under_load(text))
+        raise MeasurementFailed(_error_line(text) or f"exit {answer.returncode}", under_load(text), TOO_SHORT in text)
     return levels
 
 

@@ -32,6 +32,7 @@ class Round:
     version: int
     levels: tuple[Level, ...]
     interval_ms: int
+    windows: int = 3  # perf_analyzer's measurement windows of interval_ms
 
     def to_json(self) -> dict:
         return {
@@ -39,6 +40,7 @@ class Round:
             "version": self.version,
             "warmup": self.index == 0,
             "interval_ms": self.interval_ms,
+            "windows": self.windows,
             "levels": [
                 {
                     "concurrency": lv.concurrency,
@@ -81,6 +83,7 @@ class Comparison:
     p99: stats.Ratio
     throughput: stats.Ratio
     verdict: str  # pass | inconclusive | refused | measured (no bound)
+    early: stats.Ratio | None = None  # the stricter interval that stopped the rounds early, if it did
 
     def to_json(self) -> dict:
         return {
@@ -92,38 +95,60 @@ class Comparison:
             "p99_ratio": self.p99.to_json(),
             "throughput_ratio": self.throughput.to_json(),
             "verdict": self.verdict,
+            "early_stop": None if self.early is None else {"pairs": self.pairs, "p50_ratio": self.early.to_json()},
         }
 
 
-def compare(rounds: Iterable[Round], previous: int, version: int, bound: float | None) -> tuple[Comparison, ...]:
-    """Each concurrency level's comparison over the counted rounds, paired in the order they ran."""
-    counted = [r for r in rounds if r.index > 0]
-    levels = sorted({lv.concurrency for r in counted for lv in r.levels})
+def compare(
+    rounds: Iterable[Round], previous: int, version: int, bound: float | None, early: float | None = None
+) -> tuple[Comparison, ...]:
+    """Each concurrency level's comparison over the counted rounds, paired in the order they ran.
+    `early`: the confidence of the early look that stopped the rounds (`settled`), whose interval
+    each comparison then carries beside the 95% one."""
     found = []
-    for level in levels:
-
-        def series(v: int, level: int = level) -> list[Level]:
-            return [lv for r in counted if r.version == v for lv in r.levels if lv.concurrency == level]
-
-        before, after = series(previous), series(version)
-        pairs = min(len(before), len(after))
-        if pairs == 0:
-            continue
-        before, after = before[:pairs], after[:pairs]
+    for level, before, after in _paired(rounds, previous, version):
         p50 = stats.ratio([x.p50_us for x in before], [x.p50_us for x in after])
         found.append(
             Comparison(
                 level,
-                pairs,
+                len(before),
                 _figures(before),
                 _figures(after),
                 p50,
                 stats.ratio([x.p99_us for x in before], [x.p99_us for x in after]),
                 stats.ratio([x.throughput for x in before], [x.throughput for x in after]),
                 stats.verdict(p50, bound),
+                None if early is None else stats.early([x.p50_us for x in before], [x.p50_us for x in after], early),
             )
         )
     return tuple(found)
+
+
+def settled(rounds: Iterable[Round], previous: int, version: int, bound: float | None, confidence: float) -> bool:
+    """An early look: at every concurrency level, the p50 ratio's early interval (stats.early, at
+    `confidence`) lies wholly on one side of 1 + bound, so more rounds would not change the verdict."""
+    found = [
+        stats.early([x.p50_us for x in before], [x.p50_us for x in after], confidence)
+        for _, before, after in _paired(rounds, previous, version)
+    ]
+    return bool(found) and all(stats.decided(r, bound) for r in found)
+
+
+def _paired(rounds: Iterable[Round], previous: int, version: int) -> list[tuple[int, list[Level], list[Level]]]:
+    """(concurrency, N's figures, N+1's figures) of each level over the counted rounds, as many of
+    each as there are pairs, in the order they ran."""
+    counted = [r for r in rounds if r.index > 0]
+    found = []
+    for level in sorted({lv.concurrency for r in counted for lv in r.levels}):
+
+        def series(v: int, level: int = level) -> list[Level]:
+            return [lv for r in counted if r.version == v for lv in r.levels if lv.concurrency == level]
+
+        before, after = series(previous), series(version)
+        pairs = min(len(before), len(after))
+        if pairs:
+            found.append((level, before[:pairs], after[:pairs]))
+    return found
 
 
 def _figures(levels: list[Level]) -> Figures:

@@ -431,8 +431,8 @@ def test_max_latency_increase_takes_a_fraction_or_a_percentage(given, tmp_path):
     options = LatencyOptions.from_settings(settings, {"PATH": "/bin"})
     assert (options.max_increase, options.rounds, options.interval_ms, options.perf_analyzer) == (
         pytest.approx(0.2),
-        4,
-        300,
+        6,
+        100,
         None,
     )
 
@@ -469,7 +469,7 @@ def measured(verdict_bound: float | None) -> LatencyRun:
 
 def test_the_step_summary_has_one_latency_table_with_both_versions_and_the_verdict_in_bold():
     text = "\n".join(_latency_table(measured(0.5)))
-    assert "**Latency** (perf_analyzer, 2 rounds per version, max-latency-increase 0.5)" in text
+    assert "**Latency** (perf_analyzer, at most 2 rounds per version, max-latency-increase 0.5)" in text
     row = next(line for line in text.splitlines() if line.startswith("| `a\\|b`"))
     assert "| 1 -> 2 | 1 | 2.05 -> 8.10 |" in row and "| **3.95x [3.90, 4.00]** | **refused** |" in row
     assert "- `c`: **not gated**, because no golden cases" in text
