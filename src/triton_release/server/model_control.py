@@ -3,9 +3,10 @@ built on the server's readiness and failures (server/readiness.py) and its conta
 (server/memory.py).
 
 `TritonServer` (server/container.py) owns the container and its life; this is what it does with the
-server inside, down to reloading a tested model with another config (`load_config`: both of its
-versions side by side, for drift). A failed load fails at once, never at --load-timeout; a model
-that will never load (its version excluded, its stub unable to start) fails at once too.
+server inside, down to loading a model with another config: `paired`, a model's previous version
+beside its tested one from its first load (for drift, models/drift.py's `side_by_side`), and
+`load_config`, a tested model reloaded so. A failed load fails at once, never at --load-timeout; a
+model that will never load (its version excluded, its stub unable to start) fails at once too.
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ class ModelControl(Readiness, ContainerMemory):
     deferred: dict[str, frozenset[str]]
     on_cpu: set[str]
     loaded: dict[str, int | None]
+    paired: dict[str, str]  # model -> the config serving its previous version beside the tested one
+    apart: dict[str, str]  # paired models whose previous version did not load beside: why (loaded alone)
 
     # -- waves: another set of models in the same server ----------------------------------------
 
@@ -94,7 +97,10 @@ class ModelControl(Readiness, ContainerMemory):
             return
         pool = ThreadPoolExecutor(max_workers=min(LOAD_REQUESTS, len(models)), thread_name_prefix="triton-load")
         try:
-            requested = {name: pool.submit(self._request_load, name) for name in sorted(models)}
+            requested = {
+                name: pool.submit(self._request_paired if name in self.paired else self._request_load, name)
+                for name in sorted(models)
+            }
             self.wait_ready(models, requested, during="while loading models")
         finally:  # a refused or interrupted wait leaves the open requests to the server's removal
             pool.shutdown(wait=False, cancel_futures=True)
@@ -121,6 +127,16 @@ class ModelControl(Readiness, ContainerMemory):
         except (ValueError, AttributeError):
             why = ""
         return str(why or answer.text or f"HTTP {answer.status_code}").strip()
+
+    def _request_paired(self, name: str) -> str:
+        """Load `name` with its previous version beside the tested one (`paired`); when that fails,
+        as the image holds it: a previous version that does not load is drift's note (`apart`),
+        never the tested version's failure. "" when loaded, else the why of the load alone."""
+        why = self._request_load(name, self.paired[name]) if name not in self.apart else "loaded alone before"
+        if not why:
+            return ""
+        self.apart.setdefault(name, reason(why))
+        return self._request_load(name)
 
     def load_config(self, name: str, config: str, versions: list[int]) -> str:
         """(Re)load `name` with `config` (the load's `config` parameter) and check that each of

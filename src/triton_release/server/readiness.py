@@ -82,6 +82,7 @@ class Readiness:
     overrides: dict[str, str]
     gpu_models: str
     unloadable: dict[str, str]
+    paired: dict[str, str]
     completed: dict[str, dict]
     load_timeout: float
     logs: Callable[[], str]
@@ -168,14 +169,20 @@ class Readiness:
             rounds += 1
             if rounds % 4 == 0:
                 self.check_fatal_lines()
+            # a paired model's load answers first: its previous version may fail and the model load again alone
+            held = {name for name in self.paired if name in requested and not requested[name].done()}
             for name, version in list(pending.items()):
-                if self.model_ready(name, version):
+                if name not in held and self.model_ready(name, version):
                     del pending[name]
                     bar.advance()
             if not pending:
                 return
             states = self.index()
-            failed = [s for s in states if s.name in pending and s.state == "UNAVAILABLE" and s.reason != UNLOADED]
+            failed = [
+                s
+                for s in states
+                if s.name in pending and s.name not in held and s.state == "UNAVAILABLE" and s.reason != UNLOADED
+            ]
             refused = {
                 name: answer.result()
                 for name, answer in requested.items()

@@ -320,7 +320,7 @@ class Reloading:
     http_url = grpc_url = "unused"
 
     def __init__(self, refuse: dict[str, str]) -> None:
-        self.unloadable, self.overrides, self.refuse, self.asked = {}, {}, refuse, []
+        self.unloadable, self.overrides, self.apart, self.refuse, self.asked = {}, {}, {}, refuse, []
 
     def model_ready(self, name, version):
         return False

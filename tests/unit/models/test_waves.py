@@ -161,6 +161,7 @@ class Control(ModelControl):
         self.load_timeout, self.image, self.gpu_models = 60, "img", "test"
         self.overrides = {name: "{}" for name in failing}
         self.unloadable: dict[str, str] = {}
+        self.paired: dict[str, str] = {}
         self.rounds = 0
 
     def check_running(self, during: str) -> None:
