@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 import requests
 
 from triton_release.server.memory import ContainerMemory
-from triton_release.server.readiness import ModelState, Readiness, reason
+from triton_release.server.readiness import POLL_SECONDS, ModelState, Readiness, reason
 
 __all__ = ["ModelControl", "ModelState"]
 
@@ -70,7 +70,7 @@ class ModelControl(Readiness, ContainerMemory):
                     f"{self.load_timeout:g} s; the next models load beside them"
                 )
                 break
-            time.sleep(0.2)
+            time.sleep(POLL_SECONDS)
         for name in names:
             self.loaded.pop(name, None)
 
