@@ -304,7 +304,7 @@ class TritonServer(ModelControl):
             if later:
                 begun = time.monotonic()
                 self.wait_live()
-                self.load(later)
+                self.load(later, sample=False)  # the wave's sample after its cases reads the memory
                 if self.start_load_seconds is not None:  # unknown stays unknown: the start's time holds it
                     self.start_load_seconds += time.monotonic() - begun
         except docker.errors.ImageNotFound:

@@ -74,13 +74,15 @@ class ModelControl(Readiness, ContainerMemory):
         for name in names:
             self.loaded.pop(name, None)
 
-    def load(self, models: dict[str, int | None]) -> None:
+    def load(self, models: dict[str, int | None], *, sample: bool = True) -> None:
         """Load `models` (a few requests at once) and wait until each is ready at its version: the
         models needing an overridden one after the others. A model needing one found `unloadable`
-        is set aside with it, never loaded."""
+        is set aside with it, never loaded. `sample`: read the container's memory once they are
+        (the start's loads do not: its wave's sample after the cases follows, and the daemon's
+        second figure in a row comes on its next one-second round)."""
         models = {name: version for name, version in models.items() if name not in self.unloadable}
         first = {name: version for name, version in models.items() if name not in self.deferred}
-        self._load(first)
+        self._load(first, sample=sample)
         then = {}
         for name, version in models.items():
             if name in first:
@@ -90,9 +92,9 @@ class ModelControl(Readiness, ContainerMemory):
                 self.unloadable[name] = f"it needs {', '.join(missing)}, which did not load on the CPU"
             else:
                 then[name] = version
-        self._load(then)
+        self._load(then, sample=sample)
 
-    def _load(self, models: dict[str, int | None]) -> None:
+    def _load(self, models: dict[str, int | None], *, sample: bool = True) -> None:
         if not models:
             return
         pool = ThreadPoolExecutor(max_workers=min(LOAD_REQUESTS, len(models)), thread_name_prefix="triton-load")
@@ -107,7 +109,8 @@ class ModelControl(Readiness, ContainerMemory):
         ready = {name: version for name, version in models.items() if name not in self.unloadable}
         self.loaded.update(ready)
         self.on_cpu.update(name for name in ready if name in self.overrides)
-        self.sample_memory()
+        if sample:
+            self.sample_memory()
 
     def _request_load(self, name: str, config: str | None = None) -> str:
         """POST the load of `name` with `config`, else its config override, if any; Triton answers
