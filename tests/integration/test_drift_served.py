@@ -13,6 +13,7 @@ import pytest
 from support.models import (
     ACCUMULATOR_MODEL,
     PYTHON_MODEL,
+    PYTHON_MODEL_RAISING,
     golden_case,
     python_model_files,
     sequence_case,
@@ -146,3 +147,24 @@ def test_a_staged_candidates_shard_measures_drift_and_max_drift_fails_its_record
     finally:  # the candidate as pulled by digest; the releaser removes its local tag
         with contextlib.suppress(docker.errors.ImageNotFound):
             docker_client.images.remove(candidate, force=True)
+
+
+def test_a_previous_version_that_fails_beside_the_new_one_leaves_the_new_one_tested_alone_and_drift_not_measured(
+    tmp_path, image_tags
+):
+    """Paired from its first load, a model whose version 1 cannot start is loaded again as the image
+    holds it: its golden cases test version 2 and pass; its drift is noted as not measured."""
+    files = python_model_files("a")
+    files["a/2/model.py"] = files["a/1/model.py"]
+    files["a/1/model.py"] = PYTHON_MODEL_RAISING
+    repo = Repository.load(write_tree(tmp_path / "model_repository", files))
+    tag = f"triton-release-test/drift-apart:{tmp_path.name[-12:].lower().strip('_')}"
+    image_tags.append(tag)
+    steps.build(repo, BASE_IMAGE, tag)
+
+    run = steps.test(repo, tag, ["a"], server_options=ServerOptions(load_timeout=60), new_versions=("a",))
+    assert run.passed and [c.passed for c in run.cases] == [True]
+    [drift] = run.drift
+    assert drift.unmeasured and not drift.compared
+    assert drift.note.startswith("version 1 did not load beside 2: "), drift.note
+    assert "weights file is missing" in drift.note

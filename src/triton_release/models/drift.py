@@ -1,12 +1,17 @@
 """Drift: how a model's new version N+1 answers its golden inputs compared with version N.
 
-After a model's golden cases passed, the same server loads both versions: a reload through the
-repository API with the model's config as the image holds it (its environment's
-EXECUTION_ENV_PATH, and for a KIND_GPU model tested on the CPU its instance groups made
-KIND_CPU, as `models.devices` does), `version_policy` set to `specific { versions: [N, N+1] }`.
-A model whose own policy already serves N is not reloaded. Every case is then sent to N and to
-N+1 and the answers are compared with each other, output by output: N's answer is the
-reference.
+The server serves both versions, loaded through the repository API with the model's config as the
+image holds it (its environment's EXECUTION_ENV_PATH, and for a KIND_GPU model tested on the CPU
+its instance groups made KIND_CPU, as `models.devices` does), `version_policy` set to `specific {
+versions: [N, N+1] }`. A model whose policy is Triton's default (the newest version) is loaded so
+from its wave's first load (`side_by_side`): both versions' stubs start together, where a reload
+after its cases would start them both again (Triton reloads every version of a model whose config
+changed). Its golden cases still test N+1: a case that names no version goes to the newest, and a
+model with a case that pins another version is not paired (the image alone would not serve N to
+it). When N fails to load beside N+1, the model is loaded alone, as the image holds it, and its
+drift is not measured (noted). Other models are reloaded so after their golden cases passed,
+unless their own policy already serves N. Every case is then sent to N and to N+1 and the answers
+are compared with each other, output by output: N's answer is the reference.
 
 Per element, with the case's tolerances for the output's data type (`answers.tolerances`), by
 the rule a golden case is checked with (`models.elements`, N's answer the reference): the
@@ -29,7 +34,7 @@ and models without a version N in the image (a new model) or whose version N did
 
 A model's drift is its largest relative difference over every output of every compared case:
 what `max_drift` bounds. Drift is reported; it refuses a release only above `max_drift`. A model
-reloaded for it keeps both versions loaded until its wave's models are unloaded.
+loaded for it keeps both versions loaded until its wave's models are unloaded.
 """
 
 from __future__ import annotations
@@ -61,6 +66,7 @@ class Server(Protocol):
     grpc_url: str
     unloadable: dict[str, str]
     overrides: dict[str, str]
+    apart: dict[str, str]
 
     def model_ready(self, name: str, version: int | None) -> bool: ...
     def check_running(self, during: str) -> None: ...
@@ -338,6 +344,36 @@ def drift_config(
     return json_format.MessageToJson(base, preserving_proto_field_name=True, indent=None, sort_keys=True)
 
 
+def side_by_side(
+    repo: Repository,
+    previous: Mapping[str, int | None],
+    versions: Mapping[str, int | None],
+    *,
+    environments: Mapping[str, str] | None = None,
+    on_cpu: Iterable[str] = (),
+    unmeasurable: Mapping[str, str] | None = None,
+) -> dict[str, str]:
+    """The models whose version N (`previous`) is served beside N+1 (`versions`) from their first
+    load -> the load's config (`drift_config`): those drift will compare, whose policy is Triton's
+    default, none of whose cases pins another version, and which no other model needs (an ensemble's or
+    a BLS caller's load makes Triton load the models it needs from their files)."""
+    environments, unmeasurable, on_cpu = environments or {}, unmeasurable or {}, set(on_cpu)
+    needed = {name for wanted in repo.needs().values() for name in wanted}
+    found = {}
+    for name, old in previous.items():
+        new = versions.get(name)
+        if old is None or new is None or name in unmeasurable or name in needed or name not in repo:
+            continue
+        model = repo[name]
+        if not model.golden_cases or (model.config is not None and model.config.HasField("version_policy")):
+            continue
+        cases = [load_case(path, name)[0] for path in model.golden_cases]
+        if any(case is None or case.version not in (None, new) for case in cases):
+            continue
+        found[name] = drift_config(model.config, [old, new], environments.get(name), on_cpu=name in on_cpu)
+    return found
+
+
 def previous_version(versions: Iterable[int], version: int | None) -> int | None:
     """The version before `version` among `versions` (the image's): the highest lower one."""
     lower = [v for v in versions if version is not None and v < version]
@@ -375,7 +411,7 @@ class DriftMeter:
         notes = {name: self._note(name, "its golden cases failed: not compared") for name in names if name in failed}
         notes.update(
             {
-                name: self._note(name, why, unmeasured=name in self.unmeasurable)
+                name: self._note(name, why, unmeasured=name in self.unmeasurable or name in self.server.apart)
                 for name in names
                 if name not in notes
                 if (why := self._not_comparable(name))
@@ -424,6 +460,8 @@ class DriftMeter:
             return f"no version before {version} in the image (a new model): nothing to compare"
         if name in self.server.unloadable:
             return f"not loaded ({self.server.unloadable[name]})"
+        if name in self.server.apart:
+            return f"version {previous} did not load beside {version}: {self.server.apart[name]}"
         if not self.repo[name].golden_cases:
             return "no golden cases"
         return ""

@@ -90,7 +90,8 @@ PHASES = (
     "server_start",  # the container's start until tritonserver answers, less the load below
     "load",  # the models' loads: the start's (from the server's log) and every later wave's
     "golden_cases",  # the cases' requests, through the pytest plugin
-    "drift_load",  # each new version's previous one loaded beside it (models/drift.py)
+    "drift_load",  # previous versions reloaded beside the new ones after their cases (models/drift.py);
+    # those paired from the first load are in "load"
     "drift",  # the previous versions' answers to the golden inputs, compared
     "latency",  # the latency gate (models/latency/)
     "memory",  # the server's memory, read from the daemon after each wave

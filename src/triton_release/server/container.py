@@ -11,6 +11,8 @@ its config for the CPU) is never in the start's --load-model flags, where Triton
 config.pbtxt and refuse it: it is loaded through the repository API with its override once the
 server is up, and so are the models that need it (`deferred`: an ensemble's load makes Triton
 load its steps from their files), after it. With `gpus` the container gets those GPUs instead.
+So is a model served with its previous version beside its tested one (`paired`, for drift):
+both versions' stubs start together, in its first load.
 """
 
 from __future__ import annotations
@@ -160,6 +162,8 @@ class TritonServer(ModelControl):
     `deferred`: model -> the overridden models it needs, loaded before it. `gpu_models`: "test",
     an overridden model that fails to load is set aside in `unloadable` (with the models that
     need it) and the others go on; "require", it is refused like any model failing to load.
+    `paired`: model -> the config it is loaded with through the repository API, its previous
+    version beside its tested one (drift); one that fails so is loaded alone, listed in `apart`.
     """
 
     @classmethod
@@ -192,12 +196,16 @@ class TritonServer(ModelControl):
         deferred: Mapping[str, Iterable[str]] | None = None,
         gpus: str | None = None,
         gpu_models: str = "test",
+        paired: Mapping[str, str] | None = None,
     ) -> None:
         self.image = image
         self.models = dict(models)  # name -> version to wait for (None: any)
         self.overrides = dict(overrides or {})
+        self.paired = dict(paired or {})
+        self.apart: dict[str, str] = {}
         self.deferred = {name: frozenset(needs) for name, needs in (deferred or {}).items()}
-        self.all_models = all_models and not self.overrides  # `*` would load them from their files
+        # `*` would load them from their files
+        self.all_models = all_models and not self.overrides and not self.paired
         self.gpus = gpus
         self.gpu_models = gpu_models
         self.unloadable: dict[str, str] = {}  # model -> why it did not load on the CPU (gpu_models "test")
@@ -223,8 +231,10 @@ class TritonServer(ModelControl):
 
     @property
     def at_start(self) -> dict[str, int | None]:
-        """The models the start's --load-model flags name: neither overridden nor needing one that is."""
-        return {m: v for m, v in self.models.items() if m not in self.overrides and m not in self.deferred}
+        """The models the start's --load-model flags name: neither overridden nor paired, nor needing
+        one that is overridden."""
+        loaded_later = self.overrides.keys() | self.paired.keys() | self.deferred.keys()
+        return {m: v for m, v in self.models.items() if m not in loaded_later}
 
     def command(self, ports: list[int] | None = None) -> list[str]:
         load = ["--load-model=*"] if self.all_models else [f"--load-model={m}" for m in self.at_start]
@@ -294,7 +304,7 @@ class TritonServer(ModelControl):
             if later:
                 begun = time.monotonic()
                 self.wait_live()
-                self.load(later)
+                self.load(later, sample=False)  # the wave's sample after its cases reads the memory
                 if self.start_load_seconds is not None:  # unknown stays unknown: the start's time holds it
                     self.start_load_seconds += time.monotonic() - begun
         except docker.errors.ImageNotFound:

@@ -3,9 +3,10 @@ built on the server's readiness and failures (server/readiness.py) and its conta
 (server/memory.py).
 
 `TritonServer` (server/container.py) owns the container and its life; this is what it does with the
-server inside, down to reloading a tested model with another config (`load_config`: both of its
-versions side by side, for drift). A failed load fails at once, never at --load-timeout; a model
-that will never load (its version excluded, its stub unable to start) fails at once too.
+server inside, down to loading a model with another config: `paired`, a model's previous version
+beside its tested one from its first load (for drift, models/drift.py's `side_by_side`), and
+`load_config`, a tested model reloaded so. A failed load fails at once, never at --load-timeout; a
+model that will never load (its version excluded, its stub unable to start) fails at once too.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 import requests
 
 from triton_release.server.memory import ContainerMemory
-from triton_release.server.readiness import ModelState, Readiness, reason
+from triton_release.server.readiness import POLL_SECONDS, ModelState, Readiness, reason
 
 __all__ = ["ModelControl", "ModelState"]
 
@@ -34,6 +35,8 @@ class ModelControl(Readiness, ContainerMemory):
     deferred: dict[str, frozenset[str]]
     on_cpu: set[str]
     loaded: dict[str, int | None]
+    paired: dict[str, str]  # model -> the config serving its previous version beside the tested one
+    apart: dict[str, str]  # paired models whose previous version did not load beside: why (loaded alone)
 
     # -- waves: another set of models in the same server ----------------------------------------
 
@@ -67,17 +70,19 @@ class ModelControl(Readiness, ContainerMemory):
                     f"{self.load_timeout:g} s; the next models load beside them"
                 )
                 break
-            time.sleep(0.2)
+            time.sleep(POLL_SECONDS)
         for name in names:
             self.loaded.pop(name, None)
 
-    def load(self, models: dict[str, int | None]) -> None:
+    def load(self, models: dict[str, int | None], *, sample: bool = True) -> None:
         """Load `models` (a few requests at once) and wait until each is ready at its version: the
         models needing an overridden one after the others. A model needing one found `unloadable`
-        is set aside with it, never loaded."""
+        is set aside with it, never loaded. `sample`: read the container's memory once they are
+        (the start's loads do not: its wave's sample after the cases follows, and the daemon's
+        second figure in a row comes on its next one-second round)."""
         models = {name: version for name, version in models.items() if name not in self.unloadable}
         first = {name: version for name, version in models.items() if name not in self.deferred}
-        self._load(first)
+        self._load(first, sample=sample)
         then = {}
         for name, version in models.items():
             if name in first:
@@ -87,21 +92,25 @@ class ModelControl(Readiness, ContainerMemory):
                 self.unloadable[name] = f"it needs {', '.join(missing)}, which did not load on the CPU"
             else:
                 then[name] = version
-        self._load(then)
+        self._load(then, sample=sample)
 
-    def _load(self, models: dict[str, int | None]) -> None:
+    def _load(self, models: dict[str, int | None], *, sample: bool = True) -> None:
         if not models:
             return
         pool = ThreadPoolExecutor(max_workers=min(LOAD_REQUESTS, len(models)), thread_name_prefix="triton-load")
         try:
-            requested = {name: pool.submit(self._request_load, name) for name in sorted(models)}
+            requested = {
+                name: pool.submit(self._request_paired if name in self.paired else self._request_load, name)
+                for name in sorted(models)
+            }
             self.wait_ready(models, requested, during="while loading models")
         finally:  # a refused or interrupted wait leaves the open requests to the server's removal
             pool.shutdown(wait=False, cancel_futures=True)
         ready = {name: version for name, version in models.items() if name not in self.unloadable}
         self.loaded.update(ready)
         self.on_cpu.update(name for name in ready if name in self.overrides)
-        self.sample_memory()
+        if sample:
+            self.sample_memory()
 
     def _request_load(self, name: str, config: str | None = None) -> str:
         """POST the load of `name` with `config`, else its config override, if any; Triton answers
@@ -121,6 +130,16 @@ class ModelControl(Readiness, ContainerMemory):
         except (ValueError, AttributeError):
             why = ""
         return str(why or answer.text or f"HTTP {answer.status_code}").strip()
+
+    def _request_paired(self, name: str) -> str:
+        """Load `name` with its previous version beside the tested one (`paired`); when that fails,
+        as the image holds it: a previous version that does not load is drift's note (`apart`),
+        never the tested version's failure. "" when loaded, else the why of the load alone."""
+        why = self._request_load(name, self.paired[name]) if name not in self.apart else "loaded alone before"
+        if not why:
+            return ""
+        self.apart.setdefault(name, reason(why))
+        return self._request_load(name)
 
     def load_config(self, name: str, config: str, versions: list[int]) -> str:
         """(Re)load `name` with `config` (the load's `config` parameter) and check that each of

@@ -25,6 +25,9 @@ from triton_release.signals import checkpoint
 if TYPE_CHECKING:
     from docker.models.containers import Container
 
+# Between two looks at the server while waiting for it: a python model loads in about 1.5 s, and a
+# look costs the daemon's and the server's answers of a few milliseconds.
+POLL_SECONDS = 0.1
 # Lines after which no model of this server will ever load: fail now, not at --load-timeout.
 FATAL_LOG_LINES = ("error while loading shared libraries",)
 UNLOADED = "unloaded"  # the repository index's reason for a model unloaded on request
@@ -82,6 +85,7 @@ class Readiness:
     overrides: dict[str, str]
     gpu_models: str
     unloadable: dict[str, str]
+    paired: dict[str, str]
     completed: dict[str, dict]
     load_timeout: float
     logs: Callable[[], str]
@@ -129,7 +133,7 @@ class Readiness:
                     f"tritonserver from {self.image} did not answer within --load-timeout {self.load_timeout:g} s.",
                     details=self.logs().splitlines()[-30:],
                 )
-            time.sleep(0.25)
+            time.sleep(POLL_SECONDS)
 
     def model_ready(self, name: str, version: int | None) -> bool:
         path = f"/v2/models/{name}/versions/{version}/ready" if version else f"/v2/models/{name}/ready"
@@ -166,16 +170,22 @@ class Readiness:
         while True:
             self.check_running(during)
             rounds += 1
-            if rounds % 4 == 0:
+            if rounds % 8 == 0:  # the log's tail: about once a second
                 self.check_fatal_lines()
+            # a paired model's load answers first: its previous version may fail and the model load again alone
+            held = {name for name in self.paired if name in requested and not requested[name].done()}
             for name, version in list(pending.items()):
-                if self.model_ready(name, version):
+                if name not in held and self.model_ready(name, version):
                     del pending[name]
                     bar.advance()
             if not pending:
                 return
             states = self.index()
-            failed = [s for s in states if s.name in pending and s.state == "UNAVAILABLE" and s.reason != UNLOADED]
+            failed = [
+                s
+                for s in states
+                if s.name in pending and s.name not in held and s.state == "UNAVAILABLE" and s.reason != UNLOADED
+            ]
             refused = {
                 name: answer.result()
                 for name, answer in requested.items()
@@ -205,7 +215,7 @@ class Readiness:
                 raise self.load_failure(
                     [known.get(n, ModelState(n, "", "LOADING", "still loading")) for n in pending], timed_out=True
                 )
-            time.sleep(0.25)
+            time.sleep(POLL_SECONDS)
 
     def check_running(self, during: str) -> None:
         """Refused when the server exited on its own; an infrastructure failure when something

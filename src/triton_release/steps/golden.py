@@ -63,7 +63,7 @@ def test(
 
     from triton_release.image.engine import docker_client, require_local_image
     from triton_release.models.devices import image_cpu_overrides
-    from triton_release.models.drift import DriftMeter, previous_version
+    from triton_release.models.drift import DriftMeter, previous_version, side_by_side
     from triton_release.models.suite import (
         GoldenRun,
         Phases,
@@ -103,6 +103,9 @@ def test(
         if name in load and name in names
     }
     analyzer, latency_note = perf_analyzer_for(latency, [n for n, v in previous.items() if v is not None])
+    paired = side_by_side(
+        repo, previous, load, environments=environments, on_cpu=overrides, unmeasurable=drift_unmeasurable
+    )
     started = time.monotonic()
     phases.add("prepare", started - begun)
     server = TritonServer.started_as(
@@ -113,6 +116,7 @@ def test(
         client=client,
         overrides=overrides,
         deferred=deferred(repo, load, overrides),
+        paired=paired,
     )
     server.wave = wave_label(1, len(waves))  # wave 1 loads as the server starts
     with contextlib.ExitStack() as stack:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import io
 import json
 import math
+import textwrap
 from dataclasses import replace
 from types import SimpleNamespace as NS
 
@@ -39,6 +40,7 @@ from triton_release.models.drift import (
     model_drift,
     over,
     previous_version,
+    side_by_side,
 )
 from triton_release.models.inference import Exchange
 from triton_release.models.repository import Repository
@@ -320,7 +322,7 @@ class Reloading:
     http_url = grpc_url = "unused"
 
     def __init__(self, refuse: dict[str, str]) -> None:
-        self.unloadable, self.overrides, self.refuse, self.asked = {}, {}, refuse, []
+        self.unloadable, self.overrides, self.apart, self.refuse, self.asked = {}, {}, {}, refuse, []
 
     def model_ready(self, name, version):
         return False
@@ -358,3 +360,45 @@ def test_max_drift_for_a_plain_image_is_refused_before_a_server_starts(make_repo
     monkeypatch.chdir(make_repo(python_model_files("a")).parent)
     assert main(["test", "--image", "local/anything:1", "--max-drift", "0.01"]) == 2
     assert "only a staged candidate says which versions are new" in capsys.readouterr().err
+
+
+def test_only_models_whose_previous_version_the_image_alone_would_not_serve_are_paired_from_the_start(make_repo):
+    names = ["plain", "pinned", "policy", "step", "ens", "new", "gone"]
+    files = {path: text for n in names for path, text in python_model_files(n).items()}
+    files.update({f"{n}/2/model.py": files[f"{n}/1/model.py"] for n in names})
+    files["pinned/golden/old.json"] = golden_case(version=1)
+    files["policy/config.pbtxt"] += "version_policy { all { } }\n"
+    files["ens/config.pbtxt"] = textwrap.dedent("""\
+        name: "ens"
+        platform: "ensemble"
+        max_batch_size: 8
+        input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]
+        output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]
+        ensemble_scheduling { step [ { model_name: "step" model_version: -1
+          input_map { key: "INPUT0" value: "INPUT0" } output_map { key: "OUTPUT0" value: "OUTPUT0" } } ] }
+        """)
+    del files["gone/golden/basic.json"]
+    repo = Repository.load(make_repo(files))
+    previous = {"plain": 1, "pinned": 1, "policy": 1, "step": 1, "new": None, "gone": 1}
+    paired = side_by_side(repo, previous, {n: 2 for n in names}, environments={"plain": "/envs/plain"})
+    assert list(paired) == ["plain"]  # pins 1; serves 1 already; an ensemble's step; nothing before; no cases
+    config = json.loads(paired["plain"])
+    assert config["version_policy"] == {"specific": {"versions": ["1", "2"]}}
+    assert config["parameters"][ENV_PARAMETER] == {"string_value": "/envs/plain"}
+    assert side_by_side(repo, {"plain": 1}, {"plain": 2}, unmeasurable={"plain": "its environment changed"}) == {}
+
+
+def test_a_model_paired_from_the_start_is_compared_without_a_reload_or_noted_when_its_pair_failed(make_repo):
+    files = {path: text for n in ("a", "b") for path, text in python_model_files(n).items()}
+    files.update({f"{n}/2/model.py": files[f"{n}/1/model.py"] for n in ("a", "b")})
+    repo = Repository.load(make_repo(files))
+    server = Reloading({})
+    server.model_ready = lambda name, _version: name == "a"  # a: served beside; b: loaded alone
+    server.apart = {"b": "No module named 'torch'"}
+    meter = DriftMeter(repo, server, {"a": 1, "b": 1}, {"a": 2, "b": 2})
+    meter._compare = lambda name: ModelDrift(name, 2, 1)
+    meter.after_wave(["a", "b"], [])
+    assert server.asked == [{}]  # nothing reloaded
+    by = {d.model: d for d in meter.results}
+    assert by["a"].note == ""
+    assert by["b"].note == "version 1 did not load beside 2: No module named 'torch'" and by["b"].unmeasured

@@ -13,6 +13,7 @@ from triton_release.steps.golden import check_drift
 class Server:
     unloadable: dict = {}
     overrides: dict = {}
+    apart: dict = {}
 
     def model_ready(self, name, version):
         raise AssertionError("a model whose drift cannot be measured is not reloaded")

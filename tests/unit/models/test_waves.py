@@ -161,6 +161,7 @@ class Control(ModelControl):
         self.load_timeout, self.image, self.gpu_models = 60, "img", "test"
         self.overrides = {name: "{}" for name in failing}
         self.unloadable: dict[str, str] = {}
+        self.paired: dict[str, str] = {}
         self.rounds = 0
 
     def check_running(self, during: str) -> None:
@@ -320,3 +321,32 @@ def test_each_case_pytest_reports_advances_the_cases(lines):
 
 def test_waves_are_shown_only_when_there_are_several():
     assert wave_label(2, 3) == "wave 2 of 3" and wave_label(1, 1) == ""
+
+
+class Paired(Control):
+    """Loads through the repository API without a server: `refuse`, the configs whose load fails."""
+
+    def __init__(self, paired: dict[str, str], refuse: set[str]) -> None:
+        super().__init__({name: 1 for name in paired})
+        self.paired, self.refuse, self.apart, self.on_cpu = dict(paired), refuse, {}, set()
+        self.loaded, self.deferred, self.asked = {}, {}, []
+
+    def _request_load(self, name: str, config: str | None = None) -> str:
+        self.asked.append((name, config))
+        return "Internal: version 1 failed: No module named 'torch'" if config in self.refuse else ""
+
+    def sample_memory(self, last: bool = False) -> None:
+        pass
+
+
+def test_a_model_whose_previous_version_fails_beside_the_new_one_is_loaded_alone_and_set_apart(lines, no_sleep):
+    control = Paired({"a": "pair-a", "b": "pair-b"}, refuse={"pair-b"})
+    control.load({"a": 2, "b": 2})
+    assert [c for n, c in control.asked if n == "a"] == ["pair-a"]
+    assert [c for n, c in control.asked if n == "b"] == ["pair-b", None]  # beside, then alone
+    assert control.apart == {"b": "version 1 failed: No module named 'torch'"}
+    assert control.loaded == {"a": 2, "b": 2}
+    control.asked.clear()
+    control.loaded.pop("b")
+    control.load({"b": 2})  # a later wave: not paired again
+    assert control.asked == [("b", None)]
