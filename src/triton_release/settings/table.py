@@ -117,7 +117,7 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting(
         "latency_rounds",
-        6,
+        10,
         "the most perf_analyzer rounds per version in the latency comparison, alternating N, N+1, "
         "N+1, N, ...; with a bound they stop after 2 or more once the verdict is clear: more rounds "
         "decide closer calls and take longer",

@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from triton_release.models.inference import CaseResult
     from triton_release.settings.options import Settings
 
-DEFAULT_ROUNDS = 6  # pairs at most: each version measured at most this many times (at least MIN_PAIRS)
+DEFAULT_ROUNDS = 10  # pairs at most: each version measured at most this many times (at least MIN_PAIRS)
 DEFAULT_INTERVAL_MS = 100  # one perf_analyzer window; a round is WINDOWS of them
 WINDOWS = 3  # measurement windows per round: the fewest perf_analyzer gives figures for
 WARMUP_MS = 50  # a warm-up round's windows (longer for a slow model)

@@ -20,6 +20,7 @@ from triton_release.errors import InfrastructureError
 from triton_release.image.warmup import entries, raw_bytes, with_warmup
 from triton_release.models.config.schema import model_config_pb2
 from triton_release.models.latency import (
+    DEFAULT_ROUNDS,
     ColdStart,
     LatencyOptions,
     LatencyRun,
@@ -431,7 +432,7 @@ def test_max_latency_increase_takes_a_fraction_or_a_percentage(given, tmp_path):
     options = LatencyOptions.from_settings(settings, {"PATH": "/bin"})
     assert (options.max_increase, options.rounds, options.interval_ms, options.perf_analyzer) == (
         pytest.approx(0.2),
-        6,
+        DEFAULT_ROUNDS,
         100,
         None,
     )
