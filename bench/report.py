@@ -99,6 +99,12 @@ def upload_table(u: dict) -> list[str]:
         f"release over test + upload: {seconds(over_sum)}; today's test + upload (the daemon side's test "
         f"and push steps): {seconds(u.get('today_test_plus_upload_s'))} s.",
     ]
+    for side, label in sides[:2]:
+        steps = (u[side] or {}).get("steps")
+        if steps:
+            rows.append(
+                f"\nSteps, {label} (s): " + ", ".join(f"{name} {value:.2f}" for name, value in steps.items()) + "."
+            )
     return rows
 
 

@@ -90,6 +90,7 @@ def release_figures(elapsed: float, report: Mapping) -> dict:
         "upload_s": during.get("seconds"),
         "upload_bytes": during.get("bytes_uploaded"),
         "pushed_by": push.get("pushed_by"),
+        "steps": pipeline.step_seconds(dict(report)),  # every step's seconds: where "other" went
     }
 
 
@@ -102,9 +103,13 @@ def ratios(release: float, test: float, upload: float) -> dict:
 
 
 def medians(runs: Sequence[Mapping]) -> dict:
-    """Each figure's median over the runs (numbers; None when a run lacks it), the rest as a list."""
+    """Each figure's median over the runs (numbers; None when a run lacks it), the rest as a list;
+    the steps' seconds (`steps`), each step's median."""
     out: dict = {}
     for key in dict.fromkeys(key for run in runs for key in run):
+        if key == "steps":
+            out[key] = pipeline.median_steps([run.get("steps") or {} for run in runs])
+            continue
         values = [run.get(key) for run in runs]
         numbers = [v for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
         if len(numbers) == len(values) and numbers:

@@ -36,6 +36,7 @@ def test_a_releases_figures_come_from_its_report_with_the_upload_threads_seconds
         "upload_s": 3.5,
         "upload_bytes": 1024,
         "pushed_by": "registry",
+        "steps": {"build": 1.0, "test": 4.0, "push": 0.25},
     }
     daemon = upload.release_figures(9.0, made_up_report(4.0, 3.0, None))
     assert daemon["upload_s"] is None and daemon["pushed_by"] == "daemon"
@@ -53,6 +54,8 @@ def test_medians_take_numbers_and_list_the_other_values():
         {"a": 2.0, "by": "registry", "u": None},
     ]
     assert upload.medians(runs) == {"a": 2.0, "by": ["daemon", "registry"], "u": None}
+    steps = [{"steps": {"build": 1.0, "test": 4.0}}, {"steps": {"build": 3.0, "test": 2.0}}, {"steps": {"build": 2.0}}]
+    assert upload.medians(steps) == {"steps": {"build": 2.0, "test": 2.0}}  # a step a run lacks counts 0
 
 
 def overlap_run(release: float, test: float, upload_s: float) -> dict:
@@ -110,6 +113,8 @@ def test_the_table_shows_the_three_sides_and_the_ratios():
     assert "| pushed by | registry | daemon | docker push |" in rows
     assert "Release over max(test, upload): 1.20 (goal <= 1.15: **not met**)" in rows
     assert "today's test + upload (the daemon side's test and push steps): 9.00 s" in rows
+    with_steps = {**section, "overlap": {**section["overlap"], "steps": {"build": 1.0, "test": 5.0}}}
+    assert "Steps, upload during the tests (s): build 1.00, test 5.00." in "\n".join(report.upload_table(with_steps))
     without_naive = {**section, "naive": None}
     assert "| naive |" not in "\n".join(report.upload_table(without_naive))
 
