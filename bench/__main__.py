@@ -5,7 +5,9 @@ release of a one-model change (time and bytes uploaded), the image rebuild, serv
 (changed model vs every model), golden throughput, rollback (retag vs pull, tag, push). On
 repositories of 20, 200 and 1,000 tiny models: the release of a one-model change against N, and
 the first release of each (waves, the server's peak memory, layers). A requirements change beside
-a model needing torch. `validate`/`changed` at 10, 100 and 1000 models. Prints Markdown tables,
+a model needing torch. A one-model change with 512 MiB of new weights: its upload beside the
+tests, against the daemon's push after them and the naive pipeline (upload_overlap, bench/upload.py).
+`validate`/`changed` at 10, 100 and 1000 models. Prints Markdown tables,
 writes bench/results.json and bench/results.png. Needs the local stack (`make stack`).
 """
 
@@ -23,7 +25,7 @@ from pathlib import Path
 
 import docker
 
-from bench import pipeline, rebuild, report, requirements_change, scale, serve
+from bench import pipeline, rebuild, report, requirements_change, scale, serve, upload
 from bench.generate import generate_history
 from bench.revision import revision
 
@@ -37,6 +39,7 @@ QUICK = {
     "change_weights": 4096,
     "naive_max": 2,
     "skip_requirements": True,
+    "upload_weights": 65536,
     "sizes": "3",
     "history": "4,6",
     "repeat": 1,
@@ -143,6 +146,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--skip-scaling", action="store_true", help="leave out the scaling figures")
     parser.add_argument("--skip-requirements", action="store_true", help="leave out the requirements change")
+    parser.add_argument(
+        "--upload-weights",
+        type=int,
+        default=upload.WEIGHTS,
+        help="bytes of new weights of the one-model change whose upload goes beside the tests (upload_overlap)",
+    )
+    parser.add_argument("--skip-upload", action="store_true", help="leave out the upload beside the tests")
     parser.add_argument("--sizes", default="10,100,1000", help="model counts for the validate and changed figures")
     parser.add_argument("--history", default="200,500", help="MODELS,COMMITS of the history `changed` runs over")
     parser.add_argument("--cases", type=int, default=200, help="golden cases sent per throughput figure")
@@ -183,6 +193,10 @@ def main(argv: list[str] | None = None) -> int:
     if not args.skip_requirements:
         results["requirements_change"] = requirements_change.measure(
             docker.from_env(timeout=600), args.requirements_heavy, run_id=run_id
+        )
+    if not args.skip_upload:
+        results["upload_overlap"] = upload.measure(
+            docker.from_env(timeout=600), args.upload_weights, args.repeat, run_id
         )
     results["rebuild"] = rebuild.measure(args.models, args.weights, args.repeat)
     served = serve.measure(args.models, 1024, args.repeat, cases=args.cases)

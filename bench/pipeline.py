@@ -120,7 +120,9 @@ def naive_phases(
     return {"build": built - start, "serve+check": served - built - reading, "push": time.perf_counter() - served}
 
 
-def our_release(root: Path, repo: str) -> tuple[float, dict]:
+def our_release(root: Path, repo: str, env: dict[str, str] | None = None) -> tuple[float, dict]:
+    """triton-release release --commit of the checkout `root` to `repo` (`env`: variables added
+    to this process's environment): its seconds and its report."""
     report = root.parent / f"report-{uuid.uuid4().hex[:6]}.json"
     start = time.perf_counter()
     done = subprocess.run(
@@ -140,6 +142,7 @@ def our_release(root: Path, repo: str) -> tuple[float, dict]:
         cwd=root,
         capture_output=True,
         text=True,
+        env={**os.environ, **(env or {})},
     )
     elapsed = time.perf_counter() - start
     if done.returncode != 0:

@@ -49,7 +49,63 @@ def table(r: dict) -> str:
         rows += scaling_table(scaling)
     if "requirements_change" in r:
         rows += requirements_table(r["requirements_change"])
+    if r.get("upload_overlap"):
+        rows += upload_table(r["upload_overlap"])
     return "\n".join(rows)
+
+
+def upload_table(u: dict) -> list[str]:
+    """The upload beside the tests: ours with it, ours with the daemon's push after the tests (the
+    release before it), and the naive pipeline, side by side."""
+    sides = [("overlap", "upload during the tests"), ("daemon", "daemon push after the tests")]
+    if u.get("naive"):
+        sides.append(("naive", "naive"))
+    rows = [
+        "",
+        f"The upload beside the tests: a one-model change with {size(u['new_weights_bytes'])} of new random "
+        f"weights, {u['models']} small models; medians of {u['repeat']} runs. The daemon side is the same "
+        "change released with TRITON_RELEASE_UPLOAD_DURING_TESTS=0; the upload's seconds are its thread's "
+        "(overlap) or the push step's (daemon, naive).\n",
+        "| figure | " + " | ".join(label for _, label in sides) + " |",
+        "| --- |" + " ---: |" * len(sides),
+    ]
+    figures = (
+        ("release (s)", "release_s", seconds),
+        ("build (s)", "build_s", seconds),
+        ("test (s)", "test_s", seconds),
+        ("upload (s)", "upload_s", seconds),
+        ("push step (s)", "push_s", seconds),
+        ("other steps, start-up (s)", "other_s", seconds),
+        ("bytes uploaded", "uploaded_bytes", size),
+        ("pushed by", "pushed_by", lambda v: ", ".join(v) if isinstance(v, list) else str(v)),
+    )
+    for label, key, shown in figures:
+        cells = []
+        for side, _ in sides:
+            data = u[side] or {}
+            value = data.get(key)
+            if key == "test_s" and side == "naive":
+                value = data.get("serve+check_s")
+            if key == "upload_s" and side != "overlap":
+                value = data.get("push_s")
+            if key == "pushed_by" and side == "naive":
+                value = "docker push"
+            cells.append("" if value is None else shown(value))
+        rows.append(f"| {label} | " + " | ".join(cells) + " |")
+    over_max, over_sum = u.get("release_over_max"), u.get("release_over_sum")
+    rows += [
+        "",
+        f"Release over max(test, upload): {seconds(over_max)} (goal <= {u['goal']}: {met(u['met'])}); "
+        f"release over test + upload: {seconds(over_sum)}; today's test + upload (the daemon side's test "
+        f"and push steps): {seconds(u.get('today_test_plus_upload_s'))} s.",
+    ]
+    for side, label in sides[:2]:
+        steps = (u[side] or {}).get("steps")
+        if steps:
+            rows.append(
+                f"\nSteps, {label} (s): " + ", ".join(f"{name} {value:.2f}" for name, value in steps.items()) + "."
+            )
+    return rows
 
 
 def steps_table(rel: dict) -> list[str]:

@@ -43,7 +43,7 @@ from triton_release.models.gates import NO_GATES, GateOptions
 from triton_release.models.repository import Repository
 from triton_release.registry import publish
 from triton_release.registry import rollback as channels
-from triton_release.registry.upload import BackgroundUpload
+from triton_release.registry.upload import BackgroundUpload, upload_during_tests
 from triton_release.session import Session
 from triton_release.settings import ImageOptions, PublishOptions, ServerOptions
 
@@ -171,6 +171,7 @@ def _release(request: ReleaseRequest, session: Session) -> None:
     run = None  # a change that only removes models has nothing to test
     upload: BackgroundUpload | None = None  # the new layers sent while the tests run
     tars = tempfile.TemporaryDirectory(prefix="triton-release-tars-")  # the new layers' tars, until pushed
+    overlap = request.push and repository is not None and upload_during_tests()  # off: the daemon pushes after
     try:
         bump = session.step(
             "bump",
@@ -202,10 +203,10 @@ def _release(request: ReleaseRequest, session: Session) -> None:
                 prepared=prepared,
                 blob_ids=shipped.blob_ids,
                 extra_labels=planned.record_label(),
-                tars_folder=Path(tars.name) if request.push and repository is not None else None,
+                tars_folder=Path(tars.name) if overlap else None,
             )
             image = built.image_id
-            if request.push and repository is not None and version is not None:
+            if overlap and repository is not None and version is not None:
                 upload = BackgroundUpload(
                     repository, built.build.diff_ids, dict(built.build.tar_files), planned.released_before
                 ).start()

@@ -62,4 +62,13 @@ def test_bench_smoke(docker_client, tmp_path):
     phases = {"server_start", "load", "golden_cases", "drift_load", "drift", "server_stop"}  # a new version: drift
     assert {"build", "push", *(f"test: {phase}" for phase in phases)} <= set(steps["triton_release"])
     assert "| test: golden_cases |" in result.stdout and "| serve+check |" in result.stdout
+    # the upload beside the tests: the same change pushed by the registry path, then by the daemon
+    # (TRITON_RELEASE_UPLOAD_DURING_TESTS=0), and by the naive pipeline; each uploads the new weights
+    overlap = figures["upload_overlap"]
+    assert overlap["new_weights_bytes"] == 65536 and overlap["repeat"] == 1
+    assert overlap["overlap"]["pushed_by"] == ["registry"] and overlap["overlap"]["upload_s"] is not None
+    assert overlap["daemon"]["pushed_by"] == ["daemon"]
+    for side in ("overlap", "daemon", "naive"):
+        assert overlap[side]["uploaded_bytes"] >= 65536, side
+    assert overlap["release_over_max"] is not None and "| pushed by | registry | daemon |" in result.stdout
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

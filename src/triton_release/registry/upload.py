@@ -13,6 +13,9 @@ labels may change after the tests) and put the manifest under X.Y.Z.
 - When a layer has neither (a first release, a layer the daemon already held so no tar was
   written), or anything fails, the push goes through the Docker daemon instead, as without the
   overlap: correct first, fast second.
+- TRITON_RELEASE_UPLOAD_DURING_TESTS=0 turns the overlap off: nothing goes up before every golden
+  case passed, then the daemon pushes (a registry whose quota counts blobs no manifest names, or
+  one without garbage collection, never holds a refused release's layers).
 
 A release refused after the upload began stops the thread; the blobs it sent stay unreferenced
 until the registry's garbage collection removes them, and the run says so.
@@ -21,7 +24,9 @@ until the registry's garbage collection removes them, and the run says so.
 from __future__ import annotations
 
 import json
+import os
 import threading
+import time
 import zlib
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -39,6 +44,14 @@ GZIP_LAYER = "application/vnd.docker.image.rootfs.diff.tar.gzip"
 CHUNK = 1 << 20  # bytes read from a tar at a time
 UPLOAD_DEADLINE = 6 * 3600.0  # seconds for one blob's answer: a 512 MiB layer on a slow link
 STOP_WAIT = 30.0  # seconds a stopped upload has to end its request in flight
+SWITCH = "TRITON_RELEASE_UPLOAD_DURING_TESTS"  # 0, false, no or off: the daemon pushes after the tests
+OFF = frozenset({"0", "false", "no", "off"})
+
+
+def upload_during_tests(env: Mapping[str, str] | None = None) -> bool:
+    """Whether a release's new layers go up while its golden cases run: unless SWITCH says off."""
+    value = (os.environ if env is None else env).get(SWITCH, "")
+    return value.strip().lower() not in OFF
 
 
 @dataclass(frozen=True)
@@ -135,6 +148,7 @@ class Uploaded:
     reused: int
     missing: str = ""  # why the push goes through the daemon instead; "" when every layer is up
     referenced: bool = False  # whether a manifest (X.Y.Z) names them
+    seconds: float = 0.0  # the upload thread's own time, from its start to its end (so far, if running)
 
     def to_json(self) -> dict:
         return {
@@ -143,6 +157,7 @@ class Uploaded:
             "blobs_reused": self.reused,
             "referenced": self.referenced,
             "not_used_because": self.missing or None,
+            "seconds": round(self.seconds, 3),
         }
 
 
@@ -168,6 +183,7 @@ class BackgroundUpload:
         self.missing = ""
         self.referenced = False
         self._stop = threading.Event()
+        self._started = self._ended = 0.0  # perf_counter at the thread's start and end
         self._thread = threading.Thread(target=self._run, name="triton-release-upload", daemon=True)
 
     def start(self) -> BackgroundUpload:
@@ -175,10 +191,20 @@ class BackgroundUpload:
         return self
 
     def _run(self) -> None:
+        self._started = time.perf_counter()
         try:
             self._upload()
         except BaseException as exc:  # said in the report; the push goes through the daemon
             self.missing = "stopped" if self._stop.is_set() else f"the upload failed: {exc}".strip()
+        finally:
+            self._ended = time.perf_counter()
+
+    @property
+    def seconds(self) -> float:
+        """The thread's time: from its start to its end, or to now while it runs; 0 before it starts."""
+        if not self._started:
+            return 0.0
+        return (self._ended or time.perf_counter()) - self._started
 
     def _upload(self) -> None:
         known: dict[str, Descriptor] = {}
@@ -206,7 +232,7 @@ class BackgroundUpload:
             remember_descriptor(diff_id, found)
 
     def result(self) -> Uploaded:
-        return Uploaded(self.sent, self.sent_bytes, self.reused, self.missing, self.referenced)
+        return Uploaded(self.sent, self.sent_bytes, self.reused, self.missing, self.referenced, self.seconds)
 
     def layers(self, diff_ids: Sequence[str]) -> list[Descriptor] | None:
         """The blobs of the layers `diff_ids`, once the upload is done (waiting for it); None when

@@ -26,6 +26,7 @@ from triton_release.registry.upload import (
     image_manifest,
     known_descriptor,
     previous_descriptors,
+    upload_during_tests,
 )
 
 OCI = "application/vnd.oci.image.manifest.v1+json"
@@ -162,9 +163,35 @@ def test_new_layers_are_streamed_as_gzip_and_a_blob_known_from_before_is_reused(
         assert gzip.decompress(store.blobs[layers[0].digest]) == tar.read_bytes()
         assert layers[0].size == len(store.blobs[layers[0].digest])
         assert known_descriptor(diff_id) == layers[0]
+        done = upload.result()
+        assert done.seconds > 0 and done.to_json()["seconds"] == round(done.seconds, 3)
+        assert upload.seconds == done.seconds  # the thread ended: its time no longer grows
         # the next build of the same layer (a rerun: no tar written, the daemon held it) reuses it
         again = BackgroundUpload(registry, [diff_id], {}, None).start()
         assert again.layers([diff_id]) == layers and again.result().reused == 1 and again.result().blobs == 0
+
+
+def test_an_upload_not_started_took_no_time():
+    upload = BackgroundUpload(RegistryRepository.parse("127.0.0.1:9/team/models"), [], {}, None)
+    assert upload.seconds == 0.0 and upload.result().seconds == 0.0
+
+
+@pytest.mark.parametrize(
+    ("value", "on"),
+    [
+        (None, True),
+        ("", True),
+        ("1", True),
+        ("yes", True),
+        ("0", False),
+        (" Off ", False),
+        ("no", False),
+        ("false", False),
+    ],
+)
+def test_the_upload_during_the_tests_is_on_unless_the_environment_turns_it_off(value, on):
+    env = {} if value is None else {"TRITON_RELEASE_UPLOAD_DURING_TESTS": value}
+    assert upload_during_tests(env) is on
 
 
 def test_a_layer_with_neither_a_blob_nor_a_tar_sends_the_push_through_the_daemon():
