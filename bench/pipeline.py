@@ -120,9 +120,9 @@ def naive_phases(
     return {"build": built - start, "serve+check": served - built - reading, "push": time.perf_counter() - served}
 
 
-def our_release(root: Path, repo: str, env: dict[str, str] | None = None) -> tuple[float, dict]:
-    """triton-release release --commit of the checkout `root` to `repo` (`env`: variables added
-    to this process's environment): its seconds and its report."""
+def our_release(root: Path, repo: str, flags: tuple[str, ...] = ()) -> tuple[float, dict]:
+    """triton-release release --commit of the checkout `root` to `repo`, with `flags` added: its
+    seconds and its report."""
     report = root.parent / f"report-{uuid.uuid4().hex[:6]}.json"
     start = time.perf_counter()
     done = subprocess.run(
@@ -138,11 +138,11 @@ def our_release(root: Path, repo: str, env: dict[str, str] | None = None) -> tup
             "--commit",
             "--report",
             str(report),
+            *flags,
         ],
         cwd=root,
         capture_output=True,
         text=True,
-        env={**os.environ, **(env or {})},
     )
     elapsed = time.perf_counter() - start
     if done.returncode != 0:

@@ -64,7 +64,7 @@ def upload_table(u: dict) -> list[str]:
         "",
         f"The upload beside the tests: a one-model change with {size(u['new_weights_bytes'])} of new random "
         f"weights, {u['models']} small models; medians of {u['repeat']} runs. The daemon side is the same "
-        "change released with TRITON_RELEASE_UPLOAD_DURING_TESTS=0; the upload's seconds are its thread's "
+        "change released with --upload-during-tests false; the upload's seconds are its thread's "
         "(overlap) or the push step's (daemon, naive).\n",
         "| figure | " + " | ".join(label for _, label in sides) + " |",
         "| --- |" + " ---: |" * len(sides),

@@ -7,7 +7,7 @@ in the registry, the base image present):
 
 - overlap: triton-release as it ships, its new layers uploaded by a thread while the golden cases
   run (`steps.push.pushed_by` "registry"), the push writing the config and the manifest;
-- daemon: the same change with TRITON_RELEASE_UPLOAD_DURING_TESTS=0, the release before the
+- daemon: the same change with --upload-during-tests false, the release before the
   overlap: the golden cases, then `docker push` through the daemon (`pushed_by` "daemon");
 - naive: one COPY, every model served, the changed model's cases, `docker push`.
 
@@ -32,7 +32,6 @@ import docker
 from bench import pipeline
 from bench.generate import MODEL_PY, generate_repository, git
 from triton_release.registry.client import RegistryRepository
-from triton_release.registry.upload import SWITCH
 
 MIB = 1024 * 1024
 WEIGHTS = 512 * MIB  # new weights of the changed model's new version
@@ -168,7 +167,7 @@ def measure(
     base = f"{pipeline.REGISTRY}/bench-{run_id}/upload"
     repos = {"overlap": f"{base}-overlap", "daemon": f"{base}-daemon", "naive": f"{base}-naive"}
     changed = "model_0000"
-    env = {"overlap": {SWITCH: "1"}, "daemon": {SWITCH: "0"}}
+    flags = {"overlap": (), "daemon": ("--upload-during-tests", "false")}
     runs: dict[str, list[dict]] = {"overlap": [], "daemon": [], "naive": []}
     tmp = tempfile.mkdtemp(prefix="bench-upload-")
     try:
@@ -176,13 +175,13 @@ def measure(
         for root in roots.values():
             checkout(root, models)
         for side in SIDES:  # the previous release, warm
-            pipeline.our_release(roots[side], repos[side], env=env[side])
+            pipeline.our_release(roots[side], repos[side], flags=flags[side])
         if naive:
             pipeline.naive_release(client, roots["naive"], repos["naive"], "r0", changed)
         for round_ in range(1, repeat + 1):
             for side in SIDES:
                 change(roots[side], changed, round_, weights_bytes)
-                elapsed, report = pipeline.our_release(roots[side], repos[side], env=env[side])
+                elapsed, report = pipeline.our_release(roots[side], repos[side], flags=flags[side])
                 figures = release_figures(elapsed, report)
                 version, previous = report["version"], report["steps"]["changed"]["previous_version"]
                 figures["uploaded_bytes"] = pipeline.new_bytes(RegistryRepository.parse(repos[side]), version, previous)

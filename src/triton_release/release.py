@@ -43,7 +43,7 @@ from triton_release.models.gates import NO_GATES, GateOptions
 from triton_release.models.repository import Repository
 from triton_release.registry import publish
 from triton_release.registry import rollback as channels
-from triton_release.registry.upload import BackgroundUpload, upload_during_tests
+from triton_release.registry.upload import BackgroundUpload
 from triton_release.session import Session
 from triton_release.settings import ImageOptions, PublishOptions, ServerOptions
 
@@ -171,7 +171,9 @@ def _release(request: ReleaseRequest, session: Session) -> None:
     run = None  # a change that only removes models has nothing to test
     upload: BackgroundUpload | None = None  # the new layers sent while the tests run
     tars = tempfile.TemporaryDirectory(prefix="triton-release-tars-")  # the new layers' tars, until pushed
-    overlap = request.push and repository is not None and upload_during_tests()  # off: the daemon pushes after
+    overlap = (
+        request.push and repository is not None and request.publish.upload_during_tests
+    )  # off: the daemon pushes after
     try:
         bump = session.step(
             "bump",

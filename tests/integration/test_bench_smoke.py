@@ -63,7 +63,7 @@ def test_bench_smoke(docker_client, tmp_path):
     assert {"build", "push", *(f"test: {phase}" for phase in phases)} <= set(steps["triton_release"])
     assert "| test: golden_cases |" in result.stdout and "| serve+check |" in result.stdout
     # the upload beside the tests: the same change pushed by the registry path, then by the daemon
-    # (TRITON_RELEASE_UPLOAD_DURING_TESTS=0), and by the naive pipeline; each uploads the new weights
+    # (--upload-during-tests false), and by the naive pipeline; each uploads the new weights
     overlap = figures["upload_overlap"]
     assert overlap["new_weights_bytes"] == 65536 and overlap["repeat"] == 1
     assert overlap["overlap"]["pushed_by"] == ["registry"] and overlap["overlap"]["upload_s"] is not None

@@ -34,6 +34,7 @@ SETTING_INPUTS = (
     "gpu-models",
     "max-drift",
     "push-commit",
+    "upload-during-tests",
     "max-latency-increase",
     "latency-unmeasured",
     "latency-rounds",

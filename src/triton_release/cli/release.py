@@ -33,6 +33,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--commit", action="store_true", help="commit the new version folders as `release X.Y.Z` and tag vX.Y.Z"
     )
     setting(parser, "--push-commit", "push_commit", action="store_const", const=True)
+    setting(parser, "--upload-during-tests", "upload_during_tests", metavar="true|false")
     add_image_settings(parser)
     add_server_settings(parser)
     setting(parser, "--channel", "channel", metavar="TAG")

@@ -13,9 +13,9 @@ labels may change after the tests) and put the manifest under X.Y.Z.
 - When a layer has neither (a first release, a layer the daemon already held so no tar was
   written), or anything fails, the push goes through the Docker daemon instead, as without the
   overlap: correct first, fast second.
-- TRITON_RELEASE_UPLOAD_DURING_TESTS=0 turns the overlap off: nothing goes up before every golden
-  case passed, then the daemon pushes (a registry whose quota counts blobs no manifest names, or
-  one without garbage collection, never holds a refused release's layers).
+- `upload_during_tests: false` (--upload-during-tests false) turns the overlap off: nothing goes
+  up before every golden case passed, then the daemon pushes (a registry whose quota counts blobs
+  no manifest names, or one without garbage collection, never holds a refused release's layers).
 
 A release refused after the upload began stops the thread; the blobs it sent stay unreferenced
 until the registry's garbage collection removes them, and the run says so.
@@ -24,7 +24,6 @@ until the registry's garbage collection removes them, and the run says so.
 from __future__ import annotations
 
 import json
-import os
 import threading
 import time
 import zlib
@@ -44,14 +43,6 @@ GZIP_LAYER = "application/vnd.docker.image.rootfs.diff.tar.gzip"
 CHUNK = 1 << 20  # bytes read from a tar at a time
 UPLOAD_DEADLINE = 6 * 3600.0  # seconds for one blob's answer: a 512 MiB layer on a slow link
 STOP_WAIT = 30.0  # seconds a stopped upload has to end its request in flight
-SWITCH = "TRITON_RELEASE_UPLOAD_DURING_TESTS"  # 0, false, no or off: the daemon pushes after the tests
-OFF = frozenset({"0", "false", "no", "off"})
-
-
-def upload_during_tests(env: Mapping[str, str] | None = None) -> bool:
-    """Whether a release's new layers go up while its golden cases run: unless SWITCH says off."""
-    value = (os.environ if env is None else env).get(SWITCH, "")
-    return value.strip().lower() not in OFF
 
 
 @dataclass(frozen=True)

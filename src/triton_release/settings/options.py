@@ -61,6 +61,7 @@ class PublishOptions:
     channel: str = "latest"  # the moving tag consumers follow
     keep: int | None = None  # keep only the newest N releases; None: every release
     push_commit: bool = False  # with --commit: push the release commit and its tag to origin
+    upload_during_tests: bool = True  # the new layers go up while the golden cases run
 
 
 @dataclass(frozen=True)
@@ -83,7 +84,7 @@ class Settings:
 
     @property
     def publish(self) -> PublishOptions:
-        return PublishOptions(self.channel, self.keep, self.push_commit)
+        return PublishOptions(self.channel, self.keep, self.push_commit, self.upload_during_tests)
 
     def __getattr__(self, key: str) -> Any:
         try:

@@ -154,6 +154,14 @@ SETTINGS: tuple[Setting, ...] = (
         boolean,
     ),
     Setting(
+        "upload_during_tests",
+        True,
+        "send the new layers to the registry while the golden cases run (no tag names them until "
+        "every case passed); false: the Docker daemon pushes after the tests, for a registry that "
+        "must never hold blobs no manifest names (a quota that counts them, no garbage collection)",
+        boolean,
+    ),
+    Setting(
         "max_layers",
         120,
         "the image's layer budget, the base image's layers counted (overlay2 refuses about 125)",

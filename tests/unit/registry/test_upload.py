@@ -12,6 +12,9 @@ import pytest
 
 from support.registries import FakeRegistry
 from triton_release import cache
+from triton_release.action.inputs import ActionInputs
+from triton_release.cli.common import given_settings
+from triton_release.cli.main import parser
 from triton_release.image.assemble import config_of, remember_config
 from triton_release.registry import publish
 from triton_release.registry.client import Manifest, RegistryRepository
@@ -26,8 +29,8 @@ from triton_release.registry.upload import (
     image_manifest,
     known_descriptor,
     previous_descriptors,
-    upload_during_tests,
 )
+from triton_release.settings import resolve
 
 OCI = "application/vnd.oci.image.manifest.v1+json"
 
@@ -177,21 +180,18 @@ def test_an_upload_not_started_took_no_time():
 
 
 @pytest.mark.parametrize(
-    ("value", "on"),
-    [
-        (None, True),
-        ("", True),
-        ("1", True),
-        ("yes", True),
-        ("0", False),
-        (" Off ", False),
-        ("no", False),
-        ("false", False),
-    ],
+    ("given", "on"),
+    [({}, True), ({"upload_during_tests": "true"}, True), ({"upload_during_tests": "false"}, False)],
 )
-def test_the_upload_during_the_tests_is_on_unless_the_environment_turns_it_off(value, on):
-    env = {} if value is None else {"TRITON_RELEASE_UPLOAD_DURING_TESTS": value}
-    assert upload_during_tests(env) is on
+def test_the_upload_during_the_tests_is_on_unless_the_setting_turns_it_off(given, on, tmp_path):
+    assert resolve(given, cwd=tmp_path).publish.upload_during_tests is on
+
+
+def test_no_upload_during_tests_on_the_command_line_turns_it_off(tmp_path):
+    args = parser().parse_args(["release", "--to", "r", "--upload-during-tests", "false"])
+    assert resolve(given_settings(args), cwd=tmp_path).publish.upload_during_tests is False
+    inputs = ActionInputs.from_env({"INPUT_UPLOAD-DURING-TESTS": "false"})
+    assert resolve({}, action_inputs=inputs.settings, cwd=tmp_path).publish.upload_during_tests is False
 
 
 def test_a_layer_with_neither_a_blob_nor_a_tar_sends_the_push_through_the_daemon():
