@@ -28,6 +28,15 @@ if TYPE_CHECKING:
 # Between two looks at the server while waiting for it: a python model loads in about 1.5 s, and a
 # look costs the daemon's and the server's answers of a few milliseconds.
 POLL_SECONDS = 0.1
+
+
+def poll_seconds(pending: int) -> float:
+    """Between two looks while `pending` models load: a look asks the server once per model, so a
+    wave of many looks less often (up to 0.25 s), and the looking never takes the cores the loads
+    need; one model is looked at every 0.1 s."""
+    return min(0.25, POLL_SECONDS + 0.01 * max(0, pending - 1))
+
+
 # Lines after which no model of this server will ever load: fail now, not at --load-timeout.
 FATAL_LOG_LINES = ("error while loading shared libraries",)
 UNLOADED = "unloaded"  # the repository index's reason for a model unloaded on request
@@ -215,7 +224,7 @@ class Readiness:
                 raise self.load_failure(
                     [known.get(n, ModelState(n, "", "LOADING", "still loading")) for n in pending], timed_out=True
                 )
-            time.sleep(POLL_SECONDS)
+            time.sleep(poll_seconds(len(pending)))
 
     def check_running(self, during: str) -> None:
         """Refused when the server exited on its own; an infrastructure failure when something
