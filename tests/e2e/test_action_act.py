@@ -119,7 +119,9 @@ def test_a_pull_request_with_a_broken_golden_case_fails_naming_the_file(checkout
     assert run.returncode != 0
     assert "::error file=model_repository/b/golden/basic.json" in run.stdout, run.stdout[-4000:]
     assert RegistryRepository.parse(checkout.image).tags() == []  # nothing pushed, ever
-    assert not checkout.docker.containers.list(all=True, filters={"name": "act-"})  # --rm removed the job's
+    # --rm removed the job's (act names it after the workflow, "test models"; another module's act
+    # jobs may be running beside this one)
+    assert not checkout.docker.containers.list(all=True, filters={"name": "act-test-models-"})
 
 
 # Under act the unit job runs these only: make test runs every unit test itself, and this proves
