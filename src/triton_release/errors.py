@@ -60,3 +60,4 @@ class Interrupted(KeyboardInterrupt):
         super().__init__(signal_name)
         self.signal_name = signal_name
         self.exit_code = exit_code
+        self.published: str | None = None  # X.Y.Z was (or may be) in the registry when it came

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 from triton_release import steps
 from triton_release.cache import exclusive
 from triton_release.contract import CANDIDATE_TAG
+from triton_release.errors import Interrupted
 from triton_release.evidence import attach
 from triton_release.evidence.statements import EvidenceOptions
 from triton_release.history import releases
@@ -260,45 +261,50 @@ def _release(request: ReleaseRequest, session: Session) -> None:
         else:
             Journal.around(root).end()  # published: the bump stays in the working tree, as asked
     except BaseException as exc:
-        if bumped and not (
-            pushing and repository is not None and version is not None and _maybe_published(exc, repository, version)
-        ):
+        if pushing and repository is not None and version is not None and _maybe_published(exc, repository, version):
+            if isinstance(exc, Interrupted):
+                exc.published = version
+        elif bumped:
             _undo_bump(session, root, planned)
         raise
     finally:
         _end_upload(session, upload, tars)
 
     # -- published: finished forward by a rerun, never rolled back -----------------------------
-    # the evidence before the channel moves: an admission policy that wants it never sees the
-    # channel on a release without it; a failure here is finished by a rerun (finish_evidence)
-    evidence = request.evidence
-    session.step(
-        "evidence",
-        console.evidence,
-        attach.release,
-        repository,
-        pushed.digest,
-        pushed.version,
-        root=root,
-        planned=planned,
-        prepared=prepared,
-        run=run,
-        tested=list(to_test),
-        signing=evidence.signing,
-        invocation=evidence.invocation,
-        settings=evidence.settings,
-    )
-    channel = request.publish.channel
-    session.step(
-        "tags", console.tagged, publish.tag_release, repository, version, planned.found.head, channel, pushed.digest
-    )
-    if request.commit:
-        committed = session.step("commit", console.committed, commit, root, version, bump, planned.found.head)
-        Journal.around(root).end()
-        if request.publish.push_commit:  # after the registry's tags: the release is out, a refusal only warns
-            session.step("push-back", None, push_release, root, committed, request.push_target)
-    if request.publish.keep is not None:
-        session.step("retain", console.retained, publish.retain, repository, request.publish.keep, channel)
+    try:
+        # the evidence before the channel moves: an admission policy that wants it never sees the
+        # channel on a release without it; a failure here is finished by a rerun (finish_evidence)
+        evidence = request.evidence
+        session.step(
+            "evidence",
+            console.evidence,
+            attach.release,
+            repository,
+            pushed.digest,
+            pushed.version,
+            root=root,
+            planned=planned,
+            prepared=prepared,
+            run=run,
+            tested=list(to_test),
+            signing=evidence.signing,
+            invocation=evidence.invocation,
+            settings=evidence.settings,
+        )
+        channel = request.publish.channel
+        session.step(
+            "tags", console.tagged, publish.tag_release, repository, version, planned.found.head, channel, pushed.digest
+        )
+        if request.commit:
+            committed = session.step("commit", console.committed, commit, root, version, bump, planned.found.head)
+            Journal.around(root).end()
+            if request.publish.push_commit:  # after the registry's tags: the release is out, a refusal only warns
+                session.step("push-back", None, push_release, root, committed, request.push_target)
+        if request.publish.keep is not None:
+            session.step("retain", console.retained, publish.retain, repository, request.publish.keep, channel)
+    except Interrupted as exc:  # the release stands: the message says the rerun finishes it
+        exc.published = version
+        raise
 
 
 def _maybe_published(error: BaseException, repository: RegistryRepository, version: str) -> bool:

@@ -216,7 +216,14 @@ def _run(session: Session, body: Callable[[Session], None], debug: bool) -> None
             traceback.print_exc()
     except Interrupted as exc:
         report.interrupted = exc
-        console.failure(f"interrupted by {exc.signal_name}: stopped and cleaned up; nothing more was done.")
+        if exc.published:  # the release stands: the rerun finishes it forward, it is never undone
+            console.failure(
+                f"interrupted by {exc.signal_name} with {exc.published} in the registry (or maybe in it): "
+                "stopped and cleaned up; the release stands, and a rerun of triton-release on this "
+                "commit finishes it (its evidence, tags and commit)."
+            )
+        else:
+            console.failure(f"interrupted by {exc.signal_name}: stopped and cleaned up; nothing more was done.")
     except KeyboardInterrupt:
         report.interrupted = Interrupted("SIGINT", 130)
         console.failure("interrupted by SIGINT: stopped and cleaned up; nothing more was done.")

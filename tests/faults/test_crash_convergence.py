@@ -160,6 +160,7 @@ def test_a_signal_at_random_moments_always_stops_within_seconds_and_cleans_up(fr
         journal = fresh.root / ".git" / "triton-release" / "bump.json"
         if journal.exists():  # published before the signal: never rolled back, finished by the rerun
             assert code == 143, (trial, code, out[-2000:])
+            assert "a rerun of triton-release on this commit finishes it" in out, (trial, out[-2000:])
             rerun = run_release(fresh)
             assert rerun.returncode == 0, (trial, rerun.stdout[-2000:] + rerun.stderr[-2000:])
             assert not journal.exists(), (trial, rerun.stdout[-2000:])

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import signal
 import stat
+import subprocess
 import threading
 import time
 
@@ -94,3 +95,46 @@ def test_a_signal_during_the_push_undoes_the_bump_when_nothing_was_published(ws,
     assert version not in after.tags and after.tags == before.tags
     assert after.status == before.status and after.files == before.files
     assert not ws.docker.containers.list(all=True, filters={"label": SERVERS})
+
+
+def test_a_signal_once_the_release_is_up_keeps_the_bump_and_says_the_rerun_finishes_it(ws):
+    """The push put X.Y.Z up; the channel's tag PUT is held and a SIGTERM stops the run there: exit
+    143, the bump kept, the message saying the release stands and a rerun finishes it, which it does."""
+    entered, hold, forward_now = threading.Event(), threading.Event(), threading.Event()
+
+    def held(proxy, path, forward):
+        if forward_now.is_set():
+            return forward()
+        entered.set()
+        hold.wait(60)
+        return 503, [], b"held, then dropped by the test"
+
+    ws.write({"a/1/model.py": "# 2\n" + PYTHON_MODEL})
+    ws.commit("a: new code")
+    newest = versions_in(ws.registry.tags())[-1]
+    version = f"{newest.major}.{newest.minor + 1}.0"
+    with RegistryProxy("latest", held) as proxy:
+        command = release_command(f"{proxy.address}/{ws.registry.name}", "--commit")
+        run = start(command, cwd=ws.root)
+        try:
+            deadline = time.monotonic() + 180
+            while not entered.wait(0.5) and time.monotonic() < deadline:
+                assert run.poll() is None, run.communicate()[0][-3000:]
+            assert entered.is_set(), "the release never reached the channel's tag"
+            run.send_signal(signal.SIGTERM)
+            out, _ = run.communicate(timeout=60)
+        finally:
+            hold.set()
+            if run.poll() is None:
+                run.kill()
+        assert run.returncode == 143, out[-3000:]
+        assert f"interrupted by SIGTERM with {version} in the registry" in out, out[-3000:]
+        assert "a rerun of triton-release on this commit finishes it" in out, out[-3000:]
+        assert ws.registry.digest(version) is not None
+        assert (ws.models / "a" / "2" / "model.py").exists()  # the bump that shipped stays
+        forward_now.set()
+        rerun = subprocess.run(command, cwd=ws.root, capture_output=True, text=True, timeout=600)
+    assert rerun.returncode == 0, rerun.stdout[-3000:] + rerun.stderr[-3000:]
+    assert ws.registry.digest("latest") == ws.registry.digest(version)
+    assert ws.git_repo.git("log", "-1", "--format=%s") == f"release {version}"
+    assert ws.git_repo.git("status", "--porcelain") == ""

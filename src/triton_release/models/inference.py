@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 from types import ModuleType
 from typing import TYPE_CHECKING
 
+from triton_release.errors import Interrupted
 from triton_release.models.answers import Answer, OutputResult, Reply, compare, compare_error, tolerances
 from triton_release.models.golden.format import DEFAULT_TIMEOUT, GoldenCase, Step
 
@@ -109,7 +110,20 @@ def _client(
         return lib, lib.InferenceServerClient(grpc_url), {"client_timeout": timeout}
     import tritonclient.http as lib
 
+    _quiet_hub()
     return lib, lib.InferenceServerClient(http_url, connection_timeout=timeout, network_timeout=timeout), {}
+
+
+def _quiet_hub() -> None:
+    """The HTTP client waits for its answer inside gevent's hub, so a signal's `Interrupted` can be
+    raised there. gevent throws it into the waiting call, as it should, but prints it first as the
+    hub's own error: an ordinary stop showed a traceback. An interrupt is not an error to the hub."""
+    try:
+        from gevent.hub import Hub
+    except ImportError:  # a client that does not wait in gevent
+        return
+    if not issubclass(Interrupted, Hub.NOT_ERROR):
+        Hub.NOT_ERROR = (*Hub.NOT_ERROR, Interrupted)
 
 
 def _late(case: GoldenCase, what: str) -> str:

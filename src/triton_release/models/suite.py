@@ -334,7 +334,9 @@ def run_suite(
         if keyword:
             args += ["-k", keyword]
         code = pytest.main(args, plugins=[collector, _Loaded(repo)])
-    if code == pytest.ExitCode.INTERRUPTED:  # pytest caught the signal: raise it again, the run stops
+    # pytest caught the signal, or its own unraisable hook (ours is set aside while it runs) took
+    # one whose raise landed in a finalizer: either way a signal came, and the run stops
+    if code == pytest.ExitCode.INTERRUPTED or pending_interrupt() is not None:
         raise pending_interrupt() or Interrupted("SIGINT", 130)
     if code == pytest.ExitCode.USAGE_ERROR:
         raise UsageError(f"pytest refused the golden run's arguments (is -k {keyword!r} a valid expression?).")
