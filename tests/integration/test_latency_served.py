@@ -200,6 +200,9 @@ def test_only_error_cases_are_not_gated_with_the_reason_and_warmup_golden_warms_
         new_versions=("errs", "warm"),
         gates=GateOptions(latency=options),
     )
+    # the pair was loaded with the image's config, warm-up included: the golden case was not the cold call
+    [basic] = [c for c in run.cases if c.case == "warm/basic"]
+    assert basic.passed and basic.latency_ms < 900, basic
     found = {m.model: m for m in run.latency.models}
     assert found["errs"].verdict == "not gated"  # listed, never refused: latency_unmeasured is allow
     assert found["errs"].note == "no golden case sends a request it can replay (errs/refused: it expects an error)"

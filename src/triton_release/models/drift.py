@@ -352,12 +352,16 @@ def side_by_side(
     environments: Mapping[str, str] | None = None,
     on_cpu: Iterable[str] = (),
     unmeasurable: Mapping[str, str] | None = None,
+    configs: Mapping[str, model_config_pb2.ModelConfig | None] | None = None,
 ) -> dict[str, str]:
     """The models whose version N (`previous`) is served beside N+1 (`versions`) from their first
     load -> the load's config (`drift_config`): those drift will compare, whose policy is Triton's
     default, none of whose cases pins another version, and which no other model needs (an ensemble's or
-    a BLS caller's load makes Triton load the models it needs from their files)."""
+    a BLS caller's load makes Triton load the models it needs from their files). `configs`: each
+    model's config as the image holds it (`warmup: golden` wrote model_warmup into it): the load's
+    config is made from that one, so the pair is served as it ships; the checkout's when absent."""
     environments, unmeasurable, on_cpu = environments or {}, unmeasurable or {}, set(on_cpu)
+    configs = configs or {}
     needed = {name for wanted in repo.needs().values() for name in wanted}
     found = {}
     for name, old in previous.items():
@@ -365,12 +369,13 @@ def side_by_side(
         if old is None or new is None or name in unmeasurable or name in needed or name not in repo:
             continue
         model = repo[name]
-        if not model.golden_cases or (model.config is not None and model.config.HasField("version_policy")):
+        config = configs.get(name) or model.config
+        if not model.golden_cases or (config is not None and config.HasField("version_policy")):
             continue
         cases = [load_case(path, name)[0] for path in model.golden_cases]
         if any(case is None or case.version not in (None, new) for case in cases):
             continue
-        found[name] = drift_config(model.config, [old, new], environments.get(name), on_cpu=name in on_cpu)
+        found[name] = drift_config(config, [old, new], environments.get(name), on_cpu=name in on_cpu)
     return found
 
 

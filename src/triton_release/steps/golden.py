@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     import docker
 
     from triton_release.history.planned import ChangesResult
+    from triton_release.models.config.schema import model_config_pb2
     from triton_release.models.latency import LatencyMeter, LatencyOptions, LatencyRun
     from triton_release.models.latency.perf_analyzer import PerfAnalyzer
     from triton_release.models.suite import GoldenRun
@@ -62,7 +63,7 @@ def test(
     import time
 
     from triton_release.image.engine import docker_client, require_local_image
-    from triton_release.models.devices import image_cpu_overrides
+    from triton_release.models.devices import image_configs, image_cpu_overrides
     from triton_release.models.drift import DriftMeter, previous_version, side_by_side
     from triton_release.models.suite import (
         GoldenRun,
@@ -102,9 +103,18 @@ def test(
         for name in new_versions
         if name in load and name in names
     }
-    analyzer, latency_note = perf_analyzer_for(latency, [n for n, v in previous.items() if v is not None])
+    compared = [n for n, v in previous.items() if v is not None]
+    analyzer, latency_note = perf_analyzer_for(latency, compared)
+    # the image's configs, not the checkout's: what ships (`warmup: golden` wrote model_warmup there)
+    configs = image_configs(client, image, compared)
     paired = side_by_side(
-        repo, previous, load, environments=environments, on_cpu=overrides, unmeasurable=drift_unmeasurable
+        repo,
+        previous,
+        load,
+        environments=environments,
+        on_cpu=overrides,
+        unmeasurable=drift_unmeasurable,
+        configs=configs,
     )
     started = time.monotonic()
     phases.add("prepare", started - begun)
@@ -125,7 +135,7 @@ def test(
         phases.move("server_start", "load", server.start_load_seconds or 0.0)  # what its log shows of it
         with phases.timed("latency") if analyzer is not None else contextlib.nullcontext():  # a gate to set up
             timing = stack.enter_context(
-                _latency_meter(repo, server, client, image, previous, load, latency, analyzer, environments)
+                _latency_meter(repo, server, previous, load, latency, analyzer, configs, environments)
             )
         meter = DriftMeter(repo, server, previous, load, environments, drift_unmeasurable) if previous else None
 
@@ -213,12 +223,11 @@ def perf_analyzer_for(options: LatencyOptions | None, measurable: list[str]) -> 
 def _latency_meter(
     repo: Repository,
     server: TritonServer,
-    client: docker.DockerClient,
-    image: str,
     previous: Mapping[str, int | None],
     load: Mapping[str, int | None],
     options: LatencyOptions | None,
     analyzer: PerfAnalyzer | None,
+    configs: Mapping[str, model_config_pb2.ModelConfig | None],
     environments: Mapping[str, str],
 ) -> AbstractContextManager[LatencyMeter | None]:
     """The latency meter of the models with a version before (a context: its scratch folder is
@@ -227,10 +236,8 @@ def _latency_meter(
 
     if options is None or analyzer is None:
         return contextlib.nullcontext()
-    from triton_release.models.devices import image_configs
     from triton_release.models.latency import LatencyMeter
 
-    configs = image_configs(client, image, [n for n, v in previous.items() if v is not None])  # the image's copies
     return LatencyMeter(repo, server, previous, load, options, analyzer, configs, environments)
 
 

@@ -388,6 +388,20 @@ def test_only_models_whose_previous_version_the_image_alone_would_not_serve_are_
     assert side_by_side(repo, {"plain": 1}, {"plain": 2}, unmeasurable={"plain": "its environment changed"}) == {}
 
 
+def test_a_pair_is_loaded_with_the_images_config_so_its_written_warm_up_is_kept(make_repo):
+    """`warmup: golden` writes model_warmup into the image's config, not the checkout's: the pair's
+    load config is made from the image's, as it ships."""
+    files = python_model_files("warm")
+    files["warm/2/model.py"] = files["warm/1/model.py"]
+    repo = Repository.load(make_repo(files))
+    shipped = model_config_pb2.ModelConfig()
+    shipped.CopyFrom(repo["warm"].config)
+    shipped.model_warmup.add(name="golden basic", batch_size=1)
+    paired = side_by_side(repo, {"warm": 1}, {"warm": 2}, configs={"warm": shipped})
+    assert [w["name"] for w in json.loads(paired["warm"])["model_warmup"]] == ["golden basic"]
+    assert "model_warmup" not in json.loads(side_by_side(repo, {"warm": 1}, {"warm": 2})["warm"])
+
+
 def test_a_model_paired_from_the_start_is_compared_without_a_reload_or_noted_when_its_pair_failed(make_repo):
     files = {path: text for n in ("a", "b") for path, text in python_model_files(n).items()}
     files.update({f"{n}/2/model.py": files[f"{n}/1/model.py"] for n in ("a", "b")})
