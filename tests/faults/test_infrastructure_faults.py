@@ -166,8 +166,12 @@ def test_registry_killed_while_a_bumped_release_uploads_its_layer_undoes_the_bum
         out, _ = process.communicate(timeout=300)
         assert process.returncode == 3, out[-3000:]
         found = read_report(report)
-        assert "Run the push again" in found["error"]["message"] and found["released"] is None
-        assert found["steps"]["push"]["ok"] is False and found["steps"]["undo-bump"]["ok"] is True
+        # killed while the layer went up beside the tests, the push finds the registry gone; killed
+        # during the push, the daemon's push fails: either says what to do, and nothing is published
+        message = found["error"]["message"]
+        assert "Run the push again" in message or "is unreachable (" in message, message
+        assert found["released"] is None and found["steps"]["undo-bump"]["ok"] is True
+        assert found["steps"].get("push", {"ok": False})["ok"] is False
         assert ws.git_repo.git("status", "--porcelain") == ""  # the bump undone: a/2 is gone
         assert not (ws.models / "a" / "2").exists()
         assert not (ws.root / ".git" / "triton-release" / "bump.json").exists()  # nothing for a rerun to finish
