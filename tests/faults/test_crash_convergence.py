@@ -114,8 +114,8 @@ def assert_converged(ws: Workspace, first_digest: str) -> None:
 
 def orphans(ws: Workspace) -> list[str]:
     """Containers (servers, probes) whose owning run is gone: a killed run's, never removed."""
-    found = ws.docker.containers.list(all=True, filters={"label": OWNER_LABEL})
-    return [c.name for c in found if not alive(json.loads(c.labels[OWNER_LABEL]), elsewhere=True)]
+    found = ws.docker.api.containers(all=True, filters={"label": OWNER_LABEL})  # never inspected: one may go
+    return [c["Names"][0] for c in found if not alive(json.loads(c["Labels"][OWNER_LABEL]), elsewhere=True)]
 
 
 STEPS = ["bump", "export", "environments", "build", "test", "push", "tags"]

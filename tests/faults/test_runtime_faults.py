@@ -107,7 +107,9 @@ def test_a_cancelled_release_removes_the_server_undoes_the_bump_and_exits_143(ws
     while time.monotonic() < deadline and run.poll() is None and not (ws.models / "a" / "2").exists():
         time.sleep(0.2)
     while (
-        time.monotonic() < deadline and run.poll() is None and not ws.docker.containers.list(filters={"label": SERVERS})
+        time.monotonic() < deadline
+        and run.poll() is None
+        and not ws.docker.containers.list(sparse=True, filters={"label": SERVERS})
     ):
         time.sleep(0.2)  # bumped and building: wait for the server of the test step
     assert run.poll() is None, run.communicate()[0][-3000:]
@@ -142,7 +144,7 @@ def test_a_server_the_daemon_kills_during_a_case_is_an_infrastructure_failure(ws
         lines.append(line)
         if line.startswith("golden cases:") or line.startswith("load:") and "ready in" in line:
             time.sleep(1.0)  # the case is in flight: the model sleeps in execute
-            for container in ws.docker.containers.list(filters={"label": SERVERS}):
+            for container in ws.docker.containers.list(sparse=True, filters={"label": SERVERS}):
                 container.kill()
             break
     lines += process.stdout.read().splitlines(keepends=True)

@@ -74,20 +74,20 @@ def remove_orphans(client: docker.DockerClient) -> list[str]:
     """Remove the containers (servers, probes) whose run is gone (killed: no cleanup code of its
     ran), as their owner label tells; one whose owner may still run is left alone. Returns their names."""
     removed: list[str] = []
-    try:
-        found = client.containers.list(all=True, filters={"label": OWNER_LABEL})
+    try:  # the list's own fields: a container another run removes meanwhile is never inspected
+        found = client.api.containers(all=True, filters={"label": OWNER_LABEL})
     except docker.errors.APIError:
         return removed
     for container in found:
         try:
-            who = json.loads(container.labels.get(OWNER_LABEL) or "{}")
+            who = json.loads((container.get("Labels") or {}).get(OWNER_LABEL) or "{}")
         except ValueError:
             continue
         if not isinstance(who, dict) or alive(who, elsewhere=True):  # another job's, maybe
             continue
         try:
-            container.remove(force=True)
-            removed.append(container.name)
+            client.api.remove_container(container["Id"], force=True)
+            removed.append(((container.get("Names") or ["/?"])[0]).lstrip("/"))
         except docker.errors.APIError:
             continue  # gone meanwhile, or another run removes it
     if removed:
