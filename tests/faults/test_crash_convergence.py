@@ -69,16 +69,6 @@ def run_until(ws: Workspace, trigger, *, sig: int = signal.SIGKILL, delay: float
     return code, "".join(lines), sent.is_set()
 
 
-@pytest.fixture(scope="module")
-def released_once(docker_client, tmp_path_factory):
-    """Two models released once as 1.0.0, for every test here to branch from."""
-    root = tmp_path_factory.mktemp("crash-template") / "work"
-    ws = Workspace(root, f"{REGISTRY}/triton-release-faults/crash-{uuid.uuid4().hex[:10]}", docker_client)
-    yield ws
-    with contextlib.suppress(Exception):
-        docker_client.images.remove(f"{ws.image}:candidate", force=True)
-
-
 @pytest.fixture
 def fresh(docker_client, tmp_path, released_once):
     """A workspace of its own with 1.0.0 released into a registry repository of its own: a copy of
