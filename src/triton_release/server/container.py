@@ -164,6 +164,8 @@ class TritonServer(ModelControl):
     need it) and the others go on; "require", it is refused like any model failing to load.
     `paired`: model -> the config it is loaded with through the repository API, its previous
     version beside its tested one (drift); one that fails so is loaded alone, listed in `apart`.
+    `auto_complete`: False starts it with --disable-auto-complete-config, which only a server of
+    models that cannot be changed by it may be (models/config/completion.py says which).
     """
 
     @classmethod
@@ -197,8 +199,10 @@ class TritonServer(ModelControl):
         gpus: str | None = None,
         gpu_models: str = "test",
         paired: Mapping[str, str] | None = None,
+        auto_complete: bool = True,
     ) -> None:
         self.image = image
+        self.auto_complete = auto_complete
         self.models = dict(models)  # name -> version to wait for (None: any)
         self.overrides = dict(overrides or {})
         self.paired = dict(paired or {})
@@ -254,6 +258,7 @@ class TritonServer(ModelControl):
             "--model-control-mode=explicit",
             *load,
             f"--backend-config=python,stub-timeout-seconds={stub_timeout}",
+            *([] if self.auto_complete else ["--disable-auto-complete-config"]),
             "--exit-on-error=false",
             "--log-verbose=0",
             *listen,

@@ -63,7 +63,8 @@ def test(
     import time
 
     from triton_release.image.engine import docker_client, require_local_image
-    from triton_release.models.devices import image_configs, image_cpu_overrides
+    from triton_release.models.config.completion import image_held
+    from triton_release.models.devices import image_cpu_overrides
     from triton_release.models.drift import DriftMeter, previous_version, side_by_side
     from triton_release.models.suite import (
         GoldenRun,
@@ -91,12 +92,9 @@ def test(
     load_cases(repo, names)  # every case file well-formed before any server starts
     waves = plan_waves(repo, names, server_options.max_loaded)
     environments = _image_environments(client, image)
-    overrides = (
-        {}
-        if server_options.gpus
-        # the image's configs
-        else image_cpu_overrides(client, image, repo, load, environments)
-    )
+    # the image's configs, not the checkout's: what ships (`warmup: golden` wrote model_warmup there)
+    held, completing = image_held(client, image, {name: shipped.get(name, ()) for name in load})
+    overrides = {} if server_options.gpus else image_cpu_overrides(repo, held, environments)
     every = len(waves) == 1 and set(load) == set(repo.models) and not overrides
     previous = {
         name: previous_version(shipped.get(name) or repo[name].versions, load[name])
@@ -105,8 +103,7 @@ def test(
     }
     compared = [n for n, v in previous.items() if v is not None]
     analyzer, latency_note = perf_analyzer_for(latency, compared)
-    # the image's configs, not the checkout's: what ships (`warmup: golden` wrote model_warmup there)
-    configs = image_configs(client, image, compared)
+    configs = {name: held[name] for name in compared}
     paired = side_by_side(
         repo,
         previous,
@@ -127,6 +124,7 @@ def test(
         overrides=overrides,
         deferred=deferred(repo, load, overrides),
         paired=paired,
+        auto_complete=completing is not None,
     )
     server.wave = wave_label(1, len(waves))  # wave 1 loads as the server starts
     with contextlib.ExitStack() as stack:
@@ -474,6 +472,7 @@ def record(
     CPU; one that cannot load there is refused (there is no answer to record)."""
     from triton_release.image.engine import docker_client, require_local_image
     from triton_release.models.answers import NotRecorded, recorded
+    from triton_release.models.config.completion import image_held
     from triton_release.models.devices import image_cpu_overrides
     from triton_release.models.inference import ask
     from triton_release.models.suite import deferred, load_cases, models_to_load, plan_waves
@@ -489,11 +488,9 @@ def record(
     waves = plan_waves(repo, models, server_options.max_loaded)
     client = docker_client()
     require_local_image(client, image)
-    overrides = (
-        {}
-        if server_options.gpus
-        else image_cpu_overrides(client, image, repo, load, _image_environments(client, image))
-    )
+    shipped = _image_models(client, image)
+    held, completing = image_held(client, image, {name: shipped.get(name, ()) for name in load})
+    overrides = {} if server_options.gpus else image_cpu_overrides(repo, held, _image_environments(client, image))
     with TritonServer.started_as(
         replace(server_options, gpu_models="require"),
         image,
@@ -501,6 +498,7 @@ def record(
         client=client,
         overrides=overrides,
         deferred=deferred(repo, load, overrides),
+        auto_complete=completing is not None,
     ) as server:
         for wave in waves:
             server.switch_to({m: load[m] for m in wave.load})

@@ -1,0 +1,85 @@
+"""A test server skips auto-complete only where it changes nothing: each model of the examples (and a
+model without batching, one with sequence batching and a decoupled one) is served with the same
+config with --disable-auto-complete-config as with tritonserver's default, on the real server;
+a model whose model.py completes its config keeps auto-complete on for the whole server."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+import requests
+
+from support.models import auto_complete_files, decoupled_config, python_model_files, sequence_config, write_tree
+from support.stack import BASE_IMAGE, ROOT
+from triton_release.contract import MODELS_LABEL
+from triton_release.image.build import build_image
+from triton_release.models.config.completion import image_held
+from triton_release.models.repository import Repository
+from triton_release.models.suite import models_to_load
+from triton_release.server.container import TritonServer
+
+pytestmark = pytest.mark.integration
+
+PLAIN = ("nobatch", "sequence", "streaming")
+
+
+@pytest.fixture(scope="module")
+def image(docker_client, tmp_path_factory, unique):
+    """The examples and three more shapes, with a model that completes its own config beside them."""
+    root = tmp_path_factory.mktemp("auto-complete") / "model_repository"
+    shutil.copytree(ROOT / "model_repository", root)
+    files = {**python_model_files("nobatch", max_batch_size=0), **python_model_files("sequence")}
+    files |= {**python_model_files("streaming"), **auto_complete_files("completing")}
+    files["sequence/config.pbtxt"] = sequence_config("sequence")
+    files["streaming/config.pbtxt"] = decoupled_config("streaming")
+    files["completing/config.pbtxt"] = 'name: "completing"\nbackend: "python"\n'  # as the build writes it
+    write_tree(root, files)
+    tag = f"triton-release-test/auto-complete:{unique}"
+    repo = Repository.load(root)
+    held = {MODELS_LABEL: json.dumps({m.name: list(m.versions) for m in repo})}  # as the build step labels it
+    build_image(repo, BASE_IMAGE, tag, held, client=docker_client)
+    yield repo, tag
+    docker_client.images.remove(tag, force=True)
+
+
+def held_versions(docker_client, tag: str, names) -> dict[str, list[int]]:
+    shipped = json.loads(docker_client.images.get(tag).labels[MODELS_LABEL])
+    return {name: shipped[name] for name in names}
+
+
+def served_configs(docker_client, tag: str, repo: Repository, names, auto_complete: bool) -> dict[str, dict]:
+    with TritonServer(
+        tag, models_to_load(repo, names), load_timeout=120, client=docker_client, auto_complete=auto_complete
+    ) as server:
+        assert ("--disable-auto-complete-config" in server.command()) is not auto_complete
+        return {
+            name: requests.get(f"http://{server.http_url}/v2/models/{name}/config", timeout=10).json()
+            for name in models_to_load(repo, names)
+        }
+
+
+def test_without_a_model_completing_its_config_the_same_configs_are_served_without_auto_complete(docker_client, image):
+    repo, tag = image
+    names = sorted(set(repo.models) - {"completing"})
+    _, why = image_held(docker_client, tag, held_versions(docker_client, tag, models_to_load(repo, names)))
+    assert why is None
+    with_it = served_configs(docker_client, tag, repo, names, auto_complete=True)
+    without = served_configs(docker_client, tag, repo, names, auto_complete=False)
+    assert set(with_it) >= {*PLAIN, "add_sub", "pipeline"}
+    assert without == with_it
+
+
+def test_a_model_completing_its_config_keeps_auto_complete_on_and_is_served_completed(docker_client, image):
+    repo, tag = image
+    _, why = image_held(docker_client, tag, held_versions(docker_client, tag, ["completing", "nobatch"]))
+    assert why == "completing/1/model.py may complete its config (auto_complete_config)"
+    [config] = served_configs(docker_client, tag, repo, ["completing"], auto_complete=True).values()
+    assert config["max_batch_size"] == 4  # what its auto_complete_config set
+
+
+def test_an_image_not_saying_which_versions_it_holds_keeps_auto_complete_on(docker_client, image):
+    _, tag = image
+    _, why = image_held(docker_client, tag, {"nobatch": []})
+    assert why == "the image does not say which version folders of nobatch it holds"
