@@ -18,9 +18,12 @@ Two halves with a different answer to failure:
 
 from __future__ import annotations
 
+import contextlib
+import importlib
 import re
 import tempfile
-from collections.abc import Iterator
+import threading
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -117,6 +120,24 @@ def one_at_a_time(repository: RegistryRepository, console: Console) -> Iterator[
         yield
 
 
+# What the test step imports of other projects (tritonclient's HTTP and gRPC clients, pytest: most
+# of a second of a 2-core runner), imported in a thread beside the steps before it, which wait on git
+# and the Docker daemon and import none of them (no module is imported by both threads at once).
+# One that fails there is imported again by the step, which then says why.
+TEST_IMPORTS = ("tritonclient.http", "tritonclient.grpc", "pytest")
+
+
+def import_beside(names: Iterable[str]) -> None:
+    """Import the modules `names` in a daemon thread, each failure left for its real import."""
+
+    def run() -> None:
+        for name in names:
+            with contextlib.suppress(Exception):
+                importlib.import_module(name)
+
+    threading.Thread(target=run, name="triton-release-imports", daemon=True).start()
+
+
 def run_release(request: ReleaseRequest, session: Session) -> None:
     releases.check_channel(request.publish.channel)  # every argument checked before the first side effect
     if not (request.push and request.repository is not None):
@@ -167,6 +188,7 @@ def _release(request: ReleaseRequest, session: Session) -> None:
                 session.step("retain", console.retained, publish.retain, repository, keep, request.publish.channel)
         return
 
+    import_beside(TEST_IMPORTS)
     # -- undone on failure, until X.Y.Z is in the registry ------------------------------------
     bumped = pushing = False
     run = None  # a change that only removes models has nothing to test
