@@ -86,11 +86,11 @@ def parse_config(data: bytes | None) -> model_config_pb2.ModelConfig | None:
 
 
 # What one run of a container of the image gathers for `image_reader(bulk=True)`: the configs and
-# Python files of /models under 1 MiB, as one tar inside it (a tool missing there: read one by one).
+# Python files of /models under 1 MiB, as one tar inside it (GNU tar; without it, read one by one).
 SMALL_FILES = "/tmp/triton-release-small-files.tar"
 GATHER = (
     "cd / && find models -maxdepth 3 \\( -name config.pbtxt -o -name '*.py' \\) -type f -size -1024k -print0"
-    f" | xargs -0 -r tar -cf {SMALL_FILES}"
+    f" | tar --null -T - -cf {SMALL_FILES}"
 )
 GATHER_SECONDS = 60
 
@@ -129,9 +129,10 @@ def image_reader(
             except docker.errors.NotFound:
                 return None
             with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as tar:
-                member = tar.extractfile(path.rsplit("/", 1)[-1])
-                return member.read() if member else None
-        except tarfile.TarError:
+                member = tar.getmember(path.rsplit("/", 1)[-1])
+                data = tar.extractfile(member) if member.isfile() else None  # a link: not read through
+                return data.read() if data else None
+        except (tarfile.TarError, KeyError):
             return None
         except docker.errors.APIError as exc:
             raise InfrastructureError(
@@ -148,7 +149,7 @@ def image_reader(
 
 def _gathered(container: Container) -> dict[str, bytes]:
     """The files GATHER put together in `container` (run once here), by their path; {} when it could
-    not (no sh, find, xargs or tar in the image; a timeout): every file is then read alone."""
+    not (no sh, find or GNU tar in the image; a timeout): every file is then read alone."""
     import docker
     import requests
 

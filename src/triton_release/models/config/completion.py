@@ -15,6 +15,7 @@ the same config is served (tests/integration/test_auto_complete_served.py).
 from __future__ import annotations
 
 import ast
+import unicodedata
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING
 
@@ -24,35 +25,94 @@ if TYPE_CHECKING:
     import docker
 
 NAME = "auto_complete_config"
-BULK_OVER = 4  # models: above it, the image's small files are gathered in one run (devices.image_reader)
+BULK_OVER = 8  # files to read: above it, the image's small files are gathered in one run (devices.image_reader)
 PYTHON_FILE = "model.py"  # the python backend's model file unless default_model_filename says otherwise
 
 
 def completes_its_config(source: bytes) -> bool:
-    """Whether a Python model's file may complete its config when Triton loads it: it names
-    auto_complete_config anywhere (a method, an attribute, a string), a TritonPythonModel of it has a
-    base class, a decorator or a metaclass, or the name is imported or used (either may bring the
-    method), or it is not Python that parses (nobody can say). Read as a syntax tree, never run."""
+    """Whether a Python model's file may complete its config when Triton loads it. It may not only
+    when it parses as one plain top-level `class TritonPythonModel` (no base but `object`, no
+    decorator, no metaclass) and nothing else could bring the method: no name or string naming
+    auto_complete_config (as Python reads it: its coding, NFKC), no `import *`, `object` never
+    rebound, the class never named elsewhere (imported, rebound, patched), no `globals`, `vars`,
+    `setattr`, `exec`, `eval` or `__import__`. Read as a syntax tree, never run."""
     if NAME.encode() in source:
         return True
     try:
         tree = ast.parse(source)
-    except (SyntaxError, ValueError):
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return True  # nobody can say
+    classes = [node for node in tree.body if isinstance(node, ast.ClassDef) and node.name == MODEL_CLASS]
+    if len(classes) != 1 or not _plain(classes[0]):
         return True
     for node in ast.walk(tree):
-        if isinstance(node, ast.ClassDef) and node.name == "TritonPythonModel":
-            plain = all(isinstance(base, ast.Name) and base.id == "object" for base in node.bases)
-            if not plain or node.keywords or node.decorator_list:
-                return True
-        elif _names_the_class(node):  # imported, rebound or patched: it may come with the method
+        if isinstance(node, ast.ClassDef) and node.name == MODEL_CLASS and node is not classes[0]:
+            return True
+        if isinstance(node, ast.ImportFrom) and any(alias.name == "*" for alias in node.names):
+            return True
+        if isinstance(node, ast.alias) and (node.asname or node.name).rsplit(".", 1)[-1] in (MODEL_CLASS, "object"):
+            return True
+        if isinstance(node, ast.Name) and (node.id in DYNAMIC or node.id == MODEL_CLASS or _rebinds_object(node)):
+            return True
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Attribute, ast.Name)) and _names_it(node):
+            return True
+        if (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and NAME in unicodedata.normalize("NFKC", node.value)
+        ):
             return True
     return False
 
 
-def _names_the_class(node: ast.AST) -> bool:
-    if isinstance(node, ast.Name):
-        return node.id == "TritonPythonModel"
-    return isinstance(node, ast.alias) and (node.asname or node.name).rsplit(".", 1)[-1] == "TritonPythonModel"
+def loads_models(source: bytes) -> bool:
+    """Whether a Python model's file may load models itself as it runs (the Python backend's
+    `triton_python_backend_utils.load_model`, BLS model management): models no config read here
+    names. Any file that imports the utilities under a name it then takes `load_model` from, or
+    takes it from them by name, or does not parse."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return True
+    modules: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            modules.update(a.asname or a.name for a in node.names if a.name == UTILS)
+        elif (
+            isinstance(node, ast.ImportFrom)
+            and node.module == UTILS
+            and any(a.name in ("load_model", "*") for a in node.names)
+        ):
+            return True
+    return any(
+        isinstance(node, ast.Attribute)
+        and node.attr == "load_model"
+        and isinstance(node.value, ast.Name)
+        and node.value.id in modules
+        for node in ast.walk(tree)
+    )
+
+
+MODEL_CLASS = "TritonPythonModel"
+UTILS = "triton_python_backend_utils"
+DYNAMIC = {"globals", "vars", "setattr", "exec", "eval", "__import__"}  # what could add the method unnamed
+
+
+def _plain(node: ast.ClassDef) -> bool:
+    return (
+        not node.keywords
+        and not node.decorator_list
+        and all(isinstance(base, ast.Name) and base.id == "object" for base in node.bases)
+    )
+
+
+def _rebinds_object(node: ast.Name) -> bool:
+    return node.id == "object" and isinstance(node.ctx, (ast.Store, ast.Del))
+
+
+def _names_it(node: ast.AST) -> bool:
+    name = node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else node.name  # type: ignore[attr-defined]
+    return NAME in unicodedata.normalize("NFKC", name)
 
 
 def why_auto_complete(
@@ -79,6 +139,8 @@ def why_auto_complete(
             source = read(f"/models/{name}/{version}/{filename}")
             if source is not None and completes_its_config(source):
                 return f"{name}/{version}/{filename} may complete its config ({NAME})"
+            if source is not None and loads_models(source):
+                return f"{name}/{version}/{filename} may load other models as it runs (load_model)"
     return None
 
 
@@ -87,9 +149,10 @@ def image_held(
 ) -> tuple[dict[str, model_config_pb2.ModelConfig | None], str | None]:
     """The config.pbtxt of each model of `versions` as `image` holds it (None: none, or it does not
     parse), and why a server of it that may load them at those versions needs auto-complete (None:
-    it does not); read from one container created from the image and never started."""
+    it does not); read from one container created from the image (devices.image_reader)."""
     from triton_release.models.devices import image_reader, parse_config
 
-    with image_reader(client, image, bulk=len(versions) > BULK_OVER) as read:
+    reads = sum(1 + len(set(held)) for held in versions.values())
+    with image_reader(client, image, bulk=reads > BULK_OVER) as read:
         configs = {name: parse_config(read(f"/models/{name}/config.pbtxt")) for name in sorted(versions)}
         return configs, why_auto_complete(configs, versions, read)

@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from triton_release.models import calls, golden
-from triton_release.models.config.completion import completes_its_config
 from triton_release.models.devices import ENV_PARAMETER
 from triton_release.models.repository import (
     GOLDEN_DIR,
@@ -152,15 +151,28 @@ def _auto_complete(model: Model, path: Path) -> Iterator[Problem]:
     auto_complete_config; a model.py lacking it does not load. Read as a syntax tree, never run.
     A TritonPythonModel that is imported or has a base class may get it from elsewhere: not flagged."""
     try:
-        source = path.read_bytes()
-        tree = ast.parse(source)
+        tree = ast.parse(path.read_bytes())
     except (OSError, SyntaxError, ValueError):
         return  # unreadable or not Python: _syntax says so
-    if completes_its_config(source):
-        return
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.Name):
+            names.add(node.id)
+        elif isinstance(node, ast.Attribute):
+            names.add(node.attr)
+        elif isinstance(node, ast.alias):
+            names.add(node.asname or node.name)
     model_class = next(
         (node for node in tree.body if isinstance(node, ast.ClassDef) and node.name == "TritonPythonModel"), None
     )
+    inherits = model_class is not None and any(
+        not (isinstance(b, ast.Name) and b.id == "object") for b in model_class.bases
+    )
+    imported = model_class is None and "TritonPythonModel" in names
+    if "auto_complete_config" in names or inherits or imported:
+        return
     yield Problem(
         path,
         f"{model.name} has no config.pbtxt and {path.name} defines no auto_complete_config: "

@@ -9,7 +9,7 @@ import textwrap
 import pytest
 
 from support.models import PYTHON_MODEL
-from triton_release.models.config.completion import completes_its_config, why_auto_complete
+from triton_release.models.config.completion import completes_its_config, loads_models, why_auto_complete
 from triton_release.models.config.schema import model_config_pb2
 
 
@@ -17,44 +17,68 @@ def source(text: str) -> bytes:
     return textwrap.dedent(text).encode()
 
 
-@pytest.mark.parametrize(
-    "text",
-    [
-        "class TritonPythonModel:\n    @staticmethod\n    def auto_complete_config(c):\n        return c\n",
-        "from base import Model\n\nclass TritonPythonModel(Model):\n    pass\n",
-        "from models import TritonPythonModel\n",
-        "import lib\n\nTritonPythonModel = lib.make()\n",
-        "class TritonPythonModel(metaclass=Meta):\n    pass\n",
-        "@decorate\nclass TritonPythonModel:\n    pass\n",
-        "class TritonPythonModel:\n    pass\n\nsetattr(TritonPythonModel, 'x', 1)\n",
-        "if True:\n    class TritonPythonModel(Base):\n        pass\n",
-        "class TritonPythonModel:\n    def initialize(self, args):\n        getattr(self, 'auto_complete_config')\n",
-        "class TritonPythonModel:\n    def execute(self, requests:\n",  # does not parse: nobody can say
-    ],
-    ids=[
-        "its method",
-        "a base class",
-        "imported",
-        "made elsewhere",
-        "a metaclass",
-        "a decorator",
-        "patched",
-        "a base class inside an if",
-        "the name in a string",
-        "not Python",
-    ],
-)
+MAY_COMPLETE = {
+    "its method": "class TritonPythonModel:\n    @staticmethod\n    def auto_complete_config(c):\n        return c\n",
+    "a base class": "from base import Model\n\nclass TritonPythonModel(Model):\n    pass\n",
+    "imported": "from models import TritonPythonModel\n",
+    "made elsewhere": "import lib\n\nTritonPythonModel = lib.make()\n",
+    "a metaclass": "class TritonPythonModel(metaclass=Meta):\n    pass\n",
+    "a decorator": "@decorate\nclass TritonPythonModel:\n    pass\n",
+    "patched": "class TritonPythonModel:\n    pass\n\nsetattr(TritonPythonModel, 'x', 1)\n",
+    "a second class inside an if": "class TritonPythonModel:\n    pass\nif X:\n    class TritonPythonModel(B):\n        pass\n",
+    "only inside an if": "if True:\n    class TritonPythonModel:\n        pass\n",
+    "the name in a string": "class TritonPythonModel:\n    def f(self):\n        getattr(self, 'auto_complete_config')\n",
+    "the name made of two strings": "class TritonPythonModel:\n    vars()['auto_complete' '_config'] = f\n",
+    "a star import": "from impl import *\n",
+    "a star import beside a class": "from impl import *\n\nclass TritonPythonModel:\n    pass\n",
+    "object rebound": "from impl import Base as object\n\nclass TritonPythonModel(object):\n    pass\n",
+    "object assigned": "import impl\nobject = impl.Base\n\nclass TritonPythonModel(object):\n    pass\n",
+    "through globals": "globals()['TritonPythonModel'] = make()\n",
+    "a full-width letter": "class TritonPythonModel:\n    def \uff41uto_complete_config(c):\n        return c\n",
+    "UTF-7": "# coding: utf-7\nclass TritonPythonModel:\n    def auto+AF8-complete+AF8-config(c):\n        return c\n",
+    "no class at all": "",
+    "not Python": "class TritonPythonModel:\n    def execute(self, requests:\n",
+    "nested too deep to parse": "x = " + "(" * 100000 + ")" * 100000 + "\n",
+}
+
+
+@pytest.mark.parametrize("text", MAY_COMPLETE.values(), ids=MAY_COMPLETE.keys())
 def test_a_model_file_that_may_complete_its_config_says_so(text):
-    assert completes_its_config(source(text))
+    assert completes_its_config(text.encode())
 
 
 @pytest.mark.parametrize(
     "text",
-    [PYTHON_MODEL, "class TritonPythonModel(object):\n    def execute(self, requests):\n        return []\n", ""],
-    ids=["the add-one model", "an object subclass", "no class at all (it fails to load either way)"],
+    [PYTHON_MODEL, "class TritonPythonModel(object):\n    def execute(self, requests):\n        return []\n"],
+    ids=["the add-one model", "an object subclass"],
 )
 def test_a_plain_model_file_does_not(text):
     assert not completes_its_config(source(text))
+
+
+@pytest.mark.parametrize(
+    ("text", "loads"),
+    [
+        ("import triton_python_backend_utils as pb\n\ndef f():\n    pb.load_model(model_name='x')\n", True),
+        ("from triton_python_backend_utils import load_model\n", True),
+        ("from triton_python_backend_utils import *\n", True),
+        (
+            "import triton_python_backend_utils as pb\nfrom keras.models import load_model\nm = load_model('w.h5')\n",
+            False,
+        ),
+        (PYTHON_MODEL, False),
+    ],
+    ids=["pb_utils.load_model", "imported by name", "a star import", "keras's load_model", "the add-one model"],
+)
+def test_a_model_file_loading_models_as_it_runs_is_found(text, loads):
+    assert loads_models(text.encode()) is loads
+
+
+def test_a_model_loading_models_as_it_runs_keeps_auto_complete_on():
+    loader = b"import triton_python_backend_utils as pb\n\nclass TritonPythonModel:\n    def initialize(self, args):\n        pb.load_model(model_name='other')\n"
+    reader, _ = files({"/models/a/1/model.py": loader})
+    why = why_auto_complete({"a": config('backend: "python"')}, {"a": [1]}, reader)
+    assert why == "a/1/model.py may load other models as it runs (load_model)"
 
 
 def config(text: str) -> model_config_pb2.ModelConfig:
@@ -74,7 +98,7 @@ def files(found: dict[str, bytes]):
 
 
 def test_a_server_of_plain_python_models_and_an_ensemble_needs_none_and_reads_each_version_of_them():
-    reader, read = files({"/models/a/1/model.py": PYTHON_MODEL.encode(), "/models/a/2/model.py": b""})
+    reader, read = files({"/models/a/1/model.py": PYTHON_MODEL.encode(), "/models/a/2/model.py": PYTHON_MODEL.encode()})
     configs = {"a": config('backend: "python"'), "e": config('platform: "ensemble"')}
     assert why_auto_complete(configs, {"a": [1, 2], "e": [1]}, reader) is None
     assert read == ["/models/a/1/model.py", "/models/a/2/model.py"]
