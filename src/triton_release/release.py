@@ -127,15 +127,18 @@ def one_at_a_time(repository: RegistryRepository, console: Console) -> Iterator[
 TEST_IMPORTS = ("tritonclient.http", "tritonclient.grpc", "pytest")
 
 
-def import_beside(names: Iterable[str]) -> None:
-    """Import the modules `names` in a daemon thread, each failure left for its real import."""
+def import_beside(names: Iterable[str]) -> threading.Thread:
+    """Import the modules `names` in a daemon thread (returned, started), each failure left for
+    its real import."""
 
     def run() -> None:
         for name in names:
             with contextlib.suppress(Exception):
                 importlib.import_module(name)
 
-    threading.Thread(target=run, name="triton-release-imports", daemon=True).start()
+    thread = threading.Thread(target=run, name="triton-release-imports", daemon=True)
+    thread.start()
+    return thread
 
 
 def run_release(request: ReleaseRequest, session: Session) -> None:
