@@ -155,8 +155,7 @@ def test_a_signal_at_random_moments_always_stops_within_seconds_and_cleans_up(fr
             assert rerun.returncode == 0, (trial, rerun.stdout[-2000:] + rerun.stderr[-2000:])
             assert not journal.exists(), (trial, rerun.stdout[-2000:])
             assert fresh.git_repo.git("status", "--porcelain") == "", (trial, rerun.stdout[-2000:])
-            fresh.write({"a/1/model.py": f"# change {trial}\n" + PYTHON_MODEL})  # released: the next trial's change
-            fresh.commit(f"a: change {trial}")
+            change_newest(fresh, trial)
             continue
         assert fresh.git_repo.git("status", "--porcelain") == "", (trial, out[-2000:])
         if code == 143 and "interrupted by SIGTERM: stopped and cleaned up" in out:
@@ -165,8 +164,15 @@ def test_a_signal_at_random_moments_always_stops_within_seconds_and_cleans_up(fr
             assert "interrupted by SIGTERM as the run ended: its work was done" in out, out[-2000:]
         else:
             assert code in (0, -signal.SIGTERM), (trial, code, out[-2000:])  # done before, or as it exited
-        fresh.write({"a/1/model.py": f"# change {trial}\n" + PYTHON_MODEL})  # released: the next trial's change
-        fresh.commit(f"a: change {trial}")
+        change_newest(fresh, trial)
+
+
+def change_newest(ws: Workspace, trial: int) -> None:
+    """Released: the next trial's change, committed in a's newest version folder (the release moved
+    the last change there; an older, released one is never edited)."""
+    newest = max(int(folder.name) for folder in (ws.models / "a").iterdir() if folder.name.isdigit())
+    ws.write({f"a/{newest}/model.py": f"# change {trial}\n" + PYTHON_MODEL})
+    ws.commit(f"a: change {trial}")
 
 
 def test_the_registry_killed_as_the_bumped_release_puts_its_manifest_then_the_rerun_converges(

@@ -4,6 +4,7 @@ import in the step then says why."""
 
 from __future__ import annotations
 
+import subprocess
 import sys
 
 from triton_release.release import TEST_IMPORTS, import_beside
@@ -24,3 +25,16 @@ def test_the_modules_are_imported_in_a_thread_and_a_failing_one_is_left_for_its_
 
 def test_only_other_projects_are_imported_beside_the_steps():
     assert all(not name.startswith("triton_release") for name in TEST_IMPORTS)
+
+
+def test_the_imports_beside_leave_gevents_default_loop_to_the_main_thread():
+    """The HTTP client waits in gevent's hub; only the default loop checks for signals, and the
+    first thread to ask for a hub takes it. After the imports beside, the main thread's is it."""
+    script = (
+        "from triton_release.release import TEST_IMPORTS, import_beside\n"
+        "import_beside(TEST_IMPORTS).join()\n"
+        "import tritonclient.http, gevent.hub\n"
+        "assert gevent.hub.get_hub().loop.default\n"
+    )
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr[-2000:]

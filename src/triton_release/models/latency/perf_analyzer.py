@@ -378,6 +378,8 @@ HANG_WINDOWS = 4  # a run taking this many times its windows (and its requests) 
 SERVER_ERROR = "had error:"  # perf_analyzer's "Thread [0] had error: ...": the server answered with an error
 CRASH_SIGNS = ("is not healthy", "stub process")  # the Python backend's words for a stub that died
 TOO_SHORT = "No valid requests recorded within time interval"  # a window no request finished in
+# windows too far apart even for --stability-percentage 1000: a stall of the runner in one of them
+UNSTABLE = "Failed to obtain stable measurement"
 
 
 class MeasurementFailed(Exception):
@@ -388,7 +390,7 @@ class MeasurementFailed(Exception):
     def __init__(self, message: str, under_load: str = "", too_short: bool = False) -> None:
         super().__init__(message)
         self.under_load = under_load
-        self.too_short = too_short  # a window no request finished in: a longer one may do
+        self.too_short = too_short  # a window no request finished in, or a stalled one: a longer one may do
 
 
 def under_load(text: str) -> str:
@@ -485,7 +487,8 @@ def measure(
     levels = parse_csv(out.read_text(encoding="utf-8", errors="replace")) if out.exists() else []
     if answer.returncode != 0 or not levels:
         text = f"{answer.stdout}\n{answer.stderr}"
-        raise MeasurementFailed(_error_line(text) or f"exit {answer.returncode}", under_load(text), TOO_SHORT in text)
+        longer = TOO_SHORT in text or UNSTABLE in text  # a longer window may do
+        raise MeasurementFailed(_error_line(text) or f"exit {answer.returncode}", under_load(text), longer)
     return levels
 
 

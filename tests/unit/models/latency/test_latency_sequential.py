@@ -23,7 +23,7 @@ with open(os.environ["FAKE_CALLS"], "a") as calls:
     calls.write(json.dumps({"version": version, "windows": args[args.index("--max-trials") + 1],
                             "interval": args[args.index("--measurement-interval") + 1]}) + "\\n")
 if int(args[args.index("--measurement-interval") + 1]) < int(os.environ.get("FAKE_MIN_INTERVAL", "0")):
-    print("No valid requests recorded within time interval. Please use a larger time window.", file=sys.stderr)
+    print(os.environ["FAKE_SHORT_SAYS"], file=sys.stderr)
     sys.exit(1)
 figures = json.loads(os.environ["FAKE_P50"])[version]
 seen = sum(1 for line in open(os.environ["FAKE_CALLS"]) if json.loads(line)["version"] == version)
@@ -51,7 +51,18 @@ class FakeServer:
         return ""
 
 
-def measured(tmp_path, p50: dict[str, list[float]], bound: float | None = 0.1, rounds: int = 4, min_interval: int = 0):
+TOO_SHORT = "No valid requests recorded within time interval. Please use a larger time window."
+STALLED = "Failed to obtain stable measurement within 3 measurement windows for concurrency 1. Please try to increase the --measurement-interval."
+
+
+def measured(
+    tmp_path,
+    p50: dict[str, list[float]],
+    bound: float | None = 0.1,
+    rounds: int = 4,
+    min_interval: int = 0,
+    short_says: str = TOO_SHORT,
+):
     """The model `a` measured by the meter against the figures (version -> p50 of its successive
     runs, warm-up first); the result and perf_analyzer's calls."""
     files = python_model_files("a")
@@ -62,7 +73,7 @@ def measured(tmp_path, p50: dict[str, list[float]], bound: float | None = 0.1, r
     script.chmod(script.stat().st_mode | stat.S_IXUSR)
     calls = tmp_path / "calls.jsonl"
     env = {"PATH": "/usr/bin:/bin", "FAKE_P50": json.dumps(p50), "FAKE_CALLS": str(calls)}
-    env["FAKE_MIN_INTERVAL"] = str(min_interval)
+    env["FAKE_MIN_INTERVAL"], env["FAKE_SHORT_SAYS"] = str(min_interval), short_says
     options = LatencyOptions(max_increase=bound, rounds=rounds, interval_ms=50)
     with LatencyMeter(repo, FakeServer(), {"a": 1}, {"a": 2}, options, PerfAnalyzer(script, "2.51.0", env)) as meter:
         found = meter.measure("a")
@@ -145,8 +156,9 @@ def test_a_warm_up_is_three_short_windows_and_a_counted_round_three_of_the_inter
     assert [r.to_json()["windows"] for r in found.rounds] == [WINDOWS] * 6
 
 
-def test_a_window_no_request_finished_in_is_tried_again_twice_as_long_never_left_out(tmp_path):
-    found, calls = measured(tmp_path, QUIET_AA, min_interval=150)  # a runner stalling longer than 100 ms
+@pytest.mark.parametrize("says", [TOO_SHORT, STALLED], ids=["no request finished", "windows too far apart"])
+def test_a_window_no_request_finished_in_is_tried_again_twice_as_long_never_left_out(tmp_path, says):
+    found, calls = measured(tmp_path, QUIET_AA, min_interval=150, short_says=says)  # a runner stalling over 100 ms
     assert found.verdict == stats.PASS and not found.note
     assert [c["interval"] for c in calls[:3]] == ["50", "100", "200"]  # the warm-up, twice doubled
     # each round records the window it used: the warm-ups 200, the counted rounds 57 (10 requests of
