@@ -147,18 +147,14 @@ def test_registry_killed_while_a_bumped_release_uploads_its_layer_undoes_the_bum
     proxy = ThrottlingProxy((host, int(port)), 2 << 20)  # 2 MiB/s towards the registry
     try:
         ws = Workspace(tmp_path / "work", f"{registry.address}/team/models", docker_client)  # 1.0.0
-        ws.write({"a/1/weights.bin": os.urandom(6 << 20)})  # about 3 s through the slow link
+        ws.write({"a/1/weights.bin": os.urandom(12 << 20)})  # about 6 s through the slow link, past the tests
         change_a(ws)
         uploads = tmp_path / "registry/data/docker/registry/v2/repositories/team/models/_uploads"
         before = set(uploads.iterdir()) if uploads.exists() else set()
         report = tmp_path / "report.json"
         slow = f"{proxy.address}/team/models"
-        direct = RegistryRepository.parse(f"{registry.address}/team/models")
         process = start(release_command(slow, "--report", str(report)), cwd=ws.root)
         deadline = time.monotonic() + 300
-        while "1.1.0" not in read_ledger(direct).entries and time.monotonic() < deadline:
-            assert process.poll() is None, process.communicate()[0][-3000:]  # the build entered before its push
-            time.sleep(0.02)
         while not (uploads.exists() and set(uploads.iterdir()) - before) and time.monotonic() < deadline:
             assert process.poll() is None, process.communicate()[0][-3000:]
             time.sleep(0.02)
@@ -170,7 +166,10 @@ def test_registry_killed_while_a_bumped_release_uploads_its_layer_undoes_the_bum
         # during the push, the daemon's push fails: either says what to do, and nothing is published
         message = found["error"]["message"]
         assert "Run the push again" in message or "is unreachable (" in message, message
-        assert found["released"] is None and found["steps"]["undo-bump"]["ok"] is True
+        assert found["released"] is None and found["steps"].get("undo-bump", {}).get("ok") is True, (
+            sorted(found["steps"]),
+            out[-3000:],
+        )
         assert found["steps"].get("push", {"ok": False})["ok"] is False
         assert ws.git_repo.git("status", "--porcelain") == ""  # the bump undone: a/2 is gone
         assert not (ws.models / "a" / "2").exists()

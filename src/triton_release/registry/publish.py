@@ -138,40 +138,48 @@ def push(
         local = client.images.get(image)
     except docker.errors.ImageNotFound:
         raise UsageError(f"{image}: no such image on this Docker host; build it with `triton-release build`.") from None
-    written, config = _our_manifest(local, upload)  # None: through the daemon
-    there = registry.manifest(version)
-    existing = there.digest if there is not None else None
-    ours = pushed_digests(local, registry) | ({written.digest} if written is not None else set())
-    if there is not None and there.config_digest == local.id:  # this very image, however it went up
-        ours.add(there.digest)
-    if existing is not None and existing not in ours:
-        raise AlreadyReleased(f"""
-            {registry}:{version} already exists, and released versions are immutable: nothing was pushed.
-            Release the next version (the previous release is read from the registry's tags).""")
-    if existing is None:
-        local.tag(str(registry), version)
-        # the build entered before its manifest is put: a run stopped in between is still proven ours
-        ledger.intend(registry, version, str(local.labels.get(REVISION_LABEL) or ""), local.id)
-        if written is not None and upload is not None and _config_sent(upload, config):
-            uploaded, mounted, present = upload.sent, 0, upload.reused
-            pushed = registry.put_manifest(version, written)
-            upload.referenced = True
-        else:
-            uploaded, mounted, present, pushed = daemon_push(client, registry, version)
-        if not pushed:  # a daemon that did not say: what it recorded for the image
-            local.reload()
-            found = pushed_digests(local, registry)
-            pushed = found.pop() if len(found) == 1 else ""
-        if not pushed:
-            raise InfrastructureError(f"""
-                The Docker daemon pushed {registry}:{version} but did not say which manifest it wrote, so
-                it cannot be told from a rival release's. Check that {registry}:{version} is this image
-                (docker pull), then rerun: the same image is resumed, another is refused.""")
-    else:  # this very image went up before and the run stopped: resume
-        pushed = existing
-        resumed = registry.manifest(version)
-        assert resumed is not None
-        uploaded, mounted, present = 0, 0, len(resumed.layers)
+    sending = False  # whether this push has begun to send X.Y.Z's manifest (itself or through the daemon)
+    try:
+        written, config = _our_manifest(local, upload)  # None: through the daemon
+        there = registry.manifest(version)
+        existing = there.digest if there is not None else None
+        ours = pushed_digests(local, registry) | ({written.digest} if written is not None else set())
+        if there is not None and there.config_digest == local.id:  # this very image, however it went up
+            ours.add(there.digest)
+        if existing is not None and existing not in ours:
+            raise AlreadyReleased(f"""
+                {registry}:{version} already exists, and released versions are immutable: nothing was pushed.
+                Release the next version (the previous release is read from the registry's tags).""")
+        if existing is None:
+            local.tag(str(registry), version)
+            # the build entered before its manifest is put: a run stopped in between is still proven ours
+            ledger.intend(registry, version, str(local.labels.get(REVISION_LABEL) or ""), local.id)
+            if written is not None and upload is not None and _config_sent(upload, config):
+                uploaded, mounted, present = upload.sent, 0, upload.reused
+                sending = True
+                pushed = registry.put_manifest(version, written)
+                upload.referenced = True
+            else:
+                sending = True
+                uploaded, mounted, present, pushed = daemon_push(client, registry, version)
+            if not pushed:  # a daemon that did not say: what it recorded for the image
+                local.reload()
+                found = pushed_digests(local, registry)
+                pushed = found.pop() if len(found) == 1 else ""
+            if not pushed:
+                raise InfrastructureError(f"""
+                    The Docker daemon pushed {registry}:{version} but did not say which manifest it wrote, so
+                    it cannot be told from a rival release's. Check that {registry}:{version} is this image
+                    (docker pull), then rerun: the same image is resumed, another is refused.""")
+        else:  # this very image went up before and the run stopped: resume
+            pushed = existing
+            resumed = registry.manifest(version)
+            assert resumed is not None
+            uploaded, mounted, present = 0, 0, len(resumed.layers)
+    except (InfrastructureError, Refused) as exc:
+        if not sending and manifest_sent(exc) is None:  # failed before any manifest of it was sent
+            exc.manifest_sent = False  # type: ignore[union-attr]
+        raise
     digest = registry.digest(version)  # read back: the manifest X.Y.Z names now, by its bytes
     if digest != pushed:
         raise LostRace(f"""

@@ -256,3 +256,23 @@ def test_a_stopped_upload_ends_its_thread_and_says_its_blobs_are_unreferenced():
     left = upload.stop()
     assert not upload._thread.is_alive() and left.referenced is False
     assert left.to_json()["referenced"] is False
+
+
+def test_a_push_failing_before_it_sent_any_manifest_says_so_and_the_release_is_not_maybe_published():
+    """A registry gone as the push begins (the upload beside the tests ended, X.Y.Z not yet asked
+    for): the error carries manifest_sent False, so the release undoes its bump rather than keep it
+    for a rerun to finish (tests/faults/test_infrastructure_faults.py shows it on a real registry)."""
+    from triton_release.errors import InfrastructureError
+
+    class Images:
+        def get(self, image):
+            return LocalImage(b'{"rootfs":{"diff_ids":[]}}')
+
+    class Client:
+        images = Images()
+
+    registry = RegistryRepository.parse("127.0.0.1:9/team/models")  # nothing listens there
+    registry.deadline = 2.0
+    with pytest.raises(InfrastructureError) as raised:
+        publish.push("candidate", registry, "1.1.0", client=Client())
+    assert publish.manifest_sent(raised.value) is False
