@@ -44,6 +44,7 @@ def sbom(
     from cyclonedx.model import HashAlgorithm, HashType, Property
     from cyclonedx.model.bom import Bom
     from cyclonedx.model.component import Component, ComponentType
+    from cyclonedx.model.dependency import Dependency
     from cyclonedx.output.json import JsonV1Dot6
     from packageurl import PackageURL
 
@@ -73,6 +74,15 @@ def sbom(
     top = [base, server]
 
     libraries: dict[tuple, Component] = {}
+    # the dependency graph, as Bom.register_dependency makes it (each target and each component it
+    # depends on, once) without its scan of the graph for every component: a thousand models took
+    # a second there
+    graph: dict[str, tuple[Component, list[Component]]] = {}
+
+    def depend(target: Component, on: list[Component]) -> None:
+        graph.setdefault(str(target.bom_ref), (target, []))[1].extend(on)
+        for component in on:
+            graph.setdefault(str(component.bom_ref), (component, []))
 
     def library(package: Package, ref: str, properties: list) -> Component:
         key = (ref, package.name, package.version, package.sha256 or package.sha256_prefix)
@@ -117,7 +127,7 @@ def sbom(
         ]
         if used:
             model.properties.add(Property(name="triton-release:environment", value=f"/opt/triton-release/envs/{name}"))
-            bom.register_dependency(model, used)
+            depend(model, used)
     image_python = [
         library(
             p,
@@ -129,8 +139,12 @@ def sbom(
         )
         for p in sorted(set(system))
     ]
-    bom.register_dependency(base, image_python)
-    bom.register_dependency(subject, top)
+    depend(base, image_python)
+    depend(subject, top)
+    bom.dependencies.update(
+        Dependency(ref=target.bom_ref, dependencies=[Dependency(ref=c.bom_ref) for c in on])
+        for target, on in graph.values()
+    )
     return json.loads(JsonV1Dot6(bom).output_as_string())
 
 

@@ -361,6 +361,8 @@ class _Models(Mapping[str, Model]):
 class Repository:
     root: Path
     models: Mapping[str, Model]
+    # needs(), read once: a test's preparation asks four times, each reading every model's code
+    _needs: list[dict[str, set[str]]] = field(default_factory=list, compare=False, repr=False)
 
     @classmethod
     def load(cls, root: Path, lazy: bool = False) -> Repository:
@@ -399,7 +401,13 @@ class Repository:
         """model -> the models it needs loaded: an ensemble's steps, the models a Python model
         calls (BLS: named in its code, the version folder's modules it imports included, or
         declared in its config). A request whose model the code does not tell loads nothing: its
-        model is re-tested on every change instead (history/changes.py), and validate warns."""
+        model is re-tested on every change instead (history/changes.py), and validate warns. Read
+        once for the repository (its models' files are a release's snapshot)."""
+        if not self._needs:
+            self._needs.append(self._read_needs())
+        return {name: set(wanted) for name, wanted in self._needs[0].items()}
+
+    def _read_needs(self) -> dict[str, set[str]]:
         found = ensemble_needs({m.name: m.config for m in self})
         for model in self:
             if model.is_python:
