@@ -1,5 +1,3 @@
-import sys
+from triton_release.cli.main import script
 
-from triton_release.cli.main import main
-
-sys.exit(main())
+script()

@@ -45,6 +45,7 @@ from triton_release.history.worktree import Export
 from triton_release.image.prepared import Prepared
 from triton_release.models.gates import NO_GATES, GateOptions
 from triton_release.models.repository import Repository
+from triton_release.processes import wait_removed
 from triton_release.registry import publish
 from triton_release.registry import rollback as channels
 from triton_release.registry.upload import BackgroundUpload
@@ -145,11 +146,14 @@ def import_beside(names: Iterable[str]) -> threading.Thread:
 
 def run_release(request: ReleaseRequest, session: Session) -> None:
     releases.check_channel(request.publish.channel)  # every argument checked before the first side effect
-    if not (request.push and request.repository is not None):
-        _release(request, session)
-        return
-    with one_at_a_time(request.repository, session.console):
-        _release(request, session)
+    try:
+        if not (request.push and request.repository is not None):
+            _release(request, session)
+            return
+        with one_at_a_time(request.repository, session.console):
+            _release(request, session)
+    finally:  # the test server, removed beside the push: gone before the release ends
+        wait_removed()
 
 
 def _release(request: ReleaseRequest, session: Session) -> None:
@@ -253,6 +257,8 @@ def _release(request: ReleaseRequest, session: Session) -> None:
                     new_versions=planned.new_versions,
                     drift_unmeasurable=prepared.drift_unmeasurable,
                     gates=request.gates,
+                    built_here=True,
+                    removed_beside=True,  # waited for as the release ends (run_release)
                 )
                 if run.completed and version is not None:  # auto-complete models: their signatures, as served
                     signed = session.step(

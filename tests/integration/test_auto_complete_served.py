@@ -83,3 +83,20 @@ def test_an_image_not_saying_which_versions_it_holds_keeps_auto_complete_on(dock
     _, tag = image
     _, why = image_held(docker_client, tag, {"nobatch": []})
     assert why == "the image does not say which version folders of nobatch it holds"
+
+
+def test_an_image_built_here_has_its_model_files_read_from_its_repository_and_its_configs_from_the_image(
+    docker_client, image, tmp_path
+):
+    repo, tag = image
+    versions = held_versions(docker_client, tag, ["completing", "nobatch"])
+    from_image = image_held(docker_client, tag, versions)
+    assert image_held(docker_client, tag, versions, built_from=repo.root) == from_image
+    # the folder it was built from is what is read of the version folders: here another one
+    other = tmp_path / "model_repository"
+    shutil.copytree(repo.root, other)
+    shutil.copy(other / "nobatch" / "1" / "model.py", other / "completing" / "1" / "model.py")
+    (other / "completing" / "config.pbtxt").write_text('name: "completing"\nbackend: "python"\nmax_batch_size: 9\n')
+    configs, why = image_held(docker_client, tag, versions, built_from=other)
+    assert why is None
+    assert configs == from_image[0]  # the configs still the image's

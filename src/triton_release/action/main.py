@@ -9,11 +9,10 @@ the summary are written whatever happened, a bad input included.
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from triton_release import cache, release, requests
+from triton_release import cache, processes, release, requests
 from triton_release import session as sessions
 from triton_release.action.inputs import SETTING_DEFAULTS, ActionInputs, Event, key_files
 from triton_release.action.outputs import finish
@@ -173,5 +172,7 @@ def door(inputs: ActionInputs) -> requests.Door:
     return requests.Door(action=True, username=inputs.username or None, password=inputs.password or None)
 
 
+script = processes.script(main)  # the console script: main, then the process ends at once
+
 if __name__ == "__main__":
-    sys.exit(main())
+    script()

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping
 from types import ModuleType
 from typing import NoReturn, TypeVar, overload
 
-from triton_release import __version__, cache
+from triton_release import __version__, cache, processes
 from triton_release import session as sessions
 from triton_release.cli import (
     build,
@@ -201,5 +201,7 @@ def main(argv: list[str] | None = None, env: Mapping[str, str] | None = None) ->
     return sessions.run(session, body, report_path=args.report, json_out=args.json, debug=args.debug)
 
 
+script = processes.script(main)  # the console script: main, then the process ends at once
+
 if __name__ == "__main__":
-    sys.exit(main())
+    script()

@@ -322,6 +322,9 @@ def run_suite(
             "--rootdir",
             root,
             "--noconftest",
+            # only the plugins named here: the environment's own (xdist, ...) cost a first run a
+            # quarter of a second to load, and have no say in a golden run
+            "--disable-plugin-autoload",
             "-p",
             "triton_release.models.pytest_plugin",
             "-p",

@@ -34,7 +34,7 @@ import requests
 
 from triton_release.contract import OWNER_LABEL, RUN_ID_VARIABLE, SERVER_LABEL
 from triton_release.errors import InfrastructureError, UsageError
-from triton_release.processes import alive, owner_labels, remove_by_name
+from triton_release.processes import alive, owner_labels, remove_beside, remove_by_name
 from triton_release.server.model_control import ModelControl
 from triton_release.server.readiness import logged_load_seconds
 from triton_release.settings import ServerOptions, memory_bytes
@@ -200,9 +200,11 @@ class TritonServer(ModelControl):
         gpu_models: str = "test",
         paired: Mapping[str, str] | None = None,
         auto_complete: bool = True,
+        removed_beside: bool = False,
     ) -> None:
         self.image = image
         self.auto_complete = auto_complete
+        self.removed_beside = removed_beside  # the container removed in a thread (processes.remove_beside)
         self.models = dict(models)  # name -> version to wait for (None: any)
         self.overrides = dict(overrides or {})
         self.paired = dict(paired or {})
@@ -350,7 +352,8 @@ class TritonServer(ModelControl):
         if not self._created:
             return
         self._created = False
-        remove_by_name(self.client, self.name, created=self.container is not None)
+        remove = remove_beside if self.removed_beside else remove_by_name
+        remove(self.client, self.name, created=self.container is not None)
         self.container = None
 
     def logged_load_seconds(self) -> float | None:

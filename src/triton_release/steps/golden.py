@@ -46,6 +46,8 @@ def test(
     new_versions: tuple[str, ...] = (),
     drift_unmeasurable: Mapping[str, str] | None = None,
     gates: GateOptions = NO_GATES,
+    built_here: bool = False,
+    removed_beside: bool = False,
 ) -> GoldenRun:
     """Serve `image` with the models (and what they need) loaded, as `server_options` say; run their
     golden cases. More than its `max_loaded` models are tested in waves, in the same server.
@@ -58,7 +60,11 @@ def test(
     measured in this image (reported so, never as 0). With the gates' `latency`, those models' new
     and previous versions are then measured with perf_analyzer (models/latency/); a slowdown
     beyond its bound refuses. The run's `phases` say where the step's time went (models/suite.py's
-    PHASES)."""
+    PHASES). `built_here`: this run built `image` from `root`, each version folder a layer addressed
+    by its content, so their model files are read from `root` (the configs from the image still);
+    the release checks after the tests that `root` still holds what was built (still_in_place).
+    `removed_beside`: the server is removed in a thread once the cases are done, while the caller
+    goes on; it waits for that (processes.wait_removed) before it ends."""
     import contextlib
     import time
 
@@ -93,7 +99,9 @@ def test(
     waves = plan_waves(repo, names, server_options.max_loaded)
     environments = _image_environments(client, image)
     # the image's configs, not the checkout's: what ships (`warmup: golden` wrote model_warmup there)
-    held, completing = image_held(client, image, {name: shipped.get(name, ()) for name in load})
+    held, completing = image_held(
+        client, image, {name: shipped.get(name, ()) for name in load}, built_from=repo.root if built_here else None
+    )
     overrides = {} if server_options.gpus else image_cpu_overrides(repo, held, environments)
     every = len(waves) == 1 and set(load) == set(repo.models) and not overrides
     previous = {
@@ -125,6 +133,7 @@ def test(
         deferred=deferred(repo, load, overrides),
         paired=paired,
         auto_complete=completing is not None,
+        removed_beside=removed_beside,
     )
     server.wave = wave_label(1, len(waves))  # wave 1 loads as the server starts
     with contextlib.ExitStack() as stack:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import ast
 import unicodedata
 from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from triton_release.models.config.schema import model_config_pb2
@@ -145,14 +146,33 @@ def why_auto_complete(
 
 
 def image_held(
-    client: docker.DockerClient, image: str, versions: Mapping[str, Iterable[int]]
+    client: docker.DockerClient,
+    image: str,
+    versions: Mapping[str, Iterable[int]],
+    *,
+    built_from: Path | None = None,
 ) -> tuple[dict[str, model_config_pb2.ModelConfig | None], str | None]:
     """The config.pbtxt of each model of `versions` as `image` holds it (None: none, or it does not
     parse), and why a server of it that may load them at those versions needs auto-complete (None:
-    it does not); read from one container created from the image (devices.image_reader)."""
+    it does not); read from one container created from the image (devices.image_reader).
+    `built_from`: the model repository this run built `image` from, each version folder a layer
+    addressed by its content: a version folder's files are read there (a round trip to the daemon
+    less each), the configs (`warmup: golden` may have written them) from the image still."""
     from triton_release.models.devices import image_reader, parse_config
 
-    reads = sum(1 + len(set(held)) for held in versions.values())
+    def local(path: str) -> bytes | None:
+        """/models/<model>/<version>/<file> from `built_from`; None: read it from the image."""
+        parts = path.split("/")  # "", "models", model, version, file
+        if built_from is None or len(parts) != 5 or not parts[3].isdigit():
+            return None
+        file = built_from.joinpath(*parts[2:])
+        return file.read_bytes() if file.is_file() and not file.is_symlink() else None
+
+    def held(path: str) -> bytes | None:
+        found = local(path)
+        return found if found is not None else read(path)
+
+    reads = sum(1 + (0 if built_from is not None else len(set(held))) for held in versions.values())
     with image_reader(client, image, bulk=reads > BULK_OVER) as read:
         configs = {name: parse_config(read(f"/models/{name}/config.pbtxt")) for name in sorted(versions)}
-        return configs, why_auto_complete(configs, versions, read)
+        return configs, why_auto_complete(configs, versions, held)
