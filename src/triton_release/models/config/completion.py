@@ -172,7 +172,7 @@ def image_held(
         found = local(path)
         return found if found is not None else read(path)
 
-    reads = sum(1 + (0 if built_from is not None else len(set(held))) for held in versions.values())
+    reads = sum(1 + (0 if built_from is not None else len(set(folders))) for folders in versions.values())
     with image_reader(client, image, bulk=reads > BULK_OVER) as read:
         configs = {name: parse_config(read(f"/models/{name}/config.pbtxt")) for name in sorted(versions)}
         return configs, why_auto_complete(configs, versions, held)
