@@ -7,6 +7,7 @@ import gzip
 import hashlib
 import json
 import threading
+import zlib
 
 import pytest
 
@@ -21,7 +22,10 @@ from triton_release.registry.client import Manifest, RegistryRepository
 from triton_release.registry.upload import (
     CONFIG_TYPE,
     GZIP_LAYER,
+    LARGE_LEVEL,
     SCHEMA2,
+    SMALL_LEVEL,
+    SMALL_TAR,
     BackgroundUpload,
     Descriptor,
     Stopped,
@@ -99,6 +103,17 @@ def test_our_gzip_is_the_tar_once_unpacked_and_the_same_bytes_every_time(tmp_pat
     packed = b"".join(gzip_chunks(tar))
     assert gzip.decompress(packed) == tar.read_bytes()
     assert b"".join(gzip_chunks(tar)) == packed
+
+
+def test_a_small_tar_is_packed_at_the_tighter_level_and_a_large_one_at_the_faster(tmp_path):
+    text = b"".join(b"def f%d(x):\n    return x * %d  # a line of code\n" % (i, i) for i in range(20000))
+    small, large = tmp_path / "small.tar", tmp_path / "large.tar"
+    small.write_bytes(text)
+    large.write_bytes(text * (SMALL_TAR // len(text) + 1))
+    for tar, level in ((small, SMALL_LEVEL), (large, LARGE_LEVEL)):
+        packer = zlib.compressobj(level, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+        assert b"".join(gzip_chunks(tar)) == packer.compress(tar.read_bytes()) + packer.flush()
+    assert SMALL_LEVEL > LARGE_LEVEL
 
 
 def test_a_stopped_gzip_stops_between_chunks(tmp_path):
