@@ -97,7 +97,8 @@ def upload_table(u: dict) -> list[str]:
         "",
         f"Release over max(test, upload): {seconds(over_max)} (goal <= {u['goal']}: {met(u['met'])}); "
         f"release over test + upload: {seconds(over_sum)}; today's test + upload (the daemon side's test "
-        f"and push steps): {seconds(u.get('today_test_plus_upload_s'))} s.",
+        f"and push steps): {seconds(u.get('today_test_plus_upload_s'))} s; the test and push steps over "
+        f"max(test, upload): {seconds(u.get('test_and_push_over_max'))}.",
     ]
     for side, label in sides[:2]:
         steps = (u[side] or {}).get("steps")

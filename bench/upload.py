@@ -14,8 +14,12 @@ in the registry, the base image present):
 Each checkout gets weights of its own (same size, other bytes): no checkout reuses a layer, a blob
 or a build cache entry of another. Recorded for each: the release's seconds, its build, test and
 push steps', the upload thread's own seconds (overlap) and the bytes uploaded (the new layers of
-its manifest, from the registry), and the rest (the other steps, the command's start-up). The figure: release / max(test, upload), goal <= 1.15; beside
-it release / (test + upload), and today's test + upload (the daemon side's test + push).
+its manifest, from the registry), and the rest (the other steps, the command's start-up).
+
+The figure: release / max(test, upload), goal <= 1.15; beside it release / (test + upload),
+today's test + upload (the daemon side's test + push), and the part of the release the overlap
+changes, its test and push steps, over max(test, upload) (the bump, build and commit of the new
+weights come before and after it either way).
 """
 
 from __future__ import annotations
@@ -126,6 +130,11 @@ def summary(overlap: Sequence[Mapping], daemon: Sequence[Mapping], naive: Sequen
     per_run = [ratios(run["release_s"], run["test_s"], run["upload_s"] or 0.0) for run in overlap]
     today = [run["test_s"] + run["push_s"] for run in daemon]
     over_max = [r["release_over_max"] for r in per_run if r["release_over_max"] is not None]
+    tail = [
+        (run["test_s"] + run["push_s"]) / max(run["test_s"], run["upload_s"] or 0.0)
+        for run in overlap
+        if max(run["test_s"], run["upload_s"] or 0.0) > 0
+    ]
     figure = statistics.median(over_max) if over_max else None
     return {
         "overlap": medians(overlap),
@@ -134,6 +143,7 @@ def summary(overlap: Sequence[Mapping], daemon: Sequence[Mapping], naive: Sequen
         "release_over_max": figure,
         "release_over_sum": statistics.median(r["release_over_sum"] for r in per_run) if per_run else None,
         "today_test_plus_upload_s": round(statistics.median(today), 3) if today else None,
+        "test_and_push_over_max": round(statistics.median(tail), 3) if tail else None,
         "goal": GOAL,
         "met": figure is not None and figure <= GOAL,
         "runs": {"overlap": list(overlap), "daemon": list(daemon), "naive": list(naive or [])},

@@ -92,6 +92,7 @@ def test_the_section_gives_each_sides_medians_the_ratios_of_each_overlap_run_and
     assert section["release_over_max"] == pytest.approx(1.2)  # the median of 1.2, 1.1 and 1.4
     assert section["release_over_sum"] == pytest.approx(0.667)  # of 0.667, 0.55 and 1.0
     assert section["today_test_plus_upload_s"] == 9.0
+    assert section["test_and_push_over_max"] == pytest.approx(1.02)  # (5 + 0.1) / 5 in each run
     assert section["met"] is False and section["goal"] == 1.15
     assert section["overlap"]["release_s"] == 6.0 and section["daemon"]["push_s"] == 4.0
     assert section["naive"]["serve+check_s"] == 6.0 and len(section["runs"]["overlap"]) == 3
