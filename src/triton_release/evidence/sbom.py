@@ -145,6 +145,17 @@ def sbom(
         Dependency(ref=target.bom_ref, dependencies=[Dependency(ref=c.bom_ref) for c in on])
         for target, on in graph.values()
     )
+    # The writer's validate() registers every component once more, each by a scan of the whole
+    # graph; every component is in it already, so only one that is not goes to the library's own.
+    registered = {str(dependency.ref) for dependency in bom.dependencies}
+    own = bom.register_dependency
+
+    def register(target, depends_on=None) -> None:  # noqa: ANN001 - Bom.register_dependency's
+        if depends_on or str(target.bom_ref) not in registered:
+            own(target, depends_on)
+            registered.add(str(target.bom_ref))
+
+    bom.register_dependency = register  # type: ignore[method-assign]
     return json.loads(JsonV1Dot6(bom).output_as_string())
 
 

@@ -205,11 +205,17 @@ class _Folder(Mapping[str, bytes]):
 
     def __init__(self, folder: Path, model: Path) -> None:
         self.folder, self.model = folder, os.path.realpath(model)
+        self._paths: dict[str, Path | None] = {}
 
     def _path(self, name: str) -> Path | None:
-        path = self.folder / name
-        real = os.path.realpath(path)
-        return path if real.startswith(self.model + os.sep) and os.path.isfile(real) else None
+        """The file `name` of the folder, when it is one inside the model folder: each name
+        resolved once, and only when something is there (most names asked for are modules the
+        code imports from elsewhere)."""
+        if name not in self._paths:
+            path = self.folder / name
+            real = os.path.realpath(path) if os.path.lexists(path) else ""
+            self._paths[name] = path if real.startswith(self.model + os.sep) and os.path.isfile(real) else None
+        return self._paths[name]
 
     def __contains__(self, name: object) -> bool:
         return isinstance(name, str) and self._path(name) is not None
