@@ -44,7 +44,7 @@ def sbom(
     from cyclonedx.model import HashAlgorithm, HashType, Property
     from cyclonedx.model.bom import Bom
     from cyclonedx.model.component import Component, ComponentType
-    from cyclonedx.model.dependency import Dependency
+    from cyclonedx.model.dependency import Dependable, Dependency
     from cyclonedx.output.json import JsonV1Dot6
     from packageurl import PackageURL
 
@@ -150,7 +150,7 @@ def sbom(
     registered = {str(dependency.ref) for dependency in bom.dependencies}
     own = bom.register_dependency
 
-    def register(target, depends_on=None) -> None:  # noqa: ANN001 - Bom.register_dependency's
+    def register(target: Dependable, depends_on: Iterable[Dependable] | None = None) -> None:
         if depends_on or str(target.bom_ref) not in registered:
             own(target, depends_on)
             registered.add(str(target.bom_ref))

@@ -260,13 +260,15 @@ def apply_bumps(changes: ChangeSet, bumps: list[Written], model_repository: Path
             raise Refused(f"""
                 {changes.prefix}/{write.model}/{write.version} already exists in the working tree but not
                 at head: commit it, or remove it, and run again.""")
+    moved = _moved_from_checkout(git, changes, writes, root)  # N+1 write -> the write of N it takes
     staging = []
     try:
-        for write in writes:
+        for index, write in enumerate(writes):
             stage = root / write.model / f".triton-release-{uuid.uuid4().hex[:8]}"
             staging.append(stage)
-            extract_tree(git, write.tree, ".", stage / "new")
-            fill_lfs_pointers(git, stage, required=False)  # the working tree keeps real files where it can
+            if index not in moved:
+                extract_tree(git, write.tree, ".", stage / "new")
+                fill_lfs_pointers(git, stage, required=False)  # the working tree keeps real files where it can
     except OSError as exc:
         for stage in staging:
             shutil.rmtree(stage, ignore_errors=True)
@@ -281,10 +283,11 @@ def apply_bumps(changes: ChangeSet, bumps: list[Written], model_repository: Path
         raise
     done: list[tuple[Path, Path]] = []  # (from, to) renames, for undoing
     try:
-        for write, stage in zip(writes, staging):
+        for index, (write, stage) in enumerate(zip(writes, staging)):
             target = root / write.model / str(write.version)
             moves = ((target, stage / "head"),) if write.at_head else ()
-            for src, dst in (*moves, (stage / "new", target)):
+            source = staging[moved[index]] / "head" if index in moved else stage / "new"
+            for src, dst in (*moves, (source, target)):
                 os.rename(src, dst)
                 done.append((src, dst))
     except BaseException:
@@ -294,6 +297,49 @@ def apply_bumps(changes: ChangeSet, bumps: list[Written], model_repository: Path
     finally:
         for stage in staging:
             shutil.rmtree(stage, ignore_errors=True)
+
+
+def _moved_from_checkout(git: Git, changes: ChangeSet, writes: list[FolderWrite], root: Path) -> dict[int, int]:
+    """The new version folders whose contents are the checkout's folder N itself, which the bump
+    moves there rather than writing it again from git (hundreds of MiB of weights: seconds), by
+    index in `writes` -> the index of N's write, which moves N aside first. Only where the two
+    are the same bytes: `root` is the checkout of the commit released, N is as committed (git
+    status: nothing modified, untracked or ignored there), git writes it unconverted (no
+    attribute or setting that converts, links checked out as links), and it holds no empty
+    folder and no git LFS pointer (git writes neither, and a pointer may be filled in)."""
+    top = os.path.realpath(git.cwd)
+    if not os.path.realpath(root).startswith(top + os.sep) or git.text("rev-parse", "HEAD") != changes.head:
+        return {}
+    if git.run("config", "core.autocrlf", check=False).stdout.strip().lower() in (b"true", b"input"):
+        return {}
+    if git.run("config", "--type=bool", "core.symlinks", check=False).stdout.strip() == b"false":
+        return {}
+    pairs = {  # a bump's two writes, N (moved aside first) then N+1
+        i: i - 1
+        for i, write in enumerate(writes)
+        if i and not write.at_head and writes[i - 1].at_head and writes[i - 1].model == write.model
+    }
+    if not pairs:
+        return {}
+    folders = {
+        i: PurePosixPath(changes.prefix, writes[n].model, str(writes[n].version)).as_posix() for i, n in pairs.items()
+    }
+    trees = dict(zip(pairs, git.text("rev-parse", *(f"{changes.head}:{f}" for f in folders.values())).split()))
+    pairs = {i: n for i, n in pairs.items() if trees.get(i) == writes[i].tree}
+    if not pairs or _status(git, [folders[i] for i in pairs]):
+        return {}
+    listed = git.run("ls-tree", "-r", "-z", "--name-only", changes.head, "--", *(folders[i] for i in pairs)).stdout
+    if git.converting([p for p in listed.decode("utf-8", "surrogateescape").split("\0") if p]):
+        return {}
+    for n in pairs.values():
+        for directory, subfolders, files in os.walk(root / writes[n].model / str(writes[n].version)):
+            if not subfolders and not files:
+                return {}
+            for name in files:
+                path = os.path.join(directory, name)
+                if not os.path.islink(path) and os.path.getsize(path) <= 1024 and lfs_pointer(path) is not None:
+                    return {}
+    return pairs
 
 
 def undo_bumps(changes: ChangeSet, bumps: list[Written], model_repository: Path) -> None:

@@ -23,6 +23,8 @@ FETCH_TIMEOUT_S = 600  # fetching a shallow clone's history: a remote that stall
 
 ZERO_SHA = re.compile(r"^0{40}$|^0{64}$")
 SAFE_REF = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_./@{}~^+-]*$")
+# attributes under which a checkout and `git archive` may write other bytes for the same blob
+CONVERTING = ("export-ignore", "export-subst", "text", "eol", "ident", "filter", "working-tree-encoding")
 
 
 @dataclass(frozen=True)
@@ -51,6 +53,24 @@ class Git:
 
     def text(self, *args: str) -> str:
         return self.run(*args).stdout.decode("utf-8", errors="replace").strip()
+
+    def converting(self, paths: list[str]) -> str | None:
+        """The first of `paths` (tracked files) for which a checkout and `git archive` may write
+        other bytes than its blob, and the attribute that says so, as text; None for none."""
+        if not paths:
+            return None
+        out = self.run(
+            "check-attr",
+            "-z",
+            "--stdin",
+            *CONVERTING,
+            input="\0".join(paths).encode("utf-8", "surrogateescape") + b"\0",
+        ).stdout
+        fields = out.split(b"\0")
+        for i in range(0, len(fields) - 2, 3):
+            if fields[i + 2] not in (b"unspecified", b"unset"):
+                return f"the attribute {fields[i + 1].decode()} is set for {fields[i].decode('utf-8', 'replace')}"
+        return None
 
     def toplevel(self) -> Path:
         result = self.run("rev-parse", "--show-toplevel", check=False)

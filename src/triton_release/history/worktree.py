@@ -28,7 +28,7 @@ from pathlib import Path, PurePosixPath
 
 from triton_release.history.bump import Written, holds_bump, lfs_pointer
 from triton_release.history.changes import ChangeSet
-from triton_release.history.git import Git
+from triton_release.history.git import CONVERTING, Git
 
 
 def differs(git: Git, changes: ChangeSet, bumps: list[Written], root: Path) -> str | None:
@@ -96,26 +96,15 @@ STRICT = (
     "-c",
     "core.untrackedCache=false",
 )
-# attributes under which a checkout and `git archive` may write other bytes for the same blob
-CONVERTING = ("export-ignore", "export-subst", "text", "eol", "ident", "filter", "working-tree-encoding")
 
 
 def _archive_attributes(git: Git, head: str, tracked: list[str]) -> str | None:
     """Attributes that make `git archive` write other bytes than the checkout holds, or convert
     them at all: those the checkout sees (every attributes file git reads), and those in the
     commit's own .gitattributes files."""
-    if tracked:
-        out = git.run(
-            "check-attr",
-            "-z",
-            "--stdin",
-            *CONVERTING,
-            input="\0".join(tracked).encode("utf-8", "surrogateescape") + b"\0",
-        ).stdout
-        fields = out.split(b"\0")
-        for i in range(0, len(fields) - 2, 3):
-            if fields[i + 2] not in (b"unspecified", b"unset"):
-                return f"the attribute {fields[i + 1].decode()} is set for {fields[i].decode('utf-8', 'replace')}"
+    converted = git.converting(tracked)
+    if converted:
+        return converted
     names = git.run("ls-tree", "-r", "-z", "--name-only", head).stdout.decode("utf-8", "surrogateescape")
     files = [f for f in names.split("\0") if f == ".gitattributes" or f.endswith("/.gitattributes")]
     for path, text in git.blobs(head, files).items():

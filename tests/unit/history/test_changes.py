@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
+from pathlib import Path
 
 import pytest
 import semver
@@ -76,6 +78,42 @@ def test_binary_weights_are_bumped_byte_for_byte(released):
     apply_bumps(found, plan_bumps(found), released.models)
     assert (released.models / "a/2/weights.bin").read_bytes() == bytes(reversed(range(256))) * 10
     assert (released.models / "a/1/weights.bin").read_bytes() == bytes(range(256))
+
+
+def test_a_clean_checkouts_version_folder_is_moved_to_the_new_version_not_written_again(released):
+    released.write({"a/1/weights.bin": b"new weights" * 1000})
+    released.commit()
+    inode = (released.models / "a/1/weights.bin").stat().st_ino
+    found = detect(released)
+    apply_bumps(found, plan_bumps(found), released.models)
+    assert (released.models / "a/2/weights.bin").stat().st_ino == inode  # moved: the same file
+    assert (released.models / "a/2/weights.bin").read_bytes() == b"new weights" * 1000
+    assert (released.models / "a/1/weights.bin").read_bytes() == bytes(range(256))
+    assert not list(released.models.glob("a/.triton-release-*"))
+
+
+@pytest.mark.parametrize(
+    "setup",
+    [
+        {"model_repository/.gitattributes": "*.bin text eol=crlf\n"},  # git writes other bytes
+        {"model_repository/a/1/empty/": None},  # an empty folder git would not write
+    ],
+    ids=["converting-attribute", "empty-folder"],
+)
+def test_a_version_folder_git_would_write_otherwise_is_written_from_git(released, setup):
+    released.write({"a/1/weights.bin": b"new weights" * 1000})
+    for path, text in setup.items():
+        if text is None:
+            (released.root / path).mkdir(parents=True)
+        else:
+            (released.root / path).write_text(text)
+    released.commit()
+    inode = (released.models / "a/1/weights.bin").stat().st_ino
+    found = detect(released)
+    apply_bumps(found, plan_bumps(found), released.models)
+    assert (released.models / "a/2/weights.bin").stat().st_ino != inode
+    assert (released.models / "a/1/weights.bin").exists()
+    assert not (released.models / "a/2/empty").exists()
 
 
 def test_renamed_file_in_the_highest_version(released):
@@ -238,7 +276,7 @@ def test_bump_is_all_or_nothing(released, monkeypatch):
 
     def failing_cat_file(self, oids):
         calls.append(1)
-        if len(calls) == 3:
+        if len(calls) == 2:  # b/1 restored (a/2 and b/2 are their checkout's version 1, moved)
             raise OSError(28, "No space left on device")
         return real_cat_file(self, oids)
 
@@ -248,6 +286,26 @@ def test_bump_is_all_or_nothing(released, monkeypatch):
         apply_bumps(found, bumps, released.models)
     after = {p.as_posix(): p.read_bytes() for p in released.models.rglob("*") if p.is_file()}
     assert after == before
+
+
+def test_a_bump_stopped_at_its_last_rename_puts_the_moved_folder_back(released, monkeypatch):
+    released.write({"a/1/weights.bin": b"new weights" * 1000})
+    released.commit()
+    found = detect(released)
+    real_rename, calls = os.rename, []
+
+    def rename(src, dst):
+        calls.append(dst)
+        if Path(dst).name == "2":  # the checkout's version 1, moved to 2
+            raise KeyboardInterrupt
+        real_rename(src, dst)
+
+    before = {p.as_posix(): p.read_bytes() for p in released.models.rglob("*") if p.is_file()}
+    monkeypatch.setattr("triton_release.history.bump.os.rename", rename)
+    with pytest.raises(KeyboardInterrupt):
+        apply_bumps(found, plan_bumps(found), released.models)
+    assert {p.as_posix(): p.read_bytes() for p in released.models.rglob("*") if p.is_file()} == before
+    assert [Path(c).name for c in calls] == ["head", "1", "2", "new", "1"]  # then undone: 1 aside, the checkout's back
 
 
 def test_bump_refuses_an_existing_target(released):
