@@ -97,8 +97,12 @@ def test_a_clean_checkouts_version_folder_is_moved_to_the_new_version_not_writte
     [
         {"model_repository/.gitattributes": "*.bin text eol=crlf\n"},  # git writes other bytes
         {"model_repository/a/1/empty/": None},  # an empty folder git would not write
+        {  # a git LFS pointer, which the bump may fill in from the LFS store
+            "model_repository/a/1/big.bin": "version https://git-lfs.github.com/spec/v1\n"
+            "oid sha256:" + "0" * 64 + "\nsize 12\n"
+        },
     ],
-    ids=["converting-attribute", "empty-folder"],
+    ids=["converting-attribute", "empty-folder", "lfs-pointer"],
 )
 def test_a_version_folder_git_would_write_otherwise_is_written_from_git(released, setup):
     released.write({"a/1/weights.bin": b"new weights" * 1000})
