@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from triton_release import contract
 from triton_release.history.bump import BumpResult
@@ -47,7 +47,12 @@ def commit(root: Path, version: str, bumped: BumpResult | None = None, revision:
                 "-c",
                 "user.email=41898282+github-actions[bot]@users.noreply.github.com",
             ]
-        git.run(*identity, "commit", "-q", "-m", f"release {version}", "--", *paths)
+        # Only the bumped folders: with nothing else staged the index is exactly that, and git
+        # commits it as it is; else the paths alone, which git reads (and hashes) once more.
+        others = git.run("diff", "--cached", "--name-only", "-z", "--no-renames").stdout.split(b"\0")
+        inside = tuple(f"{PurePosixPath(path).as_posix()}/".encode("utf-8", "surrogateescape") for path in paths)
+        only = () if all(not name or name.startswith(inside) for name in others) else ("--", *paths)
+        git.run(*identity, "commit", "-q", "-m", f"release {version}", *only)
     tag = contract.git_tag(version)
     target = git.text("rev-parse", "HEAD") if staged or not revision else revision
     if not git.has_commit(tag):

@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from triton_release.history.bump import Written, holds_bump, lfs_pointer
+from triton_release.history.bump import Written, folder_writes, holds_bump, lfs_pointer
 from triton_release.history.changes import ChangeSet
 from triton_release.history.git import CONVERTING, Git
 
@@ -41,7 +41,8 @@ def in_place(git: Git, changes: ChangeSet, bumps: list[Written], root: Path) -> 
     """`differs`, and when the checkout is the commit, the git object id of each committed file
     outside the bumped folders, by its absolute path under `root`: git status found it holds
     exactly that blob, so a build can name it by the id instead of reading it (links excluded:
-    their id is the link's text, not the content a tar reads through)."""
+    their id is the link's text, not the content a tar reads through); and of the files the bumps
+    wrote (`_bumped_blob_ids`)."""
     if git.text("rev-parse", "HEAD") != changes.head:
         return "the checkout holds another commit", {}
     for key, refused in (("core.fileMode", b"false"), ("core.symlinks", b"false"), ("core.ignoreCase", b"true")):
@@ -70,7 +71,24 @@ def in_place(git: Git, changes: ChangeSet, bumps: list[Written], root: Path) -> 
     reason = _archive_attributes(git, changes.head, tracked) or _folders_and_pointers(root)
     if not reason and git.text("rev-parse", "HEAD") != changes.head:  # a commit or checkout meanwhile
         reason = "the checkout moved to another commit while it was read"
-    return reason, {} if reason else blob_ids
+    return reason, {} if reason else {**blob_ids, **_bumped_blob_ids(git, changes, bumps, top)}
+
+
+def _bumped_blob_ids(git: Git, changes: ChangeSet, bumps: list[Written], top: str) -> dict[str, str]:
+    """The git object id of each file the bumps wrote, from the tree written there, by absolute
+    path: the bump wrote those blobs (or moved the checkout's clean folder that holds them), and
+    the build checks each id as it reads the file for a tar, and still_in_place every bumped
+    folder before the push. A blob of up to 1 KiB is left out (a git LFS pointer the bump may
+    have filled in), as are links: those are read."""
+    found: dict[str, str] = {}
+    for write in folder_writes(git, changes, bumps):
+        listed = git.run("ls-tree", "-r", "-l", "-z", write.tree).stdout.decode("utf-8", "surrogateescape")
+        for entry in filter(None, listed.split("\0")):
+            meta, path = entry.split("\t", 1)
+            mode, kind, oid, size = meta.split()
+            if kind == "blob" and mode != "120000" and int(size) > 1024:
+                found[os.path.join(top, write.model, str(write.version), path)] = oid
+    return found
 
 
 def bumped_folders(prefix: str, bumps: list[Written]) -> tuple[str, ...]:
@@ -157,7 +175,7 @@ class Export:
     uncommitted: tuple[str, ...]  # what the working tree holds besides: not released
     in_place: bool = False  # the checkout itself, which is exactly that (history/worktree.py)
     unpacked_because: str = ""  # why the checkout could not be used in place
-    # in place: the git object id of each file outside the bumped folders, by absolute path
+    # in place: the git object id of each file, by absolute path (worktree.in_place)
     blob_ids: Mapping[str, str] = field(default_factory=dict, repr=False)
 
     def to_json(self) -> dict:

@@ -13,7 +13,7 @@ from support.models import PYTHON_MODEL, golden_case, python_config, python_mode
 from support.reports import parse_report
 from triton_release.cli.main import main
 from triton_release.errors import InfrastructureError, Refused, UsageError
-from triton_release.history.bump import apply_bumps, plan_bumps
+from triton_release.history.bump import apply_bumps, plan_bumps, same_as_tree
 from triton_release.history.changes import Changes
 from triton_release.history.git import Git
 from triton_release.history.releases import next_version, previous_release
@@ -118,6 +118,26 @@ def test_a_version_folder_git_would_write_otherwise_is_written_from_git(released
     assert (released.models / "a/2/weights.bin").stat().st_ino != inode
     assert (released.models / "a/1/weights.bin").exists()
     assert not (released.models / "a/2/empty").exists()
+
+
+def test_a_folder_holding_its_trees_blobs_is_known_as_that_tree_without_writing_it_out(released, monkeypatch):
+    git = Git(released.root)
+    tree = git.text("rev-parse", "HEAD:model_repository/a/1")
+    folder = released.models / "a/1"
+
+    def written_out(*args, **kwargs):
+        raise AssertionError("the tree was written out")
+
+    monkeypatch.setattr("triton_release.history.bump.extract_tree", written_out)
+    assert same_as_tree(git, tree, folder)
+    monkeypatch.undo()
+    (folder / "weights.bin").write_bytes(bytes(range(256))[::-1])  # same size, other bytes
+    assert not same_as_tree(git, tree, folder)
+    (folder / "weights.bin").write_bytes(bytes(range(256)))
+    (folder / "extra.txt").write_text("not in git\n")
+    assert not same_as_tree(git, tree, folder)
+    (folder / "extra.txt").unlink()
+    assert same_as_tree(git, tree, folder)
 
 
 def test_renamed_file_in_the_highest_version(released):
