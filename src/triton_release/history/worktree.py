@@ -62,8 +62,17 @@ def in_place(git: Git, changes: ChangeSet, bumps: list[Written], root: Path) -> 
         tracked.append(path)
         if mode != "120000" and path.startswith(under) and not path.startswith(ours):
             blob_ids[os.path.join(top, path[len(under) :])] = rest.split(" ", 1)[0]
-    status = git.run(
-        *STRICT, "status", "--porcelain=v1", "-z", "--ignored", "--untracked-files=all", "--no-renames", "--", prefix
+    status = git.run(  # the bumped folders left out: git would hash a restored N's weights to say it differs
+        *STRICT,
+        "status",
+        "--porcelain=v1",
+        "-z",
+        "--ignored",
+        "--untracked-files=all",
+        "--no-renames",
+        "--",
+        prefix,
+        *(f":(exclude,literal){folder}" for folder in ours),
     ).stdout.decode("utf-8", "surrogateescape")
     for entry in filter(None, status.split("\0")):
         if not entry[3:].startswith(ours):

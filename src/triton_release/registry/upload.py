@@ -8,8 +8,9 @@ labels may change after the tests) and put the manifest under X.Y.Z.
 - A new layer goes up as our own gzip of its tar (no timestamp: the same tar gives the same
   blob), streamed, its digest and size computed as it goes. A small tar (code, an unpacked
   wheel's files) is packed at zlib level 6, about 15 % smaller than level 1 and as small as the
-  wheel itself, in a fraction of a second; a large one (weights) at level 1, which packs
-  hundreds of MiB a second.
+  wheel itself, in a fraction of a second; a large one (weights) at level 1, unless samples of
+  it show deflate saves under 3 % there (weights of random-looking bytes, which level 1 packs at
+  about 65 MB/s for nothing): then its gzip stores it, at the speed of a copy.
 - An unchanged layer (the base's included) is the blob the previous release's manifest names for
   its diff id (that manifest's config lists them, in order): reused when the repository still
   holds it. So is a layer uploaded before from this machine (a descriptor kept in the cache).
@@ -34,6 +35,7 @@ import zlib
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 from triton_release.cache import cache_dir
 from triton_release.contract import parse_digest
@@ -46,7 +48,9 @@ CONFIG_TYPE = "application/vnd.docker.container.image.v1+json"
 GZIP_LAYER = "application/vnd.docker.image.rootfs.diff.tar.gzip"
 CHUNK = 1 << 20  # bytes read from a tar at a time
 SMALL_TAR = 8 << 20  # a tar up to this size is packed at SMALL_LEVEL, a larger one at LARGE_LEVEL
-SMALL_LEVEL, LARGE_LEVEL = 6, 1
+SMALL_LEVEL, LARGE_LEVEL, STORED = 6, 1, 0
+SAMPLES, SAMPLE = 8, 256 << 10  # a large tar's samples, evenly spread, that tell whether it compresses
+INCOMPRESSIBLE = 0.97  # packed / raw above this in the samples: the tar is stored
 UPLOAD_DEADLINE = 6 * 3600.0  # seconds for one blob's answer: a 512 MiB layer on a slow link
 STOP_WAIT = 30.0  # seconds a stopped upload has to end its request in flight
 
@@ -105,10 +109,11 @@ class Stopped(Exception):
 
 
 def gzip_chunks(tar: Path, stop: threading.Event | None = None) -> Iterator[bytes]:
-    """The gzip of the file `tar`, a chunk at a time (mtime 0 and a level set by its size:
-    deterministic); stops with `Stopped` once `stop` is set."""
+    """The gzip of the file `tar`, a chunk at a time (mtime 0 and a level set by its size and
+    samples of its bytes: deterministic); stops with `Stopped` once `stop` is set."""
     with open(tar, "rb") as handle:
-        level = SMALL_LEVEL if os.fstat(handle.fileno()).st_size <= SMALL_TAR else LARGE_LEVEL
+        size = os.fstat(handle.fileno()).st_size
+        level = SMALL_LEVEL if size <= SMALL_TAR else STORED if _incompressible(handle, size) else LARGE_LEVEL
         packer = zlib.compressobj(level, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
         while chunk := handle.read(CHUNK):
             if stop is not None and stop.is_set():
@@ -116,6 +121,18 @@ def gzip_chunks(tar: Path, stop: threading.Event | None = None) -> Iterator[byte
             if packed := packer.compress(chunk):
                 yield packed
     yield packer.flush()
+
+
+def _incompressible(handle: IO[bytes], size: int) -> bool:
+    """Whether deflate saves under 3 % on SAMPLES pieces of the file, evenly spread (the same file,
+    the same answer); the handle is left at the start."""
+    raw = packed = 0
+    for index in range(SAMPLES):
+        handle.seek(index * max(0, size - SAMPLE) // max(1, SAMPLES - 1))
+        piece = handle.read(SAMPLE)
+        raw, packed = raw + len(piece), packed + len(zlib.compress(piece, LARGE_LEVEL))
+    handle.seek(0)
+    return raw > 0 and packed > INCOMPRESSIBLE * raw
 
 
 def _known_file(diff_id: str) -> Path:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
+import os
 import threading
 import zlib
 
@@ -26,6 +27,7 @@ from triton_release.registry.upload import (
     SCHEMA2,
     SMALL_LEVEL,
     SMALL_TAR,
+    STORED,
     BackgroundUpload,
     Descriptor,
     Stopped,
@@ -114,6 +116,25 @@ def test_a_small_tar_is_packed_at_the_tighter_level_and_a_large_one_at_the_faste
         packer = zlib.compressobj(level, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
         assert b"".join(gzip_chunks(tar)) == packer.compress(tar.read_bytes()) + packer.flush()
     assert SMALL_LEVEL > LARGE_LEVEL
+
+
+def test_a_large_tar_that_does_not_compress_is_stored_in_its_gzip(tmp_path, monkeypatch):
+    noise, text = tmp_path / "weights.tar", tmp_path / "text.tar"
+    with open(noise, "wb") as handle:
+        for _ in range(SMALL_TAR // (1 << 20) + 2):
+            handle.write(os.urandom(1 << 20))
+    text.write_bytes(b"a line of a large text file\n" * (SMALL_TAR // 28 + 1))
+    levels, compressobj = [], zlib.compressobj
+
+    def packer(level, *args):
+        levels.append(level)
+        return compressobj(level, *args)
+
+    monkeypatch.setattr("triton_release.registry.upload.zlib.compressobj", packer)
+    packed = b"".join(gzip_chunks(noise))
+    assert gzip.decompress(packed) == noise.read_bytes() and b"".join(gzip_chunks(noise)) == packed
+    b"".join(gzip_chunks(text))
+    assert levels == [STORED, STORED, LARGE_LEVEL]
 
 
 def test_a_stopped_gzip_stops_between_chunks(tmp_path):
