@@ -261,7 +261,7 @@ def apply_bumps(changes: ChangeSet, bumps: list[Written], model_repository: Path
             raise Refused(f"""
                 {changes.prefix}/{write.model}/{write.version} already exists in the working tree but not
                 at head: commit it, or remove it, and run again.""")
-    moved = _moved_from_checkout(git, changes, writes, root)  # N+1 write -> the write of N it takes
+    moved = _moved_from_checkout(git, writes, root)  # N+1 write -> the write of N it takes
     staging = []
     try:
         for index, write in enumerate(writes):
@@ -289,58 +289,35 @@ def apply_bumps(changes: ChangeSet, bumps: list[Written], model_repository: Path
             moves = ((target, stage / "head"),) if write.at_head else ()
             source = staging[moved[index]] / "head" if index in moved else stage / "new"
             for src, dst in (*moves, (source, target)):
+                done.append((src, dst))  # before: a signal right after the rename still undoes it
                 os.rename(src, dst)
-                done.append((src, dst))
     except BaseException:
         for src, dst in reversed(done):
-            os.rename(dst, src)
+            if os.path.lexists(dst) and not os.path.lexists(src):  # done (the last one may not be)
+                os.rename(dst, src)
         raise
     finally:
         for stage in staging:
             shutil.rmtree(stage, ignore_errors=True)
 
 
-def _moved_from_checkout(git: Git, changes: ChangeSet, writes: list[FolderWrite], root: Path) -> dict[int, int]:
+def _moved_from_checkout(git: Git, writes: list[FolderWrite], root: Path) -> dict[int, int]:
     """The new version folders whose contents are the checkout's folder N itself, which the bump
     moves there rather than writing it again from git (hundreds of MiB of weights: seconds), by
-    index in `writes` -> the index of N's write, which moves N aside first. Only where the two
-    are the same bytes: `root` is the checkout of the commit released, N is as committed (git
-    status: nothing modified, untracked or ignored there), git writes it unconverted (no
-    attribute or setting that converts, links checked out as links), and it holds no empty
-    folder and no git LFS pointer (git writes neither, and a pointer may be filled in)."""
-    top = os.path.realpath(git.cwd)
-    if not os.path.realpath(root).startswith(top + os.sep) or git.text("rev-parse", "HEAD") != changes.head:
-        return {}
-    if git.run("config", "core.autocrlf", check=False).stdout.strip().lower() in (b"true", b"input"):
-        return {}
-    if git.run("config", "--type=bool", "core.symlinks", check=False).stdout.strip() == b"false":
-        return {}
+    index in `writes` -> the index of N's write, which moves N aside first. Only where N holds
+    exactly what git would write there, told by its bytes (`_same_blobs`: each file's git object
+    id and executable bit, no link, empty folder or git LFS pointer), whatever git status, the
+    index or the checkout's settings say."""
     pairs = {  # a bump's two writes, N (moved aside first) then N+1
         i: i - 1
         for i, write in enumerate(writes)
         if i and not write.at_head and writes[i - 1].at_head and writes[i - 1].model == write.model
     }
-    if not pairs:
-        return {}
-    folders = {
-        i: PurePosixPath(changes.prefix, writes[n].model, str(writes[n].version)).as_posix() for i, n in pairs.items()
+    return {
+        i: n
+        for i, n in pairs.items()
+        if _same_blobs(git, writes[i].tree, root / writes[n].model / str(writes[n].version))
     }
-    trees = dict(zip(pairs, git.text("rev-parse", *(f"{changes.head}:{f}" for f in folders.values())).split()))
-    pairs = {i: n for i, n in pairs.items() if trees.get(i) == writes[i].tree}
-    if not pairs or _status(git, [folders[i] for i in pairs]):
-        return {}
-    listed = git.run("ls-tree", "-r", "-z", "--name-only", changes.head, "--", *(folders[i] for i in pairs)).stdout
-    if git.converting([p for p in listed.decode("utf-8", "surrogateescape").split("\0") if p]):
-        return {}
-    for n in pairs.values():
-        for directory, subfolders, files in os.walk(root / writes[n].model / str(writes[n].version)):
-            if not subfolders and not files:
-                return {}
-            for name in files:
-                path = os.path.join(directory, name)
-                if not os.path.islink(path) and os.path.getsize(path) <= 1024 and lfs_pointer(path) is not None:
-                    return {}
-    return pairs
 
 
 def undo_bumps(changes: ChangeSet, bumps: list[Written], model_repository: Path) -> None:
@@ -448,8 +425,9 @@ def same_as_tree(git: Git, tree: str, folder: Path) -> bool:
 
 def _same_blobs(git: Git, tree: str, folder: Path) -> bool:
     """True when `folder` holds exactly the regular files of git tree `tree`, each the bytes of
-    its blob (its git object id is the blob's) and none a git LFS pointer; False when
-    that is not so or not sure (a link, anything but a file)."""
+    its blob (its git object id is the blob's) with its executable bit, none a git LFS pointer,
+    and no empty folder: what extract_tree writes. False when that is not so or not sure (a
+    link, anything but a file)."""
     if folder.is_symlink() or not folder.is_dir():
         return False
     expected = {}
@@ -461,9 +439,11 @@ def _same_blobs(git: Git, tree: str, folder: Path) -> bool:
         if kind == "blob":
             if mode == "120000":
                 return False
-            expected[path] = oid
+            expected[path] = (oid, mode == "100755")
     found: dict[str, str] = {}
     for directory, folders, files in os.walk(folder):
+        if not folders and not files:
+            return False  # an empty folder, which git does not write
         for name in folders + files:
             path = os.path.join(directory, name)
             info = os.lstat(path)
@@ -471,12 +451,15 @@ def _same_blobs(git: Git, tree: str, folder: Path) -> bool:
                 continue
             if not stat.S_ISREG(info.st_mode) or (info.st_size <= 1024 and lfs_pointer(path) is not None):
                 return False
-            found[Path(path).relative_to(folder).as_posix()] = path
+            relative = Path(path).relative_to(folder).as_posix()
+            if relative in expected and bool(info.st_mode & 0o100) != expected[relative][1]:
+                return False  # git writes it with the other mode
+            found[relative] = path
     if found.keys() != expected.keys():
         return False
     named = git.run("rev-parse", "--show-object-format", check=False).stdout.strip().decode()
     algorithm = named if named in ("sha1", "sha256") else "sha1"  # a git before 2.29 names none
-    return all(_blob_id(found[p], algorithm) == oid for p, oid in sorted(expected.items()))
+    return all(_blob_id(found[p], algorithm) == oid for p, (oid, _) in sorted(expected.items()))
 
 
 def _blob_id(path: str, algorithm: str) -> str:

@@ -4,6 +4,7 @@ git tag vX.Y.Z made."""
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -47,11 +48,7 @@ def commit(root: Path, version: str, bumped: BumpResult | None = None, revision:
                 "-c",
                 "user.email=41898282+github-actions[bot]@users.noreply.github.com",
             ]
-        # Only the bumped folders: with nothing else staged the index is exactly that, and git
-        # commits it as it is; else the paths alone, which git reads (and hashes) once more.
-        others = git.run("diff", "--cached", "--name-only", "-z", "--no-renames").stdout.split(b"\0")
-        inside = tuple(f"{PurePosixPath(path).as_posix()}/".encode("utf-8", "surrogateescape") for path in paths)
-        only = () if all(not name or name.startswith(inside) for name in others) else ("--", *paths)
+        only = () if _index_is_only(git, paths) else ("--", *paths)
         git.run(*identity, "commit", "-q", "-m", f"release {version}", *only)
     tag = contract.git_tag(version)
     target = git.text("rev-parse", "HEAD") if staged or not revision else revision
@@ -60,3 +57,18 @@ def commit(root: Path, version: str, bumped: BumpResult | None = None, revision:
     elif git.text("rev-parse", f"{tag}^{{commit}}") != target:
         log.warning(f"git tag {tag} already exists on another commit; it was left as it is")
     return Committed(staged, tag, target, version)
+
+
+def _index_is_only(git: Git, paths: list[str]) -> bool:
+    """Whether the index differs from HEAD in `paths` alone (submodules included, whatever the
+    config ignores) and no merge, cherry-pick or revert is under way: then a plain `git commit`
+    commits exactly those folders as `git add` staged them, where `git commit -- paths` would
+    read and hash them once more."""
+    pending = git.text(
+        "rev-parse", "--git-path", "MERGE_HEAD", "--git-path", "CHERRY_PICK_HEAD", "--git-path", "REVERT_HEAD"
+    )
+    if any(os.path.lexists(os.path.join(git.cwd, path)) for path in pending.splitlines()):
+        return False
+    staged = git.run("diff-index", "--cached", "--name-only", "-z", "--no-renames", "--ignore-submodules=none", "HEAD")
+    inside = tuple(f"{PurePosixPath(path).as_posix()}/".encode("utf-8", "surrogateescape") for path in paths)
+    return all(not name or name.startswith(inside) for name in staged.stdout.split(b"\0"))

@@ -48,7 +48,9 @@ def in_place(git: Git, changes: ChangeSet, bumps: list[Written], root: Path) -> 
     for key, refused in (("core.fileMode", b"false"), ("core.symlinks", b"false"), ("core.ignoreCase", b"true")):
         if git.run("config", "--type=bool", key, check=False).stdout.strip() == refused:
             return f"{key} is {refused.decode()}", {}
-    if git.run("config", "core.autocrlf", check=False).stdout.strip().lower() in (b"true", b"input"):
+    if git.run("config", "core.autocrlf", check=False).stdout.strip().lower() == b"input" or (
+        git.run("config", "--type=bool", "core.autocrlf", check=False).stdout.strip() == b"true"
+    ):
         return "core.autocrlf converts line endings", {}
     prefix = changes.prefix
     ours = bumped_folders(prefix, bumps)

@@ -3,6 +3,8 @@ not make: the bump, the export that is built, the release commit, and the last r
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from support.git import GitRepo
@@ -13,7 +15,7 @@ from triton_release.cli.main import main
 from triton_release.errors import InfrastructureError, Refused
 from triton_release.files import write_atomic
 from triton_release.history.commit import commit
-from triton_release.history.git import Git
+from triton_release.history.git import Git, GitFailed
 from triton_release.history.releases import last_release_commit
 from triton_release.release import ReleaseRequest, local_candidate
 from triton_release.settings import ImageOptions, PublishOptions
@@ -105,6 +107,45 @@ def test_a_staging_folder_left_by_a_killed_run_is_removed_and_never_committed(re
     assert done.committed and sorted(committed) == ["model_repository/a/1/model.py", "model_repository/a/2/model.py"]
     assert "model_repository/notes.txt" in released.git("diff", "--cached", "--name-only")
     assert released.git("tag", "--points-at", "HEAD") == "v1.1.0"
+
+
+def test_a_release_commit_holds_the_bumped_folders_alone_with_nothing_else_staged(released):
+    change_a(released)
+    bumped = steps.bump(released.models, planned(released))
+    done = commit(released.models, "1.1.0", bumped)
+    committed = released.git("show", "--name-only", "--format=%P", "HEAD").split()
+    assert done.committed and committed[1:] == ["model_repository/a/1/model.py", "model_repository/a/2/model.py"]
+    assert len(committed[0]) == 40 and released.git("status", "--porcelain") == ""  # one parent, all committed
+
+
+def test_a_staged_submodule_the_config_ignores_is_not_committed_with_the_release(released, tmp_path):
+    other = GitRepo(tmp_path / "other")
+    other.write({"x/1/model.py": "# elsewhere\n"})
+    other.commit("other")
+    allowed = ("-c", "protocol.file.allow=always")
+    released.git(*allowed, "submodule", "-q", "add", str(other.root), "vendor")
+    released.commit("vendor")
+    change_a(released)
+    plan = planned(released)
+    other.write({"x/1/model.py": "# moved on\n"})
+    other.commit("moved on")
+    released.git("-C", "vendor", "pull", "-q", "--ff-only")
+    released.git("add", "vendor")  # a new gitlink staged by the user
+    released.git("config", "diff.ignoreSubmodules", "all")
+    bumped = steps.bump(released.models, plan)
+    commit(released.models, "1.1.0", bumped)
+    assert "vendor" not in released.git("show", "--name-only", "--format=", "HEAD").split()
+    assert "vendor" in released.git("diff-index", "--cached", "--name-only", "--ignore-submodules=none", "HEAD")
+
+
+def test_a_release_commit_during_a_merge_is_refused_by_git_as_before(released):
+    change_a(released)
+    bumped = steps.bump(released.models, planned(released))
+    head = released.git("rev-parse", "HEAD")
+    (Path(released.root) / ".git" / "MERGE_HEAD").write_text(head + "\n")  # a merge under way
+    with pytest.raises(GitFailed, match="partial commit"):
+        commit(released.models, "1.1.0", bumped)
+    assert released.git("rev-parse", "HEAD") == head
 
 
 def test_the_export_holds_the_commit_not_the_working_tree(released, tmp_path):

@@ -92,32 +92,57 @@ def test_a_clean_checkouts_version_folder_is_moved_to_the_new_version_not_writte
     assert not list(released.models.glob("a/.triton-release-*"))
 
 
+def checked_out_as_crlf(repo):
+    """A text file git checks out with CRLF line endings: the checkout's bytes are not its blob's."""
+    repo.write({"a/1/notes.txt": "one\ntwo\n"})
+    (repo.models / ".gitattributes").write_text("*.txt text eol=crlf\n")
+    repo.commit("notes")
+    (repo.models / "a/1/notes.txt").unlink()
+    repo.git("checkout", "--", "model_repository/a/1/notes.txt")
+    assert (repo.models / "a/1/notes.txt").read_bytes() == b"one\r\ntwo\r\n"
+
+
+def skipped_in_the_worktree(repo):
+    """A file git is told not to look at, changed: git status says nothing."""
+    repo.git("update-index", "--skip-worktree", "model_repository/a/1/model.py")
+    (repo.models / "a/1/model.py").write_text("# changed under git's nose\n")
+
+
 @pytest.mark.parametrize(
     "setup",
     [
-        {"model_repository/.gitattributes": "*.bin text eol=crlf\n"},  # git writes other bytes
-        {"model_repository/a/1/empty/": None},  # an empty folder git would not write
-        {  # a git LFS pointer, which the bump may fill in from the LFS store
-            "model_repository/a/1/big.bin": "version https://git-lfs.github.com/spec/v1\n"
-            "oid sha256:" + "0" * 64 + "\nsize 12\n"
-        },
+        checked_out_as_crlf,
+        skipped_in_the_worktree,
+        lambda repo: (repo.models / "a/1/empty").mkdir(),  # an empty folder git would not write
+        lambda repo: (repo.models / "a/1/weights.bin").chmod(0o755),  # git writes it 0644
+        lambda repo: os.mkfifo(repo.models / "a/1/pipe"),  # neither a file nor a folder: never read
     ],
-    ids=["converting-attribute", "empty-folder", "lfs-pointer"],
+    ids=["converted-on-checkout", "skip-worktree", "empty-folder", "executable-bit", "fifo"],
 )
 def test_a_version_folder_git_would_write_otherwise_is_written_from_git(released, setup):
     released.write({"a/1/weights.bin": b"new weights" * 1000})
-    for path, text in setup.items():
-        if text is None:
-            (released.root / path).mkdir(parents=True)
-        else:
-            (released.root / path).write_text(text)
+    released.commit()
+    setup(released)
+    inode = (released.models / "a/1/weights.bin").stat().st_ino
+    found = detect(released)
+    apply_bumps(found, plan_bumps(found), released.models)
+    assert (released.models / "a/2/weights.bin").stat().st_ino != inode
+    assert (released.models / "a/2/weights.bin").read_bytes() == b"new weights" * 1000
+    assert (released.models / "a/2/model.py").read_text() == PYTHON_MODEL
+    assert not (released.models / "a/2/empty").exists() and not (released.models / "a/2/pipe").exists()
+    if (released.models / "a/2/notes.txt").exists():
+        assert (released.models / "a/2/notes.txt").read_bytes() == b"one\ntwo\n"  # git's bytes
+
+
+def test_a_git_lfs_pointer_in_the_version_folder_is_written_from_git(released):
+    pointer = "version https://git-lfs.github.com/spec/v1\noid sha256:" + "0" * 64 + "\nsize 12\n"
+    released.write({"a/1/weights.bin": b"new weights" * 1000, "a/1/big.bin": pointer})
     released.commit()
     inode = (released.models / "a/1/weights.bin").stat().st_ino
     found = detect(released)
     apply_bumps(found, plan_bumps(found), released.models)
     assert (released.models / "a/2/weights.bin").stat().st_ino != inode
-    assert (released.models / "a/1/weights.bin").exists()
-    assert not (released.models / "a/2/empty").exists()
+    assert (released.models / "a/2/big.bin").read_text() == pointer
 
 
 def test_a_folder_holding_its_trees_blobs_is_known_as_that_tree_without_writing_it_out(released, monkeypatch):
@@ -312,15 +337,21 @@ def test_bump_is_all_or_nothing(released, monkeypatch):
     assert after == before
 
 
-def test_a_bump_stopped_at_its_last_rename_puts_the_moved_folder_back(released, monkeypatch):
+@pytest.mark.parametrize("when", ["before", "after"])
+@pytest.mark.parametrize("at", ["head", "1", "2"])
+def test_a_bump_stopped_at_any_rename_puts_every_folder_back(released, monkeypatch, at, when):
+    """A signal just before or just after each rename (N aside, N restored, the checkout's N moved
+    to N+1): the working tree is as it was."""
     released.write({"a/1/weights.bin": b"new weights" * 1000})
     released.commit()
     found = detect(released)
-    real_rename, calls = os.rename, []
+    real_rename, stopped = os.rename, []
 
     def rename(src, dst):
-        calls.append(dst)
-        if Path(dst).name == "2":  # the checkout's version 1, moved to 2
+        if Path(dst).name == at and not stopped:
+            stopped.append(dst)
+            if when == "after":
+                real_rename(src, dst)
             raise KeyboardInterrupt
         real_rename(src, dst)
 
@@ -328,8 +359,9 @@ def test_a_bump_stopped_at_its_last_rename_puts_the_moved_folder_back(released, 
     monkeypatch.setattr("triton_release.history.bump.os.rename", rename)
     with pytest.raises(KeyboardInterrupt):
         apply_bumps(found, plan_bumps(found), released.models)
+    assert stopped
     assert {p.as_posix(): p.read_bytes() for p in released.models.rglob("*") if p.is_file()} == before
-    assert [Path(c).name for c in calls] == ["head", "1", "2", "new", "1"]  # then undone: 1 aside, the checkout's back
+    assert not (released.models / "a/2").exists() and not list(released.models.glob("a/.triton-release-*"))
 
 
 def test_bump_refuses_an_existing_target(released):
