@@ -54,12 +54,13 @@ def trees_at(git: Git, ref: str, prefix: str) -> ReleasedVersions:
     """model -> version -> tree id of every numbered version folder of the model repository at `ref`."""
     out = git.run("ls-tree", "-r", "-t", "-z", ref, "--", prefix if prefix != "." else ".").stdout
     found: ReleasedVersions = {}
+    skip = 0 if prefix == "." else len(PurePosixPath(prefix).parts)
     for entry in out.decode("utf-8", "surrogateescape").split("\0"):
-        if not entry:
-            continue
-        meta, path = entry.split("\t", 1)
+        meta, _, path = entry.partition("\t")
+        if " tree " not in meta:
+            continue  # a file, or the end (git's paths are plain: no "." or empty parts to read)
         _, kind, oid = meta.split()
-        parts = PurePosixPath(path).parts[0 if prefix == "." else len(PurePosixPath(prefix).parts) :]
+        parts = path.split("/")[skip:]
         if kind == "tree" and len(parts) == 2 and VERSION_DIR.match(parts[1]):
             found.setdefault(parts[0], {})[int(parts[1])] = oid
     return found
@@ -100,7 +101,7 @@ def held_trees(git: Git, revisions: list[str], prefix: str) -> dict[str, set[str
             continue
         path = next(tokens, "")
         old_mode, new_mode, old, new = token[1:].split()[:4]
-        parts = PurePosixPath(path).parts[skip:]
+        parts = path.split("/")[skip:]  # git's paths are plain: no "." or empty parts
         if len(parts) == 2 and VERSION_DIR.match(parts[1]):
             found = held.setdefault(parts[0], set())
             found.update(t for mode, t in ((old_mode, old), (new_mode, new)) if mode == "040000")
