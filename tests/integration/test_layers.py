@@ -62,3 +62,28 @@ def test_two_hundred_models_fit_the_layer_budget_and_a_rebuild_keeps_all_but_one
     after = docker_client.images.get(tag).attrs["RootFS"]["Layers"]
     assert len(after) == len(before) and len(set(after) - set(before)) == 1
     assert after[:-1] == [diff_id for diff_id in before if diff_id in after]  # the changed layer last: cached up to it
+
+
+def test_a_layer_the_daemon_was_thought_to_hold_is_sent_again_in_a_streamed_archive(
+    docker_client, tmp_path, unique, image_tags
+):
+    """The archive goes to the daemon as it is written; when the daemon lacks a layer it was
+    thought to hold (pruned meanwhile), the load says so and every layer of ours is sent."""
+    from triton_release.image.assemble import assemble, image_config
+    from triton_release.image.layers import write_layer_tar
+
+    base = docker_client.images.get(BASE_IMAGE).attrs
+    weights = tmp_path / "weights.bin"
+    weights.write_bytes(unique.encode() * 300_000)  # a few MiB, other bytes in every run
+    tar = tmp_path / "layer.tar"
+    with open(tar, "wb") as out:
+        ours = "sha256:" + write_layer_tar(out, {"models/m/1/weights.bin": weights})
+    diff_ids = [*base["RootFS"]["Layers"], ours]
+    config = image_config(base, diff_ids, {"test": unique}, None)
+    tag = f"triton-release-test/streamed:{unique}"
+    image_tags.append(tag)
+    image_id, sent = assemble(
+        docker_client, tag, config, diff_ids, len(diff_ids) - 1, {ours: tar}.__getitem__, [diff_ids]
+    )
+    assert sent == 1 and image_id == docker_client.images.get(tag).id
+    assert docker_client.images.get(tag).attrs["RootFS"]["Layers"] == diff_ids

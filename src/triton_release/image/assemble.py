@@ -15,9 +15,11 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import os
 import tarfile
-import tempfile
-from collections.abc import Callable, Mapping, Sequence
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import IO
 
@@ -26,6 +28,9 @@ import docker
 from triton_release.cache import cache_dir
 from triton_release.errors import InfrastructureError
 from triton_release.files import write_atomic
+
+CHUNK = 1 << 20  # bytes of the archive sent at a time
+STOP_WAIT = 30.0  # seconds the archive's writer has to end once the daemon stopped reading
 
 # The keys of an image config's "config" that an image carries (the rest of `docker inspect`'s
 # Config belongs to containers).
@@ -101,7 +106,7 @@ def write_archive(out: IO[bytes], tag: str, config: bytes, diff_ids: Sequence[st
     config_name = hashlib.sha256(config).hexdigest() + ".json"
     names = [diff_id.split(":", 1)[1] + "/layer.tar" for diff_id in diff_ids]
     manifest = [{"Config": config_name, "RepoTags": [tag], "Layers": names}]
-    with tarfile.open(fileobj=out, mode="w", format=tarfile.GNU_FORMAT) as tar:
+    with tarfile.open(fileobj=out, mode="w|", format=tarfile.GNU_FORMAT) as tar:  # a stream: never seeks
         _add(tar, config_name, config)
         for diff_id, name in zip(diff_ids, names):
             if diff_id in tars:
@@ -130,6 +135,38 @@ def config_of(image_id: str) -> bytes | None:
     return config if "sha256:" + hashlib.sha256(config).hexdigest() == image_id else None
 
 
+@contextmanager
+def _streamed(write: Callable[[IO[bytes]], None]) -> Iterator[Iterator[bytes]]:
+    """The bytes `write` writes, as chunks read from a pipe it writes into from a thread; what it
+    raised is raised once they are read. Leaving early closes the pipe, which ends the writer."""
+    reading, writing = os.pipe()
+    failed: list[BaseException] = []
+
+    def produce() -> None:
+        try:
+            with open(writing, "wb") as out:
+                write(out)
+        except BaseException as exc:  # noqa: BLE001 - handed to the reader, raised there
+            failed.append(exc)
+
+    thread = threading.Thread(target=produce, name="docker-load-archive", daemon=True)
+    source = open(reading, "rb")  # noqa: SIM115 - closed below, which also ends the writer
+    thread.start()
+
+    def chunks() -> Iterator[bytes]:
+        while chunk := source.read(CHUNK):
+            yield chunk
+        thread.join()
+        if failed:
+            raise failed[0]
+
+    try:
+        yield chunks()
+    finally:
+        source.close()
+        thread.join(timeout=STOP_WAIT)
+
+
 class MissingLayer(Exception):
     """The daemon lacked a layer the archive left out."""
 
@@ -137,10 +174,10 @@ class MissingLayer(Exception):
 def load(
     client: docker.DockerClient, tag: str, config: bytes, diff_ids: Sequence[str], tars: Mapping[str, Path]
 ) -> str:
-    """Load the image into the daemon; returns its id (the config's sha256, checked)."""
-    with tempfile.TemporaryFile() as archive:
-        write_archive(archive, tag, config, diff_ids, tars)
-        archive.seek(0)
+    """Load the image into the daemon; returns its id (the config's sha256, checked). The archive
+    is streamed to the daemon as it is written (its layers' tars are not copied into a file
+    first: hundreds of MiB of weights written once more)."""
+    with _streamed(lambda out: write_archive(out, tag, config, diff_ids, tars)) as archive:
         try:
             for chunk in client.api.load_image(archive):
                 error = chunk.get("error") or (chunk.get("errorDetail") or {}).get("message")
