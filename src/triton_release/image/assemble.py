@@ -136,9 +136,11 @@ def config_of(image_id: str) -> bytes | None:
 
 
 @contextmanager
-def _streamed(write: Callable[[IO[bytes]], None]) -> Iterator[Iterator[bytes]]:
-    """The bytes `write` writes, as chunks read from a pipe it writes into from a thread; what it
-    raised is raised once they are read. Leaving early closes the pipe, which ends the writer."""
+def streamed(write: Callable[[IO[bytes]], None]) -> Iterator[Iterator[bytes]]:
+    """The bytes `write` writes, as chunks read from a pipe it writes into from a thread. What
+    it raised is raised once they are read, and in place of what the sending then failed with
+    (the HTTP client takes a body that fails for a dropped connection); a signal stays itself.
+    Leaving early closes the pipe, which ends the writer."""
     reading, writing = os.pipe()
     failed: list[BaseException] = []
 
@@ -149,9 +151,22 @@ def _streamed(write: Callable[[IO[bytes]], None]) -> Iterator[Iterator[bytes]]:
         except BaseException as exc:  # noqa: BLE001 - handed to the reader, raised there
             failed.append(exc)
 
+    def own_failure() -> BaseException | None:
+        return next((exc for exc in failed if not isinstance(exc, BrokenPipeError)), None)
+
+    try:
+        source = open(reading, "rb")  # noqa: SIM115 - closed below, which also ends the writer
+    except BaseException:
+        os.close(reading)
+        os.close(writing)
+        raise
     thread = threading.Thread(target=produce, name="docker-load-archive", daemon=True)
-    source = open(reading, "rb")  # noqa: SIM115 - closed below, which also ends the writer
-    thread.start()
+    try:
+        thread.start()
+    except BaseException:
+        source.close()
+        os.close(writing)
+        raise
 
     def chunks() -> Iterator[bytes]:
         while chunk := source.read(CHUNK):
@@ -162,6 +177,13 @@ def _streamed(write: Callable[[IO[bytes]], None]) -> Iterator[Iterator[bytes]]:
 
     try:
         yield chunks()
+    except Exception:
+        source.close()
+        thread.join(timeout=STOP_WAIT)
+        own = own_failure()
+        if own is not None:
+            raise own from None
+        raise
     finally:
         source.close()
         thread.join(timeout=STOP_WAIT)
@@ -177,7 +199,7 @@ def load(
     """Load the image into the daemon; returns its id (the config's sha256, checked). The archive
     is streamed to the daemon as it is written (its layers' tars are not copied into a file
     first: hundreds of MiB of weights written once more)."""
-    with _streamed(lambda out: write_archive(out, tag, config, diff_ids, tars)) as archive:
+    with streamed(lambda out: write_archive(out, tag, config, diff_ids, tars)) as archive:
         try:
             for chunk in client.api.load_image(archive):
                 error = chunk.get("error") or (chunk.get("errorDetail") or {}).get("message")

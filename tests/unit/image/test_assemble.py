@@ -5,9 +5,13 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import os
 import tarfile
+import threading
 
-from triton_release.image.assemble import image_config, present_prefix, write_archive
+import pytest
+
+from triton_release.image.assemble import image_config, present_prefix, streamed, write_archive
 
 BASE = {
     "Architecture": "amd64",
@@ -68,3 +72,30 @@ def test_the_archive_names_every_layer_and_carries_only_the_tars_given(tmp_path)
         {"Config": config_name, "RepoTags": ["repo:tag"], "Layers": ["a" * 64 + "/layer.tar", "c" * 64 + "/layer.tar"]}
     ]
     assert sorted(names) == sorted([config_name, "c" * 64 + "/layer.tar", "manifest.json"])
+
+
+def test_the_streamed_archive_is_every_byte_written_and_leaves_no_pipe_open():
+    before = len(os.listdir("/proc/self/fd"))
+    with streamed(lambda out: out.write(b"x" * (3 << 20) + b"end")) as chunks:
+        assert b"".join(chunks) == b"x" * (3 << 20) + b"end"
+    with streamed(lambda out: out.write(b"y" * (8 << 20))) as chunks:
+        next(chunks)  # the daemon stopped reading: the writer ends on the closed pipe
+    assert len(os.listdir("/proc/self/fd")) == before
+    assert not [t for t in threading.enumerate() if t.name == "docker-load-archive"]
+
+
+def test_a_failing_archive_is_raised_as_itself_not_as_the_senders_dropped_connection(tmp_path):
+    missing = tmp_path / "gone.tar"
+
+    def send(chunks):  # as the HTTP client does with a body that fails: a dropped connection
+        try:
+            for _ in chunks:
+                pass
+        except OSError as exc:
+            raise ConnectionError("Connection aborted.") from exc
+
+    with (
+        pytest.raises(FileNotFoundError, match="gone.tar"),
+        streamed(lambda out: out.write(missing.read_bytes())) as chunks,
+    ):
+        send(chunks)
