@@ -457,15 +457,16 @@ def _same_blobs(git: Git, tree: str, folder: Path) -> bool:
             found[relative] = path
     if found.keys() != expected.keys():
         return False
-    named = git.run("rev-parse", "--show-object-format", check=False).stdout.strip().decode()
-    algorithm = named if named in ("sha1", "sha256") else "sha1"  # a git before 2.29 names none
-    return all(_blob_id(found[p], algorithm) == oid for p, (oid, _) in sorted(expected.items()))
+    return all(_blob_id(found[p], oid) == oid for p, (oid, _) in sorted(expected.items()))
 
 
-def _blob_id(path: str, algorithm: str) -> str:
+def _blob_id(path: str, like: str) -> str:
     """The git object id of the file's bytes as a blob (what `git hash-object --no-filters` gives),
-    hashed here: Python's SHA-1 reads weights about three times as fast as git's."""
+    in the object format of the id `like` (40 hex digits: sha1, else sha256), as image/layers.py
+    checks a blob it reads; hashed here: Python's SHA-1 reads weights about three times as fast
+    as git's."""
     with open(path, "rb") as handle:
+        algorithm = "sha1" if len(like) == 40 else "sha256"
         digest = hashlib.new(algorithm, b"blob %d\0" % os.fstat(handle.fileno()).st_size)
         while block := handle.read(1 << 20):
             digest.update(block)
