@@ -202,6 +202,7 @@ def _release(request: ReleaseRequest, session: Session) -> None:
     bumped = pushing = False
     run = None  # a change that only removes models has nothing to test
     upload: BackgroundUpload | None = None  # the new layers sent while the tests run
+    sbom: attach.SbomBeside | None = None
     tars = tempfile.TemporaryDirectory(prefix="triton-release-tars-")  # the new layers' tars, until pushed
     overlap = (
         request.push and repository is not None and request.publish.upload_during_tests
@@ -244,6 +245,8 @@ def _release(request: ReleaseRequest, session: Session) -> None:
                 upload = BackgroundUpload(
                     repository, built.build.diff_ids, dict(built.build.tar_files), planned.released_before
                 ).start()
+            if request.push and version is not None:  # its SBOM written while the tests run
+                sbom = attach.SbomBeside(prepared, built.labels)
             if to_test:  # a change that only removes models has nothing to test
                 run = session.step(
                     "test",
@@ -323,6 +326,7 @@ def _release(request: ReleaseRequest, session: Session) -> None:
             signing=evidence.signing,
             invocation=evidence.invocation,
             settings=evidence.settings,
+            sbom_beside=sbom,
         )
         channel = request.publish.channel
         session.step(

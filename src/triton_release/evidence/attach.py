@@ -16,6 +16,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import subprocess
+import sys
+import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,7 +35,7 @@ from triton_release.contract import (
     STUB_LABEL,
 )
 from triton_release.evidence import statements as st
-from triton_release.evidence.sbom import Package, sbom
+from triton_release.evidence.sbom import Package, contents, contents_arguments, sbom, with_subject
 from triton_release.evidence.signing import Signing, statement_of
 from triton_release.history.git import Git
 from triton_release.registry import attestations
@@ -113,6 +116,64 @@ class CaseFile:
     path: str
     blob: str
     content: bytes
+
+
+class SbomBeside:
+    """The release's SBOM written while its golden cases run, by a process of its own
+    (`python -m triton_release.evidence.sbom`): all of it but its subject (the pushed digest) is
+    known once the image is built, and at a thousand models the CycloneDX library takes about
+    0.4 s to write it. The evidence takes it only for the same `prepared` and the models the pushed
+    image's labels list; else (or when the process failed) it is written again there."""
+
+    def __init__(self, prepared: Prepared, labels: Mapping[str, str]) -> None:
+        self.prepared, self.models = prepared, _models(labels)
+        self._document: dict | None = None
+        self._thread: threading.Thread | None = None
+        try:
+            _, found, envs = _packages(prepared)
+            given = contents_arguments(**_contents_arguments(prepared, self.models, found, envs))
+            child = subprocess.Popen(
+                [sys.executable, "-m", "triton_release.evidence.sbom"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+            )
+        except Exception:  # written again by the evidence, where its error is raised and shown
+            return
+        self._thread = threading.Thread(target=self._read, args=(child, given), name="triton-release-sbom", daemon=True)
+        self._thread.start()
+
+    def _read(self, child: subprocess.Popen, given: bytes) -> None:
+        try:
+            written, _ = child.communicate(given)
+            self._document = json.loads(written) if child.returncode == 0 else None
+        except Exception:
+            self._document = None
+
+    def contents(self, prepared: Prepared, models: Mapping[str, list[int]]) -> dict | None:
+        """The contents written for `prepared` and `models`, or None (made for others, or failed)."""
+        if self._thread is None or prepared is not self.prepared or dict(models) != self.models:
+            return None
+        self._thread.join()
+        return self._document
+
+
+def _contents_arguments(
+    prepared: Prepared,
+    models: Mapping[str, list[int]],
+    found: ImagePackages,
+    envs: Mapping[str, tuple[Package, ...]],
+) -> dict[str, Any]:
+    base = prepared.base
+    return {
+        "base_image": base.image,
+        "base_image_id": base.image_id,
+        "triton": base.triton_version,
+        "models": dict(models),
+        "environments": dict(envs),
+        "system": list(found.system),
+        "python": prepared.stub.target_python,
+    }
 
 
 def case_files(root: Path, commit: str, cases: Iterable[Any]) -> dict[str, CaseFile]:
@@ -225,8 +286,10 @@ def release(
     invocation: st.Invocation,
     settings: Mapping[str, Any],
     latency: Any = None,
+    sbom_beside: SbomBeside | None = None,
 ) -> Evidence:
-    """The evidence of release `version` (`digest`), from the run that built, tested and pushed it."""
+    """The evidence of release `version` (`digest`), from the run that built, tested and pushed it
+    (`sbom_beside`: its SBOM's contents, written while its golden cases ran)."""
     labels, config_digest = _image(registry, digest)
     files = case_files(root, planned.found.head, run.cases if run else ())
     golden = st.golden_predicate(
@@ -247,7 +310,9 @@ def release(
     payloads = [
         _payload(str(registry), digest, contract.GOLDEN_TYPE, golden),
         _tests_payload(str(registry), digest, tests),
-        *_from_build(registry, digest, version, labels, planned, prepared, settings, invocation, "release"),
+        *_from_build(
+            registry, digest, version, labels, planned, prepared, settings, invocation, "release", sbom_beside
+        ),
     ]
     return store(registry, digest, version, _sign(signing, payloads), signing, "release", golden["passed"])
 
@@ -267,9 +332,11 @@ def _from_build(
     settings: Mapping[str, Any],
     invocation: st.Invocation,
     how: str,
+    beside: SbomBeside | None = None,
 ) -> list[tuple[str, bytes]]:
     """Provenance and SBOM from what the run that built the image found: its base image and stub,
-    and its environments (each wheel by its sha256)."""
+    and its environments (each wheel by its sha256); the SBOM's contents from `beside` when it
+    wrote them for these models."""
     base, choice = prepared.base, prepared.stub
     client, found, envs = _packages(prepared)
     name = str(registry)
@@ -286,18 +353,11 @@ def _from_build(
         version,
         planned.found.base or "",
     )
-    bom = sbom(
-        image=name,
-        digest=digest,
-        version=version,
-        base_image=base.image,
-        base_image_id=base.image_id,
-        triton=base.triton_version,
-        models=_models(labels),
-        environments=envs,
-        system=found.system,
-        python=choice.target_python,
-    )
+    models = _models(labels)
+    written = beside.contents(prepared, models) if beside is not None else None
+    if written is None:
+        written = contents(**_contents_arguments(prepared, models, found, envs))
+    bom = with_subject(written, image=name, digest=digest, version=version)
     return [
         _payload(name, digest, contract.PROVENANCE_TYPE, st.provenance_predicate(facts, invocation, how)),
         _payload(name, digest, contract.SBOM_TYPE, bom),

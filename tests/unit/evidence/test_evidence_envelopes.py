@@ -22,7 +22,8 @@ from triton_release.errors import Refused, UsageError
 from triton_release.evidence import attach as evidence_attach
 from triton_release.evidence import keyless, signing
 from triton_release.evidence import statements as st
-from triton_release.evidence.sbom import Package, listed_packages, sbom
+from triton_release.evidence.packages import ImagePackages
+from triton_release.evidence.sbom import Package, listed_packages, sbom, with_subject
 from triton_release.evidence.verify import check, parse_reference
 from triton_release.models.answers import OutputResult
 from triton_release.models.inference import CaseResult
@@ -351,6 +352,57 @@ def test_the_sbom_lists_each_environment_s_packages_and_the_image_s():
     assert shared["hashes"] == [{"alg": "SHA-256", "content": "f" * 64}]
     model = next(d for d in document["dependencies"] if d["ref"] == "model:a")
     assert model["dependsOn"] == [shared["bom-ref"]]
+
+
+def _unnamed(document: dict) -> dict:
+    """`document` without what differs between two writings of it (its serial number and time)."""
+    return {
+        **{k: v for k, v in document.items() if k != "serialNumber"},
+        "metadata": {k: v for k, v in document["metadata"].items() if k != "timestamp"},
+    }
+
+
+def test_the_sbom_written_beside_the_tests_is_the_one_written_after(monkeypatch):
+    packages = ImagePackages("3.11", (Package("numpy", "1.24.2", location="/usr/lib/python3/dist-packages"),), {})
+    monkeypatch.setattr(evidence_attach, "_packages", lambda _prepared: (None, packages, {"a": (Package("x", "1"),)}))
+    prepared = SimpleNamespace(
+        base=SimpleNamespace(image="base", image_id="sha256:1", triton_version="2.51.0"),
+        stub=SimpleNamespace(target_python="3.11"),
+    )
+    models = {"a": [1, 2], "b": [1]}
+    beside = evidence_attach.SbomBeside(prepared, {contract.MODELS_LABEL: json.dumps(models)})
+    written = beside.contents(prepared, models)  # by `python -m triton_release.evidence.sbom`
+    assert written is not None
+    named = with_subject(written, image="r/m", digest=DIGEST, version="1.0.0")
+    assert _unnamed(named) == _unnamed(
+        sbom(
+            image="r/m",
+            digest=DIGEST,
+            version="1.0.0",
+            base_image="base",
+            base_image_id="sha256:1",
+            triton="2.51.0",
+            models=models,
+            environments={"a": [Package("x", "1")]},
+            system=packages.system,
+            python="3.11",
+        )
+    )
+    assert named["metadata"]["component"]["hashes"] == [{"alg": "SHA-256", "content": DIGEST.split(":")[1]}]
+    # other models (the pushed image's labels say so), or another build: written again by the evidence
+    assert beside.contents(prepared, {"a": [1, 2]}) is None
+    assert beside.contents(SimpleNamespace(**vars(prepared)), models) is None
+
+
+@pytest.mark.parametrize("executable", ["/bin/false", "/nonexistent/python"])
+def test_an_sbom_process_that_fails_leaves_the_sbom_to_the_evidence(monkeypatch, executable):
+    monkeypatch.setattr(evidence_attach, "_packages", lambda _prepared: (None, ImagePackages("", (), {}), {}))
+    monkeypatch.setattr(evidence_attach.sys, "executable", executable)
+    prepared = SimpleNamespace(
+        base=SimpleNamespace(image="base", image_id="", triton_version=""), stub=SimpleNamespace(target_python="")
+    )
+    beside = evidence_attach.SbomBeside(prepared, {})
+    assert beside.contents(prepared, {}) is None
 
 
 @pytest.mark.parametrize(
