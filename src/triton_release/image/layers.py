@@ -190,7 +190,19 @@ def entries_fingerprint(entries: Mapping[str, Path | bytes], blob_ids: Mapping[s
 
 
 def model_entries(model: Model, paths: list[Path]) -> dict[str, Path | bytes]:
-    return {str(MODELS_DIR / model.name / p.relative_to(model.path).as_posix()): p for p in paths}
+    """Each of `paths` (the model folder or below it) by its name in the image."""
+    top = str(model.path)
+    under, named = top.rstrip("/") + "/", f"{MODELS_DIR}/{model.name}"
+    entries: dict[str, Path | bytes] = {}
+    for path in paths:
+        text = str(path)  # in strings: pathlib's relative_to for every file of a thousand models was slow
+        if text == top:
+            entries[named] = path
+        elif text.startswith(under):
+            entries[f"{named}/{text[len(under) :]}"] = path
+        else:
+            entries[str(MODELS_DIR / model.name / path.relative_to(model.path).as_posix())] = path
+    return entries
 
 
 def _skipped(name: str) -> bool:

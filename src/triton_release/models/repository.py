@@ -65,23 +65,37 @@ def _real(path: Path) -> Path:
     return Path(os.path.realpath(path))
 
 
-def outside(path: Path, root: Path) -> Path | None:
+def outside(path: Path | str, root: Path | str) -> Path | None:
     """Where `path` really is when symbolic links (its own or a parent's) take it out of `root`;
     None when it stays inside."""
-    parts = _below(Path(path), Path(root))
-    if parts is not None and not any(os.path.islink(Path(root).joinpath(*parts[:i])) for i in range(1, len(parts) + 1)):
-        return None  # named below root, and no link on the way down: inside, without resolving anything
-    real, base = _real(path), _real(root)
+    top = os.fspath(root)
+    parts = _below(os.fspath(path), top)
+    if parts is not None:
+        current = top
+        for part in parts:  # in strings: a thousand models ask this of every folder and file
+            current = os.path.join(current, part)
+            if os.path.islink(current):
+                break
+        else:
+            return None  # named below root, and no link on the way down: inside, without resolving anything
+    real, base = _real(Path(path)), _real(Path(root))
     return None if real == base or base in real.parents else real
 
 
-def _below(path: Path, root: Path) -> tuple[str, ...] | None:
+def _parts(path: str) -> list[str]:
+    """`path`'s parts as pathlib reads a POSIX path: its anchor ("/", or "//" for exactly two
+    leading slashes), then its names, without empty and "." ones."""
+    anchor = "//" if path.startswith("//") and not path.startswith("///") else "/" if path.startswith("/") else ""
+    return ([anchor] if anchor else []) + [name for name in path.split("/") if name and name != "."]
+
+
+def _below(path: str, root: str) -> list[str] | None:
     """The names leading from `root` down to `path`, when `path` is written below `root` without `..`."""
-    try:
-        parts = path.relative_to(root).parts
-    except ValueError:
-        return None
-    return None if ".." in parts else parts
+    inside, top = _parts(path), _parts(root)
+    if inside[: len(top)] != top or (not top and inside[:1] in (["/"], ["//"])):
+        return None  # not below it, or an absolute path against the relative root "."
+    names = inside[len(top) :]
+    return None if ".." in names else names
 
 
 def link_problem(path: Path, root: Path) -> Problem | None:
@@ -124,15 +138,17 @@ def walk(
     def visit(directory: Path, chain: tuple[Path, ...], through_link: bool) -> None:
         nonlocal linked
         try:
-            names = sorted(os.listdir(directory))
+            with os.scandir(directory) as listed:  # each entry's kind without a stat, unless a link
+                entries = sorted(listed, key=lambda entry: entry.name)
         except OSError as exc:
             problems.append(Problem(directory, f"the folder cannot be read ({exc.strerror})"))
             return
-        for name in names:
+        for entry in entries:
+            name = entry.name
             if skip(name):
                 continue
             path = directory / name
-            is_link = os.path.islink(path)
+            is_link = entry.is_symlink()
             if is_link:
                 problem = link_problem(path, root)
                 if problem:
@@ -149,12 +165,13 @@ def walk(
                         )
                     )
                     raise _Stop
-            problem = kind_problem(path)
+            plain = not is_link and (entry.is_file(follow_symlinks=False) or entry.is_dir(follow_symlinks=False))
+            problem = None if plain else kind_problem(path)
             if problem:
                 problems.append(problem)
                 continue
             found.append(path)
-            if os.path.isdir(path):
+            if entry.is_dir(follow_symlinks=False) if not is_link else os.path.isdir(path):
                 if is_link:  # where the folders above really are, only when a link may loop back
                     real = Path(os.path.realpath(path))
                     if any(real == seen or real in seen.parents for seen in map(_real, chain)):

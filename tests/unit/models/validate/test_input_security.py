@@ -315,3 +315,33 @@ def test_a_model_name_too_long_for_a_file_name_is_refused(make_repo):
 def test_a_model_name_of_128_characters_is_accepted(make_repo):
     name = "m" * 128
     assert validate(make_repo({**python_model_files(name), f"{name}/config.pbtxt": python_config(name)})).ok
+
+
+def _pathlib_below(path: str, root: str) -> list[str] | None:
+    try:
+        parts = list(Path(path).relative_to(Path(root)).parts)
+    except ValueError:
+        return None
+    return None if ".." in parts else parts
+
+
+@pytest.mark.parametrize(
+    ("path", "root", "expected"),
+    [
+        ("a/b", "a", ["b"]),
+        ("a/./b//c/", "a", ["b", "c"]),
+        ("./a/b", "a/", ["b"]),
+        ("a", "a", []),
+        ("/r/m/1", "/r", ["m", "1"]),
+        ("//r/m", "//r", ["m"]),
+        ("//r/m", "/r", None),
+        ("/r/m", ".", None),
+        ("r/m", ".", ["r", "m"]),
+        ("ab", "a", None),
+        ("a/../b", "a", None),
+        ("b", "a", None),
+    ],
+)
+def test_a_path_is_below_the_repository_as_pathlib_reads_it(path, root, expected):
+    """The links check reads paths as strings (a thousand models' files), as pathlib would."""
+    assert repository._below(path, root) == _pathlib_below(path, root) == expected
