@@ -21,7 +21,6 @@ build names such a file by the blob's id rather than reading it again.
 from __future__ import annotations
 
 import os
-import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -31,18 +30,23 @@ from triton_release.history.changes import ChangeSet
 from triton_release.history.git import CONVERTING, Git
 
 
-def differs(git: Git, changes: ChangeSet, bumps: list[Written], root: Path) -> str | None:
+def differs(git: Git, changes: ChangeSet, bumps: list[Written], root: Path, *, again: bool = False) -> str | None:
     """Why the model repository `root` in the checkout is not the commit `changes.head` with
-    `bumps` applied (they must be applied already), or None when it is, byte for byte."""
-    return in_place(git, changes, bumps, root)[0]
+    `bumps` applied (they must be applied already), or None when it is, byte for byte. `again`:
+    `in_place` found it so before, in this run (see there)."""
+    return in_place(git, changes, bumps, root, again=again)[0]
 
 
-def in_place(git: Git, changes: ChangeSet, bumps: list[Written], root: Path) -> tuple[str | None, dict[str, str]]:
+def in_place(
+    git: Git, changes: ChangeSet, bumps: list[Written], root: Path, *, again: bool = False
+) -> tuple[str | None, dict[str, str]]:
     """`differs`, and when the checkout is the commit, the git object id of each committed file
     outside the bumped folders, by its absolute path under `root`: git status found it holds
     exactly that blob, so a build can name it by the id instead of reading it (links excluded:
     their id is the link's text, not the content a tar reads through); and of the files the bumps
-    wrote (`_bumped_blob_ids`)."""
+    wrote (`_bumped_blob_ids`). `again`: this found the checkout to be the commit before, in this
+    run; what the commit alone decides is not asked again (its own .gitattributes files; whether a
+    committed file is an LFS pointer: git status finds every file still holds its blob)."""
     if git.text("rev-parse", "HEAD") != changes.head:
         return "the checkout holds another commit", {}
     for key, refused in (("core.fileMode", b"false"), ("core.symlinks", b"false"), ("core.ignoreCase", b"true")):
@@ -79,7 +83,9 @@ def in_place(git: Git, changes: ChangeSet, bumps: list[Written], root: Path) -> 
     for entry in filter(None, status.split("\0")):
         if not entry[3:].startswith(ours):
             return f"{entry[3:]} is not as committed", {}
-    reason = _archive_attributes(git, changes.head, tracked) or _folders_and_pointers(root)
+    reason = _archive_attributes(git, changes.head, tracked, committed=not again) or _folders_and_pointers(
+        root, pointers=not again
+    )
     if not reason and git.text("rev-parse", "HEAD") != changes.head:  # a commit or checkout meanwhile
         reason = "the checkout moved to another commit while it was read"
     return reason, {} if reason else {**blob_ids, **_bumped_blob_ids(git, changes, bumps, top)}
@@ -127,12 +133,12 @@ STRICT = (
 )
 
 
-def _archive_attributes(git: Git, head: str, tracked: list[str]) -> str | None:
+def _archive_attributes(git: Git, head: str, tracked: list[str], *, committed: bool = True) -> str | None:
     """Attributes that make `git archive` write other bytes than the checkout holds, or convert
-    them at all: those the checkout sees (every attributes file git reads), and those in the
-    commit's own .gitattributes files."""
+    them at all: those the checkout sees (every attributes file git reads), and (`committed`)
+    those in the commit's own .gitattributes files."""
     converted = git.converting(tracked)
-    if converted:
+    if converted or not committed:
         return converted
     names = git.run("ls-tree", "-r", "-z", "--name-only", head).stdout.decode("utf-8", "surrogateescape")
     files = [f for f in names.split("\0") if f == ".gitattributes" or f.endswith("/.gitattributes")]
@@ -155,25 +161,32 @@ def _sets_converting(text: bytes) -> bool:
     return False
 
 
-def _folders_and_pointers(root: Path) -> str | None:
-    """A folder without any file, or a git LFS pointer where its object belongs."""
-    for directory, folders, files in os.walk(root):
-        if Path(directory) == Path(root):
-            folders[:] = [f for f in folders if f != ".git"]  # a model repository at the git root
-        if not folders and not files:
+def _folders_and_pointers(root: Path, *, pointers: bool = True) -> str | None:
+    """A folder without any file, anything but files, folders and links, or (`pointers`) a git
+    LFS pointer where its object belongs. Each entry's kind from scandir, without a stat."""
+    top = os.fspath(root)
+    folders = [top]
+    while folders:
+        directory = folders.pop()
+        try:
+            with os.scandir(directory) as listed:
+                entries = [e for e in listed if not (directory == top and e.name == ".git" and e.is_dir())]
+        except OSError:
+            return f"{directory} cannot be read"
+        if not entries:
             return f"{directory} is an empty folder"
-        for name in files:
-            path = os.path.join(directory, name)
+        for entry in sorted(entries, key=lambda e: e.name, reverse=True):
             try:
-                info = os.lstat(path)
-                if stat.S_ISLNK(info.st_mode):
+                if entry.is_symlink():
                     continue
-                if not stat.S_ISREG(info.st_mode):
-                    return f"{path} is neither a file nor a folder"
-                if info.st_size <= 1024 and lfs_pointer(path) is not None:
-                    return f"{path} is a git LFS pointer"
+                if entry.is_dir(follow_symlinks=False):
+                    folders.append(entry.path)
+                elif not entry.is_file(follow_symlinks=False):
+                    return f"{entry.path} is neither a file nor a folder"
+                elif pointers and entry.stat(follow_symlinks=False).st_size <= 1024 and lfs_pointer(entry.path) is not None:
+                    return f"{entry.path} is a git LFS pointer"
             except OSError:
-                return f"{path} cannot be read"
+                return f"{entry.path} cannot be read"
     return None
 
 

@@ -54,7 +54,7 @@ def still_in_place(shipped: Export, planned: ChangesResult) -> None:
     if not shipped.in_place:
         return
     git = Git(Git(shipped.root).toplevel())
-    why = worktree.differs(git, planned.found, planned.writes, shipped.root) or worktree.bumps_intact(
+    why = worktree.differs(git, planned.found, planned.writes, shipped.root, again=True) or worktree.bumps_intact(
         planned.found, planned.writes, shipped.root
     )
     if why:

@@ -4,6 +4,7 @@ can differ from what `git archive` gives sends the release back to an unpacked c
 from __future__ import annotations
 
 import hashlib
+import os
 
 import pytest
 
@@ -92,6 +93,23 @@ def test_a_checkout_edited_while_it_was_read_refuses_the_release(bumped, tmp_pat
     assert found.in_place
     bumped.write({"b/1/model.py": "# an edit during the build\n" + PYTHON_MODEL})
     with pytest.raises(Refused, match="changed while the release built and tested it in place"):
+        steps.still_in_place(found, bumped.plan)
+
+
+@pytest.mark.parametrize(
+    ("spoil", "reason"),
+    [
+        (lambda folder: (folder / "empty").mkdir(), "empty folder"),
+        (lambda folder: os.mkfifo(folder / "pipe"), "neither a file nor a folder"),
+    ],
+)
+def test_what_git_status_cannot_see_made_while_the_checkout_was_read_refuses_the_release(
+    bumped, tmp_path, spoil, reason
+):
+    found = shipped(bumped, tmp_path)
+    assert found.in_place
+    spoil(bumped.models / "b" / "1")  # the check again walks every folder, as the first did
+    with pytest.raises(Refused, match=reason):
         steps.still_in_place(found, bumped.plan)
 
 
