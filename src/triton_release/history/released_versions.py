@@ -76,9 +76,15 @@ def shipped(
     return released_versions
 
 
-def held_trees(git: Git, revisions: list[str], prefix: str) -> dict[str, set[str]]:
+# A proof reads the history of this many models at most by their own folders; more: the whole model repository's
+NARROW_MODELS = 50
+
+
+def held_trees(git: Git, revisions: list[str], prefix: str, models: list[str] | None = None) -> dict[str, set[str]]:
     """model -> every git tree any of its numbered version folders held at `revisions` or in their
-    history (merges' own resolutions included): what a release made from them can have shipped."""
+    history (merges' own resolutions included): what a release made from them can have shipped.
+    `models`: only theirs, read from their folders' history (every parent of a merge followed)."""
+    where = [prefix] if models is None else [f":(literal){PurePosixPath(prefix, m).as_posix()}" for m in models]
     out = git.run(
         "log",
         "--format=",
@@ -88,9 +94,10 @@ def held_trees(git: Git, revisions: list[str], prefix: str) -> dict[str, set[str
         "--no-abbrev",
         "--no-renames",
         "--diff-merges=first-parent",
+        *(["--full-history"] if models is not None else []),
         *revisions,
         "--",
-        prefix,
+        *where,
     ).stdout.decode("utf-8", "surrogateescape")
     skip = 0 if prefix == "." else len(PurePosixPath(prefix).parts)
     held: dict[str, set[str]] = {}
@@ -125,12 +132,17 @@ def prove(
             {what} names released versions, but the commit they were released from is {lacking}: it cannot
             be proven against git, and is not trusted. Nothing was built. Check who pushed it; a release
             made by triton-release carries the commit of its build in org.opencontainers.image.revision.""")
-    held = held_trees(git, found, prefix)
+    # the trees at the newest commit first (one listing); only the models with others left for their history
+    at = {model: set(trees.values()) for model, trees in trees_at(git, found[-1], prefix).items()}
+    left = {
+        model for model, versions in released_versions.items() if not set(versions.values()) <= at.get(model, set())
+    }
+    held = held_trees(git, found, prefix, sorted(left) if len(left) <= NARROW_MODELS else None) if left else {}
     wrong = [
         (model, version, tree)
         for model, versions in sorted(released_versions.items())
         for version, tree in sorted(versions.items())
-        if tree not in held.get(model, set())
+        if tree not in at.get(model, set()) and tree not in held.get(model, set())
     ]
     if wrong:
         listed = "; ".join(f"{prefix}/{m}/{v} as git tree {t[:12]}" for m, v, t in wrong[:5]) + (

@@ -183,7 +183,11 @@ def _folders_and_pointers(root: Path, *, pointers: bool = True) -> str | None:
                     folders.append(entry.path)
                 elif not entry.is_file(follow_symlinks=False):
                     return f"{entry.path} is neither a file nor a folder"
-                elif pointers and entry.stat(follow_symlinks=False).st_size <= 1024 and lfs_pointer(entry.path) is not None:
+                elif (
+                    pointers
+                    and entry.stat(follow_symlinks=False).st_size <= 1024
+                    and lfs_pointer(entry.path) is not None
+                ):
                     return f"{entry.path} is a git LFS pointer"
             except OSError:
                 return f"{entry.path} cannot be read"

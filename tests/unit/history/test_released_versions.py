@@ -472,3 +472,59 @@ def test_a_push_stopped_between_its_put_and_its_confirmation_is_proven_and_confi
     check_built_here(registry, "1.1.0", built.digest, second)
     assert read_ledger(registry).releases["1.1.0"] == second
     assert read_ledger(registry).entries["1.1.0"].digest == built.digest
+
+
+# -- the proof itself: the newest commit's trees, then only the models left, by their history --
+
+
+def _trees(repo, ref: str = "HEAD") -> dict:
+    return released_versions.trees_at(Git(repo.root), ref, "model_repository")
+
+
+def test_a_tree_held_only_earlier_is_proven_by_its_own_models_history(git_repo, monkeypatch):
+    git_repo.write({**python_model_files("a"), **python_model_files("b"), "b/1/model.py": PYTHON_MODEL + "# b\n"})
+    first = git_repo.commit("a and b")
+    old = _trees(git_repo)["a"][1]
+    git_repo.write({"a/1/model.py": PYTHON_MODEL + "# edited\n"})
+    head = git_repo.commit("a edited")
+    asked: list[list[str] | None] = []
+    held = released_versions.held_trees
+    monkeypatch.setattr(released_versions, "held_trees", lambda *a: asked.append(a[3]) or held(*a))
+    record = {"a": {1: old}, "b": _trees(git_repo)["b"]}
+    released_versions.prove(Git(git_repo.root), record, [first, head], "model_repository", "The record")
+    assert asked == [["a"]]  # b is proven by head's own trees; a's history alone is read
+    with pytest.raises(Refused, match="git never held"):
+        released_versions.prove(Git(git_repo.root), {"b": {1: old}}, [head], "model_repository", "The record")
+
+
+def test_a_tree_held_only_on_a_merged_branch_is_proven(git_repo):
+    """A release made from a side branch, whose edit of a the merge then dropped: its tree is in the
+    history of the release's commit only on that branch, and is proven there."""
+    git_repo.write({**python_model_files("a"), **python_model_files("b"), "b/1/model.py": PYTHON_MODEL + "# b\n"})
+    git_repo.commit("a and b")
+    git_repo.git("checkout", "-q", "-b", "side")
+    git_repo.write({"a/1/model.py": PYTHON_MODEL + "# side\n"})
+    git_repo.commit("a on the side")
+    side = _trees(git_repo)["a"][1]
+    git_repo.git("checkout", "-q", "main")
+    git_repo.write({"b/1/model.py": PYTHON_MODEL + "# main\n"})
+    git_repo.commit("b on main")
+    git_repo.git("merge", "-q", "-s", "ours", "--no-edit", "side")
+    head = git_repo.git("rev-parse", "HEAD")
+    assert _trees(git_repo)["a"][1] != side
+    released_versions.prove(Git(git_repo.root), {"a": {1: side}}, [head], "model_repository", "The record")
+
+
+def test_more_models_than_the_narrow_proof_reads_are_proven_from_the_whole_history(git_repo, monkeypatch):
+    monkeypatch.setattr(released_versions, "NARROW_MODELS", 1)
+    git_repo.write({**python_model_files("a"), **python_model_files("b"), "b/1/model.py": PYTHON_MODEL + "# b\n"})
+    git_repo.commit("a and b")
+    old = _trees(git_repo)
+    git_repo.write({"a/1/model.py": PYTHON_MODEL + "# 2\n", "b/1/model.py": PYTHON_MODEL + "# b 2\n"})
+    head = git_repo.commit("both edited")
+    record = {"a": old["a"], "b": old["b"]}
+    released_versions.prove(Git(git_repo.root), record, [head], "model_repository", "The record")
+    with pytest.raises(Refused, match="git never held"):
+        released_versions.prove(
+            Git(git_repo.root), {"a": old["b"], "b": old["a"]}, [head], "model_repository", "The record"
+        )
