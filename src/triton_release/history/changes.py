@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
@@ -90,6 +91,9 @@ class ChangeSet:
         }
 
 
+_COMMIT_ID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+
+
 def _versions(files: list[str]) -> dict[str, set[int]]:
     """model -> its numbered version folders, from paths relative to the model repository."""
     found: dict[str, set[int]] = {}
@@ -124,6 +128,7 @@ class Changes:
             raise UsageError(f"{model_repository} is not inside the git repository at {top}.")
         self.prefix = PurePosixPath(os.path.relpath(self.root, top)).as_posix()
         self.git = Git(top)
+        self._files: dict[str, list[str]] = {}  # by commit id: a commit's files never change
 
     def rel(self, path: str) -> str:
         """A path from git (relative to the top) -> relative to the model repository."""
@@ -134,7 +139,12 @@ class Changes:
         return path[len(self.prefix) + 1 :]
 
     def files(self, ref: str) -> list[str]:
-        return [self.rel(p) for p in self.git.ls_files(ref, self.prefix + "/" if self.prefix != "." else ".")]
+        found = self._files.get(ref)
+        if found is None:
+            found = [self.rel(p) for p in self.git.ls_files(ref, self.prefix + "/" if self.prefix != "." else ".")]
+            if _COMMIT_ID.fullmatch(ref):  # a commit id, not a name that may move
+                self._files[ref] = found
+        return found
 
     def resolve(self, base: str | None, head: str) -> tuple[str | None, str]:
         head_id = self.git.commit(head, "head")
