@@ -27,6 +27,7 @@ import ast
 import json
 import os
 import re
+import stat
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -204,8 +205,10 @@ class _Folder(Mapping[str, bytes]):
     files) only when needed. A file whose real place is outside the model folder is not read."""
 
     def __init__(self, folder: Path, model: Path) -> None:
-        self.folder, self.model = folder, os.path.realpath(model)
+        self.folder, self.model = folder, model
+        self._below = os.path.relpath(folder, model).split(os.sep)  # the version folder's name
         self._paths: dict[str, Path | None] = {}
+        self._listed: set[str] | None = None
 
     def _path(self, name: str) -> Path | None:
         """The file `name` of the folder, when it is one inside the model folder: each name
@@ -213,9 +216,42 @@ class _Folder(Mapping[str, bytes]):
         code imports from elsewhere)."""
         if name not in self._paths:
             path = self.folder / name
-            real = os.path.realpath(path) if os.path.lexists(path) else ""
-            self._paths[name] = path if real.startswith(self.model + os.sep) and os.path.isfile(real) else None
+            self._paths[name] = path if self._inside(name, path) else None
         return self._paths[name]
+
+    def _inside(self, name: str, path: Path) -> bool:
+        """Whether `path` (the folder's `name`) is a file inside the model folder: without a link
+        below the model folder, it is, wherever that folder really is (one lstat a name below it);
+        through a link, where it really is decides."""
+        parts = [*self._below, *name.split("/")]
+        first = parts[len(self._below)]
+        if first not in ("", ".", "..") and first not in self._names():
+            return False  # most names asked for: modules the code imports from elsewhere
+        if not any(part in ("", ".", "..") for part in parts):
+            current = os.fspath(self.model)
+            for part in parts:
+                current = os.path.join(current, part)
+                try:
+                    mode = os.lstat(current).st_mode
+                except OSError:
+                    return False  # nothing there
+                if stat.S_ISLNK(mode):
+                    break
+            else:
+                return stat.S_ISREG(mode)
+        elif not os.path.lexists(path):
+            return False
+        real, model = os.path.realpath(path), os.path.realpath(self.model)
+        return real.startswith(model + os.sep) and os.path.isfile(real)
+
+    def _names(self) -> set[str]:
+        """What the folder itself holds, by name (listed once)."""
+        if self._listed is None:
+            try:
+                self._listed = set(os.listdir(self.folder))
+            except OSError:
+                self._listed = set()
+        return self._listed
 
     def __contains__(self, name: object) -> bool:
         return isinstance(name, str) and self._path(name) is not None

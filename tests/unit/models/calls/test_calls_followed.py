@@ -291,3 +291,23 @@ def test_a_memo_of_another_shape_is_read_again(tmp_path, monkeypatch):
     ):
         calls.FOUND.put(source, wrong)
         assert calls.calls_in(source) == [Call("kept", 3)]
+
+
+def test_a_version_folder_s_files_are_read_only_when_they_are_inside_the_model_folder(tmp_path):
+    model = tmp_path / "repo" / "m"
+    (model / "1" / "pkg").mkdir(parents=True)
+    (model / "1" / "model.py").write_text("import helper\n")
+    (model / "1" / "pkg" / "mod.py").write_text("x = 1\n")
+    (model / "shared.py").write_text("y = 2\n")
+    (tmp_path / "elsewhere.py").write_text("secret = 3\n")
+    (model / "1" / "helper.py").symlink_to(model / "shared.py")
+    (model / "1" / "leak.py").symlink_to(tmp_path / "elsewhere.py")
+    (model / "1" / "pkg" / "up.py").symlink_to(tmp_path / "elsewhere.py")
+    (model / "1" / "sub").mkdir()
+    (model / "1" / "linked").symlink_to(model / "1" / "pkg", target_is_directory=True)
+    files = calls.version_sources(model, 1)
+    assert files["model.py"] == b"import helper\n" and files["pkg/mod.py"] == b"x = 1\n"
+    assert files["helper.py"] == b"y = 2\n" and files["linked/mod.py"] == b"x = 1\n"  # links kept inside
+    for name in ("leak.py", "pkg/up.py", "numpy.py", "sub", "pkg", "../shared.py/x", "/etc/passwd"):
+        assert name not in files, name
+    assert "../shared.py" in files  # a model file named past its version folder, still inside the model
