@@ -128,7 +128,7 @@ class Changes:
             raise UsageError(f"{model_repository} is not inside the git repository at {top}.")
         self.prefix = PurePosixPath(os.path.relpath(self.root, top)).as_posix()
         self.git = Git(top)
-        self._files: dict[str, list[str]] = {}  # by commit id: a commit's files never change
+        self._listed: dict[str, dict[str, str]] = {}  # by commit id (a commit's files never change): path -> blob id
 
     def rel(self, path: str) -> str:
         """A path from git (relative to the top) -> relative to the model repository."""
@@ -139,11 +139,15 @@ class Changes:
         return path[len(self.prefix) + 1 :]
 
     def files(self, ref: str) -> list[str]:
-        found = self._files.get(ref)
+        return [self.rel(p) for p in self._listing(ref)]
+
+    def _listing(self, ref: str) -> dict[str, str]:
+        """The model repository's files at `ref` as git names them -> their blob ids."""
+        found = self._listed.get(ref)
         if found is None:
-            found = [self.rel(p) for p in self.git.ls_files(ref, self.prefix + "/" if self.prefix != "." else ".")]
+            found = self.git.listed(ref, self.prefix + "/" if self.prefix != "." else ".")
             if _COMMIT_ID.fullmatch(ref):  # a commit id, not a name that may move
-                self._files[ref] = found
+                self._listed[ref] = found
         return found
 
     def resolve(self, base: str | None, head: str) -> tuple[str | None, str]:
@@ -238,7 +242,7 @@ class Changes:
 
     def configs(self, ref: str, names: list[str]) -> dict:
         paths = {n: f"{self.prefix}/{n}/{CONFIG_FILE}" if self.prefix != "." else f"{n}/{CONFIG_FILE}" for n in names}
-        blobs = self.git.blobs(ref, list(paths.values()))
+        blobs = self.git.blobs(ref, list(paths.values()), self._listing(ref))
         return {n: parse_config_blob(blobs[p]) for n, p in paths.items()}
 
     def _with_ensembles(
@@ -287,7 +291,7 @@ class Changes:
                 and (parts[2].endswith(".py") or parts[2] == folders[parts[0], parts[1]])
             ):
                 wanted[path if self.prefix == "." else f"{self.prefix}/{path}"] = (parts[0], parts[2])
-        blobs = self.git.blobs(ref, list(wanted))
+        blobs = self.git.blobs(ref, list(wanted), self._listing(ref))
         sources: dict[str, dict[str, bytes]] = {}
         for path, (name, inside) in wanted.items():
             blob = blobs.get(path)

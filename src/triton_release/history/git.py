@@ -6,7 +6,7 @@ import os
 import re
 import subprocess
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -137,8 +137,19 @@ class Git:
         return [(fields[i][0], fields[i + 1]) for i in range(0, len(fields) - 1, 2)]
 
     def ls_files(self, ref: str, path: str) -> list[str]:
-        out = self.run("ls-tree", "-r", "-z", "--name-only", ref, "--", path).stdout
-        return [p for p in out.decode("utf-8", errors="surrogateescape").split("\0") if p]
+        return list(self.listed(ref, path))
+
+    def listed(self, ref: str, path: str) -> dict[str, str]:
+        """Every file under `path` at `ref` (as `ls_files`) -> its blob id ("" for a submodule's
+        commit), from one `git ls-tree -r`."""
+        out = self.run("ls-tree", "-r", "-z", ref, "--", path).stdout
+        found: dict[str, str] = {}
+        for entry in out.split(b"\0"):
+            if entry:
+                meta, _, name = entry.partition(b"\t")
+                _, kind, oid = meta.split()
+                found[name.decode("utf-8", errors="surrogateescape")] = oid.decode() if kind == b"blob" else ""
+        return found
 
     def blob_ids(self, ref: str, paths: list[str]) -> dict[str, str]:
         """The git blob id of each of `paths` that is a file at `ref` (`git rev-parse ref:path`
@@ -156,12 +167,13 @@ class Git:
                 ids[path.decode("utf-8", errors="surrogateescape")] = oid.decode()
         return ids
 
-    def blobs(self, ref: str, paths: list[str]) -> dict[str, bytes | None]:
-        """Many files at one commit: their ids from one `git ls-tree`, their contents through one
-        `git cat-file --batch` (by id, which git finds faster than by path). None: not a file there."""
+    def blobs(self, ref: str, paths: list[str], listed: Mapping[str, str] | None = None) -> dict[str, bytes | None]:
+        """Many files at one commit: their ids from one `git ls-tree` (or `listed`, the `listed` of
+        `ref` holding them), their contents through one `git cat-file --batch` (by id, which git
+        finds faster than by path). None: not a file there."""
         if not paths:
             return {}
-        ids = self.blob_ids(ref, paths)
+        ids = self.blob_ids(ref, paths) if listed is None else {p: listed[p] for p in paths if listed.get(p)}
         wanted = sorted(set(ids.values()))
         out = (
             self.run("cat-file", "--batch", input="".join(f"{oid}\n" for oid in wanted).encode()).stdout

@@ -264,10 +264,14 @@ def test_the_calls_of_many_models_are_read_with_a_fixed_number_of_git_commands(g
     monkeypatch.setattr(Git, "run", counted)
     head = changes.git.commit("HEAD")
     configs = changes.configs(head, sorted({path.split("/")[0] for path in files}))
+    fresh = Changes(git_repo.models)
     commands.clear()
-    called = changes.calls(head, configs, {name: {1} for name in configs})
+    called = fresh.calls(head, configs, {name: {1} for name in configs})
     assert called == {f"helped{i}": {"callee"} for i in range(40)}
-    assert sorted(commands) == ["cat-file", "ls-tree", "ls-tree"]
+    assert sorted(commands) == ["cat-file", "ls-tree"]  # the commit's files with their ids, then the contents
+    commands.clear()
+    assert changes.calls(head, configs, {name: {1} for name in configs}) == called
+    assert commands == ["cat-file"]  # the commit's files were listed for its configs already
     assert Changes(git_repo.models).between(base, "HEAD").callers == tuple(sorted(f"helped{i}" for i in range(40)))
 
 
