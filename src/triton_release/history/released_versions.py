@@ -18,6 +18,8 @@ made from a commit never pushed) is refused before any build, with how to restor
 from __future__ import annotations
 
 import json
+import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import PurePosixPath
@@ -50,8 +52,23 @@ def label(released_versions: ReleasedVersions) -> str:
     )
 
 
+_COMMIT_ID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+_TREES: dict[tuple[str, str, str], ReleasedVersions] = {}  # by repository and commit id: its trees never change
+
+
 def trees_at(git: Git, ref: str, prefix: str) -> ReleasedVersions:
-    """model -> version -> tree id of every numbered version folder of the model repository at `ref`."""
+    """model -> version -> tree id of every numbered version folder of the model repository at `ref`
+    (listed once a run for a commit id: a release asks it of its head three times)."""
+    key = (os.fspath(git.cwd), ref, prefix)
+    if key not in _TREES:
+        found = _trees_at(git, ref, prefix)
+        if not _COMMIT_ID.fullmatch(ref):
+            return found
+        _TREES[key] = found
+    return {model: dict(versions) for model, versions in _TREES[key].items()}
+
+
+def _trees_at(git: Git, ref: str, prefix: str) -> ReleasedVersions:
     out = git.run("ls-tree", "-r", "-t", "-z", ref, "--", prefix if prefix != "." else ".").stdout
     found: ReleasedVersions = {}
     skip = 0 if prefix == "." else len(PurePosixPath(prefix).parts)
