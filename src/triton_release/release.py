@@ -223,6 +223,8 @@ def _release(request: ReleaseRequest, session: Session) -> None:
             shipped, exported, prepared, to_test, version = prepare(
                 session, root, planned, Path(scratch), request.image, repository, bumped=True
             )
+            if request.push and version is not None:  # its SBOM written while the image is built and tested
+                sbom = attach.SbomBeside(prepared, {m.name: list(m.versions) for m in exported})
             built = session.step(
                 "build",
                 console.built,
@@ -245,8 +247,6 @@ def _release(request: ReleaseRequest, session: Session) -> None:
                 upload = BackgroundUpload(
                     repository, built.build.diff_ids, dict(built.build.tar_files), planned.released_before
                 ).start()
-            if request.push and version is not None:  # its SBOM written while the tests run
-                sbom = attach.SbomBeside(prepared, built.labels)
             if to_test:  # a change that only removes models has nothing to test
                 run = session.step(
                     "test",

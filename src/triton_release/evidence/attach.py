@@ -119,14 +119,15 @@ class CaseFile:
 
 
 class SbomBeside:
-    """The release's SBOM written while its golden cases run, by a process of its own
+    """The release's SBOM written while its image is built and tested, by a process of its own
     (`python -m triton_release.evidence.sbom`): all of it but its subject (the pushed digest) is
-    known once the image is built, and at a thousand models the CycloneDX library takes about
-    0.4 s to write it. The evidence takes it only for the same `prepared` and the models the pushed
-    image's labels list; else (or when the process failed) it is written again there."""
+    known once the environments are resolved, and at a thousand models the CycloneDX library
+    takes about 0.4 s to write it. The evidence takes it only for the same `prepared` and the
+    `models` (name -> versions) the pushed image's labels list; else (or when the process failed)
+    it is written again there."""
 
-    def __init__(self, prepared: Prepared, labels: Mapping[str, str]) -> None:
-        self.prepared, self.models = prepared, _models(labels)
+    def __init__(self, prepared: Prepared, models: Mapping[str, list[int]]) -> None:
+        self.prepared, self.models = prepared, dict(models)
         self._document: dict | None = None
         self._thread: threading.Thread | None = None
         try:

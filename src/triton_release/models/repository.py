@@ -340,12 +340,13 @@ def load_model(path: Path, root: Path | None = None) -> Model:
         text = config_path.read_text(encoding="utf-8", errors="replace")
         config, problems = parse_config(config_path, text)
     versions, others = [], []
-    for child in sorted(path.iterdir()):
-        if child.is_dir():
-            if VERSION_DIR.match(child.name):
-                versions.append(int(child.name))
-            else:
-                others.append(child.name)
+    with os.scandir(path) as listed:  # a folder's kind without a stat, unless a link
+        folders = sorted(entry.name for entry in listed if entry.is_dir())
+    for child in folders:
+        if VERSION_DIR.match(child):
+            versions.append(int(child))
+        else:
+            others.append(child)
     return Model(name, path, config, text, tuple(sorted(versions)), tuple(others), tuple(problems))
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -83,7 +83,6 @@ class ReleaseImage:
     prepared: Prepared
     warnings: tuple[str, ...]
     warmup: Warmup | None = None  # warmup: golden: the model_warmup written into the image's configs
-    labels: Mapping[str, str] = field(default_factory=dict)  # the image's
 
     @property
     def image_id(self) -> str:
@@ -177,7 +176,6 @@ def build(
         STUB_LABEL: f"{choice.provider}: {choice.origin}",
         **(extra_labels or {}),
     }
-    labels = {k: v for k, v in labels.items() if v}
     items, configs = envs_in_image.environment_items(envs, repo)
     warmed = None
     if options.warmup == "golden":
@@ -190,7 +188,7 @@ def build(
         repo,
         options.base_image,
         tag,
-        labels,
+        {k: v for k, v in labels.items() if v},
         client=client,
         runtime=runtime,
         max_layers=options.max_layers,
@@ -199,4 +197,4 @@ def build(
         tars_folder=tars_folder,
     )
     stub.check_built(client, tag, install)
-    return ReleaseImage(built, prepared, tuple(warnings), warmed, labels)
+    return ReleaseImage(built, prepared, tuple(warnings), warmed)

@@ -370,7 +370,7 @@ def test_the_sbom_written_beside_the_tests_is_the_one_written_after(monkeypatch)
         stub=SimpleNamespace(target_python="3.11"),
     )
     models = {"a": [1, 2], "b": [1]}
-    beside = evidence_attach.SbomBeside(prepared, {contract.MODELS_LABEL: json.dumps(models)})
+    beside = evidence_attach.SbomBeside(prepared, models)
     written = beside.contents(prepared, models)  # by `python -m triton_release.evidence.sbom`
     assert written is not None
     named = with_subject(written, image="r/m", digest=DIGEST, version="1.0.0")
