@@ -31,30 +31,10 @@ class Package:
     sha256_prefix: str = ""  # the first hex of the wheel's sha256, when only that is known (its folder's name)
 
 
-def sbom(
-    *,
-    image: str,
-    digest: str,
-    version: str,
-    base_image: str,
-    base_image_id: str,
-    triton: str,
-    models: Mapping[str, list[int]],
-    environments: Mapping[str, Iterable[Package]],
-    system: Iterable[Package],
-    python: str = "",
-) -> dict:
-    """The CycloneDX document (as JSON data) of the image `image`@`digest`."""
-    document = contents(
-        base_image=base_image,
-        base_image_id=base_image_id,
-        triton=triton,
-        models=models,
-        environments=environments,
-        system=system,
-        python=python,
-    )
-    return with_subject(document, image=image, digest=digest, version=version)
+def sbom(*, image: str, digest: str, version: str, **given: Any) -> dict:
+    """The CycloneDX document (as JSON data) of the image `image`@`digest`, release `version`:
+    `contents(**given)`, named."""
+    return with_subject(contents(**given), image=image, digest=digest, version=version)
 
 
 def _subject(image: str, digest: str, version: str) -> Any:

@@ -333,14 +333,14 @@ def test_the_config_blob_is_the_one_cosign_writes():
     assert json.loads(one)["rootfs"] == {"type": "layers", "diff_ids": ["sha256:" + "a" * 64]}
 
 
+NAMED = {"image": "r/m", "digest": DIGEST, "version": "1.0.0"}  # an SBOM's subject
+BASE = {"base_image": "base", "base_image_id": "sha256:1", "triton": "2.51.0"}
+
+
 def test_the_sbom_lists_each_environment_s_packages_and_the_image_s():
     document = sbom(
-        image="r/m",
-        digest=DIGEST,
-        version="1.0.0",
-        base_image="base",
-        base_image_id="sha256:1",
-        triton="2.51.0",
+        **NAMED,
+        **BASE,
         models={"a": [1, 2], "b": [1]},
         environments={"a": [Package("shared", "1.0", "f" * 64)]},
         system=[Package("numpy", "1.24.2", location="/usr/lib/python3/dist-packages")],
@@ -373,21 +373,11 @@ def test_the_sbom_written_beside_the_tests_is_the_one_written_after(monkeypatch)
     beside = evidence_attach.SbomBeside(prepared, models)
     written = beside.contents(prepared, models)  # by `python -m triton_release.evidence.sbom`
     assert written is not None
-    named = with_subject(written, image="r/m", digest=DIGEST, version="1.0.0")
-    assert _unnamed(named) == _unnamed(
-        sbom(
-            image="r/m",
-            digest=DIGEST,
-            version="1.0.0",
-            base_image="base",
-            base_image_id="sha256:1",
-            triton="2.51.0",
-            models=models,
-            environments={"a": [Package("x", "1")]},
-            system=packages.system,
-            python="3.11",
-        )
+    named = with_subject(written, **NAMED)
+    after = sbom(
+        **NAMED, **BASE, models=models, environments={"a": [Package("x", "1")]}, system=packages.system, python="3.11"
     )
+    assert _unnamed(named) == _unnamed(after)
     assert named["metadata"]["component"]["hashes"] == [{"alg": "SHA-256", "content": DIGEST.split(":")[1]}]
     # other models (the pushed image's labels say so), or another build: written again by the evidence
     assert beside.contents(prepared, {"a": [1, 2]}) is None
