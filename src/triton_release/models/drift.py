@@ -356,13 +356,15 @@ def side_by_side(
 ) -> dict[str, str]:
     """The models whose version N (`previous`) is served beside N+1 (`versions`) from their first
     load -> the load's config (`drift_config`): those drift will compare, whose policy is Triton's
-    default, none of whose cases pins another version, and which no other model needs (an ensemble's or
-    a BLS caller's load makes Triton load the models it needs from their files). `configs`: each
+    default, none of whose cases pins another version, and which no other model served (`versions`)
+    needs (an ensemble's or a BLS caller's load makes Triton load the models it needs from their
+    files). `configs`: each
     model's config as the image holds it (`warmup: golden` wrote model_warmup into it): the load's
     config is made from that one, so the pair is served as it ships; the checkout's when absent."""
     environments, unmeasurable, on_cpu = environments or {}, unmeasurable or {}, set(on_cpu)
     configs = configs or {}
-    needed = {name for wanted in repo.needs().values() for name in wanted}
+    needs = repo.needs()  # of the models served: one the server does not hold loads nothing
+    needed = {name for model in versions if model in repo for name in needs.get(model, ())}
     found = {}
     for name, old in previous.items():
         new = versions.get(name)

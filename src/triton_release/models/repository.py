@@ -379,8 +379,8 @@ class _Models(Mapping[str, Model]):
 class Repository:
     root: Path
     models: Mapping[str, Model]
-    # needs(), read once: a test's preparation asks four times, each reading every model's code
-    _needs: list[dict[str, set[str]]] = field(default_factory=list, compare=False, repr=False)
+    # needs(), one for the repository: each model's read once, when first asked for
+    _needs: list[_Needs] = field(default_factory=list, compare=False, repr=False)
 
     @classmethod
     def load(cls, root: Path, lazy: bool = False) -> Repository:
@@ -415,24 +415,47 @@ class Repository:
             "Name model folders of the model repository, comma-separated."
         )
 
-    def needs(self) -> dict[str, set[str]]:
+    def needs(self) -> Mapping[str, set[str]]:
         """model -> the models it needs loaded: an ensemble's steps, the models a Python model
         calls (BLS: named in its code, the version folder's modules it imports included, or
         declared in its config). A request whose model the code does not tell loads nothing: its
-        model is re-tested on every change instead (history/changes.py), and validate warns. Read
-        once for the repository (its models' files are a release's snapshot)."""
+        model is re-tested on every change instead (history/changes.py), and validate warns. Each
+        model's read once, when asked for (its files are a release's snapshot): serving a few of a
+        thousand models reads the code of those few; iterating reads every model's."""
         if not self._needs:
-            self._needs.append(self._read_needs())
-        return {name: set(wanted) for name, wanted in self._needs[0].items()}
+            self._needs.append(_Needs(self))
+        return self._needs[0]
 
-    def _read_needs(self) -> dict[str, set[str]]:
-        found = ensemble_needs({m.name: m.config for m in self})
-        for model in self:
+
+class _Needs(Mapping[str, set[str]]):
+    """`Repository.needs`: the ensembles, and the Python models that need another model."""
+
+    def __init__(self, repo: Repository) -> None:
+        self._repo = repo
+        self._read: dict[str, set[str] | None] = {}  # None: the model needs nothing, and is no ensemble
+
+    def _of(self, name: str) -> set[str] | None:
+        if name not in self._read:
+            model = self._repo[name]
+            found = ensemble_needs({name: model.config}).get(name)
             if model.is_python:
                 called = callees(model.config, version_calls(model.path, model.config, model.newest_version))
-                if called - {model.name}:
-                    found.setdefault(model.name, set()).update(called - {model.name})
-        return found
+                if called - {name}:
+                    found = (found or set()) | (called - {name})
+            self._read[name] = found
+        return self._read[name]
+
+    def __getitem__(self, name: str) -> set[str]:
+        found = self._of(name) if name in self._repo else None
+        if found is None:
+            raise KeyError(name)
+        return set(found)
+
+    def __iter__(self) -> Iterator[str]:
+        return (name for name in self._repo.models if self._of(name) is not None)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
 
 
 # -- a model folder's fingerprint: what it holds, cheaply --------------------------------------

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from google.protobuf import json_format, text_format
 
-from support.models import golden_case, python_config, python_model_files, sequence_case
+from support.models import bls_caller_files, golden_case, python_config, python_model_files, sequence_case
 from triton_release.action.inputs import ActionInputs
 from triton_release.action.summary import summary
 from triton_release.cli.common import given_settings
@@ -416,3 +416,11 @@ def test_a_model_paired_from_the_start_is_compared_without_a_reload_or_noted_whe
     by = {d.model: d for d in meter.results}
     assert by["a"].note == ""
     assert by["b"].note == "version 1 did not load beside 2: No module named 'torch'" and by["b"].unmeasured
+
+
+def test_a_caller_the_server_does_not_hold_leaves_its_callee_paired(make_repo):
+    files = {**python_model_files("plain"), **bls_caller_files("caller", "plain")}
+    files["plain/2/model.py"] = files["plain/1/model.py"]
+    repo = Repository.load(make_repo(files))
+    assert list(side_by_side(repo, {"plain": 1}, {"plain": 2})) == ["plain"]
+    assert side_by_side(repo, {"plain": 1}, {"plain": 2, "caller": 1}) == {}  # served, it would load plain

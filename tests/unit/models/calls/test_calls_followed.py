@@ -315,3 +315,20 @@ def test_a_version_folder_s_files_are_read_only_when_they_are_inside_the_model_f
     for name in ("leak.py", "pkg/up.py", "numpy.py", "sub", "pkg", "../shared.py/x", "/etc/passwd"):
         assert name not in files, name
     assert "../shared.py" in files  # a model file named past its version folder, still inside the model
+
+
+def test_serving_a_few_models_reads_the_code_of_those_few(make_repo, monkeypatch):
+    from triton_release.models import repository, suite
+
+    files = {**python_model_files("callee"), **bls_caller_files("caller", "callee")}
+    for i in range(20):
+        files.update(python_model_files(f"other{i}"))
+    repo = Repository.load(make_repo(files))
+    read, version_calls = [], repository.version_calls
+    monkeypatch.setattr(
+        repository, "version_calls", lambda folder, *a: read.append(folder.name) or version_calls(folder, *a)
+    )
+    assert suite.models_to_load(repo, ["caller"]) == {"caller": 1, "callee": 1}
+    assert sorted(read) == ["callee", "caller"]
+    assert dict(repo.needs()) == {"caller": {"callee"}}  # asked for all: every model's, each once
+    assert len(read) == 22
