@@ -55,7 +55,9 @@ def tiny_image(docker_client, tag: str, content: bytes) -> None:
             info.size = len(data)
             tar.addfile(info, io.BytesIO(data))
     context.seek(0)
-    docker_client.images.build(fileobj=context, custom_context=True, tag=tag, rm=True)
+    # no build cache: a cached image of the same payload, removed by another test or run as this
+    # build looked it up, failed the build ("unable to find image sha256:...")
+    docker_client.images.build(fileobj=context, custom_context=True, tag=tag, rm=True, nocache=True)
 
 
 def test_push_to_the_stack_registry_and_read_the_tags_back(docker_client, unique, image_tags):
