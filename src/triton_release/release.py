@@ -297,6 +297,8 @@ def _release(request: ReleaseRequest, session: Session) -> None:
         else:
             Journal.around(root).end()  # published: the bump stays in the working tree, as asked
     except BaseException as exc:
+        if sbom is not None:  # no evidence of this run's to write
+            sbom.close()
         if pushing and repository is not None and version is not None and _maybe_published(exc, repository, version):
             if isinstance(exc, Interrupted):
                 exc.published = version

@@ -18,6 +18,7 @@ import hashlib
 import json
 import subprocess
 import sys
+import tempfile
 import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -120,43 +121,59 @@ class CaseFile:
 
 class SbomBeside:
     """The release's SBOM written while its image is built and tested, by a process of its own
-    (`python -m triton_release.evidence.sbom`): all of it but its subject (the pushed digest) is
-    known once the environments are resolved, and at a thousand models the CycloneDX library
-    takes about 0.4 s to write it. The evidence takes it only for the same `prepared` and the
-    `models` (name -> versions) the pushed image's labels list; else (or when the process failed)
-    it is written again there."""
+    (`python -P -m triton_release.evidence.sbom`, run from a folder of its own: nothing of the
+    checkout it is started in is imported): all of it but its subject (the pushed digest) is known
+    once the environments are resolved, and at a thousand models the CycloneDX library takes
+    about 0.4 s to write it. The evidence takes it only when what it was written from is what the
+    evidence would write it from (the models the pushed image's labels list, the packages read
+    again); else, or when the process failed or took over WAIT seconds, it is written again there."""
+
+    WAIT = 60.0
 
     def __init__(self, prepared: Prepared, models: Mapping[str, list[int]]) -> None:
-        self.prepared, self.models = prepared, dict(models)
+        self.given = b""
         self._document: dict | None = None
         self._thread: threading.Thread | None = None
+        self._child: subprocess.Popen | None = None
         try:
             _, found, envs = _packages(prepared)
-            given = contents_arguments(**_contents_arguments(prepared, self.models, found, envs))
-            child = subprocess.Popen(
-                [sys.executable, "-m", "triton_release.evidence.sbom"],
+            self.given = contents_arguments(**_contents_arguments(prepared, models, found, envs))
+            self._child = subprocess.Popen(
+                [sys.executable, "-P", "-m", "triton_release.evidence.sbom"],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.DEVNULL,
+                cwd=tempfile.gettempdir(),
             )
         except Exception:  # written again by the evidence, where its error is raised and shown
             return
-        self._thread = threading.Thread(target=self._read, args=(child, given), name="triton-release-sbom", daemon=True)
+        self._thread = threading.Thread(target=self._read, args=(self._child,), name="triton-release-sbom", daemon=True)
         self._thread.start()
 
-    def _read(self, child: subprocess.Popen, given: bytes) -> None:
+    def _read(self, child: subprocess.Popen) -> None:
         try:
-            written, _ = child.communicate(given)
+            written, _ = child.communicate(self.given)
             self._document = json.loads(written) if child.returncode == 0 else None
         except Exception:
             self._document = None
 
-    def contents(self, prepared: Prepared, models: Mapping[str, list[int]]) -> dict | None:
-        """The contents written for `prepared` and `models`, or None (made for others, or failed)."""
-        if self._thread is None or prepared is not self.prepared or dict(models) != self.models:
+    def contents(self, given: bytes) -> dict | None:
+        """The contents written from `given` (`contents_arguments`' bytes), or None: written from
+        others, or the process failed or is late (then stopped)."""
+        if self._thread is None or given != self.given:
+            self.close()
             return None
-        self._thread.join()
+        self._thread.join(self.WAIT)
+        if self._thread.is_alive():
+            self.close()
+            return None
         return self._document
+
+    def close(self) -> None:
+        """Stop the process if it still runs (a release that ends without its evidence)."""
+        if self._child is not None and self._child.poll() is None:
+            self._child.kill()
+            self._child.wait()
 
 
 def _contents_arguments(
@@ -337,7 +354,7 @@ def _from_build(
 ) -> list[tuple[str, bytes]]:
     """Provenance and SBOM from what the run that built the image found: its base image and stub,
     and its environments (each wheel by its sha256); the SBOM's contents from `beside` when it
-    wrote them for these models."""
+    wrote them from what they would be written from here."""
     base, choice = prepared.base, prepared.stub
     client, found, envs = _packages(prepared)
     name = str(registry)
@@ -354,10 +371,10 @@ def _from_build(
         version,
         planned.found.base or "",
     )
-    models = _models(labels)
-    written = beside.contents(prepared, models) if beside is not None else None
+    arguments = _contents_arguments(prepared, _models(labels), found, envs)
+    written = beside.contents(contents_arguments(**arguments)) if beside is not None else None
     if written is None:
-        written = contents(**_contents_arguments(prepared, models, found, envs))
+        written = contents(**arguments)
     bom = with_subject(written, image=name, digest=digest, version=version)
     return [
         _payload(name, digest, contract.PROVENANCE_TYPE, st.provenance_predicate(facts, invocation, how)),

@@ -28,7 +28,7 @@ from triton_release.errors import Refused
 from triton_release.history.bump import Carried, FolderBump, folder_writes
 from triton_release.history.changes import ChangeSet, ModelChange
 from triton_release.history.git import Git
-from triton_release.models.repository import VERSION_DIR
+from triton_release.models.repository import VERSION_DIR, model_name_problem
 
 ReleasedVersions = dict[str, dict[int, str]]
 
@@ -154,7 +154,8 @@ def prove(
     left = {
         model for model, versions in released_versions.items() if not set(versions.values()) <= at.get(model, set())
     }
-    held = held_trees(git, found, prefix, sorted(left) if len(left) <= NARROW_MODELS else None) if left else {}
+    named = sorted(m for m in left if model_name_problem(m) is None)  # no folder has another name: never held
+    held = held_trees(git, found, prefix, named if len(left) <= NARROW_MODELS else None) if named else {}
     wrong = [
         (model, version, tree)
         for model, versions in sorted(released_versions.items())

@@ -45,8 +45,8 @@ def in_place(
     exactly that blob, so a build can name it by the id instead of reading it (links excluded:
     their id is the link's text, not the content a tar reads through); and of the files the bumps
     wrote (`_bumped_blob_ids`). `again`: this found the checkout to be the commit before, in this
-    run; what the commit alone decides is not asked again (its own .gitattributes files; whether a
-    committed file is an LFS pointer: git status finds every file still holds its blob)."""
+    run; what the commit alone decides (its own .gitattributes files) is not asked again. LFS
+    pointers are looked for again: git status leaves the bumped folders out."""
     if git.text("rev-parse", "HEAD") != changes.head:
         return "the checkout holds another commit", {}
     for key, refused in (("core.fileMode", b"false"), ("core.symlinks", b"false"), ("core.ignoreCase", b"true")):
@@ -83,9 +83,7 @@ def in_place(
     for entry in filter(None, status.split("\0")):
         if not entry[3:].startswith(ours):
             return f"{entry[3:]} is not as committed", {}
-    reason = _archive_attributes(git, changes.head, tracked, committed=not again) or _folders_and_pointers(
-        root, pointers=not again
-    )
+    reason = _archive_attributes(git, changes.head, tracked, committed=not again) or _folders_and_pointers(root)
     if not reason and git.text("rev-parse", "HEAD") != changes.head:  # a commit or checkout meanwhile
         reason = "the checkout moved to another commit while it was read"
     return reason, {} if reason else {**blob_ids, **_bumped_blob_ids(git, changes, bumps, top)}
@@ -161,9 +159,9 @@ def _sets_converting(text: bytes) -> bool:
     return False
 
 
-def _folders_and_pointers(root: Path, *, pointers: bool = True) -> str | None:
-    """A folder without any file, anything but files, folders and links, or (`pointers`) a git
-    LFS pointer where its object belongs. Each entry's kind from scandir, without a stat."""
+def _folders_and_pointers(root: Path) -> str | None:
+    """A folder without any file, anything but files, folders and links, or a git LFS pointer
+    where its object belongs. Each entry's kind from scandir, without a stat."""
     top = os.fspath(root)
     folders = [top]
     while folders:
@@ -183,11 +181,7 @@ def _folders_and_pointers(root: Path, *, pointers: bool = True) -> str | None:
                     folders.append(entry.path)
                 elif not entry.is_file(follow_symlinks=False):
                     return f"{entry.path} is neither a file nor a folder"
-                elif (
-                    pointers
-                    and entry.stat(follow_symlinks=False).st_size <= 1024
-                    and lfs_pointer(entry.path) is not None
-                ):
+                elif entry.stat(follow_symlinks=False).st_size <= 1024 and lfs_pointer(entry.path) is not None:
                     return f"{entry.path} is a git LFS pointer"
             except OSError:
                 return f"{entry.path} cannot be read"

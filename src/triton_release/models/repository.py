@@ -341,13 +341,22 @@ def load_model(path: Path, root: Path | None = None) -> Model:
         config, problems = parse_config(config_path, text)
     versions, others = [], []
     with os.scandir(path) as listed:  # a folder's kind without a stat, unless a link
-        folders = sorted(entry.name for entry in listed if entry.is_dir())
+        folders = sorted(entry.name for entry in listed if _is_folder(entry))
     for child in folders:
         if VERSION_DIR.match(child):
             versions.append(int(child))
         else:
             others.append(child)
     return Model(name, path, config, text, tuple(sorted(versions)), tuple(others), tuple(problems))
+
+
+def _is_folder(entry: os.DirEntry) -> bool:
+    """Whether `entry` is a folder or a link to one (a link that loops or leads nowhere is not:
+    validate names it)."""
+    try:
+        return entry.is_dir()
+    except OSError:
+        return False
 
 
 class _Models(Mapping[str, Model]):

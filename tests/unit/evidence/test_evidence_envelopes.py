@@ -23,7 +23,7 @@ from triton_release.evidence import attach as evidence_attach
 from triton_release.evidence import keyless, signing
 from triton_release.evidence import statements as st
 from triton_release.evidence.packages import ImagePackages
-from triton_release.evidence.sbom import Package, listed_packages, sbom, with_subject
+from triton_release.evidence.sbom import Package, contents_arguments, listed_packages, sbom, with_subject
 from triton_release.evidence.verify import check, parse_reference
 from triton_release.models.answers import OutputResult
 from triton_release.models.inference import CaseResult
@@ -362,37 +362,65 @@ def _unnamed(document: dict) -> dict:
     }
 
 
+PREPARED = SimpleNamespace(
+    base=SimpleNamespace(image="base", image_id="sha256:1", triton_version="2.51.0"),
+    stub=SimpleNamespace(target_python="3.11"),
+)
+IMAGE_PACKAGES = ImagePackages("3.11", (Package("numpy", "1.24.2", location="/usr/lib/python3/dist-packages"),), {})
+ENVIRONMENTS = {"a": (Package("x", "1"),)}
+
+
+def _given(models: dict, packages: ImagePackages = IMAGE_PACKAGES) -> bytes:
+    """What the evidence writes an SBOM from, as SbomBeside compares it."""
+    return contents_arguments(**evidence_attach._contents_arguments(PREPARED, models, packages, ENVIRONMENTS))
+
+
 def test_the_sbom_written_beside_the_tests_is_the_one_written_after(monkeypatch):
-    packages = ImagePackages("3.11", (Package("numpy", "1.24.2", location="/usr/lib/python3/dist-packages"),), {})
-    monkeypatch.setattr(evidence_attach, "_packages", lambda _prepared: (None, packages, {"a": (Package("x", "1"),)}))
-    prepared = SimpleNamespace(
-        base=SimpleNamespace(image="base", image_id="sha256:1", triton_version="2.51.0"),
-        stub=SimpleNamespace(target_python="3.11"),
-    )
+    monkeypatch.setattr(evidence_attach, "_packages", lambda _prepared: (None, IMAGE_PACKAGES, ENVIRONMENTS))
     models = {"a": [1, 2], "b": [1]}
-    beside = evidence_attach.SbomBeside(prepared, models)
-    written = beside.contents(prepared, models)  # by `python -m triton_release.evidence.sbom`
+    beside = evidence_attach.SbomBeside(PREPARED, models)
+    written = beside.contents(_given(models))  # by `python -P -m triton_release.evidence.sbom`
     assert written is not None
     named = with_subject(written, **NAMED)
-    after = sbom(
-        **NAMED, **BASE, models=models, environments={"a": [Package("x", "1")]}, system=packages.system, python="3.11"
-    )
+    after = sbom(**NAMED, **BASE, models=models, environments=ENVIRONMENTS, system=IMAGE_PACKAGES.system, python="3.11")
     assert _unnamed(named) == _unnamed(after)
     assert named["metadata"]["component"]["hashes"] == [{"alg": "SHA-256", "content": DIGEST.split(":")[1]}]
-    # other models (the pushed image's labels say so), or another build: written again by the evidence
-    assert beside.contents(prepared, {"a": [1, 2]}) is None
-    assert beside.contents(SimpleNamespace(**vars(prepared)), models) is None
+    # other models (the pushed image's labels say so), or other packages (the image's Python read
+    # again after a failed probe): written again by the evidence
+    assert beside.contents(_given({"a": [1, 2]})) is None
+    assert beside.contents(_given(models, ImagePackages("", (), {}))) is None
+
+
+def test_the_sbom_process_imports_nothing_from_the_folder_it_is_started_in(monkeypatch, tmp_path):
+    """The release runs in the user's checkout: a json.py or packageurl.py there is not run."""
+    monkeypatch.setattr(evidence_attach, "_packages", lambda _prepared: (None, IMAGE_PACKAGES, ENVIRONMENTS))
+    for name in ("json.py", "packageurl.py"):
+        (tmp_path / name).write_text(f"open({str(tmp_path / 'ran')!r}, 'w').write({name!r})\n")
+    (tmp_path / "triton_release").mkdir()
+    (tmp_path / "triton_release" / "__init__.py").write_text("raise SystemExit(0)\n")
+    monkeypatch.chdir(tmp_path)
+    beside = evidence_attach.SbomBeside(PREPARED, {"a": [1]})
+    assert beside.contents(_given({"a": [1]})) is not None and not (tmp_path / "ran").exists()
+
+
+def test_an_sbom_process_that_is_late_is_stopped_and_left_to_the_evidence(monkeypatch, tmp_path):
+    monkeypatch.setattr(evidence_attach, "_packages", lambda _prepared: (None, IMAGE_PACKAGES, ENVIRONMENTS))
+    late = tmp_path / "python"
+    late.write_text("#!/bin/sh\nexec sleep 30\n")
+    late.chmod(0o755)
+    monkeypatch.setattr(evidence_attach.sys, "executable", str(late))
+    monkeypatch.setattr(evidence_attach.SbomBeside, "WAIT", 0.2)
+    beside = evidence_attach.SbomBeside(PREPARED, {"a": [1]})
+    assert beside.contents(_given({"a": [1]})) is None
+    assert beside._child is not None and beside._child.poll() is not None  # stopped, not left running
 
 
 @pytest.mark.parametrize("executable", ["/bin/false", "/nonexistent/python"])
 def test_an_sbom_process_that_fails_leaves_the_sbom_to_the_evidence(monkeypatch, executable):
-    monkeypatch.setattr(evidence_attach, "_packages", lambda _prepared: (None, ImagePackages("", (), {}), {}))
+    monkeypatch.setattr(evidence_attach, "_packages", lambda _prepared: (None, IMAGE_PACKAGES, ENVIRONMENTS))
     monkeypatch.setattr(evidence_attach.sys, "executable", executable)
-    prepared = SimpleNamespace(
-        base=SimpleNamespace(image="base", image_id="", triton_version=""), stub=SimpleNamespace(target_python="")
-    )
-    beside = evidence_attach.SbomBeside(prepared, {})
-    assert beside.contents(prepared, {}) is None
+    beside = evidence_attach.SbomBeside(PREPARED, {})
+    assert beside.contents(_given({})) is None
 
 
 @pytest.mark.parametrize(

@@ -528,3 +528,12 @@ def test_more_models_than_the_narrow_proof_reads_are_proven_from_the_whole_histo
         released_versions.prove(
             Git(git_repo.root), {"a": old["b"], "b": old["a"]}, [head], "model_repository", "The record"
         )
+
+
+@pytest.mark.parametrize("name", ["/etc", "a\0b", "../a", "x" * 300_000])
+def test_a_record_naming_a_model_no_folder_can_be_is_refused_as_any_forged_record(git_repo, name):
+    git_repo.write(python_model_files("a"))
+    head = git_repo.commit("a")
+    record = {"a": _trees(git_repo)["a"], name: {1: "1" * 40}}
+    with pytest.raises(Refused, match="git never held"):
+        released_versions.prove(Git(git_repo.root), record, [head], "model_repository", "The record")

@@ -113,6 +113,17 @@ def test_what_git_status_cannot_see_made_while_the_checkout_was_read_refuses_the
         steps.still_in_place(found, bumped.plan)
 
 
+def test_a_bumped_file_turned_into_its_lfs_pointer_while_the_checkout_was_read_refuses_the_release(bumped, tmp_path):
+    """git status leaves the bumped folders out: the second pass still looks for LFS pointers."""
+    found = shipped(bumped, tmp_path)
+    assert found.in_place
+    code = (bumped.models / "a" / "2" / "model.py").read_bytes()
+    oid = hashlib.sha256(code).hexdigest()  # its object is in no LFS store here
+    (bumped.models / "a" / "2" / "model.py").write_bytes(LFS_POINTER + f"oid sha256:{oid}\nsize {len(code)}\n".encode())
+    with pytest.raises(Refused, match="LFS pointer"):
+        steps.still_in_place(found, bumped.plan)
+
+
 def test_another_commit_checked_out_is_unpacked(bumped, tmp_path):
     bumped.git("stash", "-u")
     bumped.git("checkout", "-q", bumped.base)

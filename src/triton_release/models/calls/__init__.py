@@ -24,6 +24,7 @@ imports from file to file, keeps each file's facts by content, and reads the mod
 from __future__ import annotations
 
 import ast
+import contextlib
 import json
 import os
 import re
@@ -209,6 +210,7 @@ class _Folder(Mapping[str, bytes]):
         self._below = os.path.relpath(folder, model).split(os.sep)  # the version folder's name
         self._paths: dict[str, Path | None] = {}
         self._listed: set[str] | None = None
+        self._tried = False
 
     def _path(self, name: str) -> Path | None:
         """The file `name` of the folder, when it is one inside the model folder: each name
@@ -224,9 +226,11 @@ class _Folder(Mapping[str, bytes]):
         below the model folder, it is, wherever that folder really is (one lstat a name below it);
         through a link, where it really is decides."""
         parts = [*self._below, *name.split("/")]
-        first = parts[len(self._below)]
-        if first not in ("", ".", "..") and first not in self._names():
+        first, listed = parts[len(self._below)], self._names()
+        if listed is not None and first not in ("", ".", "..") and first not in listed:
             return False  # most names asked for: modules the code imports from elsewhere
+        if "\0" in name:
+            return False  # no file has such a name
         if not any(part in ("", ".", "..") for part in parts):
             current = os.fspath(self.model)
             for part in parts:
@@ -244,13 +248,12 @@ class _Folder(Mapping[str, bytes]):
         real, model = os.path.realpath(path), os.path.realpath(self.model)
         return real.startswith(model + os.sep) and os.path.isfile(real)
 
-    def _names(self) -> set[str]:
-        """What the folder itself holds, by name (listed once)."""
-        if self._listed is None:
-            try:
+    def _names(self) -> set[str] | None:
+        """What the folder itself holds, by name (listed once); None: it cannot be listed."""
+        if not self._tried:
+            self._tried = True
+            with contextlib.suppress(OSError):
                 self._listed = set(os.listdir(self.folder))
-            except OSError:
-                self._listed = set()
         return self._listed
 
     def __contains__(self, name: object) -> bool:

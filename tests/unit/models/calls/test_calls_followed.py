@@ -312,7 +312,7 @@ def test_a_version_folder_s_files_are_read_only_when_they_are_inside_the_model_f
     files = calls.version_sources(model, 1)
     assert files["model.py"] == b"import helper\n" and files["pkg/mod.py"] == b"x = 1\n"
     assert files["helper.py"] == b"y = 2\n" and files["linked/mod.py"] == b"x = 1\n"  # links kept inside
-    for name in ("leak.py", "pkg/up.py", "numpy.py", "sub", "pkg", "../shared.py/x", "/etc/passwd"):
+    for name in ("leak.py", "pkg/up.py", "numpy.py", "sub", "pkg", "../shared.py/x", "/etc/passwd", "pkg/mod\0.py"):
         assert name not in files, name
     assert "../shared.py" in files  # a model file named past its version folder, still inside the model
 

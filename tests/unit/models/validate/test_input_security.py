@@ -300,6 +300,13 @@ def test_a_dangling_link_and_a_fifo_are_refused(make_repo):
         layers.plan_layers(Repository.load(root)["a"])
 
 
+@pytest.mark.parametrize("target", ["loop", "config.pbtxt/inside"])
+def test_a_link_in_a_model_folder_that_loops_or_goes_through_a_file_is_a_problem_not_a_crash(make_repo, target):
+    root = make_repo(python_model_files("a"))
+    os.symlink(target, root / "a" / "loop")
+    assert any("a/loop: symbolic link points to nothing" in m for m in messages(root))
+
+
 # -- 4. model names short enough for file names ----------------------------------------------
 
 
