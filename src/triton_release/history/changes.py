@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
 from triton_release.errors import Refused, UsageError
-from triton_release.history.git import Git
+from triton_release.history.git import COMMIT_ID, Git
 from triton_release.models.calls import callees, calls_any, folder_calls, model_file
 from triton_release.models.graph import ensemble_needs, users
 from triton_release.models.repository import CONFIG_FILE, GOLDEN_DIR, VERSION_DIR, model_name_problem, parse_config_text
@@ -91,9 +90,6 @@ class ChangeSet:
         }
 
 
-_COMMIT_ID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
-
-
 def _versions(files: list[str]) -> dict[str, set[int]]:
     """model -> its numbered version folders, from paths relative to the model repository."""
     found: dict[str, set[int]] = {}
@@ -146,7 +142,7 @@ class Changes:
         found = self._listed.get(ref)
         if found is None:
             found = self.git.listed(ref, self.prefix + "/" if self.prefix != "." else ".")
-            if _COMMIT_ID.fullmatch(ref):  # a commit id, not a name that may move
+            if COMMIT_ID.fullmatch(ref):  # a commit id, not a name that may move
                 self._listed[ref] = found
         return found
 

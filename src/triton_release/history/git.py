@@ -27,6 +27,11 @@ SAFE_REF = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_./@{}~^+-]*$")
 CONVERTING = ("export-ignore", "export-subst", "text", "eol", "ident", "filter", "working-tree-encoding")
 
 
+COMMIT_ID = re.compile(
+    r"[0-9a-f]{40}|[0-9a-f]{64}"
+)  # a commit's full id (SHA-1 or SHA-256): what it names never changes
+
+
 @dataclass(frozen=True)
 class Git:
     cwd: Path
@@ -136,12 +141,9 @@ class Git:
         fields = out.decode("utf-8", errors="surrogateescape").split("\0")
         return [(fields[i][0], fields[i + 1]) for i in range(0, len(fields) - 1, 2)]
 
-    def ls_files(self, ref: str, path: str) -> list[str]:
-        return list(self.listed(ref, path))
-
     def listed(self, ref: str, path: str) -> dict[str, str]:
-        """Every file under `path` at `ref` (as `ls_files`) -> its blob id ("" for a submodule's
-        commit), from one `git ls-tree -r`."""
+        """Every file under `path` at `ref` -> its blob id ("" for a submodule's commit), from one
+        `git ls-tree -r`."""
         out = self.run("ls-tree", "-r", "-z", ref, "--", path).stdout
         found: dict[str, str] = {}
         for entry in out.split(b"\0"):

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import PurePosixPath
@@ -27,7 +26,7 @@ from pathlib import PurePosixPath
 from triton_release.errors import Refused
 from triton_release.history.bump import Carried, FolderBump, folder_writes
 from triton_release.history.changes import ChangeSet, ModelChange
-from triton_release.history.git import Git
+from triton_release.history.git import COMMIT_ID, Git
 from triton_release.models.repository import VERSION_DIR, model_name_problem
 
 ReleasedVersions = dict[str, dict[int, str]]
@@ -52,7 +51,6 @@ def label(released_versions: ReleasedVersions) -> str:
     )
 
 
-_COMMIT_ID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 _TREES: dict[tuple[str, str, str], ReleasedVersions] = {}  # by repository and commit id: its trees never change
 
 
@@ -62,7 +60,7 @@ def trees_at(git: Git, ref: str, prefix: str) -> ReleasedVersions:
     key = (os.fspath(git.cwd), ref, prefix)
     if key not in _TREES:
         found = _trees_at(git, ref, prefix)
-        if not _COMMIT_ID.fullmatch(ref):
+        if not COMMIT_ID.fullmatch(ref):
             return found
         _TREES[key] = found
     return {model: dict(versions) for model, versions in _TREES[key].items()}
