@@ -307,7 +307,7 @@ def release(
     sbom_beside: SbomBeside | None = None,
 ) -> Evidence:
     """The evidence of release `version` (`digest`), from the run that built, tested and pushed it
-    (`sbom_beside`: its SBOM's contents, written while its golden cases ran)."""
+    (`sbom_beside`: its SBOM's contents, written while the image was built and tested)."""
     labels, config_digest = _image(registry, digest)
     files = case_files(root, planned.found.head, run.cases if run else ())
     golden = st.golden_predicate(

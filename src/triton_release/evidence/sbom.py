@@ -194,8 +194,8 @@ def listed_packages(document: dict) -> set[tuple[str, str]]:
 
 # -- written in a process of its own -----------------------------------------------------------
 # At a thousand models the library takes about 0.4 s of CPU to write the contents: a release has
-# them written by `python -m triton_release.evidence.sbom` on a core its golden cases leave idle
-# (a thread would take the interpreter from the tests for as long).
+# them written by `python -P -m triton_release.evidence.sbom` (evidence/attach.py's SbomBeside) on
+# a core the build and the tests leave idle (a thread would take the interpreter from them as long).
 
 
 def contents_arguments(**arguments: Any) -> bytes:

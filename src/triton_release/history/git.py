@@ -27,9 +27,8 @@ SAFE_REF = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_./@{}~^+-]*$")
 CONVERTING = ("export-ignore", "export-subst", "text", "eol", "ident", "filter", "working-tree-encoding")
 
 
-COMMIT_ID = re.compile(
-    r"[0-9a-f]{40}|[0-9a-f]{64}"
-)  # a commit's full id (SHA-1 or SHA-256): what it names never changes
+# a commit's full id (SHA-1 or SHA-256): what it names never changes
+COMMIT_ID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 
 
 @dataclass(frozen=True)

@@ -358,9 +358,9 @@ def side_by_side(
     load -> the load's config (`drift_config`): those drift will compare, whose policy is Triton's
     default, none of whose cases pins another version, and which no other model served (`versions`)
     needs (an ensemble's or a BLS caller's load makes Triton load the models it needs from their
-    files). `configs`: each
-    model's config as the image holds it (`warmup: golden` wrote model_warmup into it): the load's
-    config is made from that one, so the pair is served as it ships; the checkout's when absent."""
+    files). `configs`: each model's config as the image holds it (`warmup: golden` wrote
+    model_warmup into it): the load's config is made from that one, so the pair is served as it
+    ships; the checkout's when absent."""
     environments, unmeasurable, on_cpu = environments or {}, unmeasurable or {}, set(on_cpu)
     configs = configs or {}
     needs = repo.needs()  # of the models served: one the server does not hold loads nothing
