@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TypeVar, overload
 
 from triton_release import files
+from triton_release.errors import InfrastructureError
 from triton_release.files import write_atomic
 
 log = logging.getLogger("triton_release")
@@ -171,6 +172,8 @@ class Memo:
         if not self._dirty or self._answers is None:
             return
         kept = dict(list(self._answers.items())[-self.keep :])
-        with contextlib.suppress(OSError):  # a cache that cannot be written is only slower next time
-            write_atomic(self.path, json.dumps(kept))
         self._dirty = False
+        # a memo that cannot be written (an unwritable cache folder: InfrastructureError) is dropped:
+        # the answers are worked out again next time. Saved at exit, it can fail no command.
+        with contextlib.suppress(OSError, InfrastructureError):
+            write_atomic(self.path, json.dumps(kept))

@@ -37,6 +37,8 @@ def exit_now(code: int) -> NoReturn:
         sys.exit(code)
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
+        if stream is None:  # started with that descriptor closed (`>&-`): nothing was written there
+            continue
         with contextlib.suppress(OSError, ValueError):  # a closed pipe: nothing more to say there
             stream.flush()
     os._exit(code)

@@ -251,3 +251,48 @@ def test_a_closed_stdout_is_no_error_and_no_traceback(git_repo, tmp_path, flags)
     assert process.returncode == 0, errors
     assert "Traceback" not in errors and "BrokenPipeError" not in errors and "Exception ignored" not in errors, errors
     assert read_report(report)["steps"]["changed"]["changes"]["changed"] == ["a"]
+
+
+def _run_validate(root, tmp_path, *argv: str, env: dict | None = None, close_stdout: bool = False):
+    """`triton-release validate` as a real process in `root`; `close_stdout`: started with its
+    stdout closed (`>&-`), not a pipe: Python's sys.stdout is then None."""
+    import os
+    import subprocess
+
+    environment = {**os.environ, "HOME": str(tmp_path), "PYTHONPATH": os.pathsep.join(sys.path), **(env or {})}
+    return subprocess.run(
+        [sys.executable, "-m", "triton_release", "validate", *argv],
+        cwd=root,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env=environment,
+        timeout=120,
+        preexec_fn=(lambda: os.close(1)) if close_stdout else None,  # noqa: PLW1509 (a test's child alone)
+    )
+
+
+@pytest.mark.parametrize("flags", [["--json"], []], ids=["--json", "human lines"])
+def test_a_stdout_closed_before_the_start_is_no_error_and_no_traceback(tmp_path, flags):
+    """`triton-release validate >&-` on a passing repository: exit 0 as its report says, not 1 with
+    AttributeError: 'NoneType' object has no attribute 'flush'."""
+    from support.models import python_model_files, write_tree
+
+    write_tree(tmp_path / "model_repository", python_model_files("a"))
+    report = tmp_path / "report.json"
+    process = _run_validate(tmp_path, tmp_path, *flags, "--report", str(report), close_stdout=True)
+    errors = process.stderr.decode()
+    assert process.returncode == 0, errors
+    assert "Traceback" not in errors and "AttributeError" not in errors, errors
+    assert read_report(report)["ok"] is True
+
+
+def test_an_unwritable_cache_folder_drops_the_memos_without_a_traceback(tmp_path):
+    """TRITON_RELEASE_CACHE=/proc/nope/cache: validate needs nothing kept there; the memos it would
+    save at exit are dropped, never three tracebacks of an atexit callback."""
+    from support.models import python_model_files, write_tree
+
+    write_tree(tmp_path / "model_repository", {**python_model_files("a"), **python_model_files("b")})
+    process = _run_validate(tmp_path, tmp_path, env={"TRITON_RELEASE_CACHE": "/proc/nope/cache"})
+    errors = process.stderr.decode()
+    assert process.returncode == 0, errors
+    assert "Traceback" not in errors and "Exception ignored" not in errors and "Cannot write" not in errors, errors
