@@ -17,7 +17,6 @@ both versions' stubs start together, in its first load.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
@@ -95,41 +94,53 @@ def remove_orphans(client: docker.DockerClient) -> list[str]:
     return removed
 
 
-def own_container(client: docker.DockerClient) -> Container | None:
+def own_container(client: docker.DockerClient, mountinfo: str | None = None) -> Container | None:
     """The container this process runs in (an action container, act), or None on a host.
 
     A server started in that container's network namespace is reachable on 127.0.0.1 from here,
-    whichever network the daemon put this container on.
-    """
-    if not Path("/.dockerenv").exists():
-        return None
-    candidates = [socket.gethostname()]
-    with contextlib.suppress(OSError):
-        candidates += own_container_ids(Path("/proc/self/mountinfo").read_text())
-    for candidate in candidates:
+    whichever network the daemon put this container on. The container is the one whose folder
+    holds this mount namespace's /etc/hostname (then /etc/hosts, /etc/resolv.conf): its full id,
+    from `mountinfo` (this process's /proc/self/mountinfo by default). Never the host name: the
+    daemon's lookup also matches container names and id prefixes, so a runner whose host name is
+    another container's name (or a prefix of its id) would join that container's network. A
+    container the daemon finds under an id is taken only when its own id is that full id."""
+    if mountinfo is None:
+        if not Path("/.dockerenv").exists():
+            return None
         try:
-            return client.containers.get(candidate)
+            mountinfo = Path("/proc/self/mountinfo").read_text()
+        except OSError:
+            return None
+    for candidate in own_container_ids(mountinfo):
+        try:
+            found = client.containers.get(candidate)
         except docker.errors.NotFound:
             continue
         except docker.errors.APIError:
             return None
+        if found.id == candidate:
+            return found
     return None
 
 
-# the files Docker bind-mounts into each container from that container's own folder
+# the files Docker bind-mounts into each container from that container's own folder, the most telling first
 _OWN_FILES = ("/etc/hostname", "/etc/hosts", "/etc/resolv.conf")
 
 
 def own_container_ids(mountinfo: str) -> list[str]:
-    """The container ids in the sources of this mount namespace's /etc/hostname, /etc/hosts and
-    /etc/resolv.conf: its own. Any other container path in the table is another container's (a
-    daemon running in this same namespace shows each container's shm mount here): never joined."""
-    found: list[str] = []
+    """The full container ids in the sources of this mount namespace's /etc/hostname, /etc/hosts and
+    /etc/resolv.conf, /etc/hostname's first: its own. Any other container path in the table is
+    another container's (a daemon running in this same namespace shows each container's shm mount
+    here): never joined."""
+    found: dict[str, list[str]] = {name: [] for name in _OWN_FILES}
     for line in mountinfo.splitlines():
         fields = line.split()
         if len(fields) > 4 and fields[4] in _OWN_FILES:
-            found += [i for i in _CONTAINER_ID.findall(fields[3]) if i not in found]
-    return found
+            found[fields[4]] += _CONTAINER_ID.findall(fields[3])
+    ordered: list[str] = []
+    for name in _OWN_FILES:
+        ordered += [i for i in found[name] if i not in ordered]
+    return ordered
 
 
 def device_requests(gpus: str | None) -> list:
