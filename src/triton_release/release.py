@@ -36,7 +36,7 @@ from triton_release.errors import Interrupted
 from triton_release.evidence import attach
 from triton_release.evidence.statements import EvidenceOptions
 from triton_release.history import releases
-from triton_release.history.commit import commit
+from triton_release.history.commit import commit, refuse_pending
 from triton_release.history.git import Git
 from triton_release.history.journal import Journal
 from triton_release.history.planned import ChangesResult
@@ -146,6 +146,8 @@ def import_beside(names: Iterable[str]) -> threading.Thread:
 
 def run_release(request: ReleaseRequest, session: Session) -> None:
     releases.check_channel(request.publish.channel)  # every argument checked before the first side effect
+    if request.commit:  # a merge or rebase under way: the release commit could not be made once the image is out
+        refuse_pending(request.model_repository)
     try:
         if not (request.push and request.repository is not None):
             _release(request, session)

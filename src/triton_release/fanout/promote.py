@@ -22,6 +22,7 @@ from triton_release.errors import UsageError
 from triton_release.evidence import attach
 from triton_release.evidence.statements import EvidenceOptions
 from triton_release.history import releases
+from triton_release.history.commit import refuse_pending
 from triton_release.registry import candidate
 from triton_release.release import one_at_a_time
 from triton_release.session import Session
@@ -74,6 +75,7 @@ def run_promote(request: PromoteRequest, session: Session) -> None:
     planned = None
     if request.commit:
         assert request.model_repository is not None  # with commit: the CLI and the action give it
+        refuse_pending(request.model_repository)
         planned = session.step("changed", console.changes, steps.plan_commit, request.model_repository, checked)
     with one_at_a_time(request.repository, console):
         promoted = session.step(

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from triton_release import contract
+from triton_release.errors import Refused
 from triton_release.history.bump import BumpResult
 from triton_release.history.git import Git
 
@@ -59,15 +60,48 @@ def commit(root: Path, version: str, bumped: BumpResult | None = None, revision:
     return Committed(staged, tag, target, version)
 
 
+# an operation git has under way, by the file or folder it keeps in .git/ meanwhile: (what it is,
+# the command that finishes it, the one that abandons it)
+PENDING = (
+    ("MERGE_HEAD", "a merge", "git commit", "git merge --abort"),
+    ("CHERRY_PICK_HEAD", "a cherry-pick", "git cherry-pick --continue", "git cherry-pick --abort"),
+    ("REVERT_HEAD", "a revert", "git revert --continue", "git revert --abort"),
+    ("rebase-merge", "a rebase", "git rebase --continue", "git rebase --abort"),
+    ("rebase-apply", "a rebase or `git am`", "git rebase --continue (or git am --continue)", "git rebase --abort"),
+)
+
+
+def pending_operation(git: Git) -> tuple[str, str, str] | None:
+    """The merge, cherry-pick, revert, rebase or `git am` under way in the checkout: (what it is,
+    how to finish it, how to abandon it); None when there is none."""
+    found = git.text("rev-parse", *(arg for name, *_ in PENDING for arg in ("--git-path", name))).splitlines()
+    for path, (_, what, finish, abandon) in zip(found, PENDING):
+        if os.path.lexists(os.path.join(git.cwd, path)):
+            return what, finish, abandon
+    return None
+
+
+def refuse_pending(root: Path) -> None:
+    """`commit` set in a checkout where git has a merge, cherry-pick, revert or rebase under way:
+    refused before anything is bumped, built or pushed, since the release commit could not be made
+    (git refuses a partial commit then) once the image is out."""
+    git = Git(Git(root).toplevel())
+    pending = pending_operation(git)
+    if pending is None:
+        return
+    what, finish, abandon = pending
+    raise Refused(f"""
+        {git.cwd} has {what} under way, and this release is asked to commit its bump (commit: true, --commit),
+        which git cannot do during {what}. Finish it ({finish}) or abandon it ({abandon}), then run again;
+        or release without committing. Nothing was bumped, built or pushed.""")
+
+
 def _index_is_only(git: Git, paths: list[str]) -> bool:
     """Whether the index differs from HEAD in `paths` alone (submodules included, whatever the
     config ignores) and no merge, cherry-pick or revert is under way: then a plain `git commit`
     commits exactly those folders as `git add` staged them, where `git commit -- paths` would
     read and hash them once more."""
-    pending = git.text(
-        "rev-parse", "--git-path", "MERGE_HEAD", "--git-path", "CHERRY_PICK_HEAD", "--git-path", "REVERT_HEAD"
-    )
-    if any(os.path.lexists(os.path.join(git.cwd, path)) for path in pending.splitlines()):
+    if pending_operation(git) is not None:
         return False
     staged = git.run("diff-index", "--cached", "--name-only", "-z", "--no-renames", "--ignore-submodules=none", "HEAD")
     inside = tuple(f"{PurePosixPath(path).as_posix()}/".encode("utf-8", "surrogateescape") for path in paths)

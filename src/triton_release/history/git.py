@@ -31,6 +31,18 @@ CONVERTING = ("export-ignore", "export-subst", "text", "eol", "ident", "filter",
 COMMIT_ID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 
 
+# git's options before its subcommand that take the next argument as their value
+_VALUED = {"-c", "-C", "--git-dir", "--work-tree", "--namespace", "--exec-path", "--config-env"}
+
+
+def subcommand(args: tuple[str, ...] | list[str]) -> str:
+    """The git subcommand of `args` (`commit` of `-c user.name=... commit -q`), past git's own options."""
+    i = 0
+    while i < len(args) and args[i].startswith("-"):
+        i += 2 if args[i] in _VALUED else 1
+    return args[i] if i < len(args) else " ".join(args)
+
+
 @dataclass(frozen=True)
 class Git:
     cwd: Path
@@ -50,9 +62,11 @@ class Git:
         except FileNotFoundError:
             raise InfrastructureError("git is not installed: install it (apt-get install git).") from None
         except subprocess.TimeoutExpired:
-            raise GitFailed(f"git {args[0]} did not finish within {timeout:.0f} s in {self.cwd}") from None
+            raise GitFailed(f"git {subcommand(args)} did not finish within {timeout:.0f} s in {self.cwd}") from None
         if check and result.returncode != 0:
-            raise GitFailed(f"git {args[0]} failed in {self.cwd}: {result.stderr.decode(errors='replace').strip()}")
+            raise GitFailed(
+                f"git {subcommand(args)} failed in {self.cwd}: {result.stderr.decode(errors='replace').strip()}"
+            )
         return result
 
     def text(self, *args: str) -> str:
