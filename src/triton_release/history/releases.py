@@ -121,7 +121,10 @@ def last_release_commit(
     versions = versions_in(registry.tags()) if registry is not None else []
     gone = [v for v in versions_in(list(ledger or {})) if not versions or v > versions[-1]]
     if gone and ledger is not None and on_this_line(ledger[str(gone[-1])]):
-        return LastRelease(ledger[str(gone[-1])], f"the commit of {gone[-1]}, in the registry's ledger (deleted since)")
+        return LastRelease(
+            release_commit_on(git, ledger[str(gone[-1])], head, gone[-1]),
+            f"the commit of {gone[-1]}, in the registry's ledger (deleted since)",
+        )
     if registry is not None and versions:
         where = f"{registry}:{versions[-1]}"
         labels = registry.image_config(str(versions[-1])).get("config", {}).get("Labels") or {}
@@ -141,19 +144,41 @@ def last_release_commit(
             tagged = git.text("rev-parse", f"{tag}^{{commit}}")
             if not revision or revision in (tagged, _release_commit_parent(git, tagged, versions[-1])):
                 return LastRelease(tag, f"git tag {tag} of the latest release {where}")
+            released = release_commit_on(git, revision, head, versions[-1]) if on_this_line(revision) else revision
             warning = (
                 f"git tag {tag} points at {tagged[:12]}, but {where} was built from {revision[:12]}: the tag was "
-                f"moved. The registry's record wins: the base is {revision[:12]}. Put the tag back with `git tag "
-                f"-f {tag} {revision[:12]}` (and `git push -f origin {tag}`)."
+                f"moved. The registry's record wins: the base is {released[:12]}. Put the tag back with `git tag "
+                f"-f {tag} {released[:12]}` (and `git push -f origin {tag}`)."
             )
             if on_this_line(revision):
-                return LastRelease(revision, f"the revision of {where}", (warning,))
+                return LastRelease(released, _revision_why(where, revision, released), (warning,))
         if revision and on_this_line(revision):
-            return LastRelease(revision, f"the revision of {where}")
+            released = release_commit_on(git, revision, head, versions[-1])
+            return LastRelease(released, _revision_why(where, revision, released))
     for version in reversed(versions_in(git.tags("v*"), contract.parse_git_tag)):
         if on_this_line(contract.git_tag(version)):
             return LastRelease(contract.git_tag(version), f"git tag {contract.git_tag(version)}")
     return LastRelease(None, "no earlier release on this branch: a first release of every model")
+
+
+def release_commit_on(git: Git, revision: str, head: str, version: semver.Version) -> str:
+    """The `release X.Y.Z` commit the tool made on `revision` (the commit X.Y.Z was built from: its
+    bump, `--commit`) where one lies between it and `head`, else `revision`. That commit is the
+    release's own, no change: a base of `revision` would read its bump as one and release again."""
+    subject = f"release {version}"
+    listed = git.text("log", "--ancestry-path", "--format=%H %P%x09%s", f"{revision}..{head}")
+    for line in listed.splitlines():
+        ids, _, found = line.partition("\t")
+        commit, *parents = ids.split()
+        if found == subject and parents == [revision]:
+            return commit
+    return revision
+
+
+def _revision_why(where: str, revision: str, released: str) -> str:
+    if released == revision:
+        return f"the revision of {where}"
+    return f"the release commit made on the revision of {where} ({revision[:12]})"
 
 
 def _release_commit_parent(git: Git, tagged: str, version: semver.Version) -> str:

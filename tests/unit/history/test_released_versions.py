@@ -346,6 +346,43 @@ def test_a_git_tag_moved_by_hand_loses_to_the_registrys_revision_with_a_warning(
     assert any("git tag v1.1.0 points at" in w and "was moved" in w for w in planned.warnings)
 
 
+def test_the_tools_own_release_commit_after_a_moved_tags_revision_is_no_change(runner):
+    """`v1.1.0` moved by hand onto the first commit, then a rerun with nothing changed: the base is
+    the revision the registry's 1.1.0 names, and the `release 1.1.0` commit made on it (the tool's
+    own bump) is no change: nothing is released (it was read as a change, and 1.2.0 released)."""
+    from triton_release.history.commit import commit
+
+    repo, registry = runner
+    first = repo.git("rev-parse", "HEAD")
+    second = edit(repo, "a", 1, "# one\n")
+    planned = plan(repo, registry)
+    registry.release("1.1.0", second, planned)
+    done = commit(repo.models, "1.1.0", steps.bump(repo.models, planned), second)
+    assert done.committed and repo.git("log", "-1", "--format=%s") == "release 1.1.0"
+    repo.git("tag", "-f", "v1.1.0", first)  # moved by hand onto the first commit
+    again = plan(repo, registry)
+    assert again.plan.version is None and again.found.models == {}, again.found.models
+    assert again.found.base == done.commit
+    assert any("git tag v1.1.0 points at" in w and "was moved" in w for w in again.warnings)
+    repo.git("tag", "-d", "v1.1.0")  # deleted rather than moved: the same
+    assert plan(repo, registry).plan.version is None
+
+
+def test_a_later_change_after_the_release_commit_is_still_a_change(runner):
+    from triton_release.history.commit import commit
+
+    repo, registry = runner
+    first = repo.git("rev-parse", "HEAD")
+    second = edit(repo, "a", 1, "# one\n")
+    planned = plan(repo, registry)
+    registry.release("1.1.0", second, planned)
+    commit(repo.models, "1.1.0", steps.bump(repo.models, planned), second)
+    repo.git("tag", "-f", "v1.1.0", first)
+    edit(repo, "b", 1, "# b\n")
+    again = plan(repo, registry)
+    assert sorted(again.found.models) == ["b"] and again.plan.version == "1.2.0"
+
+
 def test_a_release_commit_tagged_on_its_revision_is_the_base_without_a_warning(runner):
     repo, registry = runner
     second = edit(repo, "a", 1, "# one\n")
