@@ -239,6 +239,91 @@ def check_working_tree(changes: ChangeSet, bumps: list[Written], model_repositor
             Bumping would replace {", ".join(paths)} with the committed contents, and the working tree holds
             more there: {listed}{more}. Commit them (large weights: git LFS), or move them out of the
             version folder, then run again. Nothing was changed.""")
+    _refuse_unseen(git, changes, paths, tree)
+
+
+def _refuse_unseen(git: Git, changes: ChangeSet, paths: list[str], tree: str) -> None:
+    """What `git status` does not show in the folders the bump replaces, refused before anything
+    changes: a folder outside a sparse checkout (nothing there to move); and bytes the bump would
+    lose: an edit of a skip-worktree or assume-unchanged file, bytes a clean filter strips before
+    git compares them (nbstripout and the like), a `.git` of its own inside a version folder."""
+    committed: dict[str, str] = {}  # path -> its blob id at the commit released
+    for entry in filter(None, tree.split("\0")):
+        meta, path = entry.split("\t", 1)
+        _, kind, oid = meta.split()
+        if kind == "blob":
+            committed[path] = oid
+    flags = {}  # path -> git's tag for it: S skip-worktree, a lower-case letter assume-unchanged
+    for entry in filter(
+        None, git.run("ls-files", "-v", "-z", "--", *paths).stdout.decode(errors="surrogateescape").split("\0")
+    ):
+        flags[entry[2:]] = entry[0]
+    unseen = [p for p, tag in flags.items() if tag == "S" or tag.islower()]
+    missing = [p for p in unseen if p in committed and not os.path.lexists(git.cwd / p)]
+    sparse = git.run("config", "--bool", "core.sparseCheckout", check=False).stdout.strip() == b"true"
+    if missing and sparse:
+        parts = PurePosixPath(missing[0]).parts
+        model = "/".join(parts[: len(PurePosixPath(changes.prefix).parts) + 1]) if changes.prefix != "." else parts[0]
+        raise Refused(f"""
+            {PurePosixPath(missing[0]).parent} is outside this sparse checkout (git sparse-checkout): the bump
+            moves that version folder to its next number in the working tree, and git holds none of it here.
+            Check the model's folder out (`git sparse-checkout add {model}` in a cone-mode sparse checkout, or
+            `git sparse-checkout disable`), then run again. Nothing was changed.""")
+    found: list[tuple[str, str]] = []
+    flag = {p: "skip-worktree" if flags[p] == "S" else "assume-unchanged" for p in unseen}
+    for path in missing:
+        found.append((path, f"marked {flag[path]} and deleted: `git update-index --no-{flag[path]}` shows it"))
+    present = [p for p in unseen if p in committed and p not in missing]
+    if present:  # what git would store for each (its filters applied) against the commit
+        hashed = git.run(
+            "hash-object", "--stdin-paths", input="\n".join(present).encode("utf-8", "surrogateescape") + b"\n"
+        )
+        for path, oid in zip(present, hashed.stdout.decode().split()):
+            if oid != committed[path]:
+                found.append(
+                    (
+                        path,
+                        f"marked {flag[path]}: git status hides its edit; `git update-index --no-{flag[path]}` shows it",
+                    )
+                )
+    filtered = _filtered(git, [p for p in committed if p not in unseen and os.path.lexists(git.cwd / p)])
+    for path, driver in filtered.items():
+        file = git.cwd / path
+        if file.is_file() and not file.is_symlink() and _blob_id(os.fspath(file), committed[path]) != committed[path]:
+            found.append((path, f"its bytes are not the commit's, and its clean filter (filter={driver}) hides that"))
+    for folder in paths:
+        for directory, folders, files in os.walk(git.cwd / folder):
+            for name in (n for n in (*folders, *files) if n == ".git"):
+                found.append(
+                    (
+                        PurePosixPath(os.path.relpath(os.path.join(directory, name), git.cwd)).as_posix(),
+                        "a git repository of its own, which git status never shows",
+                    )
+                )
+            folders[:] = [n for n in folders if n != ".git"]
+    if found:
+        listed = "; ".join(f"{path} ({reason})" for path, reason in found[:5])
+        more = f" and {len(found) - 5} more" if len(found) > 5 else ""
+        raise Refused(f"""
+            Bumping would replace {", ".join(paths)} with the committed contents, and it holds bytes git status does
+            not show: {listed}{more}. Move them out of the version folder, or commit the edits git can be shown
+            (a filtered file's stripped lines never reach git), then run again. Nothing was changed.""")
+
+
+def _filtered(git: Git, paths: list[str]) -> dict[str, str]:
+    """path -> the filter driver the attributes give it, for each of `paths` with one other than git
+    LFS (whose files the bump fills back from its store)."""
+    if not paths:
+        return {}
+    out = git.run(
+        "check-attr", "-z", "--stdin", "filter", input="\0".join(paths).encode("utf-8", "surrogateescape") + b"\0"
+    ).stdout
+    fields = out.decode("utf-8", "surrogateescape").split("\0")
+    return {
+        fields[i]: fields[i + 2]
+        for i in range(0, len(fields) - 2, 3)
+        if fields[i + 2] not in ("unspecified", "unset", "set", "lfs")
+    }
 
 
 def apply_bumps(changes: ChangeSet, bumps: list[Written], model_repository: Path, git: Git | None = None) -> None:
