@@ -145,12 +145,13 @@ def plan_bumps(changes: ChangeSet, edits: bool = True) -> list[FolderBump]:
     return sorted(bumps, key=lambda b: b.model)
 
 
-def extract_tree(git: Git, ref: str, strip: str, dest: Path) -> None:
+def extract_tree(git: Git, ref: str, strip: str, dest: Path, shown_as: str = "") -> None:
     """Write the files under `strip` at `ref` (a commit or a tree id) into `dest`, as git stores
     them: the committed bytes, whatever the attributes say (`git archive` would drop
     export-ignore files and rewrite export-subst ones), executables 0755, links as links (the
     layers refuse one that leaves the repository). Blobs stream through one `git cat-file`, so a
-    large weights file never sits in memory."""
+    large weights file never sits in memory. `shown_as`: the folder `ref` is (a tree id's), named
+    where git lacks one of its objects."""
     dest.mkdir(parents=True)
     strip = PurePosixPath(strip).as_posix()  # "./a/1" -> "a/1"; "." is the whole tree
     under = "" if strip == "." else strip + "/"
@@ -167,7 +168,9 @@ def extract_tree(git: Git, ref: str, strip: str, dest: Path) -> None:
             raise InfrastructureError(f"git holds a path that leaves its tree at {ref[:12]}: {path!r}")
         entries.append((mode, oid, dest.joinpath(*parts)))
     made = {dest}
-    with git.cat_file([oid for _, oid, _ in entries]) as blobs:
+    folder = f"{shown_as}/" if shown_as else under
+    named = [f"{folder}{target.relative_to(dest).as_posix()}" for _, _, target in entries]
+    with git.cat_file([oid for _, oid, _ in entries], named, "" if shown_as else ref) as blobs:
         for (mode, _, target), chunks in zip(entries, blobs):
             if target.parent not in made:
                 os.makedirs(target.parent, exist_ok=True)
@@ -353,7 +356,8 @@ def apply_bumps(changes: ChangeSet, bumps: list[Written], model_repository: Path
             stage = root / write.model / f".triton-release-{uuid.uuid4().hex[:8]}"
             staging.append(stage)
             if index not in moved:
-                extract_tree(git, write.tree, ".", stage / "new")
+                shown_as = PurePosixPath(changes.prefix, write.model, str(write.version)).as_posix()
+                extract_tree(git, write.tree, ".", stage / "new", shown_as)
                 fill_lfs_pointers(git, stage, required=False)  # the working tree keeps real files where it can
     except OSError as exc:
         for stage in staging:

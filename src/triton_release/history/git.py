@@ -190,25 +190,61 @@ class Git:
             return {}
         ids = self.blob_ids(ref, paths) if listed is None else {p: listed[p] for p in paths if listed.get(p)}
         wanted = sorted(set(ids.values()))
-        out = (
-            self.run("cat-file", "--batch", input="".join(f"{oid}\n" for oid in wanted).encode()).stdout
-            if wanted
-            else b""
-        )
+        named = {oid: path for path, oid in ids.items()}
+        out = b""
+        if wanted:
+            read = self.run("cat-file", "--batch", input="".join(f"{oid}\n" for oid in wanted).encode(), check=False)
+            if read.returncode != 0:  # a partial clone that could not fetch one: git names it
+                stderr = read.stderr.decode(errors="replace")
+                lacking = next((oid for oid in wanted if oid in stderr), None)
+                if lacking is not None:
+                    raise self.missing(lacking, named.get(lacking, ""), ref)
+                raise GitFailed(f"git cat-file failed in {self.cwd}: {stderr.strip()}")
+            out = read.stdout
         contents: dict[str, bytes] = {}
         pos = 0
         for oid in wanted:
             end = out.index(b"\n", pos)
-            size = int(out[pos:end].split()[2])
+            header = out[pos:end].split()
+            if len(header) != 3:  # "<oid> missing"
+                raise self.missing(oid, named.get(oid, ""), ref)
+            size = int(header[2])
             pos = end + 1
             contents[oid] = out[pos : pos + size]
             pos += size + 1
         return {path: contents[ids[path]] if path in ids else None for path in paths}
 
+    def missing(self, oid: str, path: str = "", ref: str = "") -> InfrastructureError:
+        """The error for an object git does not have: in a partial clone (`--filter`), one its
+        remote could not give (unreachable, or gone), with the fix; else a damaged repository."""
+        where = f"git object {oid[:12]}"
+        if path:
+            where = f"{path}{f' at {ref[:12]}' if ref else ''} (git object {oid[:12]})"
+        promisors = self.run("config", "--get-regexp", r"^remote\..*\.promisor$", check=False).stdout.decode()
+        remotes = [
+            key[len("remote.") : -len(".promisor")]
+            for key, _, value in (line.partition(" ") for line in promisors.splitlines())
+            if value.strip().lower() in ("true", "yes", "on", "1")
+        ]
+        if not remotes:
+            return GitFailed(
+                f"git has no object {oid} ({where}) in {self.cwd}: the repository is damaged; run git fsck."
+            )
+        remote = remotes[0]
+        return InfrastructureError(f"""
+            {where} is not in this partial clone ({self.cwd}, cloned with --filter), and git could not fetch it
+            from the clone's remote {remote}: it is unreachable, or no longer has that commit. Make {remote}
+            reachable (`git remote set-url {remote} URL` where it moved) and run again, or give the checkout
+            every object first (`git fetch --refetch {remote}` with the filter removed: `git config --unset
+            remote.{remote}.partialclonefilter`); in a workflow, give actions/checkout no `filter`.""")
+
     @contextmanager
-    def cat_file(self, oids: list[str]) -> Iterator[Iterator[Iterator[bytes]]]:
+    def cat_file(
+        self, oids: list[str], paths: list[str] | None = None, ref: str = ""
+    ) -> Iterator[Iterator[Iterator[bytes]]]:
         """Each of `oids`' bytes in chunks, in order, from one `git cat-file --batch` fed by a
-        thread (a large file never sits in memory). Consume each object's chunks before the next."""
+        thread (a large file never sits in memory). Consume each object's chunks before the next.
+        `paths` and `ref`: where each object is, for the message when git lacks it."""
         try:
             process = subprocess.Popen(
                 ["git", "cat-file", "--batch", "--buffer"],
@@ -229,10 +265,12 @@ class Git:
             except (BrokenPipeError, ValueError, OSError):
                 pass  # the reader stopped early
 
+        named = dict(zip(oids, paths or ()))
+
         def chunks(oid: str) -> Iterator[bytes]:
             header = stdout.readline().split()
-            if len(header) != 3:
-                raise GitFailed(f"git cat-file has no object {oid} in {self.cwd}")
+            if len(header) != 3:  # "<oid> missing"
+                raise self.missing(oid, named.get(oid, ""), ref)
             left = int(header[2])
             while left:
                 chunk = stdout.read(min(left, 1 << 20))
