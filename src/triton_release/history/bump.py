@@ -575,8 +575,17 @@ def holds_bump(changes: ChangeSet, bumps: list[Written], model_repository: Path)
 
 
 def _same_tree(a: Path, b: Path) -> bool:
+    """The same files with the same bytes, each a link (to the same target) or a file in both, with
+    the same executable bit: what git would record of either."""
+
     def files(root: Path) -> dict[str, Path]:
         return {p.relative_to(root).as_posix(): p for p in root.rglob("*") if p.is_file() or p.is_symlink()}
 
+    def same(x: Path, y: Path) -> bool:
+        if x.is_symlink() or y.is_symlink():
+            return x.is_symlink() and y.is_symlink() and os.readlink(x) == os.readlink(y)
+        executable = bool(x.stat().st_mode & 0o100) == bool(y.stat().st_mode & 0o100)
+        return executable and filecmp.cmp(x, y, shallow=False)
+
     left, right = files(a), files(b)
-    return left.keys() == right.keys() and all(filecmp.cmp(left[k], right[k], shallow=False) for k in left)
+    return left.keys() == right.keys() and all(same(left[k], right[k]) for k in left)

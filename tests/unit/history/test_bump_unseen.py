@@ -100,3 +100,27 @@ def test_a_sparse_checkout_without_the_version_folder_is_refused_with_its_fix(ch
     changed.git("sparse-checkout", "add", "model_repository/a")  # the advice
     assert main(["bump", "--base", "v1.0.0"], env={"HOME": str(tmp_path)}) == 0
     assert (changed.models / "a/2/model.py").read_text().startswith("# 2")
+
+
+# -- a bump found in the working tree: modes and links count (item 8 of issue 48) ---------------
+
+
+@pytest.mark.parametrize("how", ["an executable bit", "a link to the same bytes"])
+def test_a_found_bump_that_differs_by_mode_or_link_is_not_this_bump(changed, how):
+    """N+1 differing from the planned bump only by an executable bit, or by a file replaced with a
+    link to the same bytes, is not "holds this bump exactly": git would record other modes."""
+    import os
+
+    from triton_release.history.bump import holds_bump
+
+    planned = steps.changes(changed.models, changed.base)
+    steps.bump(changed.models, planned)
+    assert holds_bump(planned.found, list(planned.writes), changed.models)
+    labels = changed.models / "a" / "2" / "labels.txt"
+    if how == "an executable bit":
+        labels.chmod(0o755)
+    else:
+        labels.rename(changed.root / "elsewhere.txt")  # the same bytes, behind a link
+        os.symlink(os.path.relpath(changed.root / "elsewhere.txt", labels.parent), labels)
+    assert labels.read_bytes() == b"cat\ndog\n"
+    assert not holds_bump(planned.found, list(planned.writes), changed.models)
