@@ -39,6 +39,8 @@ def commit(root: Path, version: str, bumped: BumpResult | None = None, revision:
     staged = False
     if paths:
         git.run("add", "--force", "--", *paths)  # exactly what git held, ignored patterns or not
+        if bumped is not None:
+            _stage_modes(git, bumped)
         staged = git.run("diff", "--cached", "--quiet", "--", *paths, check=False).returncode != 0
     if staged:
         identity = []
@@ -58,6 +60,31 @@ def commit(root: Path, version: str, bumped: BumpResult | None = None, revision:
     elif git.text("rev-parse", f"{tag}^{{commit}}") != target:
         log.warning(f"git tag {tag} already exists on another commit; it was left as it is")
     return Committed(staged, tag, target, version)
+
+
+def _stage_modes(git: Git, bumped: BumpResult) -> None:
+    """With `core.fileMode` false (Windows, WSL, some CI), `git add` stages every new file as
+    100644: the new version folders get the modes the image holds (their trees' in git), each
+    executable bit set or cleared in the index (`git update-index --chmod`)."""
+    if git.run("config", "--bool", "core.fileMode", check=False).stdout.strip() != b"false":
+        return
+    trees = [
+        (b.new_tree or f"HEAD:{bumped.prefix}/{b.model}/{b.from_version}", f"{bumped.prefix}/{b.model}/{b.to_version}")
+        for b in bumped.bumps
+    ]
+    trees += [(c.tree, f"{bumped.prefix}/{c.model}/{c.version}") for c in bumped.carried]
+    modes: dict[str, list[str]] = {"+x": [], "-x": []}
+    for tree, folder in trees:
+        for entry in filter(
+            None, git.run("ls-tree", "-r", "-z", tree).stdout.decode("utf-8", "surrogateescape").split("\0")
+        ):
+            meta, path = entry.split("\t", 1)
+            mode = meta.split()[0]
+            if mode in ("100755", "100644"):
+                modes["+x" if mode == "100755" else "-x"].append(PurePosixPath(folder, path).as_posix())
+    for change, files in modes.items():
+        if files:
+            git.run("--literal-pathspecs", "update-index", f"--chmod={change}", "--", *files)
 
 
 # an operation git has under way, by the file or folder it keeps in .git/ meanwhile: (what it is,

@@ -92,3 +92,33 @@ def test_a_failed_git_command_names_its_subcommand_past_the_identity(git_repo):
         Git(git_repo.root).run(*identity, "commit", "-q", "-m", "nothing staged")
     assert subcommand(("--literal-pathspecs", "ls-tree", "-z", "HEAD")) == "ls-tree"
     assert subcommand(("-C", str(os.sep), "status")) == "status"
+
+
+def test_with_core_filemode_false_the_release_commit_holds_the_modes_the_image_holds(git_repo):
+    """Windows, WSL, some CI: `git add` stages a new file as 100644 there, so the release commit
+    recorded a/2's executable as 100644 while the image held 100755 (and every later release bumped
+    the model again, its tree no longer the released one)."""
+    from support.models import PYTHON_MODEL
+    from triton_release import steps
+    from triton_release.history.commit import commit
+
+    git_repo.write({**python_model_files("a"), "a/1/run.sh": "#!/bin/sh\necho hi\n"})
+    git_repo.git("add", "-A")
+    git_repo.git("update-index", "--chmod=+x", "model_repository/a/1/run.sh")
+    git_repo.git("commit", "-q", "-m", "release 1.0.0")
+    base = git_repo.git("rev-parse", "HEAD")
+    git_repo.git("config", "core.fileMode", "false")
+    git_repo.write({"a/1/model.py": "# 2\n" + PYTHON_MODEL})
+    git_repo.commit("a: new code")
+    planned = steps.changes(git_repo.models, base)
+    done = commit(git_repo.models, "1.1.0", steps.bump(git_repo.models, planned), planned.found.head)
+    assert done.committed
+    modes = {
+        line.split("\t")[1]: line.split()[0]
+        for line in git_repo.git("ls-tree", "-r", "HEAD", "model_repository/a").splitlines()
+    }
+    assert modes["model_repository/a/2/run.sh"] == "100755" and modes["model_repository/a/1/run.sh"] == "100755"
+    assert modes["model_repository/a/2/model.py"] == "100644"
+    assert git_repo.git("rev-parse", "HEAD:model_repository/a/2") == git_repo.git(
+        "rev-parse", "HEAD~1:model_repository/a/1"
+    )  # the new version's tree is the one the image was built from
