@@ -208,12 +208,19 @@ def is_provenance_tag(tag: str) -> bool:
     return tag.startswith(PROVENANCE_PREFIX)
 
 
-def moving_tags(version: semver.Version, commit: str | None, channel: str) -> list[str]:
-    """The tags a release moves, in the order they are written: X.Y, X, sha-<12 hex>, the channel."""
-    tags = [f"{version.major}.{version.minor}", f"{version.major}"]
-    if commit:
-        tags.append(provenance_tag(commit))
-    return tags + [channel]
+TAG_SETS = ("all", "version")  # the `tags` setting: what a release writes beside X.Y.Z
+
+
+def moving_tags(version: semver.Version, commit: str | None, channel: str, tags: str = "all") -> list[str]:
+    """The tags a release writes after X.Y.Z, in the order they are written: X.Y, X, sha-<12 hex>,
+    the channel; with `tags` "version" (a write-once repository) only sha-<12 hex>, a tag that
+    is new with each released commit and never moves."""
+    if tags not in TAG_SETS:
+        raise UsageError(f"tags {tags!r}: give all or version.")
+    provenance = [provenance_tag(commit)] if commit else []
+    if tags == "version":
+        return provenance
+    return [f"{version.major}.{version.minor}", f"{version.major}", *provenance, channel]
 
 
 def is_tag(text: str) -> bool:
