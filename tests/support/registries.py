@@ -377,3 +377,79 @@ def _copy_contents(source: RegistryRepository, target: RegistryRepository, manif
             timeout=60,
         )
         assert mounted.status_code == 201, (blob["digest"], mounted.status_code, mounted.text[:200])
+
+
+def ecr_refusal(repository: str, tag: str) -> bytes:
+    """ECR's answer to a manifest PUT onto an existing tag of an IMMUTABLE repository (HTTP 400)."""
+    message = (
+        f"The image tag '{tag}' already exists in the '{repository}' repository and cannot be overwritten "
+        "because the repository is immutable."
+    )
+    return json.dumps({"errors": [{"code": "TAG_INVALID", "message": message}]}).encode()
+
+
+class MemoryRegistry:
+    """A registry repository in memory, as the v2 client shows one (tags, manifests, blobs): for unit
+    tests of what the tool writes. `write_once`: a PUT onto an existing tag is refused as ECR's
+    IMMUTABLE repositories refuse it. `puts` lists the tags written, `reads` the references read."""
+
+    def __init__(self, write_once: bool = False, name: str = "team/models") -> None:
+        self.write_once, self.name = write_once, name
+        self.manifests: dict[str, Manifest] = {}
+        self.blobs: dict[str, bytes] = {}
+        self.puts: list[str] = []
+        self.reads: list[str] = []
+
+    def __str__(self) -> str:
+        return f"127.0.0.1:5000/{self.name}"
+
+    def tags(self) -> list[str]:
+        return sorted(t for t in self.manifests if not t.startswith("sha256:"))
+
+    def manifest(self, reference: str) -> Manifest | None:
+        self.reads.append(reference)
+        return self.manifests.get(reference)
+
+    def digest(self, reference: str) -> str | None:
+        found = self.manifests.get(reference)
+        return found.digest if found else None
+
+    def put_manifest(self, tag: str, manifest: Manifest) -> str:
+        from triton_release.registry.write_once import TagNotOverwritable, refused_overwrite
+
+        if self.write_once and tag in self.manifests:
+            body = ecr_refusal(self.name, tag)
+            raise TagNotOverwritable(str(self), tag, 400, refused_overwrite(400, body) or "")
+        self.puts.append(tag)
+        self.manifests[tag] = self.manifests[manifest.digest] = manifest
+        return manifest.digest
+
+    def put_blob(self, data: bytes) -> str:
+        digest = "sha256:" + hashlib.sha256(data).hexdigest()
+        self.blobs[digest] = data
+        return digest
+
+    def blob(self, digest: str) -> bytes:
+        return self.blobs[digest]
+
+    def image_config(self, reference: str) -> dict:
+        manifest = self.manifests.get(reference)
+        if manifest is None:
+            return {}
+        config = self.blobs.get(manifest.config_digest)
+        return json.loads(config) if config else {}
+
+    def image(self, labels: dict, layer: str = "a") -> Manifest:
+        """An image pushed to it (by digest only, as the daemon's blobs are): its config holds `labels`."""
+        config = json.dumps({"config": {"Labels": labels}, "rootfs": {"diff_ids": []}}).encode()
+        body = json.dumps(
+            {
+                "schemaVersion": 2,
+                "mediaType": "application/vnd.oci.image.manifest.v1+json",
+                "config": {"digest": self.put_blob(config), "size": len(config)},
+                "layers": [{"digest": "sha256:" + hashlib.sha256(layer.encode()).hexdigest(), "size": 1}],
+            }
+        ).encode()
+        manifest = Manifest.of("application/vnd.oci.image.manifest.v1+json", body)
+        self.manifests[manifest.digest] = manifest
+        return manifest

@@ -153,9 +153,12 @@ def push(
                 Release the next version (the previous release is read from the registry's tags).""")
         if existing is None:
             local.tag(str(registry), version)
-            # the build entered before its manifest is put: a run stopped in between is still proven ours
-            ledger.intend(registry, version, str(local.labels.get(REVISION_LABEL) or ""), local.id)
-            if written is not None and upload is not None and _config_sent(upload, config):
+            direct = written is not None and upload is not None and _config_sent(upload, config)
+            # the build entered before its manifest is put (the manifest's digest too, where this push
+            # writes it, not the daemon): a run stopped in between is still proven ours
+            revision = str(local.labels.get(REVISION_LABEL) or "")
+            ledger.intend(registry, version, revision, local.id, written.digest if direct and written else "")
+            if direct and written is not None and upload is not None:
                 uploaded, mounted, present = upload.sent, 0, upload.reused
                 sending = True
                 pushed = put_release(registry, version, written)

@@ -81,7 +81,7 @@ def promote(
         raise Refused(f"{candidate.ref} was deleted meanwhile: nothing was tagged. Stage the commit again.")
     labels = registry.image_config(candidate.digest).get("config", {}).get("Labels") or {}
     if existing is None:
-        ledger.intend(registry, version, candidate.revision, manifest.config_digest)
+        ledger.intend(registry, version, candidate.revision, manifest.config_digest, candidate.digest)
         put_release(registry, version, manifest)
     ledger.enter(registry, version, labels, manifest.config_digest, candidate.digest)
     tagged = tag_release(registry, version, candidate.revision or None, channel, candidate.digest, tags=tags)
