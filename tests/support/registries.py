@@ -10,6 +10,7 @@ import hashlib
 import http.client
 import json
 import os
+import re
 import socket
 import subprocess
 import threading
@@ -21,7 +22,7 @@ from pathlib import Path
 import requests
 
 from support.stack import BASE_IMAGE, REGISTRY
-from triton_release.registry.client import Manifest, RegistryRepository
+from triton_release.registry.client import MANIFEST_TYPES, Manifest, RegistryRepository
 
 
 @dataclass(frozen=True)
@@ -260,17 +261,26 @@ class RegistryProxy:
     """A loopback HTTP proxy to a real registry (`upstream`, the stack's by default).
     `on_manifest_put(proxy, path, forward)` runs for every manifest PUT of tag `tag` instead of the
     plain forward: it calls `forward()` (which sends the PUT on and returns the registry's answer)
-    when and as it likes; `on_blob_put` likewise for each blob upload's closing PUT."""
+    when and as it likes; `on_blob_put` likewise for each blob upload's closing PUT.
 
-    def __init__(self, tag: str, on_manifest_put, *, upstream: str = REGISTRY, on_blob_put=None) -> None:
+    `RegistryProxy.write_once()` is a write-once (immutable) repository in front of the registry:
+    every manifest PUT onto a tag that already exists is refused exactly as ECR refuses it in an
+    IMMUTABLE repository (HTTP 400, TAG_INVALID), whatever the manifest; `refused` lists the tags."""
+
+    def __init__(self, tag: str | None, on_manifest_put, *, upstream: str = REGISTRY, on_blob_put=None) -> None:
         self.tag, self.on_manifest_put, self.upstream = tag, on_manifest_put, upstream
         self.on_blob_put = on_blob_put  # (proxy, path, forward), for every blob upload's closing PUT
+        self.refused: list[str] = []
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), _Forward)
         self.server.daemon_threads = True
         self.server.proxy = self
         self.address = f"127.0.0.1:{self.server.server_address[1]}"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
+
+    @classmethod
+    def write_once(cls, upstream: str = REGISTRY) -> RegistryProxy:
+        return cls(None, _refuse_an_existing_tag, upstream=upstream)
 
     def close(self) -> None:
         self.server.shutdown()
@@ -281,6 +291,25 @@ class RegistryProxy:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+_MANIFEST_PATH = re.compile(r"/v2/(?P<name>.+)/manifests/(?P<reference>[^/?]+)")
+
+
+def _refuse_an_existing_tag(proxy: RegistryProxy, path: str, forward):
+    """ECR's IMMUTABLE: a PUT onto a tag that exists is refused (400 TAG_INVALID); a new tag, or a
+    manifest put by its digest, goes through."""
+    match = _MANIFEST_PATH.fullmatch(path.split("?")[0])
+    if match is None or match["reference"].startswith("sha256:"):
+        return forward()
+    status, _, _ = send(
+        "HEAD", path.split("?")[0], {"Accept": MANIFEST_TYPES, "Host": proxy.address}, b"", proxy.upstream
+    )
+    if status != 200:
+        return forward()
+    proxy.refused.append(match["reference"])
+    body = ecr_refusal(match["name"], match["reference"])
+    return 400, [("Content-Type", "application/json; charset=utf-8")], body
 
 
 def send(
@@ -332,7 +361,11 @@ class _Forward(BaseHTTPRequestHandler):
             except OSError as exc:  # the registry is gone: what a proxy in front of it answers
                 return 502, [("Content-Type", "text/plain")], f"upstream {proxy.upstream}: {exc}".encode()
 
-        if self.command == "PUT" and self.path.split("?")[0].endswith(f"/manifests/{proxy.tag}"):
+        if self.command == "PUT" and (
+            self.path.split("?")[0].endswith(f"/manifests/{proxy.tag}")
+            if proxy.tag is not None
+            else "/manifests/" in self.path
+        ):
             status, answer_headers, answer_body = proxy.on_manifest_put(proxy, self.path, forward)
         elif self.command == "PUT" and "/blobs/uploads/" in self.path and proxy.on_blob_put is not None:
             status, answer_headers, answer_body = proxy.on_blob_put(proxy, self.path, forward)

@@ -5,8 +5,9 @@ ECR repositories with IMMUTABLE tag mutability answer a manifest PUT to a tag th
 and cannot be overwritten because the repository is immutable"); Harbor's immutability rules and
 other write-once registries answer 403, 409 or 412 with a message saying so. Such an answer is the
 named refusal `TagNotOverwritable` (exit 1): which tag, that the repository forbids overwriting
-tags, and the two ways out, exempting the tags the tool moves (ECR's IMMUTABLE_WITH_EXCLUSION) or
-`tags: version`, which moves no tag (docs/tags.md lists every tag the tool writes).
+tags, and the ways out: `tags: version`, which moves no tag, the channel then pointed by `rollback`
+where the repository exempts it (ECR's IMMUTABLE_WITH_EXCLUSION), or every moving tag exempted
+(docs/tags.md lists every tag the tool writes).
 """
 
 from __future__ import annotations
@@ -54,11 +55,11 @@ class TagNotOverwritable(Refused):
         super().__init__(f"""
             {repository} refused to overwrite the tag {tag} (HTTP {status}: {said.rstrip(".")}): the
             repository forbids overwriting tags (ECR's IMMUTABLE tag mutability, a Harbor immutability
-            rule or the like). {done} Either exempt the tags that move from immutability (ECR:
-            IMMUTABLE_WITH_EXCLUSION with exclusion filters for X.Y, X and the channel, see "Tags the
-            tool writes" in the docs), or set `tags: version` (--tags version, action input tags), which
-            writes only X.Y.Z and sha-<12 hex> and moves no tag; the channel then moves by `rollback` or
-            `promote` where the registry allows it.""")
+            rule or the like). {done} Set `tags: version` (--tags version, action input tags): a release
+            then writes only X.Y.Z and sha-<12 hex>, new with each release, and moves no tag; point the
+            channel with `rollback --to-version X.Y.Z` where the repository exempts it (ECR:
+            IMMUTABLE_WITH_EXCLUSION, with exclusion filters for the channel and triton-release.rollback.*).
+            Or exempt every tag that moves: "Tags the tool writes" in the docs lists them.""")
 
     def having(self, done: str) -> TagNotOverwritable:
         """The same refusal, saying what the run had done when it came."""
