@@ -12,7 +12,8 @@ a rerun agree, and a channel (a user's moving tag) can never be one of them.
 | shard result | sha256-<hex>.golden-<shard>          | test of a candidate's shard                            |
 | rollback     | triton-release.rollback.<channel>    | rollback (the channel's past)                          |
 | evidence     | sha256-<hex>.att, .sig, sha256-<hex> | release evidence (cosign's layout, OCI tag schema)     |
-| ledger       | triton-release.ledger                | push, promote (every release ever, registry/ledger.py) |
+| ledger       | triton-release.ledger.1.4.0.entered-<12 hex>, .confirmed-<12 hex> | push, promote (every release ever, registry/ledger.py; append-only) |
+| old ledger   | triton-release.ledger                | read only: the single tag earlier versions rewrote     |
 
 Each grammar has one parser here, and every other module calls it (tests/unit/test_one_grammar.py
 checks that no other module compiles a release version or an `@sha256:` reference). Each uses
@@ -20,12 +21,13 @@ fullmatch: nothing before or after what it names is taken.
 - release `parse_release` (X.Y.Z -> a semver Version, None for anything else), `is_release_tag`,
   `looks_like_release` (also 1.02.3, which a channel must not be); its git tag `git_tag`,
   `parse_git_tag` (vX.Y.Z); moving `is_moving_tag` and `moving_tags` (X.Y, X, sha-<12 hex>, the
-  channel); provenance `provenance_tag`, `is_provenance_tag`;
+  channel; `tags` "version": sha-<12 hex> alone, TAG_SETS); provenance `provenance_tag`, `is_provenance_tag`;
 - a tag at all `is_tag` (Docker's grammar: letters, digits, '_', '.', '-', up to 128);
 - candidate `candidate_tag`, `is_candidate_tag` (CANDIDATE_PREFIX); local CANDIDATE_TAG;
 - shard result `shard_result_tag`, `parse_shard_result_tag`; shard names `is_shard_name` (what a
   tag holds) and `is_planned_shard_name` (what a plan makes: shard-1, shard-2, ...);
 - rollback `rollback_tag` (ROLLBACK_PREFIX);
+- ledger `ledger_entry_tag`, `parse_ledger_entry_tag`, `is_ledger_tag` (LEDGER_PREFIX; LEDGER_TAG, the old single tag);
 - evidence `evidence_tag`, `evidence_subject` (and both families' `is_artifact_tag`), and the evidence's predicate types (GOLDEN_TYPE,
   PROVENANCE_TYPE, SBOM_TYPE, TEST_RESULT_TYPE; KINDS names them);
 - a manifest digest `parse_digest` (sha256:<64 hex> -> the hex, None for anything else), and
@@ -90,7 +92,16 @@ _SHARD_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,48}")  # the shard resul
 _PLANNED_SHARD_NAME = re.compile(r"shard-[1-9][0-9]{0,2}")  # the names a plan makes
 _SHARD_RESULT_TAG = re.compile(rf"sha256-(?P<hex>[0-9a-f]{{64}})\.golden-(?P<shard>{_SHARD_NAME.pattern})")
 ROLLBACK_PREFIX = "triton-release.rollback."
-LEDGER_TAG = "triton-release.ledger"  # every release ever issued, and every version it shipped
+LEDGER_TAG = "triton-release.ledger"  # the ledger as one tag, rewritten by each push: read, no longer written
+# the ledger, append-only: one tag per entry, triton-release.ledger.<X.Y.Z>.<phase>-<12 hex>, never rewritten
+LEDGER_PREFIX = f"{LEDGER_TAG}."
+LEDGER_PHASES = (
+    "entered",
+    "confirmed",
+)  # entered before X.Y.Z's put (12 hex of the build's config), confirmed after (of its manifest)
+_LEDGER_ENTRY = re.compile(
+    rf"{re.escape(LEDGER_PREFIX)}(?P<version>{_NUMBER}\.{_NUMBER}\.{_NUMBER})\.(?P<phase>entered|confirmed)-(?P<hex>[0-9a-f]{{12}})"
+)
 _EVIDENCE = re.compile(r"sha256-(?P<hex>[0-9a-f]{64})(\.(att|sig|sbom))?")
 ATTESTATIONS_SUFFIX = ".att"  # cosign's attestations of a digest: the tool writes these
 
@@ -156,7 +167,7 @@ FAMILIES: dict[str, tuple[str, Callable[[str], object]]] = {
     "candidate": ("candidate-<12 hex>", lambda tag: tag.startswith(CANDIDATE_PREFIX)),
     "local build": (CANDIDATE_TAG, lambda tag: tag == CANDIDATE_TAG),
     "shard result or release evidence": ("sha256-<hex>...", lambda tag: is_artifact_tag(tag)),
-    "ledger": (LEDGER_TAG, lambda tag: tag == LEDGER_TAG),
+    "ledger": (f"{LEDGER_TAG}[.<X.Y.Z>.<phase>-<12 hex>]", lambda tag: is_ledger_tag(tag)),
     "rollback record": ("triton-release.rollback.<channel>", lambda tag: tag.startswith("triton-release.")),
 }
 
@@ -208,12 +219,19 @@ def is_provenance_tag(tag: str) -> bool:
     return tag.startswith(PROVENANCE_PREFIX)
 
 
-def moving_tags(version: semver.Version, commit: str | None, channel: str) -> list[str]:
-    """The tags a release moves, in the order they are written: X.Y, X, sha-<12 hex>, the channel."""
-    tags = [f"{version.major}.{version.minor}", f"{version.major}"]
-    if commit:
-        tags.append(provenance_tag(commit))
-    return tags + [channel]
+TAG_SETS = ("all", "version")  # the `tags` setting: what a release writes beside X.Y.Z
+
+
+def moving_tags(version: semver.Version, commit: str | None, channel: str, tags: str = "all") -> list[str]:
+    """The tags a release writes after X.Y.Z, in the order they are written: X.Y, X, sha-<12 hex>,
+    the channel; with `tags` "version" (a write-once repository) only sha-<12 hex>, a tag that
+    is new with each released commit and never moves."""
+    if tags not in TAG_SETS:
+        raise UsageError(f"tags {tags!r}: give all or version.")
+    provenance = [provenance_tag(commit)] if commit else []
+    if tags == "version":
+        return provenance
+    return [f"{version.major}.{version.minor}", f"{version.major}", *provenance, channel]
 
 
 def is_tag(text: str) -> bool:
@@ -292,6 +310,26 @@ def parse_shard_result_tag(tag: str) -> tuple[str, str] | None:
     other tag."""
     match = _SHARD_RESULT_TAG.fullmatch(tag) if isinstance(tag, str) else None
     return (f"sha256:{match['hex']}", match["shard"]) if match else None
+
+
+def ledger_entry_tag(version: str, phase: str, digest: str) -> str:
+    """The tag of one ledger entry: release `version` entered (`digest`: the build's image
+    configuration) or confirmed (`digest`: the manifest X.Y.Z names), written once."""
+    if parse_release(version) is None or phase not in LEDGER_PHASES:
+        raise UsageError(f"a ledger entry names a release X.Y.Z and entered or confirmed, not {version!r} {phase!r}.")
+    return f"{LEDGER_PREFIX}{version}.{phase}-{digest_hex(digest)[:12]}"
+
+
+def parse_ledger_entry_tag(tag: str) -> tuple[str, str, str] | None:
+    """triton-release.ledger.<X.Y.Z>.<phase>-<12 hex> -> (X.Y.Z, phase, the 12 hex); None for any
+    other tag (the single ledger tag of old included)."""
+    match = _LEDGER_ENTRY.fullmatch(tag) if isinstance(tag, str) else None
+    return (match["version"], match["phase"], match["hex"]) if match else None
+
+
+def is_ledger_tag(tag: str) -> bool:
+    """The ledger's tag of old, or a tag of its family (a look-alike too, which a channel must not be)."""
+    return tag == LEDGER_TAG or tag.startswith(LEDGER_PREFIX)
 
 
 def rollback_tag(channel: str) -> str:

@@ -189,7 +189,14 @@ def _release(request: ReleaseRequest, session: Session) -> None:
                 request.evidence.settings,
                 server_options=request.server,
             )
-            session.step("finish", console.finished, publish.finish_interrupted, repository, request.publish.channel)
+            session.step(
+                "finish",
+                console.finished,
+                publish.finish_interrupted,
+                repository,
+                request.publish.channel,
+                tags=request.publish.tags,
+            )
             if request.commit:
                 committed = session.step("commit", console.committed, steps.finish_commit, root, repository)
                 if committed is not None and request.publish.push_commit:
@@ -334,7 +341,15 @@ def _release(request: ReleaseRequest, session: Session) -> None:
         )
         channel = request.publish.channel
         session.step(
-            "tags", console.tagged, publish.tag_release, repository, version, planned.found.head, channel, pushed.digest
+            "tags",
+            console.tagged,
+            publish.tag_release,
+            repository,
+            version,
+            planned.found.head,
+            channel,
+            pushed.digest,
+            tags=request.publish.tags,
         )
         if request.commit:
             committed = session.step("commit", console.committed, commit, root, version, bump, planned.found.head)

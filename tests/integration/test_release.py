@@ -47,8 +47,8 @@ def released(first_release, monkeypatch):
     git_repo, repo, release, commit, tags = first_release
     git_repo.git("reset", "-q", "--hard", commit)
     git_repo.git("clean", "-qfdx")
-    assert {t: repo.digest(t) for t in repo.tags() if t != contract.LEDGER_TAG} == {
-        t: d for t, d in tags.items() if t != contract.LEDGER_TAG
+    assert {t: repo.digest(t) for t in repo.tags() if not contract.is_ledger_tag(t)} == {
+        t: d for t, d in tags.items() if not contract.is_ledger_tag(t)
     }, "a test before this one released into the module's repository: put it last"
     monkeypatch.chdir(git_repo.root)
     return git_repo, repo, release
@@ -56,15 +56,18 @@ def released(first_release, monkeypatch):
 
 def test_first_release_is_1_0_0_with_every_step_timed(released):
     git_repo, repo, _ = released
+    digest = repo.digest("1.0.0")
+    config = repo.manifest("1.0.0").config_digest
     assert repo.tags() == [
         "1",
         "1.0",
         "1.0.0",
         "latest",
         f"sha-{git_repo.git('rev-parse', 'HEAD')[:12]}",
-        contract.evidence_tag(repo.digest("1.0.0")),
-        contract.LEDGER_TAG,
-    ]  # and its evidence (docs/evidence.md), and the ledger of every release (docs/how-it-works.md)
+        contract.evidence_tag(digest),
+        contract.ledger_entry_tag("1.0.0", "confirmed", digest),
+        contract.ledger_entry_tag("1.0.0", "entered", config),
+    ]  # and its evidence (docs/evidence.md), and the ledger's two entries of it (docs/tags.md)
     config = repo.image_config("1.0.0")["config"]
     assert config["Labels"]["org.opencontainers.image.revision"] == git_repo.git("rev-parse", "HEAD")
     assert config["Labels"]["org.opencontainers.image.version"] == "1.0.0"

@@ -10,6 +10,7 @@ import hashlib
 import http.client
 import json
 import os
+import re
 import socket
 import subprocess
 import threading
@@ -21,7 +22,7 @@ from pathlib import Path
 import requests
 
 from support.stack import BASE_IMAGE, REGISTRY
-from triton_release.registry.client import Manifest, RegistryRepository
+from triton_release.registry.client import MANIFEST_TYPES, Manifest, RegistryRepository
 
 
 @dataclass(frozen=True)
@@ -260,17 +261,26 @@ class RegistryProxy:
     """A loopback HTTP proxy to a real registry (`upstream`, the stack's by default).
     `on_manifest_put(proxy, path, forward)` runs for every manifest PUT of tag `tag` instead of the
     plain forward: it calls `forward()` (which sends the PUT on and returns the registry's answer)
-    when and as it likes; `on_blob_put` likewise for each blob upload's closing PUT."""
+    when and as it likes; `on_blob_put` likewise for each blob upload's closing PUT.
 
-    def __init__(self, tag: str, on_manifest_put, *, upstream: str = REGISTRY, on_blob_put=None) -> None:
+    `RegistryProxy.write_once()` is a write-once (immutable) repository in front of the registry:
+    every manifest PUT onto a tag that already exists is refused exactly as ECR refuses it in an
+    IMMUTABLE repository (HTTP 400, TAG_INVALID), whatever the manifest; `refused` lists the tags."""
+
+    def __init__(self, tag: str | None, on_manifest_put, *, upstream: str = REGISTRY, on_blob_put=None) -> None:
         self.tag, self.on_manifest_put, self.upstream = tag, on_manifest_put, upstream
         self.on_blob_put = on_blob_put  # (proxy, path, forward), for every blob upload's closing PUT
+        self.refused: list[str] = []
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), _Forward)
         self.server.daemon_threads = True
         self.server.proxy = self
         self.address = f"127.0.0.1:{self.server.server_address[1]}"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
+
+    @classmethod
+    def write_once(cls, upstream: str = REGISTRY) -> RegistryProxy:
+        return cls(None, _refuse_an_existing_tag, upstream=upstream)
 
     def close(self) -> None:
         self.server.shutdown()
@@ -281,6 +291,25 @@ class RegistryProxy:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+_MANIFEST_PATH = re.compile(r"/v2/(?P<name>.+)/manifests/(?P<reference>[^/?]+)")
+
+
+def _refuse_an_existing_tag(proxy: RegistryProxy, path: str, forward):
+    """ECR's IMMUTABLE: a PUT onto a tag that exists is refused (400 TAG_INVALID); a new tag, or a
+    manifest put by its digest, goes through."""
+    match = _MANIFEST_PATH.fullmatch(path.split("?")[0])
+    if match is None or match["reference"].startswith("sha256:"):
+        return forward()
+    status, _, _ = send(
+        "HEAD", path.split("?")[0], {"Accept": MANIFEST_TYPES, "Host": proxy.address}, b"", proxy.upstream
+    )
+    if status != 200:
+        return forward()
+    proxy.refused.append(match["reference"])
+    body = ecr_refusal(match["name"], match["reference"])
+    return 400, [("Content-Type", "application/json; charset=utf-8")], body
 
 
 def send(
@@ -332,7 +361,11 @@ class _Forward(BaseHTTPRequestHandler):
             except OSError as exc:  # the registry is gone: what a proxy in front of it answers
                 return 502, [("Content-Type", "text/plain")], f"upstream {proxy.upstream}: {exc}".encode()
 
-        if self.command == "PUT" and self.path.split("?")[0].endswith(f"/manifests/{proxy.tag}"):
+        if self.command == "PUT" and (
+            self.path.split("?")[0].endswith(f"/manifests/{proxy.tag}")
+            if proxy.tag is not None
+            else "/manifests/" in self.path
+        ):
             status, answer_headers, answer_body = proxy.on_manifest_put(proxy, self.path, forward)
         elif self.command == "PUT" and "/blobs/uploads/" in self.path and proxy.on_blob_put is not None:
             status, answer_headers, answer_body = proxy.on_blob_put(proxy, self.path, forward)
@@ -377,3 +410,79 @@ def _copy_contents(source: RegistryRepository, target: RegistryRepository, manif
             timeout=60,
         )
         assert mounted.status_code == 201, (blob["digest"], mounted.status_code, mounted.text[:200])
+
+
+def ecr_refusal(repository: str, tag: str) -> bytes:
+    """ECR's answer to a manifest PUT onto an existing tag of an IMMUTABLE repository (HTTP 400)."""
+    message = (
+        f"The image tag '{tag}' already exists in the '{repository}' repository and cannot be overwritten "
+        "because the repository is immutable."
+    )
+    return json.dumps({"errors": [{"code": "TAG_INVALID", "message": message}]}).encode()
+
+
+class MemoryRegistry:
+    """A registry repository in memory, as the v2 client shows one (tags, manifests, blobs): for unit
+    tests of what the tool writes. `write_once`: a PUT onto an existing tag is refused as ECR's
+    IMMUTABLE repositories refuse it. `puts` lists the tags written, `reads` the references read."""
+
+    def __init__(self, write_once: bool = False, name: str = "team/models") -> None:
+        self.write_once, self.name = write_once, name
+        self.manifests: dict[str, Manifest] = {}
+        self.blobs: dict[str, bytes] = {}
+        self.puts: list[str] = []
+        self.reads: list[str] = []
+
+    def __str__(self) -> str:
+        return f"127.0.0.1:5000/{self.name}"
+
+    def tags(self) -> list[str]:
+        return sorted(t for t in self.manifests if not t.startswith("sha256:"))
+
+    def manifest(self, reference: str) -> Manifest | None:
+        self.reads.append(reference)
+        return self.manifests.get(reference)
+
+    def digest(self, reference: str) -> str | None:
+        found = self.manifests.get(reference)
+        return found.digest if found else None
+
+    def put_manifest(self, tag: str, manifest: Manifest) -> str:
+        from triton_release.registry.write_once import TagNotOverwritable, refused_overwrite
+
+        if self.write_once and tag in self.manifests:
+            body = ecr_refusal(self.name, tag)
+            raise TagNotOverwritable(str(self), tag, 400, refused_overwrite(400, body) or "")
+        self.puts.append(tag)
+        self.manifests[tag] = self.manifests[manifest.digest] = manifest
+        return manifest.digest
+
+    def put_blob(self, data: bytes) -> str:
+        digest = "sha256:" + hashlib.sha256(data).hexdigest()
+        self.blobs[digest] = data
+        return digest
+
+    def blob(self, digest: str) -> bytes:
+        return self.blobs[digest]
+
+    def image_config(self, reference: str) -> dict:
+        manifest = self.manifests.get(reference)
+        if manifest is None:
+            return {}
+        config = self.blobs.get(manifest.config_digest)
+        return json.loads(config) if config else {}
+
+    def image(self, labels: dict, layer: str = "a") -> Manifest:
+        """An image pushed to it (by digest only, as the daemon's blobs are): its config holds `labels`."""
+        config = json.dumps({"config": {"Labels": labels}, "rootfs": {"diff_ids": []}}).encode()
+        body = json.dumps(
+            {
+                "schemaVersion": 2,
+                "mediaType": "application/vnd.oci.image.manifest.v1+json",
+                "config": {"digest": self.put_blob(config), "size": len(config)},
+                "layers": [{"digest": "sha256:" + hashlib.sha256(layer.encode()).hexdigest(), "size": 1}],
+            }
+        ).encode()
+        manifest = Manifest.of("application/vnd.oci.image.manifest.v1+json", body)
+        self.manifests[manifest.digest] = manifest
+        return manifest

@@ -17,7 +17,7 @@ from support.registries import copy_repository
 from support.reports import read_report
 from support.stack import BASE_IMAGE, PROBES, SERVERS
 from support.tool import tool_command
-from triton_release.contract import LEDGER_TAG
+from triton_release.contract import is_ledger_tag
 from triton_release.registry.client import RegistryRepository
 
 
@@ -88,8 +88,8 @@ class Workspace:
         )
 
     def state(self) -> State:
-        # the releases' tags; the ledger (triton-release.ledger) changes with a push's attempt, by design
-        tags = {t: self.registry.digest(t) for t in self.registry.tags() if t != LEDGER_TAG}
+        # the releases' tags; the ledger (triton-release.ledger.*) gains entries with a push's attempt, by design
+        tags = {t: self.registry.digest(t) for t in self.registry.tags() if not is_ledger_tag(t)}
         files = frozenset(str(p.relative_to(self.root)) for p in self.models.rglob("*"))
         return State(tags, self.git_repo.git("status", "--porcelain"), files)
 

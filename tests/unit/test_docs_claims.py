@@ -213,3 +213,55 @@ def test_a_page_that_names_the_action_links_to_the_placeholder_section(page):
             f"{page.relative_to(ROOT)} names {ACTION_NAME} but never links to README.md#{PLACEHOLDER}, which says "
             "what to put for its owner"
         )
+
+
+# -- docs/tags.md: every tag the tool writes, which move, what a write-once repository answers ------
+
+TAGS_PAGE = ROOT / "docs" / "tags.md"
+
+
+def _tag_rows() -> list[list[str]]:
+    text = TAGS_PAGE.read_text(encoding="utf-8")
+    table = text.split("## Every family", 1)[1].split("\n\n", 2)[1]
+    return [[c.strip() for c in line.strip("|").split("|")] for line in table.splitlines()[2:]]
+
+
+def _example(row: list[str]) -> str:
+    return re.search(r"`([^`]+)`", row[1])[1].replace("<64 hex>", "a" * 64)
+
+
+def test_the_tags_page_lists_every_family_the_contract_owns_each_as_it_parses():
+    from triton_release import contract
+
+    families = {_example(row): contract.owned_family(_example(row)) for row in _tag_rows()}
+    assert set(families.values()) - {None} == set(contract.FAMILIES)
+    assert [tag for tag, family in families.items() if family is None] == ["latest"]  # the channel: the user's
+    ledger = next(tag for tag in families if contract.is_ledger_tag(tag))
+    assert contract.parse_ledger_entry_tag(ledger) == ("1.4.0", "confirmed", "0123456789ab")
+
+
+def test_the_tags_page_says_which_tags_only_tags_all_writes_as_the_code_writes_them():
+    import semver
+
+    from triton_release import contract
+
+    only_all = {_example(row) for row in _tag_rows() if "with `tags: all`" in row[2]}
+    version, commit = semver.Version(1, 4, 0), "0123456789ab" + "0" * 28
+    everything = contract.moving_tags(version, commit, "latest", "all")
+    assert only_all == set(everything) - set(contract.moving_tags(version, commit, "latest", "version")) - {"1"}
+    assert "1" in everything and contract.owned_family("1") == contract.owned_family("1.4")  # X, the row's X.Y
+
+
+def test_the_refusal_the_tags_page_quotes_is_taken_for_one():
+    from triton_release.registry.write_once import refused_overwrite
+
+    text = TAGS_PAGE.read_text(encoding="utf-8")
+    body = text.split("```json\n", 1)[1].split("```", 1)[0]
+    assert refused_overwrite(400, body.encode()) is not None
+
+
+def test_the_tags_page_s_settings_file_sets_tags_version(tmp_path):
+    from triton_release.settings import resolve
+
+    [block] = [b for b in yaml_blocks(TAGS_PAGE) if "tags:" in b.text]
+    assert resolve(yaml.safe_load(block.text), cwd=tmp_path).publish.tags == "version"

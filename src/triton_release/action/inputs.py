@@ -35,6 +35,7 @@ SETTING_INPUTS = (
     "max-drift",
     "push-commit",
     "upload-during-tests",
+    "tags",
     "max-latency-increase",
     "latency-unmeasured",
     "latency-rounds",

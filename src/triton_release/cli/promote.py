@@ -30,6 +30,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="the release version: the candidate's planned one (the stage's `version` output)",
     )
     setting(parser, "--channel", "channel", metavar="TAG")
+    setting(parser, "--tags", "tags", choices=("all", "version"))
     parser.add_argument(
         "--commit",
         action="store_true",

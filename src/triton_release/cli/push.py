@@ -28,6 +28,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="the released commit (adds the sha-<12 hex> tag); --commit is its old name",
     )
     setting(parser, "--channel", "channel", metavar="TAG")
+    setting(parser, "--tags", "tags", choices=("all", "version"))
     setting(parser, "--keep", "keep", metavar="N")
 
 
@@ -39,7 +40,15 @@ def run(ctx: Context, session: Session) -> None:
     channel = publish.channel
     pushed = session.step("push", console.pushed, registry.push, args.image, repository, args.version)
     session.step(
-        "tags", console.tagged, registry.tag_release, repository, args.version, args.revision, channel, pushed.digest
+        "tags",
+        console.tagged,
+        registry.tag_release,
+        repository,
+        args.version,
+        args.revision,
+        channel,
+        pushed.digest,
+        tags=publish.tags,
     )
     if publish.keep is not None:
         session.step("retain", console.retained, registry.retain, repository, publish.keep, channel)

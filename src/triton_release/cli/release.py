@@ -37,6 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_image_settings(parser)
     add_server_settings(parser)
     setting(parser, "--channel", "channel", metavar="TAG")
+    setting(parser, "--tags", "tags", choices=("all", "version"))
     setting(parser, "--keep", "keep", metavar="N")
     setting(parser, "--max-layers", "max_layers", metavar="N")
     setting(parser, "--max-drift", "max_drift", metavar="FRACTION")

@@ -41,6 +41,7 @@ from triton_release.evidence.signing import Signing, statement_of
 from triton_release.history.git import Git
 from triton_release.registry import attestations
 from triton_release.registry.attestations import Layer
+from triton_release.registry.write_once import TagNotOverwritable
 
 if TYPE_CHECKING:
     import docker
@@ -255,7 +256,14 @@ def store(
     how: str,
     passed: bool | None,
 ) -> Evidence:
-    tag, manifest, sent, referred = attestations.write(registry, digest, [(body, ann) for body, ann, _ in layers])
+    try:
+        tag, manifest, sent, referred = attestations.write(registry, digest, [(body, ann) for body, ann, _ in layers])
+    except TagNotOverwritable as exc:  # evidence is written once a digest; only promote adds to its stage's
+        adding = " (promote adds the golden results to the evidence its stage attached: exempt sha256-*.att, or release with `release`)"
+        raise exc.having(
+            f"{registry}:{version} ({digest}) is published, and its evidence tag already held evidence"
+            f"{adding if how == 'promote' else ''}; it is left as it was."
+        ) from None
     described = tuple(
         Layer(kind, "sha256:" + hashlib.sha256(body).hexdigest(), len(body), ann[attestations.SIGNING])
         for body, ann, kind in layers

@@ -86,6 +86,7 @@ def run_promote(request: PromoteRequest, session: Session) -> None:
             checked,
             request.version,
             request.publish.channel,
+            tags=request.publish.tags,
         )
     # -- published: finished forward by a rerun, never rolled back -----------------------------
     evidence = request.evidence

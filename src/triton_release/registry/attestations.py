@@ -8,8 +8,10 @@ Where the registry offers the OCI 1.1 referrers API (GET /v2/<name>/referrers/<d
 manifest also names the release as its `subject`, so that `oras discover` and referrer-aware
 admission controllers find it; docker-registry 2.8 has no such API, and then the tag is all.
 
-The tag is rewritten whole on every attach (a rerun, a promote adding the golden results to what
-stage attached); retention deletes it with its release (publish.retain).
+The tag is written once a digest by a release (right after its push, whose digest is new) or by the
+rerun that finishes one (only where there is none); only promote rewrites it whole, adding the golden
+results to what its stage attached to the candidate (a write-once repository refuses that by name:
+registry/write_once.py). Retention deletes it with its release (publish.retain).
 """
 
 from __future__ import annotations

@@ -28,6 +28,7 @@ from triton_release.contract import parse_digest, parse_repository
 from triton_release.errors import InfrastructureError, Refused, UsageError
 from triton_release.registry.credentials import Credentials, find_credentials
 from triton_release.registry.transport import deadline, watched_session
+from triton_release.registry.write_once import TagNotOverwritable, refused_overwrite
 from triton_release.signals import checkpoint
 
 MANIFEST_TYPES = ", ".join(
@@ -387,6 +388,9 @@ class RegistryRepository:
         answer = self._request(
             "PUT", f"manifests/{tag}", data=manifest.body, headers={"Content-Type": manifest.media_type}
         )
+        said = refused_overwrite(answer.status_code, answer.content)
+        if said is not None:  # a write-once repository: the tag exists and may not move
+            raise TagNotOverwritable(str(self), tag, answer.status_code, said)
         self._raise_for(answer, f"write tag {tag} of")
         return content_digest(manifest.body)
 

@@ -33,6 +33,7 @@ from triton_release.registry import ledger
 from triton_release.registry.client import RegistryRepository
 from triton_release.registry.rollback import rolled_back_since
 from triton_release.registry.upload import BackgroundUpload, Uploaded, image_manifest
+from triton_release.registry.write_once import TagNotOverwritable
 
 if TYPE_CHECKING:
     import docker
@@ -152,12 +153,15 @@ def push(
                 Release the next version (the previous release is read from the registry's tags).""")
         if existing is None:
             local.tag(str(registry), version)
-            # the build entered before its manifest is put: a run stopped in between is still proven ours
-            ledger.intend(registry, version, str(local.labels.get(REVISION_LABEL) or ""), local.id)
-            if written is not None and upload is not None and _config_sent(upload, config):
+            direct = written is not None and upload is not None and _config_sent(upload, config)
+            # the build entered before its manifest is put (the manifest's digest too, where this push
+            # writes it, not the daemon): a run stopped in between is still proven ours
+            revision = str(local.labels.get(REVISION_LABEL) or "")
+            ledger.intend(registry, version, revision, local.id, written.digest if direct and written else "")
+            if direct and written is not None and upload is not None:
                 uploaded, mounted, present = upload.sent, 0, upload.reused
                 sending = True
-                pushed = registry.put_manifest(version, written)
+                pushed = put_release(registry, version, written)
                 upload.referenced = True
             else:
                 sending = True
@@ -191,6 +195,18 @@ def push(
     return PushResult(
         str(registry), version, digest, uploaded, mounted, present, by, upload.result() if upload else None
     )
+
+
+def put_release(registry: RegistryRepository, version: str, manifest: Manifest) -> str:
+    """Write X.Y.Z, once: the push checked it absent, so a write-once repository's refusal to
+    overwrite it means another release wrote it meanwhile (the race is lost, as below)."""
+    try:
+        return registry.put_manifest(version, manifest)
+    except TagNotOverwritable:
+        raise LostRace(f"""
+            {registry}:{version} was written by another release while this one pushed (the repository
+            refused to overwrite it): nothing of this release was tagged. Run the release again: it
+            releases the next version.""") from None
 
 
 def _our_manifest(local: docker.models.images.Image, upload: BackgroundUpload | None) -> tuple[Manifest | None, bytes]:
@@ -231,11 +247,19 @@ def published(registry: RegistryRepository, version: str) -> bool | None:
 
 
 def tag_release(
-    registry: RegistryRepository, version: str, revision: str | None, channel: str, digest: str | None = None
+    registry: RegistryRepository,
+    version: str,
+    revision: str | None,
+    channel: str,
+    digest: str | None = None,
+    *,
+    tags: str = "all",
 ) -> Tagged:
-    """Point X.Y, X, sha-<12> and, last, the channel at release `version`'s manifest; with `digest`
-    (the push's), only while X.Y.Z is still that manifest. Also reads the release before it (the
-    highest X.Y.Z below it) and its digest, the one to roll back to."""
+    """Point X.Y, X, sha-<12> and, last, the channel at release `version`'s manifest (`tags`
+    "version": sha-<12> alone, for a write-once repository); with `digest` (the push's), only while
+    X.Y.Z is still that manifest. A tag already there is not written again (a write-once repository
+    refuses even that). Also reads the release before it (the highest X.Y.Z below it) and its
+    digest, the one to roll back to."""
     release = parse_version(version)
     manifest = registry.manifest(version)
     if digest is not None and (manifest is None or manifest.digest != digest):
@@ -246,13 +270,36 @@ def tag_release(
     channel_before = registry.digest(channel)
     earlier = [v for v in versions_in(registry.tags()) if v < release]
     previous = str(earlier[-1]) if earlier else None
-    tags = moving_tags(release, revision, channel)
+    written = moving_tags(release, revision, channel, tags)
     assert manifest is not None
-    for tag in tags:
-        registry.put_manifest(tag, manifest)
+    _point(registry, written, manifest, {channel: channel_before}, f"{version} is released as {manifest.digest}")
     return Tagged(
-        str(registry), version, tuple(tags), channel_before, previous, registry.digest(previous) if previous else None
+        str(registry),
+        version,
+        tuple(written),
+        channel_before,
+        previous,
+        registry.digest(previous) if previous else None,
     )
+
+
+def _point(
+    registry: RegistryRepository, tags: list[str], manifest: Manifest, known: dict[str, str | None], released: str
+) -> None:
+    """Point each of `tags` at `manifest`, in order, skipping those already there (`known`: digests
+    read already). A write-once repository's refusal says what was done before it."""
+    for number, tag in enumerate(tags):
+        there = known[tag] if tag in known else registry.digest(tag)
+        if there == manifest.digest:
+            continue
+        try:
+            registry.put_manifest(tag, manifest)
+        except TagNotOverwritable as exc:
+            moved = ", ".join(tags[:number]) or "none"
+            raise exc.having(
+                f"{released}; the tags before {tag} point at it ({moved}), {tag} and those after it "
+                f"({', '.join(tags[number:])}) were left where they were."
+            ) from None
 
 
 @dataclass(frozen=True)
@@ -278,10 +325,11 @@ class Finished:
         return {"version": self.version, "image": f"{self.repository}:{self.version}", "digest": self.digest}
 
 
-def finish_interrupted(registry: RegistryRepository, channel: str) -> Finished:
+def finish_interrupted(registry: RegistryRepository, channel: str, *, tags: str = "all") -> Finished:
     """Point the newest release's moving tags that still point elsewhere at it, when a run stopped
     after pushing X.Y.Z: X.Y, X and sha-<12> always; the channel unless a rollback moved it there
-    after that release was built (a rollback is a decision, not an interruption)."""
+    after that release was built (a rollback is a decision, not an interruption). With `tags`
+    "version", sha-<12> alone."""
     versions = versions_in(registry.tags())
     if not versions:
         return Finished(str(registry), None, None, ())
@@ -290,8 +338,9 @@ def finish_interrupted(registry: RegistryRepository, channel: str) -> Finished:
     if manifest is None:  # listed, yet gone (deleted meanwhile): nothing to finish
         return Finished(str(registry), None, None, ())
     labels = registry.image_config(newest).get("config", {}).get("Labels") or {}
-    wanted = moving_tags(versions[-1], labels.get(REVISION_LABEL) or None, channel)
-    behind = [tag for tag in wanted if registry.digest(tag) != manifest.digest]
+    wanted = moving_tags(versions[-1], labels.get(REVISION_LABEL) or None, channel, tags)
+    current = {tag: registry.digest(tag) for tag in wanted}
+    behind = [tag for tag in wanted if current[tag] != manifest.digest]
     made_for = labels.get(CHANNEL_LABEL)  # None: a release from before the label; then only with X.Y
     if channel in behind and (made_for != channel if made_for is not None else wanted[0] not in behind):
         behind.remove(channel)  # another channel's release, not an interrupted one of this channel
@@ -299,8 +348,7 @@ def finish_interrupted(registry: RegistryRepository, channel: str) -> Finished:
         behind.remove(channel)
     if behind:  # only a build this tool pushed is finished
         ledger.check_built_here(registry, newest, manifest.digest, str(labels.get(REVISION_LABEL) or ""))
-    for tag in behind:
-        registry.put_manifest(tag, manifest)
+    _point(registry, behind, manifest, current, f"{newest} is released as {manifest.digest}")
     return Finished(str(registry), newest, manifest.digest, tuple(behind))
 
 
@@ -387,6 +435,11 @@ class _PushStream:
 
     def _failure(self, message: str) -> Exception:
         registry, tag = self.registry, self.tag
+        if "immutab" in message.lower() or "cannot be overwritten" in message.lower():  # a write-once repository
+            return LostRace(f"""
+                {registry}:{tag} was written by another release while this one pushed (the repository
+                refused to overwrite it: {message}): nothing of this release was tagged. Run the release
+                again: it releases the next version.""")
         if "denied" in message or "unauthorized" in message or "authentication required" in message:
             return Refused(f"""
                 The registry {registry.host} refused the push of {registry}:{tag} ({message}). Give

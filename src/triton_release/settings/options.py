@@ -62,6 +62,7 @@ class PublishOptions:
     keep: int | None = None  # keep only the newest N releases; None: every release
     push_commit: bool = False  # with --commit: push the release commit and its tag to origin
     upload_during_tests: bool = True  # the new layers go up while the golden cases run
+    tags: str = "all"  # all: X.Y, X, sha- and the channel move; version: X.Y.Z and sha- only (write-once)
 
 
 @dataclass(frozen=True)
@@ -84,7 +85,7 @@ class Settings:
 
     @property
     def publish(self) -> PublishOptions:
-        return PublishOptions(self.channel, self.keep, self.push_commit, self.upload_during_tests)
+        return PublishOptions(self.channel, self.keep, self.push_commit, self.upload_during_tests, self.tags)
 
     def __getattr__(self, key: str) -> Any:
         try:

@@ -54,6 +54,14 @@ SETTINGS: tuple[Setting, ...] = (
         notice="registry repository {given} lower-cased to {value} (Docker refuses upper case)",
     ),
     Setting("channel", "latest", "the moving tag consumers follow"),
+    Setting(
+        "tags",
+        "all",
+        "all|version: the tags a release writes beside X.Y.Z; all: it moves X.Y, X, sha-<12 hex> and the "
+        "channel; version: only sha-<12 hex> is added and no tag moves, for a write-once (immutable) "
+        "repository; the channel then moves only by rollback or promote, where the registry allows it",
+        choice("all", "version"),
+    ),
     Setting("keep", None, "keep only the newest N releases (default: keep all)", keep),
     Setting("load_timeout", 300, "seconds each tested model may take to become ready", seconds),
     Setting(

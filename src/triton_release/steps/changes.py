@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from triton_release.contract import LEDGER_TAG, RELEASED_VERSIONS_LABEL, REVISION_LABEL
+from triton_release.contract import LEDGER_TAG, RELEASED_VERSIONS_LABEL, REVISION_LABEL, is_ledger_tag
 from triton_release.errors import Refused
 from triton_release.history import released_versions, releases
 from triton_release.history.bump import Carried, plan_bumps
@@ -79,12 +79,12 @@ def changes(
         if newest is not None and (previous is None or newest > previous):
             warnings = (
                 *warnings,
-                f"{registry}:{newest} was released (the registry's ledger, {registry}:{LEDGER_TAG}, says so) "
+                f"{registry}:{newest} was released (the registry's ledger, {registry}:{LEDGER_TAG}.*, says so) "
                 "and is gone from the registry: the next release is numbered after it, and every version it "
                 "shipped is kept as it shipped it",
             )
-            previous, source, where = newest, "the registry's ledger", f"{registry}:{LEDGER_TAG}"
-        what = f"The registry's ledger {registry}:{LEDGER_TAG}"
+            previous, source, where = newest, "the registry's ledger", f"{registry}:{LEDGER_TAG}.*"
+        what = f"The registry's ledger {registry}:{LEDGER_TAG}.*"
         released_versions.prove(git, ledger.versions, [*ledger.releases.values(), found.head], found.prefix, what)
         shipped = released_versions.merged(shipped, ledger.versions, where)
     bumps = plan_bumps(found, edits=shipped is None)
@@ -106,5 +106,6 @@ def _ledger(registry: RegistryRepository | None) -> Ledger | None:
         return None
     from triton_release.registry.ledger import Ledger, read_ledger
 
-    # its tag is listed with the releases': the tags are read first, and a registry without one is asked nothing more
-    return read_ledger(registry) if LEDGER_TAG in registry.tags() else Ledger()
+    # its tags are listed with the releases': the tags are read first, and a registry without one is asked nothing more
+    tags = registry.tags()
+    return read_ledger(registry, tags) if any(is_ledger_tag(tag) for tag in tags) else Ledger()

@@ -12,13 +12,13 @@ import semver
 
 from support.models import PYTHON_MODEL, python_model_files
 from triton_release import steps
-from triton_release.contract import RELEASED_VERSIONS_LABEL, REVISION_LABEL
+from triton_release.contract import RELEASED_VERSIONS_LABEL, REVISION_LABEL, is_ledger_tag
 from triton_release.errors import Refused
 from triton_release.history import released_versions
 from triton_release.history.git import Git
 from triton_release.history.planned import ChangesResult
 from triton_release.registry.client import Manifest, content_digest
-from triton_release.registry.ledger import Ledger, enter, intend, read_ledger, write_ledger
+from triton_release.registry.ledger import Ledger, enter, intend, read_ledger, write_entry
 from triton_release.steps.commit import as_recorded
 
 
@@ -52,7 +52,7 @@ class Registry:
         )
 
     def tags(self) -> list[str]:
-        return [*self.labels, *(t for t in self.manifests if t == "triton-release.ledger")]
+        return [*self.labels, *(t for t in self.manifests if is_ledger_tag(t))]
 
     def image_config(self, reference: str) -> dict:
         tag = next((t for t in self.labels if (m := self.manifests.get(t)) and m.digest == reference), reference)
@@ -451,7 +451,8 @@ def test_a_forged_ledger_is_refused(ledgered):
     repo, registry = ledgered
     ledger = read_ledger(registry)
     b_tree = ledger.versions["b"][1]
-    write_ledger(registry, Ledger(ledger.entries, {**ledger.versions, "c": {1: b_tree}, "a": {1: "2" * 40}}))
+    forged = Ledger(ledger.entries, {**ledger.versions, "c": {1: b_tree}}).intending("1.0.1", "c", "sha256:" + "0" * 64)
+    write_entry(registry, "triton-release.ledger.1.0.1.entered-" + "0" * 12, forged)  # an entry of its own
     edit(repo, "a", 1, "# one\n")
     with pytest.raises(Refused, match="ledger") as refused:
         plan(repo, registry)
@@ -509,6 +510,23 @@ def test_a_push_stopped_between_its_put_and_its_confirmation_is_proven_and_confi
     check_built_here(registry, "1.1.0", built.digest, second)
     assert read_ledger(registry).releases["1.1.0"] == second
     assert read_ledger(registry).entries["1.1.0"].digest == built.digest
+
+
+def test_an_entry_contradicting_another_is_refused(ledgered):
+    """An entry tag saying a released version is another tree than an earlier entry says: one of
+    them was written by someone else, and neither is trusted."""
+    repo, registry = ledgered
+    ledger = read_ledger(registry)
+    forged = Ledger(ledger.entries, {**ledger.versions, "a": {1: "2" * 40}})  # covering no other entry
+    write_entry(
+        registry,
+        "triton-release.ledger.1.0.1.entered-" + "0" * 12,
+        forged.intending("1.0.1", "c", "sha256:" + "0" * 64),
+    )
+    edit(repo, "a", 1, "# one\n")
+    with pytest.raises(Refused, match="cannot be read") as refused:
+        plan(repo, registry)
+    assert "a version 1 is git tree" in str(refused.value)
 
 
 # -- the proof itself: the newest commit's trees, then only the models left, by their history --

@@ -25,7 +25,7 @@ from triton_release.history.releases import parse_version, versions_in
 from triton_release.registry import ledger
 from triton_release.registry.candidate.check import CandidateCheck
 from triton_release.registry.client import RegistryRepository
-from triton_release.registry.publish import AlreadyReleased, released_facts, tag_release
+from triton_release.registry.publish import AlreadyReleased, put_release, released_facts, tag_release
 
 
 @dataclass(frozen=True)
@@ -54,8 +54,11 @@ class Promoted:
         return released_facts(self.repository, self.version, self.digest)
 
 
-def promote(registry: RegistryRepository, check: CandidateCheck, version: str, channel: str) -> Promoted:
-    """Put the checked candidate's manifest under X.Y.Z, then X.Y, X, sha-<12> and the channel.
+def promote(
+    registry: RegistryRepository, check: CandidateCheck, version: str, channel: str, *, tags: str = "all"
+) -> Promoted:
+    """Put the checked candidate's manifest under X.Y.Z, then X.Y, X, sha-<12> and the channel
+    (`tags` "version": sha-<12> alone).
     An X.Y.Z of other contents is refused, and so is a version below a release the registry
     already has (its channel and moving tags would go back). X.Y.Z that is this candidate
     already (a promote stopped before the channel moved) is finished."""
@@ -78,10 +81,10 @@ def promote(registry: RegistryRepository, check: CandidateCheck, version: str, c
         raise Refused(f"{candidate.ref} was deleted meanwhile: nothing was tagged. Stage the commit again.")
     labels = registry.image_config(candidate.digest).get("config", {}).get("Labels") or {}
     if existing is None:
-        ledger.intend(registry, version, candidate.revision, manifest.config_digest)
-        registry.put_manifest(version, manifest)
+        ledger.intend(registry, version, candidate.revision, manifest.config_digest, candidate.digest)
+        put_release(registry, version, manifest)
     ledger.enter(registry, version, labels, manifest.config_digest, candidate.digest)
-    tagged = tag_release(registry, version, candidate.revision or None, channel, candidate.digest)
+    tagged = tag_release(registry, version, candidate.revision or None, channel, candidate.digest, tags=tags)
     return Promoted(
         str(registry), version, candidate.digest, (version, *tagged.tags), tagged.channel_before, existing is not None
     )
