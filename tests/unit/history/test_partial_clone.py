@@ -35,13 +35,19 @@ def partial(origin: GitRepo, tmp_path, change: dict) -> tuple[GitRepo, object]:
     return GitRepo(clone), moved
 
 
+def infrastructure_error(tmp_path, *args: str) -> str:
+    """The message of the command `args` (run in-process, here), which must exit 3."""
+    report = tmp_path / "report.json"
+    code = main([*args, "--report", str(report)], env={"HOME": str(tmp_path)})
+    message = read_report(report)["error"]["message"]
+    assert code == 3, message
+    return message
+
+
 def test_a_bump_needing_an_object_the_partial_clone_lacks_names_it_and_the_fix(git_repo, tmp_path, monkeypatch):
     clone, moved = partial(git_repo, tmp_path, {"a/1/model.py": "# 2\n" + PYTHON_MODEL})
     monkeypatch.chdir(clone.root)
-    report = tmp_path / "report.json"
-    code = main(["bump", "--base", "v1.0.0", "--report", str(report)], env={"HOME": str(tmp_path)})
-    message = read_report(report)["error"]["message"]
-    assert code == 3, message
+    message = infrastructure_error(tmp_path, "bump", "--base", "v1.0.0")
     assert "model_repository/a/1/model.py" in message and "is not in this partial clone" in message
     assert "git remote set-url origin" in message and "bug" not in message and "cat-file has no object" not in message
     assert not (clone.models / "a" / "2").exists() and clone.git("status", "--porcelain") == ""
@@ -54,9 +60,6 @@ def test_a_config_of_the_base_the_partial_clone_lacks_is_named_too(git_repo, tmp
     """The base's config.pbtxt, read for the release kind (it was an unexpected IndexError, exit 3)."""
     clone, _ = partial(git_repo, tmp_path, {"a/config.pbtxt": python_config("a", max_batch_size=4)})
     monkeypatch.chdir(clone.root)
-    report = tmp_path / "report.json"
-    code = main(["changed", "--base", "v1.0.0", "--report", str(report)], env={"HOME": str(tmp_path)})
-    message = read_report(report)["error"]["message"]
-    assert code == 3, message
+    message = infrastructure_error(tmp_path, "changed", "--base", "v1.0.0")
     assert "model_repository/a/config.pbtxt at " in message and "is not in this partial clone" in message
     assert "bug" not in message
