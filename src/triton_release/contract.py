@@ -32,7 +32,8 @@ fullmatch: nothing before or after what it names is taken.
   PROVENANCE_TYPE, SBOM_TYPE, TEST_RESULT_TYPE; KINDS names them);
 - a manifest digest `parse_digest` (sha256:<64 hex> -> the hex, None for anything else), and
   `digest_hex` for a digest the caller holds (refused when it is not one);
-- references: `parse_repository` (HOST[:PORT]/NAME -> (host, name)), `lower_cased` for one typed
+- references: `parse_repository` (a repository as Docker resolves it: `team/models` is Docker Hub's,
+  HOST[:PORT]/NAME another registry's -> RepositoryName), `same_repository`, `lower_cased` for one typed
   in any case, `parse_tag_ref` (REPO:TAG -> (REPO, TAG)) and `parse_digest_ref`
   (REPO@sha256:<64 hex> -> (REPO, digest)).
 
@@ -67,6 +68,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import semver
 
@@ -154,9 +156,16 @@ KINDS = {
     TEST_RESULT_TYPE: "in-toto test results",
 }
 
-# A registry repository HOST[:PORT]/NAME, as the tool accepts it (registry/client.py parses it).
-_REPO_REF = re.compile(r"(?P<host>[A-Za-z0-9.-]+(:[0-9]+)?)/(?P<name>[a-z0-9]+([._/-][a-z0-9]+)*)")
-_ANY_CASE_REF = re.compile(_REPO_REF.pattern, re.IGNORECASE | re.ASCII)  # as typed: ghcr.io/${{ github.repository }}
+# A registry repository as Docker reads it: which part is the registry is the docker SDK's rule
+# (docker.auth.resolve_repository_name); the grammar of a host and of a path component is the
+# distribution reference's (github.com/distribution/reference), which the SDK does not check.
+HUB = "docker.io"  # Docker Hub, as Docker names it: docker.io/X, index.docker.io/X and X without a host
+HUB_API_HOST = "registry-1.docker.io"  # where Docker Hub's registry API answers
+HUB_LIBRARY = "library"  # Docker Hub's official images: a one-component name is library/NAME
+_HOST_COMPONENT = r"(?:[a-z0-9]|[a-z0-9][a-z0-9-]*[a-z0-9])"
+_REGISTRY_HOST = re.compile(rf"(?:{_HOST_COMPONENT}(?:\.{_HOST_COMPONENT})*|\[[0-9a-f:]+\])(?::[0-9]+)?")
+_PATH_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+_REPOSITORY_PATH = re.compile(rf"{_PATH_COMPONENT}(?:/{_PATH_COMPONENT})*")
 
 # family -> what a tag of it looks like, and its test: the channel check refuses every one
 FAMILIES: dict[str, tuple[str, Callable[[str], object]]] = {
@@ -266,10 +275,51 @@ def parse_tag_ref(ref: str) -> tuple[str, str] | None:
     return (match["repository"], match["tag"]) if match else None
 
 
-def parse_repository(ref: str) -> tuple[str, str] | None:
-    """HOST[:PORT]/NAME, NAME in lower case -> (host, name); None for anything else (a tag too)."""
-    match = _REPO_REF.fullmatch(ref) if isinstance(ref, str) else None
-    return (match["host"], match["name"]) if match else None
+@dataclass(frozen=True)
+class RepositoryName:
+    """A registry repository as the user wrote it (`ref`, lower case) and as Docker resolves it:
+    the registry (`docker.io` for Docker Hub, else HOST[:PORT]) and the repository's path there."""
+
+    ref: str  # as written: what outputs, labels and messages show
+    registry: str  # docker.io for Docker Hub, else HOST[:PORT]
+    path: str  # on that registry: team/models; a one-component Docker Hub name is library/NAME
+
+    @property
+    def hub(self) -> bool:
+        return self.registry == HUB
+
+    @property
+    def api_host(self) -> str:
+        """Where the registry's v2 API answers: registry-1.docker.io for Docker Hub."""
+        return HUB_API_HOST if self.hub else self.registry
+
+
+def parse_repository(ref: str) -> RepositoryName | None:
+    """A registry repository in lower case, without a tag or digest, read as Docker reads it: the
+    first path component is the registry only when it holds a `.` or `:` or is `localhost`;
+    `docker.io`, `index.docker.io` and no registry at all mean Docker Hub, where `models` is
+    `library/models`. None for anything else."""
+    if not isinstance(ref, str) or not ref.isascii() or len(ref) > 255:
+        return None
+    import docker.auth
+    import docker.errors
+
+    try:
+        registry, path = docker.auth.resolve_repository_name(ref)
+    except (docker.errors.InvalidRepository, IndexError):  # a scheme; an empty host (IndexError)
+        return None
+    if registry == HUB and "/" not in path:
+        path = f"{HUB_LIBRARY}/{path}"
+    if not _REGISTRY_HOST.fullmatch(registry) or not _REPOSITORY_PATH.fullmatch(path):
+        return None
+    return RepositoryName(ref, registry, path)
+
+
+def same_repository(one: str, other: str) -> bool:
+    """Whether two references name one repository as Docker resolves them (the daemon records
+    `docker.io/team/models` as `team/models`)."""
+    first, second = parse_repository(one), parse_repository(other)
+    return first is not None and second is not None and (first.registry, first.path) == (second.registry, second.path)
 
 
 def candidate_tag(revision: str) -> str:
@@ -358,5 +408,7 @@ def lower_cased(ref: str) -> str:
     """A registry repository HOST/NAME as Docker names it: lower case. Docker refuses upper case in a
     repository's path, and a host name is case-insensitive, so `ghcr.io/MyOrg/Models` (what
     `ghcr.io/${{ github.repository }}` gives) is `ghcr.io/myorg/models`, as docker/metadata-action
-    does. Anything else, a tag included, is returned as given, for `RegistryRepository.parse` to refuse."""
-    return ref.lower() if isinstance(ref, str) and _ANY_CASE_REF.fullmatch(ref) else ref
+    does; `Team/Models` is Docker Hub's `team/models`. Anything else, a tag included, is returned as
+    given, for `RegistryRepository.parse` to refuse."""
+    typed = isinstance(ref, str) and ref.isascii()  # not by way of a non-ASCII letter whose lower case is ASCII
+    return ref.lower() if typed and parse_repository(ref.lower()) is not None else ref

@@ -110,9 +110,11 @@ def test_parse_tag_ref():
 
 
 def test_parse_repository():
-    assert contract.parse_repository(REPO) == ("127.0.0.1:5000", "team/models")
-    assert contract.parse_repository("ghcr.io/org/models") == ("ghcr.io", "org/models")
-    for ref in ("ghcr.io/Org/models", "models", f"{REPO}:1.0.0", f"{REPO}/", f"{REPO}\n", ""):
+    found = contract.parse_repository(REPO)
+    assert found is not None and (found.registry, found.path, found.ref) == ("127.0.0.1:5000", "team/models", REPO)
+    found = contract.parse_repository("ghcr.io/org/models")
+    assert found is not None and (found.registry, found.path) == ("ghcr.io", "org/models")
+    for ref in ("ghcr.io/Org/models", f"{REPO}:1.0.0", f"{REPO}/", f"{REPO}\n", ""):
         assert contract.parse_repository(ref) is None, ref
     assert contract.lower_cased("ghcr.io/Org/Models") == "ghcr.io/org/models"
     assert contract.lower_cased("ghcr.io/Org/Models:Tag") == "ghcr.io/Org/Models:Tag"

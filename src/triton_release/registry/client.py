@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import email.utils
 import hashlib
 import json
 import re
@@ -24,7 +25,7 @@ from urllib.parse import quote, urljoin, urlsplit
 
 import requests
 
-from triton_release.contract import parse_digest, parse_repository
+from triton_release.contract import HUB, HUB_API_HOST, HUB_LIBRARY, parse_digest, parse_repository
 from triton_release.errors import InfrastructureError, Refused, UsageError
 from triton_release.registry.credentials import Credentials, find_credentials
 from triton_release.registry.transport import deadline, watched_session
@@ -100,14 +101,41 @@ def artifact_config(registry: RegistryRepository, manifest: Manifest, media_type
     return body
 
 
+def reset_in(headers: Mapping[str, str]) -> float | None:
+    """Seconds until a rate limit resets, from Retry-After (seconds or an HTTP date) or
+    ratelimit-reset (seconds, or a Unix time); None when neither says."""
+    retry_after = (headers.get("Retry-After") or "").strip()
+    if retry_after:
+        with contextlib.suppress(ValueError):
+            return max(0.0, float(retry_after))
+        with contextlib.suppress(TypeError, ValueError, IndexError):
+            return max(0.0, email.utils.parsedate_to_datetime(retry_after).timestamp() - time.time())
+    match = re.match(r"\s*(\d+(?:\.\d+)?)", headers.get("ratelimit-reset") or "")
+    if match:
+        value = float(match.group(1))
+        return max(0.0, value - time.time()) if value > 1e9 else value  # a Unix time, or seconds
+    return None
+
+
+def _duration(seconds: float) -> str:
+    minutes = round(seconds / 60)
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    return f"{minutes} min" if minutes < 120 else f"{minutes / 60:.1f} h"
+
+
 def _without_userinfo(url: str) -> str:
     parts = urlsplit(url)
     return parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl()
 
 
 class RegistryRepository:
-    def __init__(self, host: str, name: str, credentials: Credentials | None = None) -> None:
+    """One repository: `host` is its registry as Docker names it (docker.io for Docker Hub), `name`
+    its path there, `ref` the name as the user wrote it (what messages, outputs and labels show)."""
+
+    def __init__(self, host: str, name: str, credentials: Credentials | None = None, *, ref: str | None = None) -> None:
         self.host, self.name = host, name
+        self.ref = ref or f"{host}/{name}"
         self.credentials = credentials
         self.session = watched_session()
         self._token: str | None = None
@@ -119,12 +147,24 @@ class RegistryRepository:
         found = parse_repository(ref or "")
         if found is None:
             raise UsageError(f"""
-                {ref!r} is not a registry repository. Give HOST/NAME, such as ghcr.io/org/models or
-                127.0.0.1:5000/team/models (lower case, no tag).""")
-        return cls(*found, credentials)
+                {ref!r} is not a registry repository. Give it as `docker push` takes it, without a tag:
+                ghcr.io/org/models, 127.0.0.1:5000/team/models, or team/models for Docker Hub (lower
+                case).""")
+        if found.hub and found.path.startswith(f"{HUB_LIBRARY}/"):
+            raise UsageError(f"""
+                {ref!r} is Docker Hub's {found.path}: a name without a namespace is one of Docker Hub's
+                official images, which nobody can push to. Put your Docker Hub user or organization in front
+                (NAMESPACE/{found.path.removeprefix(HUB_LIBRARY + "/")}), or give another registry's
+                HOST/NAME such as ghcr.io/org/models.""")
+        return cls(found.registry, found.path, credentials, ref=ref)
+
+    @property
+    def api_host(self) -> str:
+        """Where the registry's v2 API answers: registry-1.docker.io for Docker Hub, else `host`."""
+        return HUB_API_HOST if self.host == HUB else self.host
 
     def __str__(self) -> str:
-        return f"{self.host}/{self.name}"
+        return self.ref
 
     def __repr__(self) -> str:
         return f"RegistryRepository({self})"
@@ -132,9 +172,9 @@ class RegistryRepository:
     @property
     def base_url(self) -> str:
         """Plain http only to this machine's loopback (the local test registry); https elsewhere."""
-        hostname = self.host.rsplit(":", 1)[0].lower()
+        hostname = self.api_host.rsplit(":", 1)[0].lower()
         local = hostname == "localhost" or re.fullmatch(r"127(\.\d{1,3}){3}", hostname) is not None
-        return f"{'http' if local else 'https'}://{self.host}/v2/{self.name}"
+        return f"{'http' if local else 'https'}://{self.api_host}/v2/{self.name}"
 
     # -- transport ----------------------------------------------------------------------------
 
@@ -171,6 +211,8 @@ class RegistryRepository:
             answer = self._exchange(method, url, f"The registry {self.host}", headers=headers, **kw)
             if answer.status_code != 429 and answer.status_code < 500 or attempt == RETRIES - 1:
                 return answer
+            if answer.status_code == 429 and (reset_in(answer.headers) or 0) > MAX_BACKOFF:
+                return answer  # a rate limit that resets later than any wait here
             wait = min(MAX_BACKOFF, 0.5 * 2**attempt)
             with contextlib.suppress(ValueError):
                 wait = max(0.0, min(MAX_BACKOFF, float(answer.headers.get("Retry-After", wait))))
@@ -254,11 +296,36 @@ class RegistryRepository:
                 The registry {self.host} refused to {what} {self} {who} (HTTP {status}). Give credentials
                 that may do so: the action's username/password inputs, TRITON_RELEASE_USERNAME and
                 TRITON_RELEASE_PASSWORD, or `docker login {self.host}`.""")
+        if status == 429 and self.host == HUB:
+            raise self._hub_rate_limit(answer, what)
         kind = "is overloaded" if status == 429 else "failed" if status >= 500 else "refused the request"
         raise InfrastructureError(
             f"The registry {self.host} {kind} when asked to {what} {self} (HTTP {status}"
             f"{', after ' + str(RETRIES) + ' attempts' if status == 429 or status >= 500 else ''})."
         )
+
+    def _hub_rate_limit(self, answer: requests.Response, what: str) -> InfrastructureError:
+        """Docker Hub's 429: its pull rate limit, when it resets, and that logging in raises it."""
+        seconds = reset_in(answer.headers)
+        if seconds is None:
+            when = "Docker Hub did not say when it resets (no Retry-After or ratelimit-reset)"
+        else:
+            at = time.strftime("%H:%M UTC", time.gmtime(time.time() + seconds))
+            when = f"It resets in {_duration(seconds)} (at {at})"
+        who = (
+            f"for {self.credentials.username} ({self.credentials.source})"
+            if self.credentials
+            else "for anonymous pulls, counted per IP address"
+        )
+        login = (
+            "Wait for it, or use an account with a higher limit"
+            if self.credentials
+            else "Log in for a higher limit: `docker login`, TRITON_RELEASE_USERNAME and TRITON_RELEASE_PASSWORD, or "
+            "the action's username/password inputs"
+        )
+        return InfrastructureError(f"""
+            Docker Hub refused to {what} {self} (HTTP 429): its pull rate limit {who} is used up. {when}.
+            {login}, then run again.""")
 
     # -- API ----------------------------------------------------------------------------------
 

@@ -26,6 +26,7 @@ from triton_release.contract import (
     is_release_tag,
     moving_tags,
     parse_digest_ref,
+    same_repository,
 )
 from triton_release.errors import InfrastructureError, Refused, UsageError
 from triton_release.history.releases import parse_version, versions_in
@@ -355,7 +356,7 @@ def finish_interrupted(registry: RegistryRepository, channel: str, *, tags: str 
 def pushed_digests(local: docker.models.images.Image, registry: RegistryRepository) -> set[str]:
     """The manifest digests the Docker daemon recorded for the image `local` in `registry`."""
     found = (parse_digest_ref(ref) for ref in local.attrs.get("RepoDigests") or [])
-    return {digest for repository, digest in filter(None, found) if repository == str(registry)}
+    return {digest for repository, digest in filter(None, found) if same_repository(repository, str(registry))}
 
 
 def daemon_push(client: docker.DockerClient, registry: RegistryRepository, tag: str) -> tuple[int, int, int, str]:

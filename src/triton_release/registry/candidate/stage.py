@@ -27,6 +27,8 @@ from triton_release.contract import (
     REVISION_LABEL,
     SHARDS_LABEL,
     candidate_tag,
+    parse_digest_ref,
+    same_repository,
 )
 from triton_release.errors import InfrastructureError, Refused, UsageError
 from triton_release.image.engine import docker_client
@@ -243,7 +245,8 @@ def pull_candidate(registry: RegistryRepository, digest: str, *, client: docker.
         raise InfrastructureError(
             f"Could not pull {ref} ({explanation}). Run the test again when the registry is back."
         ) from None
-    if ref not in (image.attrs.get("RepoDigests") or []):
+    held = filter(None, map(parse_digest_ref, image.attrs.get("RepoDigests") or []))
+    if not any(same_repository(repository, str(registry)) and found == digest for repository, found in held):
         raise Refused(f"""
             The Docker daemon pulled {ref}, but the image it holds is not that manifest (its digests:
             {", ".join(image.attrs.get("RepoDigests") or []) or "none"}); it was not tested.""")
