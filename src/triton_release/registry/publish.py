@@ -64,6 +64,7 @@ class PushResult:
     layers_present: int  # already in this repository
     pushed_by: str = "daemon"  # "registry": its layers went up during the tests, the manifest written here
     uploaded_during_tests: Uploaded | None = None  # what the upload beside the tests did, when one ran
+    credentials_source: str | None = None  # where the registry credentials came from; None: anonymous
 
     def to_json(self) -> dict:
         return {
@@ -76,6 +77,7 @@ class PushResult:
             "layers_already_present": self.layers_present,
             "pushed_by": self.pushed_by,
             "uploaded_during_tests": self.uploaded_during_tests.to_json() if self.uploaded_during_tests else None,
+            "credentials_source": self.credentials_source,
         }
 
     def facts(self) -> dict:
@@ -194,7 +196,15 @@ def push(
     ledger.enter(registry, version, local.labels, local.id, digest)  # X.Y.Z is ours: issued, never again
     by = "resumed" if existing is not None else "registry" if upload is not None and upload.referenced else "daemon"
     return PushResult(
-        str(registry), version, digest, uploaded, mounted, present, by, upload.result() if upload else None
+        str(registry),
+        version,
+        digest,
+        uploaded,
+        mounted,
+        present,
+        by,
+        upload.result() if upload else None,
+        registry.credentials.source if registry.credentials else None,
     )
 
 

@@ -55,7 +55,7 @@ def test_credentials_come_from_inputs_then_environment_then_docker_config(tmp_pa
     auth = base64.b64encode(b"docker-user:docker-pw").decode()
     (tmp_path / "config.json").write_text(json.dumps({"auths": {"ghcr.io": {"auth": auth}}}))
     assert docker_config_credentials("ghcr.io", env) == Credentials(
-        "docker-user", "docker-pw", str(tmp_path / "config.json")
+        "docker-user", "docker-pw", f"auths in {tmp_path / 'config.json'}"
     )
     assert find_credentials("ghcr.io", env).username == "docker-user"
     env.update(TRITON_RELEASE_USERNAME="env-user", TRITON_RELEASE_PASSWORD="env-pw")
