@@ -48,8 +48,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "repository",
         None,
-        "the registry repository releases are pushed to, e.g. ghcr.io/org/models "
-        "(lower-cased: Docker refuses upper case)",
+        "the registry repository releases are pushed to, read as Docker reads it: e.g. ghcr.io/org/models, "
+        "or team/models for Docker Hub (lower-cased: Docker refuses upper case)",
         registry_repository,
         notice="registry repository {given} lower-cased to {value} (Docker refuses upper case)",
     ),
