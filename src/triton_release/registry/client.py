@@ -211,8 +211,8 @@ class RegistryRepository:
             answer = self._exchange(method, url, f"The registry {self.host}", headers=headers, **kw)
             if answer.status_code != 429 and answer.status_code < 500 or attempt == RETRIES - 1:
                 return answer
-            if answer.status_code == 429 and (reset_in(answer.headers) or 0) > MAX_BACKOFF:
-                return answer  # a rate limit that resets later than any wait here
+            if answer.status_code == 429 and self.host == HUB and (reset_in(answer.headers) or 0) > MAX_BACKOFF:
+                return answer  # Docker Hub's pull rate limit, reset later than any wait here
             wait = min(MAX_BACKOFF, 0.5 * 2**attempt)
             with contextlib.suppress(ValueError):
                 wait = max(0.0, min(MAX_BACKOFF, float(answer.headers.get("Retry-After", wait))))

@@ -204,3 +204,26 @@ def test_reset_in_reads_an_http_date_and_a_unix_time():
 
     assert 590 < reset_in({"Retry-After": formatdate(time.time() + 600, usegmt=True)}) <= 600
     assert 590 < reset_in({"ratelimit-reset": str(int(time.time()) + 600)}) <= 600
+
+
+def test_the_daemons_digests_of_a_docker_hub_name_are_found_however_the_name_was_written():
+    from types import SimpleNamespace
+
+    from triton_release.registry.publish import pushed_digests
+
+    digest = "sha256:" + "b" * 64
+    local = SimpleNamespace(attrs={"RepoDigests": [f"team/models@{digest}", f"ghcr.io/team/models@sha256:{'c' * 64}"]})
+    for ref in ("team/models", "docker.io/team/models", "index.docker.io/team/models"):
+        assert pushed_digests(local, RegistryRepository.parse(ref)) == {digest}
+    assert pushed_digests(local, RegistryRepository.parse("127.0.0.1:5000/team/models")) == set()
+
+
+def test_another_registrys_long_retry_after_is_still_retried_four_times(monkeypatch):
+    import triton_release.registry.client as client
+
+    repo, transport = recorded("ghcr.io/o/models", (429, {"Retry-After": "3600"}, b""))
+    waits: list[float] = []
+    monkeypatch.setattr(client.time, "sleep", waits.append)
+    with pytest.raises(InfrastructureError, match="after 4 attempts"):
+        repo.tags()
+    assert len(transport.urls) == 4 and waits == [8.0, 8.0, 8.0]
