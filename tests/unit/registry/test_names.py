@@ -227,3 +227,15 @@ def test_another_registrys_long_retry_after_is_still_retried_four_times(monkeypa
     with pytest.raises(InfrastructureError, match="after 4 attempts"):
         repo.tags()
     assert len(transport.urls) == 4 and waits == [8.0, 8.0, 8.0]
+
+
+def test_the_command_line_refuses_a_hub_name_without_namespace_with_exit_2(tmp_path, capsys):
+    from triton_release.cli.main import main
+
+    report = tmp_path / "r.json"
+    code = main(
+        ["rollback", "--repo", "models", "--to-version", "1.0.0", "--report", str(report)], env={"HOME": str(tmp_path)}
+    )
+    assert code == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "Docker Hub's library/models" in err and "nobody can push to" in err and "NAMESPACE/models" in err
