@@ -141,11 +141,13 @@ class FakeRegistry:
 
     `hook(handler)` sees every request first and may answer it itself (return True): a trickle,
     HTML, a rival's write. `requests` lists (method, path) of each. `stopping` is set on close, for
-    hooks that wait. Use it as a context manager; `address` is host:port."""
+    hooks that wait. With `tls` (a server SSLContext) it speaks https, its realm too. Use it as a
+    context manager; `address` is host:port."""
 
     def __init__(
         self,
         *,
+        tls=None,
         status: int | None = None,
         user: str = "bot",
         password: str = "s3cret-pw",
@@ -168,10 +170,13 @@ class FakeRegistry:
         self.requests: list[tuple[str, str]] = []
         self.stopping = threading.Event()
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+        if tls is not None:  # the handshake in the handler's thread, not in the accepting one
+            self.server.socket = tls.wrap_socket(self.server.socket, server_side=True, do_handshake_on_connect=False)
+            self.server.handle_error = lambda *_: None  # a client that refused the certificate
         self.server.daemon_threads = True
         self.server.fake = self
         self.address = f"127.0.0.1:{self.server.server_address[1]}"
-        self.realm = realm or f"http://{self.address}/token"
+        self.realm = realm or f"{'https' if tls is not None else 'http'}://{self.address}/token"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     def close(self) -> None:

@@ -1,8 +1,11 @@
 """A registry repository through the v2 API: tags, manifests, blobs, digests, retag, delete.
 
 Auth follows the registry's challenge: anonymous, Basic, or a Bearer token from the realm it
-names (GHCR, Docker Hub and most registries); credentials go to a realm only over https or to
-the registry itself. 429 and 5xx answers are retried a few times with backoff. Every answer
+names (GHCR, Docker Hub and most registries), asked for the actions each request needs (`pull`
+for reads, `pull,push` for writes, `delete` for a DELETE) and kept per set of actions;
+credentials go to a realm only over https or to the registry itself. TLS is verified as Docker
+verifies it and plain http is used only where Docker would use it (registry/trust.py); the
+scheme that answered is remembered per host for the process. 429 and 5xx answers are retried a few times with backoff. Every answer
 must arrive whole within a deadline, however slowly it trickles. A digest is always the sha256
 of the manifest bytes received or sent, never a header's claim. Credentials live only in
 `Credentials`, whose repr hides them, and in request headers; they never reach messages,
@@ -28,6 +31,7 @@ from triton_release.contract import parse_digest, parse_repository
 from triton_release.errors import InfrastructureError, Refused, UsageError
 from triton_release.registry.credentials import Credentials, find_credentials
 from triton_release.registry.transport import deadline, watched_session
+from triton_release.registry.trust import Trust, speaks_tls, verification_failure
 from triton_release.registry.write_once import TagNotOverwritable, refused_overwrite
 from triton_release.signals import checkpoint
 
@@ -46,14 +50,25 @@ READ_TIMEOUT = 30.0  # seconds of silence within an answer
 DEADLINE = 120.0  # seconds for one whole answer, however slowly it trickles
 MAX_PAGES = 1000  # pages of a tag list (1000 tags each)
 _CHALLENGE = re.compile(r'(\w+)="([^"]*)"')
+# the token actions each request needs: reads pull, writes push (with pull: a blob or manifest
+# write reads first), a DELETE delete alone (the distribution registry asks no more)
+_ACTIONS = {"GET": "pull", "HEAD": "pull", "DELETE": "delete"}
+_WRITE = "pull,push"
+_SCHEMES: dict[str, str] = {}  # host -> the scheme it answered on ("https" or "http"), for this process
 
 
 def open_repository(
-    ref: str, env: Mapping[str, str], username: str | None = None, password: str | None = None
+    ref: str,
+    env: Mapping[str, str],
+    username: str | None = None,
+    password: str | None = None,
+    *,
+    trust: Trust | None = None,
 ) -> RegistryRepository:
-    """The registry repository `ref` with the credentials found for its host."""
+    """The registry repository `ref` with the credentials found for its host, its TLS verified by
+    `trust` (default: the system store and the daemon's certs.d)."""
     host = RegistryRepository.parse(ref).host
-    return RegistryRepository.parse(ref, find_credentials(host, env, username, password))
+    return RegistryRepository.parse(ref, find_credentials(host, env, username, password), trust=trust)
 
 
 def content_digest(body: bytes) -> str:
@@ -106,22 +121,29 @@ def _without_userinfo(url: str) -> str:
 
 
 class RegistryRepository:
-    def __init__(self, host: str, name: str, credentials: Credentials | None = None) -> None:
+    def __init__(
+        self, host: str, name: str, credentials: Credentials | None = None, trust: Trust | None = None
+    ) -> None:
         self.host, self.name = host, name
         self.credentials = credentials
-        self.session = watched_session()
-        self._token: str | None = None
+        self.trust = trust or Trust()
+        self._context = self.trust.context(host)
+        self.session = watched_session(self._context)
+        self._tokens: dict[str, str] = {}  # a bearer token per set of actions ("pull", "pull,push", "delete")
+        self._basic = False  # the registry asked for Basic credentials
         self.deadline = DEADLINE  # seconds for one whole answer
         self.max_pages = MAX_PAGES  # of a tag list
 
     @classmethod
-    def parse(cls, ref: str, credentials: Credentials | None = None) -> RegistryRepository:
+    def parse(
+        cls, ref: str, credentials: Credentials | None = None, *, trust: Trust | None = None
+    ) -> RegistryRepository:
         found = parse_repository(ref or "")
         if found is None:
             raise UsageError(f"""
                 {ref!r} is not a registry repository. Give HOST/NAME, such as ghcr.io/org/models or
                 127.0.0.1:5000/team/models (lower case, no tag).""")
-        return cls(*found, credentials)
+        return cls(*found, credentials, trust)
 
     def __str__(self) -> str:
         return f"{self.host}/{self.name}"
@@ -131,10 +153,23 @@ class RegistryRepository:
 
     @property
     def base_url(self) -> str:
-        """Plain http only to this machine's loopback (the local test registry); https elsewhere."""
-        hostname = self.host.rsplit(":", 1)[0].lower()
-        local = hostname == "localhost" or re.fullmatch(r"127(\.\d{1,3}){3}", hostname) is not None
-        return f"{'http' if local else 'https'}://{self.host}/v2/{self.name}"
+        return f"{self.scheme}://{self.host}/v2/{self.name}"
+
+    @property
+    def scheme(self) -> str:
+        """https; plain http only to a registry Docker reaches so (loopback, the daemon's insecure
+        registries) when it answers a TLS ClientHello with something else. Asked once per host."""
+        known = _SCHEMES.get(self.host.lower())
+        if known is not None:
+            return known
+        if not self.trust.plain_http_allowed(self.host):
+            _SCHEMES[self.host.lower()] = "https"
+            return "https"
+        tls = speaks_tls(self.host, self._context)
+        if tls is None:  # nothing answers yet: plain http for now, asked again next time
+            return "http"
+        _SCHEMES[self.host.lower()] = "https" if tls else "http"
+        return _SCHEMES[self.host.lower()]
 
     # -- transport ----------------------------------------------------------------------------
 
@@ -148,6 +183,9 @@ class RegistryRepository:
             except requests.RequestException as exc:
                 if watch.expired:
                     raise self._too_slow(service) from None
+                failure = verification_failure(exc)
+                if failure is not None:  # never "unreachable": it answered, with a certificate not trusted here
+                    raise self.trust.untrusted(urlsplit(url).netloc, failure, registry=self.host) from None
                 raise InfrastructureError(f"""
                     {service} is unreachable ({exc.__class__.__name__}). Check that it is up (locally:
                     `make stack`) and that this machine can reach it.""") from None
@@ -162,9 +200,10 @@ class RegistryRepository:
 
     def _send(self, method: str, url: str, **kw: Any) -> requests.Response:
         headers = dict(kw.pop("headers", {}) or {})
-        if self._token:
-            headers["Authorization"] = f"Bearer {self._token}"
-        elif self._token == "" and self.credentials:
+        token = self._tokens.get(_ACTIONS.get(method, _WRITE))
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        elif self._basic and self.credentials:
             basic = base64.b64encode(f"{self.credentials.username}:{self.credentials.password}".encode()).decode()
             headers["Authorization"] = f"Basic {basic}"
         for attempt in range(RETRIES):
@@ -183,7 +222,7 @@ class RegistryRepository:
 
     def _request_url(self, method: str, url: str, **kw: Any) -> requests.Response:
         answer = self._send(method, url, **kw)
-        if answer.status_code == 401 and self._authenticate(answer):
+        if answer.status_code == 401 and self._authenticate(answer, _ACTIONS.get(method, _WRITE)):
             answer = self._send(method, url, **kw)
         return answer
 
@@ -212,14 +251,15 @@ class RegistryRepository:
             {_without_userinfo(realm)}, which is neither https nor the registry itself; they were not
             sent. Use the registry's https address, or serve its token service over https.""")
 
-    def _authenticate(self, challenge: requests.Response) -> bool:
-        """Answer a 401's WWW-Authenticate; True when there is something new to try."""
+    def _authenticate(self, challenge: requests.Response, actions: str) -> bool:
+        """Answer a 401's WWW-Authenticate for a request that needs `actions`; True when there is
+        something new to try."""
         header = challenge.headers.get("WWW-Authenticate", "")
         scheme = header.split(" ", 1)[0].lower()
         if scheme == "basic":
-            if self.credentials is None or self._token == "":
+            if self.credentials is None or self._basic:
                 return False
-            self._token = ""  # "" means: send Basic
+            self._basic = True
             return True
         if scheme != "bearer":
             return False
@@ -229,20 +269,24 @@ class RegistryRepository:
             return False
         if self.credentials:
             self._check_realm(realm)
-        # the scope this request needs (a token for pull cannot push); with credentials ask for both
-        params["scope"] = (
-            f"repository:{self.name}:pull,push"
-            if self.credentials
-            else params.get("scope", f"repository:{self.name}:pull")
-        )
+        params["scope"] = f"repository:{self.name}:{actions}"  # what this request needs, no more
         auth = (self.credentials.username, self.credentials.password) if self.credentials else None
         service = f"The registry's token service {_without_userinfo(realm)}"
         answer = self._exchange("GET", realm, service, params=params, auth=auth)
+        if answer.status_code in (401, 403) and self.credentials:
+            raise Refused(f"""
+                {service} refused to sign in as {self.credentials.username} ({self.credentials.source}) for
+                {self} (HTTP {answer.status_code}): the username or the password (token) is wrong, or has
+                expired. Give the right ones: the action's username/password inputs,
+                TRITON_RELEASE_USERNAME and TRITON_RELEASE_PASSWORD, or `docker login {self.host}`.""")
         if answer.status_code != 200:
             return False
         data = self._json(answer, service, "a token (JSON)")
-        self._token = data.get("token") or data.get("access_token")
-        return bool(self._token)
+        token = data.get("token") or data.get("access_token")
+        if not isinstance(token, str) or not token:
+            return False
+        self._tokens[actions] = token
+        return True
 
     def _raise_for(self, answer: requests.Response, what: str) -> None:
         if answer.status_code < 400:
@@ -412,4 +456,10 @@ class RegistryRepository:
         answer = self._request("DELETE", f"manifests/{digest}")
         if answer.status_code == 404:
             return
+        if answer.status_code in (401, 403) and self.credentials:
+            raise Refused(f"""
+                The registry {self.host} refused to delete {digest} from {self} as
+                {self.credentials.username} ({self.credentials.source}) (HTTP {answer.status_code}): deleting
+                needs the delete permission on {self.name} (a token granting the delete action), which these
+                credentials do not have. Grant it to them, or give credentials that have it.""")
         self._raise_for(answer, f"delete {digest} from")
