@@ -31,7 +31,7 @@ from triton_release.contract import parse_digest, parse_repository
 from triton_release.errors import InfrastructureError, Refused, UsageError
 from triton_release.registry.credentials import Credentials, find_credentials
 from triton_release.registry.transport import deadline, watched_session
-from triton_release.registry.trust import Trust, speaks_tls, verification_failure
+from triton_release.registry.trust import Trust, is_loopback, speaks_tls, verification_failure
 from triton_release.registry.write_once import TagNotOverwritable, refused_overwrite
 from triton_release.signals import checkpoint
 
@@ -157,13 +157,13 @@ class RegistryRepository:
 
     @property
     def scheme(self) -> str:
-        """https; plain http only to a registry Docker reaches so (loopback, the daemon's insecure
-        registries) when it answers a TLS ClientHello with something else. Asked once per host."""
+        """https first; plain http only to a registry Docker reaches so when it answers a TLS
+        ClientHello with something else: loopback (asked at once), or one of the daemon's insecure
+        registries (asked only when https fails there: `_plain_instead`). Asked once per host."""
         known = _SCHEMES.get(self.host.lower())
         if known is not None:
             return known
-        if not self.trust.plain_http_allowed(self.host):
-            _SCHEMES[self.host.lower()] = "https"
+        if not is_loopback(self.host):
             return "https"
         tls = speaks_tls(self.host, self._context)
         if tls is None:  # nothing answers yet: plain http for now, asked again next time
@@ -186,12 +186,35 @@ class RegistryRepository:
                 failure = verification_failure(exc)
                 if failure is not None:  # never "unreachable": it answered, with a certificate not trusted here
                     raise self.trust.untrusted(urlsplit(url).netloc, failure, registry=self.host) from None
+                plain = self._plain_instead(url, exc)
+                if plain is not None:
+                    return self._exchange(method, plain, service, **kw)
                 raise InfrastructureError(f"""
                     {service} is unreachable ({exc.__class__.__name__}). Check that it is up (locally:
                     `make stack`) and that this machine can reach it.""") from None
         if watch.expired:  # cut, yet it looked complete (an answer without a length): still cut short
             raise self._too_slow(service)
         return answer
+
+    def _plain_instead(self, url: str, exc: requests.RequestException) -> str | None:
+        """`url` over plain http, when https to this registry could not connect and Docker would
+        use http there: it answers a ClientHello with something else than TLS and the daemon lists
+        it as insecure. Remembered for the process. None when https failed otherwise; a plain-http
+        registry the daemon does not list is refused, saying so (credentials stay off plain http)."""
+        prefix = f"https://{self.host}/"
+        if not url.startswith(prefix) or self.host.lower() in _SCHEMES or not isinstance(exc, requests.ConnectionError):
+            return None
+        if speaks_tls(self.host, self._context) is not False:
+            return None
+        if not self.trust.plain_http_allowed(self.host):
+            raise InfrastructureError(f"""
+                The registry {self.host} answers plain http, not https. Docker reaches a registry over
+                plain http only when the daemon lists it in insecure-registries (/etc/docker/daemon.json),
+                and so does this tool, which sends nothing, credentials least of all, over plain http to
+                any other host. Serve the registry over TLS, or add it to the daemon's
+                insecure-registries and restart the daemon.""")
+        _SCHEMES[self.host.lower()] = "http"
+        return f"http://{self.host}/" + url[len(prefix) :]
 
     def _too_slow(self, service: str) -> InfrastructureError:
         return InfrastructureError(f"""

@@ -143,19 +143,33 @@ def test_the_tls_probe_of_a_plain_http_port_fails_at_once():
     assert trust.speaks_tls(free, ssl.create_default_context()) is None  # nothing listens: asked again next time
 
 
-def test_a_registry_that_is_not_loopback_nor_insecure_is_only_ever_https(monkeypatch):
-    """Credentials never go over plain http to another host: no probe, no fallback."""
-    monkeypatch.setattr(trust, "daemon_insecure", lambda *_: False)
+def test_a_registry_that_is_not_loopback_is_https_and_nothing_is_asked_before_it_fails(monkeypatch):
+    """Credentials never go over plain http to another host: no probe, no daemon asked."""
+    monkeypatch.setattr(trust, "daemon_insecure", lambda *_: pytest.fail("the daemon asked"))
     monkeypatch.setattr(client, "speaks_tls", lambda *_: pytest.fail("probed"))
     for host in ("registry.lan:5000", "10.1.2.3:5000", "ghcr.io"):
         assert RegistryRepository.parse(f"{host}/team/models").base_url == f"https://{host}/v2/team/models"
 
 
-def test_an_insecure_registry_of_the_daemon_is_reached_over_http_when_it_speaks_no_tls(monkeypatch):
-    monkeypatch.setattr(trust, "daemon_insecure", lambda host, *_: host == "registry.lan:5000")
-    monkeypatch.setattr(client, "speaks_tls", lambda *_: False)
-    assert RegistryRepository.parse("registry.lan:5000/team/models").base_url.startswith("http://")
-    assert RegistryRepository.parse("registry.lan:5001/team/models").base_url.startswith("https://")
+@pytest.mark.parametrize("insecure", [True, False])
+def test_a_lan_registry_is_reached_over_http_only_when_the_daemon_lists_it_as_insecure(insecure, monkeypatch):
+    """https first; when it cannot connect, the daemon is asked (only then) whether the registry
+    is insecure, and only then is plain http tried (a plain-http fake stands in for the LAN host)."""
+    asked: list[str] = []
+    monkeypatch.setattr(client, "is_loopback", lambda _: False)
+    monkeypatch.setattr(trust, "is_loopback", lambda _: False)
+    monkeypatch.setattr(trust, "daemon_insecure", lambda host, *_: asked.append(host) or insecure)
+    with FakeRegistry(auth=False) as lan:
+        repo = RegistryRepository.parse(f"{lan.address}/team/models")
+        assert repo.base_url.startswith("https://") and asked == []  # nothing asked before https failed
+        if insecure:
+            assert repo.tags() == ["1.0.0", "latest"] and repo.base_url.startswith("http://")
+        else:
+            with pytest.raises(InfrastructureError, match="answers plain http, not https") as refused:
+                repo.tags()
+            assert "insecure-registries" in refused.value.message
+            assert lan.requests == []  # nothing went over plain http
+        assert asked == [lan.address]
 
 
 def test_docker_info_says_which_registries_are_insecure():
