@@ -228,3 +228,40 @@ def test_a_ca_nothing_trusts_is_its_own_refusal_naming_the_issuer_and_how_to_tru
     assert f"{site.nothing / site.registry.address}/ca.crt" in message and "registry_ca" in message
     assert "unreachable" not in message and "make stack" not in message
     assert len(site.registry.tokens.asked) == before  # no credentials went anywhere
+
+
+def test_stage_a_shard_s_test_promote_and_verify_over_tls_each_with_the_token_it_needs(site, tmp_path):
+    """The fan-out over the same registry: stage pushes a candidate, the shard's test pulls it by
+    digest (the daemon, through its certs.d) and writes its record, promote tags it with signed
+    evidence, and verify checks that evidence as bob, whose token may only pull."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    private, public = tmp_path / "signing-key.pem", tmp_path / "cosign.pub"
+    private.write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
+    public.write_bytes(
+        key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+    )
+    site.edit("a change staged")
+    staged = site.run(
+        "stage", "--to", site.target, "--base-image", BASE_IMAGE, "--shards", "1", "--signing-key", str(private)
+    )
+    assert staged.code == 0, staged.out[-3000:]
+    candidate, version = staged.report["candidate"], staged.report["version"]
+    [shard] = [s["name"] for s in staged.report["shards"]]
+
+    tested = site.run("test", "--image", candidate, "--shard", shard, trust="certs.d", user="carol")
+    assert tested.code == 0, tested.out[-3000:]
+
+    promoted = site.run(
+        "promote", "--candidate", candidate, "--version", version, "--signing-key", str(private), trust="registry_ca"
+    )
+    assert promoted.code == 0, promoted.out[-3000:]
+    assert site.repo.digest(version) == candidate.rpartition("@")[2] == site.repo.digest("latest")
+
+    verified = site.run("verify", f"{site.target}:{version}", "--key", str(public), user="bob")
+    assert verified.code == 0, verified.out[-3000:]
+    assert _asked(site, "bob") == {"pull", "pull,push"}  # verify asked pull alone: bob's earlier refusal asked push
