@@ -5,11 +5,11 @@ names (GHCR, Docker Hub and most registries), asked for the actions each request
 for reads, `pull,push` for writes, `delete` for a DELETE) and kept per set of actions;
 credentials go to a realm only over https or to the registry itself. TLS is verified as Docker
 verifies it and plain http is used only where Docker would use it (registry/trust.py); the
-scheme that answered is remembered per host for the process. 429 and 5xx answers are retried a few times with backoff. Every answer
-must arrive whole within a deadline, however slowly it trickles. A digest is always the sha256
-of the manifest bytes received or sent, never a header's claim. Credentials live only in
-`Credentials`, whose repr hides them, and in request headers; they never reach messages,
-reports or process arguments.
+scheme that answered is remembered per host for the process. 429 and 5xx answers are retried a
+few times with backoff. Every answer must arrive whole within a deadline, however slowly it
+trickles. A digest is always the sha256 of the manifest bytes received or sent, never a header's
+claim. Credentials live only in `Credentials`, whose repr hides them, and in request headers;
+they never reach messages, reports or process arguments.
 """
 
 from __future__ import annotations
@@ -175,6 +175,7 @@ class RegistryRepository:
 
     def _exchange(self, method: str, url: str, service: str, **kw: Any) -> requests.Response:
         """One request whose whole answer (headers and body) arrives within `self.deadline`."""
+        plain = None
         with deadline(self.deadline) as watch:
             try:
                 answer = self.session.request(
@@ -187,11 +188,12 @@ class RegistryRepository:
                 if failure is not None:  # never "unreachable": it answered, with a certificate not trusted here
                     raise self.trust.untrusted(urlsplit(url).netloc, failure, registry=self.host) from None
                 plain = self._plain_instead(url, exc)
-                if plain is not None:
-                    return self._exchange(method, plain, service, **kw)
-                raise InfrastructureError(f"""
-                    {service} is unreachable ({exc.__class__.__name__}). Check that it is up (locally:
-                    `make stack`) and that this machine can reach it.""") from None
+                if plain is None:
+                    raise InfrastructureError(f"""
+                        {service} is unreachable ({exc.__class__.__name__}). Check that it is up (locally:
+                        `make stack`) and that this machine can reach it.""") from None
+        if plain is not None:  # an insecure registry that speaks no TLS: the same request over http
+            return self._exchange(method, plain, service, **kw)
         if watch.expired:  # cut, yet it looked complete (an answer without a length): still cut short
             raise self._too_slow(service)
         return answer
