@@ -3,7 +3,7 @@ here, and only here, from the settings, the values the command line or the actio
 and the environment.
 
 The environment stops here. What the code below needs of it is resolved now and handed down as
-values: the registry credentials, the branch a release commit is pushed to, the signing (its key
+values: the registry credentials and TLS trust, the branch a release commit is pushed to, the signing (its key
 read and checked, or the keyless prerequisites present) and the GitHub run, the latency options.
 """
 
@@ -21,6 +21,7 @@ from triton_release.history.push_back import PushTarget
 from triton_release.models.gates import GateOptions
 from triton_release.models.shards import check_counts
 from triton_release.registry.client import RegistryRepository, open_repository
+from triton_release.registry.trust import Trust
 from triton_release.release import ReleaseRequest, RollbackRequest
 from triton_release.settings import CONFIG_FILE, Settings
 
@@ -129,7 +130,7 @@ def candidate_test_request(
 ) -> CandidateTestRequest:
     """`test` of a staged candidate REPO@sha256:...: one shard of it (its record written to the
     registry), or the given models."""
-    found, digest = staged(candidate, env, door)
+    found, digest = staged(candidate, env, door, settings)
     return CandidateTestRequest(
         model_repository=model_repository(settings, door),
         repository=found,
@@ -154,7 +155,7 @@ def promote_request(
     keep_candidates: int = 0,
 ) -> PromoteRequest:
     """`promote`: the staged candidate becomes release `version` once every shard's record passed."""
-    found, digest = staged(candidate, env, door)
+    found, digest = staged(candidate, env, door, settings)
     return PromoteRequest(
         found,
         digest,
@@ -213,10 +214,16 @@ def repository(
                 f"{CONFIG_FILE}), e.g. ghcr.io/org/models."
             )
         return None
-    return open_repository(settings.repository, env, door.username, door.password)
+    return open_repository(settings.repository, env, door.username, door.password, trust=trust(settings, env))
 
 
-def staged(candidate: str, env: Mapping[str, str], door: Door) -> tuple[RegistryRepository, str]:
+def trust(settings: Settings, env: Mapping[str, str]) -> Trust:
+    """What registries' TLS is verified against beside the system store: the registry_ca setting
+    (read and checked now) and the daemon's certs.d (TRITON_RELEASE_DOCKER_CERTS_D in its place)."""
+    return Trust.given(settings.registry_ca, env)
+
+
+def staged(candidate: str, env: Mapping[str, str], door: Door, settings: Settings) -> tuple[RegistryRepository, str]:
     """A staged candidate REPO@sha256:...: its repository (with the credentials) and digest."""
     from triton_release.contract import parse_digest_ref
     from triton_release.registry.candidate import parse_reference
@@ -229,7 +236,7 @@ def staged(candidate: str, env: Mapping[str, str], door: Door) -> tuple[Registry
             f"the action's input candidate is {candidate!r}; give REPO@sha256:<64 hex digits>, "
             "the stage job's `candidate` output."
         )
-    return open_repository(found[0], env, door.username, door.password), found[1]
+    return open_repository(found[0], env, door.username, door.password, trust=trust(settings, env)), found[1]
 
 
 def provenance_source(env: Mapping[str, str]) -> str:

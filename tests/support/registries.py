@@ -141,11 +141,13 @@ class FakeRegistry:
 
     `hook(handler)` sees every request first and may answer it itself (return True): a trickle,
     HTML, a rival's write. `requests` lists (method, path) of each. `stopping` is set on close, for
-    hooks that wait. Use it as a context manager; `address` is host:port."""
+    hooks that wait. With `tls` (a server SSLContext) it speaks https, its realm too. Use it as a
+    context manager; `address` is host:port."""
 
     def __init__(
         self,
         *,
+        tls=None,
         status: int | None = None,
         user: str = "bot",
         password: str = "s3cret-pw",
@@ -168,10 +170,13 @@ class FakeRegistry:
         self.requests: list[tuple[str, str]] = []
         self.stopping = threading.Event()
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+        if tls is not None:  # the handshake in the handler's thread, not in the accepting one
+            self.server.socket = tls.wrap_socket(self.server.socket, server_side=True, do_handshake_on_connect=False)
+            self.server.handle_error = lambda *_: None  # a client that refused the certificate
         self.server.daemon_threads = True
         self.server.fake = self
         self.address = f"127.0.0.1:{self.server.server_address[1]}"
-        self.realm = realm or f"http://{self.address}/token"
+        self.realm = realm or f"{'https' if tls is not None else 'http'}://{self.address}/token"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     def close(self) -> None:
@@ -486,3 +491,143 @@ class MemoryRegistry:
         manifest = Manifest.of("application/vnd.oci.image.manifest.v1+json", body)
         self.manifests[manifest.digest] = manifest
         return manifest
+
+
+# -- a self-hosted registry: TLS from a private CA, token auth ----------------------------------
+
+
+class TokenService:
+    """The Docker token spec's service, over TLS (`tls`, a server SSLContext) on a free loopback
+    port: GET /token?service=..&scope=repository:NAME:ACTIONS with Basic credentials is answered
+    with an RS256 JWT (header `kid`: the signing key's libtrust id) granting what the user may of
+    what was asked (`users`: name -> (password, the actions it may)); anonymous asks get an empty
+    grant, wrong credentials 401. `asked` lists (user, scopes, User-Agent) of each request, as asked
+    (the Docker daemon's pushes and pulls ask too)."""
+
+    def __init__(self, tls, signing, users: dict[str, tuple[str, set[str]]], *, service: str, issuer: str) -> None:
+        self.signing, self.users, self.service, self.issuer = signing, users, service, issuer
+        self.asked: list[tuple[str, str, str]] = []
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), _TokenHandler)
+        self.server.socket = tls.wrap_socket(self.server.socket, server_side=True, do_handshake_on_connect=False)
+        self.server.handle_error = lambda *_: None  # a client that refused the certificate
+        self.server.daemon_threads = True
+        self.server.tokens = self
+        self.realm = f"https://127.0.0.1:{self.server.server_address[1]}/token"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def token(self, user: str, scopes: list[str]) -> str:
+        import uuid
+
+        import jwt
+
+        allowed = self.users[user][1] if user else set()
+        access = []
+        for scope in scopes:
+            kind, _, rest = scope.partition(":")
+            name, _, actions = rest.rpartition(":")
+            granted = [a for a in actions.split(",") if a in allowed]
+            if kind == "repository" and name:
+                access.append({"type": "repository", "name": name, "actions": granted})
+        now = int(time.time())
+        claims = {
+            "iss": self.issuer,
+            "sub": user,
+            "aud": self.service,
+            "exp": now + 300,
+            "nbf": now - 10,
+            "iat": now,
+            "jti": uuid.uuid4().hex,
+            "access": access,
+        }
+        return jwt.encode(claims, self.signing.pem, algorithm="RS256", headers={"kid": self.signing.kid})
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class _TokenHandler(BaseHTTPRequestHandler):
+    server: ThreadingHTTPServer
+
+    def log_message(self, *args):
+        pass
+
+    def do_GET(self):
+        from urllib.parse import parse_qs, urlsplit
+
+        tokens: TokenService = self.server.tokens
+        query = parse_qs(urlsplit(self.path).query)
+        scopes = query.get("scope", [])
+        user = ""
+        header = self.headers.get("Authorization", "")
+        if header.startswith("Basic "):
+            user, _, password = base64.b64decode(header[6:]).decode().partition(":")
+            if user not in tokens.users or tokens.users[user][0] != password:
+                tokens.asked.append((user, " ".join(scopes), self.headers.get("User-Agent", "")))
+                return self._answer(401, {"errors": [{"code": "UNAUTHORIZED", "message": "wrong credentials"}]})
+        tokens.asked.append((user, " ".join(scopes), self.headers.get("User-Agent", "")))
+        token = tokens.token(user, scopes)
+        return self._answer(200, {"token": token, "access_token": token, "expires_in": 300})
+
+    def _answer(self, status: int, body: dict) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+class TokenRegistry:
+    """Debian's docker-registry serving TLS itself (a certificate from `ca` for 127.0.0.1) with
+    `auth: token` against a `TokenService` of its own (TLS from the same CA), on free loopback
+    ports, its storage in `state`; with `base`, `repository` holds the base image's layers from
+    the start. `users`: name -> (password, the actions it may). `address` is host:port."""
+
+    SERVICE = "triton-release-test-registry"
+    ISSUER = "triton-release-test-token-issuer"
+
+    def __init__(
+        self, state: Path, ca, users: dict[str, tuple[str, set[str]]], *, base=None, repository: str = "team/models"
+    ) -> None:
+        from support.tls import SigningKey
+
+        state.mkdir(parents=True, exist_ok=True)
+        self.state, self.ca = state, ca
+        if base is not None:
+            base.seed(state / "data", repository)
+        issued = ca.issue("registry")
+        self.signing = SigningKey.made(state, self.ISSUER)
+        self.tokens = TokenService(
+            issued.server_context(), self.signing, users, service=self.SERVICE, issuer=self.ISSUER
+        )
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            self.address = f"127.0.0.1:{sock.getsockname()[1]}"
+        (state / "config.yml").write_text(
+            "version: 0.1\nlog:\n  level: warn\n"
+            f"storage:\n  filesystem:\n    rootdirectory: {state / 'data'}\n  delete:\n    enabled: true\n"
+            f"http:\n  addr: {self.address}\n  tls:\n    certificate: {issued.cert}\n    key: {issued.key}\n"
+            f"auth:\n  token:\n    realm: {self.tokens.realm}\n    service: {self.SERVICE}\n"
+            f"    issuer: {self.ISSUER}\n    rootcertbundle: {self.signing.certificate}\n"
+        )
+        self.log = state / "registry.log"
+        with self.log.open("wb") as log:
+            self.process = subprocess.Popen(
+                ["docker-registry", "serve", str(state / "config.yml")], stdout=log, stderr=subprocess.STDOUT
+            )
+        for _ in range(100):
+            try:
+                requests.get(f"https://{self.address}/v2/", timeout=1, verify=str(ca.cert))
+                return
+            except requests.RequestException:
+                time.sleep(0.1)
+        self.close()
+        raise RuntimeError(f"docker-registry with TLS did not start on {self.address}:\n{self.log.read_text()[-2000:]}")
+
+    def close(self) -> None:
+        if self.process is not None:
+            self.process.kill()
+            self.process.wait(10)
+            self.process = None
+        self.tokens.close()

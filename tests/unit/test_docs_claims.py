@@ -265,3 +265,91 @@ def test_the_tags_page_s_settings_file_sets_tags_version(tmp_path):
 
     [block] = [b for b in yaml_blocks(TAGS_PAGE) if "tags:" in b.text]
     assert resolve(yaml.safe_load(block.text), cwd=tmp_path).publish.tags == "version"
+
+
+# -- docs/registries.md: trust, plain http, the permissions each command needs -------------------
+
+REGISTRIES_PAGE = ROOT / "docs" / "registries.md"
+
+
+def _section(title: str) -> str:
+    text = REGISTRIES_PAGE.read_text(encoding="utf-8")
+    return text.split(f"## {title}\n", 1)[1].split("\n## ", 1)[0]
+
+
+def _fenced(text: str, lang: str) -> list[str]:
+    return [block.split("\n", 1)[1] for block in text.split("```")[1::2] if block.startswith(lang + "\n")]
+
+
+def test_the_registries_page_quotes_the_untrusted_certificate_refusal_as_the_code_words_it(monkeypatch):
+    import ssl
+
+    from triton_release.errors import InfrastructureError
+    from triton_release.registry import trust
+
+    [quoted] = _fenced(_section("Self-hosted with a private CA"), "text")
+    monkeypatch.setattr(trust, "certificate_issuer", lambda *_: "CN=Team CA,O=Team")
+    failure = ssl.SSLCertVerificationError(1, "certificate verify failed")
+    failure.verify_code = 20  # X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT_LOCALLY
+    refusal = trust.Trust().untrusted("registry.example.com:5443", failure)
+    assert isinstance(refusal, InfrastructureError) and refusal.exit_code == 3
+    assert refusal.message.startswith(" ".join(quoted.replace("...", "").split()).rstrip(", "))
+
+
+def test_the_registries_page_names_the_trust_sources_as_the_code_reads_them(tmp_path):
+    from triton_release.registry import trust
+    from triton_release.settings import BY_KEY, resolve
+
+    section = _section("Self-hosted with a private CA")
+    assert f"`{trust.CERTS_D}/HOST:PORT/`" in section and f"`{trust.CERTS_D_VARIABLE}`" in section
+    assert "`registry_ca` setting" in section and "`--registry-ca`" in section and "`registry-ca`" in section
+    assert "registry_ca" in BY_KEY and "registry-ca" in INPUTS
+    [settings_file] = [b for b in yaml_blocks(REGISTRIES_PAGE) if b.text.startswith("registry_ca:")]
+    (tmp_path / "triton-release.yaml").write_text(settings_file.text)
+    (tmp_path / "elsewhere").mkdir()
+    relative = yaml.safe_load(settings_file.text)["registry_ca"]
+    found = resolve({}, str(tmp_path / "triton-release.yaml"), cwd=tmp_path / "elsewhere").registry_ca
+    assert Path(found).resolve() == (tmp_path / relative).resolve()  # read from the file's folder
+
+
+def test_the_registries_page_s_permissions_table_lists_commands_that_take_their_flags():
+    import argparse
+
+    from triton_release.cli.main import parser
+    from triton_release.registry import client
+
+    section = _section("Permissions each command needs")
+    assert "`pull` to read, `pull,push` to write, and\n`delete` to delete" in section
+    assert set(client._ACTIONS.values()) | {client._WRITE} == {"pull", "pull,push", "delete"}
+    top = parser()
+    [sub] = [a for a in top._actions if isinstance(a, argparse._SubParsersAction)]
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in section.splitlines() if line.startswith("| `")]
+    assert len(rows) == 8
+    for command, _reads, writes, deletes in rows:
+        name, *flags = command.strip("`").split()
+        options = {o for action in sub.choices[name]._actions for o in action.option_strings}
+        assert "--registry-ca" in options, f"{name} reaches a registry and should take --registry-ca"
+        named = [f for f in flags if f.startswith("--")] + re.findall(r"`(--[\w-]+)`", deletes)
+        assert set(named) <= options, (name, named)
+        assert (writes == "no") == (name == "verify" or "--no-push" in flags), command
+
+
+def test_the_registries_page_s_plain_http_hosts_are_those_the_code_allows():
+    import json
+
+    from triton_release.registry import trust
+
+    section = _section("Insecure LAN registries")
+    assert "`127.0.0.0/8`, `::1`, `localhost`" in section
+    assert all(map(trust.is_loopback, ["127.0.0.1:5000", "127.8.9.10", "[::1]:5000", "localhost:5000"]))
+    [daemon_json] = _fenced(section, "json")
+    listed = json.loads(daemon_json)["insecure-registries"]
+    # as `docker info` reports daemon.json's list: names as index configs, networks as CIDRs
+    info = {
+        "RegistryConfig": {
+            "InsecureRegistryCIDRs": [e for e in listed if "/" in e],
+            "IndexConfigs": {e: {"Name": e, "Secure": False} for e in listed if "/" not in e},
+        }
+    }
+    assert trust.insecure_in(info, "registry.lan:5000") and trust.insecure_in(info, "10.1.2.3:5000")
+    assert not trust.insecure_in(info, "registry.lan:5001") and not trust.insecure_in(info, "192.168.0.2:5000")

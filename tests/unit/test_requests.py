@@ -131,3 +131,48 @@ def test_the_environment_gives_the_source_label_only_inside_github_actions():
     assert requests.provenance_source({}) == ""
     env = {"GITHUB_SERVER_URL": "https://github.com", "GITHUB_REPOSITORY": "org/models"}
     assert requests.provenance_source(env) == "https://github.com/org/models"
+
+
+def test_registry_ca_reaches_the_registry_client_from_the_flag_the_input_and_the_settings_file(tmp_path, monkeypatch):
+    """--registry-ca FILE, the action's input registry-ca (the PEM itself) and registry_ca: in
+    triton-release.yaml (a path relative to it) each give the client the CA it trusts."""
+    from support.tls import PrivateCA
+
+    ca = PrivateCA(tmp_path / "ca")
+    (tmp_path / "model_repository").mkdir()
+    monkeypatch.chdir(tmp_path)
+    event = tmp_path / "event.json"
+    event.write_text(json.dumps({}))
+    env = {"HOME": str(tmp_path), "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    made = _captured(monkeypatch, CASES["release"][2])
+    assert cli_main(["release", "--to", REPO, "--base", "abc", "--registry-ca", str(ca.cert)], env) == 0
+    action_env = {
+        **env,
+        "GITHUB_EVENT_NAME": "push",
+        "GITHUB_EVENT_PATH": str(event),
+        "GITHUB_WORKSPACE": str(tmp_path),
+        "INPUT_REPOSITORY": REPO,
+        "INPUT_REGISTRY-CA": ca.pem,
+    }
+    assert action_main(action_env) == 0
+    (tmp_path / "triton-release.yaml").write_text("registry_ca: ca/ca.crt\n")
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    assert (
+        cli_main(
+            [
+                "release",
+                "--to",
+                REPO,
+                "--base",
+                "abc",
+                "--config",
+                "../triton-release.yaml",
+                "--model-repository",
+                "../model_repository",
+            ],
+            env,
+        )
+        == 0
+    )
+    assert [request.repository.trust.ca.strip() for request in made] == [ca.pem.strip()] * 3

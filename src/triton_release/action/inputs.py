@@ -23,6 +23,7 @@ SETTING_INPUTS = (
     "model-repository",
     "repository",
     "image",
+    "registry-ca",
     "base-image",
     "python",
     "stub",

@@ -134,6 +134,11 @@ def add_latency_settings(parser: argparse.ArgumentParser) -> None:
     setting(parser, "--perf-analyzer", "perf_analyzer", metavar="FILE")
 
 
+def add_registry_settings(parser: argparse.ArgumentParser) -> None:
+    """The flags of how the registry is reached (registry/trust.py)."""
+    setting(parser, "--registry-ca", "registry_ca", metavar="PEM|FILE")
+
+
 def add_signing(parser: argparse.ArgumentParser) -> None:
     """The flags of the evidence's signing (evidence/signing.py)."""
     setting(parser, "--signing-key", "signing_key", metavar="FILE")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from triton_release import requests
-from triton_release.cli.common import Context, add_signing, setting
+from triton_release.cli.common import Context, add_registry_settings, add_signing, setting
 from triton_release.fanout.promote import run_promote
 
 if TYPE_CHECKING:
@@ -31,6 +31,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     setting(parser, "--channel", "channel", metavar="TAG")
     setting(parser, "--tags", "tags", choices=("all", "version"))
+    add_registry_settings(parser)
     parser.add_argument(
         "--commit",
         action="store_true",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from triton_release.cli.common import Context, setting
+from triton_release.cli.common import Context, add_registry_settings, setting
 from triton_release.history.releases import check_channel, parse_version
 from triton_release.registry import publish as registry
 
@@ -19,6 +19,7 @@ HELP = "push the image under X.Y.Z, then move the other tags"
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--image", metavar="IMAGE", required=True, help="the tested local image")
     setting(parser, "--to", "repository", metavar="REPO")
+    add_registry_settings(parser)
     parser.add_argument("--version", metavar="X.Y.Z", required=True, help="the immutable release tag")
     parser.add_argument(
         "--revision",

@@ -11,6 +11,7 @@ from triton_release.cli.common import (
     add_image_settings,
     add_latency_settings,
     add_refs,
+    add_registry_settings,
     add_server_settings,
     add_signing,
     setting,
@@ -28,6 +29,7 @@ HELP = "validate, changed, bump, build, test and push in one run"
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_refs(parser, SINCE_LAST_RELEASE)
     setting(parser, "--to", "repository", metavar="REPO")
+    add_registry_settings(parser)
     parser.add_argument("--no-push", action="store_true", help="stop after the tests (pull requests, forks)")
     parser.add_argument(
         "--commit", action="store_true", help="commit the new version folders as `release X.Y.Z` and tag vX.Y.Z"

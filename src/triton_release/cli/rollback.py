@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from triton_release import release, requests
-from triton_release.cli.common import Context, add_server_settings, setting
+from triton_release.cli.common import Context, add_registry_settings, add_server_settings, setting
 from triton_release.errors import UsageError
 from triton_release.registry import rollback as channels
 
@@ -20,6 +20,7 @@ HELP = "point a channel back at an earlier release"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     setting(parser, "--repo", "repository", metavar="REPO")
+    add_registry_settings(parser)
     parser.add_argument("--to-version", metavar="X.Y.Z", help="the release the channel should point at")
     setting(parser, "--channel", "channel", metavar="TAG")
     parser.add_argument("--verify", action="store_true", help="run that release's golden cases against its image first")

@@ -10,6 +10,7 @@ from triton_release.cli.common import (
     Context,
     add_image_settings,
     add_refs,
+    add_registry_settings,
     add_signing,
     setting,
 )
@@ -26,6 +27,7 @@ HELP = "validate, changed, build and push a candidate (candidate-<sha12>, no rel
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_refs(parser, SINCE_LAST_RELEASE)
     setting(parser, "--to", "repository", metavar="REPO")
+    add_registry_settings(parser)
     count = parser.add_mutually_exclusive_group()
     count.add_argument(
         "--shards",

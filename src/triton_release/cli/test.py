@@ -9,6 +9,7 @@ from triton_release.cli.common import (
     SETTING_DEST,
     Context,
     add_latency_settings,
+    add_registry_settings,
     add_server_settings,
     models_list,
     setting,
@@ -37,6 +38,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="with a candidate: test this shard of its plan and record the outcome in the registry",
     )
     parser.add_argument("--models", metavar="A,B", help="the models to test (default: all)")
+    add_registry_settings(parser)
     add_server_settings(parser)
     setting(parser, "--max-drift", "max_drift", metavar="FRACTION")
     add_latency_settings(parser)

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from triton_release import steps
-from triton_release.cli.common import Context, setting
+from triton_release import requests, steps
+from triton_release.cli.common import Context, add_registry_settings, setting
 from triton_release.errors import UsageError
 
 if TYPE_CHECKING:
@@ -21,6 +21,7 @@ HELP = "check a release's evidence (signatures, subject, golden results, SBOM, p
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("reference", metavar="REPO:TAG|REPO@DIGEST", help="the image whose evidence to check")
     setting(parser, "--key", "verify_key", metavar="PUB")
+    add_registry_settings(parser)
 
 
 def run(ctx: Context, session: Session) -> None:
@@ -35,7 +36,7 @@ def run(ctx: Context, session: Session) -> None:
         )
     key = load_public_key(ctx.settings.verify_key)
     repository, tag, digest = parse_reference(ctx.args.reference)
-    registry = open_repository(repository, ctx.env)
+    registry = open_repository(repository, ctx.env, trust=requests.trust(ctx.settings, ctx.env))
     session.step(
         "check-evidence",
         ctx.console.evidence_checked,

@@ -1,12 +1,15 @@
 """A registry repository through the v2 API: tags, manifests, blobs, digests, retag, delete.
 
 Auth follows the registry's challenge: anonymous, Basic, or a Bearer token from the realm it
-names (GHCR, Docker Hub and most registries); credentials go to a realm only over https or to
-the registry itself. 429 and 5xx answers are retried a few times with backoff. Every answer
-must arrive whole within a deadline, however slowly it trickles. A digest is always the sha256
-of the manifest bytes received or sent, never a header's claim. Credentials live only in
-`Credentials`, whose repr hides them, and in request headers; they never reach messages,
-reports or process arguments.
+names (GHCR, Docker Hub and most registries), asked for the actions each request needs (`pull`
+for reads, `pull,push` for writes, `delete` for a DELETE) and kept per set of actions;
+credentials go to a realm only over https or to the registry itself. TLS is verified as Docker
+verifies it and plain http is used only where Docker would use it (registry/trust.py); the
+scheme that answered is remembered per host for the process. 429 and 5xx answers are retried a
+few times with backoff. Every answer must arrive whole within a deadline, however slowly it
+trickles. A digest is always the sha256 of the manifest bytes received or sent, never a header's
+claim. Credentials live only in `Credentials`, whose repr hides them, and in request headers;
+they never reach messages, reports or process arguments.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from triton_release.contract import HUB, HUB_API_HOST, HUB_LIBRARY, parse_digest
 from triton_release.errors import InfrastructureError, Refused, UsageError
 from triton_release.registry.credentials import Credentials, find_credentials
 from triton_release.registry.transport import deadline, watched_session
+from triton_release.registry.trust import Trust, is_loopback, speaks_tls, verification_failure
 from triton_release.registry.write_once import TagNotOverwritable, refused_overwrite
 from triton_release.signals import checkpoint
 
@@ -47,14 +51,25 @@ READ_TIMEOUT = 30.0  # seconds of silence within an answer
 DEADLINE = 120.0  # seconds for one whole answer, however slowly it trickles
 MAX_PAGES = 1000  # pages of a tag list (1000 tags each)
 _CHALLENGE = re.compile(r'(\w+)="([^"]*)"')
+# the token actions each request needs: reads pull, writes push (with pull: a blob or manifest
+# write reads first), a DELETE delete alone (the distribution registry asks no more)
+_ACTIONS = {"GET": "pull", "HEAD": "pull", "DELETE": "delete"}
+_WRITE = "pull,push"
+_SCHEMES: dict[str, str] = {}  # host -> the scheme it answered on ("https" or "http"), for this process
 
 
 def open_repository(
-    ref: str, env: Mapping[str, str], username: str | None = None, password: str | None = None
+    ref: str,
+    env: Mapping[str, str],
+    username: str | None = None,
+    password: str | None = None,
+    *,
+    trust: Trust | None = None,
 ) -> RegistryRepository:
-    """The registry repository `ref` with the credentials found for its host."""
+    """The registry repository `ref` with the credentials found for its host, its TLS verified by
+    `trust` (default: the system store and the daemon's certs.d)."""
     host = RegistryRepository.parse(ref).host
-    return RegistryRepository.parse(ref, find_credentials(host, env, username, password))
+    return RegistryRepository.parse(ref, find_credentials(host, env, username, password), trust=trust)
 
 
 def content_digest(body: bytes) -> str:
@@ -133,17 +148,30 @@ class RegistryRepository:
     """One repository: `host` is its registry as Docker names it (docker.io for Docker Hub), `name`
     its path there, `ref` the name as the user wrote it (what messages, outputs and labels show)."""
 
-    def __init__(self, host: str, name: str, credentials: Credentials | None = None, *, ref: str | None = None) -> None:
+    def __init__(
+        self,
+        host: str,
+        name: str,
+        credentials: Credentials | None = None,
+        trust: Trust | None = None,
+        *,
+        ref: str | None = None,
+    ) -> None:
         self.host, self.name = host, name
         self.ref = ref or f"{host}/{name}"
         self.credentials = credentials
-        self.session = watched_session()
-        self._token: str | None = None
+        self.trust = trust or Trust()
+        self._context = self.trust.context(host)
+        self.session = watched_session(self._context)
+        self._tokens: dict[str, str] = {}  # a bearer token per set of actions ("pull", "pull,push", "delete")
+        self._basic = False  # the registry asked for Basic credentials
         self.deadline = DEADLINE  # seconds for one whole answer
         self.max_pages = MAX_PAGES  # of a tag list
 
     @classmethod
-    def parse(cls, ref: str, credentials: Credentials | None = None) -> RegistryRepository:
+    def parse(
+        cls, ref: str, credentials: Credentials | None = None, *, trust: Trust | None = None
+    ) -> RegistryRepository:
         found = parse_repository(ref or "")
         if found is None:
             raise UsageError(f"""
@@ -156,7 +184,7 @@ class RegistryRepository:
                 official images, which nobody can push to. Put your Docker Hub user or organization in front
                 (NAMESPACE/{found.path.removeprefix(HUB_LIBRARY + "/")}), or give another registry's
                 HOST/NAME such as ghcr.io/org/models.""")
-        return cls(found.registry, found.path, credentials, ref=ref)
+        return cls(found.registry, found.path, credentials, trust, ref=ref)
 
     @property
     def api_host(self) -> str:
@@ -171,15 +199,29 @@ class RegistryRepository:
 
     @property
     def base_url(self) -> str:
-        """Plain http only to this machine's loopback (the local test registry); https elsewhere."""
-        hostname = self.api_host.rsplit(":", 1)[0].lower()
-        local = hostname == "localhost" or re.fullmatch(r"127(\.\d{1,3}){3}", hostname) is not None
-        return f"{'http' if local else 'https'}://{self.api_host}/v2/{self.name}"
+        return f"{self.scheme}://{self.api_host}/v2/{self.name}"
+
+    @property
+    def scheme(self) -> str:
+        """https first; plain http only to a registry Docker reaches so when it answers a TLS
+        ClientHello with something else: loopback (asked at once), or one of the daemon's insecure
+        registries (asked only when https fails there: `_plain_instead`). Asked once per host."""
+        known = _SCHEMES.get(self.api_host.lower())
+        if known is not None:
+            return known
+        if not is_loopback(self.api_host):
+            return "https"
+        tls = speaks_tls(self.api_host, self._context)
+        if tls is None:  # nothing answers yet: plain http for now, asked again next time
+            return "http"
+        _SCHEMES[self.api_host.lower()] = "https" if tls else "http"
+        return _SCHEMES[self.api_host.lower()]
 
     # -- transport ----------------------------------------------------------------------------
 
     def _exchange(self, method: str, url: str, service: str, **kw: Any) -> requests.Response:
         """One request whose whole answer (headers and body) arrives within `self.deadline`."""
+        plain = None
         with deadline(self.deadline) as watch:
             try:
                 answer = self.session.request(
@@ -188,12 +230,39 @@ class RegistryRepository:
             except requests.RequestException as exc:
                 if watch.expired:
                     raise self._too_slow(service) from None
-                raise InfrastructureError(f"""
-                    {service} is unreachable ({exc.__class__.__name__}). Check that it is up (locally:
-                    `make stack`) and that this machine can reach it.""") from None
+                failure = verification_failure(exc)
+                if failure is not None:  # never "unreachable": it answered, with a certificate not trusted here
+                    raise self.trust.untrusted(urlsplit(url).netloc, failure, registry=self.host) from None
+                plain = self._plain_instead(url, exc)
+                if plain is None:
+                    raise InfrastructureError(f"""
+                        {service} is unreachable ({exc.__class__.__name__}). Check that it is up (locally:
+                        `make stack`) and that this machine can reach it.""") from None
+        if plain is not None:  # an insecure registry that speaks no TLS: the same request over http
+            return self._exchange(method, plain, service, **kw)
         if watch.expired:  # cut, yet it looked complete (an answer without a length): still cut short
             raise self._too_slow(service)
         return answer
+
+    def _plain_instead(self, url: str, exc: requests.RequestException) -> str | None:
+        """`url` over plain http, when https to this registry could not connect and Docker would
+        use http there: it answers a ClientHello with something else than TLS and the daemon lists
+        it as insecure. Remembered for the process. None when https failed otherwise; a plain-http
+        registry the daemon does not list is refused, saying so (credentials stay off plain http)."""
+        prefix = f"https://{self.api_host}/"
+        if not url.startswith(prefix) or self.api_host.lower() in _SCHEMES or not isinstance(exc, requests.ConnectionError):
+            return None
+        if speaks_tls(self.api_host, self._context) is not False:
+            return None
+        if not self.trust.plain_http_allowed(self.api_host):
+            raise InfrastructureError(f"""
+                The registry {self.api_host} answers plain http, not https. Docker reaches a registry over
+                plain http only when the daemon lists it in insecure-registries (/etc/docker/daemon.json),
+                and so does this tool, which sends nothing, credentials least of all, over plain http to
+                any other host. Serve the registry over TLS, or add it to the daemon's
+                insecure-registries and restart the daemon.""")
+        _SCHEMES[self.api_host.lower()] = "http"
+        return f"http://{self.api_host}/" + url[len(prefix) :]
 
     def _too_slow(self, service: str) -> InfrastructureError:
         return InfrastructureError(f"""
@@ -202,9 +271,10 @@ class RegistryRepository:
 
     def _send(self, method: str, url: str, **kw: Any) -> requests.Response:
         headers = dict(kw.pop("headers", {}) or {})
-        if self._token:
-            headers["Authorization"] = f"Bearer {self._token}"
-        elif self._token == "" and self.credentials:
+        token = self._tokens.get(_ACTIONS.get(method, _WRITE))
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        elif self._basic and self.credentials:
             basic = base64.b64encode(f"{self.credentials.username}:{self.credentials.password}".encode()).decode()
             headers["Authorization"] = f"Basic {basic}"
         for attempt in range(RETRIES):
@@ -225,7 +295,7 @@ class RegistryRepository:
 
     def _request_url(self, method: str, url: str, **kw: Any) -> requests.Response:
         answer = self._send(method, url, **kw)
-        if answer.status_code == 401 and self._authenticate(answer):
+        if answer.status_code == 401 and self._authenticate(answer, _ACTIONS.get(method, _WRITE)):
             answer = self._send(method, url, **kw)
         return answer
 
@@ -246,7 +316,7 @@ class RegistryRepository:
     def _check_realm(self, realm: str) -> None:
         """Credentials go to a token service over https, or over http only to this very (loopback) registry."""
         parts = urlsplit(realm)
-        own = parts.netloc.lower() == self.host.lower() and self.base_url.startswith(f"{parts.scheme}://")
+        own = parts.netloc.lower() == self.api_host.lower() and self.base_url.startswith(f"{parts.scheme}://")
         if parts.scheme == "https" or (parts.scheme == "http" and own):
             return
         raise Refused(f"""
@@ -254,14 +324,15 @@ class RegistryRepository:
             {_without_userinfo(realm)}, which is neither https nor the registry itself; they were not
             sent. Use the registry's https address, or serve its token service over https.""")
 
-    def _authenticate(self, challenge: requests.Response) -> bool:
-        """Answer a 401's WWW-Authenticate; True when there is something new to try."""
+    def _authenticate(self, challenge: requests.Response, actions: str) -> bool:
+        """Answer a 401's WWW-Authenticate for a request that needs `actions`; True when there is
+        something new to try."""
         header = challenge.headers.get("WWW-Authenticate", "")
         scheme = header.split(" ", 1)[0].lower()
         if scheme == "basic":
-            if self.credentials is None or self._token == "":
+            if self.credentials is None or self._basic:
                 return False
-            self._token = ""  # "" means: send Basic
+            self._basic = True
             return True
         if scheme != "bearer":
             return False
@@ -271,20 +342,24 @@ class RegistryRepository:
             return False
         if self.credentials:
             self._check_realm(realm)
-        # the scope this request needs (a token for pull cannot push); with credentials ask for both
-        params["scope"] = (
-            f"repository:{self.name}:pull,push"
-            if self.credentials
-            else params.get("scope", f"repository:{self.name}:pull")
-        )
+        params["scope"] = f"repository:{self.name}:{actions}"  # what this request needs, no more
         auth = (self.credentials.username, self.credentials.password) if self.credentials else None
         service = f"The registry's token service {_without_userinfo(realm)}"
         answer = self._exchange("GET", realm, service, params=params, auth=auth)
+        if answer.status_code in (401, 403) and self.credentials:
+            raise Refused(f"""
+                {service} refused to sign in as {self.credentials.username} ({self.credentials.source}) for
+                {self} (HTTP {answer.status_code}): the username or the password (token) is wrong, or has
+                expired. Give the right ones: the action's username/password inputs,
+                TRITON_RELEASE_USERNAME and TRITON_RELEASE_PASSWORD, or `docker login {self.host}`.""")
         if answer.status_code != 200:
             return False
         data = self._json(answer, service, "a token (JSON)")
-        self._token = data.get("token") or data.get("access_token")
-        return bool(self._token)
+        token = data.get("token") or data.get("access_token")
+        if not isinstance(token, str) or not token:
+            return False
+        self._tokens[actions] = token
+        return True
 
     def _raise_for(self, answer: requests.Response, what: str) -> None:
         if answer.status_code < 400:
@@ -479,4 +554,10 @@ class RegistryRepository:
         answer = self._request("DELETE", f"manifests/{digest}")
         if answer.status_code == 404:
             return
+        if answer.status_code in (401, 403) and self.credentials:
+            raise Refused(f"""
+                The registry {self.host} refused to delete {digest} from {self} as
+                {self.credentials.username} ({self.credentials.source}) (HTTP {answer.status_code}): deleting
+                needs the delete permission on {self.name} (a token granting the delete action), which these
+                credentials do not have. Grant it to them, or give credentials that have it.""")
         self._raise_for(answer, f"delete {digest} from")

@@ -524,7 +524,13 @@ def retain(registry: RegistryRepository, keep: int, channel: str) -> Retention:
             kept.append((str(version), tuple(channels[digest])))
             continue
         if digest not in gone:
-            registry.delete(digest)
+            try:
+                registry.delete(digest)
+            except Refused as exc:
+                raise Refused(f"""
+                    {exc.message} Retention (--keep {keep}, the keep setting) needs that permission to delete
+                    {version}. The release itself is out: {releases[-1]} is pushed and its tags moved; only
+                    the old releases stay. Give credentials that may delete, or leave keep unset.""") from None
             gone.add(digest)
         deleted.append(str(version))
     dropped = tuple(tag for tag in tags if digests.get(tag) in gone and not is_release_tag(tag))

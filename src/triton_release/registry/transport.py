@@ -1,14 +1,17 @@
-"""HTTP with a deadline for a whole answer.
+"""HTTP with a deadline for a whole answer, and TLS verified by the context it is given.
 
 requests' read timeout counts the silence between two reads, so an answer trickling a byte at a
 time never times out. A timer cuts the connections of the request in flight instead: `deadline`
-watches the requests made inside it through a session from `watched_session`.
+watches the requests made inside it through a session from `watched_session`. That session
+verifies TLS with the SSLContext given (registry/trust.py: the system store, the daemon's certs.d,
+registry_ca), not with certifi's bundle or REQUESTS_CA_BUNDLE.
 """
 
 from __future__ import annotations
 
 import contextlib
 import socket
+import ssl
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -90,6 +93,20 @@ class _HTTPSPool(urllib3.HTTPSConnectionPool):
 
 
 class _WatchedAdapter(requests.adapters.HTTPAdapter):
+    def __init__(self, context: ssl.SSLContext | None = None) -> None:
+        self.context = context  # what https is verified with; None: requests' own (certifi)
+        super().__init__()
+
+    def build_connection_pool_key_attributes(self, request: Any, verify: Any, cert: Any = None) -> Any:
+        host_params, pool_kwargs = super().build_connection_pool_key_attributes(request, verify, cert)
+        if self.context is not None and host_params.get("scheme") == "https":
+            pool_kwargs = {"ssl_context": self.context, "cert_reqs": "CERT_REQUIRED"}
+        return host_params, pool_kwargs
+
+    def cert_verify(self, conn: Any, url: str, verify: Any, cert: Any) -> None:
+        if self.context is None or not url.lower().startswith("https"):
+            super().cert_verify(conn, url, verify, cert)  # else: the context alone decides, no bundle added
+
     def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
         super().init_poolmanager(*args, **kwargs)
         self.poolmanager.pool_classes_by_scheme = {"http": _HTTPPool, "https": _HTTPSPool}
@@ -100,10 +117,10 @@ class _WatchedAdapter(requests.adapters.HTTPAdapter):
         return manager
 
 
-def watched_session() -> requests.Session:
-    """A session whose connections a `deadline` can cut."""
+def watched_session(context: ssl.SSLContext | None = None) -> requests.Session:
+    """A session whose connections a `deadline` can cut, verifying https with `context`."""
     session = requests.Session()
-    adapter = _WatchedAdapter()
+    adapter = _WatchedAdapter(context)
     session.mount("http://", adapter)
     session.mount("https://", adapter)
     return session

@@ -190,7 +190,9 @@ class BackgroundUpload:
         previous: str | None,
     ) -> None:
         # a client of its own: a session is not shared between threads
-        self.registry = RegistryRepository(registry.host, registry.name, registry.credentials, ref=str(registry))
+        self.registry = RegistryRepository(
+            registry.host, registry.name, registry.credentials, registry.trust, ref=str(registry)
+        )
         self.registry.deadline = UPLOAD_DEADLINE
         self.diff_ids, self.tars, self.previous = list(diff_ids), dict(tars), previous
         self.descriptors: dict[str, Descriptor] = {}

@@ -134,6 +134,11 @@ def folder_path(value: str, folder: Path) -> str:
     return value if Path(value).is_absolute() else str(folder / value)
 
 
+def pem_path(value: str, folder: Path) -> str:
+    """PEM text as given; a path to one, re-anchored as `folder_path` does."""
+    return value if value.lstrip().startswith("-----BEGIN") else folder_path(value, folder)
+
+
 def stub_path(value: str, folder: Path) -> str:
     return "path:" + folder_path(value[len("path:") :], folder) if value.startswith("path:") else value
 

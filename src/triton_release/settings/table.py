@@ -17,6 +17,7 @@ from triton_release.settings.converters import (
     gpus,
     keep,
     milliseconds,
+    pem_path,
     plain_text,
     python_version,
     registry_repository,
@@ -52,6 +53,14 @@ SETTINGS: tuple[Setting, ...] = (
         "or team/models for Docker Hub (lower-cased: Docker refuses upper case)",
         registry_repository,
         notice="registry repository {given} lower-cased to {value} (Docker refuses upper case)",
+    ),
+    Setting(
+        "registry_ca",
+        None,
+        "the CA certificate (PEM text, or a .crt file) that signs the registry's TLS certificate, trusted "
+        "beside the system store and the Docker daemon's /etc/docker/certs.d/HOST:PORT/ (default: those two "
+        "alone); a container action sees neither, so give it there",
+        anchor=pem_path,
     ),
     Setting("channel", "latest", "the moving tag consumers follow"),
     Setting(
@@ -137,6 +146,7 @@ SETTINGS: tuple[Setting, ...] = (
         "milliseconds of one perf_analyzer measurement window (a round is three; "
         "longer for a model too slow for 30 requests in a round)",
         milliseconds,
+        pem_path,
     ),
     Setting(
         "perf_analyzer",
