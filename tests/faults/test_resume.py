@@ -4,6 +4,7 @@ and its git tag with the very version folders that were shipped."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import signal
@@ -13,6 +14,7 @@ import sys
 import threading
 import time
 
+import docker
 import pytest
 
 from support.models import PYTHON_MODEL
@@ -178,9 +180,12 @@ def test_a_write_into_the_bumped_folder_after_the_push_is_refused_before_the_com
             saved.set()
         return forward()
 
+    local_tags: list[str] = []  # the build's and the push's local tags, by the proxy's address
     try:
         with RegistryProxy("latest", save_then_forward) as proxy:
-            command = release_command(f"{proxy.address}/{ws.registry.name}", "--commit", "--load-timeout", "30")
+            target = f"{proxy.address}/{ws.registry.name}"
+            local_tags += [f"{target}:candidate", f"{target}:{version}"]
+            command = release_command(target, "--commit", "--load-timeout", "30")
             refused = subprocess.run(command, cwd=ws.root, capture_output=True, text=True, timeout=600)
             out = refused.stdout + refused.stderr
             assert saved.is_set(), out[-3000:]
@@ -207,6 +212,9 @@ def test_a_write_into_the_bumped_folder_after_the_push_is_refused_before_the_com
     finally:
         writer.kill()
         writer.wait()
+        for tag in local_tags:
+            with contextlib.suppress(docker.errors.ImageNotFound):
+                ws.docker.images.remove(tag)
     assert rerun.returncode == 0, rerun.stdout[-3000:] + rerun.stderr[-3000:]
     assert ws.registry.digest(version) == shipped  # never rebuilt or pushed again
     assert ws.git_repo.git("log", "-1", "--format=%s") == f"release {version}"
