@@ -18,8 +18,9 @@ def released_once(docker_client, tmp_path_factory):
     root = tmp_path_factory.mktemp("faults-template") / "work"
     ws = Workspace(root, f"{REGISTRY}/triton-release-faults/template-{uuid.uuid4().hex[:10]}", docker_client)
     yield ws
-    with contextlib.suppress(Exception):
-        docker_client.images.remove(f"{ws.image}:candidate", force=True)
+    for tag in ("candidate", "1.0.0"):  # the build's tag, and the one the daemon's push of 1.0.0 left
+        with contextlib.suppress(Exception):
+            docker_client.images.remove(f"{ws.image}:{tag}", force=True)
 
 
 @pytest.fixture(scope="module")

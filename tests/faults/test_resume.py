@@ -4,12 +4,17 @@ and its git tag with the very version folders that were shipped."""
 
 from __future__ import annotations
 
+import contextlib
+import json
+import shutil
 import signal
 import stat
 import subprocess
+import sys
 import threading
 import time
 
+import docker
 import pytest
 
 from support.models import PYTHON_MODEL
@@ -17,6 +22,7 @@ from support.registries import RegistryProxy
 from support.reports import read_report
 from support.stack import SERVERS
 from support.tool import release_command, start
+from triton_release.contract import RELEASED_VERSIONS_LABEL
 from triton_release.history.releases import versions_in
 
 pytestmark = pytest.mark.integration
@@ -137,4 +143,81 @@ def test_a_signal_once_the_release_is_up_keeps_the_bump_and_says_the_rerun_finis
     assert rerun.returncode == 0, rerun.stdout[-3000:] + rerun.stderr[-3000:]
     assert ws.registry.digest("latest") == ws.registry.digest(version)
     assert ws.git_repo.git("log", "-1", "--format=%s") == f"release {version}"
+    assert ws.git_repo.git("status", "--porcelain") == ""
+
+
+def test_a_write_into_the_bumped_folder_after_the_push_is_refused_before_the_commit(ws):
+    """A process working inside version folder N (its current directory: not a file open for
+    writing, which the bump would see) saves model.py while the release moves the channel: the bump
+    moved N to N+1, so the save lands in N+1, after the check before the push. The release commit
+    proves N+1 against the tree the image was built from: refused, no commit, no git tag, the
+    registry's X.Y.Z as built; the advice followed, the rerun makes the commit and the tag."""
+    ws.write({"a/1/model.py": "# 2\n" + PYTHON_MODEL})
+    head = ws.commit("a: new code")
+    newest = versions_in(ws.registry.tags())[-1]
+    version = f"{newest.major}.{newest.minor + 1}.0"
+    writer = subprocess.Popen(  # a shell in the version folder, say, whose user saves later
+        [
+            sys.executable,
+            "-c",
+            "import sys\n"
+            "sys.stdin.readline()\n"
+            "open('model.py', 'a').write('# saved during the release\\n')\n"
+            "print('written', flush=True)\n",
+        ],
+        cwd=ws.models / "a" / "1",
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    saved = threading.Event()
+
+    def save_then_forward(proxy, path, forward):
+        if not saved.is_set():  # the channel moves after the push and the check before it
+            writer.stdin.write("save\n")
+            writer.stdin.flush()
+            assert writer.stdout.readline().strip() == "written"
+            saved.set()
+        return forward()
+
+    local_tags: list[str] = []  # the build's and the push's local tags, by the proxy's address
+    try:
+        with RegistryProxy("latest", save_then_forward) as proxy:
+            target = f"{proxy.address}/{ws.registry.name}"
+            local_tags += [f"{target}:candidate", f"{target}:{version}"]
+            command = release_command(target, "--commit", "--load-timeout", "30")
+            refused = subprocess.run(command, cwd=ws.root, capture_output=True, text=True, timeout=600)
+            out = refused.stdout + refused.stderr
+            assert saved.is_set(), out[-3000:]
+            assert refused.returncode == 1, out[-3000:]
+            message = " ".join(out.split())
+            assert "model_repository/a/2/model.py (changed)" in message, out[-3000:]
+            assert f"No release commit and no git tag v{version} were made" in message
+            assert "Traceback" not in out
+            assert ws.git_repo.git("rev-parse", "HEAD") == head  # no release commit
+            assert ws.git_repo.git("tag", "--list", f"v{version}") == ""
+            assert ws.git_repo.git("diff", "--cached", "--name-only") == ""
+            shipped = ws.registry.digest(version)
+            assert shipped is not None  # published as built and tested: its record names head's a/1
+            labels = ws.registry.image_config(version)["config"]["Labels"]
+            record = json.loads(labels[RELEASED_VERSIONS_LABEL])
+            assert record["a"]["2"] == ws.git_repo.git("rev-parse", f"{head}:model_repository/a/1")
+
+            # the advice: the edit moved out, the folders put back as committed, and run again
+            edit = (ws.models / "a" / "2" / "model.py").read_text()
+            assert edit.endswith("# saved during the release\n")
+            ws.git_repo.git("checkout", "HEAD", "--", "model_repository/a/1")
+            shutil.rmtree(ws.models / "a" / "2")
+            rerun = subprocess.run(command, cwd=ws.root, capture_output=True, text=True, timeout=600)
+    finally:
+        writer.kill()
+        writer.wait()
+        for tag in local_tags:
+            with contextlib.suppress(docker.errors.ImageNotFound):
+                ws.docker.images.remove(tag)
+    assert rerun.returncode == 0, rerun.stdout[-3000:] + rerun.stderr[-3000:]
+    assert ws.registry.digest(version) == shipped  # never rebuilt or pushed again
+    assert ws.git_repo.git("log", "-1", "--format=%s") == f"release {version}"
+    assert ws.git_repo.git("tag", "--points-at", "HEAD") == f"v{version}"
+    assert ws.git_repo.git("rev-parse", "HEAD:model_repository/a/2") == record["a"]["2"]
     assert ws.git_repo.git("status", "--porcelain") == ""

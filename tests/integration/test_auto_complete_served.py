@@ -11,7 +11,15 @@ import shutil
 import pytest
 import requests
 
-from support.models import auto_complete_files, decoupled_config, python_model_files, sequence_config, write_tree
+from support.models import (
+    auto_complete_files,
+    decoupled_config,
+    golden_case,
+    python_config,
+    python_model_files,
+    sequence_config,
+    write_tree,
+)
 from support.stack import BASE_IMAGE, ROOT
 from triton_release.contract import MODELS_LABEL
 from triton_release.image.build import build_image
@@ -100,3 +108,91 @@ def test_an_image_built_here_has_its_model_files_read_from_its_repository_and_it
     configs, why = image_held(docker_client, tag, versions, built_from=other)
     assert why is None
     assert configs == from_image[0]  # the configs still the image's
+
+
+# a model whose class gets auto_complete_config through locals(): it adds dynamic batching, and the
+# model adds 2 where it is served with it (its image's own command, auto-complete on), else 1
+UNNAMED_COMPLETION = """\
+import json
+
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+def _complete(config):
+    config.set_dynamic_batching()
+    return config
+
+
+class TritonPythonModel:
+    locals()["auto_complete" + "_config"] = staticmethod(_complete)
+
+    def initialize(self, args):
+        self.offset = 2.0 if "dynamic_batching" in json.loads(args["model_config"]) else 1.0
+
+    def execute(self, requests):
+        responses = []
+        for request in requests:
+            x = pb_utils.get_input_tensor_by_name(request, "INPUT0").as_numpy()
+            out = pb_utils.Tensor("OUTPUT0", (x + self.offset).astype(np.float32))
+            responses.append(pb_utils.InferenceResponse([out]))
+        return responses
+"""
+
+# run inside the released image's own server: its config and the golden case's answer, as JSON
+ASK_THE_SERVER = """\
+import json, sys, time, urllib.request
+base, model = "http://127.0.0.1:8000", sys.argv[1]
+deadline = time.time() + 120
+while True:
+    try:
+        if urllib.request.urlopen(f"{base}/v2/models/{model}/ready", timeout=2).status == 200:
+            break
+    except OSError:
+        pass
+    if time.time() > deadline:
+        raise SystemExit("the model never became ready")
+    time.sleep(0.5)
+config = json.load(urllib.request.urlopen(f"{base}/v2/models/{model}/config", timeout=10))
+case = {"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [1, 4], "data": [1, 2, 3, 4]}]}
+request = urllib.request.Request(
+    f"{base}/v2/models/{model}/infer", data=json.dumps(case).encode(), headers={"Content-Type": "application/json"}
+)
+print(json.dumps({"config": config, "outputs": json.load(urllib.request.urlopen(request, timeout=30))["outputs"]}))
+"""
+
+
+def served_by_its_own_command(docker_client, image: str, model: str) -> dict:
+    """`image` run as a user runs it (its own command, no arguments), asked from inside for the
+    model's config and its answer to the golden input."""
+    container = docker_client.containers.run(image, detach=True)
+    try:
+        code, out = container.exec_run(["python3", "-c", ASK_THE_SERVER, model])
+        assert code == 0, out.decode()[-3000:] + container.logs().decode()[-3000:]
+        return json.loads(out.decode().strip().splitlines()[-1])
+    finally:
+        container.remove(force=True)
+
+
+def test_a_model_given_the_method_unnamed_is_tested_as_its_released_image_serves_it(git_repo, releaser, docker_client):
+    """The check read `locals()[...] = ...` as "does not complete its config": the tests ran with
+    auto-complete off (the model added 1), the image's own command with it on (it adds 2). The
+    golden case says what the image serves; it passes, and the released image, run under its own
+    command, serves the config and the answer that were tested."""
+    git_repo.write(
+        {
+            "dyn/config.pbtxt": python_config("dyn"),
+            "dyn/1/model.py": UNNAMED_COMPLETION,
+            "dyn/golden/basic.json": golden_case(out=(3, 4, 5, 6)),
+        }
+    )
+    git_repo.commit("a model completing its config through locals()")
+    report = releaser()
+    assert report["version"] == "1.0.0"
+    docker_client.images.pull(releaser.target, tag="1.0.0")
+    try:
+        served = served_by_its_own_command(docker_client, f"{releaser.target}:1.0.0", "dyn")
+    finally:
+        docker_client.images.remove(f"{releaser.target}:1.0.0", force=True)
+    assert "dynamic_batching" in served["config"]
+    assert served["outputs"][0]["data"] == [3, 4, 5, 6]

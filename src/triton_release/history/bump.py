@@ -74,6 +74,9 @@ class BumpResult:
     # the working tree held exactly this bump already (a `bump` of the user's, or what an earlier
     # run left): nothing was written, and nothing of it is undone by this run
     found: bool = False
+    # every folder the bump wrote with the git tree it wrote there: what the image is built from,
+    # proven again before the release commit (history/commit.py)
+    trees: tuple[FolderWrite, ...] = ()
 
     @property
     def written(self) -> bool:
@@ -396,17 +399,71 @@ def _moved_from_checkout(git: Git, writes: list[FolderWrite], root: Path) -> dic
     index in `writes` -> the index of N's write, which moves N aside first. Only where N holds
     exactly what git would write there, told by its bytes (`_same_blobs`: each file's git object
     id and executable bit, no link, empty folder or git LFS pointer), whatever git status, the
-    index or the checkout's settings say."""
+    index or the checkout's settings say; and where nothing else can write into N's files (a
+    hard link, a process holding one open for writing: `_held_elsewhere`)."""
     pairs = {  # a bump's two writes, N (moved aside first) then N+1
         i: i - 1
         for i, write in enumerate(writes)
         if i and not write.at_head and writes[i - 1].at_head and writes[i - 1].model == write.model
     }
+    held = _held_elsewhere([root / writes[n].model / str(writes[n].version) for n in pairs.values()])
     return {
         i: n
         for i, n in pairs.items()
-        if _same_blobs(git, writes[i].tree, root / writes[n].model / str(writes[n].version))
+        if (folder := root / writes[n].model / str(writes[n].version)) not in held
+        and _same_blobs(git, writes[i].tree, folder)
     }
+
+
+def _held_elsewhere(folders: list[Path]) -> set[Path]:
+    """The folders among `folders` whose files something else can still write to: a file with
+    another hard link (st_nlink > 1), or one a process holds open for writing (every process's
+    /proc/<pid>/fd, best effort: one this user cannot read is not seen). Moving such a folder to
+    N+1 would carry those writes into the released version; it is copied from git instead, and
+    the writes land in the old files, which leave the checkout. The release commit proves N+1
+    again whatever this misses (history/commit.py)."""
+    held: set[Path] = set()
+    wanted = {os.path.realpath(folder): folder for folder in folders}
+    for real, folder in wanted.items():
+        for directory, _, files in os.walk(real):
+            if any(os.lstat(os.path.join(directory, name)).st_nlink > 1 for name in files):
+                held.add(folder)
+                break
+    left = {real: folder for real, folder in wanted.items() if folder not in held}
+    if not left:
+        return held
+    for path in _written_by_processes():
+        for real, folder in left.items():
+            if path.startswith(real + os.sep):
+                held.add(folder)
+    return held
+
+
+def _written_by_processes() -> set[str]:
+    """The paths of files any process holds open for writing (O_WRONLY or O_RDWR), as
+    /proc/<pid>/fd shows them; nothing where there is no /proc or a process cannot be read."""
+    found: set[str] = set()
+    try:
+        pids = [name for name in os.listdir("/proc") if name.isdigit()]
+    except OSError:
+        return found
+    for pid in pids:
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                target = os.readlink(f"/proc/{pid}/fd/{fd}")
+                if not target.startswith("/"):
+                    continue  # a pipe, a socket, an anonymous inode
+                with open(f"/proc/{pid}/fdinfo/{fd}", encoding="ascii") as info:
+                    flags = next((line.split()[1] for line in info if line.startswith("flags:")), "0")
+            except (OSError, ValueError, IndexError):
+                continue
+            if (int(flags, 8) & os.O_ACCMODE) in (os.O_WRONLY, os.O_RDWR):
+                found.add(target)
+    return found
 
 
 def undo_bumps(changes: ChangeSet, bumps: list[Written], model_repository: Path) -> None:

@@ -41,6 +41,7 @@ def commit(root: Path, version: str, bumped: BumpResult | None = None, revision:
         git.run("add", "--force", "--", *paths)  # exactly what git held, ignored patterns or not
         if bumped is not None:
             _stage_modes(git, bumped)
+            _prove_staged(git, bumped, version, paths)
         staged = git.run("diff", "--cached", "--quiet", "--", *paths, check=False).returncode != 0
     if staged:
         identity = []
@@ -85,6 +86,54 @@ def _stage_modes(git: Git, bumped: BumpResult) -> None:
     for change, files in modes.items():
         if files:
             git.run("--literal-pathspecs", "update-index", f"--chmod={change}", "--", *files)
+
+
+def _prove_staged(git: Git, bumped: BumpResult, version: str, paths: list[str]) -> None:
+    """Each folder the bump wrote, as `git add` staged it, must be exactly the git tree the bump
+    wrote there (what the image was built from): a process that held a file of N open, or a hard
+    link to one, may have written into it since (the bump moves N to N+1), and the commit and the
+    tag vX.Y.Z would hold bytes other than the image's. Refused before either is made, the folders
+    unstaged again, naming each file that changed."""
+    changed: list[str] = []
+    for write in bumped.trees:
+        folder = PurePosixPath(bumped.prefix, write.model, str(write.version)).as_posix()
+        staged = git.run("write-tree", f"--prefix={folder}/", check=False)
+        tree = staged.stdout.decode().strip() if staged.returncode == 0 else ""
+        if tree == write.tree:
+            continue
+        if not tree:
+            changed.append(f"{folder} (gone)")
+            continue
+        listed = git.run("diff-tree", "-r", "-z", "--no-renames", "--name-status", write.tree, tree).stdout
+        fields = listed.decode("utf-8", "surrogateescape").split("\0")
+        words = {"M": "changed", "A": "added", "D": "removed", "T": "changed kind"}
+        changed += [
+            f"{folder}/{path} ({words.get(status[:1], 'changed')})"
+            for status, path in zip(fields[::2], fields[1::2])
+            if status
+        ] or [f"{folder} (its modes)"]
+    if not changed:
+        return
+    git.run("reset", "-q", "--", *paths, check=False)  # the index as it was before `git add`
+    listed = "; ".join(changed[:5]) + (f"; and {len(changed) - 5} more" if len(changed) > 5 else "")
+    at_head = [p for p in paths if git.run("cat-file", "-e", f"HEAD:{p}", check=False).returncode == 0]
+    new = [p for p in paths if p not in at_head]
+    restore = " and ".join(
+        part
+        for part in (
+            f"`git checkout HEAD -- {' '.join(at_head)}`" if at_head else "",
+            f"remove {', '.join(new)}" if new else "",
+        )
+        if part
+    )
+    raise Refused(f"""
+        The version folders of release {version} changed after the image was built from them: {listed}.
+        Something wrote there during the release (a process holding a file of the version folder open, an
+        editor, a training job, or a hard link to one), and the release commit would hold other bytes than
+        the image. No release commit and no git tag {contract.git_tag(version)} were made; {version} is
+        in the registry as built and tested. Stop whatever writes there, move your edit out of the version
+        folders (it belongs in a new version), put them back as committed ({restore}), and run
+        triton-release again: it redoes the bump {version} shipped and makes the commit and the tag.""")
 
 
 # an operation git has under way, by the file or folder it keeps in .git/ meanwhile: (what it is,

@@ -95,10 +95,13 @@ def shipped(
 NARROW_MODELS = 50
 
 
-def held_trees(git: Git, revisions: list[str], prefix: str, models: list[str] | None = None) -> dict[str, set[str]]:
-    """model -> every git tree any of its numbered version folders held at `revisions` or in their
-    history (merges' own resolutions included): what a release made from them can have shipped.
-    `models`: only theirs, read from their folders' history (every parent of a merge followed)."""
+def held_trees(
+    git: Git, revisions: list[str], prefix: str, models: list[str] | None = None
+) -> dict[str, dict[int, set[str]]]:
+    """model -> version -> every git tree its version folder held at `revisions` or in their
+    history (merges' own resolutions included): what a release made from them can have shipped
+    as that version, or (a bump) as a higher one. `models`: only theirs, read from their
+    folders' history (every parent of a merge followed)."""
     where = [prefix] if models is None else [f":(literal){PurePosixPath(prefix, m).as_posix()}" for m in models]
     out = git.run(
         "log",
@@ -115,7 +118,7 @@ def held_trees(git: Git, revisions: list[str], prefix: str, models: list[str] | 
         *where,
     ).stdout.decode("utf-8", "surrogateescape")
     skip = 0 if prefix == "." else len(PurePosixPath(prefix).parts)
-    held: dict[str, set[str]] = {}
+    held: dict[str, dict[int, set[str]]] = {}
     tokens = iter(out.split("\0"))
     for token in tokens:
         token = token.lstrip("\n")
@@ -125,19 +128,26 @@ def held_trees(git: Git, revisions: list[str], prefix: str, models: list[str] | 
         old_mode, new_mode, old, new = token[1:].split()[:4]
         parts = path.split("/")[skip:]  # git's paths are plain: no "." or empty parts
         if len(parts) == 2 and VERSION_DIR.match(parts[1]):
-            found = held.setdefault(parts[0], set())
+            found = held.setdefault(parts[0], {}).setdefault(int(parts[1]), set())
             found.update(t for mode, t in ((old_mode, old), (new_mode, new)) if mode == "040000")
     return held
+
+
+def _held_at_or_below(held: Mapping[int, set[str]], version: int, tree: str) -> bool:
+    """Whether `tree` is one that version folder `version` held, or a lower one (which a bump
+    copies up to a new number): never a higher version's, which would swap two released versions."""
+    return any(tree in trees for number, trees in held.items() if number <= version)
 
 
 def prove(
     git: Git, released_versions: Mapping[str, Mapping[int, str]], revisions: list[str], prefix: str, what: str
 ) -> None:
     """Released versions read from the registry (`what`: whose, for the message) are trusted only
-    where git proves them: every (model, version, tree) named must be a tree that model's version
-    folders held at the commits it was released from (`revisions`) or before them, a folder a bump
-    copied included. Released versions rewritten in the registry (a forged label) are refused,
-    naming what differs."""
+    where git proves them: every (model, version, tree) named must be a tree that version's own
+    folder held at the commits it was released from (`revisions`) or before them, or a lower
+    version's folder of that model (a bump copies N to N+1, committed or not); never another
+    model's, nor a higher version's. Released versions rewritten in the registry (a forged label,
+    two versions swapped) are refused, naming what differs."""
     if not released_versions:
         return
     found = [r for r in revisions if r and git.has_commit(r)]
@@ -148,9 +158,18 @@ def prove(
             be proven against git, and is not trusted. Nothing was built. Check who pushed it; a release
             made by triton-release carries the commit of its build in org.opencontainers.image.revision.""")
     # the trees at the newest commit first (one listing); only the models with others left for their history
-    at = {model: set(trees.values()) for model, trees in trees_at(git, found[-1], prefix).items()}
+    at = {
+        model: {version: {tree} for version, tree in trees.items()}
+        for model, trees in trees_at(git, found[-1], prefix).items()
+    }
+
+    def proven(model: str, version: int, tree: str, held: Mapping[str, Mapping[int, set[str]]]) -> bool:
+        return _held_at_or_below(held.get(model, {}), version, tree)
+
     left = {
-        model for model, versions in released_versions.items() if not set(versions.values()) <= at.get(model, set())
+        model
+        for model, versions in released_versions.items()
+        if not all(proven(model, v, t, at) for v, t in versions.items())
     }
     named = sorted(m for m in left if model_name_problem(m) is None)  # no folder has another name: never held
     held = held_trees(git, found, prefix, named if len(left) <= NARROW_MODELS else None) if named else {}
@@ -158,15 +177,16 @@ def prove(
         (model, version, tree)
         for model, versions in sorted(released_versions.items())
         for version, tree in sorted(versions.items())
-        if tree not in at.get(model, set()) and tree not in held.get(model, set())
+        if not proven(model, version, tree, at) and not proven(model, version, tree, held)
     ]
     if wrong:
         listed = "; ".join(f"{prefix}/{m}/{v} as git tree {t[:12]}" for m, v, t in wrong[:5]) + (
             f"; and {len(wrong) - 5} more" if len(wrong) > 5 else ""
         )
         raise Refused(f"""
-            {what} says it shipped {listed}, contents that git never held for that model's version folders
-            up to {found[0][:12]}, the commit it was built from: it was rewritten after the release, or not
+            {what} says it shipped {listed}, contents that git never held for that version folder (nor a lower
+            version's, which a bump copies up) up to {found[-1][:12]}, the commit it was built from: it was
+            rewritten after the release (another model's or version's contents put under that number), or not
             written by triton-release from this repository. It is not trusted, and nothing was built. Find
             out who pushed it (the registry's logs), and check the release's evidence with `triton-release
             verify REPO:X.Y.Z --key <your public key>`.""")

@@ -31,23 +31,23 @@ def bump(root: Path, planned: ChangesResult, *, release: str = "", held_is_ours:
     is left as found, whatever this run ends with; `held_is_ours` (the run that left it was
     killed, its journal unreadable) makes it this run's, undone like one it wrote."""
     found = planned.found
+    git = Git(Git(root).toplevel())
+    trees = tuple(folder_writes(git, found, planned.writes)) if planned.writes else ()
     if planned.writes and _holds(found, planned, root):
         if not held_is_ours:
-            return BumpResult(found.prefix, planned.bumps, carried=planned.carried, found=True)
-        git = Git(Git(root).toplevel())
-        Journal(git).begin(found.head, found.prefix, folder_writes(git, found, planned.writes), release)
-        return BumpResult(found.prefix, planned.bumps, carried=planned.carried)
+            return BumpResult(found.prefix, planned.bumps, carried=planned.carried, found=True, trees=trees)
+        Journal(git).begin(found.head, found.prefix, list(trees), release)
+        return BumpResult(found.prefix, planned.bumps, carried=planned.carried, trees=trees)
     check_working_tree(found, planned.writes, root)
     if planned.writes:
-        git = Git(Git(root).toplevel())
         journal = Journal(git)
-        journal.begin(found.head, found.prefix, folder_writes(git, found, planned.writes), release)
+        journal.begin(found.head, found.prefix, list(trees), release)
         try:
             apply_bumps(found, planned.writes, root, git)  # all or nothing
         except BaseException:
             journal.end()
             raise
-    return BumpResult(found.prefix, planned.bumps, carried=planned.carried)
+    return BumpResult(found.prefix, planned.bumps, carried=planned.carried, trees=trees)
 
 
 def _holds(found: ChangeSet, planned: ChangesResult, root: Path) -> bool:

@@ -6,6 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import semver
+
 from triton_release.contract import LEDGER_TAG, RELEASED_VERSIONS_LABEL, REVISION_LABEL, is_ledger_tag
 from triton_release.errors import Refused
 from triton_release.history import released_versions, releases
@@ -85,7 +87,9 @@ def changes(
             )
             previous, source, where = newest, "the registry's ledger", f"{registry}:{LEDGER_TAG}.*"
         what = f"The registry's ledger {registry}:{LEDGER_TAG}.*"
-        released_versions.prove(git, ledger.versions, [*ledger.releases.values(), found.head], found.prefix, what)
+        # each version against the folders of the releases' own commits (the newest last), never today's head
+        commits = [commit for _, commit in sorted(ledger.releases.items(), key=lambda r: semver.Version.parse(r[0]))]
+        released_versions.prove(git, ledger.versions, commits, found.prefix, what)
         shipped = released_versions.merged(shipped, ledger.versions, where)
     bumps = plan_bumps(found, edits=shipped is None)
     carried: tuple[Carried, ...] = ()

@@ -13,7 +13,7 @@ from triton_release import contract
 from triton_release.contract import BASE_LABEL, RELEASED_VERSIONS_LABEL, REVISION_LABEL
 from triton_release.errors import Refused
 from triton_release.history import released_versions, releases
-from triton_release.history.bump import BumpResult, Carried, holds_bump
+from triton_release.history.bump import BumpResult, Carried, folder_writes, holds_bump
 from triton_release.history.changes import Changes, ChangeSet
 from triton_release.history.commit import Committed, commit
 from triton_release.history.git import Git
@@ -95,7 +95,9 @@ def commit_shipped(root: Path, version: str, planned: ChangesResult, released: s
     deterministic) unless it is there already, committed as `release X.Y.Z` and tagged."""
     bumped: BumpResult | None
     if holds_shipped_bump(root, planned, released):
-        bumped = BumpResult(planned.found.prefix, planned.bumps, carried=planned.carried)  # a stopped run's, untouched
+        # a stopped run's, untouched
+        trees = tuple(folder_writes(Git(Git(root).toplevel()), planned.found, planned.writes))
+        bumped = BumpResult(planned.found.prefix, planned.bumps, carried=planned.carried, trees=trees)
     else:
         bumped = bump(root, planned) if planned.writes else None
     return commit(root, version, bumped, planned.found.head)

@@ -592,3 +592,72 @@ def test_a_record_naming_a_model_no_folder_can_be_is_refused_as_any_forged_recor
     record = {"a": _trees(git_repo)["a"], name: {1: "1" * 40}}
     with pytest.raises(Refused, match="git never held"):
         released_versions.prove(Git(git_repo.root), record, [head], "model_repository", "The record")
+
+
+# -- each version against its own folder: two versions swapped (#48 item 2) ------------------------
+
+
+def forge_ledger(registry, versions: dict) -> None:
+    """The ledger's entries deleted and one written in their place, whole, saying `versions`."""
+    ledger = read_ledger(registry)
+    tags = [t for t in registry.manifests if is_ledger_tag(t)]
+    for tag in tags:
+        del registry.manifests[tag]
+    confirmed = next(t for t in tags if ".confirmed-" in t)
+    write_entry(registry, confirmed, Ledger(ledger.entries, versions))
+
+
+@pytest.fixture
+def two_versions(git_repo):
+    """Model a with versions 1 and 2 committed, each its own code, released as 1.0.0; and b."""
+    git_repo.write({**python_model_files("a"), "a/2/model.py": PYTHON_MODEL + "# two\n", **python_model_files("b")})
+    first = git_repo.commit("a/1, a/2 and b")
+    return git_repo, first, _trees(git_repo)
+
+
+def test_a_record_swapping_two_versions_of_a_model_is_refused(two_versions):
+    """Each tree was held by some folder of a, so a proof by model accepted the swap, and the next
+    release shipped a/1 with a/2's bytes. Each version is proven against its own folder."""
+    repo, first, trees = two_versions
+    registry = Registry()
+    swapped = {"a": {1: trees["a"][2], 2: trees["a"][1]}, "b": trees["b"]}
+    registry.release("1.0.0", first, swapped)
+    edit(repo, "b", 1, "# b\n")
+    with pytest.raises(Refused, match="git never held") as refused:
+        plan(repo, registry)
+    message = " ".join(str(refused.value).split())
+    assert f"model_repository/a/1 as git tree {trees['a'][2][:12]}" in message
+    assert "model_repository/b/1" not in message
+    assert repo.git("status", "--porcelain") == ""
+
+
+def test_a_ledger_swapping_two_versions_is_refused(two_versions):
+    repo, first, trees = two_versions
+    registry = Registry(ledger=True)
+    registry.release("1.0.0", first, {"a": trees["a"], "b": trees["b"]})
+    forge_ledger(registry, {"a": {1: trees["a"][2], 2: trees["a"][1]}, "b": trees["b"]})
+    edit(repo, "b", 1, "# b\n")
+    with pytest.raises(Refused, match="ledger") as refused:
+        plan(repo, registry)
+    assert "model_repository/a/1 as git tree" in " ".join(str(refused.value).split())
+
+
+def test_a_ledger_naming_a_tree_only_todays_checkout_holds_is_refused(two_versions):
+    """The ledger was proven against today's head too: an entry saying a/2 shipped as the edit made
+    after the release passed, and the edit then looked released, shipped without a bump."""
+    repo, first, trees = two_versions
+    registry = Registry(ledger=True)
+    registry.release("1.0.0", first, {"a": trees["a"], "b": trees["b"]})
+    edit(repo, "a", 2, "# after the release\n")
+    forge_ledger(registry, {"a": {1: trees["a"][1], 2: _trees(repo)["a"][2]}, "b": trees["b"]})
+    with pytest.raises(Refused, match="git never held"):
+        plan(repo, registry)
+
+
+def test_a_bumped_version_is_proven_by_the_lower_folder_it_was_copied_from(two_versions):
+    """A bump never committed: a/3 shipped as a/2's tree at the release's commit; a lower folder's
+    tree is a bump's, and proven."""
+    repo, first, trees = two_versions
+    released_versions.prove(
+        Git(repo.root), {"a": {**trees["a"], 3: trees["a"][2]}}, [first], "model_repository", "The record"
+    )

@@ -15,6 +15,7 @@ the same config is served (tests/integration/test_auto_complete_served.py).
 from __future__ import annotations
 
 import ast
+import sys
 import unicodedata
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
@@ -31,12 +32,19 @@ PYTHON_FILE = "model.py"  # the python backend's model file unless default_model
 
 
 def completes_its_config(source: bytes) -> bool:
-    """Whether a Python model's file may complete its config when Triton loads it. It may not only
-    when it parses as one plain top-level `class TritonPythonModel` (no base but `object`, no
-    decorator, no metaclass) and nothing else could bring the method: no name or string naming
-    auto_complete_config (as Python reads it: its coding, NFKC), no `import *`, `object` never
-    rebound, the class never named elsewhere (imported, rebound, patched), no `globals`, `vars`,
-    `setattr`, `exec`, `eval` or `__import__`. Read as a syntax tree, never run."""
+    """Whether a Python model's file may complete its config when Triton loads it: True wherever
+    the source cannot decide it, so that the tests serve the model as the image's own command does
+    (auto-complete on). It may not only when it parses as one plain top-level `class
+    TritonPythonModel` (no base but `object`, no decorator, no metaclass) and nothing else could
+    bring the method: no name or string naming auto_complete_config (as Python reads it: its
+    coding, NFKC), no `import *`, `object` never rebound, the class never named elsewhere
+    (imported, rebound, patched, an attribute of a module), no `globals`, `locals`, `vars`,
+    `setattr`, `exec`, `eval` or `__import__`, no frame or namespace reached by attribute
+    (`sys._getframe(0).f_locals`, `__dict__`, `builtins.__build_class__`), and no module imported
+    but the standard library's (those that reach frames, builtins or code excepted), numpy and
+    triton_python_backend_utils: any other, a helper beside the model included, may hook
+    `builtins.__build_class__` and give the class the method as it is built. Read as a syntax
+    tree, never run."""
     if NAME.encode() in source:
         return True
     try:
@@ -50,6 +58,10 @@ def completes_its_config(source: bytes) -> bool:
         if isinstance(node, ast.ClassDef) and node.name == MODEL_CLASS and node is not classes[0]:
             return True
         if isinstance(node, ast.ImportFrom) and any(alias.name == "*" for alias in node.names):
+            return True
+        if isinstance(node, (ast.Import, ast.ImportFrom)) and not _trusted_import(node):
+            return True
+        if isinstance(node, ast.Attribute) and (node.attr in REACHES_NAMESPACES or node.attr == MODEL_CLASS):
             return True
         if isinstance(node, ast.alias) and (node.asname or node.name).rsplit(".", 1)[-1] in (MODEL_CLASS, "object"):
             return True
@@ -96,7 +108,46 @@ def loads_models(source: bytes) -> bool:
 
 MODEL_CLASS = "TritonPythonModel"
 UTILS = "triton_python_backend_utils"
-DYNAMIC = {"globals", "vars", "setattr", "exec", "eval", "__import__"}  # what could add the method unnamed
+# what could add the method unnamed: names, and attributes that reach a frame's or a module's namespace
+DYNAMIC = {"globals", "locals", "vars", "setattr", "exec", "eval", "compile", "__import__", "__build_class__"}
+DYNAMIC |= {"__builtins__", "builtins"}
+REACHES_NAMESPACES = {
+    "_getframe",
+    "currentframe",
+    "f_locals",
+    "f_globals",
+    "f_builtins",
+    "f_back",
+    "modules",
+    "__dict__",
+    "__setattr__",
+    "__build_class__",
+    "__builtins__",
+}
+# the modules a model file may import and still be read as plain: the standard library's, less those
+# that reach frames, builtins or code, and the two every Python model imports
+TRUSTED_IMPORTS = frozenset(sys.stdlib_module_names) - {
+    "builtins",
+    "inspect",
+    "ctypes",
+    "gc",
+    "importlib",
+    "runpy",
+    "code",
+    "codeop",
+    "pickle",
+    "marshal",
+    "copyreg",
+    "types",
+}
+TRUSTED_IMPORTS |= {"numpy", "triton_python_backend_utils"}
+
+
+def _trusted_import(node: ast.Import | ast.ImportFrom) -> bool:
+    """Whether an import brings only modules of TRUSTED_IMPORTS (never one relative to the model's folder)."""
+    if isinstance(node, ast.ImportFrom):
+        return node.level == 0 and (node.module or "").split(".")[0] in TRUSTED_IMPORTS
+    return all(alias.name.split(".")[0] in TRUSTED_IMPORTS for alias in node.names)
 
 
 def _plain(node: ast.ClassDef) -> bool:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from triton_release.models import calls, golden
+from triton_release.models.config.completion import completes_its_config
 from triton_release.models.devices import ENV_PARAMETER
 from triton_release.models.repository import (
     GOLDEN_DIR,
@@ -148,30 +149,24 @@ def _syntax(path: Path) -> Iterator[Problem]:
 
 def _auto_complete(model: Model, path: Path) -> Iterator[Problem]:
     """Without config.pbtxt, tritonserver takes the whole config from TritonPythonModel's
-    auto_complete_config; a model.py lacking it does not load. Read as a syntax tree, never run.
-    A TritonPythonModel that is imported or has a base class may get it from elsewhere: not flagged."""
+    auto_complete_config; a model.py lacking it does not load. Flagged only where the file cannot
+    complete its config (models/config/completion.py, the rule the test server follows too): one
+    that may get the method elsewhere (a base class, an import, a namespace written) is not, unless
+    it names no TritonPythonModel at all (then it loads nothing)."""
     try:
-        tree = ast.parse(path.read_bytes())
+        source = path.read_bytes()
+        tree = ast.parse(source)
     except (OSError, SyntaxError, ValueError):
         return  # unreadable or not Python: _syntax says so
-    names: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            names.add(node.name)
-        elif isinstance(node, ast.Name):
-            names.add(node.id)
-        elif isinstance(node, ast.Attribute):
-            names.add(node.attr)
-        elif isinstance(node, ast.alias):
-            names.add(node.asname or node.name)
     model_class = next(
         (node for node in tree.body if isinstance(node, ast.ClassDef) and node.name == "TritonPythonModel"), None
     )
-    inherits = model_class is not None and any(
-        not (isinstance(b, ast.Name) and b.id == "object") for b in model_class.bases
+    named = any(
+        (isinstance(n, ast.Name) and n.id == "TritonPythonModel")
+        or (isinstance(n, ast.alias) and (n.asname or n.name).rsplit(".", 1)[-1] == "TritonPythonModel")
+        for n in ast.walk(tree)
     )
-    imported = model_class is None and "TritonPythonModel" in names
-    if "auto_complete_config" in names or inherits or imported:
+    if (model_class is not None or named) and completes_its_config(source):
         return
     yield Problem(
         path,

@@ -126,3 +126,53 @@ def test_default_model_filename_is_the_file_read():
 def test_anything_else_keeps_auto_complete_on_and_says_why(configs, versions, why):
     reader, _ = files({"/models/a/1/model.py": PYTHON_MODEL.encode()})
     assert why_auto_complete(configs, versions, reader).startswith(why)
+
+
+# -- what the source cannot decide counts as completing (#48 item 5) -----------------------------
+
+COMPLETE = "def _complete(config):\n    config.set_dynamic_batching()\n    return config\n\n\n"
+EVADING = {
+    "locals() in the class body": COMPLETE
+    + "class TritonPythonModel:\n    locals()['auto_complete' + '_config'] = staticmethod(_complete)\n",
+    "the frame's f_locals": "import sys\n\n"
+    + COMPLETE
+    + "class TritonPythonModel:\n    sys._getframe(0).f_locals.update({'auto_complete' + '_config': staticmethod(_complete)})\n",
+    "a helper beside the model hooking __build_class__": "import helper  # hooks builtins.__build_class__\n\n"
+    "class TritonPythonModel:\n    def execute(self, requests):\n        return []\n",
+    "a relative import": "from . import helper\n\nclass TritonPythonModel:\n    pass\n",
+    "builtins by name": "import builtins\n\nclass TritonPythonModel:\n    pass\n",
+    "the module's namespace": "import sys\n\nclass TritonPythonModel:\n    pass\n\nsys.modules[__name__].TritonPythonModel = object\n",
+    "a module's __dict__": "import json\n\nclass TritonPythonModel:\n    pass\n\njson.__dict__.update(x=1)\n",
+}
+
+
+@pytest.mark.parametrize("text", EVADING.values(), ids=EVADING.keys())
+def test_a_model_file_giving_its_class_the_method_unnamed_counts_as_completing(text):
+    """Each was read as "does not complete": the test server ran it with auto-complete off, and
+    the image's own command, with tritonserver's default, served another config."""
+    assert completes_its_config(text.encode())
+
+
+@pytest.mark.parametrize(
+    "imports",
+    [
+        "import json\nimport os\n",
+        "import numpy as np\nimport triton_python_backend_utils as pb_utils\n",
+        "from typing import List\n",
+    ],
+)
+def test_the_standard_library_numpy_and_the_backend_utilities_keep_a_model_plain(imports):
+    assert not completes_its_config((imports + "\nclass TritonPythonModel:\n    pass\n").encode())
+
+
+def test_validate_takes_an_unnamed_method_for_what_it_may_be(tmp_path):
+    """A model without config.pbtxt whose method comes through locals() was refused as defining no
+    auto_complete_config; it may well define one, which the server asks it."""
+    from support.models import golden_case, write_tree
+    from triton_release.models.validate import validate
+
+    root = write_tree(
+        tmp_path / "model_repository",
+        {"m/1/model.py": EVADING["locals() in the class body"], "m/golden/basic.json": golden_case()},
+    )
+    assert not [p for p in validate(root).problems if "auto_complete_config" in p.message]
