@@ -166,7 +166,12 @@ def _release(request: ReleaseRequest, session: Session) -> None:
     if Journal.left_in(root):  # a run killed with its bump in the working tree: finish it first
         recovered = session.step("recover", console.recovered, steps.recover, root, repository)
     session.step(
-        "validate", console.validation, steps.validate, root, requirements_options=request.image.requirements_options
+        "validate",
+        console.validation,
+        steps.validate,
+        root,
+        requirements_options=request.image.requirements_options,
+        custom_backends=request.image.custom_backends,
     )
     planned = session.step(
         "changed", console.changes, steps.changes, root, request.base, head=request.head, registry=repository, plan=True

@@ -29,7 +29,7 @@ class _Loader(yaml.SafeLoader):
     that take a boolean read them as true or false themselves. A key written twice in one mapping
     is refused (PyYAML would keep the last one without a word)."""
 
-    def construct_mapping(self, node: yaml.Node, deep: bool = False) -> dict:
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
         if isinstance(node, yaml.MappingNode):
             seen: dict = {}
             for key_node, _ in node.value:

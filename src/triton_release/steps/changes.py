@@ -21,8 +21,10 @@ if TYPE_CHECKING:
     from triton_release.registry.ledger import Ledger
 
 
-def validate(root: Path, *, requirements_options: str = "refuse") -> ValidationResult:
-    result = validate_repository(root, requirements_options)
+def validate(
+    root: Path, *, requirements_options: str = "refuse", custom_backends: tuple[str, ...] = ()
+) -> ValidationResult:
+    result = validate_repository(root, requirements_options, custom_backends)
     if not result.ok:  # the problems are listed by the step's result; the closing line counts them
         raise Refused(result.summary(), result=result)
     return result

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from triton_release.models import calls, golden
+from triton_release.models.config.backends import backend_problem, model_file, platform_problem
 from triton_release.models.devices import ENV_PARAMETER
 from triton_release.models.repository import (
     GOLDEN_DIR,
@@ -86,6 +87,22 @@ def check_config(model: Model, _repo: Repository) -> Iterator[Problem]:
                     "dimension is positive, or -1 for a variable one",
                     line_of(text, f'"{tensor.name}"'),
                 )
+
+
+def check_backend(model: Model, _repo: Repository, custom: tuple[str, ...] = ()) -> Iterator[Problem]:
+    """A backend or platform Triton does not know (a typo: "pyhton", "ensamble") fails at load, after
+    a build and a server start; `custom`: the custom_backends setting."""
+    config = model.config
+    if config is None:
+        return
+    if config.backend:
+        problem = backend_problem(config.backend, custom)
+        if problem:
+            yield Problem(model.config_path, problem, line_of(model.config_text, "backend"))
+    if config.platform:
+        problem = platform_problem(config.platform)
+        if problem:
+            yield Problem(model.config_path, problem, line_of(model.config_text, "platform"))
 
 
 def check_versions(model: Model, _repo: Repository) -> Iterator[Problem]:
@@ -376,4 +393,25 @@ def warn_golden(model: Model, _repo: Repository) -> Iterator[Problem]:
             yield from golden.case_warnings(case, model)
 
 
-WARNINGS: tuple[Rule, ...] = (warn_golden, warn_calls)
+def warn_model_file(model: Model, _repo: Repository) -> Iterator[Problem]:
+    """A model.py beside a config naming another backend: Triton loads that backend's file, and
+    model.py is never run."""
+    config = model.config
+    if config is None or model.is_python or model.is_ensemble or model.newest_version is None:
+        return
+    folder = model.path / str(model.newest_version)
+    if not (folder / "model.py").is_file():
+        return
+    named = f'backend "{config.backend}"' if config.backend else f'platform "{config.platform}"'
+    loaded = model_file(config.backend, config.platform, config.default_model_filename)
+    what = display_path(folder / loaded) if loaded else f"the {config.backend or config.platform} backend's model file"
+    yield Problem(
+        model.config_path,
+        f"{display_path(folder / 'model.py')} is a Python model, but {model.name}'s config names {named}: "
+        f"Triton loads {what}, not model.py, which is never run. If model.py is the model, write "
+        'backend: "python"',
+        line_of(model.config_text, "backend" if config.backend else "platform"),
+    )
+
+
+WARNINGS: tuple[Rule, ...] = (warn_golden, warn_calls, warn_model_file)
