@@ -369,8 +369,9 @@ def test_golden_unknown_datatype(make_repo):
 def test_golden_decoupled_responses_are_checked(make_repo):
     case = json.loads(golden_case())
     case["outputs"] = [[case["outputs"][0]], [dict(case["outputs"][0], name="NOPE")]]
+    decoupled = python_config("m") + "model_transaction_policy { decoupled: true }\n"
     assert "output 'NOPE' is not declared" in only_problem(
-        make_repo({**python_model_files("m"), "m/golden/basic.json": json.dumps(case)})
+        make_repo({**python_model_files("m"), "m/config.pbtxt": decoupled, "m/golden/basic.json": json.dumps(case)})
     )
 
 
