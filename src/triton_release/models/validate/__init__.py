@@ -24,12 +24,14 @@ from triton_release.models.validate.rules import (
     check_config,
     check_ensemble,
     check_golden,
+    check_golden_places,
     check_links,
     check_name,
     check_python_files,
     check_requirements,
     check_version_policy,
     check_versions,
+    stray_golden_folder,
 )
 from triton_release.problems import Problem, display_path
 
@@ -152,6 +154,9 @@ def judge(model: Model, repo: Repository, requirements_options: str, custom_back
     links = tuple((None, problem) for problem in check_links(model, repo))
     if links:
         return Verdict(links, (), 0)
+    stray = stray_golden_folder(model, repo)
+    if stray is not None:
+        return Verdict(((None, stray),), (), 0)
     found: list[Found] = []
     for rule in (
         check_name,
@@ -163,7 +168,12 @@ def judge(model: Model, repo: Repository, requirements_options: str, custom_back
     ):
         found.extend((None, problem) for problem in rule(model, repo))
     found.extend(called(model))
-    for rule in (check_version_policy, check_golden, partial(check_requirements, options=requirements_options)):
+    for rule in (
+        check_version_policy,
+        check_golden,
+        check_golden_places,
+        partial(check_requirements, options=requirements_options),
+    ):
         found.extend((None, problem) for problem in rule(model, repo))
     warnings = tuple(warning for rule in WARNINGS for warning in rule(model, repo))
     return Verdict(tuple(found), warnings, len(model.golden_cases))

@@ -7,6 +7,7 @@ seems. (Running them over a repository, and keeping each model's verdict: models
 from __future__ import annotations
 
 import ast
+import json
 import re
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -308,6 +309,71 @@ def check_golden(model: Model, _repo: Repository) -> Iterator[Problem]:
         yield from read.problems
         if read.case is not None:  # what could be read is checked too: every problem in one run
             yield from golden.check_against_config(read.case, model, unread=read.unread)
+
+
+GOLDEN_LIKE = re.compile(r"^golden[-_ ]?(s|cases?|files?|tests?)?$", re.I)  # golden/ itself aside
+
+
+def _looks_like_case(path: Path) -> bool:
+    """A JSON file holding an object with "inputs" or "sequence": a golden case, wherever it is."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(data, dict) and ("inputs" in data or "sequence" in data)
+
+
+def misplaced_cases(model: Model) -> Iterator[tuple[Path, str]]:
+    """Golden cases where no release reads them, each with why: in a version folder's golden/ (shipped
+    in the image, never run), in a folder named like golden/ (goldens/, golden_cases/), or beside
+    config.pbtxt."""
+    for version in model.versions:
+        folder = model.path / str(version)
+        for child in sorted(folder.iterdir()) if folder.is_dir() else ():
+            if child.is_dir() and (child.name == GOLDEN_DIR or GOLDEN_LIKE.match(child.name)):
+                for path in sorted(child.glob("*.json")):
+                    yield path, "inside a version folder it ships in the image and no release runs it"
+    for name in model.other_dirs:
+        if name != GOLDEN_DIR and GOLDEN_LIKE.match(name):
+            for path in sorted((model.path / name).glob("*.json")):
+                yield path, f"a release reads golden cases from {GOLDEN_DIR}/ only, not {name}/"
+    for path in sorted(model.path.glob("*.json")):
+        if path.is_file() and _looks_like_case(path):
+            yield path, f"a release reads golden cases from {GOLDEN_DIR}/ only, not beside {model.config_path.name}"
+
+
+def check_golden_places(model: Model, _repo: Repository) -> Iterator[Problem]:
+    """Golden cases where users put them but no release reads them: where each was found, where it
+    belongs, and why."""
+    for path, why in misplaced_cases(model):
+        target = model.path / GOLDEN_DIR / path.name
+        yield Problem(
+            path,
+            f"a golden case in the wrong place: {why}. Move it to {display_path(target)} "
+            f"(git mv {display_path(path)} {display_path(target)})",
+        )
+
+
+def stray_golden_folder(model: Model, repo: Repository) -> Problem | None:
+    """`model_repository/golden/` (or goldens/), no model's folder but golden cases gathered in one
+    place: read as a model of that name, it would fail as one. None when it is a model."""
+    if not (model.name == GOLDEN_DIR or GOLDEN_LIKE.match(model.name)) or model.versions or model.config_text:
+        return None
+    cases = sorted(model.path.rglob("*.json"))
+    if not cases:
+        return None
+    moves = []
+    for path in cases[:3]:
+        parts = path.relative_to(model.path).parts
+        owner = parts[0] if len(parts) > 1 and parts[0] in repo else "<model>"
+        moves.append(f"{display_path(path)} -> {display_path(repo.root / owner / GOLDEN_DIR / path.name)}")
+    return Problem(
+        model.path,
+        f"golden cases in {display_path(model.path)}/, which Triton and the release read as a model called "
+        f"{model.name!r}: each model's golden cases belong in its own folder, "
+        f"{display_path(repo.root)}/<model>/{GOLDEN_DIR}/<case>.json (Triton ignores non-numeric folders there, "
+        f"and they stay out of the image). Move them: {'; '.join(moves)}{' ...' if len(cases) > 3 else ''}",
+    )
 
 
 def check_version_policy(model: Model, _repo: Repository) -> Iterator[Problem]:
