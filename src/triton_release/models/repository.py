@@ -52,6 +52,33 @@ def model_name_problem(name: str) -> str | None:
     return None
 
 
+LAYOUT = (
+    "A model repository holds one folder per model: <model>/config.pbtxt, <model>/1/model.py (the "
+    "numbered version folders), <model>/golden/<case>.json"
+)
+
+
+def not_a_model_repository(root: Path, given_as: str = "--model-repository DIR") -> str | None:
+    """Why the folder `root` is no model repository, with the fix, or None: it holds no model
+    folder, or it is one model's folder (a config.pbtxt, a numbered version folder). `given_as`:
+    where the run takes the folder (a flag, an action input)."""
+    folders = [child for child in root.iterdir() if child.is_dir() and not child.name.startswith(".")]
+    own = [child.name for child in folders if VERSION_DIR.match(child.name)]
+    if (root / CONFIG_FILE).is_file() or own:
+        held = CONFIG_FILE if (root / CONFIG_FILE).is_file() else f"the version folder {sorted(own, key=int)[0]}/"
+        parent = display_path(root.resolve().parent)
+        return (
+            f"{display_path(root)} is one model's folder (it holds {held}), not a model repository. {LAYOUT}: "
+            f"give the folder that holds the model folders, here {parent} ({given_as.replace('DIR', parent)})."
+        )
+    if not folders:
+        return (
+            f"no model found in {display_path(root)}: it holds no model folder. {LAYOUT}. Give the folder "
+            f"holding your models: {given_as} (or model_repository: in triton-release.yaml)."
+        )
+    return None
+
+
 # -- symbolic links: followed while they stay inside the model repository --------------------
 
 MAX_LINKED_ENTRIES = 100_000  # files and folders reached through linked folders, per walk

@@ -7,12 +7,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from triton_release.contract import LEDGER_TAG, RELEASED_VERSIONS_LABEL, REVISION_LABEL, is_ledger_tag
-from triton_release.errors import Refused
+from triton_release.errors import Refused, UsageError
 from triton_release.history import released_versions, releases
 from triton_release.history.bump import Carried, plan_bumps
 from triton_release.history.changes import Changes
 from triton_release.history.git import Git
 from triton_release.history.planned import ChangesResult, VersionPlan
+from triton_release.models.repository import not_a_model_repository
 from triton_release.models.validate import ValidationResult
 from triton_release.models.validate import validate as validate_repository
 
@@ -24,6 +25,9 @@ if TYPE_CHECKING:
 def validate(
     root: Path, *, requirements_options: str = "refuse", custom_backends: tuple[str, ...] = ()
 ) -> ValidationResult:
+    problem = not_a_model_repository(root)
+    if problem:  # "0 models, no problems" would pass a wrong --model-repository
+        raise UsageError(problem)
     result = validate_repository(root, requirements_options, custom_backends)
     if not result.ok:  # the problems are listed by the step's result; the closing line counts them
         raise Refused(result.summary(), result=result)
