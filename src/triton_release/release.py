@@ -180,7 +180,10 @@ def _release(request: ReleaseRequest, session: Session) -> None:
     version = planned.plan.version
     if version is None and not planned.to_test:
         facts["released"] = False
-        console.not_released("no model changed: nothing built, nothing pushed")
+        left_out = (
+            f" ({len(planned.uncommitted)} uncommitted path(s) left out, named above)" if planned.uncommitted else ""
+        )
+        console.not_released(f"no model changed: nothing built, nothing pushed{left_out}")
         if request.push and repository is not None:
             session.step(
                 "evidence",

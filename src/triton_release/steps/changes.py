@@ -60,10 +60,11 @@ def changes(
     if fetched:
         warnings = (fetched, *warnings)
     found = Changes(root).between(base, head)
+    uncommitted = not_committed(git, found.prefix, found.head)
     if not plan:
         bumps = plan_bumps(found)
         kind = releases.release_kind(found, {b.model for b in bumps})
-        return ChangesResult(found, tuple(bumps), kind, base_from, warnings=warnings)
+        return ChangesResult(found, tuple(bumps), kind, base_from, warnings=warnings, uncommitted=uncommitted)
     previous, source = releases.previous_release(registry.tags() if registry is not None else [], git)
     labels = (
         (registry.image_config(str(previous)).get("config", {}).get("Labels") or {})
@@ -103,7 +104,33 @@ def changes(
     kind = releases.release_kind(found, {b.model for b in bumps})
     version = releases.next_version(previous, kind.kind)
     version_plan = VersionPlan(str(previous) if previous else None, source, str(version) if version else None)
-    return ChangesResult(found, tuple(bumps), kind, base_from, version_plan, tuple(carried), record, warnings)
+    return ChangesResult(
+        found, tuple(bumps), kind, base_from, version_plan, tuple(carried), record, warnings, uncommitted
+    )
+
+
+MAX_UNCOMMITTED = 20  # paths named; the count says how many more
+
+
+def not_committed(git: Git, prefix: str, head: str) -> tuple[str, ...]:
+    """What the checkout holds below the model repository that the commit compared does not: each
+    path with why ("not tracked by git", "changed"), a new folder as one path. Nothing when `head`
+    is not the commit checked out (the working tree is then no part of it)."""
+    if git.text("rev-parse", "HEAD") != head:
+        return ()
+    listed = git.run("status", "--porcelain=v1", "-z", "--", prefix).stdout.decode(errors="surrogateescape")
+    found = []
+    entries = iter(listed.split("\0"))
+    for entry in entries:
+        if len(entry) <= 3:
+            continue
+        code, path = entry[:2], entry[3:]
+        if "R" in code or "C" in code:
+            next(entries, None)  # a rename's or copy's source follows
+        found.append(f"{path} ({'not tracked by git' if code == '??' else 'changed'})")
+    if len(found) > MAX_UNCOMMITTED:
+        found = [*found[:MAX_UNCOMMITTED], f"and {len(found) - MAX_UNCOMMITTED} more"]
+    return tuple(found)
 
 
 def _ledger(registry: RegistryRepository | None) -> Ledger | None:
