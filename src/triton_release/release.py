@@ -74,6 +74,7 @@ class ReleaseRequest:
     evidence: EvidenceOptions = (
         EvidenceOptions()
     )  # how it is signed, who built it, the settings it records; default unsigned
+    junitxml: str | None = None  # also write the golden results there as JUnit XML
 
 
 def local_candidate(request: ReleaseRequest, git: Git) -> str:
@@ -279,6 +280,7 @@ def _release(request: ReleaseRequest, session: Session) -> None:
                     gates=request.gates,
                     built_here=True,
                     removed_beside=True,  # waited for as the release ends (run_release)
+                    junitxml=request.junitxml,
                 )
                 if run.completed and version is not None:  # auto-complete models: their signatures, as served
                     signed = session.step(
