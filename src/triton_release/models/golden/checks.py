@@ -45,8 +45,10 @@ def iterative_model(model: Model) -> bool:
 def check_against_config(case: GoldenCase, model: Model, unread: frozenset[str] = frozenset()) -> list[Problem]:
     """The case's form (a sequence or one request) against the model's batching, and the names,
     data types and shapes of every step against the tensors the config declares."""
-    if model.config is None:
-        return []  # auto-completed config: known only once the server has loaded the model
+    if model.config is None or (model.completes_config and not model.declares_tensors):
+        # a config auto_complete_config completes (none, or one declaring no tensor): its tensors are
+        # known only once the server has loaded the model, as the image serves it
+        return []
     text = case.path.read_text(encoding="utf-8", errors="replace")
     problems = []
     if sequence_model(model) and case.sequence is None:

@@ -57,7 +57,7 @@ def check_config(model: Model, _repo: Repository) -> Iterator[Problem]:
             f"{model.name!r}: Triton refuses to load it; make them equal",
             line_of(text, "name"),
         )
-    if not config.backend and not config.platform:
+    if not config.backend and not config.platform and not model.is_python:  # model.py: Triton takes python
         yield Problem(
             model.config_path, 'neither backend nor platform is set: add backend: "python" (or platform: "ensemble")'
         )
