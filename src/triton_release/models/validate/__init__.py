@@ -70,17 +70,28 @@ class ValidationResult:
 
 
 def _rules_version() -> str:
-    """The checks' own source (this package's modules and the problems module), the tool's and
-    Python's versions and the config schema's library: a verdict kept by other checks is not reused."""
+    """The checks' own source (this package's modules, the golden-case and config rules they call, the
+    model repository's reading and the problems module), the tool's and Python's versions and the
+    config schema's library: a verdict kept by other checks is not reused."""
     from importlib import metadata
 
     from triton_release import __version__, problems
+    from triton_release.models import config as config_rules
+    from triton_release.models import golden as golden_rules
+    from triton_release.models import repository
 
     digest = hashlib.sha256(f"{__version__} {sys.version}".encode())
     for name in ("protobuf", "packaging"):
         with contextlib.suppress(metadata.PackageNotFoundError):
             digest.update(f" {name} {metadata.version(name)}".encode())
-    for path in sorted([*Path(__file__).parent.glob("*.py"), Path(problems.__file__)]):
+    sources = [
+        *Path(__file__).parent.glob("*.py"),
+        *Path(golden_rules.__file__).parent.glob("*.py"),
+        *Path(config_rules.__file__).parent.glob("*.py"),
+        Path(repository.__file__),
+        Path(problems.__file__),
+    ]
+    for path in sorted(sources):
         digest.update(path.read_bytes())
     return digest.hexdigest()[:16]
 
