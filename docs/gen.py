@@ -106,6 +106,8 @@ def default_text(value: object) -> str:
         return ""
     if isinstance(value, bool):
         return code("true" if value else "false")
+    if isinstance(value, tuple):
+        return code("[" + ", ".join(map(str, value)) + "]")
     return code(value)
 
 

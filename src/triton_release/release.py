@@ -74,6 +74,7 @@ class ReleaseRequest:
     evidence: EvidenceOptions = (
         EvidenceOptions()
     )  # how it is signed, who built it, the settings it records; default unsigned
+    junitxml: str | None = None  # also write the golden results there as JUnit XML
 
 
 def local_candidate(request: ReleaseRequest, git: Git) -> str:
@@ -166,7 +167,12 @@ def _release(request: ReleaseRequest, session: Session) -> None:
     if Journal.left_in(root):  # a run killed with its bump in the working tree: finish it first
         recovered = session.step("recover", console.recovered, steps.recover, root, repository)
     session.step(
-        "validate", console.validation, steps.validate, root, requirements_options=request.image.requirements_options
+        "validate",
+        console.validation,
+        steps.validate,
+        root,
+        requirements_options=request.image.requirements_options,
+        custom_backends=request.image.custom_backends,
     )
     planned = session.step(
         "changed", console.changes, steps.changes, root, request.base, head=request.head, registry=repository, plan=True
@@ -175,7 +181,10 @@ def _release(request: ReleaseRequest, session: Session) -> None:
     version = planned.plan.version
     if version is None and not planned.to_test:
         facts["released"] = False
-        console.not_released("no model changed: nothing built, nothing pushed")
+        left_out = (
+            f" ({len(planned.uncommitted)} uncommitted path(s) left out, named above)" if planned.uncommitted else ""
+        )
+        console.not_released(f"no model changed: nothing built, nothing pushed{left_out}")
         if request.push and repository is not None:
             session.step(
                 "evidence",
@@ -271,6 +280,7 @@ def _release(request: ReleaseRequest, session: Session) -> None:
                     gates=request.gates,
                     built_here=True,
                     removed_beside=True,  # waited for as the release ends (run_release)
+                    junitxml=request.junitxml,
                 )
                 if run.completed and version is not None:  # auto-complete models: their signatures, as served
                     signed = session.step(

@@ -52,8 +52,10 @@ def release_request(
     commit: bool,
     env: Mapping[str, str],
     door: Door = CLI,
+    junitxml: str | None = None,
 ) -> ReleaseRequest:
-    """`release`: validate, changed, bump, build, test and, with `push`, push and sign."""
+    """`release`: validate, changed, bump, build, test and, with `push`, push and sign; `junitxml`:
+    where the test step also writes the golden results as JUnit XML."""
     return ReleaseRequest(
         model_repository=model_repository(settings, door),
         repository=repository(settings, env, door, "--to REPO", required=push),
@@ -68,6 +70,7 @@ def release_request(
         source=provenance_source(env),
         push_target=PushTarget.from_env(env),
         evidence=evidence(settings, env, door, test=True) if push else EvidenceOptions(),
+        junitxml=junitxml,
     )
 
 

@@ -98,6 +98,17 @@ def test_decoupled_case_expecting_two_responses_fails_with_both_counts(server, t
     assert not result.passed and result.message == "expected 2 responses, got 3"
 
 
+def test_decoupled_case_of_no_response_passes_on_none_and_fails_on_one(server, tmp_path):
+    """`"outputs": []` for a decoupled model is a list of zero responses: exactly none (NVIDIA's QA
+    asserts this of some decoupled models); only a missing "outputs" is not compared."""
+    none = case_file(tmp_path / "none", "counter", counter_case(0, 0))
+    result = inference.run_case(none, server.http_url, server.grpc_url, decoupled=True)
+    assert result.passed, result.message
+    one = case_file(tmp_path / "one", "counter", counter_case(1, 0))
+    result = inference.run_case(one, server.http_url, server.grpc_url, decoupled=True)
+    assert not result.passed and 'expected no response ("outputs": [] for a decoupled model), got 1' in result.message
+
+
 def test_decoupled_response_with_a_wrong_value_names_the_response(server, tmp_path):
     raw = json.loads(counter_case(3, 3))
     raw["outputs"][1][0]["data"] = [7]

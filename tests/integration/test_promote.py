@@ -222,6 +222,23 @@ def test_promote_commit_redoes_the_bump_commits_and_tags(stage, git_repo, tmp_pa
     assert git_repo.git("status", "--porcelain") == ""
 
 
+def test_promote_commit_of_a_first_release_says_what_it_commits(stage, git_repo, tmp_path, monkeypatch, capsys):
+    """Not "no model changed" and "release: none ()" while it releases 1.0.0 of its models."""
+    git_repo.write({**python_model_files("a"), **python_model_files("b")})
+    head = git_repo.commit("first")
+    digest, _ = stage.candidate("1.0.0", revision=head)
+    for shard in ("shard-1", "shard-2"):
+        stage.record(digest, shard)
+    monkeypatch.chdir(git_repo.root)
+    code, report = stage.promote(digest, "1.0.0", "--commit", report=tmp_path / "r.json")
+    printed = capsys.readouterr()
+    printed = printed.out + printed.err
+    assert code == 0, report.get("error")
+    assert "no model changed" not in printed and "release: none" not in printed, printed
+    assert "the release commit adds no version folder" in printed and ":1.0.0" in printed, printed
+    assert git_repo.git("rev-parse", "v1.0.0") == head
+
+
 def test_promote_deletes_older_candidates_and_their_records_but_never_a_release(stage, tmp_path):
     released, released_revision = stage.candidate("1.0.0", created="2026-01-01T00:00:00Z")
     for shard in ("shard-1", "shard-2"):

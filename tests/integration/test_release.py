@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from xml.etree import ElementTree
 
 import pytest
 
@@ -89,7 +90,8 @@ def test_a_golden_failure_pushes_nothing_and_leaves_the_tree_as_it_was(released)
     assert git_repo.git("status", "--porcelain") == ""
 
 
-def test_no_push_builds_and_tests_only(released):
+def test_no_push_builds_and_tests_only(released, tmp_path):
+    """With --junitxml, the test step's golden results as JUnit XML, as `test` writes them."""
     git_repo, repo, release = released
     tags = repo.tags()
     git_repo.write(
@@ -99,10 +101,15 @@ def test_no_push_builds_and_tests_only(released):
         }
     )
     git_repo.commit("a: a config tweak")
-    code, report = release("--no-push")
+    junit = tmp_path / "golden.xml"
+    code, report = release("--no-push", "--junitxml", str(junit))
     assert code == 0 and report["released"] is False and report["version"] == "1.0.1"
     assert report["steps"]["test"]["passed"] is True
     assert repo.tags() == tags
+    suite = ElementTree.parse(junit).getroot()
+    cases = [case.get("name") for case in suite.iter("testcase")]
+    assert any("a/basic" in (name or "") for name in cases), cases
+    assert not list(suite.iter("failure")) and not list(suite.iter("error"))
 
 
 def test_no_push_twice_with_an_edit_between_leaves_the_tree_as_it_was(released):

@@ -120,3 +120,28 @@ def router_files(name: str, target: str) -> dict[str, str]:
         f"{name}/1/model.py": ROUTER_MODEL,
         f"{name}/golden/basic.json": golden_case(),
     }
+
+
+AUTO_COMPLETE = """
+    @staticmethod
+    def auto_complete_config(config):
+        config.set_max_batch_size(8)
+        config.add_input({"name": "INPUT0", "data_type": "TYPE_FP32", "dims": [4]})
+        config.add_output({"name": "OUTPUT0", "data_type": "TYPE_FP32", "dims": [4]})
+        return config
+"""
+
+
+def completing_caller_files(name: str, callee: str) -> dict[str, str]:
+    """A BLS caller without config.pbtxt, as NVIDIA's QA models are: its auto_complete_config
+    declares its tensors, and the model it calls is computed at run time (validate then advises
+    declaring it in a config.pbtxt)."""
+    from support.models import bls_caller_files
+
+    files = bls_caller_files(name, callee, computed=True)
+    del files[f"{name}/config.pbtxt"]
+    model = files[f"{name}/1/model.py"]
+    files[f"{name}/1/model.py"] = model.replace(
+        "class TritonPythonModel:\n", "class TritonPythonModel:" + AUTO_COMPLETE, 1
+    )
+    return files

@@ -53,9 +53,9 @@ def _judged(monkeypatch) -> list[str]:
     judged: list[str] = []
     judge = validate_module.judge
 
-    def counting(model, repo, options):
+    def counting(model, repo, *options):
         judged.append(model.name)
-        return judge(model, repo, options)
+        return judge(model, repo, *options)
 
     monkeypatch.setattr(validate_module, "judge", counting)
     return judged

@@ -46,6 +46,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_latency_settings(parser)
     setting(parser, "--warmup", "warmup", choices=("off", "golden"))
     add_signing(parser)
+    parser.add_argument(
+        "--junitxml", metavar="FILE", help="also write the golden results of the test step as JUnit XML"
+    )
 
 
 def run(ctx: Context, session: Session) -> None:
@@ -53,6 +56,12 @@ def run(ctx: Context, session: Session) -> None:
     if settings.push_commit and not args.commit and settings.sources.get("push_commit") == "command line":
         raise UsageError("--push-commit pushes the release commit that --commit makes: give --commit too.")
     request = requests.release_request(
-        settings, base=args.base, head=args.head, push=not args.no_push, commit=args.commit, env=ctx.env
+        settings,
+        base=args.base,
+        head=args.head,
+        push=not args.no_push,
+        commit=args.commit,
+        env=ctx.env,
+        junitxml=args.junitxml,
     )
     release.run_release(request, session)

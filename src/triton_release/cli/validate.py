@@ -26,4 +26,5 @@ def run(ctx: Context, session: Session) -> None:
         steps.validate,
         ctx.model_repository,
         requirements_options=ctx.settings.requirements_options,
+        custom_backends=ctx.settings.custom_backends,
     )

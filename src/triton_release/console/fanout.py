@@ -67,6 +67,22 @@ class FanoutLines(ConsoleCore):
                 f"({len(result.candidate.changed)}); planned as {result.candidate.version}"
             )
 
+    def commit_planned(self, result: Any) -> None:
+        """The release commit promote --commit makes: the version folders it adds to the candidate's
+        commit. Not a change plan: the candidate's version and models are its labels'."""
+        for warning in result.warnings:
+            self.warning(warning)
+        prefix = result.found.prefix
+        for bump in result.bumps:
+            self.line(
+                f"{prefix}/{bump.model}/{bump.to_version}: new version folder for the release commit "
+                f"(version {bump.from_version} restored to its released contents)"
+            )
+        for item in result.carried:
+            self.line(f"{prefix}/{item.model}/{item.version}: carried from {item.release} into the release commit")
+        if not result.bumps and not result.carried:
+            self.line("the release commit adds no version folder: the candidate's commit holds every one it ships")
+
     def promoted(self, result: Any) -> None:
         again = " (X.Y.Z was this candidate already: the other tags were finished)" if result.resumed else ""
         self.line(

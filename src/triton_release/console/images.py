@@ -90,6 +90,13 @@ class ImageLines(ConsoleCore):
     def retained(self, result: Any) -> None:
         for version in result.deleted:
             self.line(f"deleted {result.repository}:{version} (--keep {result.keep})")
+        for version, channels in result.kept_for:
+            named = ", ".join(channels)
+            self.line(
+                f"kept {result.repository}:{version} beyond --keep {result.keep}: the channel"
+                f"{'s' if len(channels) > 1 else ''} {named} point{'' if len(channels) > 1 else 's'} at it "
+                "(a channel's current release is never deleted; move the channel to delete it)"
+            )
 
     def rolled_back(self, result: Any) -> None:
         self.line(

@@ -35,8 +35,14 @@ class ReleaseLines(ConsoleCore):
             self.line(f"{name}: ensemble using a changed model; tested, not bumped")
         for name in found.callers:
             self.line(f"{name}: calls a changed model (BLS); tested, not bumped")
+        if result.uncommitted:
+            self.warning(
+                f"not committed, so left out of the change{'' if found.models else ' (no committed change was found)'}: "
+                f"{', '.join(result.uncommitted)}. A release reads commits, not the working tree: commit them "
+                "(git add, git commit) to release them"
+            )
         if not found.models:
-            self.line("no model changed")
+            self.line("no model changed" + (" in the commits compared" if result.uncommitted else ""))
         plan = result.plan
         if plan is None:
             self.line(f"release: {result.kind.kind or 'none'} ({'; '.join(result.kind.reasons)})")

@@ -76,7 +76,7 @@ def run_promote(request: PromoteRequest, session: Session) -> None:
     if request.commit:
         assert request.model_repository is not None  # with commit: the CLI and the action give it
         refuse_pending(request.model_repository)
-        planned = session.step("changed", console.changes, steps.plan_commit, request.model_repository, checked)
+        planned = session.step("changed", console.commit_planned, steps.plan_commit, request.model_repository, checked)
     with one_at_a_time(request.repository, console):
         promoted = session.step(
             "promote",

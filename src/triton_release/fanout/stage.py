@@ -80,7 +80,12 @@ def _stage(request: StageRequest, session: Session) -> None:
     root, repository = request.model_repository, request.repository
 
     session.step(
-        "validate", console.validation, steps.validate, root, requirements_options=request.image.requirements_options
+        "validate",
+        console.validation,
+        steps.validate,
+        root,
+        requirements_options=request.image.requirements_options,
+        custom_backends=request.image.custom_backends,
     )
     planned = session.step(
         "changed", console.changes, steps.changes, root, request.base, head=request.head, registry=repository, plan=True

@@ -276,7 +276,9 @@ class Changes:
         folders = {
             (name, str(max(versions[name]))): model_file(config)
             for name, config in configs.items()
-            if versions.get(name) and (config is None or config.backend == "python")
+            # no backend nor platform: Triton takes python from model.py, the model file read here
+            if versions.get(name)
+            and (config is None or config.backend == "python" or not config.backend + config.platform)
         }
         wanted: dict[str, tuple[str, str]] = {}  # path in git -> (model, path inside its version folder)
         for path in self.files(ref):

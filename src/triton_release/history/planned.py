@@ -30,6 +30,8 @@ class ChangesResult:
     # release only: model -> version -> git tree of the image it builds (history/released_versions.py)
     record: Mapping[str, Mapping[int, str]] = field(default_factory=dict, repr=False)
     warnings: tuple[str, ...] = ()  # how the base was found, where that needed saying (a fetch, a moved tag)
+    # what the checkout holds in the model repository that no commit does: left out of the change
+    uncommitted: tuple[str, ...] = ()
 
     @property
     def to_test(self) -> list[str]:
@@ -89,6 +91,7 @@ class ChangesResult:
             "release": self.kind.to_json(),
             "carried": [c.to_json() for c in self.carried],
             "warnings": list(self.warnings),
+            "uncommitted": list(self.uncommitted),
         }
         if self.plan is not None:
             data.update(

@@ -283,7 +283,7 @@ def model_backend(model: Model) -> str | None:
     one of its platform; python for a model without config.pbtxt; None for an ensemble (the
     server itself runs it) or a platform this tool does not know."""
     config = model.config
-    if config is None:
+    if config is None or model.is_python:  # no backend beside model.py: Triton takes python
         return "python"
     if config.backend:
         return config.backend

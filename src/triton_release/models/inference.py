@@ -290,15 +290,22 @@ class StepOutcome:
     message: str = ""
 
 
-def judge(case: GoldenCase, step: Step, reply: Reply) -> StepOutcome:
+def judge(case: GoldenCase, step: Step, reply: Reply, decoupled: bool = False) -> StepOutcome:
     """One reply against what its step expects: every listed output (every response, in order),
-    or the expected error."""
+    or the expected error. A decoupled model's `"outputs": []` expects exactly zero responses."""
     if step.error is not None:
         answered = sorted({name for answer in reply.answers for name in answer.outputs})
         passed, message = compare_error(step.error, reply.error, answered)
         return StepOutcome(passed, (), message if passed else with_hint(message))
     if reply.error is not None:
         return StepOutcome(False, (), with_hint(f"inference failed: {reply.shown_error}"))
+    if step.no_responses(decoupled) and reply.answers:
+        return StepOutcome(
+            False,
+            (),
+            f'expected no response ("outputs": [] for a decoupled model), got {len(reply.answers)}; remove '
+            '"outputs" if the responses are not to be compared',
+        )
     expected = step.responses if step.responses is not None else (step.outputs,)
     if step.responses is not None and len(reply.answers) != len(expected):
         return StepOutcome(False, (), f"expected {len(expected)} responses, got {len(reply.answers)}")
@@ -324,7 +331,7 @@ def run_case(case: GoldenCase, http_url: str, grpc_url: str, decoupled: bool = F
     passed and names each that failed."""
     label = f"{case.model}/{case.name}"
     exchange = ask(case, http_url, grpc_url, decoupled)
-    outcomes = [judge(case, step, reply) for step, reply in zip(case.steps, exchange.replies)]
+    outcomes = [judge(case, step, reply, decoupled) for step, reply in zip(case.steps, exchange.replies)]
     compared = tuple(o for outcome in outcomes for o in outcome.outputs)
     error = next((r.error for r in exchange.replies if r.error is not None), None)
     passed = not exchange.failure and all(o.passed for o in outcomes)

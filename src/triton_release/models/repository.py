@@ -24,12 +24,14 @@ from google.protobuf import text_format
 from triton_release.cache import Memo
 from triton_release.errors import UsageError
 from triton_release.models.calls import callees, version_calls
+from triton_release.models.config.completion import completes_its_config
 from triton_release.models.config.hints import enum_hint, field_hint
 from triton_release.models.config.schema import model_config_pb2
 from triton_release.models.graph import ensemble_needs
 from triton_release.problems import Problem, display_path
 
 CONFIG_FILE = "config.pbtxt"
+PYTHON_MODEL_FILE = "model.py"  # the Python backend's model file unless default_model_filename says otherwise
 GOLDEN_DIR = "golden"
 REQUIREMENTS_FILE = "requirements.txt"
 MODEL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -48,6 +50,33 @@ def model_name_problem(name: str) -> str | None:
         return (
             f"model name {name!r} is not allowed: use letters, digits, '_', '-' and '.', starting with "
             "a letter or digit; rename the folder"
+        )
+    return None
+
+
+LAYOUT = (
+    "A model repository holds one folder per model: <model>/config.pbtxt, <model>/1/model.py (the "
+    "numbered version folders), <model>/golden/<case>.json"
+)
+
+
+def not_a_model_repository(root: Path, given_as: str = "--model-repository DIR") -> str | None:
+    """Why the folder `root` is no model repository, with the fix, or None: it holds no model
+    folder, or it is one model's folder (a config.pbtxt, a numbered version folder). `given_as`:
+    where the run takes the folder (a flag, an action input)."""
+    folders = [child for child in root.iterdir() if child.is_dir() and not child.name.startswith(".")]
+    own = [child.name for child in folders if VERSION_DIR.match(child.name)]
+    if (root / CONFIG_FILE).is_file() or own:
+        held = CONFIG_FILE if (root / CONFIG_FILE).is_file() else f"the version folder {sorted(own, key=int)[0]}/"
+        parent = display_path(root.resolve().parent)
+        return (
+            f"{display_path(root)} is one model's folder (it holds {held}), not a model repository. {LAYOUT}: "
+            f"give the folder that holds the model folders, here {parent} ({given_as.replace('DIR', parent)})."
+        )
+    if not folders:
+        return (
+            f"no model found in {display_path(root)}: it holds no model folder. {LAYOUT}. Give the folder "
+            f"holding your models: {given_as} (or model_repository: in triton-release.yaml)."
         )
     return None
 
@@ -215,7 +244,37 @@ class Model:
 
     @property
     def is_python(self) -> bool:
-        return self.config is None or self.config.backend == "python"
+        """Served by the Python backend: no config.pbtxt, `backend: "python"`, or a config naming
+        neither backend nor platform beside a version folder holding the model file, from which
+        Triton takes the backend (model.py: python)."""
+        config = self.config
+        if config is None or config.backend == "python":
+            return True
+        if config.backend or config.platform or self.newest_version is None:
+            return False
+        filename = config.default_model_filename or PYTHON_MODEL_FILE
+        return (self.path / str(self.newest_version) / filename).is_file()
+
+    @property
+    def completes_config(self) -> bool:
+        """A Python model whose config Triton completes through its auto_complete_config (or may:
+        models/config/completion.py): none at all, or a partial one such as the two lines that
+        declare the models it calls."""
+        if self.auto_complete:
+            return True
+        if not self.is_python or self.newest_version is None:
+            return False
+        filename = (self.config.default_model_filename if self.config else "") or PYTHON_MODEL_FILE
+        try:
+            source = (self.path / str(self.newest_version) / filename).read_bytes()
+        except OSError:
+            return False
+        return completes_its_config(source)
+
+    @property
+    def declares_tensors(self) -> bool:
+        """Its config.pbtxt declares inputs or outputs (a partial config of a completing model may not)."""
+        return self.config is not None and bool(self.config.input or self.config.output)
 
     @property
     def auto_complete(self) -> bool:

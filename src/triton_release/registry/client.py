@@ -250,7 +250,11 @@ class RegistryRepository:
         it as insecure. Remembered for the process. None when https failed otherwise; a plain-http
         registry the daemon does not list is refused, saying so (credentials stay off plain http)."""
         prefix = f"https://{self.api_host}/"
-        if not url.startswith(prefix) or self.api_host.lower() in _SCHEMES or not isinstance(exc, requests.ConnectionError):
+        if (
+            not url.startswith(prefix)
+            or self.api_host.lower() in _SCHEMES
+            or not isinstance(exc, requests.ConnectionError)
+        ):
             return None
         if speaks_tls(self.api_host, self._context) is not False:
             return None

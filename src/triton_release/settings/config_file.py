@@ -18,11 +18,34 @@ CONFIG_FILE = "triton-release.yaml"
 _BOOL = "tag:yaml.org,2002:bool"
 
 
+class DuplicateKey(yaml.MarkedYAMLError):
+    """A key written twice in one mapping: PyYAML keeps the last silently."""
+
+
 class _Loader(yaml.SafeLoader):
     """PyYAML's safe loader with YAML 1.2's booleans: only true and false (any case) are booleans.
     YAML 1.1 also reads yes, no, on and off as booleans, so `warmup: on` or `keep: yes` would reach
     the settings (and their messages) as True; here they stay the words written, and the settings
-    that take a boolean read them as true or false themselves."""
+    that take a boolean read them as true or false themselves. A key written twice in one mapping
+    is refused (PyYAML would keep the last one without a word)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        if isinstance(node, yaml.MappingNode):
+            seen: dict = {}
+            for key_node, _ in node.value:
+                key = self.construct_object(key_node, deep=True)
+                try:
+                    first = seen.get(key)
+                except TypeError:
+                    continue  # an unhashable key: the base constructor says so
+                if first is not None:
+                    raise DuplicateKey(
+                        problem=f"{key!r} is set twice, on line {first.line + 1} and on line "
+                        f"{key_node.start_mark.line + 1}",
+                        problem_mark=key_node.start_mark,
+                    )
+                seen[key] = key_node.start_mark
+        return super().construct_mapping(node, deep=deep)
 
 
 _Loader.yaml_implicit_resolvers = {
@@ -56,6 +79,13 @@ def read_config(path: Path) -> tuple[dict[str, Any], dict[str, int], dict[str, s
         raise UsageError(f"{path}: cannot read the settings file ({exc.strerror}).") from None
     except UnicodeDecodeError:
         raise UsageError(f"{path}: the settings file is not UTF-8 text; save it as UTF-8.") from None
+    except DuplicateKey as exc:
+        mark = exc.problem_mark
+        assert mark is not None
+        raise UsageError(
+            f"{path}:{mark.line + 1}: {exc.problem}; YAML keeps only the last, so one of them would be "
+            "ignored without a word. Keep one of the two lines."
+        ) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)

@@ -83,6 +83,23 @@ def rounds(value: Any) -> int:
     return rounds
 
 
+_BACKEND_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+def names(value: Any) -> tuple[str, ...]:
+    """A list of names: a YAML list, or comma-separated (an action input, a flag); () for none."""
+    if value in (None, ""):
+        return ()
+    items = value if isinstance(value, (list, tuple)) else str(value).split(",") if isinstance(value, str) else None
+    if items is None or not all(isinstance(item, str) for item in items):
+        raise ValueError(f"{value!r} is not a list of names such as [mybackend] or mybackend,other")
+    found = tuple(dict.fromkeys(item.strip() for item in items if item.strip()))
+    bad = [item for item in found if not _BACKEND_NAME.match(item)]
+    if bad:
+        raise ValueError(f"{bad[0]!r} is not a backend name (letters, digits, '_', '-' and '.')")
+    return found
+
+
 def warmup(value: Any) -> str:
     """off or golden (false, as YAML reads `warmup: false`, means off too)."""
     if value is False or value == "off":

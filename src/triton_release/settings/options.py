@@ -19,6 +19,7 @@ class ImageOptions:
     requirements_options: str = "refuse"  # pip options in requirements.txt: refuse|allow
     max_layers: int = 120  # the layer budget, the base image's layers counted
     warmup: str = "off"  # golden: model_warmup from the golden inputs, in the image's configs
+    custom_backends: tuple[str, ...] = ()  # backends besides Triton's that the base image holds
 
     def to_json(self) -> dict:
         return {
@@ -74,7 +75,13 @@ class Settings:
     @property
     def image(self) -> ImageOptions:
         return ImageOptions(
-            self.base_image, self.python, self.stub, self.requirements_options, self.max_layers, self.warmup
+            self.base_image,
+            self.python,
+            self.stub,
+            self.requirements_options,
+            self.max_layers,
+            self.warmup,
+            self.custom_backends,
         )
 
     @property

@@ -17,6 +17,7 @@ from triton_release.settings.converters import (
     gpus,
     keep,
     milliseconds,
+    names,
     pem_path,
     plain_text,
     python_version,
@@ -85,6 +86,14 @@ SETTINGS: tuple[Setting, ...] = (
         "refuse",
         "refuse|allow: pip options (-r, -c, -e, --index-url, -f), paths and URLs in models' requirements.txt",
         choice("refuse", "allow"),
+    ),
+    Setting(
+        "custom_backends",
+        (),
+        "backends besides Triton's own (python, onnxruntime, pytorch, tensorrt ...) that the base image "
+        "holds in /opt/tritonserver/backends, e.g. [mybackend]: validate refuses a backend name it does not "
+        "know, as a typo",
+        names,
     ),
     Setting(
         "server_memory",

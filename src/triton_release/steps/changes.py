@@ -9,12 +9,13 @@ from typing import TYPE_CHECKING
 import semver
 
 from triton_release.contract import LEDGER_TAG, RELEASED_VERSIONS_LABEL, REVISION_LABEL, is_ledger_tag
-from triton_release.errors import Refused
+from triton_release.errors import Refused, UsageError
 from triton_release.history import released_versions, releases
 from triton_release.history.bump import Carried, plan_bumps
 from triton_release.history.changes import Changes
 from triton_release.history.git import Git
 from triton_release.history.planned import ChangesResult, VersionPlan
+from triton_release.models.repository import not_a_model_repository
 from triton_release.models.validate import ValidationResult
 from triton_release.models.validate import validate as validate_repository
 
@@ -23,8 +24,13 @@ if TYPE_CHECKING:
     from triton_release.registry.ledger import Ledger
 
 
-def validate(root: Path, *, requirements_options: str = "refuse") -> ValidationResult:
-    result = validate_repository(root, requirements_options)
+def validate(
+    root: Path, *, requirements_options: str = "refuse", custom_backends: tuple[str, ...] = ()
+) -> ValidationResult:
+    problem = not_a_model_repository(root)
+    if problem:  # "0 models, no problems" would pass a wrong --model-repository
+        raise UsageError(problem)
+    result = validate_repository(root, requirements_options, custom_backends)
     if not result.ok:  # the problems are listed by the step's result; the closing line counts them
         raise Refused(result.summary(), result=result)
     return result
@@ -56,10 +62,11 @@ def changes(
     if fetched:
         warnings = (fetched, *warnings)
     found = Changes(root).between(base, head)
+    uncommitted = not_committed(git, found.prefix, found.head)
     if not plan:
         bumps = plan_bumps(found)
         kind = releases.release_kind(found, {b.model for b in bumps})
-        return ChangesResult(found, tuple(bumps), kind, base_from, warnings=warnings)
+        return ChangesResult(found, tuple(bumps), kind, base_from, warnings=warnings, uncommitted=uncommitted)
     previous, source = releases.previous_release(registry.tags() if registry is not None else [], git)
     labels = (
         (registry.image_config(str(previous)).get("config", {}).get("Labels") or {})
@@ -101,7 +108,33 @@ def changes(
     kind = releases.release_kind(found, {b.model for b in bumps})
     version = releases.next_version(previous, kind.kind)
     version_plan = VersionPlan(str(previous) if previous else None, source, str(version) if version else None)
-    return ChangesResult(found, tuple(bumps), kind, base_from, version_plan, tuple(carried), record, warnings)
+    return ChangesResult(
+        found, tuple(bumps), kind, base_from, version_plan, tuple(carried), record, warnings, uncommitted
+    )
+
+
+MAX_UNCOMMITTED = 20  # paths named; the count says how many more
+
+
+def not_committed(git: Git, prefix: str, head: str) -> tuple[str, ...]:
+    """What the checkout holds below the model repository that the commit compared does not: each
+    path with why ("not tracked by git", "changed"), a new folder as one path. Nothing when `head`
+    is not the commit checked out (the working tree is then no part of it)."""
+    if git.text("rev-parse", "HEAD") != head:
+        return ()
+    listed = git.run("status", "--porcelain=v1", "-z", "--", prefix).stdout.decode(errors="surrogateescape")
+    found = []
+    entries = iter(listed.split("\0"))
+    for entry in entries:
+        if len(entry) <= 3:
+            continue
+        code, path = entry[:2], entry[3:]
+        if "R" in code or "C" in code:
+            next(entries, None)  # a rename's or copy's source follows
+        found.append(f"{path} ({'not tracked by git' if code == '??' else 'changed'})")
+    if len(found) > MAX_UNCOMMITTED:
+        found = [*found[:MAX_UNCOMMITTED], f"and {len(found) - MAX_UNCOMMITTED} more"]
+    return tuple(found)
 
 
 def _ledger(registry: RegistryRepository | None) -> Ledger | None:

@@ -8,6 +8,7 @@ import sys
 
 import pytest
 
+from support.models import python_model_files, write_tree
 from support.reports import parse_report, read_report
 from triton_release.cli import main
 from triton_release.cli.common import flag_default
@@ -61,7 +62,7 @@ def test_version_and_validate_import_no_docker_grpc_or_pytest(tmp_path):
         "import sys; from triton_release.cli import main; main(['validate', '--model-repository', sys.argv[1]]); "
         "print(sorted(m for m in ('docker', 'grpc', 'pytest', 'tritonclient.grpc') if m in sys.modules))"
     )
-    (tmp_path / "models").mkdir()
+    write_tree(tmp_path / "models", python_model_files("a"))
     done = subprocess.run([sys.executable, "-c", probe, str(tmp_path / "models")], capture_output=True, text=True)
     assert done.stdout.strip().splitlines()[-1] == "[]", done.stdout + done.stderr
 
@@ -120,7 +121,7 @@ def test_inside_actions_the_notice_is_a_warning_annotation(tmp_path, monkeypatch
 
 def test_global_flags_go_before_or_after_the_command(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
-    (tmp_path / "models").mkdir()
+    write_tree(tmp_path / "models", python_model_files("a"))
     (tmp_path / "s.yaml").write_text("channel: stable\n")
     env = {"HOME": str(tmp_path)}
     for argv in (

@@ -253,3 +253,14 @@ def test_validate_runs_from_a_subfolder(git_repo, monkeypatch, capsys):
     monkeypatch.chdir(sub)
     assert main(["validate"], env={"HOME": str(git_repo.root)}) == 0
     assert "1 models, 1 golden cases, no problems" in capsys.readouterr().out
+
+
+def test_a_key_written_twice_is_refused_naming_both_lines(tmp_path, capsys):
+    (tmp_path / "triton-release.yaml").write_text("channel: stable\nkeep: 3\nchannel: canary\n")
+    with pytest.raises(UsageError) as err:
+        resolve({}, cwd=tmp_path)
+    message = str(err.value)
+    assert "triton-release.yaml:3: 'channel' is set twice, on line 1 and on line 3" in message
+    assert "Keep one of the two lines" in message
+    assert main(["validate", "--config", str(tmp_path / "triton-release.yaml")]) == 2
+    assert "'channel' is set twice" in capsys.readouterr().err

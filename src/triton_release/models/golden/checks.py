@@ -45,8 +45,10 @@ def iterative_model(model: Model) -> bool:
 def check_against_config(case: GoldenCase, model: Model, unread: frozenset[str] = frozenset()) -> list[Problem]:
     """The case's form (a sequence or one request) against the model's batching, and the names,
     data types and shapes of every step against the tensors the config declares."""
-    if model.config is None:
-        return []  # auto-completed config: known only once the server has loaded the model
+    if model.config is None or (model.completes_config and not model.declares_tensors):
+        # a config auto_complete_config completes (none, or one declaring no tensor): its tensors are
+        # known only once the server has loaded the model, as the image serves it
+        return []
     text = case.path.read_text(encoding="utf-8", errors="replace")
     problems = []
     if sequence_model(model) and case.sequence is None:
@@ -85,6 +87,7 @@ def check_against_config(case: GoldenCase, model: Model, unread: frozenset[str] 
     mbs = model.config.max_batch_size
     for index, step in enumerate(case.steps):
         prefix = f"sequence step {index + 1}: " if case.sequence is not None else ""
+        problems.extend(_transaction_policy(case, model, step, prefix, text))
         suggested = set(unread)  # given but unreadable, or offered as the fix of a misspelt name: not "lacking"
         for kind, tensors in (("input", step.inputs), ("output", step.expected)):
             declared = model.tensors(kind)
@@ -131,6 +134,37 @@ def check_against_config(case: GoldenCase, model: Model, unread: frozenset[str] 
                     )
         problems.extend(_missing_inputs(case, model, step, prefix, text, suggested))
     return problems
+
+
+def _transaction_policy(case: GoldenCase, model: Model, step: Step, prefix: str, text: str) -> list[Problem]:
+    """A step's "outputs" against the model's transaction policy: a decoupled model answers with a
+    stream of responses (a list of responses, each a list of tensors), any other with exactly one
+    (a list of tensors)."""
+    line = line_in(text, '"outputs"', step.span)
+    config = f"{model.name}/config.pbtxt"
+    if model.decoupled and step.responses is None and step.outputs:
+        return [
+            Problem(
+                case.path,
+                f'{prefix}"outputs" is a list of tensors, but {config} has model_transaction_policy '
+                '{ decoupled: true }: the model answers with a stream of responses, so write "outputs" as a '
+                'list of responses, each a list of tensors ([[{"name": ...}]] for one response, [] for none); '
+                "a list of tensors would compare the first response only, not how many came",
+                line,
+            )
+        ]
+    if not model.decoupled and step.responses is not None:
+        return [
+            Problem(
+                case.path,
+                f'{prefix}"outputs" is a list of responses, but {config} is not decoupled (no '
+                "model_transaction_policy { decoupled: true }): the model answers each request with exactly "
+                'one response, so write "outputs" as the list of its tensors [{"name": ...}]; or make the '
+                "model decoupled in its config if it streams",
+                line,
+            )
+        ]
+    return []
 
 
 def example_shape(dims: list[int], max_batch_size: int) -> list[int]:
@@ -186,7 +220,11 @@ def case_warnings(case: GoldenCase, model: Model) -> list[Problem]:
     warnings = []
     text = case.path.read_text(encoding="utf-8", errors="replace")
     record = f"`triton-release record --image IMAGE --models {model.name}`"
-    silent = [(i, s) for i, s in enumerate(case.steps, 1) if not s.expected and not s.responses and s.error is None]
+    silent = [
+        (i, s)
+        for i, s in enumerate(case.steps, 1)
+        if not s.expected and not s.responses and s.error is None and not s.no_responses(model.decoupled)
+    ]
     if silent:
         outputs = ", ".join(sorted(model.tensors("output"))) or "its outputs"
         warnings.append(

@@ -131,6 +131,8 @@ class Step:
     responses: tuple[tuple[Tensor, ...], ...] | None = None  # decoupled: expected responses in order
     error: ExpectedError | None = None
     span: tuple[int, int] | None = field(default=None, compare=False)  # where a sequence step is in its file
+    # "outputs": [] written out: for a decoupled model, exactly zero responses (a missing key: not compared)
+    empty_outputs: bool = False
 
     @property
     def expected(self) -> tuple[Tensor, ...]:
@@ -143,6 +145,10 @@ class Step:
     def unrecorded(self) -> bool:
         """Nothing to compare yet: no outputs, or `"error": true`; what `record` fills in."""
         return not self.expected and (self.error is None or self.error.any)
+
+    def no_responses(self, decoupled: bool) -> bool:
+        """Whether the step expects exactly zero responses: a decoupled model's `"outputs": []`."""
+        return decoupled and self.empty_outputs and self.error is None
 
 
 @dataclass(frozen=True)
@@ -160,6 +166,7 @@ class GoldenCase:
     timeout: float = DEFAULT_TIMEOUT  # for the whole case: every step of a sequence together
     error: ExpectedError | None = None
     sequence: tuple[Step, ...] | None = None  # a sequence case's steps, in order
+    empty_outputs: bool = False  # "outputs": [] written out (Step.empty_outputs)
 
     @property
     def name(self) -> str:
@@ -170,7 +177,7 @@ class GoldenCase:
         """The requests the case sends, in order: a sequence's steps, else the case itself."""
         if self.sequence is not None:
             return self.sequence
-        return (Step(self.inputs, self.outputs, self.responses, self.error),)
+        return (Step(self.inputs, self.outputs, self.responses, self.error, empty_outputs=self.empty_outputs),)
 
     @property
     def expected(self) -> tuple[Tensor, ...]:

@@ -173,7 +173,8 @@ class _CaseReader:
                     "both; keep the one the model should give",
                     "error",
                 )
-        return Step(inputs, outputs, responses, error, self.span)
+        empty = raw.get("outputs") == [] and "outputs" in raw
+        return Step(inputs, outputs, responses, error, self.span, empty_outputs=empty)
 
     def expected_error(self, raw: object) -> ExpectedError | None:
         if raw is True:
@@ -379,5 +380,6 @@ def read_case(path: Path, model: str) -> ReadCase:
         DEFAULT_TIMEOUT if bad_timeout else float(timeout),
         top.error,
         sequence,
+        top.empty_outputs,
     )
     return ReadCase(case, reader.problems, frozenset(reader.unread))

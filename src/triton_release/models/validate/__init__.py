@@ -20,15 +20,18 @@ from triton_release.models.repository import Model, Repository, fingerprint
 from triton_release.models.validate.rules import (
     WARNINGS,
     called,
+    check_backend,
     check_config,
     check_ensemble,
     check_golden,
+    check_golden_places,
     check_links,
     check_name,
     check_python_files,
     check_requirements,
     check_version_policy,
     check_versions,
+    stray_golden_folder,
 )
 from triton_release.problems import Problem, display_path
 
@@ -67,17 +70,28 @@ class ValidationResult:
 
 
 def _rules_version() -> str:
-    """The checks' own source (this package's modules and the problems module), the tool's and
-    Python's versions and the config schema's library: a verdict kept by other checks is not reused."""
+    """The checks' own source (this package's modules, the golden-case and config rules they call, the
+    model repository's reading and the problems module), the tool's and Python's versions and the
+    config schema's library: a verdict kept by other checks is not reused."""
     from importlib import metadata
 
     from triton_release import __version__, problems
+    from triton_release.models import config as config_rules
+    from triton_release.models import golden as golden_rules
+    from triton_release.models import repository
 
     digest = hashlib.sha256(f"{__version__} {sys.version}".encode())
     for name in ("protobuf", "packaging"):
         with contextlib.suppress(metadata.PackageNotFoundError):
             digest.update(f" {name} {metadata.version(name)}".encode())
-    for path in sorted([*Path(__file__).parent.glob("*.py"), Path(problems.__file__)]):
+    sources = [
+        *Path(__file__).parent.glob("*.py"),
+        *Path(golden_rules.__file__).parent.glob("*.py"),
+        *Path(config_rules.__file__).parent.glob("*.py"),
+        Path(repository.__file__),
+        Path(problems.__file__),
+    ]
+    for path in sorted(sources):
         digest.update(path.read_bytes())
     return digest.hexdigest()[:16]
 
@@ -145,48 +159,66 @@ def _problem(data: object) -> Problem:
     return Problem(Path(data[0]), data[1], data[2], data[3])
 
 
-def judge(model: Model, repo: Repository, requirements_options: str) -> Verdict:
+def judge(model: Model, repo: Repository, requirements_options: str, custom_backends: tuple[str, ...] = ()) -> Verdict:
     """Every check of one model. Links that leave the repository, dangle or loop are its only
-    problems when there are any: nothing behind them is read."""
+    problems when there are any: nothing behind them is read. `custom_backends`: the setting."""
     links = tuple((None, problem) for problem in check_links(model, repo))
     if links:
         return Verdict(links, (), 0)
+    stray = stray_golden_folder(model, repo)
+    if stray is not None:
+        return Verdict(((None, stray),), (), 0)
     found: list[Found] = []
-    for rule in (check_name, check_config, check_versions, check_python_files, check_ensemble):
+    for rule in (
+        check_name,
+        check_config,
+        partial(check_backend, custom=custom_backends),
+        check_versions,
+        check_python_files,
+        check_ensemble,
+    ):
         found.extend((None, problem) for problem in rule(model, repo))
     found.extend(called(model))
-    for rule in (check_version_policy, check_golden, partial(check_requirements, options=requirements_options)):
+    for rule in (
+        check_version_policy,
+        check_golden,
+        check_golden_places,
+        partial(check_requirements, options=requirements_options),
+    ):
         found.extend((None, problem) for problem in rule(model, repo))
     warnings = tuple(warning for rule in WARNINGS for warning in rule(model, repo))
     return Verdict(tuple(found), warnings, len(model.golden_cases))
 
 
-def verdict(repo: Repository, name: str, requirements_options: str) -> Verdict:
+def verdict(repo: Repository, name: str, requirements_options: str, custom_backends: tuple[str, ...] = ()) -> Verdict:
     """One model's verdict, kept between runs by its folder's fingerprint: a repository of a
     thousand models reads only the folders that changed. An ensemble is always checked anew: its
     problems depend on its steps' configs."""
     key = fingerprint(repo.root / name)
     # problems name the path as given, some shown relative to the working directory
-    memo_key = f"{key} {requirements_options} {os.fspath(repo.root / name)} {os.getcwd()}"
+    memo_key = f"{key} {requirements_options} {','.join(custom_backends)} {os.fspath(repo.root / name)} {os.getcwd()}"
     known = verdicts().get(memo_key, Verdict.from_json) if key is not None else None
     if known is not None:
         return known
     model = repo[name]
-    found = judge(model, repo, requirements_options)
+    found = judge(model, repo, requirements_options, custom_backends)
     if key is not None and not model.is_ensemble:
         verdicts().put(memo_key, found.to_json())
     return found
 
 
-def validate(root: Path, requirements_options: str = "refuse") -> ValidationResult:
-    """`requirements_options`: the setting of that name, "refuse" or "allow"."""
+def validate(
+    root: Path, requirements_options: str = "refuse", custom_backends: tuple[str, ...] = ()
+) -> ValidationResult:
+    """`requirements_options`: the setting of that name, "refuse" or "allow"; `custom_backends`: the
+    backends besides Triton's that the base image holds."""
     repo = Repository.load(root, lazy=True)
     problems: list[Problem] = []
     warnings: list[Problem] = []
     cases = 0
     failing: list[str] = []
     for name in repo.models:
-        found = verdict(repo, name, requirements_options)
+        found = verdict(repo, name, requirements_options, custom_backends)
         standing = found.in_repository(repo)
         problems.extend(standing)
         failing.extend([name] if standing else [])

@@ -7,6 +7,7 @@ seems. (Running them over a repository, and keeping each model's verdict: models
 from __future__ import annotations
 
 import ast
+import json
 import re
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from triton_release.models import calls, golden
+from triton_release.models.config.backends import backend_problem, model_file, platform_problem
 from triton_release.models.config.completion import completes_its_config
 from triton_release.models.devices import ENV_PARAMETER
 from triton_release.models.repository import (
@@ -56,7 +58,7 @@ def check_config(model: Model, _repo: Repository) -> Iterator[Problem]:
             f"{model.name!r}: Triton refuses to load it; make them equal",
             line_of(text, "name"),
         )
-    if not config.backend and not config.platform:
+    if not config.backend and not config.platform and not model.is_python:  # model.py: Triton takes python
         yield Problem(
             model.config_path, 'neither backend nor platform is set: add backend: "python" (or platform: "ensemble")'
         )
@@ -87,6 +89,22 @@ def check_config(model: Model, _repo: Repository) -> Iterator[Problem]:
                     "dimension is positive, or -1 for a variable one",
                     line_of(text, f'"{tensor.name}"'),
                 )
+
+
+def check_backend(model: Model, _repo: Repository, custom: tuple[str, ...] = ()) -> Iterator[Problem]:
+    """A backend or platform Triton does not know (a typo: "pyhton", "ensamble") fails at load, after
+    a build and a server start; `custom`: the custom_backends setting."""
+    config = model.config
+    if config is None:
+        return
+    if config.backend:
+        problem = backend_problem(config.backend, custom)
+        if problem:
+            yield Problem(model.config_path, problem, line_of(model.config_text, "backend"))
+    if config.platform:
+        problem = platform_problem(config.platform)
+        if problem:
+            yield Problem(model.config_path, problem, line_of(model.config_text, "platform"))
 
 
 def check_versions(model: Model, _repo: Repository) -> Iterator[Problem]:
@@ -288,6 +306,71 @@ def check_golden(model: Model, _repo: Repository) -> Iterator[Problem]:
             yield from golden.check_against_config(read.case, model, unread=read.unread)
 
 
+GOLDEN_LIKE = re.compile(r"^golden[-_ ]?(s|cases?|files?|tests?)?$", re.I)  # golden/ itself aside
+
+
+def _looks_like_case(path: Path) -> bool:
+    """A JSON file holding an object with "inputs" or "sequence": a golden case, wherever it is."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(data, dict) and ("inputs" in data or "sequence" in data)
+
+
+def misplaced_cases(model: Model) -> Iterator[tuple[Path, str]]:
+    """Golden cases where no release reads them, each with why: in a version folder's golden/ (shipped
+    in the image, never run), in a folder named like golden/ (goldens/, golden_cases/), or beside
+    config.pbtxt."""
+    for version in model.versions:
+        folder = model.path / str(version)
+        for child in sorted(folder.iterdir()) if folder.is_dir() else ():
+            if child.is_dir() and (child.name == GOLDEN_DIR or GOLDEN_LIKE.match(child.name)):
+                for path in sorted(child.glob("*.json")):
+                    yield path, "inside a version folder it ships in the image and no release runs it"
+    for name in model.other_dirs:
+        if name != GOLDEN_DIR and GOLDEN_LIKE.match(name):
+            for path in sorted((model.path / name).glob("*.json")):
+                yield path, f"a release reads golden cases from {GOLDEN_DIR}/ only, not {name}/"
+    for path in sorted(model.path.glob("*.json")):
+        if path.is_file() and _looks_like_case(path):
+            yield path, f"a release reads golden cases from {GOLDEN_DIR}/ only, not beside {model.config_path.name}"
+
+
+def check_golden_places(model: Model, _repo: Repository) -> Iterator[Problem]:
+    """Golden cases where users put them but no release reads them: where each was found, where it
+    belongs, and why."""
+    for path, why in misplaced_cases(model):
+        target = model.path / GOLDEN_DIR / path.name
+        yield Problem(
+            path,
+            f"a golden case in the wrong place: {why}. Move it to {display_path(target)} "
+            f"(git mv {display_path(path)} {display_path(target)})",
+        )
+
+
+def stray_golden_folder(model: Model, repo: Repository) -> Problem | None:
+    """`model_repository/golden/` (or goldens/), no model's folder but golden cases gathered in one
+    place: read as a model of that name, it would fail as one. None when it is a model."""
+    if not (model.name == GOLDEN_DIR or GOLDEN_LIKE.match(model.name)) or model.versions or model.config_text:
+        return None
+    cases = sorted(model.path.rglob("*.json"))
+    if not cases:
+        return None
+    moves = []
+    for path in cases[:3]:
+        parts = path.relative_to(model.path).parts
+        owner = parts[0] if len(parts) > 1 and parts[0] in repo else "<model>"
+        moves.append(f"{display_path(path)} -> {display_path(repo.root / owner / GOLDEN_DIR / path.name)}")
+    return Problem(
+        model.path,
+        f"golden cases in {display_path(model.path)}/, which Triton and the release read as a model called "
+        f"{model.name!r}: each model's golden cases belong in its own folder, "
+        f"{display_path(repo.root)}/<model>/{GOLDEN_DIR}/<case>.json (Triton ignores non-numeric folders there, "
+        f"and they stay out of the image). Move them: {'; '.join(moves)}{' ...' if len(cases) > 3 else ''}",
+    )
+
+
 def check_version_policy(model: Model, _repo: Repository) -> Iterator[Problem]:
     """A version_policy that excludes the newest version folder: the version a release tests and
     serves would never load (the server would wait for it until --load-timeout)."""
@@ -371,4 +454,25 @@ def warn_golden(model: Model, _repo: Repository) -> Iterator[Problem]:
             yield from golden.case_warnings(case, model)
 
 
-WARNINGS: tuple[Rule, ...] = (warn_golden, warn_calls)
+def warn_model_file(model: Model, _repo: Repository) -> Iterator[Problem]:
+    """A model.py beside a config naming another backend: Triton loads that backend's file, and
+    model.py is never run."""
+    config = model.config
+    if config is None or model.is_python or model.is_ensemble or model.newest_version is None:
+        return
+    folder = model.path / str(model.newest_version)
+    if not (folder / "model.py").is_file():
+        return
+    named = f'backend "{config.backend}"' if config.backend else f'platform "{config.platform}"'
+    loaded = model_file(config.backend, config.platform, config.default_model_filename)
+    what = display_path(folder / loaded) if loaded else f"the {config.backend or config.platform} backend's model file"
+    yield Problem(
+        model.config_path,
+        f"{display_path(folder / 'model.py')} is a Python model, but {model.name}'s config names {named}: "
+        f"Triton loads {what}, not model.py, which is never run. If model.py is the model, write "
+        'backend: "python"',
+        line_of(model.config_text, "backend" if config.backend else "platform"),
+    )
+
+
+WARNINGS: tuple[Rule, ...] = (warn_golden, warn_calls, warn_model_file)

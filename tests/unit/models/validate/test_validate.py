@@ -61,10 +61,13 @@ def test_config_name_must_match_folder(make_repo):
 
 
 def test_backend_or_platform_required(make_repo):
+    """Unless the version folder holds model.py, from which Triton takes the python backend."""
     config = python_config("m").replace('backend: "python"\n', "")
-    assert "neither backend nor platform" in only_problem(
-        make_repo({**python_model_files("m"), "m/config.pbtxt": config})
-    )
+    files = {**python_model_files("m"), "m/config.pbtxt": config}
+    root = make_repo(files)
+    assert validate(root).ok
+    (root / "m/1/model.py").rename(root / "m/1/weights.bin")
+    assert "neither backend nor platform" in only_problem(root)
 
 
 def test_duplicate_input_name(make_repo):
@@ -369,8 +372,9 @@ def test_golden_unknown_datatype(make_repo):
 def test_golden_decoupled_responses_are_checked(make_repo):
     case = json.loads(golden_case())
     case["outputs"] = [[case["outputs"][0]], [dict(case["outputs"][0], name="NOPE")]]
+    decoupled = python_config("m") + "model_transaction_policy { decoupled: true }\n"
     assert "output 'NOPE' is not declared" in only_problem(
-        make_repo({**python_model_files("m"), "m/golden/basic.json": json.dumps(case)})
+        make_repo({**python_model_files("m"), "m/config.pbtxt": decoupled, "m/golden/basic.json": json.dumps(case)})
     )
 
 
