@@ -43,7 +43,7 @@ def test_a_published_release_leaves_only_its_build_tag_and_the_next_one_still_re
     assert second["version"] == "1.1.0"
     build = second["steps"]["build"]
     # the first build was still there to build on: only what changed was sent to the daemon
-    assert 1 <= build["layers_sent"] < len(build["layers"]), build["layers_sent"]
+    assert build["layers_sent"] == 1 < len(build["layers"]), build["layers_sent"]  # a/2 alone
     assert build["replaced"]["removed"] == [first["steps"]["build"]["image_id"]]  # then it went
     assert second["steps"]["tidy"]["untagged"] == [f"{releaser.target}:1.1.0"]
     assert ours_on_the_daemon(docker_client, releaser.target, commits) == ({f"{releaser.target}:candidate"}, [])
