@@ -162,10 +162,12 @@ def trials(args, client, tmp: Path) -> dict:
 
 def ten_model_change(args, client, tmp: Path) -> dict:
     """One release's test step of `args.ten` changed models (versions 1 and 2 alike), without the
-    gate and with it: the seconds it adds."""
+    gate, on the action's default path (no bound, perf_analyzer on PATH: the gates its default
+    settings resolve to) and with the gate: the seconds each adds."""
+    from bench.pipeline import action_env
     from triton_release import steps
     from triton_release.models.gates import GateOptions
-    from triton_release.settings import ServerOptions
+    from triton_release.settings import ServerOptions, resolve
 
     names = {f"m{i}": 1.0 for i in range(args.ten)}
     repo, tag = built(tmp / "ten", "latency-ten", names, 1.0)
@@ -174,6 +176,17 @@ def ten_model_change(args, client, tmp: Path) -> dict:
         start = time.perf_counter()
         steps.test(repo, tag, list(names), server_options=ServerOptions(load_timeout=120), new_versions=tuple(names))
         without = time.perf_counter() - start
+        start = time.perf_counter()
+        default = GateOptions.from_settings(resolve({}, cwd=tmp), action_env())
+        plain = steps.test(
+            repo,
+            tag,
+            list(names),
+            server_options=ServerOptions(load_timeout=120),
+            new_versions=tuple(names),
+            gates=default,
+        )
+        by_default = time.perf_counter() - start
         start = time.perf_counter()
         run = steps.test(
             repo,
@@ -187,14 +200,18 @@ def ten_model_change(args, client, tmp: Path) -> dict:
     finally:
         client.images.remove(tag, force=True)
     verdicts = [m.verdict for m in run.latency.models]
+    assert plain.latency is not None and not plain.latency.models, "the default path measured latency"
     print(
-        f"{args.ten}-model change: test step {without:.1f} s without the gate, {gated:.1f} s with it "
-        f"(+{gated - without:.1f} s); verdicts {verdicts}",
+        f"{args.ten}-model change: test step {without:.1f} s without the gate, {by_default:.1f} s on the "
+        f"action's default path (perf_analyzer present, no bound: {plain.latency.note}), {gated:.1f} s with "
+        f"the gate (+{gated - without:.1f} s); verdicts {verdicts}",
         flush=True,
     )
     return {
         "models": args.ten,
         "test_without_gate_s": round(without, 1),
+        "test_default_path_s": round(by_default, 1),
+        "default_path_added_s": round(by_default - without, 1),
         "test_with_gate_s": round(gated, 1),
         "added_s": round(gated - without, 1),
         "refused": verdicts.count("refused"),
@@ -285,6 +302,11 @@ def table(figures: dict) -> str:
         lines.append(
             f"| gate's seconds for a {ten['models']}-model change | {ten['added_s']:.1f} | <= {GOAL_TEN_S:g} |"
         )
+        if "default_path_added_s" in ten:
+            lines.append(
+                f"| latency's seconds for a {ten['models']}-model change on the default path (no bound, "
+                f"perf_analyzer present) | {ten['default_path_added_s']:.1f} | <= {ten['models']} (1 s a model) |"
+            )
     return "\n".join(lines)
 
 

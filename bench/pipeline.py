@@ -31,6 +31,24 @@ from triton_release.registry.rollback import rollback
 from triton_release.server.container import TritonServer
 
 REGISTRY = "127.0.0.1:5000"
+PERF_ANALYZER = Path(__file__).resolve().parent.parent / ".stack" / "perf_analyzer" / "bin" / "perf_analyzer"
+# What every release of the bench runs as: the action's default path. The action's image holds
+# perf_analyzer (/opt/perf_analyzer), so a release measured without it would not be the one users run.
+DEFAULT_PATH = (
+    "releases run as the action runs them: perf_analyzer present (on PATH, as the action's image holds it), "
+    "the action's defaults (no max-latency-increase, no measure-latency)"
+)
+
+
+def action_env(env: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment a bench release runs in: `env` (default os.environ) with `make stack`'s
+    perf_analyzer first on PATH, as in the action's image. Missing, the bench stops: its figures
+    would be of a path the action never takes."""
+    env = dict(os.environ if env is None else env)
+    if not PERF_ANALYZER.exists():
+        raise SystemExit(f"{PERF_ANALYZER} is missing: `make stack` installs it (the action's image always has one)")
+    env["PATH"] = f"{PERF_ANALYZER.parent}{os.pathsep}{env.get('PATH', '')}"
+    return env
 
 
 def docker_push(client: docker.DockerClient, repo: str, tag: str) -> None:
@@ -121,8 +139,8 @@ def naive_phases(
 
 
 def our_release(root: Path, repo: str, flags: tuple[str, ...] = ()) -> tuple[float, dict]:
-    """triton-release release --commit of the checkout `root` to `repo`, with `flags` added: its
-    seconds and its report."""
+    """triton-release release --commit of the checkout `root` to `repo`, with `flags` added, as the
+    action runs it (action_env: perf_analyzer present, no latency setting): its seconds and its report."""
     report = root.parent / f"report-{uuid.uuid4().hex[:6]}.json"
     start = time.perf_counter()
     done = subprocess.run(
@@ -141,6 +159,7 @@ def our_release(root: Path, repo: str, flags: tuple[str, ...] = ()) -> tuple[flo
             *flags,
         ],
         cwd=root,
+        env=action_env(),
         capture_output=True,
         text=True,
     )

@@ -7,6 +7,21 @@ from pathlib import Path
 MIB = 1024 * 1024
 
 
+def default_path(path: dict) -> str:
+    """How the releases measured ran: the action's default path (bench/pipeline.py, action_env)."""
+    bound = path.get("max_latency_increase")
+    return (
+        f"Releases run as the action runs them: perf_analyzer present ({path.get('perf_analyzer')}), "
+        f"max-latency-increase {bound if bound is not None else 'unset'}, measure-latency "
+        f"{str(bool(path.get('measure_latency'))).lower()}"
+        + (
+            " (the action's defaults): no latency is measured.\n"
+            if bound is None and not path.get("measure_latency")
+            else ".\n"
+        )
+    )
+
+
 def table(r: dict) -> str:
     rel, up, ready, rate, back = (
         r["release_s"],
@@ -19,6 +34,7 @@ def table(r: dict) -> str:
     rows = [
         f"\n{r['machine']}, {r['date']}, triton-release {r.get('revision', '?')}; N = {r['n_models']} models, W = {r['weights_bytes'] // MIB} MiB of weights "
         f"per version folder; medians.\n",
+        *([default_path(r["default_path"])] if "default_path" in r else []),
         "| figure | triton-release | naive | ratio | target |",
         "| --- | ---: | ---: | ---: | --- |",
         f"| release of a one-model change (s) | {rel['triton_release']:.2f} | {rel['naive']:.2f} | {rel['ratio']:.2f} | <= 0.5 |",

@@ -74,7 +74,8 @@ def measure_size(
             root = Path(tmp) / "work"
             new_repository(root, n_models)
             seconds, report = pipeline.our_release(root, ours_repo)
-            first = first_release(seconds, report, client, f"{ours_repo}:{report['version']}")
+            # the release keeps its build under REPO:candidate (REPO:X.Y.Z is only in the registry)
+            first = first_release(seconds, report, client, report["steps"]["tidy"]["kept"])
             print(
                 f"  first release of {n_models} models: {seconds:.1f} s, {first['waves']} waves, peak memory "
                 f"{(first['peak_memory_bytes'] or 0) / GIB:.2f} GiB, {first['image_layers']} image layers",

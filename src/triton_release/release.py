@@ -54,7 +54,9 @@ from triton_release.settings import ImageOptions, PublishOptions, ServerOptions
 
 if TYPE_CHECKING:
     from triton_release.console import Console
+    from triton_release.image.tidy import Tidied
     from triton_release.registry.client import RegistryRepository
+    from triton_release.steps.build import ReleaseImage
 
 
 @dataclass(frozen=True)
@@ -145,21 +147,53 @@ def import_beside(names: Iterable[str]) -> threading.Thread:
     return thread
 
 
+@dataclass(frozen=True)
+class Made:
+    """What a release that built made on the Docker daemon, for `tidy` once it is done: the build's
+    local tag (kept: the next build reads its layers), the tested build when the release relabeled
+    it, and the REPO:X.Y.Z tag of a push."""
+
+    kept: str
+    image: str  # the image built (and, relabeled, released)
+    tested: str = ""  # the build the golden cases ran against, when `image` is its relabeling
+    version_tag: str = ""  # REPO:X.Y.Z, once pushed
+
+
+def tidy(made: Made) -> Tidied:
+    """Remove what the release made on the daemon but its build under `made.kept` (image/tidy.py).
+    Never fails the release: what could not be removed is listed, with why."""
+    from triton_release.image.engine import docker_client  # docker: only once a release built
+    from triton_release.image.tidy import Tidied, remove_untagged, untag
+
+    try:
+        client = docker_client()
+        found = Tidied(kept=made.kept)
+        if made.version_tag:
+            found += untag(client, made.version_tag, made.image)
+        if made.tested:
+            found += remove_untagged(client, [made.tested], keep=[made.image])
+        return found
+    except Exception as exc:  # cleanup never masks the release's outcome
+        return Tidied(left=((made.image, f"not tidied: {exc}"),), kept=made.kept)
+
+
 def run_release(request: ReleaseRequest, session: Session) -> None:
     releases.check_channel(request.publish.channel)  # every argument checked before the first side effect
     if request.commit:  # a merge or rebase under way: the release commit could not be made once the image is out
         refuse_pending(request.model_repository)
     try:
         if not (request.push and request.repository is not None):
-            _release(request, session)
-            return
-        with one_at_a_time(request.repository, session.console):
-            _release(request, session)
+            made = _release(request, session)
+        else:
+            with one_at_a_time(request.repository, session.console):
+                made = _release(request, session)
     finally:  # the test server, removed beside the push: gone before the release ends
         wait_removed()
+    if made is not None:  # after the server is gone: it held the tested build
+        session.step("tidy", session.console.tidied, tidy, made)
 
 
-def _release(request: ReleaseRequest, session: Session) -> None:
+def _release(request: ReleaseRequest, session: Session) -> Made | None:
     console, facts = session.console, session.report.facts
     root, repository = request.model_repository, request.repository
 
@@ -213,7 +247,7 @@ def _release(request: ReleaseRequest, session: Session) -> None:
             if request.publish.keep is not None:
                 keep = request.publish.keep
                 session.step("retain", console.retained, publish.retain, repository, keep, request.publish.channel)
-        return
+        return None
 
     import_beside(TEST_IMPORTS)
     # -- undone on failure, until X.Y.Z is in the registry ------------------------------------
@@ -306,7 +340,7 @@ def _release(request: ReleaseRequest, session: Session) -> None:
             )
             if bumped:  # released nothing: the working tree is left as it was, ready for the next try
                 _undo_bump(session, root, planned)
-            return
+            return _made(built, image)
         assert repository is not None  # a push names its repository (the CLI and the action require it)
         pushing = True
         Journal.around(root).phase("pushing", version)
@@ -371,6 +405,11 @@ def _release(request: ReleaseRequest, session: Session) -> None:
     except Interrupted as exc:  # the release stands: the message says the rerun finishes it
         exc.published = version
         raise
+    return _made(built, image, f"{repository}:{version}")
+
+
+def _made(built: ReleaseImage, image: str, version_tag: str = "") -> Made:
+    return Made(built.build.tag, image, built.image_id if image != built.image_id else "", version_tag)
 
 
 def _maybe_published(error: BaseException, repository: RegistryRepository, version: str) -> bool:

@@ -56,11 +56,17 @@ def test_bench_smoke(docker_client, tmp_path):
     assert set(scaling["goals"]) == {"release_time", "uploaded_over_changed"}
     assert "requirements_change" not in figures  # --skip-requirements
     assert "| release of a one-model change (s) |" in result.stdout
+    # every release timed runs as the action runs it: perf_analyzer present, no latency setting, so no
+    # latency is measured (docs/latency.md, the default)
+    assert figures["default_path"]["perf_analyzer"].endswith("/perf_analyzer")
+    assert figures["default_path"]["max_latency_increase"] is None and not figures["default_path"]["measure_latency"]
+    assert "Releases run as the action runs them: perf_analyzer present" in result.stdout
     # step by step: ours with the test step split into its report's phases, the naive pipeline's three
     steps = figures["release_s"]["steps"]
     assert list(steps["naive"]) == ["build", "serve+check", "push"]
     phases = {"server_start", "load", "golden_cases", "drift_load", "drift", "server_stop"}  # a new version: drift
     assert {"build", "push", *(f"test: {phase}" for phase in phases)} <= set(steps["triton_release"])
+    assert "test: latency" not in steps["triton_release"]  # perf_analyzer on PATH, and not run
     assert "| test: golden_cases |" in result.stdout and "| serve+check |" in result.stdout
     # the upload beside the tests: the same change pushed by the registry path, then by the daemon
     # (--upload-during-tests false), and by the naive pipeline; each uploads the new weights

@@ -100,7 +100,7 @@ def test_signed_evidence_verifies_alone_and_refuses_keys_subjects_and_rollbacks_
     first = cleaned("--signing-key", str(private))
     digest = first["digest"]
     assert first["steps"]["evidence"]["signing"] == "key" and first["steps"]["evidence"]["golden_passed"] is True
-    assert list(first["steps"])[-3:] == ["push", "evidence", "tags"]  # before any moving tag
+    assert list(first["steps"])[-4:] == ["push", "evidence", "tags", "tidy"]  # before any moving tag
 
     layers = envelopes(registry, digest)
     kinds = {}

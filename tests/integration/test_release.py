@@ -150,6 +150,7 @@ def test_a_one_model_change_is_bumped_committed_and_pushed_as_one_new_layer(rele
         "evidence",
         "tags",
         "commit",
+        "tidy",
     ]
     assert all(step["seconds"] >= 0 for step in report["steps"].values())
     push = report["steps"]["push"]
@@ -178,9 +179,11 @@ def test_an_auto_complete_models_served_signature_is_kept_and_compared(git_repo,
         "auto": {"batched": True, "tensors": {"input INPUT0": ["FP32", [4]], "output OUTPUT0": ["FP32", [4]]}}
     }
     before = {layer["digest"] for layer in releaser.registry.manifest("1.0.0").layers}
-    assert len(before) == len(
-        docker_client.images.get(first["steps"]["build"]["image_id"]).attrs["RootFS"]["Layers"]
-    )  # labelled: no layer added
+    base_layers = len(docker_client.images.get(BASE_IMAGE).attrs["RootFS"]["Layers"])
+    assert len(before) == base_layers + len(first["steps"]["build"]["layers"])  # labelled: no layer added
+    # the tested build, relabeled into the released one, is removed once its server is gone
+    assert first["steps"]["tidy"]["removed"] == [first["steps"]["build"]["image_id"]]
+    assert docker_client.images.get(f"{releaser.target}:candidate").id != first["steps"]["build"]["image_id"]
     git_repo.write(auto_complete_files("auto", max_batch_size=0))
     git_repo.commit("auto: no batching")
     second = releaser()

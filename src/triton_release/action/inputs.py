@@ -38,6 +38,7 @@ SETTING_INPUTS = (
     "upload-during-tests",
     "tags",
     "max-latency-increase",
+    "measure-latency",
     "latency-unmeasured",
     "latency-rounds",
     "warmup",

@@ -71,6 +71,8 @@ def _latency_table(found: LatencyRun | None) -> list[str]:
     concurrency; a ratio beyond the bound and a refusal in bold."""
     if found is None or not (found.models or found.note):
         return []
+    if not found.asked:  # the default: nothing measured, one line saying so and how to ask
+        return ["", f"**Latency**: {_md(found.note)}"]
     bound = f"max-latency-increase {found.bound:g}" if found.bound is not None else "no bound: reported only"
     lines = [
         "",

@@ -128,6 +128,7 @@ def add_latency_settings(parser: argparse.ArgumentParser) -> None:
         metavar="FRACTION",
         type=bound("--max-latency-increase"),
     )
+    setting(parser, "--measure-latency", "measure_latency", action="store_const", const=True)
     setting(parser, "--latency-unmeasured", "latency_unmeasured", choices=("allow", "refuse"))
     setting(parser, "--latency-rounds", "latency_rounds", metavar="N")
     setting(parser, "--latency-interval", "latency_interval", metavar="MS")

@@ -87,6 +87,17 @@ class ImageLines(ConsoleCore):
             f"{result.channel_before or 'nothing'} before)"
         )
 
+    def tidied(self, result: Any) -> None:
+        """What the release removed from the Docker daemon, what it kept for the next build, and what
+        it left there (an image another tag or a container still holds)."""
+        gone = [*result.untagged, *(image[:19] for image in result.removed)]
+        if gone or result.kept:
+            removed = f"removed {', '.join(gone)}" if gone else "nothing else to remove"
+            kept = f"; kept {result.kept} (the next build's layers)" if result.kept else ""
+            self.line(f"daemon: {removed}{kept}")
+        for image, why in result.left:
+            self.line(f"daemon: left {image[:40]}: {why}")
+
     def retained(self, result: Any) -> None:
         for version in result.deleted:
             self.line(f"deleted {result.repository}:{version} (--keep {result.keep})")

@@ -1,7 +1,8 @@
 """The build: deterministic layer tars and an image config put together into an image without a
 builder (image/assemble.py), the previous build's layer order kept so the daemon already holds
 every layer up to the one changed, and the layer plan kept within `max_layers`, the base image's
-own layers counted."""
+own layers counted. The build the tag named before is removed once replaced, if nothing else holds
+it (image/tidy.py)."""
 
 from __future__ import annotations
 
@@ -33,6 +34,7 @@ from triton_release.image.layers import (
     order_layers,
     plan_image,
 )
+from triton_release.image.tidy import Tidied, remove_untagged
 from triton_release.models.repository import Repository
 from triton_release.processes import owner_labels
 
@@ -51,11 +53,13 @@ class BuildResult:
     sent: int = 0  # layer tars the daemon lacked and was sent
     diff_ids: tuple[str, ...] = ()  # the image's layers, the base's first
     tar_files: tuple[tuple[str, Path], ...] = ()  # with `tars_folder`: diff id -> the layer tars written there
+    replaced: Tidied = Tidied()  # the build the tag named before, removed once untagged (image/tidy.py)
 
     def to_json(self) -> dict:
         return {
             "tag": self.tag,
             "image_id": self.image_id,
+            "replaced": self.replaced.to_json(),
             "base_image": self.base_image,
             "layers_sent": self.sent,
             "layers": [layer.to_json() for layer in self.layers],
@@ -106,7 +110,9 @@ def build_image(
                 tars.forget()
                 built = _assemble(client, tag, base, base_ids, planned, tars, previous, labels)
             kept = tuple((f"sha256:{digest}", path) for digest, path in tars.written().items()) if tars_folder else ()
-            return replace(built, base_image=base_image, tar_files=kept)
+            # the build the tag named before, untagged now: its layers that matter are the new one's
+            replaced = remove_untagged(client, [previous.id], keep=[built.image_id]) if previous else Tidied()
+            return replace(built, base_image=base_image, tar_files=kept, replaced=replaced)
     except OSError as exc:
         if exc.errno != errno.ENOSPC:
             raise

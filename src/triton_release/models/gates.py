@@ -20,7 +20,8 @@ class GateOptions:
 
     @classmethod
     def from_settings(cls, settings: Settings, env: Mapping[str, str]) -> GateOptions:
-        """The gates the settings ask for; the latency is always measured (refused only past its bound)."""
+        """The gates the settings ask for; the latency is measured only with a bound or `measure_latency`
+        (LatencyOptions.measure), and refused only past its bound."""
         from triton_release.models.latency import LatencyOptions  # perf_analyzer's options: only when testing
 
         return cls(settings.max_drift, LatencyOptions.from_settings(settings, env))

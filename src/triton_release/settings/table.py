@@ -130,8 +130,16 @@ SETTINGS: tuple[Setting, ...] = (
         "refuse a release whose new model version is slower than the version "
         "before by more than this fraction (0.2, or the same as a percentage: refused when the whole confidence "
         "interval of its p50 latency ratio, measured with perf_analyzer, lies above 1.2); default: latency is "
-        "reported, never refused",
+        "not measured unless measure_latency asks for it",
         fraction,
+    ),
+    Setting(
+        "measure_latency",
+        False,
+        "measure and report each new model version's latency against the version before with "
+        "perf_analyzer even without max_latency_increase (about 12 s a model: every round is run); "
+        "default false: without a bound no latency is measured, wherever perf_analyzer is installed",
+        boolean,
     ),
     Setting(
         "latency_unmeasured",

@@ -204,7 +204,8 @@ def test(
 
 def perf_analyzer_for(options: LatencyOptions | None, measurable: list[str]) -> tuple[PerfAnalyzer | None, str]:
     """perf_analyzer for the latency gate, and a note when it does not run: nothing to compare (a
-    first release), or perf_analyzer missing while only measuring. A bound installs it on first use
+    first release), not asked for (no bound, no `measure_latency`: never run, even where it is
+    installed), or perf_analyzer missing while only measuring. A bound installs it on first use
     (into the cache); missing even then is an infrastructure failure (exit 3), before any server
     starts."""
     if options is None:
@@ -215,6 +216,10 @@ def perf_analyzer_for(options: LatencyOptions | None, measurable: list[str]) -> 
             if options.max_increase is not None
             else ""
         )
+    if not options.measure:
+        from triton_release.models.latency.meter import NOT_ASKED
+
+        return None, NOT_ASKED
     from triton_release.models.latency.perf_analyzer import PerfAnalyzerMissing, find
 
     try:
@@ -263,6 +268,7 @@ def _latency_run(
         note,
         tuple(timing.results) if timing is not None else (),
         options.unmeasured,
+        options.measure,
     )
 
 

@@ -53,11 +53,21 @@ REQUESTS_PER_WARMUP = 5
 SERVER_LINES = 10  # the server log's last lines naming a model that failed under the load
 
 
+NOT_ASKED = (
+    "not measured: no max_latency_increase is set (measure_latency: true, or --measure-latency, measures "
+    "and reports it without refusing)"
+)
+
+
 @dataclass(frozen=True, kw_only=True)
 class LatencyOptions:
-    """How the gate measures, and its bound (None: measured and reported, never refused)."""
+    """How the gate measures, and its bound (None: measured and reported, never refused).
+    `measure`: perf_analyzer runs at all. From the settings only a bound or `measure_latency`
+    asks for it: the default release spends nothing on a figure nobody asked for, wherever
+    perf_analyzer happens to be installed (docs/latency.md, "The default")."""
 
     max_increase: float | None = None
+    measure: bool = True
     rounds: int = DEFAULT_ROUNDS
     interval_ms: int = DEFAULT_INTERVAL_MS
     perf_analyzer: str | None = None  # the binary; None: PATH, then the action image's
@@ -68,6 +78,7 @@ class LatencyOptions:
     def from_settings(cls, settings: Settings, env: Mapping[str, str]) -> LatencyOptions:
         return cls(
             max_increase=settings.max_latency_increase,
+            measure=settings.max_latency_increase is not None or bool(settings.measure_latency),
             rounds=settings.latency_rounds,
             interval_ms=settings.latency_interval,
             perf_analyzer=settings.perf_analyzer,

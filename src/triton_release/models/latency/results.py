@@ -278,6 +278,7 @@ class LatencyRun:
     note: str = ""  # why nothing was measured
     models: tuple[ModelLatency, ...] = ()
     unmeasured: str = "allow"  # refuse: with a bound, a model left out of the gate refuses the release
+    asked: bool = True  # a bound or measure_latency asked for it; False: not measured by default
 
     @property
     def refused(self) -> list[ModelLatency]:
@@ -304,6 +305,7 @@ class LatencyRun:
             "interval_ms": self.interval_ms,
             "perf_analyzer": self.perf_analyzer.to_json() if self.perf_analyzer else None,
             "note": self.note,
+            "asked": self.asked,
             "latency_unmeasured": self.unmeasured,
             "not_gated": [{"model": m.model, "because": m.note} for m in self.not_gated],
             "models": [m.to_json() for m in self.models],
