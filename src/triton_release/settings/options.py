@@ -19,6 +19,7 @@ class ImageOptions:
     requirements_options: str = "refuse"  # pip options in requirements.txt: refuse|allow
     max_layers: int = 120  # the layer budget, the base image's layers counted
     warmup: str = "off"  # golden: model_warmup from the golden inputs, in the image's configs
+    stub_sources: str | None = None  # a folder or URL of git mirrors for a source stub; None: GitHub
 
     def to_json(self) -> dict:
         return {
@@ -28,6 +29,7 @@ class ImageOptions:
             "requirements_options": self.requirements_options,
             "max_layers": self.max_layers,
             "warmup": self.warmup,
+            "stub_sources": self.stub_sources,
         }
 
 
@@ -74,7 +76,13 @@ class Settings:
     @property
     def image(self) -> ImageOptions:
         return ImageOptions(
-            self.base_image, self.python, self.stub, self.requirements_options, self.max_layers, self.warmup
+            self.base_image,
+            self.python,
+            self.stub,
+            self.requirements_options,
+            self.max_layers,
+            self.warmup,
+            self.stub_sources,
         )
 
     @property
