@@ -68,9 +68,14 @@ class StubChoice:
         if self.kept:
             return f"stub: kept the stock stub (Python {self.target_python}, {triton})"
         was = f"Python {self.stock_python}" if self.stock_python else "no libpython"
+        how = ""
+        if self.build is not None and self.compiled:
+            how = ", compiled in this run"
+        elif self.build is not None:
+            how = ", to be compiled" if self.stub_file is None else ", compiled before: from the cache"
         return (
             f"stub: replaced the stock stub ({was}) with the Python {self.target_python} stub from "
-            f"{self.origin} ({triton})"
+            f"{self.origin} ({triton}{how})"
         )
 
     def to_json(self) -> dict:

@@ -137,3 +137,14 @@ def test_the_setting_takes_a_folder_or_a_url():
     assert sources_path("ssh://git@example.com/m", Path("/repo")) == "ssh://git@example.com/m"
     assert Origin("https://git.example.com/m").url("core") == "https://git.example.com/m/core.git"
     assert Origin().url("dlpack") == "https://github.com/dmlc/dlpack"
+
+
+def test_the_summary_says_whether_it_was_compiled_or_cached(mirrors, tmp_path):
+    from dataclasses import replace
+
+    cache.configure({"TRITON_RELEASE_CACHE": str(tmp_path / "cache")})
+    planned = stub.choose(base(), "3.11", "source", str(mirrors))
+    assert "from python_backend r24.10 (" in planned.summary() and "to be compiled)" in planned.summary()
+    done = replace(planned, stub_file=tmp_path / "stub", compiled=True)
+    assert done.summary().endswith("(Triton 2.51.0, compiled in this run)")
+    assert replace(planned, stub_file=tmp_path / "stub").summary().endswith("compiled before: from the cache)")
