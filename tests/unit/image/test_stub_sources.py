@@ -24,13 +24,13 @@ def git(*args: str, cwd: Path | None = None) -> str:
     return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout.strip()
 
 
-@pytest.fixture
-def mirrors(tmp_path, monkeypatch) -> Path:
+@pytest.fixture(scope="module")
+def made_mirrors(tmp_path_factory) -> tuple[Path, str]:
     """Bare repositories named as python_backend's sources, each holding the ref r24.10 needs
-    (googletest's pinned commit is this folder's own), packed and without the empty `refs`
-    folder, as a copy that drops empty folders leaves them."""
-    folder = tmp_path / "mirrors"
-    work = tmp_path / "work"
+    (googletest's pinned commit is this folder's own: returned), packed and without the empty
+    `refs` folder, as a copy that drops empty folders leaves them. Made once per module."""
+    top = tmp_path_factory.mktemp("made")
+    folder, work, pinned = top / "mirrors", top / "work", ""
     for name, ref in sources.wanted("r24.10").items():
         tree = work / name
         tree.mkdir(parents=True)
@@ -40,7 +40,7 @@ def mirrors(tmp_path, monkeypatch) -> Path:
         git("add", ".", cwd=tree)
         git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "tree", cwd=tree)
         if name == "googletest":
-            monkeypatch.setitem(sources.UPSTREAM, name, (sources.UPSTREAM[name][0], git("rev-parse", "HEAD", cwd=tree)))
+            pinned = git("rev-parse", "HEAD", cwd=tree)
         elif ref.startswith("v"):
             git("tag", ref, cwd=tree)
         else:
@@ -48,7 +48,15 @@ def mirrors(tmp_path, monkeypatch) -> Path:
         git("clone", "-q", "--bare", str(tree), str(folder / f"{name}.git"))
         git("--git-dir", str(folder / f"{name}.git"), "pack-refs", "--all")
         shutil.rmtree(folder / f"{name}.git" / "refs")
-    return folder
+    return folder, pinned
+
+
+@pytest.fixture
+def mirrors(made_mirrors, tmp_path, monkeypatch) -> Path:
+    """A copy of the module's mirrors this test may change, googletest pinned at their commit."""
+    made, pinned = made_mirrors
+    monkeypatch.setitem(sources.UPSTREAM, "googletest", (sources.UPSTREAM["googletest"][0], pinned))
+    return Path(shutil.copytree(made, tmp_path / "mirrors", symlinks=True))
 
 
 def test_every_source_is_found_in_a_folder_of_mirrors_before_any_build(mirrors, tmp_path):
