@@ -17,6 +17,9 @@ import hashlib
 import io
 import json
 import re
+import shutil
+import subprocess
+import sys
 import tarfile
 import tempfile
 import time
@@ -58,6 +61,11 @@ function(ExternalProject_Add name)
   endif()
 endfunction()
 """
+# python_backend r25.xx and later need CMake 3.31.8 or newer, which Ubuntu 24.04 (NGC's base
+# since 24.11) does not package: PyPI's cmake wheel, downloaded on the host and unpacked in the stage.
+NEW_CMAKE_FROM = "25.01"
+CMAKE_REQUIREMENT = "cmake>=3.31.8,<4"
+CMAKE_PLATFORM = "manylinux2014_x86_64"
 _STEP = re.compile(r"^Step (\d+)/(\d+) : (\w+)")
 _PERCENT = re.compile(r"^\[\s*(\d+)%\]")
 
@@ -134,6 +142,14 @@ def builder_stage(base_image: str, python: str, sources: Iterable[Source], boost
         f"git clone -q -b {found[name].branch} /sources/{name}.git /src/{name}"
         for name in ("python_backend", "pybind11", "dlpack", "googletest")
     )
+    release = found["python_backend"].ref.removeprefix("r")
+    new_cmake = (
+        "RUN python3 -m zipfile -e /sources/cmake.whl /opt/cmake-wheel \\\n"
+        " && chmod +x /opt/cmake-wheel/cmake/data/bin/* \\\n"
+        " && ln -sf /opt/cmake-wheel/cmake/data/bin/cmake /usr/local/bin/cmake\n"
+        if needs_new_cmake(release)
+        else ""
+    )
     boost_package = " libboost-dev" if boost == "system" else ""
     boost_flag = " -DCMAKE_PROJECT_tritonpythonbackend_INCLUDE=/sources/system-boost.cmake" if boost == "system" else ""
     return f"""FROM {base_image} AS {STAGE}
@@ -141,7 +157,7 @@ RUN apt-get update \\
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \\
       ca-certificates git cmake make g++ rapidjson-dev libarchive-dev zlib1g-dev python{python}-dev{boost_package}
 COPY sources /sources
-RUN {clones} \\
+{new_cmake}RUN {clones} \\
  && gpu=$([ -d /usr/local/cuda/include ] && echo ON || echo OFF) \\
  && cmake -S /src/python_backend -B /build -DTRITON_ENABLE_GPU=$gpu \\
       -DTRITON_REPO_ORGANIZATION=file:///sources {tags} \\
@@ -153,6 +169,50 @@ RUN make -C /build -j"$(nproc)" triton-python-backend-stub \\
       2>/dev/null | sed -n 's/^#define BOOST_LIB_VERSION "\\(.*\\)"/\\1/p' | head -n 1)" > /build/stub-facts.txt \\
  && echo "compiler $(c++ --version | head -n 1)" >> /build/stub-facts.txt
 """
+
+
+def needs_new_cmake(release: str) -> bool:
+    """Whether python_backend r<release> needs CMake 3.31.8 or newer (r25.xx on)."""
+    return bool(re.fullmatch(r"\d\d\.\d\d", release)) and release >= NEW_CMAKE_FROM
+
+
+def cmake_wheel(folder: Path) -> Path:
+    """PyPI's cmake wheel (3.31.8 or newer, before 4) in `folder`, downloaded on the host with pip
+    once (pip's own settings, such as PIP_INDEX_URL, apply: a mirror of PyPI for an air-gapped
+    runner)."""
+    found = sorted(folder.glob("cmake-3.*.whl"))
+    if found:
+        return found[-1]
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--quiet",
+            "--no-deps",
+            "--only-binary=:all:",
+            "--platform",
+            CMAKE_PLATFORM,
+            "--python-version",
+            "3.11",
+            CMAKE_REQUIREMENT,
+            "-d",
+            str(folder),
+        ],
+        capture_output=True,
+        text=True,
+    )
+    found = sorted(folder.glob("cmake-3.*.whl"))
+    if done.returncode != 0 or not found:
+        raise InfrastructureError(
+            f"""
+            python_backend r25.xx and later need CMake 3.31.8 or newer, and {CMAKE_REQUIREMENT} could
+            not be downloaded from PyPI. Check the network and pip's index settings (PIP_INDEX_URL,
+            PIP_FIND_LINKS), or give a stub with --stub path:FILE.""",
+            details=done.stderr.strip().splitlines()[-5:],
+        )
+    return found[-1]
 
 
 @dataclass(frozen=True)
@@ -228,7 +288,8 @@ def compile_stub(client: docker.DockerClient, build: StubBuild) -> Compiled:
 
 
 def _context(build: StubBuild, scratch: Path) -> Path:
-    """The build's context as a tar: the stage, the sources one commit deep, the Boost include."""
+    """The build's context as a tar: the stage, the sources one commit deep, the Boost include,
+    and for r25.xx on PyPI's cmake wheel."""
     sources = scratch / "sources"
     try:
         gather(build.origin, build.sources, sources)
@@ -239,6 +300,8 @@ def _context(build: StubBuild, scratch: Path) -> Path:
             (--stub-sources), or give a stub with --stub path:FILE."""
         ) from None
     (sources / "system-boost.cmake").write_text(SYSTEM_BOOST_CMAKE, encoding="utf-8")
+    if needs_new_cmake(build.ngc_release):
+        shutil.copyfile(cmake_wheel(cache_dir() / "wheels"), sources / "cmake.whl")
     (scratch / "Dockerfile").write_text(build.stage(), encoding="utf-8")
     context = scratch / "context.tar"
     with tarfile.open(context, "w") as tar:

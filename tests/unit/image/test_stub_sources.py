@@ -156,3 +156,25 @@ def test_the_summary_says_whether_it_was_compiled_or_cached(mirrors, tmp_path):
     done = replace(planned, stub_file=tmp_path / "stub", compiled=True)
     assert done.summary().endswith("(Triton 2.51.0, compiled in this run)")
     assert replace(planned, stub_file=tmp_path / "stub").summary().endswith("compiled before: from the cache)")
+
+
+def test_r25_and_later_get_cmake_from_pypi_in_the_stage(tmp_path, monkeypatch):
+    from support.wheels import make_wheel, offline_index
+
+    def planned(release: str) -> tuple[sources.Source, ...]:
+        return tuple(sources.Source(n, "u", r, "0" * 40) for n, r in sources.wanted(f"r{release}").items())
+
+    assert not compiler.needs_new_cmake("24.10") and compiler.needs_new_cmake("25.01")
+    assert compiler.needs_new_cmake("26.07") and not compiler.needs_new_cmake("")
+    stage = compiler.builder_stage("nvcr.io/nvidia/tritonserver:25.10-py3", "3.12", planned("25.10"), "upstream")
+    assert "python3 -m zipfile -e /sources/cmake.whl /opt/cmake-wheel" in stage
+    assert "ln -sf /opt/cmake-wheel/cmake/data/bin/cmake /usr/local/bin/cmake" in stage
+    assert stage.index("/usr/local/bin/cmake") < stage.index("cmake -S /src/python_backend")
+    old = compiler.builder_stage("nvcr.io/nvidia/tritonserver:24.10-py3", "3.12", planned("24.10"), "upstream")
+    assert "cmake.whl" not in old
+    # downloaded on the host with pip, its settings applying (here: an index of one wheel)
+    made = make_wheel(tmp_path / "index", "cmake", "3.31.10")
+    offline_index(monkeypatch, tmp_path / "index")
+    wheel = compiler.cmake_wheel(tmp_path / "wheels")
+    assert wheel.name == made.name and wheel.parent == tmp_path / "wheels"
+    assert compiler.cmake_wheel(tmp_path / "wheels") == wheel  # once
