@@ -295,6 +295,7 @@ def _release(request: ReleaseRequest, session: Session) -> Made | None:
                 tars_folder=Path(tars.name) if overlap else None,
             )
             image = built.image_id
+            prepared = built.prepared  # with the stub compiled during the build, for the provenance
             if overlap and repository is not None and version is not None:
                 upload = BackgroundUpload(
                     repository, built.build.diff_ids, dict(built.build.tar_files), planned.released_before

@@ -172,8 +172,9 @@ def test_source_provider_without_network_fails_clearly(docker_client, make_repo,
     )
     assert code == 3
     message = report["error"]["message"]
-    assert "python_backend r24.10 needs network access to https://github.com" in message
-    assert "--stub path:FILE" in message
+    assert "building python_backend r24.10 needs its sources from GitHub" in message
+    assert "https://github.com/triton-inference-server/python_backend could not be read" in message
+    assert "--stub path:FILE" in message and "--stub-sources" in message
     assert os.environ["https_proxy"] == "http://127.0.0.1:9"
 
 

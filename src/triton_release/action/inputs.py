@@ -27,6 +27,7 @@ SETTING_INPUTS = (
     "base-image",
     "python",
     "stub",
+    "stub-sources",
     "channel",
     "keep",
     "load-timeout",

@@ -93,6 +93,7 @@ def add_image_settings(parser: argparse.ArgumentParser) -> None:
     setting(parser, "--base-image", "base_image", metavar="IMAGE")
     setting(parser, "--python", "python", metavar="X.Y")
     setting(parser, "--stub", "stub", metavar="PROVIDER")
+    setting(parser, "--stub-sources", "stub_sources", metavar="FOLDER|URL")
 
 
 def add_server_settings(parser: argparse.ArgumentParser, gpu_models: bool = True) -> None:

@@ -157,7 +157,7 @@ def _stage(request: StageRequest, session: Session) -> None:
         staged.candidate.digest,
         staged.candidate.version,
         planned=planned,
-        prepared=prepared,
+        prepared=built.prepared,  # with the stub compiled during the build, for the provenance
         signing=evidence.signing,
         invocation=evidence.invocation,
         settings=evidence.settings,

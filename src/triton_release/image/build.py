@@ -7,10 +7,7 @@ it (image/tidy.py)."""
 from __future__ import annotations
 
 import errno
-import hashlib
-import io
 import json
-import tarfile
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -22,7 +19,7 @@ import docker
 from triton_release import progress
 from triton_release.cache import cache_dir
 from triton_release.contract import CREATED_LABEL, LAYER_ORDER_LABEL
-from triton_release.errors import InfrastructureError, Refused, no_space
+from triton_release.errors import InfrastructureError, no_space
 from triton_release.image.assemble import assemble, image_config
 from triton_release.image.engine import docker_client
 from triton_release.image.layers import (
@@ -36,7 +33,6 @@ from triton_release.image.layers import (
 )
 from triton_release.image.tidy import Tidied, remove_untagged
 from triton_release.models.repository import Repository
-from triton_release.processes import owner_labels
 
 if TYPE_CHECKING:
     from docker.models.images import Image
@@ -66,7 +62,6 @@ class BuildResult:
         }
 
 
-STUB_NAME = "triton_python_backend_stub"
 NOTHING_EXTRA = Runtime()  # the models alone: the base image's stub, no environments
 
 
@@ -96,8 +91,6 @@ def build_image(
     base_ids = base.attrs["RootFS"]["Layers"]
     if base_layers is None:
         base_layers = len(base_ids)
-    if runtime.builder_stage:
-        runtime = replace(runtime, stub_file=compile_stub(client, runtime.builder_stage), builder_stage="")
     planned = plan_image(repo, base_image, models, runtime, max_layers=max_layers, base_layers=base_layers)
     previous = _previous(client, tag)
     labels = labels or {}
@@ -177,51 +170,6 @@ def _previous(client: docker.DockerClient, tag: str) -> Image | None:
         return client.images.get(tag)
     except docker.errors.ImageNotFound:
         return None
-
-
-def compile_stub(client: docker.DockerClient, stage: str) -> Path:
-    """Run the Dockerfile `stage` (named stub-builder) with the classic builder and copy the stub
-    it compiles out of it, into the cache (one per stage text)."""
-    from triton_release.files import write_atomic
-
-    target = cache_dir() / "stubs" / "compiled" / hashlib.sha256(stage.encode()).hexdigest()[:16] / STUB_NAME
-    if target.is_file():
-        return target
-    text = stage.encode()
-    with tempfile.TemporaryFile() as context:
-        with tarfile.open(fileobj=context, mode="w") as tar:
-            info = tarfile.TarInfo("Dockerfile")
-            info.size = len(text)
-            tar.addfile(info, io.BytesIO(text))
-        context.seek(0)
-        try:
-            image, _ = client.images.build(
-                fileobj=context, custom_context=True, target="stub-builder", rm=True, forcerm=True, pull=False
-            )
-        except docker.errors.BuildError as exc:
-            log = "".join(chunk.get("stream", "") + chunk.get("error", "") for chunk in exc.build_log)
-            if "Could not resolve host" in log:
-                raise InfrastructureError(
-                    """
-                    The stub builder stage could not reach github.com to fetch python_backend. Build where
-                    GitHub is reachable, or give a stub with --stub path:FILE.""",
-                    details=log.splitlines()[-5:],
-                ) from None
-            raise Refused(f"Compiling the stub failed: {exc.msg}", details=log.splitlines()[-10:]) from None
-        except docker.errors.APIError as exc:
-            raise InfrastructureError(
-                f"The Docker daemon failed while compiling the stub: {exc.explanation or exc}"
-            ) from None
-    container = client.containers.create(image.id, command=["true"], entrypoint=[], labels=owner_labels())
-    try:
-        stream, _ = container.get_archive(f"/build/{STUB_NAME}")
-        with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as tar:
-            member = tar.extractfile(STUB_NAME)
-            assert member is not None
-            write_atomic(target, member.read(), mode=0o755)
-    finally:
-        container.remove(force=True)
-    return target
 
 
 def relabel(image: str, labels: dict[str, str], tag: str, client: docker.DockerClient | None = None) -> str:

@@ -283,12 +283,11 @@ def model_items(model: Model, root: Path | None = None, files: Mapping[str, byte
 
 @dataclass(frozen=True)
 class Runtime:
-    """What the image gets besides the models: a replacement stub (a file, or a Dockerfile stage
-    that compiles it, run before the image is put together), extra items as they are (the models'
-    environments), and model files the image holds instead of the user's."""
+    """What the image gets besides the models: a replacement stub (a file: a source stub is
+    compiled before, image/compiler.py), extra items as they are (the models' environments), and
+    model files the image holds instead of the user's."""
 
     stub_file: Path | None = None
-    builder_stage: str = ""  # a Dockerfile stage named stub-builder that compiles the stub
     extra: tuple[Item, ...] = ()
     model_files: Mapping[str, Mapping[str, bytes]] = field(default_factory=dict)  # model -> {relative path: content}
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import os
 import re
 import shutil
 import subprocess
@@ -24,6 +23,8 @@ from triton_release.cache import cache_dir
 from triton_release.errors import InfrastructureError, Refused, UsageError
 from triton_release.files import atomic_path, write_atomic
 from triton_release.image.base import STUB_PATH, BaseImage, PythonInstall, check_stub
+from triton_release.image.compiler import StubBuild, cached
+from triton_release.image.sources import Origin, Unavailable, resolve
 
 if TYPE_CHECKING:
     import docker
@@ -31,10 +32,6 @@ if TYPE_CHECKING:
 # Triton version -> the nvidia-pytriton wheel that carries it (and its stubs for 3.8 to 3.13).
 PYTRITON_WHEELS = {"2.46.0": "0.5.8", "2.48.0": "0.5.10", "2.50.0": "0.5.12", "2.51.0": "0.7.0"}
 PYTRITON_PLATFORM = "manylinux_2_35_x86_64"
-PYTHON_BACKEND_URL = "https://github.com/triton-inference-server/python_backend"
-# The source stub is compiled against this pybind11 instead of python_backend's own pin (2.10 up to
-# r24.10), whose stubs break every answer under numpy 2.
-PYBIND11_URL, PYBIND11_TAG = "https://github.com/pybind/pybind11", "v2.13.6"
 MODES = ("auto", "stock", "wheel", "source")
 NUMPY2_UNTIL = (2, 51, 0)  # numpy 2 seen breaking output tensors on Triton up to this version
 _NEEDED_LIBPYTHON = re.compile(r"^libpython(\d)(?:-[0-9a-f]+)?\.(\d+)\S*\.so[.\d]*$")
@@ -61,7 +58,8 @@ class StubChoice:
     provider: str  # stock | wheel | source | path
     origin: str  # where the stub came from, for people
     stub_file: Path | None = None  # wheel and path: the file the image gets
-    builder_stage: str = ""  # source: the Dockerfile stage that builds it
+    build: StubBuild | None = None  # source: what it is compiled from (stub_file: from the cache)
+    compiled: bool = False  # source: compiled in this run (False: taken from the cache)
     warnings: tuple[str, ...] = ()
     tried: tuple[str, ...] = field(default=())  # providers that could not help, and why
 
@@ -70,9 +68,14 @@ class StubChoice:
         if self.kept:
             return f"stub: kept the stock stub (Python {self.target_python}, {triton})"
         was = f"Python {self.stock_python}" if self.stock_python else "no libpython"
+        how = ""
+        if self.build is not None and self.compiled:
+            how = ", compiled in this run"
+        elif self.build is not None:
+            how = ", to be compiled" if self.stub_file is None else ", compiled before: from the cache"
         return (
             f"stub: replaced the stock stub ({was}) with the Python {self.target_python} stub from "
-            f"{self.origin} ({triton})"
+            f"{self.origin} ({triton}{how})"
         )
 
     def to_json(self) -> dict:
@@ -88,6 +91,7 @@ class StubChoice:
             "stock_stub_python": self.stock_python,
             "warnings": list(self.warnings),
             "tried": list(self.tried),
+            **({"source": {**self.build.to_json(), "compiled": self.compiled}} if self.build else {}),
         }
 
 
@@ -227,55 +231,25 @@ def wheel_stub(triton_version: str, python: str) -> tuple[Path, str]:
     return target, origin
 
 
-def builder_stage(base_image: str, ngc_release: str, python: str, url: str = PYTHON_BACKEND_URL) -> str:
-    """A Dockerfile stage compiling the stub at python_backend's r<YY.MM> branch for `python`."""
-    branch = f"r{ngc_release}"
-    tags = " ".join(f"-DTRITON_{repo}_REPO_TAG={branch}" for repo in ("BACKEND", "COMMON", "CORE"))
-    return f"""FROM {base_image} AS stub-builder
-RUN apt-get update \\
- && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \\
-      ca-certificates git cmake make g++ rapidjson-dev libarchive-dev zlib1g-dev python{python}-dev \\
- && git clone --depth 1 --branch {branch} {url} /src/python_backend \\
- && git clone --depth 1 --branch {PYBIND11_TAG} {PYBIND11_URL} /src/pybind11 \\
- && gpu=$([ -d /usr/local/cuda/include ] && echo ON || echo OFF) \\
- && cmake -S /src/python_backend -B /build -DTRITON_ENABLE_GPU=$gpu {tags} \\
-      -DFETCHCONTENT_SOURCE_DIR_PYBIND11=/src/pybind11 \\
-      -DPython3_EXECUTABLE=/usr/bin/python{python} -DPYTHON_EXECUTABLE=/usr/bin/python{python} \\
- && make -C /build -j"$(nproc)" triton-python-backend-stub
-"""
-
-
-def check_source_reachable(ngc_release: str, url: str = PYTHON_BACKEND_URL) -> None:
-    """Fail in seconds, before a build, when python_backend's branch cannot be fetched."""
-    if not ngc_release:
+def source_build(base: BaseImage, python: str, stub_sources: str = "") -> StubBuild:
+    """The compile of python_backend r<YY.MM> for `python`, every source checked to be where
+    `stub_sources` says (GitHub by default) before anything is built; NoProvider names the one
+    that is not."""
+    if not base.ngc_release:
         raise NoProvider(
             "the base image does not say its NGC release (NVIDIA_TRITON_SERVER_VERSION), "
             "so the python_backend branch to build is unknown"
         )
-    branch = f"r{ngc_release}"
+    origin = Origin(stub_sources)
     try:
-        done = subprocess.run(
-            ["git", "ls-remote", "--heads", url, branch],
-            capture_output=True,
-            text=True,
-            timeout=30,
-            env={**os.environ, "GIT_TERMINAL_PROMPT": "0"},
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
+        found = resolve(origin, f"r{base.ngc_release}")
+    except Unavailable as exc:
+        where = f"stub_sources {stub_sources}" if stub_sources else "GitHub (set stub_sources to a folder of mirrors)"
         raise NoProvider(
-            f"building python_backend {branch} needs {url} at build time, and it did not answer "
-            f"({exc.__class__.__name__})",
-            unreachable=True,
+            f"building python_backend r{base.ngc_release} needs its sources from {where}, and {exc}",
+            unreachable=exc.unreachable,
         ) from None
-    if done.returncode != 0:
-        why = (done.stderr.strip().splitlines() or ["git failed"])[-1]
-        raise NoProvider(
-            f"building python_backend {branch} needs network access to {url} at build time, "
-            f"and it is unreachable from here ({why})",
-            unreachable=True,
-        )
-    if branch not in done.stdout:
-        raise NoProvider(f"{url} has no branch {branch}")
+    return StubBuild(base.image, base.image_id, base.ngc_release, python, origin, found)
 
 
 # -- the decision -----------------------------------------------------------------------------
@@ -292,25 +266,32 @@ def old_pybind11(choice: StubChoice) -> bool:
     return choice.provider in ("stock", "wheel") and triton <= NUMPY2_UNTIL
 
 
+def _numpy2(numpy: str) -> bool:
+    try:
+        return int(numpy.split(".")[0]) >= 2 if numpy else False
+    except ValueError:
+        return False
+
+
 def refuse_numpy2(choice: StubChoice, numpy: str, where: str, fix: str) -> None:
     """Refused before any build when numpy 2 meets a stub compiled with an old pybind11."""
-    try:
-        major = int(numpy.split(".")[0]) if numpy else 0
-    except ValueError:
-        return
-    if major >= 2 and old_pybind11(choice):
+    if _numpy2(numpy) and old_pybind11(choice):
+        tried = f" (auto tried: {'; '.join(choice.tried)})" if choice.tried else ""
         raise Refused(f"""
             {where} has numpy {numpy}, and the {choice.provider} stub for Triton {choice.triton_version} is
             compiled with pybind11 older than 2.12, which breaks every answer under numpy 2 (`output tensor
-            shape does not match size of output`). Nothing was built. Ways out: {fix}; a newer base image
-            (Triton 2.52, NGC 24.11, or later); or --stub source, which compiles the stub against pybind11 2.13.""")
+            shape does not match size of output`){tried}. Nothing was built. Ways out: {fix}; a newer base
+            image (Triton 2.52, NGC 24.11, or later); or --stub source, which compiles the stub against
+            pybind11 2.13 (from GitHub, or offline from git mirrors given as --stub-sources).""")
 
 
-def choose(base: BaseImage, python: str | None, mode: str) -> StubChoice:
+def choose(base: BaseImage, python: str | None, mode: str, stub_sources: str = "") -> StubChoice:
     """Decide the stub. Raises Refused (exit 1) before any build when no stub can work, numpy 2
-    in the image's Python included."""
-    choice = _choose(base, python, mode)
+    in the image's Python included. `stub_sources`: where a source stub's sources are fetched
+    from (default GitHub). A source stub already compiled from the same inputs comes with its
+    file from the cache; else its `build` is compiled by the build (image/compiler.py)."""
     install = target_install(base, python)
+    choice = _choose(base, install, mode, stub_sources)
     refuse_numpy2(
         choice,
         install.numpy,
@@ -320,10 +301,9 @@ def choose(base: BaseImage, python: str | None, mode: str) -> StubChoice:
     return choice
 
 
-def _choose(base: BaseImage, python: str | None, mode: str) -> StubChoice:
+def _choose(base: BaseImage, install: PythonInstall, mode: str, stub_sources: str) -> StubChoice:
     if mode not in MODES and not mode.startswith("path:"):
         raise UsageError(f"--stub {mode!r}: use auto, stock, wheel, source or path:FILE.")
-    install = target_install(base, python)
     target = install.version
     stock = base.stub
     if not stock.present:
@@ -339,8 +319,12 @@ def _choose(base: BaseImage, python: str | None, mode: str) -> StubChoice:
         stock_python=stock.python,
     )
     matches = stock.python == target and stock.loads
-    if mode in ("auto", "stock") and matches:
-        return StubChoice(kept=True, provider="stock", origin=base.image, **common)
+    kept = StubChoice(kept=True, provider="stock", origin=base.image, **common)
+    # numpy 2 breaks NVIDIA's own stubs up to Triton 2.51 (the stock one and the wheel's alike):
+    # auto then goes to the source stub, and refuses with the ways out when it cannot build one
+    broken = mode == "auto" and _numpy2(install.numpy) and old_pybind11(kept)
+    if mode in ("auto", "stock") and matches and not broken:
+        return kept
     if mode == "stock":
         problem = (
             f"links {stock.libpython} (Python {stock.python})"
@@ -356,7 +340,12 @@ def _choose(base: BaseImage, python: str | None, mode: str) -> StubChoice:
         return _from_path(Path(mode[5:]), install, common)
     tried: list[str] = []
     unreachable = False
-    for provider in ("wheel", "source") if mode == "auto" else (mode,):
+    providers = ("wheel", "source") if mode == "auto" else (mode,)
+    if broken:
+        providers = ("source",)
+        why = f"numpy {install.numpy} breaks NVIDIA's stubs of Triton {base.triton_version} (pybind11 older than 2.12)"
+        tried.append(f"stock and wheel: {why}")
+    for provider in providers:
         try:
             if provider == "wheel":
                 stub, origin = wheel_stub(base.triton_version, target)
@@ -368,23 +357,34 @@ def _choose(base: BaseImage, python: str | None, mode: str) -> StubChoice:
                     tried=tuple(tried),
                     **common,
                 )
-            check_source_reachable(base.ngc_release)
+            build = source_build(base, target, stub_sources)
+            hit = cached(build)
             return StubChoice(
                 kept=False,
                 provider="source",
-                origin=f"python_backend r{base.ngc_release}",
-                builder_stage=builder_stage(base.image, base.ngc_release, target),
+                origin=build.origin_text(),
+                stub_file=hit.path if hit else None,
+                build=build,
                 tried=tuple(tried),
                 **common,
             )
         except NoProvider as exc:
             tried.append(f"{provider}: {exc}")
             unreachable = unreachable or exc.unreachable
+    if broken:  # choose() refuses it for numpy 2, naming what auto tried and the ways out
+        return StubChoice(
+            kept=matches,
+            provider="stock" if matches else "wheel",
+            origin=base.image if matches else f"nvidia-pytriton {PYTRITON_WHEELS.get(base.triton_version, '')}",
+            tried=tuple(tried),
+            **common,
+        )
     error = InfrastructureError if unreachable else Refused
     raise error(f"""
         No stub for Python {target} and Triton {base.triton_version or "(unknown)"} ({base.image}):
         {"; ".join(tried)}. Build one from python_backend r{base.ngc_release or "<YY.MM>"} where GitHub
-        is reachable and give it with --stub path:FILE, or use a base image whose stub matches.""")
+        is reachable, or give stub_sources (--stub-sources) a folder of git mirrors of its sources
+        (docs/image.md), or give a stub with --stub path:FILE, or use a base image whose stub matches.""")
 
 
 def _from_path(path: Path, install: PythonInstall, common: dict[str, Any]) -> StubChoice:

@@ -142,6 +142,25 @@ def stub(value: Any) -> str:
     raise ValueError(f"{text!r} is not a stub provider; use one of {', '.join(STUB_PROVIDERS)}, path:FILE")
 
 
+_SOURCES_URL = re.compile(r"^(https?|ssh|git|file)://\S+$|^[\w.-]+@[\w.-]+:\S*$")
+
+
+def stub_sources(value: Any) -> str | None:
+    """Where a source stub's sources are fetched from: a folder, or a URL (https://, ssh://,
+    git://, file://, user@host:path), holding git mirrors named <name>.git; None: GitHub."""
+    if value in (None, ""):
+        return None
+    text = plain_text(value).strip()
+    if "://" in text and not _SOURCES_URL.match(text):
+        raise ValueError(f"{text!r} is not a folder or an https://, ssh://, git:// or file:// URL of git mirrors")
+    return text.rstrip("/") or "/"
+
+
+def sources_path(value: str, folder: Path) -> str:
+    """A folder of mirrors written relative to the settings file, as seen from where the run is; a URL as it is."""
+    return value if _SOURCES_URL.match(value) else folder_path(value, folder)
+
+
 def registry_repository(value: Any) -> str:
     return lower_cased(plain_text(value).strip())  # a YAML block scalar ends in a newline
 

@@ -20,6 +20,7 @@ class ImageOptions:
     max_layers: int = 120  # the layer budget, the base image's layers counted
     warmup: str = "off"  # golden: model_warmup from the golden inputs, in the image's configs
     custom_backends: tuple[str, ...] = ()  # backends besides Triton's that the base image holds
+    stub_sources: str | None = None  # a folder or URL of git mirrors for a source stub; None: GitHub
 
     def to_json(self) -> dict:
         return {
@@ -29,6 +30,7 @@ class ImageOptions:
             "requirements_options": self.requirements_options,
             "max_layers": self.max_layers,
             "warmup": self.warmup,
+            "stub_sources": self.stub_sources,
         }
 
 
@@ -82,6 +84,7 @@ class Settings:
             self.max_layers,
             self.warmup,
             self.custom_backends,
+            self.stub_sources,
         )
 
     @property

@@ -25,8 +25,10 @@ from triton_release.settings.converters import (
     rounds,
     seconds,
     size,
+    sources_path,
     stub,
     stub_path,
+    stub_sources,
     warmup,
 )
 
@@ -80,6 +82,15 @@ SETTINGS: tuple[Setting, ...] = (
         "where the Python backend stub comes from: auto|stock|wheel|source|path:FILE",
         stub,
         anchor=stub_path,
+    ),
+    Setting(
+        "stub_sources",
+        None,
+        "where a source stub's sources are cloned from: a folder or URL holding git mirrors named <name>.git "
+        "of python_backend, common, core, backend, pybind11, dlpack and googletest (Boost then comes from "
+        "the build image's libboost-dev); default: GitHub (and Boost from archives.boost.io)",
+        stub_sources,
+        anchor=sources_path,
     ),
     Setting(
         "requirements_options",

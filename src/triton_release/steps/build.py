@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -59,7 +59,7 @@ def environments(
     repo = root if isinstance(root, Repository) else Repository.load(root)
     base = baseimage.inspect(docker_client(), options.base_image)
     baseimage.require_backends(base, repo)  # before a build: a server would only fail to load them
-    choice = stub.choose(base, options.python, options.stub)
+    choice = stub.choose(base, options.python, options.stub, options.stub_sources or "")
     envs = resolve(repo, base.pythons[choice.target_python], base.glibc, options=options.requirements_options)
     for model, env in sorted(envs.by_model.items()):
         stub.refuse_numpy2(
@@ -160,6 +160,11 @@ def build(
     client = docker_client()
     if prepared is None:
         prepared = environments(repo, options)
+    if prepared.stub.build is not None and prepared.stub.stub_file is None:
+        from triton_release.image.compiler import compile_stub
+
+        compiled = compile_stub(client, prepared.stub.build)
+        prepared = replace(prepared, stub=replace(prepared.stub, stub_file=compiled.path, compiled=compiled.compiled))
     base, choice, envs = prepared.base, prepared.stub, prepared.environments
     install = base.pythons[choice.target_python]
     warnings = list(choice.warnings)
@@ -183,7 +188,7 @@ def build(
 
         configs, warmed = with_warmup(repo, configs)
         warnings += [f"{model}: no model_warmup written (warmup: golden): {why}" for model, why in warmed.left_out]
-    runtime = Runtime(choice.stub_file, choice.builder_stage, extra=tuple(items), model_files=configs)
+    runtime = Runtime(choice.stub_file, extra=tuple(items), model_files=configs)
     built = build_image(
         repo,
         options.base_image,

@@ -7,6 +7,8 @@ import pytest
 from triton_release.errors import InfrastructureError, Refused, UsageError
 from triton_release.image import requirements, stub
 from triton_release.image.base import parse_ldd, parse_probe
+from triton_release.image.compiler import builder_stage
+from triton_release.image.sources import Source, wanted
 
 LDD_311 = """\
 \tlinux-vdso.so.1 (0x00007ffc)
@@ -106,43 +108,61 @@ def test_an_unknown_stub_mode_is_a_usage_error():
         stub.choose(base(), None, "conda")
 
 
-def test_an_unknown_triton_version_falls_to_source_and_explains_both(monkeypatch):
-    def unreachable(ngc_release, url=stub.PYTHON_BACKEND_URL):
-        raise stub.NoProvider(
-            "building python_backend r25.10 needs network access to github, and it is unreachable", unreachable=True
-        )
+def unreachable(base, python, stub_sources=""):
+    raise stub.NoProvider(
+        f"building python_backend r{base.ngc_release} needs its sources from GitHub, and it is unreachable",
+        unreachable=True,
+    )
 
-    monkeypatch.setattr(stub, "check_source_reachable", unreachable)
+
+def test_an_unknown_triton_version_falls_to_source_and_explains_both(monkeypatch):
+    monkeypatch.setattr(stub, "source_build", unreachable)
     with pytest.raises(InfrastructureError, match="no nvidia-pytriton wheel is known to carry Triton 2.62.0") as failed:
         stub.choose(base(ldd=LDD_38_MISSING, triton="2.62.0", ngc="25.10"), None, "auto")
     message = str(failed.value)
     assert "no nvidia-pytriton wheel is known to carry Triton 2.62.0" in message
-    assert "unreachable" in message and "--stub path:FILE" in message
+    assert "unreachable" in message and "--stub path:FILE" in message and "--stub-sources" in message
     assert failed.value.exit_code == 3
 
 
+def sources(release="24.10"):
+    return tuple(
+        Source(name, f"file:///mirrors/{name}.git", ref, f"{index:040x}")
+        for index, (name, ref) in enumerate(wanted(f"r{release}").items(), 1)
+    )
+
+
 def test_the_source_stage_builds_the_matching_branch_for_the_target_python():
-    stage = stub.builder_stage("nvcr.io/nvidia/tritonserver:24.10-py3", "24.10", "3.12")
+    stage = builder_stage("nvcr.io/nvidia/tritonserver:24.10-py3", "3.12", sources(), "upstream")
     assert stage.startswith("FROM nvcr.io/nvidia/tritonserver:24.10-py3 AS stub-builder")
-    assert "--branch r24.10 https://github.com/triton-inference-server/python_backend" in stage
+    assert "git clone -q -b r24.10 /sources/python_backend.git /src/python_backend" in stage
+    assert "-DTRITON_REPO_ORGANIZATION=file:///sources" in stage
     for repo in ("BACKEND", "COMMON", "CORE"):
         assert f"-DTRITON_{repo}_REPO_TAG=r24.10" in stage
     assert "python3.12-dev" in stage and "make -C /build" in stage and "triton-python-backend-stub" in stage
+    assert "github.com" not in stage and "libboost-dev" not in stage  # Boost: python_backend's own download
+    system = builder_stage("local/tritonserver:24.10-py3-trixie", "3.13", sources(), "system")
+    assert (
+        "libboost-dev" in system and "-DCMAKE_PROJECT_tritonpythonbackend_INCLUDE=/sources/system-boost.cmake" in system
+    )
+    assert "-DPYTHON_EXECUTABLE=/usr/bin/python3.13" in system
 
 
-def test_numpy_2_on_an_old_stub_is_refused_before_any_build():
+def test_numpy_2_on_an_old_stub_is_refused_before_any_build(monkeypatch):
+    monkeypatch.setattr(stub, "source_build", unreachable)
     with pytest.raises(Refused) as refused:
         stub.choose(base(numpy="2.2.4"), None, "auto")
     message = str(refused.value)
     assert "numpy 2.2.4" in message and "pybind11 older than 2.12" in message and "--stub source" in message
-    assert "numpy<2" in message and "Triton 2.52" in message
+    assert "numpy<2" in message and "Triton 2.52" in message and "--stub-sources" in message
+    assert "auto tried: stock and wheel: numpy 2.2.4 breaks NVIDIA's stubs of Triton 2.51.0" in message
     stub.choose(base(numpy="1.24.2"), None, "auto")
     stub.choose(base(numpy="2.2.4", triton="2.62.0", ngc="25.10"), None, "auto")
 
 
 def test_the_source_stub_is_compiled_against_a_pybind11_that_handles_numpy_2():
-    stage = stub.builder_stage("nvcr.io/nvidia/tritonserver:24.10-py3", "24.10", "3.11")
-    assert "--branch v2.13.6 https://github.com/pybind/pybind11 /src/pybind11" in stage
+    stage = builder_stage("nvcr.io/nvidia/tritonserver:24.10-py3", "3.11", sources(), "upstream")
+    assert "git clone -q -b v2.13.6 /sources/pybind11.git /src/pybind11" in stage
     assert "-DFETCHCONTENT_SOURCE_DIR_PYBIND11=/src/pybind11" in stage
     choice = stub.StubChoice("source", "2.51.0", "24.10", "3.11", "3.11", "3.11", False, "source", "r24.10")
     stub.refuse_numpy2(choice, "2.2.4", "x", "y")  # no refusal
