@@ -17,6 +17,7 @@ from support.reports import read_report
 from support.stack import BASE_IMAGE, REGISTRY
 from triton_release.cli.main import main
 from triton_release.registry.client import Manifest, RegistryRepository
+from triton_release.steps.doctor import ROWS
 
 pytestmark = pytest.mark.integration
 
@@ -43,17 +44,7 @@ def test_a_stack_that_can_release_is_all_green(tmp_path, capsys, unique):
         "1",
     )
     assert code == 0, out
-    assert {name: row["status"] for name, row in rows.items()} == {
-        "docker daemon": "ok",
-        "base image": "ok",
-        "stub plan": "ok",
-        "daemon disk": "ok",
-        "registry": "ok",
-        "push": "ok",
-        "delete (keep)": "ok",
-        "referrers API": "ok",
-        "perf_analyzer": "ok",
-    }
+    assert {name: row["status"] for name, row in rows.items()} == dict.fromkeys(ROWS, "ok")
     assert "Triton 2.51.0" in rows["stub plan"]["detail"]
     assert "kept the stock stub" in rows["stub plan"]["detail"]
     assert "the sha256-<hex> tag schema" in rows["referrers API"]["detail"]  # docker-registry 2.8 has none
@@ -150,3 +141,28 @@ def test_a_release_refuses_the_disk_shortage_before_pulling(tmp_path, huge_base,
     assert "this release needs about" in error and "more than there is" in error
     assert not docker_client.images.list(name=huge_base.rpartition(":")[0])  # nothing pulled
     assert git_repo.git("status", "--porcelain") == ""  # nothing bumped
+
+
+def test_the_action_runs_it_as_a_first_step(tmp_path, huge_base, unique):
+    """mode: doctor, as a workflow's first step: its table in the log, the problems as errors, exit 1."""
+    from triton_release.action.main import main as action_main
+
+    report = tmp_path / "action-report.json"
+    env = {
+        **os.environ,
+        "GITHUB_ACTIONS": "true",
+        "GITHUB_WORKSPACE": str(tmp_path),
+        "GITHUB_STEP_SUMMARY": str(tmp_path / "summary.md"),
+        "GITHUB_OUTPUT": str(tmp_path / "outputs"),
+        "INPUT_MODE": "doctor",
+        "INPUT_REPOSITORY": f"{REGISTRY}/triton-release-test/doctor-action-{unique}",
+        "INPUT_BASE-IMAGE": huge_base,
+        "INPUT_REPORT": str(report),
+    }
+    assert action_main(env) == 1
+    found = read_report(report)
+    assert found["command"] == "doctor"
+    rows = {check["name"]: check["status"] for check in found["steps"]["doctor"]["checks"]}
+    assert rows["daemon disk"] == "problem"
+    assert rows["registry"] == rows["push"] == "ok"
+    assert "A release cannot run here yet: daemon disk" in found["error"]["message"]

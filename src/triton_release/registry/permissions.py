@@ -28,22 +28,21 @@ class Permission:
 
 def may_push(registry: RegistryRepository) -> Permission:
     try:
-        url = registry._open_upload()
+        registry.open_and_cancel_upload()
     except Refused as exc:
-        return Permission(False, str(exc))
-    registry._request_url("DELETE", url)  # cancel; a registry that cannot lets the upload expire
+        return Permission(False, " ".join(str(exc).split()))
     return Permission(True, "an upload was opened and cancelled")
 
 
 def may_delete(registry: RegistryRepository) -> Permission:
-    answer = registry._request("DELETE", f"manifests/{ABSENT}")
-    if answer.status_code in (404, 202):
-        return Permission(True, f"a delete was accepted for checking (HTTP {answer.status_code})")
-    if answer.status_code in (401, 403):
-        return Permission(False, f"deletes are refused for these credentials (HTTP {answer.status_code})")
-    if answer.status_code == 405:
+    status = registry.delete_answer(ABSENT)
+    if status in (404, 202):
+        return Permission(True, f"a delete was accepted for checking (HTTP {status})")
+    if status in (401, 403):
+        return Permission(False, f"deletes are refused for these credentials (HTTP {status})")
+    if status == 405:
         return Permission(False, "the registry has deletes switched off (HTTP 405)")
-    return Permission(None, f"the registry answered a delete with HTTP {answer.status_code}")
+    return Permission(None, f"the registry answered a delete with HTTP {status}")
 
 
 def has_referrers_api(registry: RegistryRepository) -> bool:

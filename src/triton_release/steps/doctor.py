@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from triton_release.errors import TritonReleaseError
+from triton_release.errors import Refused, TritonReleaseError
 
 if TYPE_CHECKING:
     import docker
@@ -25,6 +25,18 @@ if TYPE_CHECKING:
     from triton_release.settings.options import Settings
 
 OK, PROBLEM, NOT_CHECKED = "ok", "problem", "not checked"
+# every row, in the order they are printed (docs/cli.md's table names each)
+ROWS = (
+    "docker daemon",
+    "base image",
+    "stub plan",
+    "daemon disk",
+    "registry",
+    "push",
+    "delete (keep)",
+    "referrers API",
+    "perf_analyzer",
+)
 
 
 @dataclass(frozen=True)
@@ -63,6 +75,7 @@ class _Rows:
         self.rows: list[Check] = []
 
     def add(self, name: str, status: str, detail: str, fix: str = "") -> None:
+        assert name in ROWS, name
         self.rows.append(Check(name, status, " ".join(detail.split()), " ".join(fix.split())))
 
     def run(self, name: str, check: Callable[[], str], fix: str = "") -> bool:
@@ -79,13 +92,18 @@ class _Rows:
 def doctor(
     settings: Settings, env: Mapping[str, str], registry: RegistryRepository | None, *, model_root: Path | None
 ) -> Diagnosis:
+    """Every check's row; Refused (exit 1), with the rows attached, when any is a problem."""
     rows = _Rows()
     client = _daemon(rows, env)
     base_local = client is not None and _base(rows, client, settings, env)
     _disk(rows, client, settings, env, base_local, model_root)
     _registry(rows, registry, settings)
     _perf_analyzer(rows, settings, env)
-    return Diagnosis(tuple(rows.rows))
+    found = Diagnosis(tuple(rows.rows))
+    if not found.ok:
+        names = ", ".join(check.name for check in found.problems)
+        raise Refused(f"A release cannot run here yet: {names}. Each line above says how to fix it.", result=found)
+    return found
 
 
 def _daemon(rows: _Rows, env: Mapping[str, str]) -> docker.DockerClient | None:
