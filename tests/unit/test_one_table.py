@@ -18,9 +18,9 @@ from triton_release.settings import BY_KEY, DEPRECATED, SETTINGS, ServerOptions,
 
 ACTION = yaml.safe_load((ROOT / "action.yml").read_text(encoding="utf-8"))["inputs"]
 # Flags named after the command's noun rather than the setting (`release --to REPO`).
-FLAG_ALIASES = {"--to": "repository", "--repo": "repository", "--key": "verify_key"}
-# Flags whose help says more than the setting's, for that command.
-OWN_HELP = {("rollback", "--key")}
+FLAG_ALIASES = {"--to": "repository", "--repo": "repository", "--key": "verify_key", "--no-push-commit": "push_commit"}
+# Flags whose help says more than the setting's, for that command: what it does there.
+OWN_HELP = {("rollback", "--key"), ("verify", "--key"), ("release", "--no-push-commit")}
 # Inputs that give a setting's file as its contents (a PEM from a secret), written to a file first.
 PEM_INPUTS = {"signing-key", "verify-key"}
 

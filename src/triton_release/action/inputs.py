@@ -16,7 +16,7 @@ from pathlib import Path
 
 from triton_release.errors import UsageError
 
-MODES = ("release", "test", "rollback", "stage", "promote")
+MODES = ("release", "test", "rollback", "stage", "promote", "doctor")
 TRUE, FALSE = {"true", "1", "yes", "on"}, {"false", "0", "no", "off", ""}
 # inputs that are settings (`image`: the old name of `repository`)
 SETTING_INPUTS = (

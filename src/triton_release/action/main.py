@@ -41,7 +41,7 @@ def main(env: Mapping[str, str] | None = None) -> int:
     event = Event.from_env(env)
     mode = inputs.mode if isinstance(inputs, ActionInputs) else "release"
     report_path = inputs.report if isinstance(inputs, ActionInputs) else DEFAULT_REPORT
-    command = mode if mode in ("rollback", "stage", "promote") else "release"
+    command = mode if mode in ("rollback", "stage", "promote", "doctor") else "release"
     if isinstance(inputs, ActionInputs) and mode == "test" and inputs.candidate:
         command = "test"
     session = sessions.Session(command, console, timed=True)
@@ -158,12 +158,32 @@ def promote_mode(
     run_promote(request, session)
 
 
+def doctor_mode(
+    inputs: ActionInputs, settings: Settings, _event: Event, env: Mapping[str, str], session: sessions.Session
+) -> None:
+    """mode doctor: whether a release can run on this runner (steps/doctor.py), as a first step."""
+    from triton_release import steps
+
+    root = Path(settings.model_repository)
+    registry = requests.repository(settings, env, door(inputs), "repository", required=False)
+    session.step(
+        "doctor",
+        session.console.diagnosis,
+        steps.doctor,
+        settings,
+        env,
+        registry,
+        model_root=root if root.is_dir() else None,
+    )
+
+
 MODES: dict[str, Callable[[ActionInputs, Settings, Event, Mapping[str, str], sessions.Session], None]] = {
     "release": release_mode,
     "test": test_mode,
     "rollback": rollback_mode,
     "stage": stage_mode,
     "promote": promote_mode,
+    "doctor": doctor_mode,
 }
 
 

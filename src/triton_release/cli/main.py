@@ -17,6 +17,7 @@ from triton_release.cli import (
     build,
     bump,
     changed,
+    doctor,
     promote,
     push,
     record,
@@ -46,6 +47,7 @@ COMMANDS: dict[str, ModuleType] = {
     "stage": stage,
     "promote": promote,
     "verify": verify,
+    "doctor": doctor,
 }
 MULTI_STEP = {"release", "bump", "push", "rollback", "stage", "promote"}  # commands whose steps each print their time
 

@@ -35,6 +35,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--commit", action="store_true", help="commit the new version folders as `release X.Y.Z` and tag vX.Y.Z"
     )
     setting(parser, "--push-commit", "push_commit", action="store_const", const=True)
+    setting(
+        parser,
+        "--no-push-commit",
+        "push_commit",
+        action="store_const",
+        const=False,
+        help="keep the release commit and its tag on this machine, whatever push_commit: in "
+        "triton-release.yaml says (default: the setting's value)",
+    )
     setting(parser, "--upload-during-tests", "upload_during_tests", metavar="true|false")
     add_image_settings(parser)
     add_server_settings(parser)

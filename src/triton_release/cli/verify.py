@@ -20,7 +20,13 @@ HELP = "check a release's evidence (signatures, subject, golden results, SBOM, p
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("reference", metavar="REPO:TAG|REPO@DIGEST", help="the image whose evidence to check")
-    setting(parser, "--key", "verify_key", metavar="PUB")
+    setting(
+        parser,
+        "--key",
+        "verify_key",
+        metavar="PUB",
+        help="the public key (cosign.pub) the release's evidence must verify with (default: the verify_key setting)",
+    )
     add_registry_settings(parser)
 
 

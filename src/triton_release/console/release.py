@@ -25,6 +25,22 @@ class ReleaseLines(ConsoleCore):
         if result.ok:
             self.line(f"{result.root}: {len(result.models)} models, {result.golden_cases} golden cases, no problems")
 
+    def diagnosis(self, result: Any) -> None:
+        """doctor's table: a row per check, each problem's fix under it."""
+        width = max((len(check.name) for check in result.checks), default=0)
+        for check in result.checks:
+            self.line(
+                f"{check.status.upper() if check.status == 'problem' else check.status:<11}  {check.name:<{width}}  {check.detail}"
+            )
+            if check.fix:
+                self.line(f"{'':<11}  {'':<{width}}  fix: {check.fix}")
+        problems = len(result.problems)
+        self.line(
+            "a release can run here"
+            if not problems
+            else f"{problems} problem{'s' * (problems != 1)}: a release cannot run here yet"
+        )
+
     def changes(self, result: Any) -> None:
         found = result.found
         for warning in result.warnings:

@@ -554,6 +554,15 @@ class RegistryRepository:
             return None
         return index if isinstance(index, dict) and isinstance(index.get("manifests"), list) else None
 
+    def open_and_cancel_upload(self) -> None:
+        """Open a blob upload and cancel it at once: whether these credentials may push, with nothing
+        written (a registry that cannot cancel lets the upload expire)."""
+        self._request_url("DELETE", self._open_upload())
+
+    def delete_answer(self, digest: str) -> int:
+        """The HTTP status of a DELETE of the manifest `digest`, authentication included, unraised."""
+        return self._request("DELETE", f"manifests/{digest}").status_code
+
     def delete(self, digest: str) -> None:
         answer = self._request("DELETE", f"manifests/{digest}")
         if answer.status_code == 404:

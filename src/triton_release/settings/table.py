@@ -216,8 +216,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "signing_key",
         None,
-        "a PKCS#8 PEM ECDSA P-256 private key file that signs each release's evidence "
-        "(its golden results, provenance and SBOM); default: the evidence is attached unsigned",
+        "a PKCS#8 PEM ECDSA P-256 private key file that signs each release's evidence, its four "
+        "statements: golden results, test results, SLSA provenance and SBOM; default: the evidence is "
+        "attached unsigned",
         anchor=folder_path,
     ),
     Setting(

@@ -20,12 +20,14 @@ Each module holds a step or two and their results; imports run down:
 - `fanout`: plan_commit, plan_shards, the candidate pushed and pulled, write_golden_record.
 - `verify`: verify_release.
 - `evidence`: finish_evidence, check_evidence.
+- `doctor`: doctor, whether a release can run here.
 """
 
 from triton_release.steps.build import build, environments
 from triton_release.steps.bump import bump, undo_bump
 from triton_release.steps.changes import changes, validate
 from triton_release.steps.commit import commit_shipped, finish_commit
+from triton_release.steps.doctor import doctor
 from triton_release.steps.evidence import check_evidence, finish_evidence
 from triton_release.steps.export import export, still_in_place
 from triton_release.steps.fanout import plan_commit, plan_shards, write_golden_record
@@ -39,6 +41,7 @@ __all__ = [
     "changes",
     "check_evidence",
     "commit_shipped",
+    "doctor",
     "environments",
     "export",
     "finish_commit",

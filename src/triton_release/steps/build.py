@@ -4,6 +4,7 @@ release image itself."""
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -22,6 +23,7 @@ from triton_release.contract import (
     STUB_LABEL,
     VERSION_LABEL,
 )
+from triton_release.errors import TritonReleaseError
 from triton_release.history.git import Git
 from triton_release.image.prepared import Prepared
 from triton_release.models.repository import Repository
@@ -29,6 +31,8 @@ from triton_release.problems import display_path
 from triton_release.settings import ImageOptions
 
 if TYPE_CHECKING:
+    import docker
+
     from triton_release.image.base import BaseImage
     from triton_release.image.build import BuildResult
     from triton_release.image.environments import Environments
@@ -57,7 +61,9 @@ def environments(
 
     options = image if isinstance(image, ImageOptions) else ImageOptions(image)
     repo = root if isinstance(root, Repository) else Repository.load(root)
-    base = baseimage.inspect(docker_client(), options.base_image)
+    client = docker_client()
+    room_for(client, options.base_image, repo.root)
+    base = baseimage.inspect(client, options.base_image)
     baseimage.require_backends(base, repo)  # before a build: a server would only fail to load them
     choice = stub.choose(base, options.python, options.stub, options.stub_sources or "")
     envs = resolve(repo, base.pythons[choice.target_python], base.glibc, options=options.requirements_options)
@@ -73,6 +79,30 @@ def environments(
     labels = registry.image_config(previous).get("config", {}).get("Labels") or {}
     changed = [m for m in envs.changed_since(labels.get(ENVIRONMENTS_LABEL)) if m in repo]
     return Prepared(base, choice, envs, tuple(changed), f"{registry}:{previous}", dict(labels))
+
+
+def room_for(client: docker.DockerClient, image: str, root: Path) -> None:
+    """Refuse, before the base is pulled, a daemon whose free disk cannot hold the base and the
+    release (image/disk.py), naming the numbers; a figure the daemon or registry cannot give is
+    left to the pull itself, which says what is wrong."""
+    import docker as docker_sdk
+    import requests
+
+    from triton_release.image import disk
+    from triton_release.registry.sizes import pull_size
+
+    compressed = None
+    try:
+        client.images.get(image)
+    except docker_sdk.errors.ImageNotFound:
+        try:
+            compressed = pull_size(image, os.environ)
+        except TritonReleaseError:
+            return
+    except (docker_sdk.errors.APIError, requests.RequestException):
+        return
+    needed = disk.need(compressed, disk.folder_bytes(root))
+    disk.refuse_if_short(disk.daemon_free(client, os.environ, [image]), needed, image)
 
 
 @dataclass(frozen=True)
