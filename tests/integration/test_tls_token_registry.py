@@ -265,3 +265,36 @@ def test_stage_a_shard_s_test_promote_and_verify_over_tls_each_with_the_token_it
     verified = site.run("verify", f"{site.target}:{version}", "--key", str(public), user="bob")
     assert verified.code == 0, verified.out[-3000:]
     assert _asked(site, "bob") == {"pull", "pull,push"}  # verify asked pull alone: bob's earlier refusal asked push
+
+
+def _doctor(site: Site, **kw) -> tuple[Outcome, dict]:
+    found = site.run("doctor", "--to", site.target, "--base-image", BASE_IMAGE, "--keep", "1", **kw)
+    rows = {row["name"]: row for row in found.report["steps"]["doctor"]["checks"]}
+    return found, rows
+
+
+def test_doctor_says_which_permission_each_user_lacks_and_a_ca_nothing_trusts(site):
+    """doctor over the same registry: all green for alice; bob's pull-only token and carol's token
+    without delete each named in their row; an untrusted CA in the registry row, with its fix."""
+    alice, rows = _doctor(site)
+    assert alice.code == 0, alice.out[-3000:]
+    assert all(rows[name]["status"] == "ok" for name in ("registry", "push", "delete (keep)")), rows
+    assert "as alice (TRITON_RELEASE_USERNAME/_PASSWORD)" in rows["registry"]["detail"]
+
+    bob, rows = _doctor(site, user="bob")
+    assert bob.code == 1
+    assert rows["registry"]["status"] == "ok"  # bob may read
+    assert rows["push"]["status"] == "problem" and "as bob" in rows["push"]["detail"]
+    assert rows["delete (keep)"]["status"] == "problem"
+    assert "deletes are refused for these credentials (HTTP 401)" in rows["delete (keep)"]["detail"]
+
+    carol, rows = _doctor(site, user="carol")
+    assert carol.code == 1
+    assert rows["push"]["status"] == "ok" and rows["delete (keep)"]["status"] == "problem"
+
+    untrusted, rows = _doctor(site, trust="none")
+    assert untrusted.code == 1
+    assert rows["registry"]["status"] == "problem"
+    assert "presented a TLS certificate issued by" in rows["registry"]["detail"]
+    assert "update-ca-certificates" in rows["registry"]["detail"]
+    assert "push" not in rows  # nothing more is asked of a registry that cannot be reached

@@ -7,7 +7,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from triton_release import steps
-from triton_release.cli.common import Context, add_image_settings, add_latency_settings, setting
+from triton_release.cli.common import (
+    Context,
+    add_image_settings,
+    add_latency_settings,
+    add_registry_settings,
+    setting,
+)
 
 if TYPE_CHECKING:
     import argparse
@@ -24,6 +30,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     setting(parser, "--keep", "keep", metavar="N")
     add_image_settings(parser)
     add_latency_settings(parser)
+    add_registry_settings(parser)
 
 
 def run(ctx: Context, session: Session) -> None:

@@ -142,7 +142,7 @@ def _base(rows: _Rows, client: docker.DockerClient, settings: Settings, env: Map
 
     def plan() -> str:
         found = bases.inspect(client, image)
-        choice = choose(found, settings.image.python, settings.image.stub)
+        choice = choose(found, settings.image.python, settings.image.stub, settings.image.stub_sources or "")
         return f"Triton {found.triton_version or 'unknown'}, python3 {found.python3}; {choice.summary()}"
 
     rows.run("stub plan", plan)
