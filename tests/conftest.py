@@ -170,10 +170,12 @@ STACK_MARKERS = ("integration", "e2e")
 # is left running a long module alone at the end (make test-stack passes --no-loadscope-reorder,
 # which keeps this order). A module not listed keeps its place after them.
 LONGEST_FIRST = (
+    "tests/integration/test_source_stub_served.py",
     "tests/faults/test_crash_convergence.py",
     "tests/faults/test_infrastructure_faults.py",
     "tests/integration/test_latency_fails_closed.py",
     "tests/integration/test_fresh_checkouts.py",
+    "tests/integration/test_tls_token_registry.py",
     "tests/e2e/test_action_act.py",
     "tests/e2e/test_release_matrix_act.py",
     "tests/integration/test_scale.py",
