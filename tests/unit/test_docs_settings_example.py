@@ -29,3 +29,15 @@ def test_the_settings_example_shows_the_defaults():
         if converted != setting.default:
             differs[key] = (value, setting.default)
     assert not differs, f"docs/settings.md shows values other than the defaults: {differs}"
+
+
+def test_the_example_leaves_push_commit_to_each_door():
+    """Copied into a file, push_commit: false would switch off the action's push-back (its default
+    is true): the example leaves it out, and says why."""
+    text = (ROOT / "docs" / "settings.md").read_text(encoding="utf-8")
+    block = re.search(r"```yaml\n(.*?)```", text, re.S)
+    assert block is not None and "push_commit" not in yaml.load(block.group(1), Loader=_Loader)
+    assert "would switch off the action's push-back" in " ".join(text.split())
+    from triton_release.action.inputs import SETTING_DEFAULTS
+
+    assert SETTING_DEFAULTS["push_commit"] is True and BY_KEY["push_commit"].default is False

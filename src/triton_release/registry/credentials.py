@@ -134,17 +134,20 @@ ENV_NAMES = ("TRITON_RELEASE_USERNAME", "TRITON_RELEASE_PASSWORD")
 INPUT_NAMES = ("the action's input username", "the action's input password")
 
 
+# What a lone half of a pair does, in the words the warning, docs/cli.md and docs/action.md share.
+UNPAIRED_RULE = (
+    "a registry login needs both, so neither is used: the next source of credentials is read, else the "
+    "registry is reached anonymously (ghcr.io then refuses a push: 401 Unauthorized)"
+)
+
+
 def half_given(username: str | None, password: str | None, names: tuple[str, str]) -> str | None:
     """The warning for a username without a password or a password without a username (`names`
     says what each is called), naming the missing one; None when both or neither are given."""
     if bool(username) == bool(password):
         return None
     given, missing = names if username else names[::-1]
-    return (
-        f"{given} is given without {missing}: a registry login needs both, so neither is used and the "
-        f"registry is reached anonymously (ghcr.io then refuses a push: 401 Unauthorized). Give {missing} "
-        "too, or neither."
-    )
+    return f"{given} is given without {missing}: {UNPAIRED_RULE}. Give {missing} too, or neither."
 
 
 def unpaired_credentials(
