@@ -15,7 +15,6 @@ import pytest
 from support.models import python_model_files
 from triton_release import steps
 from triton_release.registry import upload as uploads
-from triton_release.registry.client import Manifest
 
 pytestmark = pytest.mark.integration
 
@@ -104,25 +103,3 @@ def test_a_release_refused_by_a_golden_case_after_the_upload_tags_nothing_and_sa
     out = capsys.readouterr()
     assert "named by no manifest" in out.out + out.err
     assert all(not upload._thread.is_alive() for upload in watched["uploads"])
-
-
-def test_a_rewritten_previous_manifest_never_lends_its_layer_pairing(released_once, releaser, docker_client):
-    """1.0.0's manifest rewritten in the registry with two layers' blobs swapped (each still a
-    blob the repository holds, its size right): the upload reused the blob it named for a diff id,
-    and 1.1.0 named foreign blobs. The manifest is not the one the ledger confirmed: its pairing is
-    not reused, and the push goes through the daemon, whose image pulls back as the tested one."""
-    git_repo, repo = released_once, releaser.registry
-    manifest = repo.manifest("1.0.0")
-    body = json.loads(manifest.body)
-    body["layers"][0], body["layers"][-1] = body["layers"][-1], body["layers"][0]
-    repo.put_manifest("1.0.0", Manifest.of(manifest.media_type, json.dumps(body, indent=3).encode()))
-    model_py = git_repo.models / "a" / "1" / "model.py"
-    model_py.write_text(model_py.read_text().replace("x + 1", "x + 1.0"))
-    git_repo.commit("a: same answer, new code")
-    report = releaser()
-    push = report["steps"]["push"]
-    assert report["version"] == "1.1.0" and push["pushed_by"] == "daemon", push
-    assert "it was rewritten, and its layer pairing is not reused" in push["uploaded_during_tests"]["not_used_because"]
-    local = docker_client.images.get(f"{releaser.target}:candidate")
-    docker_client.images.remove(f"{releaser.target}:1.1.0", force=True)
-    assert docker_client.images.pull(releaser.target, tag="1.1.0").id == local.id

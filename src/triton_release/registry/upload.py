@@ -14,11 +14,6 @@ labels may change after the tests) and put the manifest under X.Y.Z.
 - An unchanged layer (the base's included) is the blob the previous release's manifest names for
   its diff id (that manifest's config lists them, in order): reused when the repository still
   holds it. So is a layer uploaded before from this machine (a descriptor kept in the cache).
-  That pairing comes from the registry, so it is checked before a blob is reused: a layer this
-  build wrote a tar of is reused only as the very blob (digest and size) our gzip of that tar
-  makes; a layer it wrote none of (the daemon held it), only from the cache, or from the previous
-  manifest when that is byte for byte the manifest the ledger confirmed for that release
-  (registry/ledger.py): a manifest rewritten since would make X.Y.Z name foreign blobs.
 - When a layer has neither (a first release, a layer the daemon already held so no tar was
   written), or anything fails, the push goes through the Docker daemon instead, as without the
   overlap: correct first, fast second.
@@ -32,7 +27,6 @@ until the registry's garbage collection removes them, and the run says so.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import threading
@@ -127,16 +121,6 @@ def gzip_chunks(tar: Path, stop: threading.Event | None = None) -> Iterator[byte
             if packed := packer.compress(chunk):
                 yield packed
     yield packer.flush()
-
-
-def gzip_descriptor(tar: Path, stop: threading.Event | None = None) -> Descriptor:
-    """The blob our gzip of `tar` makes (gzip_chunks: deterministic), its digest and size, made
-    here without sending it."""
-    sha, size = hashlib.sha256(), 0
-    for chunk in gzip_chunks(tar, stop):
-        sha.update(chunk)
-        size += len(chunk)
-    return Descriptor(GZIP_LAYER, f"sha256:{sha.hexdigest()}", size)
 
 
 def _incompressible(handle: IO[bytes], size: int) -> bool:
@@ -240,63 +224,29 @@ class BackgroundUpload:
         return (self._ended or time.perf_counter()) - self._started
 
     def _upload(self) -> None:
-        known, unconfirmed = self._previous_pairing()
+        known: dict[str, Descriptor] = {}
+        if self.previous:
+            manifest = self.registry.manifest(self.previous)
+            if manifest is not None and manifest.media_type == SCHEMA2:
+                known = previous_descriptors(manifest, self.registry.image_config(self.previous))
         for diff_id in dict.fromkeys(self.diff_ids):
             if self._stop.is_set():
                 self.missing = "stopped"
                 return
-            tar = self.tars.get(diff_id)
-            found = self._reusable(diff_id, tar, known)
+            found = known.get(diff_id) or known_descriptor(diff_id)
             if found is not None and self.registry.has_blob(found.digest):
                 self.descriptors[diff_id] = found
                 self.reused += 1
                 continue
+            tar = self.tars.get(diff_id)
             if tar is None:
-                self.missing = f"layer {diff_id[:19]} is neither in the registry nor written by this build" + (
-                    f" ({unconfirmed})" if unconfirmed else ""
-                )
+                self.missing = f"layer {diff_id[:19]} is neither in the registry nor written by this build"
                 return
             digest, size = self.registry.stream_blob(gzip_chunks(tar, self._stop))
             self.descriptors[diff_id] = found = Descriptor(GZIP_LAYER, digest, size)
             self.sent += 1
             self.sent_bytes += size
             remember_descriptor(diff_id, found)
-
-    def _previous_pairing(self) -> tuple[dict[str, Descriptor], str]:
-        """Diff id -> blob of the previous release's manifest, when that manifest is the one the
-        ledger confirmed for it (the digest its push read back); else none, and why."""
-        if not self.previous:
-            return {}, ""
-        manifest = self.registry.manifest(self.previous)
-        if manifest is None or manifest.media_type != SCHEMA2:
-            return {}, ""
-        paired = previous_descriptors(manifest, self.registry.image_config(self.previous))
-        if not paired:
-            return {}, ""
-        from triton_release.registry.ledger import read_ledger
-
-        entry = read_ledger(self.registry).entries.get(self.previous)
-        if entry is None or not entry.digest:
-            return {}, f"the ledger confirms no manifest of {self.previous}, so its layer pairing is not reused"
-        if entry.digest != manifest.digest:
-            return {}, (
-                f"{self.previous}'s manifest is {manifest.digest[:19]}, not {entry.digest[:19]} as its push "
-                "confirmed in the ledger: it was rewritten, and its layer pairing is not reused"
-            )
-        return paired, ""
-
-    def _reusable(self, diff_id: str, tar: Path | None, known: Mapping[str, Descriptor]) -> Descriptor | None:
-        """The blob to reuse for layer `diff_id`, or None. With `tar` (written by this build), only
-        the blob our gzip of it makes, digest and size, whoever offers it; without, the one this
-        machine uploaded (the cache), else the confirmed previous manifest's."""
-        cached = known_descriptor(diff_id)
-        if tar is None:
-            return cached or known.get(diff_id)
-        offered = [d for d in (known.get(diff_id), cached) if d is not None]
-        if not offered:
-            return None
-        ours = gzip_descriptor(tar, self._stop)
-        return ours if any(d == ours for d in offered) else None
 
     def result(self) -> Uploaded:
         return Uploaded(self.sent, self.sent_bytes, self.reused, self.missing, self.referenced, self.seconds)

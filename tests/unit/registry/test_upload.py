@@ -32,7 +32,6 @@ from triton_release.registry.upload import (
     Descriptor,
     Stopped,
     gzip_chunks,
-    gzip_descriptor,
     image_manifest,
     known_descriptor,
     previous_descriptors,
@@ -313,19 +312,3 @@ def test_a_push_failing_before_it_sent_any_manifest_says_so_and_the_release_is_n
     with pytest.raises(InfrastructureError) as raised:
         publish.push("candidate", registry, "1.1.0", client=Client())
     assert publish.manifest_sent(raised.value) is False
-
-
-def test_a_layer_this_build_wrote_is_reused_only_as_the_blob_our_gzip_of_it_makes(tmp_path):
-    """The previous release's pairing (or the cache) offering another blob for a layer this build
-    wrote a tar of: not reused, whatever the registry holds; offering ours: reused (#48 item 4)."""
-    tar = tmp_path / "layer.tar"
-    tar.write_bytes(b"a layer's tar" * 1000)
-    ours = gzip_descriptor(tar)
-    assert ours.digest == sha(b"".join(gzip_chunks(tar))) and ours.size == len(b"".join(gzip_chunks(tar)))
-    diff_id = sha(tar.read_bytes())
-    upload = BackgroundUpload(RegistryRepository.parse("127.0.0.1:9/team/models"), [diff_id], {diff_id: tar}, None)
-    other = Descriptor(GZIP_LAYER, "sha256:" + "1" * 64, ours.size)
-    assert upload._reusable(diff_id, tar, {diff_id: other}) is None
-    assert upload._reusable(diff_id, tar, {diff_id: ours}) == ours
-    assert upload._reusable(diff_id, tar, {}) is None  # nothing offered: uploaded
-    assert upload._reusable(diff_id, None, {diff_id: other}) == other  # no tar: the confirmed pairing
