@@ -152,8 +152,8 @@ def hub(monkeypatch, tmp_path):
     HubStandIn; the Docker config is empty (anonymous)."""
     stand_in, made = HubStandIn(), registry_client.watched_session
 
-    def session() -> requests.Session:
-        own = made()
+    def session(*args, **kwargs) -> requests.Session:
+        own = made(*args, **kwargs)
         own.mount("https://registry-1.docker.io/", stand_in)
         return own
 
