@@ -11,12 +11,13 @@ from typing import TYPE_CHECKING
 
 from triton_release import contract
 from triton_release.contract import BASE_LABEL, RELEASED_VERSIONS_LABEL, REVISION_LABEL
-from triton_release.errors import Refused
+from triton_release.errors import Interrupted, Refused
 from triton_release.history import released_versions, releases
 from triton_release.history.bump import BumpResult, Carried, folder_writes, holds_bump
 from triton_release.history.changes import Changes, ChangeSet
 from triton_release.history.commit import Committed, commit
 from triton_release.history.git import Git
+from triton_release.history.journal import Journal
 from triton_release.history.planned import ChangesResult
 from triton_release.steps.bump import bump
 from triton_release.steps.changes import changes
@@ -94,10 +95,18 @@ def commit_shipped(root: Path, version: str, planned: ChangesResult, released: s
     """The bump `released` shipped, redone in the working tree from the same commits (bump is
     deterministic) unless it is there already, committed as `release X.Y.Z` and tagged."""
     bumped: BumpResult | None
-    if holds_shipped_bump(root, planned, released):
-        # a stopped run's, untouched
-        trees = tuple(folder_writes(Git(Git(root).toplevel()), planned.found, planned.writes))
-        bumped = BumpResult(planned.found.prefix, planned.bumps, carried=planned.carried, trees=trees)
-    else:
-        bumped = bump(root, planned) if planned.writes else None
-    return commit(root, version, bumped, planned.found.head)
+    try:
+        if holds_shipped_bump(root, planned, released):
+            # a stopped run's, untouched
+            trees = tuple(folder_writes(Git(Git(root).toplevel()), planned.found, planned.writes))
+            bumped = BumpResult(planned.found.prefix, planned.bumps, carried=planned.carried, trees=trees)
+        else:
+            bumped = bump(root, planned) if planned.writes else None
+        journal = Journal.around(root)
+        journal.phase("committing", version)  # killed in git: the next run clears its lock and tags the commit
+        committed = commit(root, version, bumped, planned.found.head)
+        journal.end()  # the bump is committed: no later run takes it for a stopped one's
+    except Interrupted as exc:  # `released` is out whatever this run did: the rerun finishes its commit
+        exc.published = exc.published or released
+        raise
+    return committed

@@ -13,12 +13,14 @@ import semver
 from support.models import PYTHON_MODEL, python_model_files
 from triton_release import steps
 from triton_release.contract import RELEASED_VERSIONS_LABEL, REVISION_LABEL, is_ledger_tag
-from triton_release.errors import Refused
+from triton_release.errors import Interrupted, Refused
 from triton_release.history import released_versions
 from triton_release.history.git import Git
+from triton_release.history.journal import Journal
 from triton_release.history.planned import ChangesResult
 from triton_release.registry.client import Manifest, content_digest
 from triton_release.registry.ledger import Ledger, enter, intend, read_ledger, write_entry
+from triton_release.steps import commit as steps_commit
 from triton_release.steps.commit import as_recorded
 
 
@@ -212,6 +214,27 @@ def test_the_release_commit_made_later_holds_exactly_what_the_release_shipped(ru
     assert committed.committed and repo.git("tag", "--list", "v*") == "v1.1.0"
     assert released_versions.trees_at(Git(repo.root), "v1.1.0", "model_repository") == shipped
     assert repo.git("status", "--porcelain") == ""
+    assert not Journal.left_in(repo.models)  # committed: no later run takes the bump for a stopped one's
+
+
+def test_a_signal_while_the_release_commit_is_finished_says_the_rerun_finishes_it(runner, monkeypatch):
+    """Stopped between the redone bump and its commit: the release is out, so the message names it
+    and the journal stays (phase committing) for the rerun to finish; never 'nothing was done'."""
+    repo, registry = runner
+    second = edit(repo, "a", 1, "# one\n")
+    registry.release("1.1.0", second, plan(repo, registry))
+    shipped = released_versions.parse(registry.labels["1.1.0"][RELEASED_VERSIONS_LABEL])
+    redo = as_recorded(repo.models, second, shipped, "team/models:1.1.0")
+
+    def stopped(*_args, **_kwargs):
+        raise Interrupted("SIGTERM", 143)
+
+    monkeypatch.setattr(steps_commit, "commit", stopped)
+    with pytest.raises(Interrupted) as caught:
+        steps.commit_shipped(repo.models, "1.1.0", redo, "team/models:1.1.0")
+    assert caught.value.published == "team/models:1.1.0"
+    entry = Journal.around(repo.models).read()
+    assert entry is not None and (entry.phase, entry.version) == ("committing", "1.1.0")
 
 
 def test_a_release_without_a_record_is_planned_from_git_as_before(git_repo):
