@@ -27,7 +27,10 @@ README = "README.md"
 COPIES = "_repository"  # where images from outside docs/ land in the site
 BRANCH = "main"  # the branch repo_url's links name
 INCLUDE = re.compile(r"^<!--\s*include:\s*(?P<path>\S+)\s*-->[ \t]*$", re.M)
-LINK = re.compile(r"(?P<bang>!?)\[(?P<text>[^\]\n]*)\]\((?P<target>[^)\s]+)(?P<title>\s+\"[^\"\n]*\")?\)")
+# a link's text may wrap onto the next lines of its paragraph (never across a blank line)
+LINK = re.compile(
+    r"(?P<bang>!?)\[(?P<text>(?:[^\]\n]|\n(?![ \t]*\n))*)\]\((?P<target>[^)\s]+)(?P<title>\s+\"[^\"\n]*\")?\)"
+)
 FENCE = re.compile(r"^\s*(```|~~~)")
 
 
@@ -35,21 +38,26 @@ def _root(config) -> Path:
     return Path(config.config_file_path).resolve().parent
 
 
-def _outside_text(lines: list[str]):
-    """Indexes of the lines outside fenced code blocks."""
+def _outside_code(text: str) -> list[tuple[bool, str]]:
+    """`text` cut into runs of lines, each marked whether it is outside fenced code blocks."""
+    runs: list[tuple[bool, list[str]]] = []
     fenced = False
-    for i, line in enumerate(lines):
-        if FENCE.match(line):
+    for line in text.split("\n"):
+        fence = bool(FENCE.match(line))
+        outside = not fenced and not fence
+        if fence:
             fenced = not fenced
-            continue
-        if not fenced:
-            yield i
+        if runs and runs[-1][0] == outside:
+            runs[-1][1].append(line)
+        else:
+            runs.append((outside, [line]))
+    return [(outside, "\n".join(lines)) for outside, lines in runs]
 
 
 def _links(text: str):
-    lines = text.split("\n")
-    for i in _outside_text(lines):
-        yield from LINK.finditer(lines[i])
+    for outside, run in _outside_code(text):
+        if outside:
+            yield from LINK.finditer(run)
 
 
 def _target(link: str, base: Path, page_dir: Path, image: bool, config) -> str:
@@ -77,17 +85,12 @@ def _target(link: str, base: Path, page_dir: Path, image: bool, config) -> str:
 
 def rebase(text: str, base: Path, page_dir: Path, config) -> str:
     """`text`'s links, written in a file in `base`, made to work from a page in `page_dir`."""
-    lines = text.split("\n")
-    for i in _outside_text(lines):
-        lines[i] = LINK.sub(
-            lambda m: (
-                f"{m['bang']}[{m['text']}]("
-                f"{_target(m['target'], base, page_dir, bool(m['bang']), config)}"
-                f"{m['title'] or ''})"
-            ),
-            lines[i],
-        )
-    return "\n".join(lines)
+
+    def relinked(m: re.Match) -> str:
+        target = _target(m["target"], base, page_dir, bool(m["bang"]), config)
+        return f"{m['bang']}[{m['text']}]({target}{m['title'] or ''})"
+
+    return "\n".join(LINK.sub(relinked, run) if outside else run for outside, run in _outside_code(text))
 
 
 def on_files(files: Files, config) -> Files:
