@@ -8,13 +8,15 @@ import contextlib
 import gzip
 import hashlib
 import json
+import os
 
 import docker
 import pytest
 
 from support.models import python_model_files
-from triton_release import steps
+from triton_release import cache, steps
 from triton_release.registry import upload as uploads
+from triton_release.registry.client import Manifest
 
 pytestmark = pytest.mark.integration
 
@@ -87,6 +89,47 @@ def test_a_one_model_change_goes_up_during_the_tests_and_pulls_back_as_the_teste
     assert pulled.id == local.id
 
 
+@pytest.fixture
+def own_blobs_cache(tmp_path, monkeypatch):
+    """TRITON_RELEASE_CACHE at a folder holding the run's cache (linked) but its blobs/, which is
+    its own: what this machine uploaded, as the test writes it; the run's cache again afterwards."""
+    kept = cache.configure(os.environ)
+    fresh = tmp_path / "cache"
+    fresh.mkdir()
+    for entry in kept.iterdir() if kept.is_dir() else []:
+        if entry.name != "blobs":
+            (fresh / entry.name).symlink_to(entry)
+    monkeypatch.setenv("TRITON_RELEASE_CACHE", str(fresh))
+    cache.configure(os.environ)
+    yield fresh
+    monkeypatch.undo()
+    cache.configure(os.environ)
+
+
+def test_a_cache_naming_blobs_this_repository_lacks_leaves_the_upload_to_the_previous_releases_blobs(
+    released_once, releaser, own_blobs_cache, docker_client
+):
+    """The release after a first one, on a machine whose cache names for each unchanged layer a
+    blob uploaded to another repository (tests and projects share a machine's cache; the first
+    release went up through the daemon, so this repository holds the daemon's gzip): the cache's
+    blob answers 404 here. The ledger-confirmed previous manifest's blob is asked first and reused,
+    and the upload, not the daemon, pushes 1.1.0, which pulls back as the tested image."""
+    git_repo = released_once
+    held = docker_client.images.get(f"{releaser.target}:candidate").attrs["RootFS"]["Layers"]
+    for diff_id in held:  # another repository's blob: none of this repository's
+        uploads.remember_descriptor(diff_id, uploads.Descriptor(uploads.GZIP_LAYER, "sha256:" + "e" * 64, 404))
+    model_py = git_repo.models / "a" / "1" / "model.py"
+    model_py.write_text(model_py.read_text().replace("x + 1", "x + 1.0"))
+    git_repo.commit("a: same answer, new code")
+    report = releaser()
+    push = report["steps"]["push"]
+    assert report["version"] == "1.1.0" and push["pushed_by"] == "registry", push
+    during = push["uploaded_during_tests"]
+    assert during["not_used_because"] is None and during["blobs_reused"] >= len(set(held)) - 1, during
+    local = docker_client.images.get(f"{releaser.target}:candidate")
+    assert docker_client.images.pull(releaser.target, tag="1.1.0").id == local.id
+
+
 def test_a_release_refused_by_a_golden_case_after_the_upload_tags_nothing_and_says_so(
     released_once, releaser, watched, capsys
 ):
@@ -103,3 +146,25 @@ def test_a_release_refused_by_a_golden_case_after_the_upload_tags_nothing_and_sa
     out = capsys.readouterr()
     assert "named by no manifest" in out.out + out.err
     assert all(not upload._thread.is_alive() for upload in watched["uploads"])
+
+
+def test_a_rewritten_previous_manifest_never_lends_its_layer_pairing(released_once, releaser, docker_client):
+    """1.0.0's manifest rewritten in the registry with two layers' blobs swapped (each still a
+    blob the repository holds, its size right): the upload reused the blob it named for a diff id,
+    and 1.1.0 named foreign blobs. The manifest is not the one the ledger confirmed: its pairing is
+    not reused, and the push goes through the daemon, whose image pulls back as the tested one."""
+    git_repo, repo = released_once, releaser.registry
+    manifest = repo.manifest("1.0.0")
+    body = json.loads(manifest.body)
+    body["layers"][0], body["layers"][-1] = body["layers"][-1], body["layers"][0]
+    repo.put_manifest("1.0.0", Manifest.of(manifest.media_type, json.dumps(body, indent=3).encode()))
+    model_py = git_repo.models / "a" / "1" / "model.py"
+    model_py.write_text(model_py.read_text().replace("x + 1", "x + 1.0"))
+    git_repo.commit("a: same answer, new code")
+    report = releaser()
+    push = report["steps"]["push"]
+    assert report["version"] == "1.1.0" and push["pushed_by"] == "daemon", push
+    assert "it was rewritten, and its layer pairing is not reused" in push["uploaded_during_tests"]["not_used_because"]
+    assert report["steps"]["tidy"]["untagged"] == [f"{releaser.target}:1.1.0"]  # pulled from the registry below
+    local = docker_client.images.get(f"{releaser.target}:candidate")
+    assert docker_client.images.pull(releaser.target, tag="1.1.0").id == local.id

@@ -13,6 +13,8 @@ how-it-works.md names the rule the code applies.
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from support.models import PYTHON_MODEL, python_model_files
@@ -21,6 +23,7 @@ from triton_release import steps
 from triton_release.errors import Refused
 from triton_release.history.commit import commit
 from triton_release.models.config.completion import TRUSTED_IMPORTS, completes_its_config
+from triton_release.registry import upload
 
 TROUBLESHOOTING = (ROOT / "docs" / "troubleshooting.md").read_text(encoding="utf-8")
 HOW_IT_WORKS = " ".join((ROOT / "docs" / "how-it-works.md").read_text(encoding="utf-8").split())
@@ -62,6 +65,28 @@ def test_a_version_given_another_versions_tree_is_documented_as_refused():
     assert '"git never held"' in exit_code
     assert "that very version folder held at the commit" in HOW_IT_WORKS
     assert "never the checkout of today" in HOW_IT_WORKS
+
+
+def test_a_rewritten_previous_manifest_is_documented_with_the_reports_own_fields():
+    situation, outcome, _ = row("the previous release's manifest rewritten in the registry")
+    assert outcome.startswith("0:")
+    fields = re.findall(r"`([a-z_.]+)`", outcome)
+    assert "steps.push.pushed_by" in fields and "uploaded_during_tests.not_used_because" in fields
+    assert "not_used_because" in upload.Uploaded(0, 0, 0).to_json()
+    assert "the one the ledger confirmed" in outcome
+    assert "the manifest the ledger confirmed for that release" in words(upload.__doc__ or "")
+
+
+def test_the_reuse_rule_on_the_page_is_the_uploads():
+    """how-it-works.md's rule for the blobs reused beside the tests, as registry/upload.py states
+    it; tests/unit/registry/test_upload.py and tests/integration/test_upload_during_tests.py prove it."""
+    said = HOW_IT_WORKS[HOW_IT_WORKS.index("the previous release's manifest names, reused only") :][:300]
+    assert "byte for byte the one its push confirmed in the ledger" in said
+    assert "a blob this machine uploaded before, only for a layer this build wrote, as the very blob" in said
+    assert "digest and size, our gzip of it makes" in said
+    doc = words(upload.__doc__ or "")
+    assert "byte for byte the manifest the ledger confirmed" in doc
+    assert "lends only to a layer this build wrote a tar of, and only the very blob (digest and size) our gzip" in doc
 
 
 def test_the_auto_complete_rule_on_the_page_is_the_checks():

@@ -12,8 +12,18 @@ labels may change after the tests) and put the manifest under X.Y.Z.
   it show deflate saves under 3 % there (weights of random-looking bytes, which level 1 packs at
   about 65 MB/s for nothing): then its gzip stores it, at the speed of a copy.
 - An unchanged layer (the base's included) is the blob the previous release's manifest names for
-  its diff id (that manifest's config lists them, in order): reused when the repository still
-  holds it. So is a layer uploaded before from this machine (a descriptor kept in the cache).
+  its diff id (the config that manifest names lists them, in order): reused when the repository
+  still holds it. Else a layer this build wrote a tar of may be a blob this machine uploaded
+  before (a descriptor kept in the cache), when this repository holds it. Both come from outside
+  the run, so both are checked before a blob is reused: the previous manifest lends its pairing
+  only when it is byte for byte the manifest the ledger confirmed for that release
+  (registry/ledger.py), its config the one the ledger recorded and the config's bytes its digest
+  (a manifest rewritten since would make X.Y.Z name foreign blobs); the cache, restored from
+  elsewhere (cache.py), lends only to a layer this build wrote a tar of, and only the very blob
+  (digest and size) our gzip of that tar makes, never to a layer it wrote none of (the daemon
+  held it), which nothing here can check its word against. A blob offered that this repository
+  lacks (one uploaded to another repository of the registry) gives way to the next offer, then
+  to an upload.
 - When a layer has neither (a first release, a layer the daemon already held so no tar was
   written), or anything fails, the push goes through the Docker daemon instead, as without the
   overlap: correct first, fast second.
@@ -27,6 +37,7 @@ until the registry's garbage collection removes them, and the run says so.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import threading
@@ -40,7 +51,8 @@ from typing import IO
 from triton_release.cache import cache_dir
 from triton_release.contract import parse_digest
 from triton_release.files import write_atomic
-from triton_release.registry.client import Manifest, RegistryRepository
+from triton_release.registry.client import Manifest, RegistryRepository, content_digest
+from triton_release.registry.ledger import read_ledger
 from triton_release.signals import shielded
 
 SCHEMA2 = "application/vnd.docker.distribution.manifest.v2+json"  # what `docker push` writes
@@ -93,8 +105,6 @@ def previous_descriptors(manifest: Manifest, config: Mapping) -> dict[str, Descr
 def image_manifest(config: bytes, layers: Sequence[Descriptor]) -> Manifest:
     """The docker schema2 manifest of the image whose config is `config` and whose layers are
     `layers`, in order; its digest is the sha256 of these bytes."""
-    from triton_release.registry.client import content_digest
-
     body = {
         "schemaVersion": 2,
         "mediaType": SCHEMA2,
@@ -121,6 +131,16 @@ def gzip_chunks(tar: Path, stop: threading.Event | None = None) -> Iterator[byte
             if packed := packer.compress(chunk):
                 yield packed
     yield packer.flush()
+
+
+def gzip_descriptor(tar: Path, stop: threading.Event | None = None) -> Descriptor:
+    """The blob our gzip of `tar` makes (gzip_chunks: deterministic), its digest and size, made
+    here without sending it."""
+    sha, size = hashlib.sha256(), 0
+    for chunk in gzip_chunks(tar, stop):
+        sha.update(chunk)
+        size += len(chunk)
+    return Descriptor(GZIP_LAYER, f"sha256:{sha.hexdigest()}", size)
 
 
 def _incompressible(handle: IO[bytes], size: int) -> bool:
@@ -224,29 +244,75 @@ class BackgroundUpload:
         return (self._ended or time.perf_counter()) - self._started
 
     def _upload(self) -> None:
-        known: dict[str, Descriptor] = {}
-        if self.previous:
-            manifest = self.registry.manifest(self.previous)
-            if manifest is not None and manifest.media_type == SCHEMA2:
-                known = previous_descriptors(manifest, self.registry.image_config(self.previous))
+        known, unconfirmed = self._previous_pairing()
         for diff_id in dict.fromkeys(self.diff_ids):
             if self._stop.is_set():
                 self.missing = "stopped"
                 return
-            found = known.get(diff_id) or known_descriptor(diff_id)
-            if found is not None and self.registry.has_blob(found.digest):
+            tar = self.tars.get(diff_id)
+            found = self._reusable(diff_id, tar, known)
+            if found is not None:
                 self.descriptors[diff_id] = found
                 self.reused += 1
                 continue
-            tar = self.tars.get(diff_id)
             if tar is None:
-                self.missing = f"layer {diff_id[:19]} is neither in the registry nor written by this build"
+                self.missing = f"layer {diff_id[:19]} is neither in the registry nor written by this build" + (
+                    f" ({unconfirmed})" if unconfirmed else ""
+                )
                 return
             digest, size = self.registry.stream_blob(gzip_chunks(tar, self._stop))
             self.descriptors[diff_id] = found = Descriptor(GZIP_LAYER, digest, size)
             self.sent += 1
             self.sent_bytes += size
             remember_descriptor(diff_id, found)
+
+    def _previous_pairing(self) -> tuple[dict[str, Descriptor], str]:
+        """Diff id -> blob of the previous release's manifest, when that manifest is the one the
+        ledger confirmed for it (the digest its push read back), its diff ids read from the config
+        that very manifest names (the ledger's too, its bytes checked against its digest); else
+        none, and why."""
+        if not self.previous:
+            return {}, ""
+        manifest = self.registry.manifest(self.previous)
+        if manifest is None or manifest.media_type != SCHEMA2:
+            return {}, ""
+        entry = read_ledger(self.registry).entries.get(self.previous)
+        if entry is None or not entry.digest:
+            return {}, f"the ledger confirms no manifest of {self.previous}, so its layer pairing is not reused"
+        if entry.digest != manifest.digest:
+            return {}, (
+                f"{self.previous}'s manifest is {manifest.digest[:19]}, not {entry.digest[:19]} as its push "
+                "confirmed in the ledger: it was rewritten, and its layer pairing is not reused"
+            )
+        named = manifest.config_digest
+        if named != entry.config or parse_digest(named) is None:
+            return {}, (
+                f"{self.previous}'s manifest names the config {named[:19]}, not {entry.config[:19]} as the "
+                "ledger says it was built with, so its layer pairing is not reused"
+            )
+        body = self.registry.blob(named)
+        if content_digest(body) != named:
+            return {}, f"the registry's config blob {named[:19]} of {self.previous} does not match its digest"
+        try:
+            config = json.loads(body)
+        except ValueError:
+            return {}, f"the config {named[:19]} of {self.previous} is not JSON"
+        return previous_descriptors(manifest, config if isinstance(config, dict) else {}), ""
+
+    def _reusable(self, diff_id: str, tar: Path | None, known: Mapping[str, Descriptor]) -> Descriptor | None:
+        """The blob this repository holds to reuse for layer `diff_id`, or None. Asked in order: the
+        confirmed previous manifest's (`known`), then this machine's cache, which lends only to a
+        layer this build wrote a tar of and only the very blob, digest and size, our gzip of that tar
+        makes (the cache is restored from elsewhere: a hint, checked before use; our gzip is made
+        only when the cache offers one). Each is asked of the registry (HEAD): one it lacks (a blob
+        uploaded to another repository) gives way to the next."""
+        offered = known.get(diff_id)
+        if offered is not None and self.registry.has_blob(offered.digest):
+            return offered
+        cached = known_descriptor(diff_id) if tar is not None else None
+        if tar is None or cached is None or cached == offered or cached != gzip_descriptor(tar, self._stop):
+            return None
+        return cached if self.registry.has_blob(cached.digest) else None
 
     def result(self) -> Uploaded:
         return Uploaded(self.sent, self.sent_bytes, self.reused, self.missing, self.referenced, self.seconds)

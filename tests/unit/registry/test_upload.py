@@ -17,8 +17,9 @@ from triton_release import cache
 from triton_release.action.inputs import ActionInputs
 from triton_release.cli.common import given_settings
 from triton_release.cli.main import parser
+from triton_release.contract import ledger_entry_tag
 from triton_release.image.assemble import config_of, remember_config
-from triton_release.registry import publish
+from triton_release.registry import ledger, publish
 from triton_release.registry.client import Manifest, RegistryRepository
 from triton_release.registry.upload import (
     CONFIG_TYPE,
@@ -32,9 +33,11 @@ from triton_release.registry.upload import (
     Descriptor,
     Stopped,
     gzip_chunks,
+    gzip_descriptor,
     image_manifest,
     known_descriptor,
     previous_descriptors,
+    remember_descriptor,
 )
 from triton_release.settings import resolve
 
@@ -148,8 +151,8 @@ def test_a_stopped_gzip_stops_between_chunks(tmp_path):
 
 
 class BlobStore:
-    """What a registry does with blobs, for FakeRegistry's hook: HEAD, POST, a chunked PATCH, the
-    closing PUT checked against its digest."""
+    """What a registry does with blobs, for FakeRegistry's hook: HEAD, GET, POST, a chunked PATCH,
+    the closing PUT checked against its digest."""
 
     def __init__(self) -> None:
         self.blobs: dict[str, bytes] = {}
@@ -159,8 +162,9 @@ class BlobStore:
         path = handler.path.split("?", 1)[0]
         if "/blobs/" not in path:
             return False
-        if handler.command == "HEAD":
-            handler._send(200 if path.rsplit("/", 1)[1] in self.blobs else 404)
+        if handler.command in ("HEAD", "GET"):
+            held = self.blobs.get(path.rsplit("/", 1)[1])
+            handler._send(404 if held is None else 200, held)
         elif handler.command == "POST":
             self.partial = b""
             handler._send(202, None, {"Location": path + "session-1"})
@@ -205,9 +209,12 @@ def test_new_layers_are_streamed_as_gzip_and_a_blob_known_from_before_is_reused(
         done = upload.result()
         assert done.seconds > 0 and done.to_json()["seconds"] == round(done.seconds, 3)
         assert upload.seconds == done.seconds  # the thread ended: its time no longer grows
-        # the next build of the same layer (a rerun: no tar written, the daemon held it) reuses it
-        again = BackgroundUpload(registry, [diff_id], {}, None).start()
+        # the next build that writes the same layer's tar reuses it: the blob our gzip of it makes
+        again = BackgroundUpload(registry, [diff_id], {diff_id: tar}, None).start()
         assert again.layers([diff_id]) == layers and again.result().reused == 1 and again.result().blobs == 0
+        # a build that wrote no tar of it (the daemon held it) cannot check the cache's word: the daemon pushes
+        unchecked = BackgroundUpload(registry, [diff_id], {}, None).start()
+        assert unchecked.layers([diff_id]) is None and "neither in the registry" in unchecked.result().missing
 
 
 def test_an_upload_not_started_took_no_time():
@@ -312,3 +319,146 @@ def test_a_push_failing_before_it_sent_any_manifest_says_so_and_the_release_is_n
     with pytest.raises(InfrastructureError) as raised:
         publish.push("candidate", registry, "1.1.0", client=Client())
     assert publish.manifest_sent(raised.value) is False
+
+
+class Previous:
+    """A registry (FakeRegistry and its BlobStore) holding release 1.0.0 of two layers, `a` (our
+    gzip of its tar, as this build would write it) and `base` (a blob the daemon pushed), its
+    config's diff ids in order, and the ledger's entry confirming its manifest and config."""
+
+    def __init__(self, tmp_path, fake: FakeRegistry, store: BlobStore) -> None:
+        self.fake, self.store = fake, store
+        self.registry = RegistryRepository.parse(f"{fake.address}/team/models")
+        self.tar = tmp_path / "a.tar"
+        self.tar.write_bytes(b"model a, version 1" * 1000)
+        self.a, self.base = sha(self.tar.read_bytes()), sha(b"the base layer's tar")
+        self.ours = gzip_descriptor(self.tar)
+        store.blobs[self.ours.digest] = b"".join(gzip_chunks(self.tar))
+        packed = gzip.compress(b"the base layer's tar", mtime=0)
+        self.daemons = Descriptor(GZIP_LAYER, sha(packed), len(packed))
+        store.blobs[self.daemons.digest] = packed
+        self.config = json.dumps({"rootfs": {"type": "layers", "diff_ids": [self.base, self.a]}}).encode()
+        store.blobs[sha(self.config)] = self.config
+        self.manifest = image_manifest(self.config, [self.daemons, self.ours])
+        self.put("1.0.0", self.manifest)
+        self.confirm(self.manifest.digest, sha(self.config))
+
+    def put(self, reference: str, manifest: Manifest) -> None:
+        self.fake.manifests[reference] = self.fake.manifests[manifest.digest] = (manifest.media_type, manifest.body)
+
+    def confirm(self, digest: str, config: str) -> None:
+        entry = ledger.Ledger().confirming("1.0.0", "c" * 40, config, digest, {})
+        tag = ledger_entry_tag("1.0.0", "confirmed", digest)
+        ledger.write_entry(self.registry, tag, entry)
+        self.fake.tags = ["1.0.0", tag]
+
+    def upload(self, tars: dict | None = None) -> BackgroundUpload:
+        tars = {self.a: self.tar} if tars is None else tars
+        return BackgroundUpload(self.registry, [self.base, self.a], tars, "1.0.0")
+
+
+@pytest.fixture
+def previous(tmp_path):
+    store = BlobStore()
+    with FakeRegistry(auth=False, tags=(), hook=store) as fake:
+        yield Previous(tmp_path, fake, store)
+
+
+def test_the_ledger_confirmed_previous_manifest_lends_its_pairing_read_from_its_own_config(previous):
+    paired, why = previous.upload()._previous_pairing()
+    assert why == "" and paired == {previous.base: previous.daemons, previous.a: previous.ours}
+    upload = previous.upload().start()
+    assert upload.layers([previous.base, previous.a]) == [previous.daemons, previous.ours]
+    assert upload.result().reused == 2 and upload.result().blobs == 0
+
+
+def test_a_rewritten_previous_manifest_lends_no_pairing_and_says_why(previous):
+    """1.0.0 put again with its two layers' blobs swapped: each a blob the repository holds, yet
+    not the manifest the ledger confirmed (#48 item 4)."""
+    body = json.loads(previous.manifest.body)
+    body["layers"].reverse()
+    previous.put("1.0.0", Manifest.of(SCHEMA2, json.dumps(body).encode()))
+    paired, why = previous.upload()._previous_pairing()
+    assert paired == {} and "it was rewritten, and its layer pairing is not reused" in why
+    upload = previous.upload().start()
+    assert upload.layers([previous.base, previous.a]) is None
+    assert upload.result().missing.endswith(f"({why})") and upload.result().blobs == 0
+
+
+def test_a_previous_manifest_the_ledger_never_confirmed_lends_no_pairing(previous):
+    previous.fake.tags = ["1.0.0"]
+    paired, why = previous.upload()._previous_pairing()
+    assert paired == {} and "the ledger confirms no manifest of 1.0.0" in why
+
+
+def test_the_pairing_is_read_from_the_config_the_ledger_recorded_and_its_bytes_checked(previous):
+    other = b'{"rootfs": {"type": "layers", "diff_ids": []}}'
+    previous.confirm(previous.manifest.digest, sha(other))  # the ledger names another build's config
+    paired, why = previous.upload()._previous_pairing()
+    assert paired == {} and "not reused" in why and sha(other)[:19] in why
+    previous.confirm(previous.manifest.digest, sha(previous.config))
+    previous.store.blobs[sha(previous.config)] = previous.config.replace(b"layers", b"layerz")  # the registry lies
+    paired, why = previous.upload()._previous_pairing()
+    assert paired == {} and "does not match its digest" in why
+
+
+def test_the_confirmed_previous_manifest_lends_its_blob_to_any_layer_it_pairs(previous):
+    """The pairing of the manifest the ledger confirmed is the one its push wrote: its blob is
+    reused for a layer this build wrote a tar of too (the daemon's gzip of it, when the daemon
+    pushed the previous release), where the repository holds it; else the layer goes up."""
+    upload, a, tar = previous.upload(), previous.a, previous.tar
+    assert upload._reusable(a, tar, {a: previous.daemons}) == previous.daemons
+    assert upload._reusable(a, None, {a: previous.daemons}) == previous.daemons
+    gone = Descriptor(GZIP_LAYER, "sha256:" + "e" * 64, 404)  # a blob this repository lacks
+    assert upload._reusable(a, tar, {a: gone}) is None and upload._reusable(a, None, {a: gone}) is None
+    assert upload._reusable(a, tar, {}) is None  # nothing offered: uploaded
+
+
+def test_the_cache_lends_a_blob_only_to_a_layer_this_build_wrote_and_only_our_gzip_of_it(previous):
+    """The cache is restored from elsewhere: its word for a layer is taken only where this build's
+    tar checks it (#48 item 4), and a cached blob this repository lacks gives way to an upload."""
+    ours, tar, a, base = previous.ours, previous.tar, previous.a, previous.base
+    assert ours.digest == sha(b"".join(gzip_chunks(tar))) and ours.size == len(b"".join(gzip_chunks(tar)))
+    upload = previous.upload()
+    remember_descriptor(a, previous.daemons)  # a blob the repository holds, not our gzip of the tar
+    assert upload._reusable(a, tar, {}) is None
+    remember_descriptor(a, Descriptor(GZIP_LAYER, ours.digest, ours.size + 1))  # our digest, another size
+    assert upload._reusable(a, tar, {}) is None
+    remember_descriptor(a, ours)
+    assert upload._reusable(a, tar, {}) == ours
+    assert upload._reusable(a, None, {}) is None  # no tar to check it against: not lent
+    remember_descriptor(base, previous.daemons)
+    assert upload._reusable(base, None, {}) is None
+    gone = Descriptor(GZIP_LAYER, "sha256:" + "e" * 64, 404)
+    assert upload._reusable(a, tar, {a: gone}) == ours  # the previous manifest's is not here: the cache's
+    del previous.store.blobs[ours.digest]  # uploaded to another repository, say
+    assert upload._reusable(a, tar, {}) is None
+
+
+def test_our_gzip_is_made_only_when_the_cache_offers_a_blob(previous, monkeypatch):
+    made = []
+
+    def counted(tar, stop=None):
+        made.append(tar)
+        return gzip_descriptor(tar, stop)
+
+    monkeypatch.setattr("triton_release.registry.upload.gzip_descriptor", counted)
+    upload, a, tar = previous.upload(), previous.a, previous.tar
+    assert upload._reusable(a, tar, {a: previous.daemons}) == previous.daemons and made == []
+    assert upload._reusable(a, tar, {}) is None and made == []  # nothing cached: uploaded, its gzip made once
+    remember_descriptor(a, previous.ours)
+    assert upload._reusable(a, tar, {}) == previous.ours and made == [tar]
+
+
+def test_a_cached_blob_this_repository_lacks_gives_way_to_the_previous_manifests(previous):
+    """The release after a first one on a machine whose cache holds our gzip of a layer uploaded
+    to another repository, where this one holds the daemon's (the previous release went up through
+    the daemon): the cache's blob answers 404 here, the previous manifest's is reused, and the
+    upload goes on rather than sending the push through the daemon."""
+    foreign = Descriptor(GZIP_LAYER, "sha256:" + "e" * 64, 404)  # in no blob of this repository
+    remember_descriptor(previous.base, foreign)
+    remember_descriptor(previous.a, foreign)
+    upload = previous.upload({}).start()  # the daemon held both layers: no tar written
+    assert upload.layers([previous.base, previous.a]) == [previous.daemons, previous.ours]
+    assert upload.result().missing == "" and upload.result().reused == 2
+    assert ("HEAD", f"/v2/team/models/blobs/{foreign.digest}") not in previous.fake.requests
