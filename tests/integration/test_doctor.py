@@ -2,7 +2,8 @@
 fix, every problem listed at once, exit 1: no daemon, a wrong password, and a base image larger
 than the daemon's free disk (a registry whose manifest lists a layer bigger than any disk, as the
 registry reports it; the free disk as the daemon's DockerRootDir reports it). The start of a
-release refuses the same disk shortage before it pulls anything."""
+release refuses the same disk shortage before it pulls anything. A base not pulled yet is planned
+from its image configuration in the registry: a current NGC release's Triton, and its source stub."""
 
 from __future__ import annotations
 
@@ -45,7 +46,7 @@ def test_a_stack_that_can_release_is_all_green(tmp_path, capsys, unique):
     )
     assert code == 0, out
     assert {name: row["status"] for name, row in rows.items()} == dict.fromkeys(ROWS, "ok")
-    assert "Triton 2.51.0" in rows["stub plan"]["detail"]
+    assert rows["stub plan"]["detail"].startswith("Triton 2.51.0 (NGC 24.10, debian 12), python3 3.11;")
     assert "kept the stock stub" in rows["stub plan"]["detail"]
     assert "the sha256-<hex> tag schema" in rows["referrers API"]["detail"]  # docker-registry 2.8 has none
     assert "a release can run here" in out
@@ -109,7 +110,10 @@ def test_a_base_larger_than_the_daemons_disk(tmp_path, capsys, huge_base):
     assert code == 1
     assert rows["base image"]["status"] == "ok"
     assert "not on the daemon; 10240.0 GiB to download" in rows["base image"]["detail"]
-    assert rows["stub plan"]["status"] == "not checked"
+    # its configuration says no Triton release: planned without a source stub, saying why
+    assert rows["stub plan"]["status"] == "ok"
+    assert "Triton unknown (NGC release not said)" in rows["stub plan"]["detail"]
+    assert "no source stub" in rows["stub plan"]["detail"]
     disk = rows["daemon disk"]
     assert disk["status"] == "problem"
     assert "30720.0 GiB for the base's pull" in disk["detail"]
@@ -166,3 +170,74 @@ def test_the_action_runs_it_as_a_first_step(tmp_path, huge_base, unique):
     assert rows["daemon disk"] == "problem"
     assert rows["registry"] == rows["push"] == "ok"
     assert "A release cannot run here yet: daemon disk" in found["error"]["message"]
+
+
+def pushed_base(registry: RegistryRepository, tag: str, config: dict) -> tuple[str, Manifest]:
+    """A base image in the registry with this image configuration and one tiny layer."""
+    layer = registry.put_blob(b"a layer")
+    body = json.dumps(config).encode()
+    manifest_body = {
+        "schemaVersion": 2,
+        "mediaType": "application/vnd.docker.distribution.manifest.v2+json",
+        "config": {
+            "mediaType": "application/vnd.docker.container.image.v1+json",
+            "size": len(body),
+            "digest": registry.put_blob(body),
+        },
+        "layers": [{"mediaType": "application/vnd.docker.image.rootfs.diff.tar.gzip", "size": 7, "digest": layer}],
+    }
+    manifest = Manifest.of(manifest_body["mediaType"], json.dumps(manifest_body).encode())
+    registry.put_manifest(tag, manifest)
+    return f"{registry}:{tag}", manifest
+
+
+@pytest.fixture(scope="module")
+def current_release(unique):
+    """NGC 26.07 as its image configuration says it (Triton 2.71.0; Ubuntu 24.04 by Ubuntu's labels),
+    served by the stack's registry: what doctor reads of nvcr.io/nvidia/tritonserver:26.07-py3."""
+    registry = RegistryRepository.parse(f"{REGISTRY}/triton-release-test/ngc-{unique}")
+    config = {
+        "architecture": "amd64",
+        "os": "linux",
+        "config": {
+            "Env": [
+                "PATH=/opt/tritonserver/bin:/usr/bin:/bin",
+                "TRITON_SERVER_VERSION=2.71.0",
+                "NVIDIA_TRITON_SERVER_VERSION=26.07",
+            ],
+            "Labels": {
+                "com.nvidia.tritonserver.version": "2.71.0",
+                "org.opencontainers.image.ref.name": "ubuntu",
+                "org.opencontainers.image.version": "24.04",
+            },
+        },
+        "rootfs": {"type": "layers", "diff_ids": []},
+    }
+    image, manifest = pushed_base(registry, "26.07-py3", config)
+    yield image
+    registry.delete(manifest.digest)
+
+
+def test_a_current_release_is_planned_from_its_configuration_without_a_pull(
+    tmp_path, capsys, current_release, docker_client
+):
+    code, rows, out = doctor(tmp_path, capsys, "--base-image", current_release, "--python", "3.11")
+    plan = rows["stub plan"]
+    assert plan["status"] == "ok", out
+    assert plan["detail"].startswith("Triton 2.71.0 (NGC 26.07, ubuntu 24.04); its Pythons and stub are read after")
+    assert "else a source stub from python_backend r26.07 for Python 3.11" in plan["detail"]
+    assert "CMake 3.31.8 or newer from PyPI" in plan["detail"]
+    assert not docker_client.images.list(name=current_release.rpartition(":")[0])  # nothing pulled
+
+
+def test_an_oversized_image_configuration_is_not_read(tmp_path, capsys, unique):
+    registry = RegistryRepository.parse(f"{REGISTRY}/triton-release-test/big-config-{unique}")
+    padding = "x" * (1 << 20)
+    image, manifest = pushed_base(registry, "1", {"architecture": "amd64", "os": "linux", "padding": padding})
+    try:
+        code, rows, out = doctor(tmp_path, capsys, "--base-image", image)
+    finally:
+        registry.delete(manifest.digest)
+    assert code == 1
+    assert rows["stub plan"]["status"] == "problem"
+    assert "larger than 1048576 bytes" in rows["stub plan"]["detail"]

@@ -98,6 +98,7 @@ def test_a_dependency_change_retests_its_model_and_ships_only_that_distribution(
     git_repo.commit("c: a golden tweak only")
     report = release()
     assert report["version"] == "1.0.1" and report["environment_changed_models"] == ["a"]
+    assert report["steps"]["push"]["pushed_by"] == "registry"  # the previous release's blobs reused, no fallback
     assert report["steps"]["bump"]["bumps"] == []
     assert sorted(c["case"] for c in report["steps"]["test"]["cases"]) == ["a/basic", "c/basic"]
     assert report["steps"]["environments"]["environments"]["models"]["a"]["packages"] == {
@@ -114,7 +115,7 @@ def test_a_dependency_change_retests_its_model_and_ships_only_that_distribution(
     model_py.write_text(model_py.read_text().replace("'1.0'", "'2.0'"))
     git_repo.commit("b: shared 2.0")
     report = release()
-    assert report["version"] == "1.1.0"  # b's version folder 2 is new
+    assert report["version"] == "1.1.0" and report["steps"]["push"]["pushed_by"] == "registry"  # b's folder 2 is new
     added = new_layers(registry, "1.0.1", "1.1.0")
     assert shared_layer["digest"] not in {layer["digest"] for layer in added}
     assert all(layer["size"] < 4096 for layer in added)

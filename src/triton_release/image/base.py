@@ -12,6 +12,7 @@ import re
 import uuid
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import docker
@@ -20,6 +21,7 @@ from triton_release.cache import cache_dir
 from triton_release.contract import PROBE_LABEL, RUN_ID_VARIABLE
 from triton_release.errors import InfrastructureError, Refused
 from triton_release.files import write_atomic
+from triton_release.image.ngc import NGC_VARIABLE, RELEASE_SHAPE, TRITON_VARIABLE, Release, from_config, triton_version
 from triton_release.processes import owner_labels, remove_by_name
 
 if TYPE_CHECKING:
@@ -27,7 +29,7 @@ if TYPE_CHECKING:
 
 BACKENDS_DIR = "/opt/tritonserver/backends"
 STUB_PATH = f"{BACKENDS_DIR}/python/triton_python_backend_stub"
-CACHE_FORMAT = 2  # 2: the backends folder's entries
+CACHE_FORMAT = 3  # 2: the backends folder's entries; 3: the OS release
 
 # The backend that serves a config's platform (Triton's own mapping, for configs that give no backend).
 PLATFORM_BACKENDS = {
@@ -36,20 +38,6 @@ PLATFORM_BACKENDS = {
     "pytorch_libtorch": "pytorch",
     "tensorflow_savedmodel": "tensorflow",
     "tensorflow_graphdef": "tensorflow",
-}
-
-# NGC release (r<YY.MM> branches) for Triton versions whose image may lack the NGC variable.
-NGC_RELEASES = {
-    "2.29.0": "22.12",
-    "2.34.0": "23.05",
-    "2.42.0": "24.01",
-    "2.46.0": "24.05",
-    "2.48.0": "24.07",
-    "2.50.0": "24.09",
-    "2.51.0": "24.10",
-    "2.52.0": "24.11",
-    "2.54.0": "25.01",
-    "2.62.0": "25.10",
 }
 
 # Each Python found prints one JSON line; the shell finds the interpreters and the stub.
@@ -73,8 +61,10 @@ print(json.dumps({"python": {"version": "%d.%d" % sys.version_info[:2], "executa
 """
 
 _SCRIPT = r"""
-printf '{"env": {"triton": "%s", "ngc": "%s"}}\n' "${TRITON_SERVER_VERSION:-}" "${NVIDIA_TRITON_SERVER_VERSION:-}"
+printf '{"env": {"triton": "%s", "ngc": "%s"}}\n' "$(printf %s "${TRITON_SERVER_VERSION:-}" | tr -cd 'A-Za-z0-9._+-')" \
+  "$(printf %s "${NVIDIA_TRITON_SERVER_VERSION:-}" | tr -cd 'A-Za-z0-9._+-')"
 printf '{"python3": "%s"}\n' "$(python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null)"
+printf '{"os": "%s"}\n' "$( (. /etc/os-release && echo "$ID $VERSION_ID") 2>/dev/null | tr -cd 'a-z0-9._ -')"
 printf '{"glibc": "%s"}\n' "$(getconf GNU_LIBC_VERSION 2>/dev/null | sed 's/glibc //')"
 if [ -d "$BACKENDS" ]; then printf '{"backends": "%s"}\n' "$(ls -1 "$BACKENDS" 2>/dev/null | tr '\n' ' ')"; fi
 for exe in /usr/bin/python3.* /usr/local/bin/python3.*; do
@@ -139,6 +129,25 @@ class BaseImage:
     stub: StubLinks
     layers: int = 0  # the image's own layers, counted in the layer budget
     backends: tuple[str, ...] | None = None  # the folders of /opt/tritonserver/backends; None: no such folder
+    os: str = ""  # `ID VERSION_ID` of its /etc/os-release, e.g. "ubuntu 24.04"; "" when it has none
+
+    def __post_init__(self) -> None:
+        # what the image says goes into git refs, a Dockerfile and paths: of its shape, or not said
+        if self.triton_version and not triton_version(self.triton_version):
+            raise ValueError(f"{self.image}: Triton version {self.triton_version!r} is not X.Y.Z")
+        if self.ngc_release and not RELEASE_SHAPE.match(self.ngc_release):
+            raise ValueError(f"{self.image}: NGC release {self.ngc_release!r} is not YY.MM")
+        if self.python3 and not re.fullmatch(r"\d+\.\d+", self.python3):
+            raise ValueError(f"{self.image}: python3 {self.python3!r} is not X.Y")
+        for version in self.pythons:
+            if not re.fullmatch(r"\d+\.\d+", version):
+                raise ValueError(f"{self.image}: Python {version!r} is not X.Y")
+        Release(self.ngc_release, self.triton_version, self.os)  # the OS's shape
+
+    @property
+    def release(self) -> Release:
+        """The Triton release the image says it is (image/ngc.py)."""
+        return Release(self.ngc_release, self.triton_version, self.os)
 
     def to_json(self) -> dict:
         data = asdict(self)
@@ -157,7 +166,7 @@ class BaseImage:
 
 def parse_probe(image: str, image_id: str, output: str) -> BaseImage:
     env: dict = {}
-    python3 = glibc = ""
+    python3 = glibc = os_release = ""
     backends: tuple[str, ...] | None = None
     pythons: dict[str, PythonInstall] = {}
     lines = output.splitlines()
@@ -172,6 +181,8 @@ def parse_probe(image: str, image_id: str, output: str) -> BaseImage:
             python3 = item["python3"]
         elif "glibc" in item:
             glibc = item["glibc"]
+        elif "os" in item:
+            os_release = item["os"]
         elif "backends" in item:
             backends = tuple(sorted(item["backends"].split()))
         elif "python" in item:
@@ -182,9 +193,12 @@ def parse_probe(image: str, image_id: str, output: str) -> BaseImage:
             break
     else:
         stub = StubLinks(False, "", "", "", ())
-    triton = env.get("triton", "")
-    ngc = env.get("ngc", "") or NGC_RELEASES.get(triton, "")
-    return BaseImage(image, image_id, triton, ngc, python3, glibc, pythons, stub, backends=backends)
+    said = from_config({TRITON_VARIABLE: env.get("triton", ""), NGC_VARIABLE: env.get("ngc", "")}, os=os_release)
+    python3 = python3 if re.fullmatch(r"\d+\.\d+", python3) else ""
+    pythons = {version: found for version, found in pythons.items() if re.fullmatch(r"\d+\.\d+", version)}
+    return BaseImage(
+        image, image_id, said.triton, said.ngc, python3, glibc, pythons, stub, backends=backends, os=said.os
+    )
 
 
 def run_probe(client: docker.DockerClient, image: str, script: str, env: dict[str, str]) -> str:
@@ -249,20 +263,31 @@ def layer_count(client: docker.DockerClient, image: str) -> int:
         ) from None
 
 
+def _cache_file(ident: str) -> Path:
+    return cache_dir() / "inspect" / f"{ident.replace(':', '-')}.v{CACHE_FORMAT}.json"
+
+
+def cached(image: str, ident: str) -> BaseImage | None:
+    """The inspection of the image `ident` (named `image`) this machine's cache holds, else None."""
+    path = _cache_file(ident)
+    if not path.exists():
+        return None
+    try:
+        return BaseImage.from_json({**json.loads(path.read_text()), "image": image})
+    except (ValueError, TypeError, KeyError):
+        return None
+
+
 def inspect(client: docker.DockerClient, image: str) -> BaseImage:
     """The base image's Triton, Pythons, stub and layer count; cached by image id."""
     ident = image_id(client, image)
-    cached = cache_dir() / "inspect" / f"{ident.replace(':', '-')}.v{CACHE_FORMAT}.json"
-    if cached.exists():
-        try:
-            found = BaseImage.from_json({**json.loads(cached.read_text()), "image": image})
-        except (ValueError, TypeError, KeyError):
-            pass
-        else:  # a cache written before the layer count was kept lacks it
-            return found if found.layers else replace(found, layers=layer_count(client, ident))
+    cached_file = _cache_file(ident)
+    found_cached = cached(image, ident)
+    if found_cached is not None:  # a cache written before the layer count was kept lacks it
+        return found_cached if found_cached.layers else replace(found_cached, layers=layer_count(client, ident))
     output = run_probe(client, image, _SCRIPT, {"PROBE": _PYTHON_PROBE, "STUB": STUB_PATH, "BACKENDS": BACKENDS_DIR})
     found = replace(parse_probe(image, ident, output), layers=layer_count(client, ident))
-    write_atomic(cached, json.dumps(found.to_json()))
+    write_atomic(cached_file, json.dumps(found.to_json()))
     return found
 
 

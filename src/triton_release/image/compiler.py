@@ -17,6 +17,7 @@ import hashlib
 import io
 import json
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -33,6 +34,7 @@ from triton_release import progress
 from triton_release.cache import cache_dir, checked, discard, exclusive, mark_checked
 from triton_release.errors import InfrastructureError, Refused
 from triton_release.files import atomic_folder
+from triton_release.image.ngc import RELEASE_SHAPE, needs_new_cmake
 from triton_release.image.sources import Origin, Source, Unavailable, gather
 from triton_release.processes import owner_labels
 
@@ -61,9 +63,9 @@ function(ExternalProject_Add name)
   endif()
 endfunction()
 """
-# python_backend r25.xx and later need CMake 3.31.8 or newer, which Ubuntu 24.04 (NGC's base
-# since 24.11) does not package: PyPI's cmake wheel, downloaded on the host and unpacked in the stage.
-NEW_CMAKE_FROM = "25.01"
+# python_backend r25.xx and later need CMake 3.31.8 or newer (image/ngc.py's NEW_CMAKE_FROM), which
+# Ubuntu 24.04 (NGC's base since 24.11) does not package: PyPI's cmake wheel, downloaded on the host
+# and unpacked in the stage.
 CMAKE_REQUIREMENT = "cmake>=3.31.8,<4"
 CMAKE_PLATFORM = "manylinux2014_x86_64"
 _STEP = re.compile(r"^Step (\d+)/(\d+) : (\w+)")
@@ -80,6 +82,13 @@ class StubBuild:
     python: str
     origin: Origin
     sources: tuple[Source, ...]
+
+    def __post_init__(self) -> None:
+        # both go into the builder stage's shell commands: of their shape only
+        if not RELEASE_SHAPE.match(self.ngc_release):
+            raise ValueError(f"NGC release {self.ngc_release!r} is not YY.MM")
+        if not re.fullmatch(r"\d+\.\d+", self.python):
+            raise ValueError(f"Python {self.python!r} is not X.Y")
 
     @property
     def branch(self) -> str:
@@ -137,9 +146,13 @@ def builder_stage(base_image: str, python: str, sources: Iterable[Source], boost
     `sources/` folder (image/sources.py's `gather`): nothing is fetched but the build tools
     (apt-get) and, with `boost` "upstream", python_backend's own Boost download."""
     found = {s.name: s for s in sources}
-    tags = " ".join(f"-DTRITON_{repo}_REPO_TAG={found[repo.lower()].branch}" for repo in ("BACKEND", "COMMON", "CORE"))
+    tags = " ".join(
+        f"-DTRITON_{repo}_REPO_TAG={shlex.quote(found[repo.lower()].branch)}" for repo in ("BACKEND", "COMMON", "CORE")
+    )
+    if not re.fullmatch(r"\d+\.\d+", python):
+        raise ValueError(f"Python {python!r} is not X.Y")
     clones = " \\\n && ".join(
-        f"git clone -q -b {found[name].branch} /sources/{name}.git /src/{name}"
+        f"git clone -q -b {shlex.quote(found[name].branch)} /sources/{name}.git /src/{name}"
         for name in ("python_backend", "pybind11", "dlpack", "googletest")
     )
     release = found["python_backend"].ref.removeprefix("r")
@@ -169,11 +182,6 @@ RUN make -C /build -j"$(nproc)" triton-python-backend-stub \\
       2>/dev/null | sed -n 's/^#define BOOST_LIB_VERSION "\\(.*\\)"/\\1/p' | head -n 1)" > /build/stub-facts.txt \\
  && echo "compiler $(c++ --version | head -n 1)" >> /build/stub-facts.txt
 """
-
-
-def needs_new_cmake(release: str) -> bool:
-    """Whether python_backend r<release> needs CMake 3.31.8 or newer (r25.xx on)."""
-    return bool(re.fullmatch(r"\d\d\.\d\d", release)) and release >= NEW_CMAKE_FROM
 
 
 def cmake_wheel(folder: Path) -> Path:

@@ -8,7 +8,9 @@ stage compiling python_backend at the base's r<YY.MM> branch). `auto` tries whee
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import csv
 import hashlib
 import re
 import shutil
@@ -23,7 +25,8 @@ from triton_release.cache import cache_dir
 from triton_release.errors import InfrastructureError, Refused, UsageError
 from triton_release.files import atomic_path, write_atomic
 from triton_release.image.base import STUB_PATH, BaseImage, PythonInstall, check_stub
-from triton_release.image.compiler import StubBuild, cached
+from triton_release.image.compiler import ESTIMATE, StubBuild, cached
+from triton_release.image.ngc import PYBIND11_212_FROM, Release, needs_new_cmake, unsaid
 from triton_release.image.sources import Origin, Unavailable, resolve
 
 if TYPE_CHECKING:
@@ -33,7 +36,8 @@ if TYPE_CHECKING:
 PYTRITON_WHEELS = {"2.46.0": "0.5.8", "2.48.0": "0.5.10", "2.50.0": "0.5.12", "2.51.0": "0.7.0"}
 PYTRITON_PLATFORM = "manylinux_2_35_x86_64"
 MODES = ("auto", "stock", "wheel", "source")
-NUMPY2_UNTIL = (2, 51, 0)  # numpy 2 seen breaking output tensors on Triton up to this version
+# an example of a base image in messages: the settings' default
+EXAMPLE_BASE = "nvcr.io/nvidia/tritonserver:26.07-py3"
 _NEEDED_LIBPYTHON = re.compile(r"^libpython(\d)(?:-[0-9a-f]+)?\.(\d+)\S*\.so[.\d]*$")
 
 
@@ -71,8 +75,11 @@ class StubChoice:
         how = ""
         if self.build is not None and self.compiled:
             how = ", compiled in this run"
+        elif self.build is not None and self.stub_file is None:
+            cmake = ", CMake 3.31.8 or newer from PyPI" if needs_new_cmake(self.build.ngc_release) else ""
+            how = f", to be compiled: {ESTIMATE}, once{cmake}"
         elif self.build is not None:
-            how = ", to be compiled" if self.stub_file is None else ", compiled before: from the cache"
+            how = ", compiled before: from the cache"
         return (
             f"stub: replaced the stock stub ({was}) with the Python {self.target_python} stub from "
             f"{self.origin} ({triton}{how})"
@@ -105,7 +112,7 @@ def target_install(base: BaseImage, python: str | None) -> PythonInstall:
     if not target:
         raise Refused(f"""
             The base image {base.image} has no python3, so the Python backend cannot run in it. Use a
-            Triton image with Python (e.g. nvcr.io/nvidia/tritonserver:24.10-py3).""")
+            Triton image with Python (e.g. {EXAMPLE_BASE}).""")
     install = base.pythons.get(target)
     if install is None:
         raise Refused(f"""
@@ -227,8 +234,32 @@ def wheel_stub(triton_version: str, python: str) -> tuple[Path, str]:
                 }
             )
             raise NoProvider(f"{origin} carries stubs for Python {', '.join(carried)}, not {python}") from None
+        problem = recorded_problem(archive, member, data)
+    if problem:
+        wheel.unlink(missing_ok=True)  # a damaged download: fetched again next time
+        raise Refused(f"""
+            {wheel.name}: {problem}, so its stub is not used. The wheel was removed from the cache;
+            run again to download it again (check pip's index settings if this repeats), or give a stub
+            with --stub path:FILE.""")
     write_atomic(target, data, mode=0o755)
     return target, origin
+
+
+def recorded_problem(archive: zipfile.ZipFile, member: str, data: bytes) -> str:
+    """What is wrong with `member`'s bytes against the wheel's RECORD (its sha256, as PEP 376 and
+    the wheel format write it), "" when they match."""
+    record = next((n for n in archive.namelist() if n.count("/") == 1 and n.endswith(".dist-info/RECORD")), None)
+    if record is None:
+        return "it has no .dist-info/RECORD to check its files against"
+    rows = csv.reader(archive.read(record).decode("utf-8", errors="replace").splitlines())
+    hashed = next((row[1] for row in rows if len(row) >= 2 and row[0] == member), "")
+    algorithm, _, expected = hashed.partition("=")
+    if algorithm != "sha256" or not expected:
+        return f"its RECORD gives no sha256 of {member}"
+    actual = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+    if actual != expected:
+        return f"{member} does not match the sha256 its RECORD gives"
+    return ""
 
 
 def source_build(base: BaseImage, python: str, stub_sources: str = "") -> StubBuild:
@@ -236,10 +267,7 @@ def source_build(base: BaseImage, python: str, stub_sources: str = "") -> StubBu
     `stub_sources` says (GitHub by default) before anything is built; NoProvider names the one
     that is not."""
     if not base.ngc_release:
-        raise NoProvider(
-            "the base image does not say its NGC release (NVIDIA_TRITON_SERVER_VERSION), "
-            "so the python_backend branch to build is unknown"
-        )
+        raise NoProvider(unsaid(base.image))
     origin = Origin(stub_sources)
     try:
         found = resolve(origin, f"r{base.ngc_release}")
@@ -257,13 +285,16 @@ def source_build(base: BaseImage, python: str, stub_sources: str = "") -> StubBu
 
 def old_pybind11(choice: StubChoice) -> bool:
     """Whether the chosen stub is compiled with pybind11 older than 2.12, which breaks every output
-    tensor under numpy 2: NVIDIA's stubs (an image's own, the nvidia-pytriton wheel's) up to
-    Triton 2.51. The `source` builder compiles against pybind11 2.13; a stub you give is yours."""
+    tensor under numpy 2: NVIDIA's stubs (an image's own, the nvidia-pytriton wheel's) before
+    Triton 2.52, and, failing closed, NVIDIA's stubs of an image that does not say its Triton
+    version. The `source` builder compiles against pybind11 2.13; a stub you give is yours."""
+    if choice.provider not in ("stock", "wheel"):
+        return False
     try:
         triton = tuple(int(p) for p in choice.triton_version.split("."))
     except ValueError:
-        return False
-    return choice.provider in ("stock", "wheel") and triton <= NUMPY2_UNTIL
+        return True  # not said: it may be one of them
+    return triton < PYBIND11_212_FROM
 
 
 def _numpy2(numpy: str) -> bool:
@@ -309,7 +340,7 @@ def _choose(base: BaseImage, install: PythonInstall, mode: str, stub_sources: st
     if not stock.present:
         raise Refused(f"""
             {base.image} has no Python backend stub at {STUB_PATH}. Use a Triton image with the
-            Python backend (e.g. nvcr.io/nvidia/tritonserver:24.10-py3).""")
+            Python backend (e.g. {EXAMPLE_BASE}).""")
     common: dict[str, Any] = dict(
         mode=mode,
         triton_version=base.triton_version,
@@ -396,6 +427,41 @@ def _from_path(path: Path, install: PythonInstall, common: dict[str, Any]) -> St
             {path} links {needed or "no libpython"}, but the models run on Python {install.version}. Give
             a stub built for Python {install.version}.""")
     return StubChoice(kept=False, provider="path", origin=str(path), stub_file=linked_to(path, install), **common)
+
+
+def before_pull(release: Release, image: str, python: str | None, mode: str) -> str:
+    """The stub plan for a base known only by its configuration in the registry (not pulled yet):
+    what it says of its release, and where the stub would come from. Its Pythons and its stock stub
+    are read after the pull (image/base.py), where `choose` decides among these. Refused when the
+    provider asked for cannot serve this release (`--stub source` for an image that does not say
+    its NGC release, `--stub wheel` for a Triton no nvidia-pytriton wheel carries)."""
+    if mode not in MODES and not mode.startswith("path:"):
+        raise UsageError(f"--stub {mode!r}: use auto, stock, wheel, source or path:FILE.")
+    target = f"Python {python}" if python else "the image's python3"
+    wheel = PYTRITON_WHEELS.get(release.triton)
+    if release.branch:
+        cmake = ", CMake 3.31.8 or newer from PyPI" if release.needs_new_cmake else ""
+        source = f"a source stub from python_backend {release.branch} for {target} ({ESTIMATE}, once{cmake})"
+    else:
+        source = ""
+    if mode == "source" and not source:
+        raise Refused(f"--stub source: {unsaid(image)}.")
+    if mode == "wheel" and not wheel:
+        raise Refused(
+            f"--stub wheel: no nvidia-pytriton wheel is known to carry Triton {release.triton or '(not said)'} "
+            f"({', '.join(PYTRITON_WHEELS)} are). Use --stub auto or source."
+        )
+    plan = {
+        "stock": f"the stock stub, if it links {target}",
+        "wheel": f"nvidia-pytriton {wheel}'s stub for {target}",
+        "source": source,
+    }.get(mode, f"the stub at {mode[5:]}")
+    if mode == "auto":
+        others = [f"nvidia-pytriton {wheel}'s stub" if wheel else "", source]
+        if not source:
+            others.append(f"no source stub ({unsaid(image)})")
+        plan = f"the stock stub if it links {target}, else " + ", else ".join(o for o in others if o)
+    return f"{release.describe()}; its Pythons and stub are read after the pull; stub: {plan}"
 
 
 # -- after the build ---------------------------------------------------------------------------

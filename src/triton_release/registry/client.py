@@ -449,6 +449,30 @@ class RegistryRepository:
         self._raise_for(answer, f"read blob {digest} of")
         return answer.content
 
+    def small_blob(self, digest: str, limit: int) -> bytes:
+        """The blob `digest`, read only up to `limit` bytes (an image configuration, say) and checked
+        against its digest: InfrastructureError when it is larger or does not match."""
+        if parse_digest(digest) is None or not digest.startswith("sha256:"):
+            raise InfrastructureError(
+                f"The registry {self.host} names a blob {digest!r} of {self} that is not sha256:<hex>."
+            )
+        answer = self._request("GET", f"blobs/{digest}", stream=True)
+        try:
+            self._raise_for(answer, f"read blob {digest} of")
+            body = bytearray()
+            for chunk in answer.iter_content(64 * 1024):
+                body += chunk
+                if len(body) > limit:
+                    raise InfrastructureError(
+                        f"The registry {self.host} sends a blob {digest} of {self} larger than {limit} bytes, "
+                        "more than one of its kind can be: it was not read further."
+                    )
+        finally:
+            answer.close()
+        if content_digest(bytes(body)) != digest:
+            raise InfrastructureError(f"The registry {self.host}'s blob {digest} of {self} does not match its digest.")
+        return bytes(body)
+
     def image_config(self, reference: str) -> dict:
         """The image configuration (labels under config.Labels) of a tag or digest."""
         manifest = self.manifest(reference)

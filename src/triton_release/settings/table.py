@@ -47,7 +47,7 @@ class Setting:
 
 SETTINGS: tuple[Setting, ...] = (
     Setting("model_repository", "model_repository", "the folder holding the models", anchor=folder_path),
-    Setting("base_image", "nvcr.io/nvidia/tritonserver:24.10-py3", "the Triton image the release is built FROM"),
+    Setting("base_image", "nvcr.io/nvidia/tritonserver:26.07-py3", "the Triton image the release is built FROM"),
     Setting("python", None, "the Python the models run on (default: the base image's python3)", python_version),
     Setting(
         "repository",

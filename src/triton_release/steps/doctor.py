@@ -4,7 +4,8 @@ problem shows at once, and a check that needs another one's answer (the base's p
 daemon) says which.
 
 The rows: the Docker daemon; the base image (on the daemon, else pullable, and its download
-size); its Triton, Python and stub plan; the daemon's free disk against what the release needs;
+size); its Triton, Python and stub plan (for a base not pulled yet, from its image configuration in
+the registry: its Triton release, and where the stub would come from); the daemon's free disk against what the release needs;
 the registry (reachable, TLS trusted, credentials found and from where, may push, may delete when
 `keep` is set, the OCI 1.1 referrers API); perf_analyzer for the latency gate.
 """
@@ -125,16 +126,26 @@ def _base(rows: _Rows, client: docker.DockerClient, settings: Settings, env: Map
 
     from triton_release.image import base as bases
     from triton_release.image.disk import gib
-    from triton_release.image.stub import choose
+    from triton_release.image.stub import before_pull, choose
 
     image = settings.image.base_image
     try:
         client.images.get(image)
     except docker_sdk.errors.ImageNotFound:
-        from triton_release.registry.sizes import pull_size
+        from triton_release.registry.sizes import Listing, listing
 
-        if rows.run("base image", lambda: f"{image}: not on the daemon; {gib(pull_size(image, env))} to download"):
-            rows.add("stub plan", NOT_CHECKED, f"{image} is not on the daemon: the plan is made after its pull")
+        listed: list[Listing] = []
+
+        def listed_size() -> str:
+            listed.append(listing(image, env))
+            return f"{image}: not on the daemon; {gib(listed[0].size)} to download"
+
+        if rows.run("base image", listed_size):
+            # from the image configuration in the registry (its Env and Labels): no pull
+            rows.run(
+                "stub plan",
+                lambda: before_pull(listed[0].release(), image, settings.image.python, settings.image.stub),
+            )
         else:
             rows.add("stub plan", NOT_CHECKED, "the base image cannot be read")
         return False
@@ -143,7 +154,7 @@ def _base(rows: _Rows, client: docker.DockerClient, settings: Settings, env: Map
     def plan() -> str:
         found = bases.inspect(client, image)
         choice = choose(found, settings.image.python, settings.image.stub, settings.image.stub_sources or "")
-        return f"Triton {found.triton_version or 'unknown'}, python3 {found.python3}; {choice.summary()}"
+        return f"{found.release.describe()}, python3 {found.python3 or 'none'}; {choice.summary()}"
 
     rows.run("stub plan", plan)
     return True

@@ -188,7 +188,7 @@ def test_help_shows_each_flags_default_as_the_cli_reference_does(capsys):
     with pytest.raises(SystemExit):
         main(["release", "--help"], env={})
     printed = " ".join(capsys.readouterr().out.split())
-    assert "(default: 300)" in printed and "(default: nvcr.io/nvidia/tritonserver:24.10-py3)" in printed
+    assert "(default: 300)" in printed and "(default: nvcr.io/nvidia/tritonserver:26.07-py3)" in printed
     assert re.search(r"--head REF the commit to release \(default HEAD\) --to", printed)  # said once, by its help
 
 

@@ -10,7 +10,7 @@ import yaml
 
 from support.docs import yaml_blocks
 from support.stack import ROOT
-from triton_release.image import compiler, sources, stub
+from triton_release.image import compiler, ngc, sources, stub
 from triton_release.settings import resolve
 
 PAGE = ROOT / "docs" / "image.md"
@@ -55,9 +55,7 @@ def test_the_wheel_row_lists_the_triton_versions_the_code_knows():
     assert set(rows) == {"stock", "wheel", "source"}
     assert re.findall(r"\d+\.\d+\.\d+", rows["wheel"]) == list(stub.PYTRITON_WHEELS)
     assert "proven here on Triton 2.51" in rows["source"]
-    assert (
-        f"from r{compiler.NEW_CMAKE_FROM} on" in rows["source"] and f"`{compiler.CMAKE_REQUIREMENT}`" in rows["source"]
-    )
+    assert f"from r{ngc.NEW_CMAKE_FROM} on" in rows["source"] and f"`{compiler.CMAKE_REQUIREMENT}`" in rows["source"]
 
 
 def test_the_air_gapped_recipe_mirrors_every_source_under_the_name_looked_for(tmp_path):

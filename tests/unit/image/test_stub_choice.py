@@ -60,8 +60,16 @@ def test_probe_output_is_parsed():
     assert found.stub.python == "3.11" and found.stub.loads
 
 
-def test_ngc_release_is_derived_from_the_triton_version_when_the_image_does_not_say():
-    assert base(ngc="", triton="2.52.0").ngc_release == "24.11"
+def test_the_ngc_release_is_what_the_image_says_never_a_table():
+    """An image that does not say its NGC release has none: no table fills it from the Triton
+    version; the source stub is then refused, naming the variable and how to set it."""
+    found = base(ngc="", triton="2.52.0")
+    assert found.ngc_release == "" and found.release.branch == ""
+    with pytest.raises(
+        Refused, match=r"does not say its NGC release \(NVIDIA_TRITON_SERVER_VERSION=<YY.MM>"
+    ) as refused:
+        stub.choose(found, None, "source")
+    assert "ENV NVIDIA_TRITON_SERVER_VERSION=<YY.MM>" in str(refused.value)
 
 
 @pytest.mark.parametrize(

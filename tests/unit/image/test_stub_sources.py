@@ -26,7 +26,7 @@ def git(*args: str, cwd: Path | None = None) -> str:
 
 @pytest.fixture(scope="module")
 def made_mirrors(tmp_path_factory) -> tuple[Path, str]:
-    """Bare repositories named as python_backend's sources, each holding the ref r24.10 needs
+    """Bare repositories named as python_backend's sources, each holding the ref r24.10 (and r26.07) needs
     (googletest's pinned commit is this folder's own: returned), packed and without the empty
     `refs` folder, as a copy that drops empty folders leaves them. Made once per module."""
     top = tmp_path_factory.mktemp("made")
@@ -45,6 +45,7 @@ def made_mirrors(tmp_path_factory) -> tuple[Path, str]:
             git("tag", ref, cwd=tree)
         else:
             git("branch", ref, cwd=tree)
+            git("branch", "r26.07", cwd=tree)  # a current release's branch too (Triton's four repositories)
         git("clone", "-q", "--bare", str(tree), str(folder / f"{name}.git"))
         git("--git-dir", str(folder / f"{name}.git"), "pack-refs", "--all")
         shutil.rmtree(folder / f"{name}.git" / "refs")
@@ -152,7 +153,8 @@ def test_the_summary_says_whether_it_was_compiled_or_cached(mirrors, tmp_path):
 
     cache.configure({"TRITON_RELEASE_CACHE": str(tmp_path / "cache")})
     planned = stub.choose(base(), "3.11", "source", str(mirrors))
-    assert "from python_backend r24.10 (" in planned.summary() and "to be compiled)" in planned.summary()
+    assert "from python_backend r24.10 (" in planned.summary()
+    assert planned.summary().endswith(f"(Triton 2.51.0, to be compiled: {compiler.ESTIMATE}, once)")
     done = replace(planned, stub_file=tmp_path / "stub", compiled=True)
     assert done.summary().endswith("(Triton 2.51.0, compiled in this run)")
     assert replace(planned, stub_file=tmp_path / "stub").summary().endswith("compiled before: from the cache)")
@@ -178,3 +180,24 @@ def test_r25_and_later_get_cmake_from_pypi_in_the_stage(tmp_path, monkeypatch):
     wheel = compiler.cmake_wheel(tmp_path / "wheels")
     assert wheel.name == made.name and wheel.parent == tmp_path / "wheels"
     assert compiler.cmake_wheel(tmp_path / "wheels") == wheel  # once
+
+
+def test_a_current_release_with_another_python_plans_a_source_stub_from_its_own_branch(mirrors, tmp_path):
+    """NGC 26.07 (Triton 2.71.0, Ubuntu 24.04, its stub linking Python 3.12) with the models on
+    Python 3.11 (a base FROM it that adds 3.11): auto plans python_backend r26.07, as no
+    nvidia-pytriton wheel carries Triton 2.71.0, and the builder stage gets CMake from PyPI."""
+    from test_ngc import current_base
+
+    cache.configure({"TRITON_RELEASE_CACHE": str(tmp_path / "cache")})
+    found = current_base(pythons=("3.12", "3.11"))
+    assert found.release.describe() == "Triton 2.71.0 (NGC 26.07, ubuntu 24.04)"
+    assert stub.choose(found, None, "auto", str(mirrors)).kept  # Python 3.12: the stock stub
+    choice = stub.choose(found, "3.11", "auto", str(mirrors))
+    assert (choice.provider, choice.build.branch, choice.stub_file) == ("source", "r26.07", None)
+    assert choice.tried[0].startswith("wheel: no nvidia-pytriton wheel is known to carry Triton 2.71.0")
+    assert "with the Python 3.11 stub from python_backend r26.07 (" in choice.summary()
+    assert choice.summary().endswith(
+        f"(Triton 2.71.0, to be compiled: {compiler.ESTIMATE}, once, CMake 3.31.8 or newer from PyPI)"
+    )
+    assert "/sources/cmake.whl" in choice.build.stage()
+    assert {s.name: s.ref for s in choice.build.sources}["python_backend"] == "r26.07"

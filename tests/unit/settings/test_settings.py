@@ -11,7 +11,7 @@ from triton_release.settings import resolve
 
 def test_defaults(tmp_path):
     settings = resolve({}, cwd=tmp_path)
-    assert settings.base_image == "nvcr.io/nvidia/tritonserver:24.10-py3" and settings.load_timeout == 300
+    assert settings.base_image == "nvcr.io/nvidia/tritonserver:26.07-py3" and settings.load_timeout == 300
     assert settings.sources["channel"] == "default"
 
 
