@@ -83,10 +83,12 @@ test-fast: install
 	cat $(FAST_LOG); exit $$code
 
 # The figures of a clean tree only (bench/revision.py: a dirty one is refused; --allow-dirty marks it);
-# bench.report draws bench/results.png again once the latency figures are in bench/results.json.
+# bench.cold, the first release on a cold daemon (a second dockerd of its own, so root); bench.report
+# draws bench/results.png again once the latency figures are in bench/results.json.
 bench: stack
 	$(PY) -m bench
 	$(PY) -m bench.latency
+	$(PY) -m bench.cold
 	$(PY) -m bench.report
 
 clean: stack-down

@@ -54,6 +54,8 @@ from triton_release.settings import ImageOptions, PublishOptions, ServerOptions
 
 if TYPE_CHECKING:
     from triton_release.console import Console
+    from triton_release.history.journal import Recovered
+    from triton_release.image.pull import BackgroundPull
     from triton_release.image.tidy import Tidied
     from triton_release.registry.client import RegistryRepository
     from triton_release.steps.build import ReleaseImage
@@ -95,13 +97,21 @@ def prepare(
     repository: RegistryRepository | None,
     *,
     bumped: bool,
+    pull: BackgroundPull | None = None,
 ) -> tuple[Export, Repository, Prepared, list[str], str | None]:
     """The first half a release and a stage share, once the changes are planned: the commit exported
     (with its bump), each model's environment resolved against the base, and the models to test and
-    the version once those whose environment changed since the last release count as changed."""
+    the version once those whose environment changed since the last release count as changed. With
+    `pull`, the base's pull started beside the steps before: waited for (the step `pull`) once the
+    export is done, as the environments inspect the base; when this machine's cache holds the
+    inspection of the image the registry named (image/pull.py), the environments are resolved
+    beside the pull too, and the pull, waited for after them, must bring that image."""
     console = session.console
     shipped = session.step("export", console.exported, steps.export, root, planned, scratch, bumped=bumped)
     exported = Repository.load(shipped.root, lazy=True)  # read once, by the steps that follow
+    ahead = pull.ahead() if pull is not None else None
+    if pull is not None and ahead is None:
+        session.step("pull", console.pulled, pull.wait, console.line)
     prepared = session.step(
         "environments",
         console.environments,
@@ -110,7 +120,10 @@ def prepare(
         image,
         registry=repository,
         previous=planned.released_before,
+        inspected=ahead,
     )
+    if pull is not None and ahead is not None:
+        session.step("pull", console.pulled, pull.wait, console.line, inspected=ahead)
     assert planned.plan is not None
     to_test, version = planned.with_environment_changes(prepared.changed, planned.plan.version)
     return shipped, exported, prepared, to_test, version
@@ -250,6 +263,49 @@ def _release(request: ReleaseRequest, session: Session) -> Made | None:
         return None
 
     import_beside(TEST_IMPORTS)
+    pull = start_pull(request.image.base_image, root)  # beside the bump and the export
+    try:
+        return _build_and_publish(request, session, recovered, planned, pull)
+    finally:
+        if pull is not None:  # a release that stops before it needed the base ends the pull
+            pull.stop()
+
+
+def start_pull(base_image: str, root: Path) -> BackgroundPull | None:
+    """The base's pull, started in the background when the daemon does not hold it (image/pull.py),
+    once the daemon's disk is known to hold it and the release (steps/build.py's room_for)."""
+    from triton_release.image import pull
+    from triton_release.image.engine import docker_client
+    from triton_release.steps.build import room_for
+
+    client = docker_client()
+    room_for(client, base_image, root)
+    return pull.start_if_missing(base_image, client, expected_id)
+
+
+def expected_id(image: str) -> str:
+    """The id the daemon gives `image` once pulled, as its registry names it now (its config's
+    digest); "" when the registry does not say (the environments then wait for the pull)."""
+    import os
+
+    from triton_release.registry.sizes import config_digest
+
+    try:
+        return config_digest(image, os.environ)
+    except Exception:  # unknown: the environments wait for the pull, as without a cache
+        return ""
+
+
+def _build_and_publish(
+    request: ReleaseRequest,
+    session: Session,
+    recovered: Recovered | None,
+    planned: ChangesResult,
+    pull: BackgroundPull | None,
+) -> Made | None:
+    console, facts = session.console, session.report.facts
+    root, repository = request.model_repository, request.repository
+    version = planned.plan.version if planned.plan is not None else None
     # -- undone on failure, until X.Y.Z is in the registry ------------------------------------
     bumped = pushing = False
     run = None  # a change that only removes models has nothing to test
@@ -273,7 +329,7 @@ def _release(request: ReleaseRequest, session: Session) -> Made | None:
         git = Git(Git(root).toplevel())
         with tempfile.TemporaryDirectory(prefix="triton-release-") as scratch:
             shipped, exported, prepared, to_test, version = prepare(
-                session, root, planned, Path(scratch), request.image, repository, bumped=True
+                session, root, planned, Path(scratch), request.image, repository, bumped=True, pull=pull
             )
             if request.push and version is not None:  # its SBOM written while the image is built and tested
                 sbom = attach.SbomBeside(prepared, {m.name: list(m.versions) for m in exported})

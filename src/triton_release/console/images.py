@@ -25,6 +25,9 @@ class ImageLines(ConsoleCore):
         for model in result.changed:
             self.line(f"{model}: environment changed since {result.compared_with}: tested, not bumped")
 
+    def pulled(self, result: Any) -> None:
+        self.line(result.summary())
+
     def signatures(self, result: Any) -> None:
         self.line(
             f"auto-complete models' signatures, as served, labelled ({', '.join(sorted(result.signatures))}); "

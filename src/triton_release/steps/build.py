@@ -50,10 +50,13 @@ def environments(
     *,
     registry: RegistryRepository | None = None,
     previous: str | None = None,
+    inspected: BaseImage | None = None,
 ) -> Prepared:
     """Inspect the base, choose the stub, and resolve each model's requirements into its own
     environment, as `image` says (a base image alone: its defaults); with `registry` and
-    `previous`, name the models whose environment changed since that release (its image's label)."""
+    `previous`, name the models whose environment changed since that release (its image's label).
+    With `inspected`, the base as the cache knows it while it is pulled (image/pull.py): neither
+    inspected again nor its disk checked again (the pull's start checked it)."""
     from triton_release.image import base as baseimage
     from triton_release.image import stub
     from triton_release.image.engine import docker_client
@@ -61,9 +64,12 @@ def environments(
 
     options = image if isinstance(image, ImageOptions) else ImageOptions(image)
     repo = root if isinstance(root, Repository) else Repository.load(root)
-    client = docker_client()
-    room_for(client, options.base_image, repo.root)
-    base = baseimage.inspect(client, options.base_image)
+    if inspected is None:
+        client = docker_client()
+        room_for(client, options.base_image, repo.root)
+        base = baseimage.inspect(client, options.base_image)
+    else:
+        base = inspected
     baseimage.require_backends(base, repo)  # before a build: a server would only fail to load them
     choice = stub.choose(base, options.python, options.stub, options.stub_sources or "")
     envs = resolve(repo, base.pythons[choice.target_python], base.glibc, options=options.requirements_options)
