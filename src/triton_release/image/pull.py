@@ -96,14 +96,16 @@ class PullProgress:
 
 
 def pull_failure(image: str, answer: str) -> InfrastructureError | Refused:
-    """The error of a pull that failed: the image and the registry's answer; a missing image or a
-    refused login is the user's to fix (Refused), the rest the network's or the registry's."""
+    """The error of a pull that failed: the image and the registry's answer; a missing image, a
+    refused login or a registry host that does not exist (a name mistyped, or a Docker Hub name
+    meant for another registry) is the user's to fix (Refused), the rest the network's or the
+    registry's."""
     lowered = answer.lower()
-    if any(word in lowered for word in ("not found", "manifest unknown", "unauthorized", "denied")):
+    if any(word in lowered for word in ("not found", "manifest unknown", "unauthorized", "denied", "no such host")):
         return Refused(f"""
-            The base image {image} could not be pulled: the registry answered "{answer}". Check the
-            name and the tag, log in to its registry first (`docker login nvcr.io` for NVIDIA's
-            images), or give another with --base-image.""")
+            The base image {image} is neither on this Docker host nor pullable: its registry answered
+            "{answer}". Check the name and the tag, log in to its registry first (`docker login
+            nvcr.io` for NVIDIA's images), or give another with --base-image.""")
     return InfrastructureError(f"""
         The pull of the base image {image} failed: "{answer}". Nothing of it was kept (the daemon
         keeps an image only once every layer is in); rerun the release once the registry and the

@@ -75,6 +75,7 @@ def test_the_registrys_answer_is_the_error_naming_the_image():
         ("manifest unknown", Refused),
         ("unauthorized: authentication required", Refused),
         ("denied: requested access to the resource is denied", Refused),
+        ('Get "https://registry-1.docker.io/v2/": dial tcp: lookup registry-1.docker.io: no such host', Refused),
         ("write /var/lib/docker/tmp/x: no space left on device", InfrastructureError),
         ("Get https://nvcr.io/v2/: net/http: TLS handshake timeout", InfrastructureError),
     ],
