@@ -109,14 +109,35 @@ class Tool:
         )
         return done.returncode, read_report(report), done.stdout + done.stderr
 
+    @property
+    def repository(self) -> Path:
+        return self.folder / "model_repository"
+
+    def build(self, tag: str, stub_sources: Path, stub: str = "source") -> tuple[int, dict, str]:
+        """`build` of the module's model repository on the trixie stand-in as `tag`, with the stub
+        sources given; `stub` is the --stub flag's value, "" to leave it out (auto)."""
+        return self(
+            "build",
+            "--model-repository",
+            str(self.repository),
+            "--base-image",
+            TRIXIE,
+            "--tag",
+            tag,
+            *(("--stub", stub) if stub else ()),
+            "--stub-sources",
+            str(stub_sources),
+        )
+
 
 @pytest.fixture(scope="module")
 def tool(tmp_path_factory) -> Tool:
     folder = tmp_path_factory.mktemp("source-stub")
     make_wheel(folder / "index", "shared", "1.0")
-    shutil.copytree(ROOT / "model_repository", folder / "model_repository")
-    write_tree(folder / "model_repository", EXTRA_MODELS)
-    return Tool(folder)
+    found = Tool(folder)
+    shutil.copytree(ROOT / "model_repository", found.repository)
+    write_tree(found.repository, EXTRA_MODELS)
+    return found
 
 
 @pytest.fixture(scope="module")
@@ -124,19 +145,7 @@ def compiled(docker_client, tool, mirrors):
     """The one compile of the session: `build --stub source --stub-sources <mirrors>` on the
     trixie stand-in; its image is removed after the module."""
     tag = "trt-source-stub/examples:first"
-    code, report, output = tool(
-        "build",
-        "--model-repository",
-        str(tool.folder / "model_repository"),
-        "--base-image",
-        TRIXIE,
-        "--tag",
-        tag,
-        "--stub",
-        "source",
-        "--stub-sources",
-        str(mirrors),
-    )
+    code, report, output = tool.build(tag, mirrors)
     yield code, report, output, tag
     for name in (tag, "trt-source-stub/examples:second"):
         with contextlib.suppress(docker.errors.ImageNotFound):
@@ -173,7 +182,7 @@ def test_the_stub_is_compiled_offline_from_the_mirrors_for_python_313(docker_cli
 def test_every_golden_case_passes_through_it_on_python_313_with_numpy_2(docker_client, compiled, tool):
     code, _, _, tag = compiled
     assert code == 0
-    code, report, _ = tool("test", "--model-repository", str(tool.folder / "model_repository"), "--image", tag)
+    code, report, _ = tool("test", "--model-repository", str(tool.repository), "--image", tag)
     cases = report["steps"]["test"]["cases"]
     assert code == 0, [c for c in cases if not c["passed"]] or report.get("error")
     examples = {f"{p.parent.parent.name}/{p.stem}" for p in (ROOT / "model_repository").glob("*/golden/*.json")}
@@ -186,19 +195,7 @@ def test_every_golden_case_passes_through_it_on_python_313_with_numpy_2(docker_c
 def test_a_second_build_with_the_same_inputs_compiles_nothing(compiled, tool, mirrors):
     code, first, _, _ = compiled
     assert code == 0
-    code, report, output = tool(
-        "build",
-        "--model-repository",
-        str(tool.folder / "model_repository"),
-        "--base-image",
-        TRIXIE,
-        "--tag",
-        "trt-source-stub/examples:second",
-        "--stub",
-        "source",
-        "--stub-sources",
-        str(mirrors),
-    )
+    code, report, output = tool.build("trt-source-stub/examples:second", mirrors)
     assert code == 0, report.get("error")
     assert stub_of(report)["source"]["compiled"] is False
     assert stub_of(report)["source"]["cache_key"] == stub_of(first)["source"]["cache_key"]
@@ -213,17 +210,7 @@ def test_auto_takes_the_source_stub_past_numpy_2_when_mirrors_are_given(compiled
     to the source stub, here the one compiled above."""
     code, first, _, _ = compiled
     assert code == 0
-    code, report, output = tool(
-        "build",
-        "--model-repository",
-        str(tool.folder / "model_repository"),
-        "--base-image",
-        TRIXIE,
-        "--tag",
-        "trt-source-stub/examples:second",
-        "--stub-sources",
-        str(mirrors),
-    )
+    code, report, output = tool.build("trt-source-stub/examples:second", mirrors, stub="")
     assert code == 0, report.get("error")
     stub = stub_of(report)
     assert (stub["mode"], stub["provider"], stub["source"]["compiled"]) == ("auto", "source", False)
@@ -239,19 +226,7 @@ def test_a_mirror_folder_missing_a_repository_is_named_before_any_build(docker_c
         if name != "core":
             shutil.copytree(mirrors / f"{name}.git", partial / f"{name}.git")
     tag = "trt-source-stub/examples:refused"
-    code, report, _ = tool(
-        "build",
-        "--model-repository",
-        str(tool.folder / "model_repository"),
-        "--base-image",
-        TRIXIE,
-        "--tag",
-        tag,
-        "--stub",
-        "source",
-        "--stub-sources",
-        str(partial),
-    )
+    code, report, _ = tool.build(tag, partial)
     message = report["error"]["message"]
     assert code == 3, message  # the mirror is incomplete: infrastructure
     assert f"stub_sources {partial} holds no core.git" in message

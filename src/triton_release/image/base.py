@@ -22,6 +22,7 @@ from triton_release.contract import PROBE_LABEL, RUN_ID_VARIABLE
 from triton_release.errors import InfrastructureError, Refused
 from triton_release.files import write_atomic
 from triton_release.image.ngc import NGC_VARIABLE, RELEASE_SHAPE, TRITON_VARIABLE, Release, from_config, triton_version
+from triton_release.models.config.backends import PLATFORMS
 from triton_release.processes import owner_labels, remove_by_name
 
 if TYPE_CHECKING:
@@ -30,15 +31,6 @@ if TYPE_CHECKING:
 BACKENDS_DIR = "/opt/tritonserver/backends"
 STUB_PATH = f"{BACKENDS_DIR}/python/triton_python_backend_stub"
 CACHE_FORMAT = 3  # 2: the backends folder's entries; 3: the OS release
-
-# The backend that serves a config's platform (Triton's own mapping, for configs that give no backend).
-PLATFORM_BACKENDS = {
-    "onnxruntime_onnx": "onnxruntime",
-    "tensorrt_plan": "tensorrt",
-    "pytorch_libtorch": "pytorch",
-    "tensorflow_savedmodel": "tensorflow",
-    "tensorflow_graphdef": "tensorflow",
-}
 
 # Each Python found prints one JSON line; the shell finds the interpreters and the stub.
 _PYTHON_PROBE = r"""
@@ -312,7 +304,7 @@ def model_backend(model: Model) -> str | None:
         return "python"
     if config.backend:
         return config.backend
-    return PLATFORM_BACKENDS.get(config.platform)
+    return PLATFORMS.get(config.platform)
 
 
 def require_backends(base: BaseImage, models: Iterable[Model]) -> None:

@@ -19,8 +19,6 @@ import json
 import re
 import shlex
 import shutil
-import subprocess
-import sys
 import tarfile
 import tempfile
 import time
@@ -36,6 +34,7 @@ from triton_release.errors import InfrastructureError, Refused
 from triton_release.files import atomic_folder
 from triton_release.image.ngc import RELEASE_SHAPE, needs_new_cmake
 from triton_release.image.sources import Origin, Source, Unavailable, gather
+from triton_release.image.wheels import host_wheel
 from triton_release.processes import owner_labels
 
 if TYPE_CHECKING:
@@ -188,39 +187,16 @@ def cmake_wheel(folder: Path) -> Path:
     """PyPI's cmake wheel (3.31.8 or newer, before 4) in `folder`, downloaded on the host with pip
     once (pip's own settings, such as PIP_INDEX_URL, apply: a mirror of PyPI for an air-gapped
     runner)."""
-    found = sorted(folder.glob("cmake-3.*.whl"))
-    if found:
-        return found[-1]
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "download",
-            "--quiet",
-            "--no-deps",
-            "--only-binary=:all:",
-            "--platform",
-            CMAKE_PLATFORM,
-            "--python-version",
-            "3.11",
-            CMAKE_REQUIREMENT,
-            "-d",
-            str(folder),
-        ],
-        capture_output=True,
-        text=True,
+    return host_wheel(
+        CMAKE_REQUIREMENT,
+        CMAKE_PLATFORM,
+        folder,
+        "cmake-3.*.whl",
+        f"""
+        python_backend r25.xx and later need CMake 3.31.8 or newer, and {CMAKE_REQUIREMENT} could
+        not be downloaded from PyPI. Check the network and pip's index settings (PIP_INDEX_URL,
+        PIP_FIND_LINKS), or give a stub with --stub path:FILE.""",
     )
-    found = sorted(folder.glob("cmake-3.*.whl"))
-    if done.returncode != 0 or not found:
-        raise InfrastructureError(
-            f"""
-            python_backend r25.xx and later need CMake 3.31.8 or newer, and {CMAKE_REQUIREMENT} could
-            not be downloaded from PyPI. Check the network and pip's index settings (PIP_INDEX_URL,
-            PIP_FIND_LINKS), or give a stub with --stub path:FILE.""",
-            details=done.stderr.strip().splitlines()[-5:],
-        )
-    return found[-1]
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,7 @@ from triton_release.image.base import STUB_PATH, BaseImage, PythonInstall, check
 from triton_release.image.compiler import ESTIMATE, StubBuild, cached
 from triton_release.image.ngc import PYBIND11_212_FROM, Release, needs_new_cmake, unsaid
 from triton_release.image.sources import Origin, Unavailable, resolve
+from triton_release.image.wheels import host_wheel
 
 if TYPE_CHECKING:
     import docker
@@ -173,39 +174,15 @@ def linked_to(stub: Path, install: PythonInstall) -> Path:
 
 def pytriton_wheel(version: str, folder: Path, python: str = "") -> Path:
     """The nvidia-pytriton wheel of `version` in `folder`, downloaded on the host with pip once."""
-    pattern = f"nvidia_pytriton-{version}-*.whl"
-    wheel = next(iter(folder.glob(pattern)), None)
-    if wheel is not None:
-        return wheel
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "download",
-            "--quiet",
-            "--no-deps",
-            "--only-binary=:all:",
-            "--platform",
-            PYTRITON_PLATFORM,
-            "--python-version",
-            "3.11",
-            f"nvidia-pytriton=={version}",
-            "-d",
-            str(folder),
-        ],
-        capture_output=True,
-        text=True,
+    return host_wheel(
+        f"nvidia-pytriton=={version}",
+        PYTRITON_PLATFORM,
+        folder,
+        f"nvidia_pytriton-{version}-*.whl",
+        f"""
+        Could not download nvidia-pytriton {version} from PyPI{" for its Python " + python + " stub" if python else ""}.
+        Check the network and pip's index settings, or give a stub with --stub path:FILE.""",
     )
-    wheel = next(iter(folder.glob(pattern)), None)
-    if done.returncode != 0 or wheel is None:
-        raise InfrastructureError(
-            f"""
-            Could not download nvidia-pytriton {version} from PyPI{" for its Python " + python + " stub" if python else ""}.
-            Check the network and pip's index settings, or give a stub with --stub path:FILE.""",
-            details=done.stderr.strip().splitlines()[-5:],
-        )
-    return wheel
 
 
 def wheel_stub(triton_version: str, python: str) -> tuple[Path, str]:

@@ -14,7 +14,7 @@ import pytest
 from test_stub_choice import base
 
 from triton_release import cache
-from triton_release.errors import UsageError
+from triton_release.errors import InfrastructureError, UsageError
 from triton_release.image import compiler, sources, stub
 from triton_release.image.sources import NAMES, Origin, Unavailable
 from triton_release.settings.converters import sources_path, stub_sources
@@ -180,6 +180,22 @@ def test_r25_and_later_get_cmake_from_pypi_in_the_stage(tmp_path, monkeypatch):
     wheel = compiler.cmake_wheel(tmp_path / "wheels")
     assert wheel.name == made.name and wheel.parent == tmp_path / "wheels"
     assert compiler.cmake_wheel(tmp_path / "wheels") == wheel  # once
+
+
+def test_a_wheel_pip_cannot_bring_says_which_and_how_to_go_on(tmp_path, monkeypatch):
+    """cmake and nvidia-pytriton come through the same download on the host; each names itself."""
+    from support.wheels import offline_index
+
+    (tmp_path / "index").mkdir()
+    offline_index(monkeypatch, tmp_path / "index")
+    with pytest.raises(InfrastructureError, match=r"cmake>=3.31.8,<4 could not be downloaded from PyPI") as cmake:
+        compiler.cmake_wheel(tmp_path / "wheels")
+    assert "PIP_INDEX_URL" in str(cmake.value) and cmake.value.details
+    with pytest.raises(
+        InfrastructureError, match="Could not download nvidia-pytriton 0.7.0 from PyPI for its Python 3.11 stub"
+    ):
+        stub.pytriton_wheel("0.7.0", tmp_path / "wheels", "3.11")
+    assert not list((tmp_path / "wheels").glob("*.whl"))
 
 
 def test_a_current_release_with_another_python_plans_a_source_stub_from_its_own_branch(mirrors, tmp_path):
