@@ -67,13 +67,11 @@ def newest(root: Path, model: str) -> Path:
     return folder / str(max(int(p.name) for p in folder.iterdir() if p.name.isdigit()))
 
 
-def change(root: Path, size: int) -> Path:
+def change(root: Path, size: int) -> None:
     """The changed model's newest version gets `size` bytes of new random weights, committed."""
-    weights = newest(root, CHANGED) / "weights.bin"
-    upload.write_random(weights, size)
+    upload.write_random(newest(root, CHANGED) / "weights.bin", size)
     git(root, "add", "-A")
     git(root, "commit", "-q", "-m", f"{CHANGED}: {size} bytes of new weights")
-    return weights
 
 
 def release(root: Path, repo: str) -> tuple[float, dict, int]:
@@ -161,8 +159,10 @@ def measure_size(client: docker.DockerClient, size: int, models: int, run_id: st
             checkout(root, models)
         pipeline.our_release(roots["ours"], repos["ours"])  # the previous release, warm
         pipeline.naive_release(client, roots["naive"], repos["naive"], "r0", CHANGED)
-        weights = change(roots["ours"], size)
+        change(roots["ours"], size)
         elapsed, report, peak = release(roots["ours"], repos["ours"])
+        weights = newest(roots["ours"], CHANGED) / "weights.bin"  # N+1: the bump put N back as released
+        assert weights.stat().st_size == size, weights
         print(f"new weights {size // MIB} MiB, triton-release: {elapsed:.2f} s, peak {peak / MIB:.0f} MiB", flush=True)
         change(roots["naive"], size)
         phases = naive(client, roots["naive"], repos["naive"], "r1")
