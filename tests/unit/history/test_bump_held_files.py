@@ -148,3 +148,5 @@ def test_the_release_commit_stages_the_bump_by_the_ids_git_holds_and_leaves_no_f
     flags = changed.git("ls-files", "-v", "--", "model_repository").split("\n")
     assert flags and all(line.startswith("H ") for line in flags)
     assert changed.git("status", "--porcelain", "--untracked-files=all") == ""
+    for key in ("core.bigFileThreshold", "pack.compression"):  # set for the commit's git commands only
+        assert subprocess.run(["git", "config", key], cwd=changed.root, capture_output=True).returncode == 1
