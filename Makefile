@@ -83,12 +83,14 @@ test-fast: install
 	cat $(FAST_LOG); exit $$code
 
 # The figures of a clean tree only (bench/revision.py: a dirty one is refused; --allow-dirty marks it);
-# bench.cold, the first release on a cold daemon (a second dockerd of its own, so root); bench.report
+# bench.cold, the first release on a cold daemon (a second dockerd of its own, so root); bench.weights,
+# new weights of 512 MiB and 4 GiB against the naive pipeline and the physical floor; bench.report
 # draws bench/results.png again once the latency figures are in bench/results.json.
 bench: stack
 	$(PY) -m bench
 	$(PY) -m bench.latency
 	$(PY) -m bench.cold
+	$(PY) -m bench.weights --large
 	$(PY) -m bench.report
 
 clean: stack-down

@@ -29,7 +29,12 @@ from bench import pipeline, rebuild, report, requirements_change, scale, serve, 
 from bench.generate import generate_history
 from bench.revision import revision
 
-KEPT = ("fanout", "latency", "cold_runner")  # sections of an earlier bench/results.json that this run does not measure
+KEPT = (
+    "fanout",
+    "latency",
+    "cold_runner",
+    "new_weights",
+)  # sections of an earlier bench/results.json that this run does not measure
 # `--quick`: every part at a tiny size, once, the figures kept out of bench/ (the test suite's smoke
 # run: it shows that the benchmark runs, not how fast). A flag given beside it still wins.
 QUICK = {

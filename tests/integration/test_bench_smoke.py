@@ -78,3 +78,24 @@ def test_bench_smoke(docker_client, tmp_path):
         assert overlap[side]["uploaded_bytes"] >= 65536, side
     assert overlap["release_over_max"] is not None and "| pushed by | registry | daemon |" in result.stdout
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_bench_weights_smoke(docker_client, tmp_path):
+    """New weights at a tiny size: triton-release, the naive pipeline and the floor, side by side."""
+    out = tmp_path / "results.json"
+    result = subprocess.run(
+        [sys.executable, "-m", "bench.weights", "--quick", "--models", "2", "--json", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    figures = json.loads(out.read_text())["new_weights"]
+    assert figures["revision"].startswith(head()) and figures["models"] == 2
+    (size,) = figures["sizes"]
+    assert size["bytes"] == 1024 * 1024
+    assert list(size["naive"]["steps"]) == ["copy", "build", "serve+check", "push", "git"]
+    assert list(size["floor"]["steps"]) == ["read_and_hash", "upload"]
+    assert {"bump", "build", "test", "push", "commit"} <= set(size["triton_release"]["steps"])
+    assert size["triton_release"]["peak_rss_bytes"] > 0
+    assert "| new weights | triton-release (s) |" in result.stdout

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from triton_release.errors import InfrastructureError, Refused, UsageError
+from triton_release.history.blobs import blob_id
 from triton_release.history.changes import ChangeSet, refuse_released_edits
 from triton_release.history.git import Git
 
@@ -295,7 +296,7 @@ def _refuse_unseen(git: Git, changes: ChangeSet, paths: list[str], tree: str) ->
     filtered = _filtered(git, [p for p in committed if p not in unseen and os.path.lexists(git.cwd / p)])
     for path, driver in filtered.items():
         file = git.cwd / path
-        if file.is_file() and not file.is_symlink() and _blob_id(os.fspath(file), committed[path]) != committed[path]:
+        if file.is_file() and not file.is_symlink() and blob_id(os.fspath(file), committed[path]) != committed[path]:
             found.append((path, f"its bytes are not the commit's, and its clean filter (filter={driver}) hides that"))
     for folder in paths:
         for directory, folders, files in os.walk(git.cwd / folder):
@@ -603,20 +604,7 @@ def _same_blobs(git: Git, tree: str, folder: Path) -> bool:
             found[relative] = path
     if found.keys() != expected.keys():
         return False
-    return all(_blob_id(found[p], oid) == oid for p, (oid, _) in sorted(expected.items()))
-
-
-def _blob_id(path: str, like: str) -> str:
-    """The git object id of the file's bytes as a blob (what `git hash-object --no-filters` gives),
-    in the object format of the id `like` (40 hex digits: sha1, else sha256), as image/layers.py
-    checks a blob it reads; hashed here: Python's SHA-1 reads weights about three times as fast
-    as git's."""
-    with open(path, "rb") as handle:
-        algorithm = "sha1" if len(like) == 40 else "sha256"
-        digest = hashlib.new(algorithm, b"blob %d\0" % os.fstat(handle.fileno()).st_size)
-        while block := handle.read(1 << 20):
-            digest.update(block)
-    return digest.hexdigest()
+    return all(blob_id(found[p], oid) == oid for p, (oid, _) in sorted(expected.items()))
 
 
 def holds_bump(changes: ChangeSet, bumps: list[Written], model_repository: Path) -> bool:

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import logging
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from triton_release import contract
 from triton_release.errors import Refused
+from triton_release.history.blobs import blob_id
 from triton_release.history.bump import BumpResult
 from triton_release.history.git import Git
 
@@ -36,11 +38,14 @@ def commit(root: Path, version: str, bumped: BumpResult | None = None, revision:
     commit released) when there was nothing to commit."""
     git = Git(Git(root).toplevel())
     paths = bumped.folders if bumped is not None else []
-    staged = False
+    staged, known = False, []
     if paths:
-        git.run("add", "--force", "--", *paths)  # exactly what git held, ignored patterns or not
+        known = _stage_known(git, bumped) if bumped is not None else []
+        if not known:
+            git.run(*STORE_BIG, "add", "--force", "--", *paths)  # exactly what git held, ignored patterns or not
+            if bumped is not None:
+                _stage_modes(git, bumped)
         if bumped is not None:
-            _stage_modes(git, bumped)
             _prove_staged(git, bumped, version, paths)
         staged = git.run("diff", "--cached", "--quiet", "--", *paths, check=False).returncode != 0
     if staged:
@@ -53,7 +58,14 @@ def commit(root: Path, version: str, bumped: BumpResult | None = None, revision:
                 "user.email=41898282+github-actions[bot]@users.noreply.github.com",
             ]
         only = () if _index_is_only(git, paths) else ("--", *paths)
-        git.run(*identity, "commit", "-q", "-m", f"release {version}", *only)
+        listed = "".join(f"{path}\0" for path in known).encode("utf-8", "surrogateescape")
+        if known:  # staged by their ids, which git's refresh of the index would hash again
+            git.run("update-index", "-z", "--assume-unchanged", "--stdin", input=listed)
+        try:
+            git.run(*STORE_BIG, *identity, "commit", "-q", "-m", f"release {version}", *only)
+        finally:
+            if known:
+                git.run("update-index", "-z", "--no-assume-unchanged", "--stdin", input=listed, check=False)
     tag = contract.git_tag(version)
     target = git.text("rev-parse", "HEAD") if staged or not revision else revision
     if not git.has_commit(tag):
@@ -61,6 +73,63 @@ def commit(root: Path, version: str, bumped: BumpResult | None = None, revision:
     elif git.text("rev-parse", f"{tag}^{{commit}}") != target:
         log.warning(f"git tag {tag} already exists on another commit; it was left as it is")
     return Committed(staged, tag, target, version)
+
+
+# The git commands that write the release commit's objects store a file over 1 MiB as it is, without
+# deflating it (`git add` of 512 MiB of weights: seconds of zlib for bytes that do not compress); for
+# these commands only, whatever the user's config says otherwise.
+STORE_BIG = ("-c", "core.bigFileThreshold=1m", "-c", "pack.compression=0")
+
+
+def _stage_known(git: Git, bumped: BumpResult) -> list[str]:
+    """Stage each folder the bump wrote as the git tree it wrote there, by the blob ids git holds
+    already (`git update-index --index-info`), where the working tree is proven to hold exactly
+    those files: the same names, each a regular file with the tree's executable bit (unless
+    core.fileMode is false, when the tree's modes are staged) whose bytes are its blob (its id
+    hashed once a run, history/blobs.py). `git add` would hash and store gigabytes of weights git
+    has. The files staged, as git names them; [] where that is not so (a write since, a link, an
+    LFS object the bump filled in, anything else): then `git add` stages them and `_prove_staged`
+    names what changed."""
+    folders = {PurePosixPath(bumped.prefix, w.model, str(w.version)).as_posix(): w.tree for w in bumped.trees}
+    if not folders or set(folders) != set(bumped.folders):
+        return []
+    modes = git.run("config", "--bool", "core.fileMode", check=False).stdout.strip() != b"false"
+    lines: list[str] = []
+    for folder, tree in folders.items():
+        expected: dict[str, tuple[str, str]] = {}
+        for entry in filter(
+            None, git.run("ls-tree", "-r", "-z", tree).stdout.decode("utf-8", "surrogateescape").split("\0")
+        ):
+            meta, path = entry.split("\t", 1)
+            mode, kind, oid = meta.split()
+            if kind != "blob" or mode not in ("100644", "100755"):
+                return []
+            expected[path] = (mode, oid)
+        top = git.cwd / folder
+        found: dict[str, os.stat_result] = {}
+        for directory, names, files in os.walk(top):
+            for name in names + files:
+                full = os.path.join(directory, name)
+                info = os.lstat(full)
+                if stat.S_ISDIR(info.st_mode) and name != ".git":
+                    continue
+                if not stat.S_ISREG(info.st_mode):
+                    return []
+                found[PurePosixPath(os.path.relpath(full, top)).as_posix()] = info
+        if found.keys() != expected.keys():
+            return []
+        for path, (mode, oid) in sorted(expected.items()):
+            if modes and bool(found[path].st_mode & 0o100) != (mode == "100755"):
+                return []
+            if blob_id(os.fspath(top / path), oid) != oid:
+                return []
+            lines.append(f"{mode} {oid}\t{folder}/{path}")
+    held = git.run("--literal-pathspecs", "ls-files", "-z", "--", *folders).stdout.decode("utf-8", "surrogateescape")
+    zero = "0" * len(lines[0].split()[1]) if lines else "0" * 40
+    removed = [f"0 {zero}\t{path}" for path in filter(None, held.split("\0"))]
+    listed = "".join(f"{line}\0" for line in (*removed, *lines)).encode("utf-8", "surrogateescape")
+    git.run("update-index", "-z", "--index-info", input=listed)
+    return [line.split("\t", 1)[1] for line in lines]
 
 
 def _stage_modes(git: Git, bumped: BumpResult) -> None:

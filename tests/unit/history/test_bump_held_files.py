@@ -119,3 +119,34 @@ def test_a_bumped_folder_written_after_the_build_is_refused_before_the_commit(ch
     assert changed.git("rev-parse", "HEAD:model_repository/a/2") == changed.git(
         "rev-parse", f"{head}:model_repository/a/1"
     )
+
+
+def test_the_release_commit_stages_the_bump_by_the_ids_git_holds_and_leaves_no_flag(changed, monkeypatch):
+    """Weights git holds already are not hashed and stored again by `git add` (#50 item 1): the
+    commit stages the proven folders by their blob ids, and leaves no file marked in the index."""
+    from triton_release.history.git import Git, subcommand
+
+    head = changed.git("rev-parse", "HEAD")
+    planned = steps.changes(changed.models, changed.base)
+    bumped = steps.bump(changed.models, planned)
+    ran = []
+    real = Git.run
+
+    def recording(self, *args, **kwargs):
+        ran.append(subcommand(args))
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(Git, "run", recording)
+    done = commit(changed.models, "1.1.0", bumped, head)
+    assert done.committed and "add" not in ran
+    assert changed.git("rev-parse", "HEAD:model_repository/a/2") == changed.git(
+        "rev-parse", f"{head}:model_repository/a/1"
+    )
+    assert changed.git("rev-parse", "HEAD:model_repository/a/1") == changed.git(
+        "rev-parse", f"{changed.base}:model_repository/a/1"
+    )
+    flags = changed.git("ls-files", "-v", "--", "model_repository").split("\n")
+    assert flags and all(line.startswith("H ") for line in flags)
+    assert changed.git("status", "--porcelain", "--untracked-files=all") == ""
+    for key in ("core.bigFileThreshold", "pack.compression"):  # set for the commit's git commands only
+        assert subprocess.run(["git", "config", key], cwd=changed.root, capture_output=True).returncode == 1
