@@ -18,6 +18,7 @@ from triton_release.models.repository import Repository
 from triton_release.models.suite import GoldenRun, Wave, WaveRun, merge_junit, plan_waves, run_waves, wave_label
 from triton_release.server import model_control
 from triton_release.server.model_control import ModelControl, ModelState
+from triton_release.server.readiness import ready_among
 
 
 @pytest.fixture
@@ -174,7 +175,11 @@ class Control(ModelControl):
         return name in self.ready and self.rounds >= self.ready[name]
 
     def index(self) -> list[ModelState]:
-        return [ModelState(name, "1", "UNAVAILABLE", "Internal: no GPU") for name in self.failing]
+        self.indexed = getattr(self, "indexed", 0) + 1
+        ready = [  # versions 1 and 2: a model paired serves both
+            ModelState(name, v, "READY", "") for name in self.ready if self.model_ready(name, 1) for v in ("1", "2")
+        ]
+        return ready + [ModelState(name, "1", "UNAVAILABLE", "Internal: no GPU") for name in self.failing]
 
 
 @pytest.fixture
@@ -210,6 +215,20 @@ def test_a_model_set_aside_as_needing_a_gpu_is_not_counted_ready(lines, no_sleep
     control.wait_ready({"a": 1, "g": 1})
     assert control.unloadable == {"g": "no GPU"}
     assert lines[-1] == "load: 1 of 2 models ready in 0.0 s"
+
+
+def test_each_round_asks_the_index_once_for_every_model_of_the_wave(lines, no_sleep):
+    control = Control({name: 3 for name in "abcdefgh"})
+    control.wait_ready({name: 1 for name in "abcdefgh"})
+    assert control.rounds == 3 and control.indexed == 3  # never one request a model a round
+
+
+def test_ready_means_ready_at_the_version_waited_for():
+    states = [ModelState("a", "1", "READY", ""), ModelState("b", "2", "READY", ""), ModelState("c", "", "", "")]
+    pending = {"a": 2, "b": 2, "c": None, "d": None}
+    assert ready_among(pending, states) == ["b"]
+    assert ready_among({"a": None, "b": None}, states) == ["a", "b"]  # any version
+    assert ready_among({"a": None, "b": 2}, states, held={"b"}) == ["a"]  # its paired load has not answered
 
 
 def test_a_refused_load_stops_the_models_ready(lines, no_sleep):
