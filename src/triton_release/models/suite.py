@@ -297,18 +297,24 @@ def run_suite(
     bar: progress.Task | None = None,
 ) -> list[CaseResult]:
     """pytest in-process with the plugin: one item per golden case, `<model>/<case>`; each case
-    run advances `bar`."""
+    run advances `bar`. Only the golden folders of `names` are collected; with none of them
+    holding a case, pytest does not run (`junitxml` is written empty)."""
     import pytest
 
     collector = _Collector(bar)
     root = str(repo.root.resolve())
-    # only the tested models' golden folders are collected: a thousand others cost nothing
+    # only the tested models' golden folders are collected, never the repository's root: the
+    # folders of a thousand models outside the wave are not even walked
     folders = [str(Path(root, name, GOLDEN_DIR)) for name in names if name in repo and repo[name].golden_cases]
+    if not folders:  # no case to run: no pytest session either
+        if junitxml:
+            merge_junit([], junitxml)
+        return []
     with tempfile.TemporaryDirectory() as tmp:
         ini = Path(tmp) / "pytest.ini"
         ini.write_text("[pytest]\n")
         args = [
-            *(folders or [root]),
+            *folders,
             "--triton-url",
             http_url,
             "--triton-grpc-url",
@@ -331,6 +337,9 @@ def run_suite(
             "no:cacheprovider",
             "-p",
             "no:terminal",
+            # the cases print nothing: capturing sys.stdout/stderr is enough, without the temporary
+            # file and the dup2 of the descriptors that fd capture sets up around every case
+            "--capture=sys",
         ]
         if junitxml:
             args += ["--junitxml", str(Path(junitxml).resolve())]

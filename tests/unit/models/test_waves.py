@@ -369,3 +369,26 @@ def test_a_model_whose_previous_version_fails_beside_the_new_one_is_loaded_alone
     control.loaded.pop("b")
     control.load({"b": 2})  # a later wave: not paired again
     assert control.asked == [("b", None)]
+
+
+def test_the_golden_run_collects_only_the_wave_s_folders(tmp_path):
+    """A model outside the wave holds a Python file pytest could not even collect: walking its
+    folder would stop the run. Nothing listens on port 9, so each case of the wave fails at once."""
+    files = {**python_model_files("a"), **python_model_files("b"), "b/1/test_broken.py": "def (:\n"}
+    files = {k: v for k, v in files.items() if k != "b/golden/basic.json"}
+    files.update(python_model_files("c"))
+    repo = Repository.load(write_tree(tmp_path / "model_repository", files))
+    found = suite.run_suite(repo, ["a", "c"], "127.0.0.1:9", "127.0.0.1:9")
+    assert sorted(c.case for c in found) == ["a/basic", "c/basic"]
+    junit = tmp_path / "none.xml"
+    assert suite.run_suite(repo, ["b"], "127.0.0.1:9", "127.0.0.1:9", junitxml=str(junit)) == []  # no case, no pytest
+    assert ElementTree.parse(junit).getroot().tag == "testsuites"
+
+
+def test_the_golden_run_s_pytest_captures_sys_only(tmp_path, monkeypatch):
+    repo = Repository.load(write_tree(tmp_path / "model_repository", python_model_files("a")))
+    given: list[list[str]] = []
+    monkeypatch.setattr(pytest, "main", lambda args, **_: given.append(args) or pytest.ExitCode.OK)
+    suite.run_suite(repo, ["a"], "127.0.0.1:9", "127.0.0.1:9")
+    assert "--capture=sys" in given[0]
+    assert str(repo.root.resolve()) not in given[0][:1]  # the wave's golden folder, never the root
