@@ -1,7 +1,8 @@
 """The peak memory of a tritonserver's container (`ContainerMemory.sample_memory`), as the
 Docker daemon's stats give it: the cgroup's own peak where the daemon reports one (cgroup v1),
 else the largest use sampled (cgroup v2). A figure the daemon does not give within STATS_TIMEOUT
-is a missing figure, never an error."""
+is a missing figure, never an error. The same figures, with the processes the container runs,
+say whether the next wave may load beside the current one (`room_for_next_wave`)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,25 @@ if TYPE_CHECKING:
     from docker.models.containers import Container
 
 STATS_TIMEOUT = 10  # seconds the daemon has to give the container's memory figures
+# The next wave loads beside the current wave's cases only with room to spare: the container's
+# peak so far this many times within its memory limit (two waves loaded, and the cases' own use
+# and a bigger wave on top), and twice the processes it runs now within this share of its pids
+# limit (a python model is a stub process of a few threads).
+PEAKS_IN_LIMIT = 4
+PIDS_SHARE = 0.75
+
+
+def room_beside(peak: int | None, memory_limit: int | None, pids: int | None, pids_limit: int | None) -> bool:
+    """Whether another wave may load beside the one loaded: `peak` (the container's peak memory so
+    far) PEAKS_IN_LIMIT times within `memory_limit`, and twice `pids` (the processes and threads it
+    runs now) within PIDS_SHARE of `pids_limit` (None: the container has no such limit). A figure
+    the daemon did not give, or a memory limit not known, is no room: the waves then load one
+    after the other."""
+    if peak is None or memory_limit is None or peak * PEAKS_IN_LIMIT > memory_limit:
+        return False
+    if pids_limit is None:
+        return True
+    return pids is not None and 2 * pids <= PIDS_SHARE * pids_limit
 
 
 class ContainerMemory:
@@ -22,6 +42,8 @@ class ContainerMemory:
 
     client: docker.DockerClient
     container: Container | None
+    memory: int | None  # the container's memory limit
+    pids: int | None  # the container's process limit
     peak_memory: int | None
     _cgroup_peak: bool
 
@@ -32,7 +54,19 @@ class ContainerMemory:
         within STATS_TIMEOUT is a missing figure, not an error."""
         if self._cgroup_peak and not last:
             return self.peak_memory
+        self._record(self._stats())
+        return self.peak_memory
+
+    def room_for_next_wave(self) -> bool:
+        """Whether the next wave may load beside the loaded one's cases (`room_beside`), from one
+        read of the daemon's figures, which counts as a memory sample too."""
         stats = self._stats()
+        self._record(stats)
+        pids = stats.get("pids_stats") if isinstance(stats, dict) else None
+        current = pids.get("current") if isinstance(pids, dict) else None
+        return room_beside(self.peak_memory, self.memory, current if isinstance(current, int) else None, self.pids)
+
+    def _record(self, stats: dict | None) -> None:
         memory = stats.get("memory_stats") if isinstance(stats, dict) else None
         if isinstance(memory, dict):
             peak, used = memory.get("max_usage"), memory.get("usage")
@@ -40,7 +74,6 @@ class ContainerMemory:
             figure = peak if self._cgroup_peak else used
             if isinstance(figure, int) and figure > 0:
                 self.peak_memory = max(self.peak_memory or 0, figure)
-        return self.peak_memory
 
     def _stats(self) -> dict | None:
         container = self.container

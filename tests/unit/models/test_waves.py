@@ -12,6 +12,7 @@ import pytest
 from support.models import ensemble_files, python_model_files, write_tree
 from triton_release import progress
 from triton_release.console import Console
+from triton_release.errors import Refused
 from triton_release.models import suite
 from triton_release.models.inference import CaseResult
 from triton_release.models.repository import Repository
@@ -242,19 +243,43 @@ def test_a_refused_load_stops_the_models_ready(lines, no_sleep):
 
 class Server:
     """The waves' server without tritonserver: which wave it showed as each switch loaded, and
-    the models in `aside` set aside as needing a GPU when they are loaded."""
+    the models in `aside` set aside as needing a GPU when they are loaded. `room`: whether the
+    next wave may load beside the current one's cases; `refuse`: models whose load is refused.
+    `most`: the most models ever loaded at once."""
 
     http_url = grpc_url = "127.0.0.1:1"
 
-    def __init__(self, aside: tuple[str, ...] = ()) -> None:
-        self.aside = aside
+    def __init__(self, aside: tuple[str, ...] = (), room: bool = False, refuse: tuple[str, ...] = ()) -> None:
+        self.aside, self.room, self.refuse = aside, room, refuse
         self.unloadable: dict[str, str] = {}
+        self.loaded: dict[str, int | None] = {}
         self.wave = ""
         self.switched: list[tuple[str, tuple[str, ...]]] = []
+        self.beside: list[tuple[str, tuple[str, ...]]] = []  # loads begun beside a wave's cases
+        self.asked = 0  # room_for_next_wave
+        self.most = 0
 
     def switch_to(self, models) -> None:
         self.switched.append((self.wave, tuple(sorted(models))))
+        for name in set(self.loaded) - set(models):
+            del self.loaded[name]
+        self._load({name: v for name, v in models.items() if name not in self.loaded})
+
+    def load(self, models, *, sample: bool = True) -> None:
+        self.beside.append((self.wave, tuple(sorted(models))))
+        self._load(models)
+
+    def _load(self, models) -> None:
+        refused = sorted(set(models) & set(self.refuse))
+        if refused:
+            raise Refused(f"Model {', '.join(refused)} failed to load")
         self.unloadable.update({name: "no GPU" for name in models if name in self.aside})
+        self.loaded.update({name: v for name, v in models.items() if name not in self.aside})
+        self.most = max(self.most, len(self.loaded))
+
+    def room_for_next_wave(self) -> bool:
+        self.asked += 1
+        return self.room
 
     def read_configs(self, names) -> None:
         pass
@@ -392,3 +417,35 @@ def test_the_golden_run_s_pytest_captures_sys_only(tmp_path, monkeypatch):
     suite.run_suite(repo, ["a"], "127.0.0.1:9", "127.0.0.1:9")
     assert "--capture=sys" in given[0]
     assert str(repo.root.resolve()) not in given[0][:1]  # the wave's golden folder, never the root
+
+
+def test_the_next_wave_loads_beside_the_cases_of_the_current_one_where_there_is_room(repo, lines, cases_run):
+    waves = plan_waves(repo, ["a", "b", "c", "d", "e"], 2)
+    server = Server(room=True)
+    server.loaded = {"a": 1, "b": 1}  # the start loaded wave 1
+    found, ran = run_waves(repo, server, waves, {name: 1 for name in "abcde"})
+    assert sorted(c.case for c in found) == [f"{m}/basic" for m in "abcde"] and [w.cases for w in ran] == [2, 2, 1]
+    assert server.beside == [("wave 2 of 3", ("c", "d")), ("wave 3 of 3", ("e",))]  # shown as their own waves
+    assert server.switched == [("wave 1 of 3", ("a", "b")), ("wave 2 of 3", ("c", "d")), ("wave 3 of 3", ("e",))]
+    assert server.asked == 2  # before each wave that has one after it
+    assert server.most == 4 and server.loaded == {"e": 1}  # two waves at most, the one before unloaded
+    assert lines[-1] == "golden cases: 5 of 5 cases in 0.0 s, wave 3 of 3"
+
+
+def test_without_room_and_with_drift_the_waves_load_one_after_the_other(repo, lines, cases_run):
+    waves = plan_waves(repo, ["a", "b", "c", "d", "e"], 2)
+    server = Server(room=False)
+    run_waves(repo, server, waves, {name: 1 for name in "abcde"})
+    assert server.beside == [] and server.asked == 2 and server.most == 2
+    measured = Server(room=True)  # drift and latency measure a wave alone: no one asks for room
+    run_waves(repo, measured, waves, {name: 1 for name in "abcde"}, after_wave=lambda _tested, _found: None)
+    assert measured.beside == [] and measured.asked == 0 and measured.most == 2
+
+
+def test_a_load_refused_beside_the_cases_stops_the_run_before_the_next_wave_s_cases(repo, lines, cases_run):
+    waves = plan_waves(repo, ["a", "b", "c", "d"], 2)
+    server = Server(room=True, refuse=("c",))
+    with pytest.raises(Refused, match="Model c failed to load"):
+        run_waves(repo, server, waves, {name: 1 for name in "abcd"})
+    assert server.beside == [("wave 2 of 2", ("c", "d"))] and len(server.switched) == 1
+    assert lines[-1] == "golden cases: 2 of 4 cases, stopped after 0.0 s, wave 2 of 2"  # none of wave 2 ran
