@@ -137,9 +137,9 @@ def beside(monkeypatch):
     seen: dict[str, list] = {"room": [], "loads": []}
     room_beside, load = memory.room_beside, TritonServer.load
 
-    def deciding(peak, memory_limit, pids, pids_limit):
-        answer = room_beside(peak, memory_limit, pids, pids_limit)
-        seen["room"].append((peak, memory_limit, pids, pids_limit, answer))
+    def deciding(peak, memory_limit, pids, pids_limit, loaded, wanted):
+        answer = room_beside(peak, memory_limit, pids, pids_limit, loaded, wanted)
+        seen["room"].append((peak, memory_limit, pids, pids_limit, loaded, wanted, answer))
         return answer
 
     def loading(self, models, *, sample=True):
@@ -161,20 +161,21 @@ def test_the_next_wave_loads_beside_the_cases_within_the_container_s_memory_and_
     assert [w.loaded for w in run.waves] == [("a", "b"), ("c", "d"), ("pipe", "s1", "s2")]
     assert beside["loads"] == [("c", "d"), ("pipe", "s1", "s2")]  # each beside the cases before it
     assert len(beside["room"]) == 2
-    for peak, memory_limit, pids, pids_limit, answer in beside["room"]:  # the daemon's own figures
-        assert answer and isinstance(pids, int) and pids > 0 and pids_limit == 4096
-        assert 4 * peak <= memory_limit and 2 * pids <= 0.75 * pids_limit
+    for peak, memory_limit, pids, pids_limit, loaded, wanted, answer in beside["room"]:  # the daemon's figures
+        assert answer == wanted and isinstance(pids, int) and pids > 0 and pids_limit == 4096
+        assert 4 * peak <= memory_limit and pids + answer * -(-pids // loaded) <= 0.75 * pids_limit
     assert servers(docker_client) - before == set()
 
 
-def test_a_pids_limit_without_room_for_two_waves_loads_them_one_after_the_other(docker_client, repo, image, beside):
+def test_a_pids_limit_without_room_for_the_next_wave_loads_it_after_the_cases(docker_client, repo, image, beside):
     steps.test(repo, image, ["a", "b", "c", "d"], server_options=ServerOptions(load_timeout=60, max_loaded=2))
-    pids = beside["room"][0][2]  # what wave 1 runs: twice that is more than 3/4 of a limit of 2x it
+    pids = beside["room"][0][2]  # what wave 1 runs: 3/4 of a limit of 1.25x it leaves no room for another model
     beside["room"].clear()
     beside["loads"].clear()
+    limit = pids + pids // 4
     run = steps.test(
-        repo, image, ["a", "b", "c", "d"], server_options=ServerOptions(load_timeout=60, max_loaded=2, pids=2 * pids)
+        repo, image, ["a", "b", "c", "d"], server_options=ServerOptions(load_timeout=60, max_loaded=2, pids=limit)
     )
     assert run.passed and len(run.cases) == 4 and len(run.waves) == 2
-    assert beside["loads"] == [] and [answer for *_, answer in beside["room"]] == [False]
-    assert beside["room"][0][3] == 2 * pids
+    assert beside["loads"] == [] and [answer for *_, answer in beside["room"]] == [0]
+    assert beside["room"][0][3] == limit

@@ -3,8 +3,8 @@ against a running server, collected into one typed `GoldenRun`.
 
 More models than `max_loaded` (the wave size) are tested in waves, one server throughout: each
 wave's models are loaded, its cases run, and its models unloaded once they ran. The next wave's
-models load beside the current wave's cases where the container has room for both
-(server/memory.py's `room_beside`), else after them. An ensemble and the models it needs always
+models load beside the current wave's cases, as many as the container has room for
+(server/memory.py's `room_beside`), the rest after them. An ensemble and the models it needs always
 share a wave.
 
 Without GPUs, a model whose config asks for one is loaded with its config for the CPU
@@ -57,7 +57,7 @@ class Server(Protocol):
     def load(self, models: dict[str, int | None], *, sample: bool = True) -> None: ...
     def read_configs(self, names: list[str]) -> None: ...
     def sample_memory(self, last: bool = False) -> int | None: ...
-    def room_for_next_wave(self) -> bool: ...
+    def room_for_next_wave(self, loaded: int, wanted: int) -> int: ...
 
 
 log = logging.getLogger("triton_release")
@@ -383,8 +383,9 @@ def run_waves(
 ) -> tuple[list[CaseResult], list[WaveRun]]:
     """Every wave's cases against `server`, which has the first wave loaded: each later wave is
     switched in (the models of the one before unloaded, its own loaded at `versions`). A later
-    wave's loads begin beside the cases of the wave before when the server has room for both
-    (`room_for_next_wave`), and never with `after_wave`, whose measures take a wave alone. Every wave
+    wave's loads begin beside the cases of the wave before, as many as the server has room for
+    (`room_for_next_wave`), the rest after them; never with `after_wave`, whose measures take a
+    wave alone. Every wave
     runs whatever the cases of the others answered; a model that fails to load refuses at once,
     except one the server set aside as needing a GPU, whose cases are not run.
     `started`: when the server was started, counted in the first wave's time. `after_wave`: called
@@ -428,12 +429,12 @@ def run_waves(
                 server.read_configs([name for name in tested if repo[name].config is None])
             # drift and latency (after_wave) measure the wave's models with nothing loading beside
             if following is not None and after_wave is None:
+                ahead = {name: versions[name] for name in following.load if name not in server.loaded}
                 with phases.timed("memory"):
-                    room = server.room_for_next_wave()
-                if room:
+                    room = server.room_for_next_wave(len(server.loaded), len(ahead)) if ahead else 0
+                if room:  # as many as there is room for, in name order; the rest load after the cases
                     server.wave = wave_label(following.index, len(waves))
-                    ahead = {name: versions[name] for name in following.load if name not in server.loaded}
-                    beside = Beside(partial(server.load, ahead, sample=False))
+                    beside = Beside(partial(server.load, dict(list(ahead.items())[:room]), sample=False))
             part = junitxml
             if junitxml and len(waves) > 1:
                 part = str(Path(tmp) / f"wave-{wave.index}.xml")

@@ -18,23 +18,29 @@ if TYPE_CHECKING:
 STATS_TIMEOUT = 10  # seconds the daemon has to give the container's memory figures
 # The next wave loads beside the current wave's cases only with room to spare: the container's
 # peak so far this many times within its memory limit (two waves loaded, and the cases' own use
-# and a bigger wave on top), and twice the processes it runs now within this share of its pids
-# limit (a python model is a stub process of a few threads).
+# and a bigger wave on top), and the processes of the models loaded beside (a python model is a
+# stub process of some forty threads) with those it runs now within this share of its pids limit.
 PEAKS_IN_LIMIT = 4
 PIDS_SHARE = 0.75
 
 
-def room_beside(peak: int | None, memory_limit: int | None, pids: int | None, pids_limit: int | None) -> bool:
-    """Whether another wave may load beside the one loaded: `peak` (the container's peak memory so
-    far) PEAKS_IN_LIMIT times within `memory_limit`, and twice `pids` (the processes and threads it
-    runs now) within PIDS_SHARE of `pids_limit` (None: the container has no such limit). A figure
-    the daemon did not give, or a memory limit not known, is no room: the waves then load one
-    after the other."""
-    if peak is None or memory_limit is None or peak * PEAKS_IN_LIMIT > memory_limit:
-        return False
+def room_beside(
+    peak: int | None, memory_limit: int | None, pids: int | None, pids_limit: int | None, loaded: int, wanted: int
+) -> int:
+    """How many of the `wanted` models of the next wave may load beside the `loaded` ones: none
+    unless `peak` (the container's peak memory so far) PEAKS_IN_LIMIT times is within
+    `memory_limit`; then as many as keep `pids` (the processes and threads it runs now) and theirs
+    (the loaded models' share of `pids`, each) within PIDS_SHARE of `pids_limit` (None: no such
+    limit, all of them). A figure the daemon did not give, or a memory limit not known, is no
+    room: the next wave then loads after the cases."""
+    if peak is None or memory_limit is None or peak * PEAKS_IN_LIMIT > memory_limit or wanted < 1:
+        return 0
     if pids_limit is None:
-        return True
-    return pids is not None and 2 * pids <= PIDS_SHARE * pids_limit
+        return wanted
+    if pids is None or loaded < 1:
+        return 0
+    each = -(-pids // loaded)  # the server's own threads counted in too: an estimate from above
+    return max(0, min(wanted, int((PIDS_SHARE * pids_limit - pids) // each)))
 
 
 class ContainerMemory:
@@ -57,14 +63,15 @@ class ContainerMemory:
         self._record(self._stats())
         return self.peak_memory
 
-    def room_for_next_wave(self) -> bool:
-        """Whether the next wave may load beside the loaded one's cases (`room_beside`), from one
-        read of the daemon's figures, which counts as a memory sample too."""
+    def room_for_next_wave(self, loaded: int, wanted: int) -> int:
+        """How many of `wanted` models of the next wave may load beside the `loaded` ones' cases
+        (`room_beside`), from one read of the daemon's figures, which counts as a memory sample too."""
         stats = self._stats()
         self._record(stats)
         pids = stats.get("pids_stats") if isinstance(stats, dict) else None
         current = pids.get("current") if isinstance(pids, dict) else None
-        return room_beside(self.peak_memory, self.memory, current if isinstance(current, int) else None, self.pids)
+        current = current if isinstance(current, int) else None
+        return room_beside(self.peak_memory, self.memory, current, self.pids, loaded, wanted)
 
     def _record(self, stats: dict | None) -> None:
         memory = stats.get("memory_stats") if isinstance(stats, dict) else None

@@ -243,13 +243,13 @@ def test_a_refused_load_stops_the_models_ready(lines, no_sleep):
 
 class Server:
     """The waves' server without tritonserver: which wave it showed as each switch loaded, and
-    the models in `aside` set aside as needing a GPU when they are loaded. `room`: whether the
-    next wave may load beside the current one's cases; `refuse`: models whose load is refused.
+    the models in `aside` set aside as needing a GPU when they are loaded. `room`: how many models
+    of the next wave may load beside the current one's cases; `refuse`: models whose load is refused.
     `most`: the most models ever loaded at once."""
 
     http_url = grpc_url = "127.0.0.1:1"
 
-    def __init__(self, aside: tuple[str, ...] = (), room: bool = False, refuse: tuple[str, ...] = ()) -> None:
+    def __init__(self, aside: tuple[str, ...] = (), room: int = 0, refuse: tuple[str, ...] = ()) -> None:
         self.aside, self.room, self.refuse = aside, room, refuse
         self.unloadable: dict[str, str] = {}
         self.loaded: dict[str, int | None] = {}
@@ -277,9 +277,10 @@ class Server:
         self.loaded.update({name: v for name, v in models.items() if name not in self.aside})
         self.most = max(self.most, len(self.loaded))
 
-    def room_for_next_wave(self) -> bool:
+    def room_for_next_wave(self, loaded: int, wanted: int) -> int:
         self.asked += 1
-        return self.room
+        assert loaded == len(self.loaded)
+        return min(wanted, self.room)
 
     def read_configs(self, names) -> None:
         pass
@@ -421,7 +422,7 @@ def test_the_golden_run_s_pytest_captures_sys_only(tmp_path, monkeypatch):
 
 def test_the_next_wave_loads_beside_the_cases_of_the_current_one_where_there_is_room(repo, lines, cases_run):
     waves = plan_waves(repo, ["a", "b", "c", "d", "e"], 2)
-    server = Server(room=True)
+    server = Server(room=9)
     server.loaded = {"a": 1, "b": 1}  # the start loaded wave 1
     found, ran = run_waves(repo, server, waves, {name: 1 for name in "abcde"})
     assert sorted(c.case for c in found) == [f"{m}/basic" for m in "abcde"] and [w.cases for w in ran] == [2, 2, 1]
@@ -434,17 +435,25 @@ def test_the_next_wave_loads_beside_the_cases_of_the_current_one_where_there_is_
 
 def test_without_room_and_with_drift_the_waves_load_one_after_the_other(repo, lines, cases_run):
     waves = plan_waves(repo, ["a", "b", "c", "d", "e"], 2)
-    server = Server(room=False)
+    server = Server(room=0)
     run_waves(repo, server, waves, {name: 1 for name in "abcde"})
     assert server.beside == [] and server.asked == 2 and server.most == 2
-    measured = Server(room=True)  # drift and latency measure a wave alone: no one asks for room
+    measured = Server(room=9)  # drift and latency measure a wave alone: no one asks for room
     run_waves(repo, measured, waves, {name: 1 for name in "abcde"}, after_wave=lambda _tested, _found: None)
     assert measured.beside == [] and measured.asked == 0 and measured.most == 2
 
 
+def test_the_next_wave_s_models_beyond_the_room_load_after_the_cases(repo, lines, cases_run):
+    waves = plan_waves(repo, ["a", "b", "c", "d", "e"], 2)
+    server = Server(room=1)
+    found, _ = run_waves(repo, server, waves, {name: 1 for name in "abcde"})
+    assert len(found) == 5 and server.beside == [("wave 2 of 3", ("c",)), ("wave 3 of 3", ("e",))]
+    assert server.switched[1] == ("wave 2 of 3", ("c", "d")) and server.most == 3  # d loaded at the switch
+
+
 def test_a_load_refused_beside_the_cases_stops_the_run_before_the_next_wave_s_cases(repo, lines, cases_run):
     waves = plan_waves(repo, ["a", "b", "c", "d"], 2)
-    server = Server(room=True, refuse=("c",))
+    server = Server(room=9, refuse=("c",))
     with pytest.raises(Refused, match="Model c failed to load"):
         run_waves(repo, server, waves, {name: 1 for name in "abcd"})
     assert server.beside == [("wave 2 of 2", ("c", "d"))] and len(server.switched) == 1
