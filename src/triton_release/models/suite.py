@@ -384,9 +384,8 @@ def run_waves(
     """Every wave's cases against `server`, which has the first wave loaded: each later wave is
     switched in (the models of the one before unloaded, its own loaded at `versions`). A later
     wave's loads begin beside the cases of the wave before, as many as the server has room for
-    (`room_for_next_wave`), the rest after them; never with `after_wave`, whose measures take a
-    wave alone. Every wave
-    runs whatever the cases of the others answered; a model that fails to load refuses at once,
+    (`room_for_next_wave`, `part_beside`), the rest after them; never with `after_wave`, whose
+    measures take a wave alone. Every wave runs whatever the cases of the others answered; a model that fails to load refuses at once,
     except one the server set aside as needing a GPU, whose cases are not run.
     `started`: when the server was started, counted in the first wave's time. `after_wave`: called
     with the wave's tested models and their results while they are still loaded (drift).
@@ -432,9 +431,9 @@ def run_waves(
                 ahead = {name: versions[name] for name in following.load if name not in server.loaded}
                 with phases.timed("memory"):
                     room = server.room_for_next_wave(len(server.loaded), len(ahead)) if ahead else 0
-                if room:  # as many as there is room for, in name order; the rest load after the cases
+                if room:  # as many as there is room for; the rest load after the cases
                     server.wave = wave_label(following.index, len(waves))
-                    beside = Beside(partial(server.load, dict(list(ahead.items())[:room]), sample=False))
+                    beside = Beside(partial(server.load, part_beside(repo, ahead, room), sample=False))
             part = junitxml
             if junitxml and len(waves) > 1:
                 part = str(Path(tmp) / f"wave-{wave.index}.xml")
@@ -455,6 +454,22 @@ def run_waves(
         if parts and junitxml:
             merge_junit(parts, junitxml)
     return cases, ran
+
+
+def part_beside(repo: Repository, ahead: dict[str, int | None], room: int) -> dict[str, int | None]:
+    """The models of `ahead` (the next wave's, not loaded yet) that load beside the cases when
+    there is room for `room` of them: all that fit, in name order, each with what it needs among
+    `ahead` (an ensemble with its steps, a model with the CPU config of one it needs: never a
+    model whose need Triton would load from its files), or none of them."""
+    if room >= len(ahead):
+        return dict(ahead)
+    needs = repo.needs()
+    chosen: set[str] = set()
+    for name in ahead:
+        group = (needed([name], needs) & ahead.keys()) | {name}
+        if len(chosen | group) <= room:
+            chosen |= group
+    return {name: version for name, version in ahead.items() if name in chosen}
 
 
 class Beside:

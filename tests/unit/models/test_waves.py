@@ -16,7 +16,16 @@ from triton_release.errors import Refused
 from triton_release.models import suite
 from triton_release.models.inference import CaseResult
 from triton_release.models.repository import Repository
-from triton_release.models.suite import GoldenRun, Wave, WaveRun, merge_junit, plan_waves, run_waves, wave_label
+from triton_release.models.suite import (
+    GoldenRun,
+    Wave,
+    WaveRun,
+    merge_junit,
+    part_beside,
+    plan_waves,
+    run_waves,
+    wave_label,
+)
 from triton_release.server import model_control
 from triton_release.server.model_control import ModelControl, ModelState
 from triton_release.server.readiness import ready_among
@@ -458,3 +467,12 @@ def test_a_load_refused_beside_the_cases_stops_the_run_before_the_next_wave_s_ca
         run_waves(repo, server, waves, {name: 1 for name in "abcd"})
     assert server.beside == [("wave 2 of 2", ("c", "d"))] and len(server.switched) == 1
     assert lines[-1] == "golden cases: 2 of 4 cases, stopped after 0.0 s, wave 2 of 2"  # none of wave 2 ran
+
+
+def test_a_part_of_the_next_wave_beside_the_cases_holds_whole_groups_in_name_order(repo):
+    ahead = dict.fromkeys(["a", "big", "pipe", "s1", "s2", "s3"], 1)
+    assert part_beside(repo, ahead, 6) == ahead
+    assert list(part_beside(repo, ahead, 4)) == ["a", "pipe", "s1", "s2"]  # big needs s1 s2 s3: 5 in all
+    assert list(part_beside(repo, ahead, 3)) == ["a", "s1", "s2"]
+    assert part_beside(repo, {"pipe": 1, "s1": 1}, 1) == {"s1": 1}  # pipe needs s1, not loaded yet: never alone
+    assert part_beside(repo, ahead, 0) == {}
