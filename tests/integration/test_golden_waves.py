@@ -8,6 +8,7 @@ import io
 import json
 import re
 import shutil
+import threading
 import time
 import xml.etree.ElementTree as ElementTree
 
@@ -124,3 +125,57 @@ def test_record_fills_outputs_in_waves_too(image, repo, tmp_path):
     assert len(recorded.written) == 3
     assert json.loads((root / "pipe" / "golden" / "basic.json").read_text())["outputs"][0]["data"] == [3, 4, 5, 6]
     assert json.loads((root / "c" / "golden" / "basic.json").read_text())["outputs"][0]["data"] == [2, 3, 4, 5]
+
+
+@pytest.fixture
+def beside(monkeypatch):
+    """What decided each next wave's place (memory.room_beside: its figures and answer) and which
+    loads ran beside a wave's cases (in the next wave's own thread), on the real server."""
+    from triton_release.server import memory
+    from triton_release.server.container import TritonServer
+
+    seen: dict[str, list] = {"room": [], "loads": []}
+    room_beside, load = memory.room_beside, TritonServer.load
+
+    def deciding(peak, memory_limit, pids, pids_limit, loaded, wanted):
+        answer = room_beside(peak, memory_limit, pids, pids_limit, loaded, wanted)
+        seen["room"].append((peak, memory_limit, pids, pids_limit, loaded, wanted, answer))
+        return answer
+
+    def loading(self, models, *, sample=True):
+        if threading.current_thread().name == "triton-next-wave":
+            seen["loads"].append(tuple(sorted(models)))
+        return load(self, models, sample=sample)
+
+    monkeypatch.setattr(memory, "room_beside", deciding)
+    monkeypatch.setattr(TritonServer, "load", loading)
+    return seen
+
+
+def test_the_next_wave_loads_beside_the_cases_within_the_container_s_memory_and_pids(
+    docker_client, repo, image, beside
+):
+    before = servers(docker_client)
+    run = steps.test(repo, image, PASSING, server_options=ServerOptions(load_timeout=60, max_loaded=2))
+    assert run.passed and sorted(c.case for c in run.cases) == sorted(f"{m}/basic" for m in PASSING)
+    assert [w.loaded for w in run.waves] == [("a", "b"), ("c", "d"), ("pipe", "s1", "s2")]
+    assert beside["loads"] == [("c", "d"), ("pipe", "s1", "s2")]  # each beside the cases before it
+    assert len(beside["room"]) == 2
+    for peak, memory_limit, pids, pids_limit, loaded, wanted, answer in beside["room"]:  # the daemon's figures
+        assert answer == wanted and isinstance(pids, int) and pids > 0 and pids_limit == 4096
+        assert 4 * peak <= memory_limit and pids + answer * -(-pids // loaded) <= 0.75 * pids_limit
+    assert servers(docker_client) - before == set()
+
+
+def test_a_pids_limit_without_room_for_the_next_wave_loads_it_after_the_cases(docker_client, repo, image, beside):
+    steps.test(repo, image, ["a", "b", "c", "d"], server_options=ServerOptions(load_timeout=60, max_loaded=2))
+    pids = beside["room"][0][2]  # what wave 1 runs: 3/4 of a limit of 1.25x it leaves no room for another model
+    beside["room"].clear()
+    beside["loads"].clear()
+    limit = pids + pids // 4
+    run = steps.test(
+        repo, image, ["a", "b", "c", "d"], server_options=ServerOptions(load_timeout=60, max_loaded=2, pids=limit)
+    )
+    assert run.passed and len(run.cases) == 4 and len(run.waves) == 2
+    assert beside["loads"] == [] and [answer for *_, answer in beside["room"]] == [0]
+    assert beside["room"][0][3] == limit

@@ -444,8 +444,13 @@ def before_pull(release: Release, image: str, python: str | None, mode: str) -> 
 # -- after the build ---------------------------------------------------------------------------
 
 
-def check_built(client: docker.DockerClient, tag: str, install: PythonInstall) -> None:
-    """ldd of the stub inside the built image: every library found, libpython the target's."""
+def check_built(client: docker.DockerClient, tag: str, choice: StubChoice, install: PythonInstall) -> None:
+    """ldd of a stub the build put in the image: every library found, libpython the target's. The
+    stock stub kept as the base has it is not probed again: the base's inspection ran that very
+    ldd in the base (`choose` keeps it only when it found every library and the target's
+    libpython), and the build adds no library under it."""
+    if choice.kept:
+        return
     links = check_stub(client, tag)
     resolved = links.resolved_to.rsplit("/", 1)[-1]
     if links.loads and resolved == install.soname:

@@ -1,9 +1,11 @@
 """A golden suite: the cases of some models, run as pytest items through the project's plugin
 against a running server, collected into one typed `GoldenRun`.
 
-More models than `max_loaded` are tested in waves, one server throughout: each wave's models are
-loaded, its cases run, and its models unloaded before the next wave loads. An ensemble and the
-models it needs always share a wave.
+More models than `max_loaded` (the wave size) are tested in waves, one server throughout: each
+wave's models are loaded, its cases run, and its models unloaded once they ran. The next wave's
+models load beside the current wave's cases, as many as the container has room for
+(server/memory.py's `room_beside`), the rest after them. An ensemble and the models it needs always
+share a wave.
 
 Without GPUs, a model whose config asks for one is loaded with its config for the CPU
 (`cpu_overrides`), after which the models that need it load (`deferred`); one that still fails
@@ -12,13 +14,16 @@ to load is reported as needing a GPU, with the models that need it, and its case
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import tempfile
+import threading
 import time
 import xml.etree.ElementTree as ElementTree
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
@@ -46,9 +51,13 @@ class Server(Protocol):
     unloadable: dict[str, str]
     wave: str  # "wave 2 of 3" while a wave loads, shown with the progress ("" for a single wave)
 
+    loaded: dict[str, int | None]  # the models loaded now, at their versions
+
     def switch_to(self, models: dict[str, int | None]) -> None: ...
+    def load(self, models: dict[str, int | None], *, sample: bool = True) -> None: ...
     def read_configs(self, names: list[str]) -> None: ...
     def sample_memory(self, last: bool = False) -> int | None: ...
+    def room_for_next_wave(self, loaded: int, wanted: int) -> int: ...
 
 
 log = logging.getLogger("triton_release")
@@ -297,18 +306,24 @@ def run_suite(
     bar: progress.Task | None = None,
 ) -> list[CaseResult]:
     """pytest in-process with the plugin: one item per golden case, `<model>/<case>`; each case
-    run advances `bar`."""
+    run advances `bar`. Only the golden folders of `names` are collected; with none of them
+    holding a case, pytest does not run (`junitxml` is written empty)."""
     import pytest
 
     collector = _Collector(bar)
     root = str(repo.root.resolve())
-    # only the tested models' golden folders are collected: a thousand others cost nothing
+    # only the tested models' golden folders are collected, never the repository's root: the
+    # folders of a thousand models outside the wave are not even walked
     folders = [str(Path(root, name, GOLDEN_DIR)) for name in names if name in repo and repo[name].golden_cases]
+    if not folders:  # no case to run: no pytest session either
+        if junitxml:
+            merge_junit([], junitxml)
+        return []
     with tempfile.TemporaryDirectory() as tmp:
         ini = Path(tmp) / "pytest.ini"
         ini.write_text("[pytest]\n")
         args = [
-            *(folders or [root]),
+            *folders,
             "--triton-url",
             http_url,
             "--triton-grpc-url",
@@ -331,6 +346,9 @@ def run_suite(
             "no:cacheprovider",
             "-p",
             "no:terminal",
+            # the cases print nothing: capturing sys.stdout/stderr is enough, without the temporary
+            # file and the dup2 of the descriptors that fd capture sets up around every case
+            "--capture=sys",
         ]
         if junitxml:
             args += ["--junitxml", str(Path(junitxml).resolve())]
@@ -364,8 +382,10 @@ def run_waves(
     phases: Phases | None = None,
 ) -> tuple[list[CaseResult], list[WaveRun]]:
     """Every wave's cases against `server`, which has the first wave loaded: each later wave is
-    switched in (the models of the one before unloaded, its own loaded at `versions`). Every wave
-    runs whatever the cases of the others answered; a model that fails to load refuses at once,
+    switched in (the models of the one before unloaded, its own loaded at `versions`). A later
+    wave's loads begin beside the cases of the wave before, as many as the server has room for
+    (`room_for_next_wave`, `part_beside`), the rest after them; never with `after_wave`, whose
+    measures take a wave alone. Every wave runs whatever the cases of the others answered; a model that fails to load refuses at once,
     except one the server set aside as needing a GPU, whose cases are not run.
     `started`: when the server was started, counted in the first wave's time. `after_wave`: called
     with the wave's tested models and their results while they are still loaded (drift).
@@ -388,12 +408,16 @@ def run_waves(
         tempfile.TemporaryDirectory(prefix="triton-release-waves-") as tmp,
     ):
         parts = []
-        for wave in waves:
+        beside: Beside | None = None  # the next wave's loads, begun beside this wave's cases
+        for wave, following in zip(waves, [*waves[1:], None], strict=True):
             start = started if wave.index == 1 and started is not None else time.monotonic()
             server.wave = wave_label(wave.index, len(waves))
             if server.wave:
                 bar.update(detail=server.wave)
             with phases.timed("load"):
+                if beside is not None:  # its models loaded, or its refusal raised here
+                    beside.wait()
+                    beside = None
                 server.switch_to({name: versions[name] for name in wave.load})
             tested = [name for name in wave.tested if name not in server.unloadable]
             aside = sum(counts.get(name, 0) for name in wave.tested if name in server.unloadable)
@@ -402,6 +426,14 @@ def run_waves(
                 bar.update(total=total)
             with phases.timed("load"):  # the auto-complete models' configs, as served
                 server.read_configs([name for name in tested if repo[name].config is None])
+            # drift and latency (after_wave) measure the wave's models with nothing loading beside
+            if following is not None and after_wave is None:
+                ahead = {name: versions[name] for name in following.load if name not in server.loaded}
+                with phases.timed("memory"):
+                    room = server.room_for_next_wave(len(server.loaded), len(ahead)) if ahead else 0
+                if room:  # as many as there is room for; the rest load after the cases
+                    server.wave = wave_label(following.index, len(waves))
+                    beside = Beside(partial(server.load, part_beside(repo, ahead, room), sample=False))
             part = junitxml
             if junitxml and len(waves) > 1:
                 part = str(Path(tmp) / f"wave-{wave.index}.xml")
@@ -422,6 +454,48 @@ def run_waves(
         if parts and junitxml:
             merge_junit(parts, junitxml)
     return cases, ran
+
+
+def part_beside(repo: Repository, ahead: dict[str, int | None], room: int) -> dict[str, int | None]:
+    """The models of `ahead` (the next wave's, not loaded yet) that load beside the cases when
+    there is room for `room` of them: all that fit, in name order, each with what it needs among
+    `ahead` (an ensemble with its steps, a model with the CPU config of one it needs: never a
+    model whose need Triton would load from its files), or none of them."""
+    if room >= len(ahead):
+        return dict(ahead)
+    needs = repo.needs()
+    chosen: set[str] = set()
+    for name in ahead:
+        group = (needed([name], needs) & ahead.keys()) | {name}
+        if len(chosen | group) <= room:
+            chosen |= group
+    return {name: version for name, version in ahead.items() if name in chosen}
+
+
+class Beside:
+    """The next wave's loads, in a thread of their own while the current wave's cases run: its
+    progress goes where the step's goes (the thread runs in a copy of the step's context), and
+    its failure is raised where `wait` is called. A daemon thread: a run stopped meanwhile removes
+    the server, which ends the thread's wait (its check that the server runs fails)."""
+
+    def __init__(self, load: Callable[[], None]) -> None:
+        self._failure: BaseException | None = None
+        context = contextvars.copy_context()
+        self._thread = threading.Thread(
+            target=context.run, args=(self._run, load), name="triton-next-wave", daemon=True
+        )
+        self._thread.start()
+
+    def _run(self, load: Callable[[], None]) -> None:
+        try:
+            load()
+        except BaseException as exc:  # raised again in the waves' own thread
+            self._failure = exc
+
+    def wait(self) -> None:
+        self._thread.join()
+        if self._failure is not None:
+            raise self._failure
 
 
 def merge_junit(parts: list[str], dest: str) -> None:

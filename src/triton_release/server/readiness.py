@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from concurrent.futures import Future
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -31,10 +31,23 @@ POLL_SECONDS = 0.1
 
 
 def poll_seconds(pending: int) -> float:
-    """Between two looks while `pending` models load: a look asks the server once per model, so a
-    wave of many looks less often (up to 0.25 s), and the looking never takes the cores the loads
-    need; one model is looked at every 0.1 s."""
-    return min(0.25, POLL_SECONDS + 0.01 * max(0, pending - 1))
+    """Between two looks while `pending` models load: a look is one request for the repository
+    index, whose answer grows with the models (a few milliseconds at a thousand), so a wave of
+    many looks a little less often (up to 0.2 s); one model is looked at every 0.1 s."""
+    return min(0.2, POLL_SECONDS + 0.001 * max(0, pending - 1))
+
+
+def ready_among(pending: dict[str, int | None], states: list[ModelState], held: Collection[str] = ()) -> list[str]:
+    """The models of `pending` (name -> version, None: any) that the repository index `states`
+    lists READY at their version, in `pending`'s order; none of `held` (a paired model whose load
+    has not answered yet: its previous version may fail and the model load again alone)."""
+    ready = {(s.name, s.version) for s in states if s.state == "READY"}
+    names = {name for name, _ in ready}
+    return [
+        name
+        for name, version in pending.items()
+        if name not in held and (name in names if version is None else (name, str(version)) in ready)
+    ]
 
 
 # Lines after which no model of this server will ever load: fail now, not at --load-timeout.
@@ -156,7 +169,8 @@ class Readiness:
         during: str = "during start-up",
     ) -> None:
         """Wait until each of `models` (default: the start's) is ready at its version; refuse as soon
-        as one failed: UNAVAILABLE in the index, or its load request (`requested`) refused."""
+        as one failed: UNAVAILABLE in the index, or its load request (`requested`) refused. Each round
+        asks for the repository index once, for every model of the wave at once."""
         deadline = time.monotonic() + self.load_timeout
         pending = dict(self.models if models is None else models)
         requested = requested or {}
@@ -183,13 +197,12 @@ class Readiness:
                 self.check_fatal_lines()
             # a paired model's load answers first: its previous version may fail and the model load again alone
             held = {name for name in self.paired if name in requested and not requested[name].done()}
-            for name, version in list(pending.items()):
-                if name not in held and self.model_ready(name, version):
-                    del pending[name]
-                    bar.advance()
+            states = self.index()  # one request a round, however many models the wave loads
+            for name in ready_among(pending, states, held):
+                del pending[name]
+                bar.advance()
             if not pending:
                 return
-            states = self.index()
             failed = [
                 s
                 for s in states

@@ -42,7 +42,7 @@ class ServerOptions:
     load_timeout: float = 300  # seconds for the models to load
     memory: int | None = None  # the container's memory limit in bytes; None: 3/4 of this machine's
     pids: int = 4096  # the container's process limit
-    max_loaded: int = 50  # at most this many models loaded at once; more are tested in waves
+    max_loaded: int = 50  # the wave size: more models are tested in waves of at most this many
     gpus: str | None = None  # the GPUs it gets; None: KIND_GPU models are tested on the CPU
     gpu_models: str = "test"  # test|require: a KIND_GPU model that cannot load on the CPU
 

@@ -113,7 +113,13 @@ SETTINGS: tuple[Setting, ...] = (
         size,
     ),
     Setting("server_pids", 4096, "process limit of the tritonserver container", count),
-    Setting("max_loaded", 50, "at most this many models loaded at once while testing: more are tested in waves", count),
+    Setting(
+        "max_loaded",
+        50,
+        "the wave size: more models than this are tested in waves of at most this many, the next "
+        "wave loading beside the current one's cases where the server's memory and pids limits leave room",
+        count,
+    ),
     Setting(
         "gpus",
         None,

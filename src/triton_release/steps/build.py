@@ -237,5 +237,5 @@ def build(
         blob_ids=blob_ids,
         tars_folder=tars_folder,
     )
-    stub.check_built(client, tag, install)
+    stub.check_built(client, tag, choice, install)  # a container's ldd, unless the stock stub is kept
     return ReleaseImage(built, prepared, tuple(warnings), warmed)

@@ -91,6 +91,34 @@ def test_a_matching_stub_is_kept():
     assert choice.summary() == "stub: kept the stock stub (Python 3.11, Triton 2.51.0)"
 
 
+def test_the_built_image_s_stub_is_probed_only_when_the_build_put_one_there(monkeypatch):
+    """The stock stub kept was found by the base's own ldd: no container runs ldd again. A stub
+    the build wrote is probed in the built image, and one that does not link the target refuses."""
+    probed: list[str] = []
+
+    def check_stub(client, tag):
+        probed.append(tag)
+        return parse_ldd(LDD_38_MISSING)
+
+    monkeypatch.setattr(stub, "check_stub", check_stub)
+    found = base()
+    kept = stub.choose(found, None, "auto")
+    stub.check_built(None, "models:kept", kept, found.pythons["3.11"])
+    assert probed == []
+
+    class Images:
+        def remove(self, tag, force):
+            pass
+
+    class Client:
+        images = Images()
+
+    replaced = stub.StubChoice(**{**kept.__dict__, "kept": False, "provider": "wheel"})
+    with pytest.raises(Refused, match="cannot find libpython3.8.so.1.0"):
+        stub.check_built(Client(), "models:wheel", replaced, found.pythons["3.11"])
+    assert probed == ["models:wheel"]
+
+
 def test_stock_refuses_a_mismatch_naming_both_pythons():
     with pytest.raises(Refused, match=r"links libpython3.8.so.1.0 \(Python 3.8\), but the models run on Python 3.11"):
         stub.choose(base(ldd=LDD_38_MISSING), None, "stock")

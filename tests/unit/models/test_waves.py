@@ -12,12 +12,23 @@ import pytest
 from support.models import ensemble_files, python_model_files, write_tree
 from triton_release import progress
 from triton_release.console import Console
+from triton_release.errors import Refused
 from triton_release.models import suite
 from triton_release.models.inference import CaseResult
 from triton_release.models.repository import Repository
-from triton_release.models.suite import GoldenRun, Wave, WaveRun, merge_junit, plan_waves, run_waves, wave_label
+from triton_release.models.suite import (
+    GoldenRun,
+    Wave,
+    WaveRun,
+    merge_junit,
+    part_beside,
+    plan_waves,
+    run_waves,
+    wave_label,
+)
 from triton_release.server import model_control
 from triton_release.server.model_control import ModelControl, ModelState
+from triton_release.server.readiness import ready_among
 
 
 @pytest.fixture
@@ -174,7 +185,11 @@ class Control(ModelControl):
         return name in self.ready and self.rounds >= self.ready[name]
 
     def index(self) -> list[ModelState]:
-        return [ModelState(name, "1", "UNAVAILABLE", "Internal: no GPU") for name in self.failing]
+        self.indexed = getattr(self, "indexed", 0) + 1
+        ready = [  # versions 1 and 2: a model paired serves both
+            ModelState(name, v, "READY", "") for name in self.ready if self.model_ready(name, 1) for v in ("1", "2")
+        ]
+        return ready + [ModelState(name, "1", "UNAVAILABLE", "Internal: no GPU") for name in self.failing]
 
 
 @pytest.fixture
@@ -212,6 +227,20 @@ def test_a_model_set_aside_as_needing_a_gpu_is_not_counted_ready(lines, no_sleep
     assert lines[-1] == "load: 1 of 2 models ready in 0.0 s"
 
 
+def test_each_round_asks_the_index_once_for_every_model_of_the_wave(lines, no_sleep):
+    control = Control({name: 3 for name in "abcdefgh"})
+    control.wait_ready({name: 1 for name in "abcdefgh"})
+    assert control.rounds == 3 and control.indexed == 3  # never one request a model a round
+
+
+def test_ready_means_ready_at_the_version_waited_for():
+    states = [ModelState("a", "1", "READY", ""), ModelState("b", "2", "READY", ""), ModelState("c", "", "", "")]
+    pending = {"a": 2, "b": 2, "c": None, "d": None}
+    assert ready_among(pending, states) == ["b"]
+    assert ready_among({"a": None, "b": None}, states) == ["a", "b"]  # any version
+    assert ready_among({"a": None, "b": 2}, states, held={"b"}) == ["a"]  # its paired load has not answered
+
+
 def test_a_refused_load_stops_the_models_ready(lines, no_sleep):
     control = Control({"a": 1}, failing=("g",))
     control.gpu_models = "require"
@@ -223,19 +252,44 @@ def test_a_refused_load_stops_the_models_ready(lines, no_sleep):
 
 class Server:
     """The waves' server without tritonserver: which wave it showed as each switch loaded, and
-    the models in `aside` set aside as needing a GPU when they are loaded."""
+    the models in `aside` set aside as needing a GPU when they are loaded. `room`: how many models
+    of the next wave may load beside the current one's cases; `refuse`: models whose load is refused.
+    `most`: the most models ever loaded at once."""
 
     http_url = grpc_url = "127.0.0.1:1"
 
-    def __init__(self, aside: tuple[str, ...] = ()) -> None:
-        self.aside = aside
+    def __init__(self, aside: tuple[str, ...] = (), room: int = 0, refuse: tuple[str, ...] = ()) -> None:
+        self.aside, self.room, self.refuse = aside, room, refuse
         self.unloadable: dict[str, str] = {}
+        self.loaded: dict[str, int | None] = {}
         self.wave = ""
         self.switched: list[tuple[str, tuple[str, ...]]] = []
+        self.beside: list[tuple[str, tuple[str, ...]]] = []  # loads begun beside a wave's cases
+        self.asked = 0  # room_for_next_wave
+        self.most = 0
 
     def switch_to(self, models) -> None:
         self.switched.append((self.wave, tuple(sorted(models))))
+        for name in set(self.loaded) - set(models):
+            del self.loaded[name]
+        self._load({name: v for name, v in models.items() if name not in self.loaded})
+
+    def load(self, models, *, sample: bool = True) -> None:
+        self.beside.append((self.wave, tuple(sorted(models))))
+        self._load(models)
+
+    def _load(self, models) -> None:
+        refused = sorted(set(models) & set(self.refuse))
+        if refused:
+            raise Refused(f"Model {', '.join(refused)} failed to load")
         self.unloadable.update({name: "no GPU" for name in models if name in self.aside})
+        self.loaded.update({name: v for name, v in models.items() if name not in self.aside})
+        self.most = max(self.most, len(self.loaded))
+
+    def room_for_next_wave(self, loaded: int, wanted: int) -> int:
+        self.asked += 1
+        assert loaded == len(self.loaded)
+        return min(wanted, self.room)
 
     def read_configs(self, names) -> None:
         pass
@@ -350,3 +404,75 @@ def test_a_model_whose_previous_version_fails_beside_the_new_one_is_loaded_alone
     control.loaded.pop("b")
     control.load({"b": 2})  # a later wave: not paired again
     assert control.asked == [("b", None)]
+
+
+def test_the_golden_run_collects_only_the_wave_s_folders(tmp_path):
+    """A model outside the wave holds a Python file pytest could not even collect: walking its
+    folder would stop the run. Nothing listens on port 9, so each case of the wave fails at once."""
+    files = {**python_model_files("a"), **python_model_files("b"), "b/1/test_broken.py": "def (:\n"}
+    files = {k: v for k, v in files.items() if k != "b/golden/basic.json"}
+    files.update(python_model_files("c"))
+    repo = Repository.load(write_tree(tmp_path / "model_repository", files))
+    found = suite.run_suite(repo, ["a", "c"], "127.0.0.1:9", "127.0.0.1:9")
+    assert sorted(c.case for c in found) == ["a/basic", "c/basic"]
+    junit = tmp_path / "none.xml"
+    assert suite.run_suite(repo, ["b"], "127.0.0.1:9", "127.0.0.1:9", junitxml=str(junit)) == []  # no case, no pytest
+    assert ElementTree.parse(junit).getroot().tag == "testsuites"
+
+
+def test_the_golden_run_s_pytest_captures_sys_only(tmp_path, monkeypatch):
+    repo = Repository.load(write_tree(tmp_path / "model_repository", python_model_files("a")))
+    given: list[list[str]] = []
+    monkeypatch.setattr(pytest, "main", lambda args, **_: given.append(args) or pytest.ExitCode.OK)
+    suite.run_suite(repo, ["a"], "127.0.0.1:9", "127.0.0.1:9")
+    assert "--capture=sys" in given[0]
+    assert str(repo.root.resolve()) not in given[0][:1]  # the wave's golden folder, never the root
+
+
+def test_the_next_wave_loads_beside_the_cases_of_the_current_one_where_there_is_room(repo, lines, cases_run):
+    waves = plan_waves(repo, ["a", "b", "c", "d", "e"], 2)
+    server = Server(room=9)
+    server.loaded = {"a": 1, "b": 1}  # the start loaded wave 1
+    found, ran = run_waves(repo, server, waves, {name: 1 for name in "abcde"})
+    assert sorted(c.case for c in found) == [f"{m}/basic" for m in "abcde"] and [w.cases for w in ran] == [2, 2, 1]
+    assert server.beside == [("wave 2 of 3", ("c", "d")), ("wave 3 of 3", ("e",))]  # shown as their own waves
+    assert server.switched == [("wave 1 of 3", ("a", "b")), ("wave 2 of 3", ("c", "d")), ("wave 3 of 3", ("e",))]
+    assert server.asked == 2  # before each wave that has one after it
+    assert server.most == 4 and server.loaded == {"e": 1}  # two waves at most, the one before unloaded
+    assert lines[-1] == "golden cases: 5 of 5 cases in 0.0 s, wave 3 of 3"
+
+
+def test_without_room_and_with_drift_the_waves_load_one_after_the_other(repo, lines, cases_run):
+    waves = plan_waves(repo, ["a", "b", "c", "d", "e"], 2)
+    server = Server(room=0)
+    run_waves(repo, server, waves, {name: 1 for name in "abcde"})
+    assert server.beside == [] and server.asked == 2 and server.most == 2
+    measured = Server(room=9)  # drift and latency measure a wave alone: no one asks for room
+    run_waves(repo, measured, waves, {name: 1 for name in "abcde"}, after_wave=lambda _tested, _found: None)
+    assert measured.beside == [] and measured.asked == 0 and measured.most == 2
+
+
+def test_the_next_wave_s_models_beyond_the_room_load_after_the_cases(repo, lines, cases_run):
+    waves = plan_waves(repo, ["a", "b", "c", "d", "e"], 2)
+    server = Server(room=1)
+    found, _ = run_waves(repo, server, waves, {name: 1 for name in "abcde"})
+    assert len(found) == 5 and server.beside == [("wave 2 of 3", ("c",)), ("wave 3 of 3", ("e",))]
+    assert server.switched[1] == ("wave 2 of 3", ("c", "d")) and server.most == 3  # d loaded at the switch
+
+
+def test_a_load_refused_beside_the_cases_stops_the_run_before_the_next_wave_s_cases(repo, lines, cases_run):
+    waves = plan_waves(repo, ["a", "b", "c", "d"], 2)
+    server = Server(room=9, refuse=("c",))
+    with pytest.raises(Refused, match="Model c failed to load"):
+        run_waves(repo, server, waves, {name: 1 for name in "abcd"})
+    assert server.beside == [("wave 2 of 2", ("c", "d"))] and len(server.switched) == 1
+    assert lines[-1] == "golden cases: 2 of 4 cases, stopped after 0.0 s, wave 2 of 2"  # none of wave 2 ran
+
+
+def test_a_part_of_the_next_wave_beside_the_cases_holds_whole_groups_in_name_order(repo):
+    ahead = dict.fromkeys(["a", "big", "pipe", "s1", "s2", "s3"], 1)
+    assert part_beside(repo, ahead, 6) == ahead
+    assert list(part_beside(repo, ahead, 4)) == ["a", "pipe", "s1", "s2"]  # big needs s1 s2 s3: 5 in all
+    assert list(part_beside(repo, ahead, 3)) == ["a", "s1", "s2"]
+    assert part_beside(repo, {"pipe": 1, "s1": 1}, 1) == {"s1": 1}  # pipe needs s1, not loaded yet: never alone
+    assert part_beside(repo, ahead, 0) == {}
