@@ -98,6 +98,7 @@ def prepare(
     *,
     bumped: bool,
     pull: BackgroundPull | None = None,
+    room_checked: bool = False,
 ) -> tuple[Export, Repository, Prepared, list[str], str | None]:
     """The first half a release and a stage share, once the changes are planned: the commit exported
     (with its bump), each model's environment resolved against the base, and the models to test and
@@ -121,6 +122,7 @@ def prepare(
         registry=repository,
         previous=planned.released_before,
         inspected=ahead,
+        room_checked=room_checked,
     )
     if pull is not None and ahead is not None:
         session.step("pull", console.pulled, pull.wait, console.line, inspected=ahead)
@@ -329,7 +331,15 @@ def _build_and_publish(
         git = Git(Git(root).toplevel())
         with tempfile.TemporaryDirectory(prefix="triton-release-") as scratch:
             shipped, exported, prepared, to_test, version = prepare(
-                session, root, planned, Path(scratch), request.image, repository, bumped=True, pull=pull
+                session,
+                root,
+                planned,
+                Path(scratch),
+                request.image,
+                repository,
+                bumped=True,
+                pull=pull,
+                room_checked=True,
             )
             if request.push and version is not None:  # its SBOM written while the image is built and tested
                 sbom = attach.SbomBeside(prepared, {m.name: list(m.versions) for m in exported})

@@ -51,12 +51,14 @@ def environments(
     registry: RegistryRepository | None = None,
     previous: str | None = None,
     inspected: BaseImage | None = None,
+    room_checked: bool = False,
 ) -> Prepared:
     """Inspect the base, choose the stub, and resolve each model's requirements into its own
     environment, as `image` says (a base image alone: its defaults); with `registry` and
     `previous`, name the models whose environment changed since that release (its image's label).
     With `inspected`, the base as the cache knows it while it is pulled (image/pull.py): neither
-    inspected again nor its disk checked again (the pull's start checked it)."""
+    inspected again nor its disk checked again (the pull's start checked it); with `room_checked`,
+    the daemon's disk was checked already (release.py's start_pull), so it is not checked twice."""
     from triton_release.image import base as baseimage
     from triton_release.image import stub
     from triton_release.image.engine import docker_client
@@ -66,7 +68,8 @@ def environments(
     repo = root if isinstance(root, Repository) else Repository.load(root)
     if inspected is None:
         client = docker_client()
-        room_for(client, options.base_image, repo.root)
+        if not room_checked:
+            room_for(client, options.base_image, repo.root)
         base = baseimage.inspect(client, options.base_image)
     else:
         base = inspected
