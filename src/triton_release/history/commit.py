@@ -76,9 +76,9 @@ def commit(root: Path, version: str, bumped: BumpResult | None = None, revision:
 
 
 # The git commands that write the release commit's objects store a file over 1 MiB as it is, without
-# deflating it (`git add` of 512 MiB of weights: seconds of zlib for bytes that do not compress); for
-# these commands only, whatever the user's config says otherwise.
-STORE_BIG = ("-c", "core.bigFileThreshold=1m", "-c", "pack.compression=0")
+# looking for deltas (`git add` of 512 MiB of weights: seconds for bytes that do not compress); for
+# these commands only. Every git command already deflates nothing (GIT_SETTINGS in history/git.py).
+STORE_BIG = ("-c", "core.bigFileThreshold=1m")
 
 
 def _stage_known(git: Git, bumped: BumpResult) -> list[str]:

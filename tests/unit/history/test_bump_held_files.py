@@ -17,6 +17,7 @@ from triton_release import steps
 from triton_release.cli.main import main
 from triton_release.errors import Refused
 from triton_release.history.commit import commit
+from triton_release.history.git import GIT_SETTINGS, Git
 
 WEIGHTS = bytes(range(256)) * 64  # 16 KiB: more than an LFS pointer's size
 
@@ -150,3 +151,33 @@ def test_the_release_commit_stages_the_bump_by_the_ids_git_holds_and_leaves_no_f
     assert changed.git("status", "--porcelain", "--untracked-files=all") == ""
     for key in ("core.bigFileThreshold", "pack.compression"):  # set for the commit's git commands only
         assert subprocess.run(["git", "config", key], cwd=changed.root, capture_output=True).returncode == 1
+
+
+def test_every_git_command_hashes_undeflated_maps_small_windows_and_repacks_nothing(changed, monkeypatch):
+    """GIT_SETTINGS: git hashes a file over core.bigFileThreshold through the deflate it would store
+    it with, so every command the tool runs (and its cat-file stream) deflates nothing, repacks
+    nothing on its own and maps packs in small windows; the repository's config stays as it was."""
+    git = Git(changed.root)
+    wanted = {
+        "pack.compression": "0",
+        "maintenance.auto": "false",
+        "gc.auto": "0",
+        "core.packedGitWindowSize": "16m",
+        "core.packedGitLimit": "64m",
+    }
+    assert {key: git.text("config", "--get", key) for key in wanted} == wanted
+    for key in wanted:
+        assert subprocess.run(["git", "config", key], cwd=changed.root, capture_output=True).returncode == 1
+    started = []
+    real = subprocess.Popen
+
+    def recording(args, *rest, **kwargs):
+        started.append(list(args))
+        return real(args, *rest, **kwargs)
+
+    monkeypatch.setattr(subprocess, "Popen", recording)
+    head = git.text("rev-parse", "HEAD")
+    weights = git.blob_ids(head, ["model_repository/a/1/weights.bin"])
+    with git.cat_file(list(weights.values())) as objects:
+        assert [b"".join(chunks) for chunks in objects] == [WEIGHTS]
+    assert started and all(args[: 1 + len(GIT_SETTINGS)] == ["git", *GIT_SETTINGS] for args in started)
