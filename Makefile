@@ -85,13 +85,18 @@ test-fast: install
 # The figures of a clean tree only (bench/revision.py: a dirty one is refused; --allow-dirty marks it);
 # bench.cold, the first release on a cold daemon (a second dockerd of its own, so root); bench.weights,
 # new weights of 512 MiB and 4 GiB against the naive pipeline and the physical floor; bench.report
-# draws bench/results.png again once the latency figures are in bench/results.json.
+# draws bench/results.png again once the latency figures are in bench/results.json, and records the
+# run's minutes. The registry keeps every blob pushed to it (tens of GB a run): its garbage is
+# collected before and after (stack/stack.py collect).
 bench: stack
+	@echo $$(date +%s) > .stack/bench-started
+	$(PY) stack/stack.py collect
 	$(PY) -m bench
 	$(PY) -m bench.latency
 	$(PY) -m bench.cold
 	$(PY) -m bench.weights --large
-	$(PY) -m bench.report
+	$(PY) -m bench.report --started $$(cat .stack/bench-started)
+	$(PY) stack/stack.py collect
 
 clean: stack-down
 	rm -rf $(VENV) .stack

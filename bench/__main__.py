@@ -159,6 +159,12 @@ def main(argv: list[str] | None = None) -> int:
         help="bytes of new weights of the one-model change whose upload goes beside the tests (upload_overlap)",
     )
     parser.add_argument("--skip-upload", action="store_true", help="leave out the upload beside the tests")
+    parser.add_argument(
+        "--upload-repeat",
+        type=int,
+        default=1,
+        help="releases a side of the upload beside the tests (each moves 512 MiB: minutes a round)",
+    )
     parser.add_argument("--sizes", default="10,100,1000", help="model counts for the validate and changed figures")
     parser.add_argument("--history", default="200,500", help="MODELS,COMMITS of the history `changed` runs over")
     parser.add_argument("--cases", type=int, default=200, help="golden cases sent per throughput figure")
@@ -209,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
         )
     if not args.skip_upload:
         results["upload_overlap"] = upload.measure(
-            docker.from_env(timeout=600), args.upload_weights, args.repeat, run_id
+            docker.from_env(timeout=600), args.upload_weights, args.upload_repeat, run_id
         )
     results["rebuild"] = rebuild.measure(args.models, args.weights, args.repeat)
     served = serve.measure(args.models, 1024, args.repeat, cases=args.cases)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 MIB = 1024 * 1024
@@ -451,6 +452,16 @@ def first_releases(axis, first: dict | None) -> None:
     axis.legend(fontsize=8)
 
 
+def run_figures(figures: dict, started: float, ended: float) -> dict:
+    """The whole `make bench` run: its minutes, the revision of its main figures, and the sections
+    of the figures file measured at that revision (a section measured apart keeps its own)."""
+    measured = figures.get("revision")
+    sections = sorted(
+        key for key, value in figures.items() if isinstance(value, dict) and value.get("revision") == measured
+    )
+    return {"minutes": round((ended - started) / 60, 1), "revision": measured, "sections": sections}
+
+
 def main(argv: list[str] | None = None) -> int:
     """`python -m bench.report`: the table and the plot drawn again from a figures file (`make bench`
     runs it last, so that results.png shows the latency figures measured after the main ones)."""
@@ -460,8 +471,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.report")
     parser.add_argument("--json", metavar="FILE", default="bench/results.json", help="the figures")
     parser.add_argument("--plot", metavar="FILE", default="bench/results.png", help="where the plot goes")
+    parser.add_argument(
+        "--started", type=float, metavar="EPOCH", help="when the run began (make bench): its minutes are recorded"
+    )
     args = parser.parse_args(argv)
     figures = json.loads(Path(args.json).read_text())
+    if args.started is not None:
+        figures["make_bench"] = run_figures(figures, args.started, time.time())
+        Path(args.json).write_text(json.dumps(figures, indent=2) + "\n")
+        print(f"make bench: {figures['make_bench']['minutes']} minutes")
     plot(figures, Path(args.plot))
     print(f"plot: {args.plot} (from {args.json})")
     return 0

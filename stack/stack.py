@@ -2,6 +2,7 @@
 
     python stack/stack.py up      # idempotent; a second run finds everything up in seconds
     python stack/stack.py down    # stops the daemon and registry this script started
+    python stack/stack.py collect # deletes the registry's blobs no tag reaches (make bench runs it)
 
 Nothing here can be pulled from a public registry, so the Triton base images are built
 locally: a Debian root file system from mmdebstrap, plus Triton 2.51 (the 24.10 release)
@@ -537,12 +538,34 @@ def down() -> None:
     stop_pidfile("dockerd", STATE / "dockerd.pid")
 
 
+def collect() -> None:
+    """The registry's garbage collected: it keeps every blob pushed to it (a `make bench` pushes
+    tens of GB: a second run filled the disk), so it is stopped, what no tag reaches is deleted
+    (`docker-registry garbage-collect --delete-untagged`), and it is started again."""
+    if not (STATE / "registry.pid").exists():
+        ensure_registry()  # one this script did not start is not ours to collect
+        return
+    stop_pidfile("docker-registry", STATE / "registry.pid")
+    before = shutil.disk_usage(STATE).free
+    try:
+        done = subprocess.run(
+            ["docker-registry", "garbage-collect", "--delete-untagged", str(STATE / "registry.yml")],
+            capture_output=True,
+            text=True,
+        )
+    finally:
+        ensure_registry()
+    if done.returncode != 0:
+        raise StackError(f"docker-registry garbage-collect failed: {done.stderr.strip()[-2000:]}")
+    log(f"registry garbage collected: {(shutil.disk_usage(STATE).free - before) / 1e9:.1f} GB freed")
+
+
 def main(argv: list[str]) -> int:
     command = argv[1] if len(argv) > 1 else "up"
     try:
-        {"up": up, "down": down}[command]()
+        {"up": up, "down": down, "collect": collect}[command]()
     except KeyError:
-        print("usage: stack.py up|down", file=sys.stderr)
+        print("usage: stack.py up|down|collect", file=sys.stderr)
         return 2
     except (StackError, subprocess.CalledProcessError, docker.errors.DockerException) as exc:
         log(f"failed: {exc}")

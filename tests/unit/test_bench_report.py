@@ -6,6 +6,7 @@ the step and latency figures. No Docker: the figures themselves come from `make 
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
@@ -91,3 +92,13 @@ def test_python_m_bench_report_draws_the_plot_again_from_a_file(tmp_path):
     (tmp_path / "results.json").write_text(json.dumps(figures(True, True)))
     assert report.main(["--json", str(tmp_path / "results.json"), "--plot", str(tmp_path / "out.png")]) == 0
     assert (tmp_path / "out.png").is_file()
+
+
+def test_the_run_records_its_minutes_revision_and_the_sections_measured_at_it(tmp_path):
+    figures = {"revision": "abc", "latency": {"revision": "abc"}, "fanout": {"revision": "old"}, "models": 20}
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps(figures))
+    started = time.time() - 90
+    assert report.main(["--json", str(path), "--plot", str(tmp_path / "r.png"), "--started", str(started)]) == 0
+    run = json.loads(path.read_text())["make_bench"]
+    assert run == {"minutes": 1.5, "revision": "abc", "sections": ["latency"]}
