@@ -545,6 +545,8 @@ def collect() -> None:
     if not (STATE / "registry.pid").exists():
         ensure_registry()  # one this script did not start is not ours to collect
         return
+    if not (STATE / "registry" / "docker" / "registry" / "v2" / "repositories").is_dir():
+        return  # nothing pushed yet: garbage-collect fails on a registry without repositories
     stop_pidfile("docker-registry", STATE / "registry.pid")
     before = shutil.disk_usage(STATE).free
     try:
