@@ -271,6 +271,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     measured = revision(allow_dirty=args.allow_dirty)  # before anything is measured: a dirty tree stops here
+    action_env()  # perf_analyzer present and the modules compiled, before anything is measured
     figures = measure(time.strftime("%Y%m%d%H%M%S"), measured)
     print(table(figures), flush=True)
     path = Path(args.json)

@@ -371,6 +371,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     measured = revision(allow_dirty=args.allow_dirty)  # before anything is measured: a dirty tree stops here
+    from bench.pipeline import action_env
+
+    action_env()  # perf_analyzer present and the modules compiled, before anything is measured
     client = docker.from_env(timeout=600)
     with tempfile.TemporaryDirectory(prefix="bench-latency-") as tmp:
         found = trials(args, client, Path(tmp))

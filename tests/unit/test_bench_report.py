@@ -102,3 +102,16 @@ def test_the_run_records_its_minutes_revision_and_the_sections_measured_at_it(tm
     assert report.main(["--json", str(path), "--plot", str(tmp_path / "r.png"), "--started", str(started)]) == 0
     run = json.loads(path.read_text())["make_bench"]
     assert run == {"minutes": 1.5, "revision": "abc", "sections": ["latency"]}
+
+
+def test_the_tools_modules_are_compiled_before_releases_are_measured():
+    """As pip installs them into the action's image; a machine with PYTHONDONTWRITEBYTECODE set
+    would otherwise compile them at every release's start."""
+    import importlib
+    import importlib.util
+    from pathlib import Path
+
+    source = importlib.import_module("triton_release.cli.main").__file__
+    pipeline.compiled.cache_clear()
+    pipeline.compiled()
+    assert Path(importlib.util.cache_from_source(source)).stat().st_mtime >= Path(source).stat().st_mtime
