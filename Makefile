@@ -84,7 +84,7 @@ test-fast: install
 
 # The figures of a clean tree only (bench/revision.py: a dirty one is refused; --allow-dirty marks it);
 # bench.cold, the first release on a cold daemon (a second dockerd of its own, so root); bench.weights,
-# new weights of 512 MiB and 4 GiB against the naive pipeline and the physical floor; bench.report
+# new weights of 512 MiB and of 4 GiB and 1 MiB against the naive pipeline and the physical floor; bench.report
 # draws bench/results.png again once the latency figures are in bench/results.json, and records the
 # run's minutes. The registry keeps every blob pushed to it (tens of GB a run): its garbage is
 # collected before and after (stack/stack.py collect).

@@ -33,7 +33,7 @@ COMMIT_ID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 
 # Every git command the tool runs, whatever the user's config says: git hashes a file over
 # core.bigFileThreshold (512 MiB) through the deflate it would store it with (a `git status` of
-# 600 MiB of weights whose stat changed: 12.6 s at the default level, 1.7 s at 0), so nothing is
+# 600 MiB of weights whose stat changed: about 17 s at the default level, 2 to 3 s at 0), so nothing is
 # deflated; no automatic gc or maintenance, which would repack the weights at that level; and
 # packs mapped 16 MiB at a time, 64 MiB at most (a 600 MiB blob read held 619 MB with git's 1 GiB
 # windows, 70 MB with these).
