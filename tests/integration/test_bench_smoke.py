@@ -96,6 +96,9 @@ def test_bench_weights_smoke(docker_client, tmp_path):
     assert size["bytes"] == 1024 * 1024
     assert list(size["naive"]["steps"]) == ["copy", "build", "serve+check", "push", "git"]
     assert list(size["floor"]["steps"]) == ["read_and_hash", "upload"]
+    # the daemon's own copy of the new bytes, apart from the floor; its image removed
+    assert list(size["daemon_copy"]["steps"]) == ["write_tar", "load"] and size["daemon_copy"]["total_s"] > 0
+    assert not docker_client.images.list(name="bench-daemon-copy")
     assert {"bump", "build", "test", "push", "commit"} <= set(size["triton_release"]["steps"])
     assert size["triton_release"]["peak_rss_bytes"] > 0
     assert "| new weights | triton-release (s) |" in result.stdout
