@@ -7,7 +7,8 @@ Two halves with a different answer to failure:
 - Once X.Y.Z is in the registry the release is published, and nothing is rolled back. The
   steps after it are idempotent: a rerun resumes the push of the same image, and a rerun that
   finds nothing new points the newest release's moving tags at it and applies `--keep`.
-- The new layers go up while the golden cases run (registry/upload.py), and no manifest names
+- The new layers go up as soon as the build wrote them, while the daemon loads the image and the
+  golden cases run (registry/upload.py), and no manifest names
   them until the push, after every case passed: a refused release tags nothing, stops the upload
   and says how many unreferenced blobs it left for the registry's garbage collection.
 - The evidence (evidence/) is attached right after the push, before any moving tag: a run that
@@ -23,7 +24,7 @@ import importlib
 import re
 import tempfile
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -311,7 +312,7 @@ def _build_and_publish(
     # -- undone on failure, until X.Y.Z is in the registry ------------------------------------
     bumped = pushing = False
     run = None  # a change that only removes models has nothing to test
-    upload: BackgroundUpload | None = None  # the new layers sent while the tests run
+    upload: BackgroundUpload | None = None  # the new layers sent while the daemon loads them and the tests run
     sbom: attach.SbomBeside | None = None
     tars = tempfile.TemporaryDirectory(prefix="triton-release-tars-")  # the new layers' tars, until pushed
     overlap = (
@@ -343,6 +344,15 @@ def _build_and_publish(
             )
             if request.push and version is not None:  # its SBOM written while the image is built and tested
                 sbom = attach.SbomBeside(prepared, {m.name: list(m.versions) for m in exported})
+
+            def upload_now(diff_ids: Sequence[str], written: Mapping[str, Path]) -> None:
+                """The new layers go up as soon as their tars are written, beside the daemon's load."""
+                nonlocal upload
+                if upload is None and repository is not None and version is not None:
+                    upload = BackgroundUpload(repository, diff_ids, written, planned.released_before).start()
+
+            from triton_release.image.build import LayersOut  # docker: only once a release builds
+
             built = session.step(
                 "build",
                 console.built,
@@ -358,14 +368,10 @@ def _build_and_publish(
                 prepared=prepared,
                 blob_ids=shipped.blob_ids,
                 extra_labels=planned.record_label(),
-                tars_folder=Path(tars.name) if overlap else None,
+                layers_out=LayersOut(Path(tars.name), upload_now) if overlap else None,
             )
             image = built.image_id
             prepared = built.prepared  # with the stub compiled during the build, for the provenance
-            if overlap and repository is not None and version is not None:
-                upload = BackgroundUpload(
-                    repository, built.build.diff_ids, dict(built.build.tar_files), planned.released_before
-                ).start()
             if to_test:  # a change that only removes models has nothing to test
                 run = session.step(
                     "test",

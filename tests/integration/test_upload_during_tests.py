@@ -15,6 +15,7 @@ import pytest
 
 from support.models import python_model_files
 from triton_release import cache, steps
+from triton_release.image import assemble
 from triton_release.registry import upload as uploads
 from triton_release.registry.client import Manifest
 
@@ -24,13 +25,21 @@ pytestmark = pytest.mark.integration
 @pytest.fixture
 def watched(monkeypatch, releaser):
     """The test step observed: the registry's tags when it ends, and the upload beside it, whose
-    thread is waited for before the cases run (so the upload surely happened during the tests)."""
-    seen: dict = {"tags": [], "uploads": []}
-    start, test = uploads.BackgroundUpload.start, steps.test
+    thread is waited for before the cases run (so the upload surely happened during the tests);
+    and when the upload started, against the daemon's load of the image."""
+    seen: dict = {"tags": [], "uploads": [], "order": []}
+    start, test, load = uploads.BackgroundUpload.start, steps.test, assemble.load
 
     def start_and_keep(self):
         seen["uploads"].append(self)
+        seen["order"].append("upload started")
         return start(self)
+
+    def load_watched(*args, **kwargs):
+        try:
+            return load(*args, **kwargs)
+        finally:
+            seen["order"].append("image loaded")
 
     def test_watched(*args, **kwargs):
         for upload in seen["uploads"]:
@@ -42,6 +51,7 @@ def watched(monkeypatch, releaser):
 
     monkeypatch.setattr(uploads.BackgroundUpload, "start", start_and_keep)
     monkeypatch.setattr(steps, "test", test_watched)
+    monkeypatch.setattr(assemble, "load", load_watched)
     return seen
 
 
@@ -73,6 +83,8 @@ def test_a_one_model_change_goes_up_during_the_tests_and_pulls_back_as_the_teste
     assert during["referenced"] is True and during["blobs_uploaded"] >= 1 and during["bytes_uploaded"] > 0
     assert during["blobs_reused"] >= 1  # the base's layers and b: the previous release's blobs
     assert watched["tags"] == [before]  # nothing tagged while the golden cases ran
+    # the new layer went up from the moment its tar was written, beside the daemon's own copy of it
+    assert watched["order"][:2] == ["upload started", "image loaded"]
     repo = releaser.registry
     assert push["digest"] == repo.digest("1.1.0") == report["digest"]
     manifest = repo.manifest("1.1.0")

@@ -230,14 +230,19 @@ def assemble(
     start: int,
     tar_of: Callable[[str], Path],
     held: Sequence[Sequence[str]] = (),
+    sending: Callable[[], None] | None = None,
 ) -> tuple[str, int]:
     """Load the image whose layers from `start` on are ours (`tar_of(diff_id)` gives a layer's tar,
     written on demand), sending only those the daemon lacks. Returns the image id and how many
-    layer tars were sent."""
+    layer tars were sent. `sending` is called once those tars are written, before the daemon
+    reads a byte of them."""
     have = max(start, present_prefix(diff_ids, held))
     missing = list(diff_ids[have:])
+    tars = {d: tar_of(d) for d in missing}
+    if sending is not None:
+        sending()
     try:
-        return load(client, tag, config, diff_ids, {d: tar_of(d) for d in missing}), len(missing)
+        return load(client, tag, config, diff_ids, tars), len(missing)
     except MissingLayer:
         pass
     missing = list(diff_ids[start:])

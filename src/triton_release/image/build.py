@@ -9,7 +9,7 @@ from __future__ import annotations
 import errno
 import json
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -48,7 +48,6 @@ class BuildResult:
     layers: tuple[Layer, ...]
     sent: int = 0  # layer tars the daemon lacked and was sent
     diff_ids: tuple[str, ...] = ()  # the image's layers, the base's first
-    tar_files: tuple[tuple[str, Path], ...] = ()  # with `tars_folder`: diff id -> the layer tars written there
     replaced: Tidied = Tidied()  # the build the tag named before, removed once untagged (image/tidy.py)
 
     def to_json(self) -> dict:
@@ -65,6 +64,16 @@ class BuildResult:
 NOTHING_EXTRA = Runtime()  # the models alone: the base image's stub, no environments
 
 
+@dataclass(frozen=True)
+class LayersOut:
+    """Where a build leaves the tars of the layers it writes, and `ready`, told the image's diff ids
+    and the tars written (diff id -> file) once those the daemon lacks are written, before the
+    daemon reads them: an upload started there goes up beside the daemon's own copy of them."""
+
+    folder: Path
+    ready: Callable[[Sequence[str], Mapping[str, Path]], None]
+
+
 def build_image(
     repo: Repository,
     base_image: str,
@@ -77,14 +86,14 @@ def build_image(
     max_layers: int = 120,
     base_layers: int | None = None,
     blob_ids: Mapping[str, str] | None = None,
-    tars_folder: Path | None = None,
+    layers_out: LayersOut | None = None,
 ) -> BuildResult:
     """Put `tag` together FROM `base_image` with the repository's models (all, or `models`) and
     the runtime's items, in at most `max_layers` layers: our layer tars and a config written
     here, loaded into the daemon with only the layers it lacks. `base_layers`: the base image's
     own layer count (default: looked up on the daemon). `blob_ids`: the git object id of each file
     that holds exactly its committed content, by absolute path (a checkout built in place).
-    `tars_folder`: where the layer tars written are left, for an upload that follows (default: a
+    `layers_out`: where the layer tars written are left, and whom to tell once they are (default: a
     temporary folder, removed)."""
     client = client or docker_client()
     base = _local_image(client, base_image)
@@ -96,16 +105,16 @@ def build_image(
     labels = labels or {}
     try:
         with tempfile.TemporaryDirectory(prefix="triton-release-layers-") as scratch:
-            tars = LayerTars(tars_folder or Path(scratch), cache_dir() / "layers", blob_ids)
+            folder, ready = (layers_out.folder, layers_out.ready) if layers_out else (Path(scratch), None)
+            tars = LayerTars(folder, cache_dir() / "layers", blob_ids, ready)
             try:
                 built = _assemble(client, tag, base, base_ids, planned, tars, previous, labels)
             except StaleDigest:
                 tars.forget()
                 built = _assemble(client, tag, base, base_ids, planned, tars, previous, labels)
-            kept = tuple((f"sha256:{digest}", path) for digest, path in tars.written().items()) if tars_folder else ()
             # the build the tag named before, untagged now: its layers that matter are the new one's
             replaced = remove_untagged(client, [previous.id], keep=[built.image_id]) if previous else Tidied()
-            return replace(built, base_image=base_image, tar_files=kept, replaced=replaced)
+            return replace(built, base_image=base_image, replaced=replaced)
     except OSError as exc:
         if exc.errno != errno.ENOSPC:
             raise
@@ -147,7 +156,14 @@ def _load(
     config = image_config(base.attrs, diff_ids, labels, SERVER_COMMAND, labels.get(CREATED_LABEL, ""))
     held = [previous.attrs["RootFS"]["Layers"]] if previous else []
     image_id, sent = assemble(
-        client, tag, config, diff_ids, len(base_ids), lambda diff_id: tars.tar(diff_id.split(":", 1)[1]), held
+        client,
+        tag,
+        config,
+        diff_ids,
+        len(base_ids),
+        lambda diff_id: tars.tar(diff_id.split(":", 1)[1]),
+        held,
+        lambda: tars.tell(diff_ids),
     )
     return BuildResult(tag, image_id, base.id, tuple(layers), sent, tuple(diff_ids))
 

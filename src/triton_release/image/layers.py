@@ -21,7 +21,7 @@ import io
 import os
 import re
 import tarfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from stat import S_ISDIR, S_ISREG
@@ -354,10 +354,17 @@ class LayerTars:
     `known` (a folder) by its items' fingerprints, and its tar is written only when asked for: a
     torch-sized distribution the daemon already holds is neither read nor sent again, and a
     thousand unchanged model folders are read, not written. `blob_ids`: files named by their git
-    object id, not read (see `entries_fingerprint`)."""
+    object id, not read (see `entries_fingerprint`). `ready`: told the image's diff ids and the
+    tars written (diff id -> file) by `tell`."""
 
-    def __init__(self, folder: Path, known: Path | None = None, blob_ids: Mapping[str, str] | None = None) -> None:
-        self.folder, self.known, self.blob_ids = folder, known, blob_ids
+    def __init__(
+        self,
+        folder: Path,
+        known: Path | None = None,
+        blob_ids: Mapping[str, str] | None = None,
+        ready: Callable[[Sequence[str], Mapping[str, Path]], None] | None = None,
+    ) -> None:
+        self.folder, self.known, self.blob_ids, self.ready = folder, known, blob_ids, ready
         self._planned: dict[str, Planned] = {}
         self._paths: dict[str, Path] = {}
 
@@ -378,12 +385,19 @@ class LayerTars:
         return hashlib.sha256(text.encode()).hexdigest()
 
     def _write(self, planned: Planned) -> tuple[str, Path]:
+        """The layer's tar written, named by its digest once written: a tar an upload reads while a
+        retry writes the layers again is never rewritten under it with other bytes."""
         entries: dict[str, Path | bytes] = {}
         for item in planned.items:
             entries.update(item.entries)
-        path = self.folder / planned.name
-        with open(path, "wb") as handle:
-            digest = write_layer_tar(handle, entries, self.blob_ids)
+        writing = self.folder / f".{planned.name}.{os.getpid()}.writing"
+        try:
+            with open(writing, "wb") as handle:
+                digest = write_layer_tar(handle, entries, self.blob_ids)
+            path = self.folder / f"{digest}.tar"
+            os.replace(writing, path)
+        finally:
+            writing.unlink(missing_ok=True)
         return digest, path
 
     def _remembered(self, path: Path | None) -> str:
@@ -430,9 +444,10 @@ class LayerTars:
             self._paths[digest] = path
         return self._paths[digest]
 
-    def written(self) -> dict[str, Path]:
-        """The tars written so far: digest (sha256 hex) -> file."""
-        return dict(self._paths)
+    def tell(self, diff_ids: Sequence[str]) -> None:
+        """Tell `ready` the image's `diff_ids` and the tars written so far."""
+        if self.ready is not None:
+            self.ready(diff_ids, {f"sha256:{digest}": path for digest, path in self._paths.items()})
 
     def forget(self) -> None:
         """Remember no digest from now on (after a stale one)."""

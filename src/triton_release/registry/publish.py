@@ -1,12 +1,12 @@
 """Push under the immutable X.Y.Z, move the other tags, keep or prune releases, roll back.
 
-A release's layers go up while its golden cases run (registry/upload.py): the push then uploads
-the image's config and puts the manifest naming them under X.Y.Z, its digest the sha256 of the
-bytes it sent. When that upload could not make the whole image (a first release, a layer without
-a blob, an error), layers go up through the Docker daemon instead (it uploads only the blobs the
-registry lacks). Either way the manifest is written last, so a tag never points at a partial
-image. Every other tag is a registry-side retag: a manifest PUT, no layer moves. The channel tag
-moves last.
+A release's layers go up while its image is loaded and tested (registry/upload.py): the push then
+uploads the image's config and puts the manifest naming them under X.Y.Z, its digest the sha256 of
+the bytes it sent. When that upload could not make the whole image (a first release, a layer
+without a blob, an error), layers go up through the Docker daemon instead (it uploads only the
+blobs the registry lacks). Either way the manifest is written last, so a tag never points at a
+partial image. Every other tag is a registry-side retag: a manifest PUT, no layer moves. The
+channel tag moves last.
 """
 
 from __future__ import annotations

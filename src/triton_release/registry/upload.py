@@ -1,7 +1,10 @@
-"""The release's blobs uploaded while its golden cases run, and the manifest that names them.
+"""The release's blobs uploaded while its image is loaded and tested, and the manifest that names
+them.
 
-A blob no manifest names is invisible: no tag, no pull can reach it. So once the image is built,
-a background thread sends the registry the layers it lacks, while the server tests, and nothing
+A blob no manifest names is invisible: no tag, no pull can reach it. So once the build has written
+the new layers' tars (before the daemon loads them: its own copy of gigabytes of weights takes as
+long as their upload), a background thread sends the registry the layers it lacks, while the
+daemon loads the image and the server tests it, and nothing
 is tagged: only after every golden case passed does the push upload the config (the image's
 labels may change after the tests) and put the manifest under X.Y.Z.
 

@@ -208,8 +208,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "upload_during_tests",
         True,
-        "send the new layers to the registry while the golden cases run (no tag names them until "
-        "every case passed); false: the Docker daemon pushes after the tests, for a registry that "
+        "send the new layers to the registry as soon as the build wrote them, while the daemon loads "
+        "the image and the golden cases run (no tag names them until every case passed); false: the "
+        "Docker daemon pushes after the tests, for a registry that "
         "must never hold blobs no manifest names (a quota that counts them, no garbage collection)",
         boolean,
     ),

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     import docker
 
     from triton_release.image.base import BaseImage
-    from triton_release.image.build import BuildResult
+    from triton_release.image.build import BuildResult, LayersOut
     from triton_release.image.environments import Environments
     from triton_release.image.stub import StubChoice
     from triton_release.image.warmup import Warmup
@@ -176,15 +176,15 @@ def build(
     prepared: Prepared | None = None,
     extra_labels: dict[str, str] | None = None,
     blob_ids: Mapping[str, str] | None = None,
-    tars_folder: Path | None = None,
+    layers_out: LayersOut | None = None,
 ) -> ReleaseImage:
     """Inspect the base, choose the stub, resolve the environments (unless `prepared`), build as
     `image` says (a base image alone: its defaults), and prove the stub loads. `revision`: the
     commit built (default: the git HEAD around the model repository, if any). `extra_labels`: more
     labels for the image (a staged candidate's plan). `blob_ids`: files known to hold their
     committed content (`Export.blob_ids`). Its `warmup` "golden": the image's config copies get
-    model_warmup from the golden inputs (image/warmup.py). `tars_folder`: where the new layers'
-    tars are left (for the upload during the tests)."""
+    model_warmup from the golden inputs (image/warmup.py). `layers_out`: where the new layers'
+    tars are left, and whom to tell once they are written (the upload beside the load and the tests)."""
     from triton_release.image import environments as envs_in_image
     from triton_release.image import stub
     from triton_release.image.build import build_image
@@ -238,7 +238,7 @@ def build(
         max_layers=options.max_layers,
         base_layers=base.layers or None,
         blob_ids=blob_ids,
-        tars_folder=tars_folder,
+        layers_out=layers_out,
     )
     stub.check_built(client, tag, choice, install)  # a container's ldd, unless the stock stub is kept
     return ReleaseImage(built, prepared, tuple(warnings), warmed)

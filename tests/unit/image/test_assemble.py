@@ -11,7 +11,7 @@ import threading
 
 import pytest
 
-from triton_release.image.assemble import image_config, present_prefix, streamed, write_archive
+from triton_release.image.assemble import assemble, image_config, present_prefix, streamed, write_archive
 
 BASE = {
     "Architecture": "amd64",
@@ -99,3 +99,40 @@ def test_a_failing_archive_is_raised_as_itself_not_as_the_senders_dropped_connec
         streamed(lambda out: out.write(missing.read_bytes())) as chunks,
     ):
         send(chunks)
+
+
+class _Daemon:
+    """A daemon's load as the Docker SDK's client sees it: it records what happened, in order."""
+
+    def __init__(self, events: list[str], config: bytes, diff_ids: list[str]) -> None:
+        self.events, self.image_id, self.diff_ids = events, "sha256:" + hashlib.sha256(config).hexdigest(), diff_ids
+        self.api, self.images = self, self
+
+    def load_image(self, archive):
+        self.events.append("load")
+        for _ in archive:
+            pass
+        return iter([{"stream": "Loaded image"}])
+
+    def get(self, tag):
+        return type("Image", (), {"id": self.image_id, "attrs": {"RootFS": {"Layers": self.diff_ids}}})()
+
+
+def test_the_tars_to_send_are_written_and_told_of_before_the_daemon_reads_one(tmp_path, monkeypatch):
+    """An upload started by `sending` goes up beside the daemon's own copy of the new layers."""
+    monkeypatch.setattr("triton_release.image.assemble.remember_config", lambda _config: None)
+    diff_ids = ["sha256:" + "a" * 64, "sha256:" + "b" * 64, "sha256:" + "c" * 64]
+    config = image_config(BASE, diff_ids, {}, None)
+    events: list[str] = []
+
+    def tar_of(diff_id):
+        events.append(f"tar {diff_id[7:8]}")
+        (tmp_path / diff_id[7:]).write_bytes(b"layer")
+        return tmp_path / diff_id[7:]
+
+    daemon = _Daemon(events, config, diff_ids)
+    image_id, sent = assemble(
+        daemon, "t:1", config, diff_ids, 1, tar_of, [diff_ids[:2]], lambda: events.append("sending")
+    )
+    assert (image_id, sent) == (daemon.image_id, 1)
+    assert events == ["tar c", "sending", "load"]  # the held prefix a, b: only c's tar is written and sent

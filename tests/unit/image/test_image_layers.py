@@ -260,10 +260,39 @@ def test_a_fingerprinted_layer_is_written_only_when_asked_for_and_its_digest_rem
     item = Item("dist/big-1.0-0123456789ab", {"opt/big/x.py": b"x" * 1000}, 1000, fingerprint="wheel-sha256:01")
     planned = plan([item], SLOTS)[0]
     layer = LayerTars(first, known).layer(planned)  # not remembered yet: written
-    assert (first / planned.name).is_file()
+    assert [p.name for p in first.iterdir()] == [f"{layer.digest}.tar"]  # named by its digest once written
     again = LayerTars(second, known)
-    assert again.layer(planned) == layer and not (second / planned.name).exists()  # remembered: not written
+    assert again.layer(planned) == layer and not any(second.iterdir())  # remembered: not written
     assert hashlib.sha256(again.tar(layer.digest).read_bytes()).hexdigest() == layer.digest  # written on demand
+
+
+def test_a_tar_being_read_is_never_rewritten_under_its_reader_and_a_refused_write_leaves_nothing(tmp_path):
+    """The upload reads a layer's tar while the build may write its layers again (a retry)."""
+    weights = tmp_path / "w.bin"
+    weights.write_bytes(b"first")
+    planned = plan([Item("m.v1", {"models/m/1/w.bin": weights}, 5)], SLOTS)[0]
+    folder = tmp_path / "tars"
+    folder.mkdir()
+    first = LayerTars(folder).layer(planned).digest
+    with open(folder / f"{first}.tar", "rb") as reading:
+        weights.write_bytes(b"other")  # a retry that finds other bytes: another tar, another name
+        second = LayerTars(folder).layer(planned).digest
+        assert second != first and hashlib.sha256(reading.read()).hexdigest() == first
+    assert sorted(p.name for p in folder.iterdir()) == sorted([f"{first}.tar", f"{second}.tar"])
+    ids = {str(weights): git_blob_id(b"committed")}
+    with pytest.raises(Refused, match="changed while the release read it in place"):
+        LayerTars(folder, None, ids).layer(planned)
+    assert sorted(p.name for p in folder.iterdir()) == sorted([f"{first}.tar", f"{second}.tar"])
+
+
+def test_whoever_is_ready_is_told_the_image_and_every_tar_written_by_its_diff_id(tmp_path):
+    told = []
+    planned = plan([Item("m.v1", {"models/m/1/w.bin": b"weights"}, 7)], SLOTS)[0]
+    tars = LayerTars(tmp_path, ready=lambda diff_ids, written: told.append((list(diff_ids), dict(written))))
+    digest = tars.layer(planned).digest
+    tars.tell(["sha256:base", f"sha256:{digest}"])
+    assert told == [(["sha256:base", f"sha256:{digest}"], {f"sha256:{digest}": tmp_path / f"{digest}.tar"})]
+    LayerTars(tmp_path).tell(["sha256:base"])  # nobody to tell: nothing happens
 
 
 def test_a_model_folder_s_layer_is_remembered_by_its_content_and_a_change_of_any_kind_is_seen(make_repo, tmp_path):
@@ -274,7 +303,7 @@ def test_a_model_folder_s_layer_is_remembered_by_its_content_and_a_change_of_any
     def digest_and_written(folder: Path) -> tuple[str, bool]:
         (planned,) = [p for p in plan_image(Repository.load(root), "b", max_layers=120) if p.name == "m.v1.tar"]
         layer = LayerTars(folder, known).layer(planned)
-        return layer.digest, (folder / planned.name).exists()
+        return layer.digest, (folder / f"{layer.digest}.tar").exists()
 
     first, _ = digest_and_written(written)
     later = tmp_path / "later"
