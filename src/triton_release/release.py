@@ -346,10 +346,17 @@ def _build_and_publish(
                 sbom = attach.SbomBeside(prepared, {m.name: list(m.versions) for m in exported})
 
             def upload_now(diff_ids: Sequence[str], written: Mapping[str, Path]) -> None:
-                """The new layers go up as soon as their tars are written, beside the daemon's load."""
+                """The new layers go up as soon as their tars are written, beside the daemon's load;
+                an upload of other layers (the build wrote them again) gives way to this one."""
                 nonlocal upload
-                if upload is None and repository is not None and version is not None:
-                    upload = BackgroundUpload(repository, diff_ids, written, planned.released_before).start()
+                if repository is None or version is None:
+                    return
+                if upload is not None:
+                    if upload.diff_ids == list(diff_ids) and upload.tars == dict(written):
+                        return
+                    upload.stop()  # what it sent is reused by the next (this machine's cache names it)
+                upload = BackgroundUpload(repository, diff_ids, written, planned.released_before)
+                upload.start()  # started once `upload` names it: a signal now still finds it to stop
 
             from triton_release.image.build import LayersOut  # docker: only once a release builds
 

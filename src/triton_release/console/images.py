@@ -47,7 +47,7 @@ class ImageLines(ConsoleCore):
         during = result.uploaded_during_tests
         if result.pushed_by == "registry":
             self.line(
-                f"its {during.blobs} new layers ({size(during.bytes)}) went up while the tests ran; "
+                f"its {during.blobs} new layers ({size(during.bytes)}) went up while the image was loaded and tested; "
                 "the manifest was written after they passed"
             )
         elif during is not None and during.missing and during.missing != "stopped":
@@ -57,7 +57,7 @@ class ImageLines(ConsoleCore):
 
     def unreferenced_blobs(self, result: Any) -> None:
         self.warning(
-            f"{result.blobs} blobs ({size(result.bytes)}) uploaded while the tests ran are named by no "
+            f"{result.blobs} blobs ({size(result.bytes)}) uploaded while the image was loaded and tested are named by no "
             "manifest: nothing was tagged, and the registry's garbage collection removes them"
         )
 

@@ -222,6 +222,19 @@ def load(
     return image_id
 
 
+def _send(
+    client: docker.DockerClient,
+    tag: str,
+    config: bytes,
+    diff_ids: Sequence[str],
+    tars: Mapping[str, Path],
+    sending: Callable[[], None] | None,
+) -> tuple[str, int]:
+    if sending is not None:
+        sending()
+    return load(client, tag, config, diff_ids, tars), len(tars)
+
+
 def assemble(
     client: docker.DockerClient,
     tag: str,
@@ -234,20 +247,15 @@ def assemble(
 ) -> tuple[str, int]:
     """Load the image whose layers from `start` on are ours (`tar_of(diff_id)` gives a layer's tar,
     written on demand), sending only those the daemon lacks. Returns the image id and how many
-    layer tars were sent. `sending` is called once those tars are written, before the daemon
-    reads a byte of them."""
+    layer tars were sent. `sending` is called each time the tars to send are written, before the
+    daemon reads a byte of them."""
     have = max(start, present_prefix(diff_ids, held))
-    missing = list(diff_ids[have:])
-    tars = {d: tar_of(d) for d in missing}
-    if sending is not None:
-        sending()
     try:
-        return load(client, tag, config, diff_ids, tars), len(missing)
+        return _send(client, tag, config, diff_ids, {d: tar_of(d) for d in diff_ids[have:]}, sending)
     except MissingLayer:
         pass
-    missing = list(diff_ids[start:])
     try:
-        return load(client, tag, config, diff_ids, {d: tar_of(d) for d in missing}), len(missing)
+        return _send(client, tag, config, diff_ids, {d: tar_of(d) for d in diff_ids[start:]}, sending)
     except MissingLayer as exc:
         raise InfrastructureError(
             f"The Docker daemon lacks a layer of the base image: {exc}. Pull the base image again."

@@ -178,7 +178,7 @@ def remember_descriptor(diff_id: str, descriptor: Descriptor) -> None:
 
 @dataclass(frozen=True)
 class Uploaded:
-    """What the upload during the tests did: blobs sent (and their bytes, compressed), blobs the
+    """What the upload beside the load and the tests did: blobs sent (and their bytes, compressed), blobs the
     repository already held (reused), and why its blobs cannot make the manifest, if they cannot."""
 
     blobs: int
