@@ -107,11 +107,14 @@ class _Daemon:
     def __init__(self, events: list[str], config: bytes, diff_ids: list[str]) -> None:
         self.events, self.image_id, self.diff_ids = events, "sha256:" + hashlib.sha256(config).hexdigest(), diff_ids
         self.api, self.images = self, self
+        self.lost = 0
 
     def load_image(self, archive):
         self.events.append("load")
         for _ in archive:
             pass
+        if self.events.count("load") <= self.lost:  # an image pruned meanwhile took a layer with it
+            return iter([{"error": "open /var/lib/docker/tmp/x/layer.tar: no such file or directory"}])
         return iter([{"stream": "Loaded image"}])
 
     def get(self, tag):
@@ -136,3 +139,20 @@ def test_the_tars_to_send_are_written_and_told_of_before_the_daemon_reads_one(tm
     )
     assert (image_id, sent) == (daemon.image_id, 1)
     assert events == ["tar c", "sending", "load"]  # the held prefix a, b: only c's tar is written and sent
+
+
+def test_a_layer_the_daemon_lost_is_written_and_told_of_again_before_the_archive_is_sent_again(tmp_path, monkeypatch):
+    monkeypatch.setattr("triton_release.image.assemble.remember_config", lambda _config: None)
+    diff_ids = ["sha256:" + "a" * 64, "sha256:" + "b" * 64, "sha256:" + "c" * 64]
+    config = image_config(BASE, diff_ids, {}, None)
+    events: list[str] = []
+
+    def tar_of(diff_id):
+        events.append(f"tar {diff_id[7:8]}")
+        return tmp_path / "empty"
+
+    (tmp_path / "empty").write_bytes(b"")
+    daemon = _Daemon(events, config, diff_ids)
+    daemon.lost = 1
+    _, sent = assemble(daemon, "t:1", config, diff_ids, 1, tar_of, [diff_ids[:2]], lambda: events.append("sending"))
+    assert sent == 2 and events == ["tar c", "sending", "load", "tar b", "tar c", "sending", "load"]
