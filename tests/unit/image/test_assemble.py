@@ -121,8 +121,9 @@ class _Daemon:
         return type("Image", (), {"id": self.image_id, "attrs": {"RootFS": {"Layers": self.diff_ids}}})()
 
 
-def test_the_tars_to_send_are_written_and_told_of_before_the_daemon_reads_one(tmp_path, monkeypatch):
-    """An upload started by `sending` goes up beside the daemon's own copy of the new layers."""
+def assembled(tmp_path, monkeypatch, lost: int = 0) -> tuple[list[str], str, int, str]:
+    """Layers a, b, c put together on a daemon that holds a and b and loses a layer `lost` times:
+    what happened, in order, the image id and the tars sent, and the id the daemon gives."""
     monkeypatch.setattr("triton_release.image.assemble.remember_config", lambda _config: None)
     diff_ids = ["sha256:" + "a" * 64, "sha256:" + "b" * 64, "sha256:" + "c" * 64]
     config = image_config(BASE, diff_ids, {}, None)
@@ -134,25 +135,20 @@ def test_the_tars_to_send_are_written_and_told_of_before_the_daemon_reads_one(tm
         return tmp_path / diff_id[7:]
 
     daemon = _Daemon(events, config, diff_ids)
+    daemon.lost = lost
     image_id, sent = assemble(
         daemon, "t:1", config, diff_ids, 1, tar_of, [diff_ids[:2]], lambda: events.append("sending")
     )
-    assert (image_id, sent) == (daemon.image_id, 1)
+    return events, image_id, sent, daemon.image_id
+
+
+def test_the_tars_to_send_are_written_and_told_of_before_the_daemon_reads_one(tmp_path, monkeypatch):
+    """An upload started by `sending` goes up beside the daemon's own copy of the new layers."""
+    events, image_id, sent, loaded = assembled(tmp_path, monkeypatch)
+    assert (image_id, sent) == (loaded, 1)
     assert events == ["tar c", "sending", "load"]  # the held prefix a, b: only c's tar is written and sent
 
 
 def test_a_layer_the_daemon_lost_is_written_and_told_of_again_before_the_archive_is_sent_again(tmp_path, monkeypatch):
-    monkeypatch.setattr("triton_release.image.assemble.remember_config", lambda _config: None)
-    diff_ids = ["sha256:" + "a" * 64, "sha256:" + "b" * 64, "sha256:" + "c" * 64]
-    config = image_config(BASE, diff_ids, {}, None)
-    events: list[str] = []
-
-    def tar_of(diff_id):
-        events.append(f"tar {diff_id[7:8]}")
-        return tmp_path / "empty"
-
-    (tmp_path / "empty").write_bytes(b"")
-    daemon = _Daemon(events, config, diff_ids)
-    daemon.lost = 1
-    _, sent = assemble(daemon, "t:1", config, diff_ids, 1, tar_of, [diff_ids[:2]], lambda: events.append("sending"))
+    events, _, sent, _ = assembled(tmp_path, monkeypatch, lost=1)
     assert sent == 2 and events == ["tar c", "sending", "load", "tar b", "tar c", "sending", "load"]
