@@ -1,12 +1,15 @@
 """The upload-overlap benchmark's figures (bench/upload.py, bench/report.py), from made-up reports:
 a release's figures read from its report, the ratios, the medians, the section and its table. No
-Docker: the figures themselves come from `make bench`."""
+Docker: the figures themselves come from `make bench`, and the page gives them."""
 
 from __future__ import annotations
+
+import json
 
 import pytest
 
 from bench import report, upload
+from support.stack import ROOT
 
 
 def made_up_report(test: float, push: float, during: dict | None) -> dict:
@@ -125,3 +128,21 @@ def test_the_random_weights_are_written_in_chunks_to_the_size_asked(tmp_path, mo
     upload.write_random(tmp_path / "w.bin", 2500)
     data = (tmp_path / "w.bin").read_bytes()
     assert len(data) == 2500 and len(set(data)) > 100  # random, not a repeated byte
+
+
+def test_the_pages_figures_of_the_upload_beside_the_tests_are_the_measured_ones():
+    """docs/benchmarks.md's table of the upload beside the tests, row by row, from bench/results.json."""
+    section = json.loads((ROOT / "bench" / "results.json").read_text(encoding="utf-8"))["upload_overlap"]
+    page = " ".join((ROOT / "docs" / "benchmarks.md").read_text(encoding="utf-8").split())
+    ours, daemon, naive = section["overlap"], section["daemon"], section["naive"]
+    rows = {
+        "release (s)": (ours["release_s"], daemon["release_s"], naive["release_s"]),
+        "build (s)": (ours["build_s"], daemon["build_s"], naive["build_s"]),
+        "test (s)": (ours["test_s"], daemon["test_s"], naive["serve+check_s"]),
+        "upload (s)": (ours["upload_s"], daemon["push_s"], naive["push_s"]),
+        "push step (s)": (ours["push_s"], daemon["push_s"], naive["push_s"]),
+    }
+    for name, values in rows.items():
+        assert f"| {name} | " + " | ".join(f"{v:.2f}" for v in values) + " |" in page, name
+    assert f"(`upload_overlap.revision` {section['revision'][:7]}, {section['date']};" in page
+    assert f"**not met ({section['release_over_max']:.2f})**" in page and not section["met"]
