@@ -30,7 +30,6 @@ import hashlib
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -41,6 +40,7 @@ import docker
 
 from bench import pipeline, upload
 from bench.generate import generate_repository, git
+from bench.peak import measured
 from bench.rebuild import BASE_IMAGE
 from bench.revision import revision
 from triton_release.history.commit import STORE_BIG
@@ -105,39 +105,6 @@ def release(root: Path, repo: str) -> tuple[float, dict, int]:
     if code != 0:
         raise RuntimeError(f"triton-release release failed:\n{out.decode(errors='replace')[-3000:]}")
     return elapsed, json.loads(report.read_text()), peak
-
-
-# Linux keeps the largest resident size a process had across exec, and a process spawned from this
-# one starts with this one's: the release's wait4 ru_maxrss was this benchmark's own 1.1 GiB once it
-# had grown. So the release is forked from a small launcher, which reports its child's peak.
-LAUNCHER = """
-import os, sys
-pid = os.fork()
-if pid == 0:
-    os.execv(sys.argv[2], sys.argv[2:])
-_, status, usage = os.wait4(pid, 0)
-with open(sys.argv[1], "w") as out:
-    out.write(str(usage.ru_maxrss * 1024))
-sys.exit(os.waitstatus_to_exitcode(status))
-"""
-
-
-def measured(command: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, int, bytes, int]:
-    """`command` run to its end: its seconds, exit code, output, and peak resident memory in bytes
-    (its own and its descendants', the largest: wait4's ru_maxrss), whatever this process's size."""
-    with tempfile.TemporaryDirectory(prefix="bench-peak-") as folder:
-        peak_file = Path(folder) / "peak"
-        start = time.perf_counter()
-        done = subprocess.run(
-            [sys.executable, "-I", "-S", "-c", LAUNCHER, str(peak_file), *command],
-            cwd=cwd,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-        )
-        elapsed = time.perf_counter() - start
-        peak = int(peak_file.read_text()) if peak_file.exists() else 0
-    return elapsed, done.returncode, done.stdout, peak
 
 
 def naive(client: docker.DockerClient, root: Path, repo: str, tag: str) -> dict[str, float]:
