@@ -8,9 +8,9 @@ Two halves with a different answer to failure:
   steps after it are idempotent: a rerun resumes the push of the same image, and a rerun that
   finds nothing new points the newest release's moving tags at it and applies `--keep`.
 - The new layers go up as soon as the build wrote them, while the daemon loads the image and the
-  golden cases run (registry/upload.py), and no manifest names
-  them until the push, after every case passed: a refused release tags nothing, stops the upload
-  and says how many unreferenced blobs it left for the registry's garbage collection.
+  golden cases run (registry/upload.py), and no manifest names them until the push, after every
+  case passed: a refused release tags nothing, stops the upload and says how many unreferenced
+  blobs it left for the registry's garbage collection.
 - The evidence (evidence/) is attached right after the push, before any moving tag: a run that
   stops between the two leaves X.Y.Z without evidence and the channel where it was. The rerun of
   that commit finds nothing new, runs X.Y.Z's golden cases again against its digest, attaches

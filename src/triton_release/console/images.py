@@ -47,8 +47,8 @@ class ImageLines(ConsoleCore):
         during = result.uploaded_during_tests
         if result.pushed_by == "registry":
             self.line(
-                f"its {during.blobs} new layers ({size(during.bytes)}) went up while the image was loaded and tested; "
-                "the manifest was written after they passed"
+                f"its {during.blobs} new layers ({size(during.bytes)}) went up while the image was loaded "
+                "and tested; the manifest was written after they passed"
             )
         elif during is not None and during.missing and during.missing != "stopped":
             self.line(
@@ -57,8 +57,8 @@ class ImageLines(ConsoleCore):
 
     def unreferenced_blobs(self, result: Any) -> None:
         self.warning(
-            f"{result.blobs} blobs ({size(result.bytes)}) uploaded while the image was loaded and tested are named by no "
-            "manifest: nothing was tagged, and the registry's garbage collection removes them"
+            f"{result.blobs} blobs ({size(result.bytes)}) uploaded while the image was loaded and tested "
+            "are named by no manifest: nothing was tagged, and the registry's garbage collection removes them"
         )
 
     def evidence(self, result: Any) -> None:

@@ -390,7 +390,7 @@ class LayerTars:
         entries: dict[str, Path | bytes] = {}
         for item in planned.items:
             entries.update(item.entries)
-        writing = self.folder / f".{planned.name}.{os.getpid()}.writing"
+        writing = self.folder / f".{planned.name}.writing"
         try:
             with open(writing, "wb") as handle:
                 digest = write_layer_tar(handle, entries, self.blob_ids)

@@ -4,9 +4,9 @@ them.
 A blob no manifest names is invisible: no tag, no pull can reach it. So once the build has written
 the new layers' tars (before the daemon loads them: its own copy of gigabytes of weights takes as
 long as their upload), a background thread sends the registry the layers it lacks, while the
-daemon loads the image and the server tests it, and nothing
-is tagged: only after every golden case passed does the push upload the config (the image's
-labels may change after the tests) and put the manifest under X.Y.Z.
+daemon loads the image and the server tests it, and nothing is tagged: only after every golden
+case passed does the push upload the config (the image's labels may change after the tests) and
+put the manifest under X.Y.Z.
 
 - A new layer goes up as our own gzip of its tar (no timestamp: the same tar gives the same
   blob), streamed, its digest and size computed as it goes. A small tar (code, an unpacked
@@ -178,8 +178,9 @@ def remember_descriptor(diff_id: str, descriptor: Descriptor) -> None:
 
 @dataclass(frozen=True)
 class Uploaded:
-    """What the upload beside the load and the tests did: blobs sent (and their bytes, compressed), blobs the
-    repository already held (reused), and why its blobs cannot make the manifest, if they cannot."""
+    """What the upload beside the load and the tests did: blobs sent (and their bytes, compressed),
+    blobs the repository already held (reused), and why its blobs cannot make the manifest, if they
+    cannot."""
 
     blobs: int
     bytes: int
